@@ -1,0 +1,59 @@
+# InferLab: `make run` opens the window, `make test` runs every test offscreen.
+# Everything is installed by these rules from a fresh clone; nothing by hand.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.inferlab-setup
+# The CPU build of torch that lies on this project's machines. GPU users: install your CUDA
+# build of torch into $(VENV) first and run `make setup TORCH_SPEC=` (see README).
+TORCH_SPEC ?= torch==2.13.0
+# System libraries Qt needs offscreen and under Xvfb (Debian names); installed when root.
+SYS_PKGS := xvfb xauth fonts-dejavu-core libgl1 libegl1 libfontconfig1 libglib2.0-0 \
+	libdbus-1-3 libxkbcommon0 libxkbcommon-x11-0 libx11-xcb1 libxcb-cursor0 libxcb-icccm4 \
+	libxcb-keysyms1 libxcb-image0 libxcb-randr0 libxcb-render-util0 libxcb-shape0 \
+	libxcb-xfixes0 libxcb-xkb1 libxcb-sync1 libxcb-shm0 libxcb-util1
+
+
+.PHONY: setup sysdeps run test test-gpu bench lint screenshots clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@$(MAKE) --no-print-directory sysdeps
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if [ -n "$(TORCH_SPEC)" ]; then $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+sysdeps:
+	@missing=$$(for p in $(SYS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done 2>/dev/null); \
+	if [ -z "$$missing" ] || ! command -v dpkg >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing system libraries for Qt: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else \
+		echo "note: Qt may need these system packages: sudo apt-get install $$missing"; \
+	fi
+
+run: setup
+	$(VENV)/bin/inferlab
+
+test: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+test-gpu: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m gpu
+
+bench: setup
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/inferlab bench all --json
+
+lint: setup
+	$(VENV)/bin/ruff check app engines views tests
+
+screenshots: setup
+	mkdir -p out
+	for lab in hardware roofline memory; do QT_QPA_PLATFORM=offscreen $(VENV)/bin/inferlab screenshot --lab $$lab --out out/$$lab.png; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
