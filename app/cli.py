@@ -1,2 +1,87 @@
-def main():
-    print("inferlab")
+"""The `inferlab` command: no arguments opens the window; subcommands run engines headless.
+
+Each subcommand lives in `app/commands/<name>.py` and exposes `register(subparsers)`, which
+adds its parser and sets `func=run` where `run(args) -> int`. Errors users can cause (bad
+file, unknown model or device) are raised as `UserError` (or ValueError / OSError) and
+printed here as one line on stderr with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from app import __version__
+
+# Modules under app/commands, in help order. A missing module is skipped, so labs can land
+# one by one.
+COMMAND_MODULES = (
+    "devices",
+    "roofline",
+    "kv_calc",
+    "generate",
+    "run_lab",
+    "bench",
+    "screenshot",
+    "snapshot",
+    "mcu",
+    "board",
+    "virtual_board",
+)
+
+
+class UserError(Exception):
+    """A problem with the user's input: printed as one line, exit status 2."""
+
+
+def print_json(data) -> None:
+    """Write `data` as indented JSON to stdout (the `--json` output of every subcommand)."""
+    json.dump(data, sys.stdout, indent=2, default=_json_default)
+    sys.stdout.write("\n")
+
+
+def _json_default(obj):
+    from engines.trace.jsonable import to_jsonable
+
+    return to_jsonable(obj)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="inferlab",
+        description="InferLab: see what decides inference cost, on your own hardware.",
+    )
+    parser.add_argument("--version", action="version", version=f"inferlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"app.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"app.commands.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        from app.gui import launch
+
+        return launch()
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, ValueError, OSError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"inferlab {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
