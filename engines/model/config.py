@@ -1,0 +1,255 @@
+"""Model shapes: the numbers every cost, memory and KV calculation starts from.
+
+A `ModelConfig` describes a Llama-family decoder (RMSNorm, RoPE, GQA, SwiGLU) by its sizes
+only: no weights. Presets are JSON files in `assets/models/<id>.json`, each naming the
+source of its numbers; `load_hf_config` reads a Hugging Face `config.json` directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MLP_KINDS = ("swiglu", "gelu")
+
+
+class ConfigError(ValueError):
+    """A model config that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes of a decoder-only transformer.
+
+    `mlp_kind` is "swiglu" (gate, up, down: three d_model × d_ff matrices, Llama) or
+    "gelu" (up, down: two matrices, Falcon / GPT-2 style). `notes` says where a preset's
+    parameter count is only approximate.
+    """
+
+    id: str
+    name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    d_ff: int
+    vocab_size: int
+    rope_theta: float = 10000.0
+    tie_embeddings: bool = False
+    max_position: int = 4096
+    source: str = ""
+    mlp_kind: str = "swiglu"
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_type(f.name, f.type, getattr(self, f.name))
+        for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff",
+                     "vocab_size", "max_position"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.rope_theta <= 0:
+            raise ConfigError(f"field 'rope_theta' must be > 0, got {self.rope_theta}")
+        if self.n_heads % self.n_kv_heads:
+            raise ConfigError(
+                f"field 'n_kv_heads' ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
+            )
+        if self.mlp_kind not in MLP_KINDS:
+            raise ConfigError(f"field 'mlp_kind' must be one of {MLP_KINDS}, got {self.mlp_kind!r}")
+        object.__setattr__(self, "rope_theta", float(self.rope_theta))
+
+    @property
+    def attention_kind(self) -> str:
+        """"MHA" (one KV head per query head), "MQA" (one KV head) or "GQA" (in between)."""
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        if self.n_kv_heads == 1:
+            return "MQA"
+        return "GQA"
+
+    @property
+    def group_size(self) -> int:
+        """Query heads that share one KV head: n_heads / n_kv_heads."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def linear_shapes(self) -> tuple[tuple[str, int, int], ...]:
+        """(name, d_in, d_out) of every linear layer in ONE decoder layer, no biases.
+
+        q: d_model → n_heads·d_head, k and v: d_model → n_kv_heads·d_head,
+        o: n_heads·d_head → d_model; SwiGLU adds gate and up (d_model → d_ff) and
+        down (d_ff → d_model); a GELU MLP has only up and down.
+        """
+        q_dim, kv_dim = self.n_heads * self.d_head, self.n_kv_heads * self.d_head
+        attn = (("q", self.d_model, q_dim), ("k", self.d_model, kv_dim),
+                ("v", self.d_model, kv_dim), ("o", q_dim, self.d_model))
+        mlp = (("up", self.d_model, self.d_ff), ("down", self.d_ff, self.d_model))
+        if self.mlp_kind == "swiglu":
+            mlp = (("gate", self.d_model, self.d_ff), *mlp)
+        return attn + mlp
+
+    @property
+    def linear_params_per_layer(self) -> int:
+        """Weights of the linear layers of one decoder layer: Σ d_in · d_out."""
+        return sum(d_in * d_out for _, d_in, d_out in self.linear_shapes)
+
+    @property
+    def n_params(self) -> int:
+        """Exact parameter count of a Llama-family decoder.
+
+        n_params = V·d (embedding) + L·(Σ d_in·d_out + 2·d) (linears and two RMSNorm
+        weights per layer) + d (final norm) + V·d (lm_head, unless tied).
+        """
+        embeddings = self.vocab_size * self.d_model
+        per_layer = self.linear_params_per_layer + 2 * self.d_model
+        lm_head = 0 if self.tie_embeddings else embeddings
+        return embeddings + self.n_layers * per_layer + self.d_model + lm_head
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, origin: str = "model config") -> ModelConfig:
+        """Build from a dict of fields (as `to_dict` writes them); unknown fields are errors.
+
+        `origin` (a file name) starts every error message.
+        """
+        if not isinstance(d, dict):
+            raise ConfigError(f"{origin}: expected a JSON object, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"{origin}: unknown field {unknown[0]!r}")
+        for f in dataclasses.fields(cls):
+            if f.default is dataclasses.MISSING and f.name not in d:
+                raise ConfigError(f"{origin}: missing field {f.name!r}")
+        try:
+            return cls(**d)
+        except ConfigError as e:
+            raise ConfigError(f"{origin}: {e}") from None
+
+
+def _check_type(name: str, annotation: str, value: Any) -> None:
+    """Raise ConfigError unless `value` has the field's declared type (bool is not int)."""
+    ok = {
+        "str": isinstance(value, str),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+    }[annotation]
+    if not ok:
+        raise ConfigError(f"field {name!r} must be {annotation}, got {value!r}")
+
+
+def _models_dir():
+    return importlib.resources.files("assets") / "models"
+
+
+def list_model_presets() -> list[str]:
+    """Ids of the model presets shipped in assets/models, sorted."""
+    return sorted(p.name[: -len(".json")] for p in _models_dir().iterdir()
+                  if p.name.endswith(".json"))
+
+
+def load_model_preset(id: str) -> ModelConfig:
+    """The preset `id` from assets/models/<id>.json; unknown ids list the known ones."""
+    known = list_model_presets()
+    if id not in known:
+        raise ConfigError(f"unknown model preset {id!r}; known: {', '.join(known)}")
+    origin = f"assets/models/{id}.json"
+    data = _parse_json((_models_dir() / f"{id}.json").read_text(encoding="utf-8"), origin)
+    cfg = ModelConfig.from_dict(data, origin)
+    if cfg.id != id:
+        raise ConfigError(f"{origin}: field 'id' is {cfg.id!r}, expected {id!r}")
+    return cfg
+
+
+def load_hf_config(path: str | Path) -> ModelConfig:
+    """Read a Hugging Face config.json; the id is its folder's name (or the file's stem)."""
+    path = Path(path)
+    origin = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{origin}: cannot read: {e}") from None
+    model_id = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    return model_config_from_hf(_parse_json(text, origin), id=model_id or "custom", source=origin)
+
+
+def _parse_json(text: str, origin: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{origin}: not valid JSON: {e}") from None
+
+
+# Hugging Face model types whose MLP is up → GELU → down (no gate); their configs may
+# omit the MLP width (then 4 × hidden) and tie the embeddings by default.
+_GELU_MODEL_TYPES = {"falcon", "RefinedWeb", "RefinedWebModel", "gpt2", "gpt_bigcode",
+                     "gpt_neox", "starcoder2", "phi"}
+
+
+def model_config_from_hf(d: Any, id: str = "custom", name: str | None = None,
+                         source: str = "") -> ModelConfig:
+    """Build a ModelConfig from a Hugging Face config.json dict.
+
+    Reads num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads
+    (default: num_attention_heads), head_dim (default: hidden_size // heads),
+    intermediate_size, vocab_size, rope_theta (or rope_parameters.rope_theta),
+    tie_word_embeddings and max_position_embeddings. Also accepts the GPT-2 / Falcon
+    spellings (n_layer, n_embd, n_head, n_head_kv, num_kv_heads, multi_query,
+    ffn_hidden_size, n_inner, n_positions) and a nested text_config (multimodal models).
+    """
+    origin = source or "Hugging Face config"
+    if not isinstance(d, dict):
+        raise ConfigError(f"{origin}: expected a JSON object, got {type(d).__name__}")
+    if "text_config" in d and "num_hidden_layers" not in d and isinstance(d["text_config"], dict):
+        d = d["text_config"]
+    model_type = d.get("model_type", "")
+    gelu = model_type in _GELU_MODEL_TYPES
+
+    def get(*keys: str, default: Any = dataclasses.MISSING) -> Any:
+        for key in keys:
+            if d.get(key) is not None:
+                return d[key]
+        if default is dataclasses.MISSING:
+            raise ConfigError(f"{origin}: missing field {keys[0]!r}")
+        return default
+
+    n_layers = get("num_hidden_layers", "n_layer", "num_layers")
+    d_model = get("hidden_size", "n_embd", "d_model")
+    n_heads = get("num_attention_heads", "n_head")
+    for key, value in (("num_hidden_layers", n_layers), ("hidden_size", d_model),
+                       ("num_attention_heads", n_heads)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{origin}: field {key!r} must be a positive integer, got {value!r}")
+    n_kv_heads = 1 if d.get("multi_query") else get(
+        "num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads)
+    rope_parameters = d.get("rope_parameters") if isinstance(d.get("rope_parameters"), dict) else {}
+    fields = {
+        "id": id,
+        "name": name if name is not None else id,
+        "n_layers": n_layers,
+        "d_model": d_model,
+        "n_heads": n_heads,
+        "n_kv_heads": n_kv_heads,
+        "d_head": get("head_dim", default=d_model // n_heads),
+        "d_ff": get("intermediate_size", "ffn_hidden_size", "n_inner",
+                    **({"default": 4 * d_model} if gelu else {})),
+        "vocab_size": get("vocab_size"),
+        "rope_theta": get("rope_theta", default=rope_parameters.get("rope_theta", 10000.0)),
+        "tie_embeddings": get("tie_word_embeddings", default=gelu),
+        "max_position": get("max_position_embeddings", "n_positions", "max_seq_len",
+                            default=4096),
+        "source": source,
+        "mlp_kind": "gelu" if gelu else "swiglu",
+        "notes": (f"{model_type}: non-Llama layout; n_params ignores its biases and "
+                  "LayerNorm shapes, so it is approximate") if gelu else "",
+    }
+    return ModelConfig.from_dict(fields, origin)

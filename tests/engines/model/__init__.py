@@ -1,0 +1,1 @@
+"""Tests for engines/model (package marker: keeps test module names unique)."""
