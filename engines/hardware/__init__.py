@@ -1,0 +1,1 @@
+"""Hardware: device discovery, datasheet presets, micro-benchmarks and telemetry."""

@@ -1,0 +1,1 @@
+"""Tests for engines/hardware (package marker: keeps test module names unique)."""
