@@ -1,0 +1,33 @@
+"""Versions of everything InferLab runs on, for Help ▸ About and snapshots."""
+
+from __future__ import annotations
+
+import platform
+import socket
+
+from app import __version__
+
+
+def versions() -> dict[str, str]:
+    """App, Qt, PySide6, pyqtgraph, torch, CUDA, driver, numpy, Python versions."""
+    import PySide6
+    import pyqtgraph
+    from PySide6.QtCore import qVersion
+
+    from engines.hardware.discovery import runtime_versions
+
+    table = {"InferLab": __version__, "Qt": qVersion(), "PySide6": PySide6.__version__,
+             "pyqtgraph": pyqtgraph.__version__}
+    for key, value in runtime_versions().items():
+        table[key] = "—" if value is None else str(value)
+    return table
+
+
+def host_facts() -> dict:
+    """Where a snapshot was taken: host name, OS, CPU architecture, Python."""
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }

@@ -1,0 +1,25 @@
+"""`inferlab devices`: compute devices (and boards, once the MCU lab finds them)."""
+
+from __future__ import annotations
+
+from app.cli import print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("devices", help="list compute devices and boards")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from engines.hardware.discovery import discover_devices
+
+    devices = [d.to_dict() for d in discover_devices()]
+    if args.json:
+        print_json({"devices": devices, "boards": []})
+        return 0
+    for d in devices:
+        gib = d["memory_bytes"] / 2**30
+        print(f"{d['id']:8} {d['kind']:5} {d['name']}  ({d.get('cores')} cores, {gib:.1f} GiB)")
+    print("boards: none")
+    return 0

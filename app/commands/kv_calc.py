@@ -1,0 +1,55 @@
+"""`inferlab kv-calc`: KV-cache and weight memory of a model; what fits on a device."""
+
+from __future__ import annotations
+
+from app.cli import print_json
+from engines.dtypes import DTYPE_NAMES
+
+
+def register(sub) -> None:
+    p = sub.add_parser("kv-calc", help="KV cache / VRAM calculator")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", default="llama-3-8b", help="model preset id (default llama-3-8b)")
+    src.add_argument("--config", help="a Hugging Face config.json instead of --model")
+    p.add_argument("--context", type=int, default=8192, help="tokens per request")
+    p.add_argument("--batch", type=int, default=1, help="requests resident at once")
+    p.add_argument("--kv-dtype", default="fp16", choices=DTYPE_NAMES)
+    p.add_argument("--weight-dtype", default="fp16", choices=DTYPE_NAMES)
+    p.add_argument("--gpu", default="h100-sxm",
+                   help="hardware preset id whose memory and bandwidth bound the batch")
+    p.add_argument("--utilization", type=float, default=0.9,
+                   help="fraction of device memory usable (default 0.9)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from engines.hardware.presets import load_hardware_preset
+    from engines.model.config import load_hf_config, load_model_preset
+    from engines.roofline.memory import plan_memory
+    from engines.roofline.units import format_bytes
+
+    if args.context < 1 or args.batch < 1:
+        raise ValueError("--context and --batch must be at least 1")
+    if not 0 < args.utilization <= 1:
+        raise ValueError("--utilization must be in (0, 1]")
+    cfg = load_hf_config(args.config) if args.config else load_model_preset(args.model)
+    gpu = load_hardware_preset(args.gpu)
+    plan = plan_memory(cfg, context=args.context, batch=args.batch,
+                       weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                       device_memory_bytes=gpu.memory_bytes, utilization=args.utilization,
+                       bw_bytes_per_s=gpu.bandwidth_bytes_per_s)
+    data = plan.to_dict() | {"model_config": cfg.to_dict(), "device": gpu.id}
+    if args.json:
+        print_json(data)
+        return 0
+    print(f"{cfg.name} ({cfg.attention_kind}) on {gpu.name}, context {args.context}, batch {args.batch}")
+    print(f"  KV per token   {plan.kv_bytes_per_token:,} B")
+    print(f"  KV for batch   {format_bytes(plan.kv_bytes_total)} ({format_bytes(plan.kv_bytes_total, binary=False)})")
+    print(f"  weights        {format_bytes(plan.weight_bytes)}")
+    print(f"  total          {format_bytes(plan.total_bytes)} of {format_bytes(plan.budget_bytes)} usable"
+          f" -> {'fits' if plan.fits else 'does NOT fit'}")
+    print(f"  max batch {plan.max_batch:,} at this context; max context {plan.max_context:,} at this batch")
+    if plan.decode_tokens_per_s_bound is not None:
+        print(f"  decode upper bound {plan.decode_tokens_per_s_bound:,.0f} tokens/s")
+    return 0

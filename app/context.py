@@ -1,0 +1,121 @@
+"""What every lab shares: the chosen device, measured roofs, background tasks, the trace."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QSettings, Signal
+
+from app.worker import Task
+from engines.trace.recorder import TraceRecorder
+
+
+class AppContext(QObject):
+    """Shared, observable application state. Labs read it and listen to its signals."""
+
+    device_changed = Signal(str)
+    roofs_changed = Signal(str)  # device id whose measured roofs changed
+    task_started = Signal(str)
+    task_progress = Signal(str, float, str)  # task name, fraction, message
+    task_ended = Signal(str, str)  # task name, outcome: "ok" | "failed: ..." | "cancelled"
+    board_changed = Signal(str)
+
+    def __init__(self, settings: QSettings | None = None, devices=None, quick: bool = False,
+                 parent=None):
+        """`quick`: measure with small sizes (tests, screenshots of snapshots)."""
+        super().__init__(parent)
+        self.quick = quick
+        from engines.hardware.discovery import discover_devices
+
+        self.settings = settings if settings is not None else QSettings()
+        self.devices = list(devices) if devices is not None else discover_devices()
+        self.recorder = TraceRecorder()
+        self._roofs: dict[str, object] = {}
+        self._tasks: list[Task] = []
+        self.board = "no board"
+        saved = str(self.settings.value("device", "cpu"))
+        self.device_id = saved if saved in self.device_ids() else self.devices[0].id
+
+    # devices ---------------------------------------------------------------------------
+    def device_ids(self) -> list[str]:
+        return [d.id for d in self.devices]
+
+    def device(self, device_id: str | None = None):
+        wanted = device_id or self.device_id
+        for info in self.devices:
+            if info.id == wanted:
+                return info
+        raise ValueError(f"unknown device {wanted!r}; available: {', '.join(self.device_ids())}")
+
+    def set_device(self, device_id: str) -> None:
+        self.device(device_id)  # validates
+        if device_id != self.device_id:
+            self.device_id = device_id
+            self.settings.setValue("device", device_id)
+            self.device_changed.emit(device_id)
+
+    # measured roofs ---------------------------------------------------------------------
+    def roofs(self, device_id: str | None = None):
+        """The MeasuredRoofs of a device, or None before the first measurement."""
+        return self._roofs.get(device_id or self.device_id)
+
+    def set_roofs(self, roofs) -> None:
+        self._roofs[roofs.device] = roofs
+        self.recorder.counter(
+            f"roofs {roofs.device}",
+            {f"peak_{k}_gflops": v / 1e9 for k, v in roofs.peak_flops.items()}
+            | {"bandwidth_gb_per_s": roofs.bw_bytes_per_s / 1e9},
+        )
+        self.roofs_changed.emit(roofs.device)
+
+    def all_roofs(self) -> dict:
+        return dict(self._roofs)
+
+    # background work ---------------------------------------------------------------------
+    def run_task(
+        self,
+        name: str,
+        fn: Callable,
+        on_result: Callable | None = None,
+        on_error: Callable | None = None,
+    ) -> Task:
+        """Run `fn(progress, should_stop)` in a worker thread; results come back here."""
+        task = Task(name, fn, parent=self)
+        start_s = time.perf_counter()
+        self._tasks.append(task)
+
+        def finish(outcome: str) -> None:
+            self.recorder.add_span(name, start_s, time.perf_counter(), cat="task",
+                                   args={"outcome": outcome})
+            self.task_ended.emit(name, outcome)
+
+        task.progress.connect(lambda f, m: self.task_progress.emit(name, f, m))
+        if on_result is not None:
+            task.finished.connect(on_result)
+        if on_error is not None:
+            task.failed.connect(on_error)
+        task.finished.connect(lambda _r: finish("ok"))
+        task.failed.connect(lambda msg: finish(f"failed: {msg}"))
+        task.cancelled.connect(lambda: finish("cancelled"))
+        task.done.connect(lambda: self._forget(task))
+        self.task_started.emit(name)
+        task.start()
+        return task
+
+    def running_tasks(self) -> list[Task]:
+        return [t for t in self._tasks if t.is_running()]
+
+    def cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.stop()
+
+    def wait_for_tasks(self, timeout_ms: int = 60000) -> None:
+        for task in list(self._tasks):
+            task.wait(timeout_ms)
+
+    def _forget(self, task: Task) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
+        task.wait(1000)  # the thread has emitted `done`; let it return before Qt frees it
+        task.deleteLater()

@@ -1,0 +1,41 @@
+"""Write a widget to PNG (raster) or SVG (vector) by the file's extension."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QRect, QSize
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QWidget
+
+FORMATS = (".png", ".svg")
+
+
+def export_widget(widget: QWidget, path: str | Path) -> Path:
+    """Render `widget` as it looks now into `path` (.png or .svg)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"cannot export to {path.name!r}: use a .png or .svg file name")
+    if widget.size().isEmpty():
+        widget.resize(QSize(1200, 780))
+    if suffix == ".png":
+        image = widget.grab()
+        if image.isNull() or not image.save(str(path), "PNG"):
+            raise OSError(f"could not write PNG to {path}")
+        return path
+    from PySide6.QtSvg import QSvgGenerator
+
+    generator = QSvgGenerator()
+    generator.setFileName(str(path))
+    generator.setSize(widget.size())
+    generator.setViewBox(QRect(0, 0, widget.width(), widget.height()))
+    generator.setTitle(widget.windowTitle() or "InferLab view")
+    painter = QPainter()
+    if not painter.begin(generator):
+        raise OSError(f"could not write SVG to {path}")
+    try:
+        widget.render(painter)
+    finally:
+        painter.end()
+    return path

@@ -1,0 +1,55 @@
+"""Start the Qt application: display check, QApplication, main window."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+NO_DISPLAY_MESSAGE = (
+    "inferlab: no display found (neither DISPLAY nor WAYLAND_DISPLAY is set); "
+    "run the window on a virtual screen with `xvfb-run -a inferlab`, "
+    "or render a lab to a file with `inferlab screenshot --lab roofline --out roofline.png`."
+)
+
+
+def display_available(environ=os.environ, platform: str = sys.platform) -> bool:
+    """True when Qt can open a window: a display server, or a non-screen platform chosen."""
+    if not platform.startswith("linux"):
+        return True
+    qpa = environ.get("QT_QPA_PLATFORM", "")
+    if qpa and not qpa.startswith(("xcb", "wayland")):
+        return True  # offscreen, minimal, vnc, eglfs...: Qt needs no display server
+    return bool(environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"))
+
+
+def create_application(argv: list[str] | None = None):
+    """The one QApplication, with pyqtgraph configured the way every view expects."""
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(argv if argv is not None else sys.argv[:1])
+    app.setApplicationName("InferLab")
+    app.setOrganizationName("InferLab")
+    app.setOrganizationDomain("inferlab.dev")
+    from app import __version__
+
+    app.setApplicationVersion(__version__)
+    pg.setConfigOptions(antialias=True, background="w", foreground="k")
+    return app
+
+
+def launch() -> int:
+    """`inferlab` with no arguments: open the main window and run the event loop."""
+    if not display_available():
+        print(NO_DISPLAY_MESSAGE, file=sys.stderr)
+        return 2
+    app = create_application()
+    from app.main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    if os.environ.get("INFERLAB_EXIT_AFTER_PAINT"):
+        window.quit_after_first_paint()
+    return app.exec()

@@ -1,0 +1,106 @@
+"""Hardware lab: what this machine is, what it is doing, and its measured roofs."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer
+
+from app import sections
+from app.labs.base import Lab
+from engines.hardware.microbench import measure_roofs
+from engines.hardware.telemetry import TelemetrySampler
+from views.hardware_view import HardwareView
+
+REFRESH_MS = 250  # the charts redraw at 4 Hz; samples arrive at 1–10 Hz
+
+
+class HardwareLab(Lab):
+    lab_id = "hardware"
+    title = "Hardware"
+    summary = "Devices, live telemetry (CPU, RAM, GPU) and the measured roofs of this machine"
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, parent)
+        self.view = HardwareView()
+        self.widget = self.view
+        saved = self.saved_settings()
+        self.sample_hz = float(min(10.0, max(1.0, saved.get("sample_hz", 2.0))))
+        self.view.rate.setValue(int(self.sample_hz))
+        self.sampler = TelemetrySampler(hz=self.sample_hz, capacity=600)
+        self.sampler.start()
+        self._snapshot_history = None
+        self._measuring = False
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh_telemetry)
+        self.timer.start()
+        self.view.measure_requested.connect(self.measure)
+        self.view.rate_changed.connect(self._set_rate)
+        context.device_changed.connect(lambda _d: self._render_device())
+        context.roofs_changed.connect(lambda _d: self._render_device())
+        self._render_device()
+
+    def _render_device(self) -> None:
+        if self.read_only:
+            return
+        self.view.render_device(self.context.device().to_dict())
+        self.view.render_roofs(self.context.roofs(), busy=self._measuring)
+
+    def refresh_telemetry(self) -> None:
+        if self.read_only or not self.view.isVisible():
+            return
+        self.view.render_telemetry(self.sampler.history())
+
+    def _set_rate(self, hz: float) -> None:
+        self.sample_hz = hz
+        self.sampler.set_rate(hz)
+
+    def measure(self) -> None:
+        if self._measuring or self.read_only:
+            return
+        device = self.context.device_id
+        self._measuring = True
+        self._render_device()
+
+        def work(progress, should_stop):
+            return measure_roofs(device, quick=self.context.quick, progress=progress, should_stop=should_stop)
+
+        task = self.context.run_task(f"Measuring roofs on {device}", work, self.context.set_roofs)
+        task.done.connect(self._measure_done)
+
+    def _measure_done(self) -> None:
+        self._measuring = False
+        self._render_device()
+
+    # settings and snapshots -----------------------------------------------------------------
+    def settings(self) -> dict:
+        return {"sample_hz": self.sample_hz, "device": self.context.device_id}
+
+    def snapshot_section(self) -> dict:
+        return sections.hardware_section(self.settings(), self.context.devices,
+                                         self.sampler.history(), self.context.all_roofs())
+
+    def check_section(self, section: dict) -> None:
+        sections.read_hardware_section(section)
+
+    def show_snapshot(self, section: dict) -> None:
+        devices, history, roofs = sections.read_hardware_section(section)
+        self.read_only = True
+        chosen = section.get("settings", {}).get("device")
+        device = next((d for d in devices if d.get("id") == chosen), devices[0] if devices else None)
+        if device is not None:
+            self.view.render_device(device)
+        self.view.render_roofs(roofs.get(device.get("id")) if device else None)
+        self.view.measure_button.setEnabled(False)
+        self.view.rate.setEnabled(False)
+        if history is not None:
+            self.view.render_telemetry(history)
+
+    def show_live(self) -> None:
+        super().show_live()
+        self.view.rate.setEnabled(True)
+        self._render_device()
+        self.refresh_telemetry()
+
+    def shutdown(self) -> None:
+        self.timer.stop()
+        self.sampler.stop()

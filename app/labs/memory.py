@@ -1,0 +1,130 @@
+"""Memory lab: KV cache and weights against a device's memory, and what fits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from app import sections
+from app.labs.base import Lab
+from engines.hardware.presets import all_hardware_presets
+from engines.model.config import ConfigError, list_model_presets, load_hf_config, load_model_preset
+from engines.roofline.units import format_bytes
+from views.memory_view import MemoryView
+
+LOCAL = "local"  # target id of the selected compute device (with its measured bandwidth)
+
+
+def memory_targets(context) -> dict[str, dict]:
+    """Target id → {"id", "label", "memory_bytes", "bw_bytes_per_s"} for the device combo."""
+    device = context.device()
+    roofs = context.roofs()
+    targets = {LOCAL: {
+        "id": LOCAL,
+        "label": f"This machine: {device.id} ({format_bytes(device.memory_bytes)}"
+                 + (f", measured {roofs.bw_bytes_per_s / 1e9:.0f} GB/s)" if roofs else ", not measured)"),
+        "memory_bytes": device.memory_bytes,
+        "bw_bytes_per_s": roofs.bw_bytes_per_s if roofs else None,
+    }}
+    for preset in all_hardware_presets():
+        if preset.kind == "gpu":
+            targets[preset.id] = sections.preset_target(preset)
+    return targets
+
+
+class MemoryLab(Lab):
+    lab_id = "memory"
+    title = "Memory (KV/VRAM)"
+    summary = "KV-cache and weight memory of a model on a device: what fits, how fast decode can go"
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, parent)
+        self.view = MemoryView()
+        self.widget = self.view
+        self.imported: dict[str, object] = {}
+        self._settings = dict(sections.MEMORY_DEFAULTS) | self.saved_settings()
+        self._refresh_choices()
+        self.view.set_settings(self._settings)
+        self._settings = self.view.settings()
+        self.view.settings_changed.connect(self._on_settings)
+        self.view.import_requested.connect(self.import_dialog)
+        context.roofs_changed.connect(lambda _d: self._refresh_choices())
+        context.device_changed.connect(lambda _d: self._refresh_choices())
+        self.resections.memory_plans()
+
+    def _refresh_choices(self) -> None:
+        if self.read_only:
+            return
+        self.targets = memory_targets(self.context)
+        models = [(m, load_model_preset(m).name) for m in list_model_presets()]
+        models += [(key, f"{cfg.name} (imported)") for key, cfg in self.imported.items()]
+        self.view.set_choices(models, [(k, t["label"]) for k, t in self.targets.items()])
+        if hasattr(self, "_settings"):
+            self.view.set_settings(self._settings)
+            self.resections.memory_plans()
+
+    def model_config(self, model_id: str):
+        if model_id in self.imported:
+            return self.imported[model_id]
+        return load_model_preset(model_id)
+
+    def _on_settings(self, settings: dict) -> None:
+        self._settings = settings
+        self.resections.memory_plans()
+
+    def resections.memory_plans(self) -> None:
+        if self.read_only:
+            return
+        cfg = self.model_config(self._settings["model"])
+        target = self.targets.get(self._settings["target"]) or self.targets[LOCAL]
+        plan, variants = sections.memory_plans(self._settings, cfg, target)
+        self.view.render(cfg, plan, variants, target["label"], int(target["memory_bytes"]))
+        self._last = (cfg, plan, target)
+
+    def import_config(self, path: str | Path) -> str:
+        """Add a Hugging Face config.json as a model choice and select it; returns its id."""
+        cfg = load_hf_config(path)
+        key = f"imported:{Path(path).resolve()}"
+        self.imported[key] = cfg
+        self._settings = dict(self._settings, model=key)
+        self._refresh_choices()
+        return key
+
+    def import_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self.widget, "Import Hugging Face config.json", "",
+                                              "config.json (*.json);;All files (*)")
+        if not path:
+            return
+        try:
+            self.import_config(path)
+        except (ConfigError, ValueError, OSError) as exc:
+            QMessageBox.warning(self.widget, "Cannot import config", str(exc))
+
+    # settings and snapshots ---------------------------------------------------------------------
+    def settings(self) -> dict:
+        settings = dict(self._settings)
+        if settings["model"] not in list_model_presets():
+            settings["model"] = sections.MEMORY_DEFAULTS["model"]  # imported files are not remembered
+        return settings
+
+    def snapshot_section(self) -> dict:
+        cfg, plan, target = self._last
+        return sections.memory_section(self._settings, cfg, plan, target)
+
+    def check_section(self, section: dict) -> None:
+        sections.read_memory_section(section)
+
+    def show_snapshot(self, section: dict) -> None:
+        settings, cfg, target = sections.read_memory_section(section)
+        plan, variants = sections.memory_plans(settings, cfg, target)
+        self.read_only = True
+        self.view.set_choices([(settings["model"], cfg.name)], [(settings["target"], target["label"])])
+        self.view.set_settings(settings)
+        self.view.set_read_only(True)
+        self.view.render(cfg, plan, variants, target["label"], int(target["memory_bytes"]))
+
+    def show_live(self) -> None:
+        super().show_live()
+        self.view.set_read_only(False)
+        self._refresh_choices()

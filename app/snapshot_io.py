@@ -1,0 +1,51 @@
+"""Export and open snapshots from the window: gather every lab's section, restore them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app import __version__
+from app.about import host_facts
+from engines.trace.snapshot import Snapshot, make_snapshot, read_snapshot, write_snapshot
+
+
+def collect_snapshot(context, labs, active_lab: str | None) -> Snapshot:
+    """Every lab's settings, state and metrics, plus the session's trace events."""
+    return make_snapshot(
+        app_version=__version__,
+        host=host_facts(),
+        devices=[d.to_dict() for d in context.devices],
+        labs={lab.lab_id: lab.snapshot_section() for lab in labs},
+        trace_events=context.recorder.events(),
+        active_lab=active_lab,
+    )
+
+
+def save(path: str | Path, snapshot: Snapshot) -> Path:
+    path = Path(path)
+    if path.suffix.lower() != ".json":
+        path = path.with_name(path.name + ".json")
+    write_snapshot(path, snapshot)
+    return path
+
+
+def load(path: str | Path) -> Snapshot:
+    """Read and validate (SnapshotError names the field)."""
+    return read_snapshot(path)
+
+
+def restore_labs(labs, snapshot: Snapshot) -> list[str]:
+    """Show each lab's section read-only; returns the lab ids restored.
+
+    Sections are checked first, so a bad one changes nothing on screen.
+    """
+    by_id = {lab.lab_id: lab for lab in labs}
+    known = [lab_id for lab_id in snapshot.labs if lab_id in by_id]
+    if not known:
+        raise ValueError(f"the snapshot has no lab this InferLab shows (it has: "
+                         f"{', '.join(snapshot.labs) or 'none'})")
+    for lab_id in known:
+        by_id[lab_id].check_section(snapshot.labs[lab_id])
+    for lab_id in known:
+        by_id[lab_id].show_snapshot(snapshot.labs[lab_id])
+    return known

@@ -1,0 +1,43 @@
+"""Test-wide set-up: Qt offscreen, settings in a temporary folder, a window fixture."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# QSettings() without a file writes under XDG_CONFIG_HOME: keep tests away from the user's.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="inferlab-test-config-")
+
+import pytest  # noqa: E402
+
+SHARED_MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models")
+
+
+@pytest.fixture
+def settings_path(tmp_path):
+    return str(tmp_path / "inferlab.ini")
+
+
+@pytest.fixture
+def make_window(qtbot, settings_path):
+    """Build MainWindows on a temporary settings file; quick measurements; closed after."""
+    from PySide6.QtCore import QSettings
+
+    from app.context import AppContext
+    from app.main_window import MainWindow
+
+    windows = []
+
+    def make(path=settings_path):
+        settings = QSettings(path, QSettings.IniFormat)
+        window = MainWindow(context=AppContext(settings=settings, quick=True))
+        qtbot.addWidget(window)
+        window.resize(1200, 780)
+        window.show()
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        window.close()

@@ -1,0 +1,222 @@
+"""The memory (KV/VRAM) lab's view: inputs, the numbers, the budget bar, MHA/GQA/MQA."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engines.dtypes import DTYPE_NAMES
+from engines.roofline.units import format_bytes
+from views.fact_table import FactTable
+from views.style import style_plot
+
+GIB = 2**30
+SEGMENT_COLORS = {"weights": "#0072B2", "KV cache": "#E69F00", "free": "#C8E6C9",
+                  "not usable (1 − utilisation)": "#D0D0D0", "over budget": "#D55E00"}
+
+
+class MemoryView(QWidget):
+    """Inputs on the left; results, the budget bar and attention variants on the right."""
+
+    settings_changed = Signal(dict)
+    import_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._quiet = False
+        form_box = QGroupBox("Inputs")
+        form = QFormLayout(form_box)
+        self.model = QComboBox()
+        self.model.setToolTip("Model architecture (presets with sources in assets/models)")
+        import_button = QPushButton("Import config.json…")
+        import_button.setToolTip("Read a Hugging Face config.json (num_key_value_heads, head_dim…)")
+        import_button.clicked.connect(self.import_requested)
+        form.addRow("Model", self.model)
+        form.addRow("", import_button)
+        self.context = QSpinBox()
+        self.context.setRange(1, 10_000_000)
+        self.context.setSingleStep(1024)
+        self.context.setSuffix(" tokens")
+        self.context.setToolTip("Tokens held in the KV cache per request (prompt + output)")
+        form.addRow("Context length", self.context)
+        self.batch = QSpinBox()
+        self.batch.setRange(1, 100_000)
+        self.batch.setToolTip("Requests resident at once (batch / concurrency)")
+        form.addRow("Batch (concurrency)", self.batch)
+        self.weight_dtype = QComboBox()
+        self.kv_dtype = QComboBox()
+        for combo in (self.weight_dtype, self.kv_dtype):
+            combo.addItems(list(DTYPE_NAMES))
+        self.weight_dtype.setToolTip("Storage format of the weights")
+        self.kv_dtype.setToolTip("Storage format of cached keys and values")
+        form.addRow("Weight dtype", self.weight_dtype)
+        form.addRow("KV dtype", self.kv_dtype)
+        self.target = QComboBox()
+        self.target.setToolTip("Device whose memory and bandwidth bound the batch")
+        form.addRow("Device", self.target)
+        self.utilization = QDoubleSpinBox()
+        self.utilization.setRange(0.05, 1.0)
+        self.utilization.setSingleStep(0.05)
+        self.utilization.setDecimals(2)
+        self.utilization.setToolTip("Fraction of device memory the server may use "
+                                    "(vLLM's gpu_memory_utilization)")
+        form.addRow("Memory utilisation", self.utilization)
+        self.model_note = QLabel()
+        self.model_note.setWordWrap(True)
+        self.model_note.setStyleSheet("color: #555")
+        form.addRow(self.model_note)
+
+        for w in (self.model, self.weight_dtype, self.kv_dtype, self.target):
+            w.currentIndexChanged.connect(self._emit)
+        for w in (self.context, self.batch, self.utilization):
+            w.valueChanged.connect(self._emit)
+
+        results_box = QGroupBox("Results")
+        self.results = FactTable(("Quantity", "Value", "Formula"))
+        QVBoxLayout(results_box).addWidget(self.results)
+
+        self.budget_plot = pg.PlotWidget()
+        self.budget_plot.setMinimumHeight(150)
+        bp = self.budget_plot.getPlotItem()
+        bp.setLabel("bottom", "memory (GiB = 2³⁰ bytes)")
+        bp.hideAxis("left")
+        bp.setMouseEnabled(x=False, y=False)
+        style_plot(bp)
+        self.budget_legend = bp.addLegend(offset=(5, 5), colCount=5)
+
+        variants_box = QGroupBox("Same model with MHA vs GQA vs MQA")
+        self.variants = FactTable(("Attention", "KV heads", "KV / token", "KV / request", "KV for batch", "Max batch"))
+        QVBoxLayout(variants_box).addWidget(self.variants)
+
+        right = QVBoxLayout()
+        right.addWidget(results_box, 3)
+        right.addWidget(self.budget_plot, 2)
+        right.addWidget(variants_box, 2)
+        layout = QHBoxLayout(self)
+        form_box.setMaximumWidth(340)
+        layout.addWidget(form_box)
+        layout.addLayout(right, 1)
+
+    # inputs ---------------------------------------------------------------------------------
+    def set_choices(self, models: list[tuple[str, str]], targets: list[tuple[str, str]]) -> None:
+        """`models`, `targets`: (id, label) pairs."""
+        self._quiet = True
+        for combo, items in ((self.model, models), (self.target, targets)):
+            current = combo.currentData()
+            combo.clear()
+            for key, label in items:
+                combo.addItem(label, key)
+            if current is not None and combo.findData(current) >= 0:
+                combo.setCurrentIndex(combo.findData(current))
+        self._quiet = False
+
+    def set_settings(self, s: dict) -> None:
+        self._quiet = True
+        for combo, key in ((self.model, "model"), (self.target, "target")):
+            index = combo.findData(s.get(key))
+            if index >= 0:
+                combo.setCurrentIndex(index)
+        for combo, key in ((self.weight_dtype, "weight_dtype"), (self.kv_dtype, "kv_dtype")):
+            index = combo.findText(str(s.get(key, "")))
+            if index >= 0:
+                combo.setCurrentIndex(index)
+        self.context.setValue(int(s.get("context", 8192)))
+        self.batch.setValue(int(s.get("batch", 1)))
+        self.utilization.setValue(float(s.get("utilization", 0.9)))
+        self._quiet = False
+
+    def settings(self) -> dict:
+        return {
+            "model": self.model.currentData(),
+            "context": self.context.value(),
+            "batch": self.batch.value(),
+            "weight_dtype": self.weight_dtype.currentText(),
+            "kv_dtype": self.kv_dtype.currentText(),
+            "target": self.target.currentData(),
+            "utilization": round(self.utilization.value(), 4),
+        }
+
+    def set_read_only(self, read_only: bool) -> None:
+        for w in (self.model, self.context, self.batch, self.weight_dtype, self.kv_dtype,
+                  self.target, self.utilization):
+            w.setEnabled(not read_only)
+
+    def _emit(self, *_args) -> None:
+        if not self._quiet:
+            self.settings_changed.emit(self.settings())
+
+    # rendering -------------------------------------------------------------------------------
+    def render(self, cfg, plan, variants: dict, target_label: str, device_bytes: int) -> None:
+        """`variants`: attention kind → (ModelConfig, MemoryPlan); `device_bytes`: its memory."""
+        self.model_note.setText(
+            f"{cfg.name}: {cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, "
+            f"{cfg.n_kv_heads} KV heads ({cfg.attention_kind}), d_head {cfg.d_head}, "
+            f"{cfg.n_params / 1e9:.2f} B params." + (f"\nSource: {cfg.source}" if cfg.source else ""))
+        b = plan.kv_bytes_per_token / (2 * cfg.n_layers * cfg.n_kv_heads * cfg.d_head)
+        tps = plan.decode_tokens_per_s_bound
+        rows = [
+            ("KV bytes per token", _both(plan.kv_bytes_per_token),
+             f"2 × {cfg.n_layers} layers × {cfg.n_kv_heads} KV heads × {cfg.d_head} × {b:g} B"),
+            ("KV per request", _both(plan.kv_bytes_per_request), f"× {plan.context} tokens"),
+            ("KV for the batch", _both(plan.kv_bytes_total), f"× batch {plan.batch}"),
+            ("Weights", _both(plan.weight_bytes), f"{cfg.n_params:,} params × {plan.weight_dtype}"),
+            ("Total", _both(plan.total_bytes), "weights + KV"),
+            ("Budget", _both(plan.budget_bytes), f"{target_label} × utilisation"),
+            ("Fits", "yes" if plan.fits else "NO", f"headroom {format_bytes(plan.headroom_bytes)}"),
+            ("Largest batch at this context", f"{plan.max_batch:,}", "(budget − weights) ÷ KV per request"),
+            ("Longest context at this batch", f"{plan.max_context:,} tokens", "(budget − weights) ÷ (KV per token × batch)"),
+            ("Decode tokens/s upper bound",
+             "— (no bandwidth known)" if tps is None else f"{tps:,.0f} tokens/s",
+             "batch × B ÷ (weights + batch KV) bytes per step"),
+        ]
+        self.results.set_rows(rows)
+        self._render_budget(plan, device_bytes)
+        vrows = []
+        for kind, (vcfg, vplan) in variants.items():
+            vrows.append((kind, vcfg.n_kv_heads, format_bytes(vplan.kv_bytes_per_token),
+                          format_bytes(vplan.kv_bytes_per_request), format_bytes(vplan.kv_bytes_total),
+                          f"{vplan.max_batch:,}"))
+        self.variants.set_rows(vrows)
+
+    def _render_budget(self, plan, device_bytes: int) -> None:
+        item = self.budget_plot.getPlotItem()
+        item.clear()
+        self.budget_legend.clear()
+        used = plan.weight_bytes + plan.kv_bytes_total
+        segments = [("weights", plan.weight_bytes), ("KV cache", plan.kv_bytes_total)]
+        if used <= plan.budget_bytes:
+            segments.append(("free", plan.budget_bytes - used))
+        segments.append(("not usable (1 − utilisation)", device_bytes - plan.budget_bytes))
+        x0 = 0.0
+        for name, nbytes in segments:
+            width = max(nbytes, 0) / GIB
+            bar = pg.BarGraphItem(x0=[x0], y=[0], width=[width], height=[0.6],
+                                  brush=SEGMENT_COLORS[name], pen=pg.mkPen("#555", width=0.5), name=name)
+            item.addItem(bar)
+            self.budget_legend.addItem(bar, f"{name} {width:.2f} GiB")
+            x0 += width
+        if used > plan.budget_bytes:
+            over = pg.InfiniteLine(pos=plan.budget_bytes / GIB, angle=90,
+                                   pen=pg.mkPen(SEGMENT_COLORS["over budget"], width=2),
+                                   label="budget", labelOpts={"position": 0.9})
+            item.addItem(over)
+        item.setTitle(f"Memory budget: {format_bytes(used)} used of {format_bytes(plan.budget_bytes)} usable")
+        item.setYRange(-0.6, 1.2)
+        item.setXRange(0, max(x0, used / GIB) * 1.02)
+
+
+def _both(nbytes) -> str:
+    """Binary and decimal units side by side: GiB and GB are never confused."""
+    return f"{format_bytes(nbytes)}  ({format_bytes(nbytes, binary=False)}, {int(nbytes):,} B)"

@@ -1,0 +1,30 @@
+"""Colours and pens shared by every view, so a device or a dtype keeps its colour everywhere."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+# Colour-blind-friendly (Okabe–Ito) first, then Tableau-like extras.
+PALETTE = (
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442",
+    "#000000", "#8C564B", "#7F7F7F", "#BCBD22", "#17BECF",
+)
+
+
+def color(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def pen(index_or_color, width: float = 1.0, dashed: bool = False):
+    c = color(index_or_color) if isinstance(index_or_color, int) else index_or_color
+    from PySide6.QtCore import Qt
+
+    return pg.mkPen(c, width=width, style=Qt.DashLine if dashed else Qt.SolidLine)
+
+
+def style_plot(plot: pg.PlotItem) -> None:
+    """Grid, readable fonts, no auto-SI-prefix junk on log axes."""
+    plot.showGrid(x=True, y=True, alpha=0.25)
+    for name in ("left", "bottom"):
+        axis = plot.getAxis(name)
+        axis.enableAutoSIPrefix(False)
