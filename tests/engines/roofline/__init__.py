@@ -1,0 +1,1 @@
+"""Tests for engines/roofline (package marker: keeps test module names unique)."""
