@@ -89,7 +89,7 @@ def memory_plans(settings: dict, cfg: ModelConfig, target: dict):
     return plan, variants
 
 
---------------------------------------------------------------------------------------
+
 def memory_section(settings: dict, model_config: ModelConfig, plan, target: dict) -> dict:
     """`target`: {"id", "label", "memory_bytes", "bw_bytes_per_s"} of the chosen device."""
     state = {"model_config": model_config.to_dict(), "target": target, "plan": plan.to_dict()}

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.dtypes import DTYPE_NAMES
+from engines.dtypes import DTYPE_NAMES, bytes_per_element
 from engines.roofline.units import format_bytes
 from views.fact_table import FactTable
 from views.style import style_plot
@@ -158,13 +158,13 @@ class MemoryView(QWidget):
             self.settings_changed.emit(self.settings())
 
     # rendering -------------------------------------------------------------------------------
-    def render(self, cfg, plan, variants: dict, target_label: str, device_bytes: int) -> None:
-        """`variants`: attention kind → (ModelConfig, MemoryPlan); `device_bytes`: its memory."""
+    def render(self, cfg, plan, variants: dict, target_label: str) -> None:
+        """`variants`: attention kind → (ModelConfig, MemoryPlan)."""
         self.model_note.setText(
             f"{cfg.name}: {cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, "
             f"{cfg.n_kv_heads} KV heads ({cfg.attention_kind}), d_head {cfg.d_head}, "
             f"{cfg.n_params / 1e9:.2f} B params." + (f"\nSource: {cfg.source}" if cfg.source else ""))
-        b = plan.kv_bytes_per_token / (2 * cfg.n_layers * cfg.n_kv_heads * cfg.d_head)
+        b = bytes_per_element(plan.kv_dtype)
         tps = plan.decode_tokens_per_s_bound
         rows = [
             ("KV bytes per token", _both(plan.kv_bytes_per_token),
@@ -182,7 +182,7 @@ class MemoryView(QWidget):
              "batch × B ÷ (weights + batch KV) bytes per step"),
         ]
         self.results.set_rows(rows)
-        self._render_budget(plan, device_bytes)
+        self._render_budget(plan)
         vrows = []
         for kind, (vcfg, vplan) in variants.items():
             vrows.append((kind, vcfg.n_kv_heads, format_bytes(vplan.kv_bytes_per_token),
@@ -190,7 +190,7 @@ class MemoryView(QWidget):
                           f"{vplan.max_batch:,}"))
         self.variants.set_rows(vrows)
 
-    def _render_budget(self, plan, device_bytes: int) -> None:
+    def _render_budget(self, plan) -> None:
         item = self.budget_plot.getPlotItem()
         item.clear()
         self.budget_legend.clear()
@@ -198,7 +198,7 @@ class MemoryView(QWidget):
         segments = [("weights", plan.weight_bytes), ("KV cache", plan.kv_bytes_total)]
         if used <= plan.budget_bytes:
             segments.append(("free", plan.budget_bytes - used))
-        segments.append(("not usable (1 − utilisation)", device_bytes - plan.budget_bytes))
+        segments.append(("not usable (1 − utilisation)", plan.device_memory_bytes - plan.budget_bytes))
         x0 = 0.0
         for name, nbytes in segments:
             width = max(nbytes, 0) / GIB

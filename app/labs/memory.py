@@ -79,7 +79,7 @@ class MemoryLab(Lab):
         cfg = self.model_config(self._settings["model"])
         target = self.targets.get(self._settings["target"]) or self.targets[LOCAL]
         plan, variants = sections.memory_plans(self._settings, cfg, target)
-        self.view.render(cfg, plan, variants, target["label"], int(target["memory_bytes"]))
+        self.view.render(cfg, plan, variants, target["label"])
         self._last = (cfg, plan, target)
 
     def import_config(self, path: str | Path) -> str:
@@ -122,7 +122,7 @@ class MemoryLab(Lab):
         self.view.set_choices([(settings["model"], cfg.name)], [(settings["target"], target["label"])])
         self.view.set_settings(settings)
         self.view.set_read_only(True)
-        self.view.render(cfg, plan, variants, target["label"], int(target["memory_bytes"]))
+        self.view.render(cfg, plan, variants, target["label"])
 
     def show_live(self) -> None:
         super().show_live()
