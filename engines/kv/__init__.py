@@ -1,0 +1,41 @@
+"""Paged KV cache: the block allocator, its contiguous baseline, the cache tensors, attention.
+
+    BlockManager        per-sequence block tables over a BlockPool (ref counts, copy-on-write,
+                        prefix caching with lazy LRU eviction)
+    ContiguousAllocator one max_seq_len region per request: the fragmentation baseline
+    PagedKVCache        K/V tensors by block; write at a slot mapping; copy blocks
+    paged_attention_*   decode / prefill attention through block tables
+    KVStats             one allocator's memory picture per step
+"""
+
+from engines.kv.attention_metadata import (
+    AttentionMetadata,
+    build_attention_metadata,
+    paged_attention,
+)
+from engines.kv.block_manager import BlockManager
+from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool, blocks_for_budget
+from engines.kv.cache import PagedKVCache, kv_bytes_per_block, kv_bytes_per_slot
+from engines.kv.contiguous import ContiguousAllocator
+from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from engines.kv.paged_attention import paged_attention_decode, paged_attention_prefill
+from engines.kv.stats import KVStats
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "AttentionMetadata",
+    "BlockManager",
+    "BlockPool",
+    "ContiguousAllocator",
+    "KVCapacityError",
+    "KVOutOfMemoryError",
+    "KVStats",
+    "PagedKVCache",
+    "blocks_for_budget",
+    "build_attention_metadata",
+    "kv_bytes_per_block",
+    "kv_bytes_per_slot",
+    "paged_attention",
+    "paged_attention_decode",
+    "paged_attention_prefill",
+]

@@ -1,0 +1,142 @@
+"""What a model forward needs to read and write the paged cache for one flat batch of tokens.
+
+A step runs, for each scheduled sequence, its last `query_len` reserved tokens (a whole
+prompt, a prompt chunk after a cached prefix, or one decode token). Flattened over sequences:
+
+    positions[t]     absolute position of token t (RoPE and the causal mask use it)
+    slot_mapping[t]  flat cache slot its K/V is written to
+    query_start_loc  [S+1] where each sequence's tokens start in the flat batch
+    context_lens     [S] keys each sequence attends to after this step
+    block_tables     [S, max_blocks] physical blocks, padded
+
+A Llama layer then does: q, k, v = proj(x); rope(q, k, positions);
+`cache.write(layer, meta.slot_mapping, k, v)`; `paged_attention(q, cache, layer, meta)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from engines.kv.block_manager import BlockManager
+from engines.kv.cache import PagedKVCache
+from engines.kv.paged_attention import paged_attention_decode, paged_attention_prefill
+
+
+@dataclass(frozen=True)
+class AttentionMetadata:
+    seq_ids: tuple
+    query_lens: tuple[int, ...]
+    """New tokens per sequence this step (host ints)."""
+    context_lens_host: tuple[int, ...]
+    """Keys per sequence after this step (host ints)."""
+    positions: torch.Tensor
+    slot_mapping: torch.Tensor
+    query_start_loc: torch.Tensor
+    context_lens: torch.Tensor
+    block_tables: torch.Tensor
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(self.query_lens)
+
+    @property
+    def is_decode(self) -> bool:
+        """Every sequence runs exactly one token."""
+        return all(n == 1 for n in self.query_lens)
+
+    @property
+    def max_context_len(self) -> int:
+        return max(self.context_lens_host, default=0)
+
+
+def build_attention_metadata(
+    manager: BlockManager,
+    seq_ids: Sequence[object],
+    query_lens: Sequence[int],
+    device: torch.device | str | None = None,
+) -> AttentionMetadata:
+    """Metadata for running the last `query_lens[i]` reserved tokens of each `seq_ids[i]`."""
+    if len(seq_ids) != len(query_lens):
+        raise ValueError("one query length per sequence")
+    positions, slots, ctx = [], [], []
+    for seq_id, n_q in zip(seq_ids, query_lens, strict=True):
+        n_ctx = manager.num_tokens(seq_id)
+        if not 1 <= n_q <= n_ctx:
+            raise ValueError(
+                f"sequence {seq_id!r} has {n_ctx} reserved tokens; cannot run {n_q} of them"
+            )
+        pos = torch.arange(n_ctx - n_q, n_ctx, dtype=torch.int64)
+        positions.append(pos)
+        slots.append(manager.slot_mapping(seq_id, pos))
+        ctx.append(n_ctx)
+    starts = [0]
+    for n_q in query_lens:
+        starts.append(starts[-1] + n_q)
+
+    def put(t: torch.Tensor) -> torch.Tensor:
+        return t if device is None else t.to(device)
+
+    empty = torch.empty(0, dtype=torch.int64)
+    return AttentionMetadata(
+        seq_ids=tuple(seq_ids),
+        query_lens=tuple(int(n) for n in query_lens),
+        context_lens_host=tuple(ctx),
+        positions=put(torch.cat(positions) if positions else empty),
+        slot_mapping=put(torch.cat(slots) if slots else empty),
+        query_start_loc=put(torch.tensor(starts, dtype=torch.int32)),
+        context_lens=put(torch.tensor(ctx, dtype=torch.int32)),
+        block_tables=manager.block_table_tensor(seq_ids, device=device),
+    )
+
+
+def paged_attention(
+    q: torch.Tensor,
+    cache: PagedKVCache,
+    layer: int,
+    meta: AttentionMetadata,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Attention for a mixed batch: one-token sequences batched as decode, the rest prefill.
+
+    q [T, H, D] in the metadata's flat token order; returns [T, H, D].
+    """
+    if meta.is_decode:
+        return paged_attention_decode(
+            q, cache, layer, meta.block_tables, meta.context_lens, scale, meta.max_context_len
+        )
+    decode = [i for i, n in enumerate(meta.query_lens) if n == 1]
+    prefill = [i for i, n in enumerate(meta.query_lens) if n != 1]
+    starts = meta.query_start_loc.tolist()
+    out = torch.empty_like(q)
+    if decode:
+        rows = torch.tensor([starts[i] for i in decode], device=q.device)
+        idx = torch.tensor(decode, device=meta.block_tables.device)
+        out[rows] = paged_attention_decode(
+            q[rows],
+            cache,
+            layer,
+            meta.block_tables[idx],
+            meta.context_lens[idx],
+            scale,
+            max(meta.context_lens_host[i] for i in decode),
+        )
+    if prefill:
+        rows_list, sub_starts = [], [0]
+        for i in prefill:
+            rows_list.extend(range(starts[i], starts[i + 1]))
+            sub_starts.append(sub_starts[-1] + meta.query_lens[i])
+        rows = torch.tensor(rows_list, device=q.device)
+        idx = torch.tensor(prefill, device=meta.block_tables.device)
+        out[rows] = paged_attention_prefill(
+            q[rows],
+            cache,
+            layer,
+            meta.block_tables[idx],
+            sub_starts,
+            [meta.context_lens_host[i] for i in prefill],
+            scale=scale,
+        )
+    return out

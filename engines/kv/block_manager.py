@@ -1,0 +1,398 @@
+"""Per-sequence block tables over a `BlockPool`: the paged KV allocator a model runner drives.
+
+Each sequence owns a block table (logical block i -> physical block) and the token ids whose
+K/V its slots hold or are about to hold. The life of a sequence:
+
+    n_cached = mgr.allocate(seq, prompt_ids)   # reserve the prompt; the first n_cached tokens'
+                                               # K/V are already in the cache (prefix hit)
+    # prefill: run tokens [n_cached, len(prompt)), writing K/V to mgr.slot_mapping(seq, ...)
+    cow = mgr.append_token(seq, next_id)       # reserve one more slot; copy-on-write if the
+                                               # last block was shared: copy KV block src->dst
+    mgr.fork(seq, seq2)                        # parallel sampling: share every block
+    mgr.free(seq)                              # release the tail first
+
+Slot s of the flat cache is block s // block_size, offset s % block_size. A full block is
+registered in the prefix cache as soon as it is reserved, so the caller must write the K/V of
+every token it reserves in the same model step (a forward writes each layer's K/V before that
+layer attends, so another sequence in the same batch may already read it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
+from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from engines.kv.free_queue import Block
+from engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
+from engines.kv.stats import KVStats
+
+
+class _Seq:
+    """A sequence's table and tokens; `chain_*` name the prefix through its last full block."""
+
+    __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id")
+
+    def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
+        self.blocks = blocks
+        self.token_ids = token_ids
+        self.n_cached_tokens = n_cached_tokens
+        self.chain_hash = ROOT_HASH
+        self.chain_id = ROOT_CONTENT_ID
+
+
+class BlockManager:
+    """Paged KV allocation with reference counts, copy-on-write and automatic prefix caching.
+
+    Block ids run 0..n_blocks-1 and are first handed out in that order. `hash_fn(parent_hash,
+    token_tuple) -> int` is the chained block hash (default `prefix_cache.hash_block_tokens`,
+    looked up when the manager is built, so tests may monkeypatch it).
+    """
+
+    def __init__(
+        self,
+        n_blocks: int,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        enable_prefix_caching: bool = True,
+        hash_fn=None,
+        bytes_per_slot: int = 0,
+    ) -> None:
+        from engines.kv import prefix_cache
+
+        self.pool = BlockPool(n_blocks, block_size, enable_prefix_caching)
+        self.block_size = block_size
+        self.n_blocks = n_blocks
+        self.enable_prefix_caching = enable_prefix_caching
+        self.bytes_per_slot = bytes_per_slot
+        self._hash = hash_fn if hash_fn is not None else prefix_cache.hash_block_tokens
+        self._seqs: dict[object, _Seq] = {}
+        self.prefix_query_tokens = 0
+        """Prompt tokens looked up in the prefix cache, ever."""
+        self.prefix_hit_tokens = 0
+        """Prompt tokens whose K/V a prefix hit supplied, ever."""
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def __contains__(self, seq_id: object) -> bool:
+        return seq_id in self._seqs
+
+    @property
+    def seq_ids(self) -> list:
+        """Live sequences, in the order they were allocated or forked."""
+        return list(self._seqs)
+
+    @property
+    def n_free_blocks(self) -> int:
+        """Blocks an allocation may take now (empty plus cached-free)."""
+        return self.pool.n_free
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """prefix_hit_tokens / prefix_query_tokens (0 before any lookup)."""
+        q = self.prefix_query_tokens
+        return self.prefix_hit_tokens / q if q else 0.0
+
+    def block_table(self, seq_id: object) -> list[int]:
+        """Physical block ids of `seq_id`, logical block 0 first."""
+        return [b.block_id for b in self._seq(seq_id).blocks]
+
+    def num_tokens(self, seq_id: object) -> int:
+        """Tokens with a reserved slot (prompt plus appended)."""
+        return len(self._seq(seq_id).token_ids)
+
+    def token_ids(self, seq_id: object) -> list[int]:
+        """A copy of the tokens `seq_id`'s slots hold, in order."""
+        return list(self._seq(seq_id).token_ids)
+
+    def num_cached_tokens(self, seq_id: object) -> int:
+        """How many leading prompt tokens a prefix hit supplied at `allocate`."""
+        return self._seq(seq_id).n_cached_tokens
+
+    def ref_count(self, block_id: int) -> int:
+        return self.pool.blocks[block_id].ref_count
+
+    def free_block_ids(self) -> list[int]:
+        """The free queue, head (next reused) first."""
+        return self.pool.free_queue.block_ids()
+
+    def cached_block_ids(self) -> list[int]:
+        """Blocks registered in the prefix cache (in use or cached-free), sorted."""
+        return sorted(b.block_id for b in self.pool.cache)
+
+    # ---- capacity ----------------------------------------------------------------------------
+
+    def blocks_needed(self, n_tokens: int) -> int:
+        """ceil(n_tokens / block_size)."""
+        return -(-n_tokens // self.block_size)
+
+    def _check_capacity(self, n_tokens: int, what: str = "a request") -> int:
+        need = self.blocks_needed(n_tokens)
+        if need > self.n_blocks:
+            raise KVCapacityError(
+                f"{what} of {n_tokens} tokens needs {need} KV blocks of {self.block_size} "
+                f"tokens, but the whole cache has {self.n_blocks} blocks "
+                f"({self.n_blocks * self.block_size} tokens); it can never run"
+            )
+        return need
+
+    def can_allocate(self, n_tokens: int, prompt: Sequence[int] | None = None) -> bool:
+        """Whether a prompt of `n_tokens` fits in the free blocks now.
+
+        Without `prompt` it assumes no prefix hit (conservative); with the prompt's token ids
+        it counts exactly what `allocate` would take. Raises `KVCapacityError` when the
+        request can never fit, so a scheduler refuses it instead of waiting forever.
+        """
+        need = self._check_capacity(n_tokens)
+        if prompt is None:
+            return need <= self.pool.n_free
+        hits, _, _ = self._find_cached_prefix(prompt)
+        return self._fits(need, hits)
+
+    def can_append(self, seq_id: object, n_tokens: int = 1) -> bool:
+        """Whether `append_tokens(seq_id, n_tokens ids)` would find its blocks free now."""
+        seq = self._seq(seq_id)
+        return self._append_blocks_needed(seq, n_tokens) <= self.pool.n_free
+
+    def _fits(self, need: int, hits: list[Block]) -> bool:
+        revived = sum(1 for b in hits if b.ref_count == 0)
+        return need - len(hits) <= self.pool.n_free - revived
+
+    # ---- allocation ----------------------------------------------------------------------------
+
+    def allocate(self, seq_id: object, token_ids: Sequence[int]) -> int:
+        """Reserve slots for a prompt; return how many leading tokens the prefix cache supplied.
+
+        Prefix hits are whole blocks, and only blocks within the first len-1 tokens are
+        looked up: the last prompt token is always recomputed (its logits start decoding).
+        """
+        if seq_id in self._seqs:
+            raise ValueError(f"sequence {seq_id!r} already has KV blocks")
+        n = len(token_ids)
+        if n == 0:
+            raise ValueError("cannot allocate KV for an empty prompt")
+        need = self._check_capacity(n)
+        tokens = list(token_ids)
+        hits, chain_hash, chain_id = self._find_cached_prefix(tokens)
+        if not self._fits(need, hits):
+            raise KVOutOfMemoryError(
+                f"sequence {seq_id!r} needs {need - len(hits)} free KV blocks, "
+                f"{self.pool.n_free} are free"
+            )
+        pool = self.pool
+        for block in hits:  # revive hits before allocating, so none of them is evicted
+            pool.touch(block)
+        blocks = hits + [pool.allocate_block() for _ in range(need - len(hits))]
+        bs = self.block_size
+        for block in blocks[len(hits) :]:
+            block.n_tokens = bs
+        blocks[-1].n_tokens = n - (need - 1) * bs
+        n_cached = len(hits) * bs
+        seq = _Seq(blocks, tokens, n_cached)
+        seq.chain_hash, seq.chain_id = chain_hash, chain_id
+        if self.enable_prefix_caching:
+            for i in range(len(hits), n // bs):
+                self._register(seq, i)
+            self.prefix_query_tokens += n
+            self.prefix_hit_tokens += n_cached
+        self._seqs[seq_id] = seq
+        return n_cached
+
+    def append_token(self, seq_id: object, token_id: int) -> tuple[int, int] | None:
+        """Reserve the slot for one more token of `seq_id`.
+
+        Returns `(src, dst)` when the last block was shared (after a fork): `seq_id` now owns
+        a fresh copy `dst`, and the caller must copy block `src`'s K/V into it
+        (`PagedKVCache.copy_blocks`) before writing the new token. Otherwise None.
+        """
+        cows = self.append_tokens(seq_id, (token_id,))
+        return cows[0] if cows else None
+
+    def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """Reserve slots for several tokens (chunked prefill, speculative drafts).
+
+        Returns the copy-on-write pairs (at most one). All or nothing: on
+        `KVOutOfMemoryError` / `KVCapacityError` the sequence is unchanged.
+        """
+        seq = self._seq(seq_id)
+        n_new = len(token_ids)
+        if n_new == 0:
+            return []
+        self._check_capacity(len(seq.token_ids) + n_new, f"sequence {seq_id!r}")
+        need = self._append_blocks_needed(seq, n_new)
+        if need > self.pool.n_free:
+            raise KVOutOfMemoryError(
+                f"sequence {seq_id!r} needs {need} free KV blocks to grow, "
+                f"{self.pool.n_free} are free"
+            )
+        pool, bs, blocks, tokens = self.pool, self.block_size, seq.blocks, seq.token_ids
+        cows: list[tuple[int, int]] = []
+        n_old = len(tokens)
+        if n_old % bs:
+            last = blocks[-1]
+            if last.ref_count > 1:  # copy-on-write: the partial block is shared
+                fresh = pool.allocate_block()
+                fresh.n_tokens = last.n_tokens
+                pool.release(last)
+                blocks[-1] = fresh
+                cows.append((last.block_id, fresh.block_id))
+        tokens.extend(token_ids)
+        pos = n_old
+        n_total = len(tokens)
+        while pos < n_total:
+            if pos % bs == 0:
+                blocks.append(pool.allocate_block())
+            block = blocks[-1]
+            take = min(bs - pos % bs, n_total - pos)
+            block.n_tokens += take
+            pos += take
+            if self.enable_prefix_caching and block.n_tokens == bs:
+                self._register(seq, pos // bs - 1)
+        return cows
+
+    def _append_blocks_needed(self, seq: _Seq, n_new: int) -> int:
+        n_old = len(seq.token_ids)
+        need = self.blocks_needed(n_old + n_new) - len(seq.blocks)
+        if n_old % self.block_size and seq.blocks[-1].ref_count > 1:
+            need += 1
+        return need
+
+    def fork(self, parent_id: object, child_id: object) -> None:
+        """Give `child_id` the parent's tokens and table, sharing every block (ref count + 1)."""
+        parent = self._seq(parent_id)
+        if child_id in self._seqs:
+            raise ValueError(f"sequence {child_id!r} already has KV blocks")
+        for block in parent.blocks:
+            self.pool.touch(block)
+        child = _Seq(list(parent.blocks), list(parent.token_ids), parent.n_cached_tokens)
+        child.chain_hash, child.chain_id = parent.chain_hash, parent.chain_id
+        self._seqs[child_id] = child
+
+    def free(self, seq_id: object) -> None:
+        """Drop `seq_id`, releasing its blocks last first.
+
+        Blocks that reach ref count 0 join the free queue's tail in that order, so a
+        sequence's tail blocks (the least shareable) are evicted before its prefix.
+        """
+        seq = self._seqs.pop(seq_id, None)
+        if seq is None:
+            raise KeyError(f"unknown sequence {seq_id!r}")
+        release = self.pool.release
+        for block in reversed(seq.blocks):
+            release(block)
+
+    # ---- prefix cache ----------------------------------------------------------------------------
+
+    def _find_cached_prefix(self, tokens: Sequence[int]) -> tuple[list[Block], int, int]:
+        """Cached blocks for the longest prefix of whole blocks within tokens[:-1]."""
+        hits: list[Block] = []
+        chain_hash, chain_id = ROOT_HASH, ROOT_CONTENT_ID
+        if not self.enable_prefix_caching:
+            return hits, chain_hash, chain_id
+        bs = self.block_size
+        lookup = self.pool.cache.lookup
+        for i in range((len(tokens) - 1) // bs):
+            block_tokens = tuple(tokens[i * bs : (i + 1) * bs])
+            block_hash = self._hash(chain_hash, block_tokens)
+            block = lookup(block_hash, chain_id, block_tokens)
+            if block is None:
+                break
+            hits.append(block)
+            chain_hash, chain_id = block_hash, block.content_id
+        return hits, chain_hash, chain_id
+
+    def _register(self, seq: _Seq, index: int) -> None:
+        """Register `seq`'s full block `index` (every block before it is already chained)."""
+        bs = self.block_size
+        block_tokens = tuple(seq.token_ids[index * bs : (index + 1) * bs])
+        block_hash = self._hash(seq.chain_hash, block_tokens)
+        seq.chain_id = self.pool.cache.register(
+            seq.blocks[index], block_hash, seq.chain_id, block_tokens
+        )
+        seq.chain_hash = block_hash
+
+    # ---- model-facing tensors ----------------------------------------------------------------------
+
+    def slot_mapping(self, seq_id: object, positions: Iterable[int] | torch.Tensor) -> torch.Tensor:
+        """Flat cache slots (int64) of `seq_id`'s tokens at `positions`:
+
+            slot = block_table[pos // block_size] * block_size + pos % block_size
+        """
+        seq = self._seq(seq_id)
+        pos = torch.as_tensor(
+            positions if isinstance(positions, torch.Tensor) else list(positions),
+            dtype=torch.int64,
+        )
+        if pos.numel() and (int(pos.min()) < 0 or int(pos.max()) >= len(seq.token_ids)):
+            raise IndexError(
+                f"positions {int(pos.min())}..{int(pos.max())} outside sequence {seq_id!r}'s "
+                f"{len(seq.token_ids)} reserved tokens"
+            )
+        bs = self.block_size
+        table = torch.tensor([b.block_id for b in seq.blocks], dtype=torch.int64)
+        return table[pos // bs] * bs + pos % bs
+
+    def block_table_tensor(
+        self, seq_ids: Sequence[object], device: torch.device | str | None = None, pad: int = 0
+    ) -> torch.Tensor:
+        """int32 [n_seqs, max_blocks] block tables, short rows padded with `pad`.
+
+        Padding entries are never read: attention masks keys at or past `context_lens`.
+        """
+        tables = [[b.block_id for b in self._seq(s).blocks] for s in seq_ids]
+        width = max((len(t) for t in tables), default=0)
+        out = torch.full((len(tables), width), pad, dtype=torch.int32)
+        for row, table in enumerate(tables):
+            out[row, : len(table)] = torch.tensor(table, dtype=torch.int32)
+        return out if device is None else out.to(device)
+
+    def context_lens_tensor(
+        self, seq_ids: Sequence[object], device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """int32 [n_seqs]: reserved tokens per sequence (the keys attention reads)."""
+        out = torch.tensor([len(self._seq(s).token_ids) for s in seq_ids], dtype=torch.int32)
+        return out if device is None else out.to(device)
+
+    # ---- statistics --------------------------------------------------------------------------------
+
+    def stats(self, step: int = 0) -> KVStats:
+        """The pool as a frozen record (O(n_blocks))."""
+        bs = self.block_size
+        pool = self.pool
+        filled = shared = saved = 0
+        for block in pool.blocks:
+            ref = block.ref_count
+            if ref:
+                filled += block.n_tokens
+                if ref > 1:
+                    shared += 1
+                    saved += (ref - 1) * bs
+        used = pool.n_used
+        return KVStats(
+            allocator="paged",
+            step=step,
+            n_seqs=len(self._seqs),
+            total_slots=self.n_blocks * bs,
+            block_size=bs,
+            blocks_total=self.n_blocks,
+            blocks_used=used,
+            blocks_free=pool.n_free - pool.n_cached_free,
+            blocks_cached_free=pool.n_cached_free,
+            slots_reserved=used * bs,
+            slots_filled=filled,
+            tokens_logical=sum(len(s.token_ids) for s in self._seqs.values()),
+            slots_external_waste=0,
+            shared_blocks=shared,
+            shared_saved_slots=saved,
+            prefix_hit_tokens=self.prefix_hit_tokens,
+            prefix_query_tokens=self.prefix_query_tokens,
+            evictions=pool.n_evictions,
+            bytes_per_slot=self.bytes_per_slot,
+        )
+
+    def _seq(self, seq_id: object) -> _Seq:
+        try:
+            return self._seqs[seq_id]
+        except KeyError:
+            raise KeyError(f"unknown sequence {seq_id!r}") from None

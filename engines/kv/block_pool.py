@@ -1,0 +1,106 @@
+"""The pool of physical KV blocks: who may use which block, and which block is reused next.
+
+A block is in use while some sequence's table holds it (`ref_count > 0`) and free otherwise.
+Free blocks wait in a `FreeBlockQueue` in the order they were freed; `allocate_block` takes
+the head. A free block that is still registered in the prefix cache ("cached-free") keeps its
+K/V and can be revived by a cache hit (`touch`), which pulls it out of the middle of the
+queue; its cache entry is dropped only when the queue hands it out again (lazy LRU eviction).
+
+The pool knows nothing of sequences; `BlockManager` keeps the block tables.
+"""
+
+from __future__ import annotations
+
+from engines.kv.free_queue import Block, FreeBlockQueue
+from engines.kv.prefix_cache import PrefixCacheIndex
+
+DEFAULT_BLOCK_SIZE = 16
+"""Tokens per block, vLLM's default."""
+
+
+def blocks_for_budget(budget_bytes: int, bytes_per_block: int) -> int:
+    """How many whole blocks fit in `budget_bytes`: floor(budget_bytes / bytes_per_block)."""
+    if bytes_per_block <= 0:
+        raise ValueError(f"bytes_per_block must be positive, got {bytes_per_block}")
+    if budget_bytes < 0:
+        raise ValueError(f"budget_bytes must not be negative, got {budget_bytes}")
+    return int(budget_bytes // bytes_per_block)
+
+
+class BlockPool:
+    """`n_blocks` blocks of `block_size` slots, their reference counts and the prefix cache."""
+
+    def __init__(
+        self,
+        n_blocks: int,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        enable_prefix_caching: bool = True,
+    ) -> None:
+        if n_blocks < 1:
+            raise ValueError(f"a KV pool needs at least one block, got n_blocks={n_blocks}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.n_blocks = n_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.blocks = [Block(i) for i in range(n_blocks)]
+        self.free_queue = FreeBlockQueue(self.blocks)
+        self.cache = PrefixCacheIndex()
+        self.n_cached_free = 0
+        """Free blocks that still hold a cached prefix (revivable by a hit)."""
+        self.n_evictions = 0
+        """Cached blocks whose content was dropped because the free queue reused them."""
+        self.n_block_ops = 0
+        """Block allocations + reference increments + reference decrements, ever."""
+
+    @property
+    def n_free(self) -> int:
+        """Blocks no sequence holds (empty or cached-free): what an allocation may take."""
+        return len(self.free_queue)
+
+    @property
+    def n_used(self) -> int:
+        """Blocks held by at least one sequence."""
+        return self.n_blocks - len(self.free_queue)
+
+    def allocate_block(self) -> Block:
+        """Hand out the least recently freed block, evicting its cached content if any."""
+        block = self.free_queue.popleft()
+        if block.block_hash is not None:
+            self.cache.evict(block)
+            self.n_cached_free -= 1
+            self.n_evictions += 1
+        block.ref_count = 1
+        block.n_tokens = 0
+        self.n_block_ops += 1
+        return block
+
+    def touch(self, block: Block) -> None:
+        """One more table holds `block` (a fork or a prefix hit); revive it if it was free."""
+        if block.ref_count == 0:
+            self.free_queue.remove(block)
+            if block.block_hash is not None:
+                self.n_cached_free -= 1
+        block.ref_count += 1
+        self.n_block_ops += 1
+
+    def release(self, block: Block) -> None:
+        """One table fewer holds `block`; at zero it joins the free queue's tail, content kept."""
+        if block.ref_count <= 0:
+            raise ValueError(f"block {block.block_id} released more often than it was held")
+        block.ref_count -= 1
+        self.n_block_ops += 1
+        if block.ref_count == 0:
+            self.free_queue.append(block)
+            if block.block_hash is not None:
+                self.n_cached_free += 1
+
+    def reset_prefix_cache(self) -> int:
+        """Drop every cached prefix held by a free block; return how many were dropped."""
+        dropped = 0
+        for block in list(self.cache):
+            if block.ref_count == 0:
+                self.cache.evict(block)
+                self.n_cached_free -= 1
+                dropped += 1
+        return dropped

@@ -1,0 +1,156 @@
+"""`PagedKVCache`: the K/V tensors of every layer, laid out by physical block.
+
+Per layer, `k[layer]` and `v[layer]` have shape [n_blocks, block_size, n_kv_heads, d_head]; a
+token's K/V lives at flat slot `block_id * block_size + offset`, the slot a `BlockManager`'s
+`slot_mapping` names. All layers sit in one allocation so a copy-on-write copies a block in
+every layer with one indexing op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, blocks_for_budget
+
+
+def kv_bytes_per_slot(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_element: float) -> int:
+    """K and V of one token over all layers:
+
+        bytes_per_slot = 2 * n_layers * n_kv_heads * d_head * bytes_per_element
+    """
+    return int(2 * n_layers * n_kv_heads * d_head * bytes_per_element)
+
+
+def kv_bytes_per_block(
+    n_layers: int, block_size: int, n_kv_heads: int, d_head: int, bytes_per_element: float
+) -> int:
+    """bytes_per_block = block_size * bytes_per_slot
+    = 2 * n_layers * block_size * n_kv_heads * d_head * bytes_per_element."""
+    return block_size * kv_bytes_per_slot(n_layers, n_kv_heads, d_head, bytes_per_element)
+
+
+def _as_torch_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    from engines.dtypes import torch_dtype
+
+    return torch_dtype(dtype)
+
+
+class PagedKVCache:
+    """K/V storage for `n_blocks` blocks of `block_size` tokens in each of `n_layers` layers.
+
+    Fresh storage is zero, so never-written slots that attention masks out stay finite.
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        n_blocks: int,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        n_kv_heads: int = 1,
+        d_head: int = 64,
+        dtype: torch.dtype | str = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        for name, value in (
+            ("n_layers", n_layers),
+            ("n_blocks", n_blocks),
+            ("block_size", block_size),
+            ("n_kv_heads", n_kv_heads),
+            ("d_head", d_head),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self.n_layers = n_layers
+        self.n_blocks = n_blocks
+        self.block_size = block_size
+        self.n_kv_heads = n_kv_heads
+        self.d_head = d_head
+        self.dtype = _as_torch_dtype(dtype)
+        self.device = torch.device(device)
+        self.kv = torch.zeros(
+            (n_layers, 2, n_blocks, block_size, n_kv_heads, d_head),
+            dtype=self.dtype,
+            device=self.device,
+        )
+        """[n_layers, 2 (K, V), n_blocks, block_size, n_kv_heads, d_head]: all of it."""
+        self.k = [self.kv[i, 0] for i in range(n_layers)]
+        self.v = [self.kv[i, 1] for i in range(n_layers)]
+        self._gather_k: torch.Tensor | None = None  # reused by gather(): no fresh pages per call
+        self._gather_v: torch.Tensor | None = None
+
+    @classmethod
+    def from_budget(
+        cls,
+        budget_bytes: int,
+        n_layers: int,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        n_kv_heads: int = 1,
+        d_head: int = 64,
+        dtype: torch.dtype | str = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> PagedKVCache:
+        """As many blocks as `budget_bytes` holds (`blocks_for_budget`)."""
+        dt = _as_torch_dtype(dtype)
+        per_block = kv_bytes_per_block(
+            n_layers, block_size, n_kv_heads, d_head, torch.empty((), dtype=dt).element_size()
+        )
+        n_blocks = blocks_for_budget(budget_bytes, per_block)
+        if n_blocks < 1:
+            raise ValueError(
+                f"a KV budget of {budget_bytes} bytes holds no block of {per_block} bytes"
+            )
+        return cls(n_layers, n_blocks, block_size, n_kv_heads, d_head, dt, device)
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return kv_bytes_per_slot(
+            self.n_layers, self.n_kv_heads, self.d_head, self.kv.element_size()
+        )
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.block_size * self.bytes_per_slot
+
+    @property
+    def total_bytes(self) -> int:
+        return self.kv.numel() * self.kv.element_size()
+
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store new tokens' K/V ([n_tokens, n_kv_heads, d_head]) at flat `slots` [n_tokens]."""
+        slots = slots.to(device=self.device, dtype=torch.int64)
+        n = self.n_blocks * self.block_size
+        shape = (n, self.n_kv_heads, self.d_head)
+        self.k[layer].view(shape).index_copy_(0, slots, k.to(self.dtype))
+        self.v[layer].view(shape).index_copy_(0, slots, v.to(self.dtype))
+
+    def copy_blocks(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Copy whole blocks src -> dst in every layer (copy-on-write after a fork).
+
+        No dst may also be a src in the same call (a CoW dst is always a fresh block).
+        """
+        pairs = list(pairs)
+        if not pairs:
+            return
+        src = torch.tensor([p[0] for p in pairs], dtype=torch.int64, device=self.device)
+        dst = torch.tensor([p[1] for p in pairs], dtype=torch.int64, device=self.device)
+        self.kv.index_copy_(2, dst, self.kv.index_select(2, src))
+
+    def gather(self, layer: int, block_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of `block_ids` ([n] int) in order: two [n, block_size, n_kv_heads, d_head].
+
+        The results are views of a workspace the next `gather` overwrites; use them first.
+        """
+        ids = block_ids.reshape(-1).to(device=self.device, dtype=torch.int64)
+        n = ids.numel()
+        if self._gather_k is None or self._gather_k.shape[0] < n:
+            shape = (n, self.block_size, self.n_kv_heads, self.d_head)
+            self._gather_k = torch.empty(shape, dtype=self.dtype, device=self.device)
+            self._gather_v = torch.empty(shape, dtype=self.dtype, device=self.device)
+        assert self._gather_v is not None
+        k = torch.index_select(self.k[layer], 0, ids, out=self._gather_k[:n])
+        v = torch.index_select(self.v[layer], 0, ids, out=self._gather_v[:n])
+        return k, v

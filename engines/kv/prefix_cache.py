@@ -1,0 +1,97 @@
+"""Automatic prefix caching: finding full KV blocks that another request already computed.
+
+A full block is identified by a chained hash over the whole prefix it ends:
+
+    h_0 = H(ROOT_HASH, tokens of block 0)
+    h_i = H(h_{i-1},   tokens of block i)
+
+so two requests share block i's hash only if their first (i+1) * block_size tokens agree
+(up to a hash collision). The hash only finds candidates. A hit is confirmed exactly: the
+candidate's stored tokens must equal the block's tokens AND its parent must be the very
+cache entry matched for block i-1 (each entry gets a `content_id` that is never reused), so a
+hit is a true prefix match even if `H` collided at this level or any level before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from engines.kv.free_queue import Block
+
+ROOT_HASH = 0x1F2E3D4C5B6A7988
+"""The parent hash of a sequence's first block."""
+
+ROOT_CONTENT_ID = 0
+"""The parent content id of a sequence's first block (no cache entry has id 0)."""
+
+
+def hash_block_tokens(parent_hash: int, token_ids: tuple[int, ...]) -> int:
+    """h_i = H(h_{i-1}, tokens of block i), H = Python's tuple hash (64-bit on 64-bit builds).
+
+    Deterministic across processes: ints and tuples of ints are not salted by PYTHONHASHSEED.
+    """
+    return hash((parent_hash, token_ids))
+
+
+class PrefixCacheIndex:
+    """Block hash -> the cached blocks registered under it (two or more only on a collision)."""
+
+    def __init__(self) -> None:
+        self._by_hash: dict[int, list[Block]] = {}
+        self._n_entries = 0
+        self._next_content_id = ROOT_CONTENT_ID + 1
+
+    def __len__(self) -> int:
+        return self._n_entries
+
+    def __iter__(self) -> Iterator[Block]:
+        for blocks in self._by_hash.values():
+            yield from blocks
+
+    def lookup(
+        self, block_hash: int, parent_content_id: int, token_ids: tuple[int, ...]
+    ) -> Block | None:
+        """The cached block holding exactly `token_ids` after the prefix `parent_content_id`."""
+        candidates = self._by_hash.get(block_hash)
+        if candidates is None:
+            return None
+        for block in candidates:
+            if block.parent_content_id == parent_content_id and block.token_ids == token_ids:
+                return block
+        return None
+
+    def register(
+        self, block: Block, block_hash: int, parent_content_id: int, token_ids: tuple[int, ...]
+    ) -> int:
+        """Cache the full `block`; return the content id its children chain from.
+
+        If the same content is already cached (two requests computed the same prefix at the
+        same time) the existing entry is kept, `block` stays uncached, and the existing
+        entry's id is returned so the caller's later blocks still chain correctly.
+        """
+        existing = self.lookup(block_hash, parent_content_id, token_ids)
+        if existing is not None:
+            return existing.content_id
+        content_id = self._next_content_id
+        self._next_content_id += 1
+        block.block_hash = block_hash
+        block.content_id = content_id
+        block.parent_content_id = parent_content_id
+        block.token_ids = token_ids
+        self._by_hash.setdefault(block_hash, []).append(block)
+        self._n_entries += 1
+        return content_id
+
+    def evict(self, block: Block) -> None:
+        """Forget `block`'s cached content (it is about to hold something else)."""
+        assert block.block_hash is not None
+        candidates = self._by_hash[block.block_hash]
+        if len(candidates) == 1:
+            del self._by_hash[block.block_hash]
+        else:
+            candidates.remove(block)
+        self._n_entries -= 1
+        block.block_hash = None
+        block.content_id = 0
+        block.parent_content_id = 0
+        block.token_ids = None
