@@ -8,8 +8,12 @@ These are the two numbers a roofline is drawn from, measured with plain torch op
 Outputs are preallocated so that only the operation is timed (a fresh tensor per call would
 also time the allocator and page faults). One size per dtype: on the CPUs we measured, bf16
 and fp32 matmuls are within a few per cent of their best from n=1024 up, so n=2048 is the peak;
-GPUs get n=8192, where cuBLAS runs at full rate. Run `measure_op_points` (op_points.py) for
-the operations plotted under the roofs.
+GPUs get n=8192, where cuBLAS runs at full rate.
+
+`measure_roofs` runs the pieces in `rounds` interleaved rounds (fp32, bf16, copy, fp32, ...)
+and keeps each piece's best round: other processes only ever slow a measurement down, and a
+burst of their load then costs one round, not the roof. Run `measure_op_points`
+(op_points.py) for the operations plotted under the roofs.
 """
 
 from __future__ import annotations
@@ -47,16 +51,17 @@ class RoofSizes:
 
     matmul_n: int
     copy_bytes: int
-    repeats: int
-    warmup: int
+    repeats: int  # timed calls per round (their median is the round's figure)
+    warmup: int  # untimed calls per round
+    rounds: int  # interleaved rounds; the best round counts
 
 
-# (device kind, quick) -> sizes. The full CPU set takes a few seconds on 2 cores.
+# (device kind, quick) -> sizes. The full CPU set takes about 5 s on 2 idle cores.
 ROOF_SIZES = {
-    ("cpu", False): RoofSizes(matmul_n=2048, copy_bytes=256 * MIB, repeats=5, warmup=2),
-    ("cpu", True): RoofSizes(matmul_n=512, copy_bytes=64 * MIB, repeats=3, warmup=1),
-    ("cuda", False): RoofSizes(matmul_n=8192, copy_bytes=1024 * MIB, repeats=5, warmup=2),
-    ("cuda", True): RoofSizes(matmul_n=2048, copy_bytes=256 * MIB, repeats=3, warmup=1),
+    ("cpu", False): RoofSizes(2048, 256 * MIB, repeats=5, warmup=1, rounds=3),
+    ("cpu", True): RoofSizes(512, 64 * MIB, repeats=3, warmup=1, rounds=2),
+    ("cuda", False): RoofSizes(8192, 1024 * MIB, repeats=5, warmup=2, rounds=3),
+    ("cuda", True): RoofSizes(2048, 256 * MIB, repeats=3, warmup=1, rounds=2),
 }
 
 
@@ -105,6 +110,7 @@ class MeasuredRoofs:
     matmul_n: int
     copy_bytes: int
     repeats: int
+    rounds: int = 1
 
     def knee_flops_per_byte(self) -> dict[str, float]:
         """Ridge point per dtype: peak ÷ bandwidth (FLOP/byte)."""
@@ -119,6 +125,7 @@ class MeasuredRoofs:
             "matmul_n": self.matmul_n,
             "copy_bytes": self.copy_bytes,
             "repeats": self.repeats,
+            "rounds": self.rounds,
         }
 
     @classmethod
@@ -141,6 +148,7 @@ class MeasuredRoofs:
             matmul_n=_whole("matmul_n", _field(data, "matmul_n")),
             copy_bytes=_whole("copy_bytes", _field(data, "copy_bytes")),
             repeats=_whole("repeats", _field(data, "repeats")),
+            rounds=_whole("rounds", data.get("rounds", 1)),
         )
 
 
@@ -152,31 +160,40 @@ def measure_roofs(
 ) -> MeasuredRoofs:
     """Peak matmul FLOP/s for each compute dtype of `device`, then its copy bandwidth.
 
-    `progress(fraction, message)` is called before each piece and with 1.0 at the end;
+    Each piece is measured once per round (see the module docstring) and its best round is
+    kept. `progress(fraction, message)` is called before each piece and with 1.0 at the end;
     `should_stop()` is polled between pieces and raises Cancelled when it returns True.
     """
     info = get_device(device)
     sizes = roof_sizes(info.kind, quick)
     report = progress or (lambda fraction, message: None)
-    pieces = len(info.compute_dtypes) + 1
-    peaks: dict[str, float] = {}
-    for done, dtype in enumerate(info.compute_dtypes):
-        check_stop(should_stop)
-        report(done / pieces, f"matmul {dtype} {sizes.matmul_n}x{sizes.matmul_n} on {info.id}")
-        peaks[dtype] = measure_matmul_flops(
-            info.id, dtype, sizes.matmul_n, sizes.repeats, sizes.warmup
-        )
-    check_stop(should_stop)
-    report((pieces - 1) / pieces, f"copy {sizes.copy_bytes // MIB} MiB on {info.id}")
-    bandwidth = measure_copy_bandwidth(info.id, sizes.copy_bytes, sizes.repeats, sizes.warmup)
+    pieces = [*info.compute_dtypes, "copy"]
+    total = sizes.rounds * len(pieces)
+    best = dict.fromkeys(pieces, 0.0)
+    for round_index in range(sizes.rounds):
+        for piece_index, piece in enumerate(pieces):
+            check_stop(should_stop)
+            fraction = (round_index * len(pieces) + piece_index) / total
+            round_text = f"round {round_index + 1}/{sizes.rounds}"
+            if piece == "copy":
+                report(fraction, f"copy {sizes.copy_bytes // MIB} MiB on {info.id}, {round_text}")
+                rate = measure_copy_bandwidth(
+                    info.id, sizes.copy_bytes, sizes.repeats, sizes.warmup
+                )
+            else:
+                n = sizes.matmul_n
+                report(fraction, f"matmul {piece} {n}x{n} on {info.id}, {round_text}")
+                rate = measure_matmul_flops(info.id, piece, n, sizes.repeats, sizes.warmup)
+            best[piece] = max(best[piece], rate)
     report(1.0, f"roofs of {info.id} measured")
     return MeasuredRoofs(
         device=info.id,
-        peak_flops=peaks,
-        bw_bytes_per_s=bandwidth,
+        peak_flops={dtype: best[dtype] for dtype in info.compute_dtypes},
+        bw_bytes_per_s=best["copy"],
         matmul_n=sizes.matmul_n,
         copy_bytes=sizes.copy_bytes,
         repeats=sizes.repeats,
+        rounds=sizes.rounds,
     )
 
 

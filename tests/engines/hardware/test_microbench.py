@@ -48,14 +48,17 @@ def test_quick_roofs_cover_every_compute_dtype_and_report_progress():
     assert all(_positive_finite(v) for v in roofs.peak_flops.values())
     assert _positive_finite(roofs.bw_bytes_per_s)
     sizes = microbench.roof_sizes("cpu", quick=True)
-    assert (roofs.matmul_n, roofs.copy_bytes, roofs.repeats) == (
+    assert (roofs.matmul_n, roofs.copy_bytes, roofs.repeats, roofs.rounds) == (
         sizes.matmul_n,
         sizes.copy_bytes,
         sizes.repeats,
+        sizes.rounds,
     )
     fractions = [f for f, _ in calls]
     assert fractions[0] == 0.0 and fractions[-1] == 1.0
     assert fractions == sorted(fractions)
+    # every piece in every round, then the final 1.0
+    assert len(calls) == sizes.rounds * (len(roofs.peak_flops) + 1) + 1
     assert all(isinstance(m, str) and m for _, m in calls)
 
 
@@ -70,6 +73,30 @@ def test_roofs_to_dict_has_the_knees_and_round_trips():
     assert data["knee_flops_per_byte"] == {"fp32": 8.0, "bf16": 20.0}
     assert (data["matmul_n"], data["copy_bytes"], data["repeats"]) == (2048, 256 * 2**20, 5)
     assert MeasuredRoofs.from_dict(data) == roofs
+
+
+def test_roofs_without_rounds_read_as_one_round():
+    data = _roofs().to_dict()
+    data.pop("rounds")
+    assert MeasuredRoofs.from_dict(data).rounds == 1
+
+
+def test_each_piece_keeps_its_best_round(monkeypatch):
+    rates = iter([1.0, 3.0, 2.0])  # fp32 in rounds 1, 2, 3
+    three_rounds = microbench.RoofSizes(64, 1024, repeats=1, warmup=0, rounds=3)
+    monkeypatch.setattr(microbench, "roof_sizes", lambda kind, quick=False: three_rounds)
+    monkeypatch.setattr(microbench, "get_device", lambda device: _cpu_with(("fp32",)))
+    monkeypatch.setattr(microbench, "measure_matmul_flops", lambda *a: next(rates))
+    bandwidths = iter([5.0, 4.0, 6.0])
+    monkeypatch.setattr(microbench, "measure_copy_bandwidth", lambda *a: next(bandwidths))
+    roofs = measure_roofs("cpu")
+    assert roofs.peak_flops == {"fp32": 3.0} and roofs.bw_bytes_per_s == 6.0
+
+
+def _cpu_with(dtypes):
+    import dataclasses
+
+    return dataclasses.replace(get_device("cpu"), compute_dtypes=dtypes)
 
 
 @pytest.mark.parametrize(
