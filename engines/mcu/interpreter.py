@@ -1,0 +1,230 @@
+"""The INT8 reference interpreter that runs a model inside ONE planned arena.
+
+`ArenaInterpreter(model, plan)` allocates a single `bytearray(plan.arena_bytes)` and never
+another: every planned tensor is a numpy view at its planned offset
+(`np.frombuffer(arena, dtype, count, offset).reshape(shape)`), weights and biases are
+read-only views into the model file ("flash"), and each kernel writes its result into its
+output view. Two tensors the plan places on the same bytes share them for real, so a plan
+that is wrong (two live tensors overlapping) gives wrong outputs: running a plan is a test
+of it. RESHAPE aliased onto its input (an in-place plan) copies nothing.
+
+The kernels are TFLM's reference integer kernels, bit for bit (see `engines.mcu.kernels`).
+Kernel temporaries remain (numpy needs them to vectorise); per op they are:
+CONV_2D / DEPTHWISE_CONV_2D: the input widened to int32 (+ a zero-padded copy when the
+window overhangs, repeated channels when depth_multiplier > 1), per tap a window copy (conv)
+or product (depthwise), the filter widened to int32, an int32 accumulator and the int64
+requantisation temporaries of the output's size. FULLY_CONNECTED: input and filter widened
+to int32, the int32 accumulator, requantisation temporaries. Pooling: an int32 (average) or
+int8 (max) padded input and an accumulator. SOFTMAX, ADD, QUANTIZE, DEQUANTIZE: int64/float
+temporaries of the tensor's size. RESHAPE: none.
+
+`op_macs(model, i)` counts an operator's multiply-accumulates for per-op tables and cycle
+estimates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from engines.mcu.graph import Model
+from engines.mcu.kernels import KERNELS, OpContext, UnsupportedOpError
+from engines.mcu.lifetimes import is_planned
+from engines.mcu.planners import Plan
+
+__all__ = ["ArenaInterpreter", "UnsupportedOpError", "op_macs", "supported_ops"]
+
+_ARRAY_DTYPES = {
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "float32",
+    "float16",
+    "float64",
+    "bool",
+    "uint16",
+    "uint32",
+    "uint64",
+}
+
+
+def supported_ops() -> tuple[str, ...]:
+    """Builtin op names the interpreter has kernels for."""
+    return tuple(sorted(KERNELS))
+
+
+def check_supported(model: Model) -> None:
+    """Raise `UnsupportedOpError` naming the first operator without a kernel."""
+    for op in model.operators:
+        if op.is_custom or op.op not in KERNELS:
+            kind = "custom op" if op.is_custom else "op"
+            raise UnsupportedOpError(
+                f"operator {op.index} ({op.op}): {kind} {op.op!r} is not supported by the "
+                f"arena interpreter (it runs {', '.join(supported_ops())})"
+            )
+
+
+class ArenaInterpreter:
+    """Runs `model` with every activation at its offset in `plan`'s one arena."""
+
+    def __init__(self, model: Model, plan: Plan):
+        check_supported(model)
+        self.model = model
+        self.plan = plan
+        self.arena = bytearray(plan.arena_bytes)
+        # Exporting the arena's buffer below makes any resize of it a BufferError.
+        self._arena_bytes_view = np.frombuffer(self.arena, dtype=np.uint8)
+        self.arrays: list[np.ndarray | None] = self._bind_arrays()
+        self._runs = [KERNELS[op.op](OpContext(model, op, self.arrays)) for op in model.operators]
+        self.last_op_times_s: tuple[float, ...] = ()
+        self.invocations = 0
+
+    # ---- binding tensors to memory -----------------------------------------------------
+
+    def _bind_arrays(self) -> list[np.ndarray | None]:
+        model, plan = self.model, self.plan
+        offsets: dict[int, tuple[int, int]] = {}
+        for buf, off in zip(plan.buffers, plan.offsets, strict=True):
+            if buf.tensor is not None:
+                offsets[buf.tensor] = (off, buf.size)
+        arrays: list[np.ndarray | None] = [None] * len(model.tensors)
+        for t in model.tensors:
+            if t.dtype not in _ARRAY_DTYPES:
+                continue
+            if t.is_constant:
+                arrays[t.index] = model.constant_array(t.index)
+            elif t.index in offsets:
+                off, size = offsets[t.index]
+                if size < t.nbytes or off < 0 or off + t.nbytes > len(self.arena):
+                    raise ValueError(
+                        f"plan gives tensor {t.index} {t.name!r} {size} bytes at offset {off} "
+                        f"in a {len(self.arena)}-byte arena; it needs {t.nbytes}"
+                    )
+                arrays[t.index] = np.frombuffer(
+                    self.arena, dtype=np.dtype(t.dtype), count=t.elements, offset=off
+                ).reshape(t.shape)
+            elif t.nbytes == 0:
+                arrays[t.index] = np.zeros(t.shape, dtype=np.dtype(t.dtype))
+            elif is_planned(model, t.index):
+                raise ValueError(
+                    f"plan ({plan.planner}) has no buffer for tensor {t.index} {t.name!r}: "
+                    f"it was made for another model"
+                )
+        for op in model.operators:
+            for i in (*op.inputs, *op.outputs):
+                if i >= 0 and arrays[i] is None:
+                    t = model.tensors[i]
+                    why = "a variable" if t.is_variable else f"of type {t.dtype}"
+                    raise UnsupportedOpError(
+                        f"operator {op.index} ({op.op}): tensor {i} {t.name!r} is {why}, "
+                        "which the arena interpreter does not hold"
+                    )
+        return arrays
+
+    # ---- running -----------------------------------------------------------------------
+
+    @property
+    def arena_bytes(self) -> int:
+        return len(self.arena)
+
+    @property
+    def arena_address(self) -> int:
+        """Address of the arena's first byte (stable for the interpreter's life)."""
+        return int(self._arena_bytes_view.ctypes.data)
+
+    def input_view(self, k: int = 0) -> np.ndarray:
+        """The arena view of graph input k (writable; `invoke` copies into it)."""
+        return self.arrays[self.model.inputs[k]]
+
+    def tensor(self, index: int) -> np.ndarray:
+        """A copy of tensor `index`'s current contents (arena or weights)."""
+        a = self.arrays[index]
+        if a is None:
+            raise ValueError(f"tensor {index} has no array")
+        return a.copy()
+
+    def invoke(self, inputs: np.ndarray | Sequence[np.ndarray]):
+        """Copy the input(s) into the arena, run every operator in stored order, return a
+        copy of the output (a tuple of copies for a model with several outputs)."""
+        if len(self.model.inputs) == 1 and isinstance(inputs, np.ndarray):
+            inputs = (inputs,)
+        inputs = tuple(inputs)
+        if len(inputs) != len(self.model.inputs):
+            raise ValueError(f"model takes {len(self.model.inputs)} inputs, got {len(inputs)}")
+        for k, value in enumerate(inputs):
+            self._set_input(k, value)
+        times = []
+        clock = time.perf_counter
+        for run in self._runs:
+            t0 = clock()
+            run()
+            times.append(clock() - t0)
+        self.last_op_times_s = tuple(times)
+        self.invocations += 1
+        outs = tuple(self.arrays[i].copy() for i in self.model.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def invoke_many(self, batch: Iterable[np.ndarray]):
+        """`invoke` on each input in turn; one output model: an array stacked on axis 0."""
+        outs = [self.invoke(x) for x in batch]
+        if len(self.model.outputs) == 1:
+            return np.stack(outs) if outs else np.empty((0,), dtype=np.int8)
+        return outs
+
+    def _set_input(self, k: int, value) -> None:
+        view = self.input_view(k)
+        t = self.model.tensors[self.model.inputs[k]]
+        arr = np.asarray(value)
+        if arr.size != view.size:
+            raise ValueError(
+                f"input {k} ({t.name!r}) has shape {list(t.shape)}; got {list(arr.shape)}"
+            )
+        if arr.dtype != view.dtype:
+            if arr.dtype.kind in "iub" and view.dtype.kind in "iu":
+                info = np.iinfo(view.dtype)
+                if arr.size and (arr.min() < info.min or arr.max() > info.max):
+                    raise ValueError(f"input {k} values lie outside {view.dtype}'s range")
+            elif not (arr.dtype.kind == "f" and view.dtype.kind == "f"):
+                raise ValueError(f"input {k} ({t.name!r}) is {view.dtype}; got {arr.dtype}")
+        view[...] = arr.reshape(view.shape)
+
+
+# ---- MAC counts ---------------------------------------------------------------------------
+
+
+def op_macs(model: Model, op_index: int) -> int:
+    """Multiply-accumulates of one operator, as its reference kernel performs them.
+
+    CONV_2D: outputs x KH x KW x filter depth (taps in the padding are counted, as a
+    cycle model of a padded kernel would). DEPTHWISE_CONV_2D: outputs x KH x KW.
+    FULLY_CONNECTED: outputs x accum depth. Pooling: outputs x window (one add or compare
+    per tap). ADD: one per output. SOFTMAX, QUANTIZE, DEQUANTIZE: one per element.
+    RESHAPE and anything else: 0.
+    """
+    op = model.operators[op_index]
+    tensors = model.tensors
+
+    def shape_in(k: int) -> tuple[int, ...]:
+        return tensors[op.inputs[k]].shape
+
+    out = tensors[op.outputs[0]] if op.outputs else None
+    n_out = out.elements if out is not None else 0
+    if op.op == "CONV_2D":
+        _, kh, kw, fcin = shape_in(1)
+        return n_out * kh * kw * fcin
+    if op.op == "DEPTHWISE_CONV_2D":
+        _, kh, kw, _ = shape_in(1)
+        return n_out * kh * kw
+    if op.op == "FULLY_CONNECTED":
+        return n_out * shape_in(1)[-1]
+    if op.op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        return (
+            n_out * int(op.options.get("filter_height", 1)) * int(op.options.get("filter_width", 1))
+        )
+    if op.op in ("ADD", "SOFTMAX", "QUANTIZE", "DEQUANTIZE"):
+        return n_out
+    return 0

@@ -1,0 +1,151 @@
+"""What every kernel shares: the operator's arrays, quantization lookups, padding, requantize.
+
+A kernel module exposes `prepare(ctx) -> run`: `prepare` reads the operator's options and
+its tensors' quantization once (as TFLM's Prepare does) and returns a no-argument `run`
+that reads its input arrays and writes its output array in place. The arrays are whatever
+the interpreter hands over in `OpContext.arrays`: numpy views into the one arena for
+activations, read-only views into the model file for constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engines.mcu.graph import Model, Operator, Tensor
+from engines.mcu.kernels.fixed_point import multiply_by_quantized_multiplier
+
+Run = Callable[[], None]
+
+
+class UnsupportedOpError(ValueError):
+    """An operator (or an operator configuration) the interpreter has no kernel for."""
+
+
+@dataclass(frozen=True)
+class OpContext:
+    """One operator and the arrays of every tensor (None where a tensor has no array)."""
+
+    model: Model
+    op: Operator
+    arrays: Sequence[np.ndarray | None]
+
+    def tensor_in(self, k: int) -> Tensor | None:
+        i = self.op.inputs[k] if k < len(self.op.inputs) else -1
+        return self.model.tensors[i] if i >= 0 else None
+
+    def tensor_out(self, k: int) -> Tensor:
+        return self.model.tensors[self.op.outputs[k]]
+
+    def array_in(self, k: int) -> np.ndarray | None:
+        i = self.op.inputs[k] if k < len(self.op.inputs) else -1
+        return self.arrays[i] if i >= 0 else None
+
+    def array_out(self, k: int) -> np.ndarray:
+        out = self.arrays[self.op.outputs[k]]
+        if out is None:
+            raise UnsupportedOpError(f"{self.where}: output {k} has no arena buffer")
+        return out
+
+    def option(self, name: str, default=None):
+        return self.op.options.get(name, default)
+
+    @property
+    def where(self) -> str:
+        return f"operator {self.op.index} ({self.op.op})"
+
+    def fail(self, why: str) -> UnsupportedOpError:
+        return UnsupportedOpError(f"{self.where}: {why}")
+
+    def require_dtype(self, tensor: Tensor | None, *dtypes: str) -> None:
+        if tensor is None or tensor.dtype not in dtypes:
+            got = None if tensor is None else tensor.dtype
+            raise self.fail(f"tensor {got} type is not supported here (needs {'/'.join(dtypes)})")
+
+
+def scale_of(t: Tensor) -> float:
+    """The per-tensor scale (a float32 value widened exactly to a Python float)."""
+    if t.quantization is None or not t.quantization.scale:
+        raise UnsupportedOpError(f"tensor {t.index} {t.name!r} has no quantization scale")
+    return t.quantization.scale[0]
+
+
+def zero_point_of(t: Tensor) -> int:
+    if t.quantization is None or not t.quantization.zero_point:
+        return 0
+    return int(t.quantization.zero_point[0])
+
+
+def scales_of(t: Tensor) -> tuple[float, ...]:
+    if t.quantization is None or not t.quantization.scale:
+        raise UnsupportedOpError(f"tensor {t.index} {t.name!r} has no quantization scale")
+    return t.quantization.scale
+
+
+# ---- geometry ---------------------------------------------------------------------------
+
+
+def out_size(padding: str, in_size: int, filter_size: int, stride: int, dilation: int = 1) -> int:
+    """TFLM's ComputeOutSize."""
+    effective = (filter_size - 1) * dilation + 1
+    if stride == 0:
+        return 0
+    if padding == "SAME":
+        return (in_size + stride - 1) // stride
+    if padding == "VALID":
+        return (in_size + stride - effective) // stride
+    raise UnsupportedOpError(f"padding {padding!r}")
+
+
+def pad_before(stride: int, dilation: int, in_size: int, filter_size: int, out_len: int) -> int:
+    """TFLM's ComputePaddingWithOffset: the padding before the first row (extra goes after)."""
+    effective = (filter_size - 1) * dilation + 1
+    total = max(0, (out_len - 1) * stride + effective - in_size)
+    return total // 2
+
+
+def padded(x: np.ndarray, pad_h: int, pad_w: int, need_h: int, need_w: int, fill) -> np.ndarray:
+    """x (N, H, W, C) placed at (pad_h, pad_w) inside a new (N, need_h, need_w, C) array of
+    `fill`, cropped where the window never reaches. Returns x itself when no padding is
+    needed."""
+    n, h, w, c = x.shape
+    if pad_h == 0 and pad_w == 0 and need_h <= h and need_w <= w:
+        return x
+    out = np.full((n, max(need_h, pad_h), max(need_w, pad_w), c), fill, dtype=x.dtype)
+    rows = min(h, out.shape[1] - pad_h)
+    cols = min(w, out.shape[2] - pad_w)
+    out[:, pad_h : pad_h + rows, pad_w : pad_w + cols, :] = x[:, :rows, :cols, :]
+    return out
+
+
+def window(
+    xp: np.ndarray, ky: int, kx: int, oh: int, ow: int, sh: int, sw: int, dh: int = 1, dw: int = 1
+) -> np.ndarray:
+    """The (N, oh, ow, C) strided view of tap (ky, kx) of a padded input: a view, no copy."""
+    y0, x0 = ky * dh, kx * dw
+    return xp[:, y0 : y0 + (oh - 1) * sh + 1 : sh, x0 : x0 + (ow - 1) * sw + 1 : sw, :]
+
+
+# ---- requantization ---------------------------------------------------------------------
+
+
+def requantize_into(
+    acc: np.ndarray,
+    multiplier,
+    shift,
+    output_zero_point: int,
+    act_min: int,
+    act_max: int,
+    out: np.ndarray,
+) -> None:
+    """out = clamp(MultiplyByQuantizedMultiplier(acc, m, s) + zp, act_min, act_max).
+
+    `multiplier` and `shift` are scalars or per-channel arrays broadcast along the last
+    axis. The int64 temporaries are the size of `out`.
+    """
+    v = multiply_by_quantized_multiplier(acc, multiplier, shift)
+    v += output_zero_point
+    np.clip(v, act_min, act_max, out=v)
+    out[...] = v.reshape(out.shape)

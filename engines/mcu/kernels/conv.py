@@ -1,0 +1,149 @@
+"""CONV_2D, int8 activations and per-channel (or per-tensor) int8 filters, as TFLM's
+reference ConvPerChannel computes it.
+
+For every output pixel and channel: acc = sum over the window of
+filter * (input - input_zero_point), taps outside the image skipped (the same as padding
+with input_zero_point), acc += bias, then
+out = clamp(MultiplyByQuantizedMultiplier(acc, M[c], shift[c]) + output_zero_point).
+Channel c's multiplier is QuantizeMultiplier(input_scale * filter_scale[c] / output_scale)
+in double precision. Grouped convolution (input depth a multiple of the filter's) is
+supported.
+
+Vectorised per filter tap: the input is widened to int32 with its offset applied and
+zero-padded once; each tap is one int32 matmul of a strided window against the tap's
+(in, out) filter slice. int32 accumulation is what TFLM does, so sums are exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engines.mcu.kernels.common import (
+    OpContext,
+    Run,
+    out_size,
+    pad_before,
+    padded,
+    requantize_into,
+    scale_of,
+    scales_of,
+    window,
+    zero_point_of,
+)
+from engines.mcu.kernels.fixed_point import activation_range, quantize_multipliers
+
+
+@dataclass(frozen=True)
+class ConvParams:
+    """What TFLM's conv Prepare computes, plus the geometry."""
+
+    stride_h: int
+    stride_w: int
+    dilation_h: int
+    dilation_w: int
+    pad_h: int
+    pad_w: int
+    input_offset: int  # -input_zero_point
+    output_offset: int  # output_zero_point
+    multiplier: np.ndarray  # per output channel, int64
+    shift: np.ndarray  # per output channel, int64
+    act_min: int
+    act_max: int
+
+
+def per_channel_multipliers(
+    input_scale: float, filter_scales, output_scale: float, channels: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's PopulateConvolutionQuantizationParams: one multiplier per output channel,
+    from double(input_scale) * double(filter_scale[c]) / double(output_scale)."""
+    scales = list(filter_scales)
+    if len(scales) == 1:
+        scales = scales * channels
+    if len(scales) != channels:
+        raise ValueError(f"{len(scales)} filter scales for {channels} output channels")
+    return quantize_multipliers([input_scale * s / output_scale for s in scales])
+
+
+def conv2d_int8(
+    x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray, p: ConvParams
+) -> None:
+    """x (N, H, W, Cin) int8, w (Cout, KH, KW, Cin/groups) int8, bias (Cout,) int32 or
+    None, out (N, OH, OW, Cout) int8, written in place."""
+    n, _, _, cin = x.shape
+    cout, kh, kw, fcin = w.shape
+    _, oh, ow, _ = out.shape
+    groups = cin // fcin
+    per_group = cout // groups
+    need_h = (oh - 1) * p.stride_h + (kh - 1) * p.dilation_h + 1
+    need_w = (ow - 1) * p.stride_w + (kw - 1) * p.dilation_w + 1
+
+    xi = x.astype(np.int32)
+    xi += p.input_offset
+    xp = padded(xi, p.pad_h, p.pad_w, need_h, need_w, 0)
+    acc = np.zeros((n * oh * ow, cout), dtype=np.int32)
+    for g in range(groups):
+        cols = slice(g * per_group, (g + 1) * per_group)
+        chans = slice(g * fcin, (g + 1) * fcin)
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = window(xp, ky, kx, oh, ow, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w)
+                tap = tap[..., chans].reshape(-1, fcin)
+                acc[:, cols] += tap @ w[cols, ky, kx, :].T.astype(np.int32)
+    if bias is not None:
+        acc += bias.astype(np.int32)
+    requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, out)
+
+
+def check_output_size(ctx: OpContext, h, w, kh, kw, sh, sw, dh, dw, oh, ow) -> None:
+    """The output tensor's height and width must be what TFLM's ComputeOutSize gives."""
+    padding = str(ctx.option("padding", "SAME"))
+    want = (out_size(padding, h, kh, sh, dh), out_size(padding, w, kw, sw, dw))
+    if want != (oh, ow):
+        raise ctx.fail(f"output is {oh}x{ow}, {padding} padding gives {want[0]}x{want[1]}")
+
+
+def conv_params(ctx: OpContext) -> ConvParams:
+    x, w, y = ctx.tensor_in(0), ctx.tensor_in(1), ctx.tensor_out(0)
+    _, h, wd, cin = x.shape
+    cout, kh, kw, fcin = w.shape
+    _, oh, ow, _ = y.shape
+    if fcin == 0 or cin % fcin or cout % (cin // fcin):
+        raise ctx.fail(f"input depth {cin} does not split into groups of filter depth {fcin}")
+    sh, sw = int(ctx.option("stride_h", 1)), int(ctx.option("stride_w", 1))
+    dh = int(ctx.option("dilation_h_factor", 1) or 1)
+    dw = int(ctx.option("dilation_w_factor", 1) or 1)
+    check_output_size(ctx, h, wd, kh, kw, sh, sw, dh, dw, oh, ow)
+    mult, shift = per_channel_multipliers(scale_of(x), scales_of(w), scale_of(y), cout)
+    y_zp = zero_point_of(y)
+    lo, hi = activation_range(ctx.option("fused_activation_function", "NONE"), scale_of(y), y_zp)
+    return ConvParams(
+        stride_h=sh,
+        stride_w=sw,
+        dilation_h=dh,
+        dilation_w=dw,
+        pad_h=pad_before(sh, dh, h, kh, oh),
+        pad_w=pad_before(sw, dw, wd, kw, ow),
+        input_offset=-zero_point_of(x),
+        output_offset=y_zp,
+        multiplier=mult,
+        shift=shift,
+        act_min=lo,
+        act_max=hi,
+    )
+
+
+def prepare(ctx: OpContext) -> Run:
+    ctx.require_dtype(ctx.tensor_in(0), "int8")
+    ctx.require_dtype(ctx.tensor_in(1), "int8")
+    ctx.require_dtype(ctx.tensor_out(0), "int8")
+    if ctx.tensor_in(2) is not None:
+        ctx.require_dtype(ctx.tensor_in(2), "int32")
+    params = conv_params(ctx)
+    x, w, bias, out = ctx.array_in(0), ctx.array_in(1), ctx.array_in(2), ctx.array_out(0)
+
+    def run() -> None:
+        conv2d_int8(x, w, bias, out, params)
+
+    return run

@@ -1,0 +1,107 @@
+"""DEPTHWISE_CONV_2D, int8, as TFLM's reference DepthwiseConvPerChannel computes it.
+
+Output channel oc = ic * depth_multiplier + m sees only input channel ic:
+acc = sum over the window of filter[0, ky, kx, oc] * (input[.., ic] - input_zero_point),
+taps outside the image skipped; then bias, the per-channel multiplier and the clamp
+exactly as in CONV_2D (the multipliers come from the same TFLM function).
+
+Vectorised per filter tap: int32 multiply-accumulate of a strided window of the padded,
+offset input (channels repeated depth_multiplier times) with the tap's filter row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engines.mcu.kernels.common import (
+    OpContext,
+    Run,
+    pad_before,
+    padded,
+    requantize_into,
+    scale_of,
+    scales_of,
+    window,
+    zero_point_of,
+)
+from engines.mcu.kernels.conv import ConvParams, check_output_size, per_channel_multipliers
+from engines.mcu.kernels.fixed_point import activation_range
+
+
+def depthwise_conv2d_int8(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    p: ConvParams,
+    depth_multiplier: int,
+) -> None:
+    """x (N, H, W, Cin) int8, w (1, KH, KW, Cin * depth_multiplier) int8, bias (Cout,)
+    int32 or None, out (N, OH, OW, Cout) int8, written in place."""
+    _, kh, kw, cout = w.shape
+    _, oh, ow, _ = out.shape
+    need_h = (oh - 1) * p.stride_h + (kh - 1) * p.dilation_h + 1
+    need_w = (ow - 1) * p.stride_w + (kw - 1) * p.dilation_w + 1
+
+    xi = x.astype(np.int32)
+    xi += p.input_offset
+    xp = padded(xi, p.pad_h, p.pad_w, need_h, need_w, 0)
+    if depth_multiplier > 1:
+        xp = np.repeat(xp, depth_multiplier, axis=3)
+    wi = w[0].astype(np.int32)
+    acc = np.zeros(out.shape, dtype=np.int32)
+    prod = np.empty(out.shape, dtype=np.int32)
+    for ky in range(kh):
+        for kx in range(kw):
+            tap = window(xp, ky, kx, oh, ow, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w)
+            np.multiply(tap, wi[ky, kx], out=prod)
+            acc += prod
+    if bias is not None:
+        acc += bias.astype(np.int32)
+    requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, out)
+
+
+def prepare(ctx: OpContext) -> Run:
+    xt, wt, yt = ctx.tensor_in(0), ctx.tensor_in(1), ctx.tensor_out(0)
+    ctx.require_dtype(xt, "int8")
+    ctx.require_dtype(wt, "int8")
+    ctx.require_dtype(yt, "int8")
+    if ctx.tensor_in(2) is not None:
+        ctx.require_dtype(ctx.tensor_in(2), "int32")
+    _, h, wd, cin = xt.shape
+    _, kh, kw, cout = wt.shape
+    _, oh, ow, ycout = yt.shape
+    multiplier = int(ctx.option("depth_multiplier", 1) or 1)
+    if cin * multiplier != cout:
+        raise ctx.fail(
+            f"filter depth {cout} is not input depth {cin} x depth_multiplier {multiplier}"
+        )
+    if ycout != cout:
+        raise ctx.fail(f"output depth {ycout} differs from filter depth {cout}")
+    sh, sw = int(ctx.option("stride_h", 1)), int(ctx.option("stride_w", 1))
+    dh = int(ctx.option("dilation_h_factor", 1) or 1)
+    dw = int(ctx.option("dilation_w_factor", 1) or 1)
+    check_output_size(ctx, h, wd, kh, kw, sh, sw, dh, dw, oh, ow)
+    mult, shift = per_channel_multipliers(scale_of(xt), scales_of(wt), scale_of(yt), cout)
+    y_zp = zero_point_of(yt)
+    lo, hi = activation_range(ctx.option("fused_activation_function", "NONE"), scale_of(yt), y_zp)
+    params = ConvParams(
+        stride_h=sh,
+        stride_w=sw,
+        dilation_h=dh,
+        dilation_w=dw,
+        pad_h=pad_before(sh, dh, h, kh, oh),
+        pad_w=pad_before(sw, dw, wd, kw, ow),
+        input_offset=-zero_point_of(xt),
+        output_offset=y_zp,
+        multiplier=mult,
+        shift=shift,
+        act_min=lo,
+        act_max=hi,
+    )
+    x, w, bias, out = ctx.array_in(0), ctx.array_in(1), ctx.array_in(2), ctx.array_out(0)
+
+    def run() -> None:
+        depthwise_conv2d_int8(x, w, bias, out, params, multiplier)
+
+    return run

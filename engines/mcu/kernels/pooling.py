@@ -1,0 +1,132 @@
+"""AVERAGE_POOL_2D and MAX_POOL_2D, int8, as TFLM's reference integer pooling kernels.
+
+Both work on the raw int8 values (input and output share one quantization, as TFLM's
+Prepare requires). A window clipped by SAME padding only counts the taps inside the
+image. Average: acc = sum of the taps, n = their count, then
+out = (acc + n/2) / n if acc > 0 else (acc - n/2) / n, with C's truncating division
+(round half away from zero), then the activation clamp. Max: the largest tap, clamped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engines.mcu.kernels.common import (
+    OpContext,
+    Run,
+    out_size,
+    pad_before,
+    padded,
+    scale_of,
+    window,
+    zero_point_of,
+)
+from engines.mcu.kernels.fixed_point import activation_range
+
+
+def _geometry(x: np.ndarray, out: np.ndarray, fh: int, fw: int, sh: int, sw: int):
+    _, h, w, _ = x.shape
+    _, oh, ow, _ = out.shape
+    pad_h = pad_before(sh, 1, h, fh, oh)
+    pad_w = pad_before(sw, 1, w, fw, ow)
+    return oh, ow, pad_h, pad_w, (oh - 1) * sh + fh, (ow - 1) * sw + fw
+
+
+def window_counts(h: int, w: int, oh: int, ow: int, fh: int, fw: int, sh: int, sw: int):
+    """(oh, ow) int32: how many taps of each output's window lie inside the image."""
+    pad_h, pad_w = pad_before(sh, 1, h, fh, oh), pad_before(sw, 1, w, fw, ow)
+    ys = np.arange(oh) * sh - pad_h
+    xs = np.arange(ow) * sw - pad_w
+    rows = np.minimum(fh, h - ys) - np.maximum(0, -ys)
+    cols = np.minimum(fw, w - xs) - np.maximum(0, -xs)
+    return (rows[:, None] * cols[None, :]).astype(np.int32)
+
+
+def average_pool_int8(
+    x: np.ndarray,
+    out: np.ndarray,
+    fh: int,
+    fw: int,
+    sh: int,
+    sw: int,
+    act_min: int,
+    act_max: int,
+    counts: np.ndarray | None = None,
+) -> None:
+    """x (N, H, W, C) int8 -> out (N, OH, OW, C) int8, in place."""
+    _, h, w, _ = x.shape
+    oh, ow, pad_h, pad_w, need_h, need_w = _geometry(x, out, fh, fw, sh, sw)
+    if counts is None:
+        counts = window_counts(h, w, oh, ow, fh, fw, sh, sw)
+    if np.any(counts <= 0):
+        raise ValueError("a pooling window lies wholly outside the input")
+    xp = padded(x.astype(np.int32), pad_h, pad_w, need_h, need_w, 0)
+    acc = np.zeros(out.shape, dtype=np.int32)
+    for ky in range(fh):
+        for kx in range(fw):
+            acc += window(xp, ky, kx, oh, ow, sh, sw)
+    n = counts[None, :, :, None]
+    half = n // 2
+    num = np.where(acc > 0, acc + half, acc - half)
+    q = np.abs(num) // n
+    q = np.where(num < 0, -q, q)  # C division truncates toward zero
+    np.clip(q, act_min, act_max, out=q)
+    out[...] = q
+
+
+def max_pool_int8(
+    x: np.ndarray,
+    out: np.ndarray,
+    fh: int,
+    fw: int,
+    sh: int,
+    sw: int,
+    act_min: int,
+    act_max: int,
+) -> None:
+    """x (N, H, W, C) int8 -> out (N, OH, OW, C) int8, in place."""
+    oh, ow, pad_h, pad_w, need_h, need_w = _geometry(x, out, fh, fw, sh, sw)
+    lowest = np.iinfo(x.dtype).min  # the max's starting value: padding never wins
+    xp = padded(x, pad_h, pad_w, need_h, need_w, lowest)
+    m = np.full(out.shape, lowest, dtype=x.dtype)
+    for ky in range(fh):
+        for kx in range(fw):
+            np.maximum(m, window(xp, ky, kx, oh, ow, sh, sw), out=m)
+    np.clip(m, act_min, act_max, out=m)
+    out[...] = m
+
+
+def prepare(ctx: OpContext) -> Run:
+    xt, yt = ctx.tensor_in(0), ctx.tensor_out(0)
+    ctx.require_dtype(xt, "int8")
+    ctx.require_dtype(yt, "int8")
+    if len(xt.shape) != 4 or len(yt.shape) != 4:
+        raise ctx.fail("pooling needs 4-D (N, H, W, C) tensors")
+    fh, fw = int(ctx.option("filter_height", 1)), int(ctx.option("filter_width", 1))
+    sh, sw = int(ctx.option("stride_h", 1)), int(ctx.option("stride_w", 1))
+    padding = str(ctx.option("padding", "VALID"))
+    _, h, w, c = xt.shape
+    _, oh, ow, yc = yt.shape
+    want = (out_size(padding, h, fh, sh), out_size(padding, w, fw, sw))
+    if want != (oh, ow) or yc != c:
+        raise ctx.fail(
+            f"output {list(yt.shape)} does not match {padding} pooling of {list(xt.shape)}"
+        )
+    lo, hi = activation_range(
+        ctx.option("fused_activation_function", "NONE"), scale_of(yt), zero_point_of(yt)
+    )
+    x, out = ctx.array_in(0), ctx.array_out(0)
+    if ctx.op.op == "AVERAGE_POOL_2D":
+        counts = window_counts(h, w, oh, ow, fh, fw, sh, sw)
+        if np.any(counts <= 0):
+            raise ctx.fail("a pooling window lies wholly outside the input")
+
+        def run() -> None:
+            average_pool_int8(x, out, fh, fw, sh, sw, lo, hi, counts)
+
+    else:
+
+        def run() -> None:
+            max_pool_int8(x, out, fh, fw, sh, sw, lo, hi)
+
+    return run
