@@ -8,6 +8,11 @@ import socket
 from app import __version__
 
 
+LABELS = {"python": "Python", "torch": "torch", "cuda": "CUDA (torch build)", "cudnn": "cuDNN",
+          "nvidia_driver": "NVIDIA driver", "numpy": "NumPy", "psutil": "psutil",
+          "nvidia_ml_py": "nvidia-ml-py (NVML)"}
+
+
 def versions() -> dict[str, str]:
     """App, Qt, PySide6, pyqtgraph, torch, CUDA, driver, numpy, Python versions."""
     import PySide6
@@ -19,7 +24,8 @@ def versions() -> dict[str, str]:
     table = {"InferLab": __version__, "Qt": qVersion(), "PySide6": PySide6.__version__,
              "pyqtgraph": pyqtgraph.__version__}
     for key, value in runtime_versions().items():
-        table[key] = "—" if value is None else str(value)
+        label = LABELS.get(key, key)
+        table[label] = "— (not present)" if value is None else str(value)
     return table
 
 

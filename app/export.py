@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QRect, QSize
-from PySide6.QtGui import QPainter
+from PySide6.QtCore import QPoint, QRect, QSize
+from PySide6.QtGui import QPainter, QRegion
 from PySide6.QtWidgets import QWidget
 
 FORMATS = (".png", ".svg")
@@ -35,7 +35,7 @@ def export_widget(widget: QWidget, path: str | Path) -> Path:
     if not painter.begin(generator):
         raise OSError(f"could not write SVG to {path}")
     try:
-        widget.render(painter)
+        widget.render(painter, QPoint(0, 0), QRegion(widget.rect()), QWidget.RenderFlag.DrawChildren)
     finally:
         painter.end()
     return path

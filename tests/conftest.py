@@ -33,7 +33,6 @@ def make_window(qtbot, settings_path):
         settings = QSettings(path, QSettings.IniFormat)
         window = MainWindow(context=AppContext(settings=settings, quick=True))
         qtbot.addWidget(window)
-        window.resize(1200, 780)
         window.show()
         windows.append(window)
         return window

@@ -51,7 +51,7 @@ class MemoryLab(Lab):
         self.view.import_requested.connect(self.import_dialog)
         context.roofs_changed.connect(lambda _d: self._refresh_choices())
         context.device_changed.connect(lambda _d: self._refresh_choices())
-        self.resections.memory_plans()
+        self.recompute()
 
     def _refresh_choices(self) -> None:
         if self.read_only:
@@ -62,7 +62,7 @@ class MemoryLab(Lab):
         self.view.set_choices(models, [(k, t["label"]) for k, t in self.targets.items()])
         if hasattr(self, "_settings"):
             self.view.set_settings(self._settings)
-            self.resections.memory_plans()
+            self.recompute()
 
     def model_config(self, model_id: str):
         if model_id in self.imported:
@@ -71,15 +71,15 @@ class MemoryLab(Lab):
 
     def _on_settings(self, settings: dict) -> None:
         self._settings = settings
-        self.resections.memory_plans()
+        self.recompute()
 
-    def resections.memory_plans(self) -> None:
+    def recompute(self) -> None:
         if self.read_only:
             return
         cfg = self.model_config(self._settings["model"])
         target = self.targets.get(self._settings["target"]) or self.targets[LOCAL]
         plan, variants = sections.memory_plans(self._settings, cfg, target)
-        self.view.render(cfg, plan, variants, target["label"])
+        self.view.draw(cfg, plan, variants, target["label"])
         self._last = (cfg, plan, target)
 
     def import_config(self, path: str | Path) -> str:
@@ -122,7 +122,7 @@ class MemoryLab(Lab):
         self.view.set_choices([(settings["model"], cfg.name)], [(settings["target"], target["label"])])
         self.view.set_settings(settings)
         self.view.set_read_only(True)
-        self.view.render(cfg, plan, variants, target["label"])
+        self.view.draw(cfg, plan, variants, target["label"])
 
     def show_live(self) -> None:
         super().show_live()

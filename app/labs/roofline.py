@@ -119,14 +119,14 @@ class RooflineLab(Lab):
             settings, roofs = self._settings, self.context.roofs()
             points, cfg = self.points.get(self.context.device_id, []), self._model(settings["model"])
         scene, self._main = build_scene(settings, roofs, points, cfg, self.presets)
-        self.view.plot.render(scene)
-        self.view.formula.render(*self._main)
+        self.view.plot.draw(scene)
+        self.view.formula.draw(*self._main)
         if not self._busy and not self.read_only:
             self.view.set_busy(False, "" if roofs is not None else
                                "Not measured yet: press the button to measure this device.")
 
     def _on_hover(self, point) -> None:
-        self.view.formula.render(*self._main, point=point)
+        self.view.formula.draw(*self._main, point=point)
 
     def measure(self) -> None:
         if self._busy or self.read_only:
