@@ -1,0 +1,139 @@
+"""Hypothesis state machine over the paged allocator: its invariants hold after every step.
+
+Beside the bookkeeping invariants, the machine plays the model: it writes each reserved
+token's "K/V" (a stand-in: the whole prefix that token ends) into a shadow of the cache at
+the slot mapping, applies copy-on-write copies, and checks that every live sequence reads
+back exactly its own prefixes. So prefix hits, forks and CoW are checked for what they serve.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from engines.kv import BlockManager, KVOutOfMemoryError
+
+BLOCK_SIZE = 3
+N_BLOCKS = 12
+# prompts are built from a few shared prefixes so the prefix cache gets hits
+PREFIXES = [[], [1, 2, 3], [1, 2, 3, 4, 5, 6], [7, 7, 7, 7]]
+
+
+class PagedAllocatorMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mgr = BlockManager(N_BLOCKS, block_size=BLOCK_SIZE)
+        self.slots: dict[int, tuple] = {}  # shadow cache: slot -> prefix its K/V encodes
+        self.next_id = 0
+
+    def _write(self, seq, start: int) -> None:
+        tokens = self.mgr.token_ids(seq)
+        slots = self.mgr.slot_mapping(seq, range(start, len(tokens))).tolist()
+        for pos, slot in zip(range(start, len(tokens)), slots, strict=True):
+            self.slots[slot] = tuple(tokens[: pos + 1])
+
+    def _copy(self, cows) -> None:
+        for src, dst in cows:
+            for off in range(BLOCK_SIZE):
+                if src * BLOCK_SIZE + off in self.slots:
+                    self.slots[dst * BLOCK_SIZE + off] = self.slots[src * BLOCK_SIZE + off]
+
+    @rule(prefix=st.sampled_from(PREFIXES), tail=st.lists(st.integers(0, 3), max_size=7))
+    def allocate(self, prefix, tail):
+        prompt = prefix + tail
+        if not prompt:
+            return
+        seq = self.next_id
+        self.next_id += 1
+        fits = self.mgr.can_allocate(len(prompt), prompt=prompt)
+        try:
+            n_cached = self.mgr.allocate(seq, prompt)
+        except KVOutOfMemoryError:
+            assert not fits
+            return
+        assert fits
+        assert n_cached % BLOCK_SIZE == 0 and n_cached < len(prompt)
+        self._write(seq, n_cached)
+
+    @precondition(lambda self: self.mgr.seq_ids)
+    @rule(data=st.data(), n=st.integers(1, 4))
+    def append(self, data, n):
+        seq = data.draw(st.sampled_from(self.mgr.seq_ids))
+        new = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+        if self.mgr.blocks_needed(self.mgr.num_tokens(seq) + n) > N_BLOCKS:
+            return
+        fits = self.mgr.can_append(seq, n)
+        start = self.mgr.num_tokens(seq)
+        try:
+            cows = self.mgr.append_tokens(seq, new)
+        except KVOutOfMemoryError:
+            assert not fits
+            return
+        assert fits and len(cows) <= 1
+        self._copy(cows)
+        self._write(seq, start)
+
+    @precondition(lambda self: self.mgr.seq_ids)
+    @rule(data=st.data())
+    def fork(self, data):
+        parent = data.draw(st.sampled_from(self.mgr.seq_ids))
+        child = self.next_id
+        self.next_id += 1
+        self.mgr.fork(parent, child)
+
+    @precondition(lambda self: self.mgr.seq_ids)
+    @rule(data=st.data())
+    def free(self, data):
+        self.mgr.free(data.draw(st.sampled_from(self.mgr.seq_ids)))
+
+    @invariant()
+    def ref_counts_match_the_tables(self):
+        owners: Counter[int] = Counter()
+        for seq in self.mgr.seq_ids:
+            table = self.mgr.block_table(seq)
+            assert len(set(table)) == len(table), "a table holds a block twice"
+            assert len(table) == self.mgr.blocks_needed(self.mgr.num_tokens(seq))
+            assert all(0 <= b < N_BLOCKS for b in table)
+            owners.update(table)
+        for block in self.mgr.pool.blocks:
+            assert block.ref_count == owners[block.block_id]
+
+    @invariant()
+    def free_plus_used_is_total(self):
+        free = self.mgr.free_block_ids()
+        assert len(set(free)) == len(free)
+        assert set(free) == {b.block_id for b in self.mgr.pool.blocks if b.ref_count == 0}
+        s = self.mgr.stats()
+        assert s.blocks_used + s.blocks_free + s.blocks_cached_free == N_BLOCKS
+        assert s.blocks_cached_free == sum(
+            1 for b in self.mgr.pool.blocks if b.ref_count == 0 and b.is_cached
+        )
+
+    @invariant()
+    def every_sequence_reads_its_own_prefixes(self):
+        for seq in self.mgr.seq_ids:
+            tokens = self.mgr.token_ids(seq)
+            slots = self.mgr.slot_mapping(seq, range(len(tokens))).tolist()
+            for pos, slot in enumerate(slots):
+                assert self.slots.get(slot) == tuple(tokens[: pos + 1]), (seq, pos, slot)
+
+    @invariant()
+    def cached_blocks_hold_what_their_entry_says(self):
+        for block in self.mgr.pool.cache:
+            assert block.n_tokens == BLOCK_SIZE
+            stored = self.slots[block.block_id * BLOCK_SIZE + BLOCK_SIZE - 1]
+            assert stored[-BLOCK_SIZE:] == block.token_ids
+
+    def teardown(self):
+        for seq in self.mgr.seq_ids:
+            self.mgr.free(seq)
+        assert self.mgr.pool.n_free == N_BLOCKS
+        assert all(b.ref_count == 0 for b in self.mgr.pool.blocks)
+        assert self.mgr.stats().blocks_used == 0
+
+
+TestPagedAllocator = PagedAllocatorMachine.TestCase
+TestPagedAllocator.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
