@@ -6,6 +6,7 @@ importing one part never pulls in the others):
 - `discovery`  - `DeviceInfo` for `cpu` and each `cuda:N`; `runtime_versions()`
 - `telemetry`  - `TelemetrySampler` (CPU / RAM / GPU readings on a thread), `TelemetryHistory`
 - `microbench` - measured roofs (`measure_roofs`) and measured operation points
-- `ring_buffer`, `nvml`, `cpu_info`, `timing`, `cancel`, `op_points` - the pieces under them
+- `ring_buffer`, `telemetry_history`, `nvml`, `cpu_info`, `versions`, `timing`, `cancel`,
+  `op_points` - the pieces under them
 - `presets`    - datasheet figures for known hardware
 """
