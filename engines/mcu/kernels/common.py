@@ -60,9 +60,13 @@ class OpContext:
         return UnsupportedOpError(f"{self.where}: {why}")
 
     def require_dtype(self, tensor: Tensor | None, *dtypes: str) -> None:
-        if tensor is None or tensor.dtype not in dtypes:
-            got = None if tensor is None else tensor.dtype
-            raise self.fail(f"tensor {got} type is not supported here (needs {'/'.join(dtypes)})")
+        if tensor is None:
+            raise self.fail(f"a required tensor is missing (needs {'/'.join(dtypes)})")
+        if tensor.dtype not in dtypes:
+            raise self.fail(
+                f"tensor {tensor.index} {tensor.name!r} is {tensor.dtype}; this kernel takes "
+                f"{'/'.join(dtypes)} (the arena interpreter runs integer-quantized models)"
+            )
 
 
 def scale_of(t: Tensor) -> float:
