@@ -91,6 +91,11 @@ class VirtualBoard:
         if not p.MIN_PAYLOAD_BYTES <= max_payload <= p.MAX_PAYLOAD_BYTES:
             raise ValueError(f"max_payload must be in {p.MIN_PAYLOAD_BYTES}.."
                              f"{p.MAX_PAYLOAD_BYTES}, got {max_payload}")
+        from engines.mcu.planners import PLANNERS
+
+        if planner not in PLANNERS:
+            raise ValueError(f"unknown planner {planner!r}; expected one of "
+                             f"{', '.join(PLANNERS)}")
         self.max_payload = max_payload
         self.runtime_overhead_bytes = runtime_overhead_bytes
         self.code_bytes = code_bytes

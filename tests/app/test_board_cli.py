@@ -1,0 +1,174 @@
+"""`inferlab board list/info/run` and `inferlab virtual-board`, against virtual boards."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from engines.mcu.graph import load_model
+from engines.mcu.virtual_board import BoardServer, VirtualBoard
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS_DIR = ROOT.parent / "shared" / "models"
+HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
+needs_models = pytest.mark.skipif(not HELLO_WORLD.is_file(), reason="shared models absent")
+
+
+@pytest.fixture(autouse=True)
+def _hang_guard():
+    def fail(*_):
+        raise TimeoutError("test exceeded its 30 s guard")
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def stub_factory(model, plan):
+    """Stands in for the arena interpreter: every output element = 42."""
+    def run(inputs):
+        outs = [np.full(model.tensors[t].shape, 42, dtype=model.tensors[t].dtype)
+                for t in model.outputs]
+        return outs, [500] * len(model.operators)
+    return run
+
+
+@pytest.fixture
+def board_url():
+    servers = []
+
+    def start(board="nrf52840", **kw):
+        kw.setdefault("interpreter_factory", stub_factory)
+        server = BoardServer(VirtualBoard(board, **kw))
+        servers.append(server)
+        return server.start_pty()
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_board_list_json(capsys):
+    code, out, _ = cli(capsys, "board", "list", "--json")
+    data = json.loads(out)
+    assert code == 0 and isinstance(data["ports"], list)
+    ids = [b["id"] for b in data["presets"]]
+    assert ids == sorted(ids) and {"samd21", "nrf52840", "stm32f746", "rp2040"} <= set(ids)
+    nrf = next(b for b in data["presets"] if b["id"] == "nrf52840")
+    assert nrf["sram_bytes"] == 262144 and nrf["source"]
+    code, out, _ = cli(capsys, "board", "list")
+    assert code == 0 and "board presets:" in out and "esp32-s3" in out
+
+
+def test_board_info_json_is_the_hello_answer(capsys, board_url):
+    url = board_url("samd21")
+    code, out, _ = cli(capsys, "board", "info", "--port", url, "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert (data["board"], data["sram_bytes"], data["flash_bytes"], data["clock_hz"]) == (
+        "samd21", 32768, 262144, 48_000_000)
+    assert data["protocol_version"] == 1 and data["port"] == url
+    assert data["model_sha256"] is None and data["max_payload"] == 2048
+    code, out, _ = cli(capsys, "board", "info", "--port", url)
+    assert code == 0 and "Cortex-M0+" in out and "model: none" in out
+
+
+@needs_models
+def test_board_run_uploads_then_reuses_the_model(capsys, board_url, tmp_path):
+    url = board_url("nrf52840", max_payload=128)
+    args = ("board", "run", "--port", url, "--model", str(HELLO_WORLD), "--json")
+    code, out, err = cli(capsys, *args)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["uploaded"] is True and data["board"] == "nrf52840"
+    assert data["model_sha256"] == hashlib.sha256(HELLO_WORLD.read_bytes()).hexdigest()
+    assert data["output"] == [[42]] and data["output_shape"] == [1, 1]
+    assert data["arena_bytes"] == 32 and data["planner"] == "board default"
+    assert [o["op"] for o in data["ops"]] == ["FULLY_CONNECTED"] * 3
+    assert [o["macs"] for o in data["ops"]] == [16, 256, 16]
+    assert all(o["time_us"] == 0.5 and o["cycles"] > 0 for o in data["ops"])
+    assert data["cycles_measured"] is False and data["round_trip_ms"] > 0
+
+    model = load_model(HELLO_WORLD)
+    x = np.array([[7]], dtype=np.int8)
+    np.save(tmp_path / "in.npy", x)
+    code, out, err = cli(capsys, "board", "run", "--port", url, "--model", str(HELLO_WORLD),
+                         "--input", str(tmp_path / "in.npy"), "--planner", "linear",
+                         "--output", str(tmp_path / "out.npy"), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["uploaded"] is False and data["planner"] == "linear"
+    assert data["arena_bytes"] > 32  # the linear plan reuses nothing
+    assert np.load(tmp_path / "out.npy").tolist() == [[42]]
+    assert model.tensors[model.inputs[0]].dtype == "int8"
+
+    code, out, err = cli(capsys, "board", "run", "--port", url, "--model", str(HELLO_WORLD))
+    assert code == 0 and "FULLY_CONNECTED" in out and "estimated" in out
+
+
+@needs_models
+def test_board_run_errors_are_one_line(capsys, board_url, tmp_path):
+    url = board_url("samd21")
+    np.save(tmp_path / "bad.npy", np.zeros((2, 2), np.float32))
+    code, _, err = cli(capsys, "board", "run", "--port", url, "--model", str(HELLO_WORLD),
+                       "--input", str(tmp_path / "bad.npy"))
+    assert code == 2 and err.count("\n") == 1 and "input 0 must be int8" in err
+    code, _, err = cli(capsys, "board", "run", "--port", url,
+                       "--model", str(MODELS_DIR / "person_detect.tflite"))
+    assert code == 2 and err.count("\n") == 1
+    assert "TOO_LARGE" in err and "needed 333,336, available 262,144" in err
+    code, _, err = cli(capsys, "board", "info", "--port", str(tmp_path / "nope"))
+    assert code == 2 and "cannot open" in err
+    code, _, err = cli(capsys, "board", "run", "--port", url, "--model",
+                       str(tmp_path / "missing.tflite"))
+    assert code == 2 and "missing.tflite" in err
+
+
+def test_virtual_board_command_prints_its_pty_and_serves(capsys):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "virtual-board", "--board",
+                             "stm32f411"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 20)
+        assert ready, "virtual-board printed nothing in 20 s"
+        url = proc.stdout.readline().decode().strip()
+        assert url.startswith("/dev/")
+        code, out, _ = cli(capsys, "board", "info", "--port", url, "--json")
+        assert code == 0 and json.loads(out)["board"] == "stm32f411"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    assert proc.returncode == 0
+    t0 = time.monotonic()
+    code, _, err = cli(capsys, "board", "info", "--port", url, "--timeout", "0.2")
+    assert code == 2 and time.monotonic() - t0 < 3  # gone: a clear error, no hang
+
+
+def test_virtual_board_command_rejects_bad_options(capsys):
+    code, _, err = cli(capsys, "virtual-board", "--board", "uno")
+    assert code == 2 and "unknown board 'uno'" in err
+    code, _, err = cli(capsys, "virtual-board", "--max-payload", "8")
+    assert code == 2 and "max_payload" in err
