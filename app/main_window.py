@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
-    QSplitter,
     QStackedWidget,
     QToolBar,
     QToolButton,
@@ -80,7 +79,7 @@ class MainWindow(QMainWindow):
     def _build_center(self) -> None:
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("lab_list")
-        self.sidebar.setFixedWidth(170)
+        self.sidebar.setFixedWidth(160)
         self.stack = QStackedWidget()
         for index, lab in enumerate(self.labs, start=1):
             item = QListWidgetItem(lab.title)
@@ -110,11 +109,13 @@ class MainWindow(QMainWindow):
         column.addWidget(self.banner)
         column.addWidget(self.stack, 1)
 
-        splitter = QSplitter()
-        splitter.addWidget(self.sidebar)
-        splitter.addWidget(right)
-        splitter.setStretchFactor(1, 1)
-        self.setCentralWidget(splitter)
+        central = QWidget()
+        row = QHBoxLayout(central)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+        row.addWidget(self.sidebar)
+        row.addWidget(right, 1)
+        self.setCentralWidget(central)
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()

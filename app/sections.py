@@ -73,7 +73,7 @@ def read_roofline_section(sec: dict):
 # memory ----
 def preset_target(preset) -> dict:
     """A hardware preset as a memory-lab target."""
-    return {"id": preset.id, "label": f"{preset.name} ({preset.memory_bytes / 1e9:.0f} GB)",
+    return {"id": preset.id, "label": preset.name,
             "memory_bytes": preset.memory_bytes, "bw_bytes_per_s": preset.bandwidth_bytes_per_s}
 
 

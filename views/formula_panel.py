@@ -19,7 +19,7 @@ class FormulaPanel(QLabel):
         self.setStyleSheet("QLabel { background: #fafafa; border: 1px solid #ddd; padding: 8px; }")
         self.setAlignment(self.alignment().AlignTop | self.alignment().AlignLeft)
 
-    def render(self, roof_label: str, peak_flops: float | None, bw_bytes_per_s: float | None,
+    def draw(self, roof_label: str, peak_flops: float | None, bw_bytes_per_s: float | None,
                point=None) -> None:
         self.setText(formula_html(roof_label, peak_flops, bw_bytes_per_s, point))
 

@@ -74,7 +74,7 @@ class HardwareView(QWidget):
         self.charts_grid = QGridLayout()
         right_col.addLayout(self.charts_grid, 1)
         self.cpu_chart = StripChart("CPU utilisation per core", "CPU (%)", (0, 100))
-        self.ram_chart = StripChart("Memory in use", "RAM (GiB)")
+        self.ram_chart = StripChart("Memory in use", "RAM (GiB)", (0, 1))
         self.charts_grid.addWidget(self.cpu_chart, 0, 0)
         self.charts_grid.addWidget(self.ram_chart, 0, 1)
         self.gpu_charts: list[StripChart] = []
@@ -88,6 +88,7 @@ class HardwareView(QWidget):
         splitter.addWidget(right)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
+        splitter.setSizes([460, 640])
         layout = QVBoxLayout(self)
         layout.addWidget(splitter)
 
@@ -137,8 +138,9 @@ class HardwareView(QWidget):
         self.cpu_chart.set_series(t, cores, legend=True)
         ram_gib = np.asarray(history.ram_used_bytes, dtype=float) / GIB
         self.ram_chart.set_series(t, {"used": ram_gib})
-        self.ram_chart.getPlotItem().setTitle(
-            f"Memory in use (of {history.ram_total_bytes / GIB:.1f} GiB)")
+        total_gib = history.ram_total_bytes / GIB
+        self.ram_chart.getPlotItem().setTitle(f"Memory in use (of {total_gib:.1f} GiB)")
+        self.ram_chart.getPlotItem().setYRange(0, total_gib, padding=0.02)
         self._render_gpus(history)
 
     def _render_gpus(self, history) -> None:

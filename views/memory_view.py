@@ -94,15 +94,15 @@ class MemoryView(QWidget):
         bp.hideAxis("left")
         bp.setMouseEnabled(x=False, y=False)
         style_plot(bp)
-        self.budget_legend = bp.addLegend(offset=(5, 5), colCount=5)
+        self.budget_legend = bp.addLegend(offset=(5, 5), colCount=2)
 
         variants_box = QGroupBox("Same model with MHA vs GQA vs MQA")
         self.variants = FactTable(("Attention", "KV heads", "KV / token", "KV / request", "KV for batch", "Max batch"))
         QVBoxLayout(variants_box).addWidget(self.variants)
 
         right = QVBoxLayout()
-        right.addWidget(results_box, 3)
-        right.addWidget(self.budget_plot, 2)
+        right.addWidget(results_box, 5)
+        right.addWidget(self.budget_plot, 3)
         right.addWidget(variants_box, 2)
         layout = QHBoxLayout(self)
         form_box.setMaximumWidth(340)
@@ -158,7 +158,7 @@ class MemoryView(QWidget):
             self.settings_changed.emit(self.settings())
 
     # rendering -------------------------------------------------------------------------------
-    def render(self, cfg, plan, variants: dict, target_label: str) -> None:
+    def draw(self, cfg, plan, variants: dict, target_label: str) -> None:
         """`variants`: attention kind → (ModelConfig, MemoryPlan)."""
         self.model_note.setText(
             f"{cfg.name}: {cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, "
@@ -181,7 +181,11 @@ class MemoryView(QWidget):
              "— (no bandwidth known)" if tps is None else f"{tps:,.0f} tokens/s",
              "batch × B ÷ (weights + batch KV) bytes per step"),
         ]
-        self.results.set_rows(rows)
+        exact = {"KV bytes per token": plan.kv_bytes_per_token, "KV per request": plan.kv_bytes_per_request,
+                 "KV for the batch": plan.kv_bytes_total, "Weights": plan.weight_bytes,
+                 "Total": plan.total_bytes, "Budget": plan.budget_bytes}
+        self.results.set_rows([row + ({"tip": f"{exact[row[0]]:,} bytes"},) if row[0] in exact else row
+                               for row in rows])
         self._render_budget(plan)
         vrows = []
         for kind, (vcfg, vplan) in variants.items():
@@ -203,9 +207,9 @@ class MemoryView(QWidget):
         for name, nbytes in segments:
             width = max(nbytes, 0) / GIB
             bar = pg.BarGraphItem(x0=[x0], y=[0], width=[width], height=[0.6],
-                                  brush=SEGMENT_COLORS[name], pen=pg.mkPen("#555", width=0.5), name=name)
+                                  brush=SEGMENT_COLORS[name], pen=pg.mkPen("#555", width=0.5))
             item.addItem(bar)
-            self.budget_legend.addItem(bar, f"{name} {width:.2f} GiB")
+            self.budget_legend.addItem(bar, f"{name}: {width:.2f} GiB")
             x0 += width
         if used > plan.budget_bytes:
             over = pg.InfiniteLine(pos=plan.budget_bytes / GIB, angle=90,
@@ -219,4 +223,4 @@ class MemoryView(QWidget):
 
 def _both(nbytes) -> str:
     """Binary and decimal units side by side: GiB and GB are never confused."""
-    return f"{format_bytes(nbytes)}  ({format_bytes(nbytes, binary=False)}, {int(nbytes):,} B)"
+    return f"{format_bytes(nbytes)} = {format_bytes(nbytes, binary=False)}"

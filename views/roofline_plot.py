@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QToolTip
 
 from engines.roofline.formulas import knee_intensity, roofline_curve
 from engines.roofline.units import format_flops
+from views.axes import LogSIAxis
 from views.style import color, pen, style_plot
 
 HOVER_RADIUS_PX = 12
@@ -61,18 +62,19 @@ class RooflinePlot(pg.PlotWidget):
     point_hovered = Signal(object)
 
     def __init__(self, parent=None):
-        super().__init__(parent=parent)
+        super().__init__(parent=parent, axisItems={"left": LogSIAxis("left", unit="FLOP/s"),
+                                                   "bottom": LogSIAxis("bottom")})
         self.item = self.getPlotItem()
         self.item.setLogMode(x=True, y=True)
         self.item.setLabel("bottom", "arithmetic intensity I (FLOP/byte)")
         self.item.setLabel("left", "attainable performance (FLOP/s)")
         style_plot(self.item)
-        self.legend = self.item.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        self.legend = self.item.addLegend(offset=(-10, -10), labelTextSize="8pt")
         self.scene_record: RooflineScene | None = None
         self._hovered: RooflinePoint | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
-    def render(self, scene: RooflineScene) -> None:
+    def draw(self, scene: RooflineScene) -> None:
         self.scene_record = scene
         self.item.clear()
         self.legend.clear()

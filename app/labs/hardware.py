@@ -39,6 +39,11 @@ class HardwareLab(Lab):
         context.roofs_changed.connect(lambda _d: self._render_device())
         self._render_device()
 
+    def activated(self) -> None:
+        """Measure the roofs once, at first sight, unless other work is running."""
+        if self.context.roofs() is None and not self.context.running_tasks():
+            self.measure()
+
     def _render_device(self) -> None:
         if self.read_only:
             return

@@ -102,9 +102,22 @@ class RooflineLab(Lab):
         self.redraw()
 
     def activated(self) -> None:
-        if not self._auto_started and self.context.roofs() is None:
-            self._auto_started = True
-            self.measure()
+        """Measure roofs and operations once, at first sight; after other work if any runs."""
+        missing = self.context.roofs() is None or not self.points.get(self.context.device_id)
+        if self._auto_started or not missing or self.read_only:
+            return
+        if self.context.running_tasks():
+            self.view.set_busy(False, "Waiting for the running measurement…")
+            self.context.task_ended.connect(self._retry_activation)
+            return
+        self._auto_started = True
+        self.measure()
+
+    def _retry_activation(self, *_args) -> None:
+        if not self.context.running_tasks():
+            self.context.task_ended.disconnect(self._retry_activation)
+            if self.widget.isVisible():
+                self.activated()
 
     def _model(self, model_id):
         try:
@@ -120,13 +133,15 @@ class RooflineLab(Lab):
             points, cfg = self.points.get(self.context.device_id, []), self._model(settings["model"])
         scene, self._main = build_scene(settings, roofs, points, cfg, self.presets)
         self.view.plot.draw(scene)
-        self.view.formula.draw(*self._main)
+        # Until the user hovers, explain the first modelled decode step (the memory-bound case).
+        self._default_point = next((p for p in scene.points if not p.measured), None)
+        self.view.formula.draw(*self._main, point=self._default_point)
         if not self._busy and not self.read_only:
             self.view.set_busy(False, "" if roofs is not None else
                                "Not measured yet: press the button to measure this device.")
 
     def _on_hover(self, point) -> None:
-        self.view.formula.draw(*self._main, point=point)
+        self.view.formula.draw(*self._main, point=point or self._default_point)
 
     def measure(self) -> None:
         if self._busy or self.read_only:
