@@ -7,9 +7,10 @@ fit check is the one formula every caller uses:
     flash: weights_bytes + code_bytes <= flash_bytes
 
 with the margins (what is left, negative when it does not fit). Cycle estimates are
-`work x cycles_per_mac_int8`, where work is an op's MACs (CONV_2D, DEPTHWISE_CONV_2D,
-FULLY_CONNECTED), its window reads (pooling) or its output elements (everything else): an
-order-of-magnitude figure for plain C kernels; each preset's `notes` states its assumption.
+`macs x cycles_per_mac_int8` (`BoardPreset.cycles_for`), with an op's MACs as the
+interpreter counts them (`engines.mcu.interpreter.op_macs`: pooling taps and per-element
+work of ADD / SOFTMAX / QUANTIZE count as MACs): an order-of-magnitude figure for plain C
+kernels; each preset's `notes` states its assumption.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class BoardPreset:
         object.__setattr__(self, "usb_ids", tuple((int(v), int(p)) for v, p in self.usb_ids))
 
     def cycles_for(self, work: int) -> int:
-        """Estimated cycles for `work` MACs (or MAC-equivalents) on this board."""
+        """Estimated cycles for `work` MACs on this board: work x cycles_per_mac_int8."""
         return round(work * self.cycles_per_mac_int8)
 
     def matches_usb(self, vid: int | None, pid: int | None) -> bool:
@@ -232,39 +233,3 @@ def fit_check(plan_or_arena_bytes, weights_bytes: int, board: BoardPreset | str,
                     runtime_overhead_bytes=runtime_overhead_bytes, sram_bytes=board.sram_bytes,
                     weights_bytes=weights_bytes, code_bytes=code_bytes,
                     flash_bytes=board.flash_bytes)
-
-
-# ---- per-op work, for cycle estimates ------------------------------------------------------
-
-
-def op_macs(model, op) -> int:
-    """Multiply-accumulates of one operator (0 for ops that do none).
-
-    CONV_2D: output elements x filter height x width x input channels per group;
-    DEPTHWISE_CONV_2D: output elements x filter height x width;
-    FULLY_CONNECTED: output elements x input features (the weights' last dimension).
-    """
-    name = op.op
-    if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
-        return 0
-    out = model.tensors[op.outputs[0]]
-    filt = model.tensors[op.inputs[1]]
-    if name == "FULLY_CONNECTED":
-        return out.elements * int(filt.shape[-1])
-    kh, kw = int(filt.shape[1]), int(filt.shape[2])
-    if name == "DEPTHWISE_CONV_2D":
-        return out.elements * kh * kw
-    return out.elements * kh * kw * int(filt.shape[3])
-
-
-def op_work(model, op) -> int:
-    """MACs, or for ops without MACs a MAC-equivalent count (see the module docstring)."""
-    macs = op_macs(model, op)
-    if macs:
-        return macs
-    out_elems = sum(model.tensors[t].elements for t in op.outputs if t >= 0)
-    if op.op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        fh = int(op.options.get("filter_height", 1) or 1)
-        fw = int(op.options.get("filter_width", 1) or 1)
-        return out_elems * fh * fw
-    return out_elems

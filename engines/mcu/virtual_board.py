@@ -9,7 +9,8 @@ runtime's code is refused at LOAD_BEGIN; an arena larger than SRAM minus the run
 RAM is refused (PLAN_TOO_LARGE, with the numbers) at PLAN and at RUN. Models run on the
 arena interpreter (`engines.mcu.interpreter.ArenaInterpreter`) at the active plan's
 offsets. RESULT reports host-measured time per op and cycles *estimated* for the preset
-(`boards.op_work(...) x cycles_per_mac_int8`); the CYCLES_MEASURED flag stays clear.
+(`interpreter.op_macs(...) x cycles_per_mac_int8`); the CYCLES_MEASURED flag stays clear.
+A model with an operator the interpreter lacks is refused at LOAD_END (BAD_MODEL).
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ from engines.mcu.boards import (
     BoardPreset,
     fit_check,
     load_board,
-    op_macs,
-    op_work,
 )
+from engines.mcu.interpreter import op_macs
 
 DEFAULT_MAX_PAYLOAD = 2048
 
@@ -55,28 +55,11 @@ def arena_runner(model, plan) -> Runner:
     interp = ArenaInterpreter(model, plan)
 
     def run(inputs):
-        arg = inputs[0] if len(inputs) == 1 else inputs
-        out = interp.invoke(arg)
-        outputs = list(out) if isinstance(out, (list, tuple)) else [out]
-        return outputs, _per_op_ns(interp)
+        out = interp.invoke(inputs)
+        outputs = list(out) if isinstance(out, tuple) else [out]
+        return outputs, [round(t * 1e9) for t in interp.last_op_times_s]
 
     return run
-
-
-def _per_op_ns(interp) -> list[int] | None:
-    """Per-op host times from the interpreter, whatever it names them (seconds or ns)."""
-    for name in ("op_times_ns", "last_op_times_ns"):
-        times = getattr(interp, name, None)
-        if times is not None:
-            return [int(t) for t in times]
-    for name in ("op_times_s", "last_op_times_s", "op_times", "timings"):
-        times = getattr(interp, name, None)
-        if times is not None:
-            try:
-                return [int(round(float(getattr(t, "time_s", t)) * 1e9)) for t in times]
-            except (TypeError, ValueError):
-                return None
-    return None
 
 
 class VirtualBoard:
@@ -130,7 +113,10 @@ class VirtualBoard:
         model_bytes = bytes(model_bytes)
         if len(model_bytes) > self.model_limit_bytes:
             raise ValueError(self._flash_message(len(model_bytes)))
-        self._install(model_bytes)
+        try:
+            self._install(model_bytes)
+        except _Refuse as refusal:
+            raise ValueError(str(refusal)) from None
         if self.plan.arena_bytes > self.arena_limit_bytes:
             raise ValueError(self._sram_message(self.plan.arena_bytes))
 
@@ -146,9 +132,13 @@ class VirtualBoard:
             plan = plan_buffers(buffers, self.planner)
         except (ModelError, ValueError) as exc:
             raise _Refuse(p.ErrorCode.BAD_MODEL, str(exc)) from None
+        try:  # build the runner now: a model the board cannot run is refused at once
+            runner = self.interpreter_factory(model, plan)
+        except (ValueError, NotImplementedError, KeyError) as exc:
+            raise _Refuse(p.ErrorCode.BAD_MODEL, str(exc)) from None
         self.model, self.model_bytes = model, model_bytes
         self.model_sha256 = hashlib.sha256(model_bytes).digest()
-        self._buffers, self.plan = buffers, plan
+        self._buffers, self.plan, self._runner = buffers, plan, runner
         self._input = bytearray(self._input_bytes())
 
     def _specs(self, tensors) -> list[tuple[tuple[int, ...], str]]:
@@ -373,8 +363,9 @@ class VirtualBoard:
         ops = self.model.operators
         if op_ns is None or len(op_ns) != len(ops):
             op_ns = [0] * len(ops)
-        records = [(int(ns), self.board.cycles_for(op_work(self.model, op)),
-                    op_macs(self.model, op)) for ns, op in zip(op_ns, ops, strict=True)]
+        macs = [op_macs(self.model, i) for i in range(len(ops))]
+        records = [(int(ns), self.board.cycles_for(m), m)
+                   for ns, m in zip(op_ns, macs, strict=True)]
         self._result = (output, records)
         return p.RunResult(len(output), self.plan.arena_bytes, len(records), 0, total_ns,
                            sum(r[1] for r in records)).pack()

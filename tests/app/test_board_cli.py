@@ -172,3 +172,22 @@ def test_virtual_board_command_rejects_bad_options(capsys):
     assert code == 2 and "unknown board 'uno'" in err
     code, _, err = cli(capsys, "virtual-board", "--max-payload", "8")
     assert code == 2 and "max_payload" in err
+
+
+@needs_models
+def test_board_run_output_equals_the_arena_interpreter(capsys, board_url, tmp_path):
+    from engines.mcu.interpreter import ArenaInterpreter
+    from engines.mcu.planners import plan_model
+
+    path = MODELS_DIR / "micro_speech_quantized.tflite"
+    model = load_model(path)
+    url = board_url("nrf52840", interpreter_factory=None)  # the real interpreter
+    x = np.random.default_rng(7).integers(-128, 128, size=(1, 1960), dtype=np.int8)
+    np.save(tmp_path / "x.npy", x)
+    code, out, err = cli(capsys, "board", "run", "--port", url, "--model", str(path),
+                         "--input", str(tmp_path / "x.npy"), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    want = ArenaInterpreter(model, plan_model(model)).invoke(x)
+    assert data["output"] == want.tolist() and data["output_dtype"] == "int8"
+    assert [o["op"] for o in data["ops"]] == [op.op for op in model.operators]

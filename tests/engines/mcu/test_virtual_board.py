@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from engines.mcu import protocol as p
-from engines.mcu.boards import load_board, op_work
+from engines.mcu.boards import load_board
+from engines.mcu.interpreter import op_macs
 from engines.mcu.virtual_board import VirtualBoard, random_input
 from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
 
@@ -224,7 +225,7 @@ def test_run_inline_and_staged_give_the_same_result_and_estimated_cycles():
     res = p.RunResult.unpack(ok(b, p.Command.RUN, inputs))
     assert (res.output_bytes, res.op_count, res.arena_bytes, res.flags) == (1, 3, 32, 0)
     cpm = load_board("nrf52840").cycles_per_mac_int8
-    assert res.cycles == sum(round(op_work(b.model, op) * cpm) for op in b.model.operators)
+    assert res.cycles == sum(round(op_macs(b.model, i) * cpm) for i in range(3))
     out = p.OutputPart.unpack(ok(b, p.Command.READ_OUTPUT, p.ReadOutput(0, 1).pack()))
     assert out.data == bytes([(inputs[0] + 1) & 0xFF])
     t = p.TimingsPart.unpack(ok(b, p.Command.READ_TIMINGS, p.ReadTimings(0, 3).pack()))
@@ -300,3 +301,16 @@ def test_a_failing_run_is_an_error_reply_not_a_crash():
 def test_bad_max_payload_is_refused():
     with pytest.raises(ValueError, match="max_payload"):
         VirtualBoard("nrf52840", max_payload=10)
+
+
+def test_a_model_with_ops_the_interpreter_lacks_is_refused_at_load_end():
+    data = (MODELS_DIR / "audio_preprocessor_int8.tflite").read_bytes()  # TFLM Signal ops
+    b = VirtualBoard("nrf52840")  # the real arena interpreter
+    ok(b, p.Command.LOAD_BEGIN, p.LoadBegin(len(data), hashlib.sha256(data).digest()).pack())
+    for off in range(0, len(data), 2000):
+        ok(b, p.Command.LOAD_CHUNK, p.LoadChunk(off, data[off:off + 2000]).pack())
+    e = refused(b, p.Command.LOAD_END)
+    assert e.code == p.ErrorCode.BAD_MODEL and "not supported" in e.message
+    assert hello(b).model_bytes == 0
+    with pytest.raises(ValueError, match="not supported"):
+        VirtualBoard("nrf52840").preload(data)
