@@ -17,6 +17,7 @@ All errors are `BoardError`, an `OSError`, so callers can report them in one lin
 from __future__ import annotations
 
 import hashlib
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -161,7 +162,9 @@ class BoardLink:
         self.info: BoardInfo | None = None
         self._decoder = p.FrameDecoder()
         self._pending: list = []
-        self._seq = 0
+        # A random first seq: a stale answer left on the line by an earlier session is not
+        # mistaken for this one's.
+        self._seq = random.randrange(p.NO_SEQ)
         self._flush_next = True  # send a lone 0x00 first: ends any partial frame on the board
         try:
             self._port = serial.serial_for_url(url, baudrate=baudrate, timeout=_POLL_S,

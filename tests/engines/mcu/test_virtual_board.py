@@ -7,6 +7,8 @@ import signal
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engines.mcu import protocol as p
 from engines.mcu.boards import load_board
@@ -21,8 +23,10 @@ HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 @pytest.fixture(autouse=True)
 def _hang_guard():
     """No test here may block: fail after 20 s instead of hanging the run."""
+
     def fail(*_):
         raise TimeoutError("test exceeded its 20 s guard")
+
     old = signal.signal(signal.SIGALRM, fail)
     signal.alarm(20)
     yield
@@ -32,6 +36,7 @@ def _hang_guard():
 
 def stub_factory(model, plan):
     """Stands in for the arena interpreter: output = input + 1 (wrapping), per op 1 us."""
+
     def run(inputs):
         flat = np.concatenate([a.reshape(-1).view(np.uint8) for a in inputs])
         outs = []
@@ -40,6 +45,7 @@ def stub_factory(model, plan):
             raw = np.resize(flat, tensor.nbytes).astype(np.uint8) + np.uint8(1)
             outs.append(raw.view(np.dtype(tensor.dtype)).reshape(tensor.shape))
         return outs, [1000 * (i + 1) for i in range(len(model.operators))]
+
     return run
 
 
@@ -77,8 +83,9 @@ def upload(board, data, chunk=None):
     chunk = chunk or p.chunk_data_bytes(board.max_payload)
     ok(board, p.Command.LOAD_BEGIN, p.LoadBegin(len(data), hashlib.sha256(data).digest()).pack())
     for off in range(0, len(data), chunk):
-        ack = p.LoadAck.unpack(ok(board, p.Command.LOAD_CHUNK,
-                                  p.LoadChunk(off, data[off:off + chunk]).pack()))
+        ack = p.LoadAck.unpack(
+            ok(board, p.Command.LOAD_CHUNK, p.LoadChunk(off, data[off : off + chunk]).pack())
+        )
         assert ack.received_bytes == min(len(data), off + chunk)
     return p.LoadDone.unpack(ok(board, p.Command.LOAD_END))
 
@@ -91,7 +98,12 @@ def test_hello_of_an_empty_board_states_the_preset():
     b = make_board("samd21", max_payload=512)
     h = hello(b)
     assert (h.protocol_version, h.board, h.sram_bytes, h.flash_bytes, h.clock_hz) == (
-        1, "samd21", 32768, 262144, 48_000_000)
+        1,
+        "samd21",
+        32768,
+        262144,
+        48_000_000,
+    )
     assert h.max_payload == 512 and h.core == "Cortex-M0+" and "virtual" in h.name
     assert h.arena_limit_bytes == 32768 - 8192 and h.model_limit_bytes == 262144 - 32768
     assert h.flags == p.HelloFlags.CAN_LOAD | p.HelloFlags.CAN_PLAN
@@ -116,8 +128,10 @@ def test_load_errors_are_typed():
     e = refused(b, p.Command.LOAD_CHUNK, p.LoadChunk(0, b"x").pack())
     assert e.code == p.ErrorCode.BAD_STATE
     assert refused(b, p.Command.LOAD_END).code == p.ErrorCode.BAD_STATE
-    assert refused(b, p.Command.LOAD_BEGIN, p.LoadBegin(0, bytes(32)).pack()).code == \
-        p.ErrorCode.BAD_ARGUMENT
+    assert (
+        refused(b, p.Command.LOAD_BEGIN, p.LoadBegin(0, bytes(32)).pack()).code
+        == p.ErrorCode.BAD_ARGUMENT
+    )
     ok(b, p.Command.LOAD_BEGIN, p.LoadBegin(len(data), hashlib.sha256(data).digest()).pack())
     ok(b, p.Command.LOAD_CHUNK, p.LoadChunk(0, data[:100]).pack())
     e = refused(b, p.Command.LOAD_CHUNK, p.LoadChunk(200, data[200:300]).pack())
@@ -127,8 +141,7 @@ def test_load_errors_are_typed():
     e = refused(b, p.Command.LOAD_END)
     assert (e.code, e.needed, e.available) == (p.ErrorCode.BAD_STATE, len(data), 100)
     e = refused(b, p.Command.LOAD_CHUNK, p.LoadChunk(100, bytes(len(data) - 50)).pack())
-    assert (e.code, e.needed, e.available) == (p.ErrorCode.BAD_ARGUMENT, len(data) + 50,
-                                               len(data))
+    assert (e.code, e.needed, e.available) == (p.ErrorCode.BAD_ARGUMENT, len(data) + 50, len(data))
 
 
 def test_hash_mismatch_and_bad_model_are_refused_and_nothing_is_loaded():
@@ -136,7 +149,7 @@ def test_hash_mismatch_and_bad_model_are_refused_and_nothing_is_loaded():
     b = make_board()
     ok(b, p.Command.LOAD_BEGIN, p.LoadBegin(len(data), bytes(32)).pack())
     for off in range(0, len(data), 1000):
-        ok(b, p.Command.LOAD_CHUNK, p.LoadChunk(off, data[off:off + 1000]).pack())
+        ok(b, p.Command.LOAD_CHUNK, p.LoadChunk(off, data[off : off + 1000]).pack())
     assert refused(b, p.Command.LOAD_END).code == p.ErrorCode.HASH_MISMATCH
     assert hello(b).model_bytes == 0
     junk = b"\x01" * 64
@@ -185,8 +198,13 @@ def test_plan_accepted_in_parts_and_bad_plans_named():
     assert n > per  # needs several parts
     entries = _entries(b, linear.offsets)
     for first in range(0, n, per):
-        ack = p.PlanAck.unpack(ok(b, p.Command.PLAN, p.PlanPart(
-            linear.arena_bytes, n, first, entries[first:first + per]).pack()))
+        ack = p.PlanAck.unpack(
+            ok(
+                b,
+                p.Command.PLAN,
+                p.PlanPart(linear.arena_bytes, n, first, entries[first : first + per]).pack(),
+            )
+        )
         assert ack.received_buffers == min(n, first + per)
     assert ack.complete and hello(b).arena_bytes == linear.arena_bytes
 
@@ -207,8 +225,9 @@ def test_plan_accepted_in_parts_and_bad_plans_named():
     biggest = max(s for _, s in entries)
     zeros = tuple((0, s) for _, s in entries)
     for first in range(0, n, per):
-        reply = call(b, p.Command.PLAN, p.PlanPart(biggest, n, first,
-                                                   zeros[first:first + per]).pack())
+        reply = call(
+            b, p.Command.PLAN, p.PlanPart(biggest, n, first, zeros[first : first + per]).pack()
+        )
     err = p.ErrorReply.unpack(reply.payload)
     assert err.code == p.ErrorCode.BAD_PLAN and "overlap" in err.message
     assert hello(b).arena_bytes == linear.arena_bytes  # the last good plan stays
@@ -218,8 +237,9 @@ def test_run_inline_and_staged_give_the_same_result_and_estimated_cycles():
     data = HELLO_WORLD.read_bytes()
     b = make_board("nrf52840", max_payload=64)
     b.preload(data)
-    assert refused(b, p.Command.READ_OUTPUT, p.ReadOutput(0, 1).pack()).code == \
-        p.ErrorCode.NO_RESULT
+    assert (
+        refused(b, p.Command.READ_OUTPUT, p.ReadOutput(0, 1).pack()).code == p.ErrorCode.NO_RESULT
+    )
     x = random_input(b.model, seed=3)
     inputs = p.pack_tensors(x, b._specs(b.model.inputs))
     res = p.RunResult.unpack(ok(b, p.Command.RUN, inputs))
@@ -231,10 +251,14 @@ def test_run_inline_and_staged_give_the_same_result_and_estimated_cycles():
     t = p.TimingsPart.unpack(ok(b, p.Command.READ_TIMINGS, p.ReadTimings(0, 3).pack()))
     assert [r[0] for r in t.records] == [1000, 2000, 3000]
     assert [r[2] for r in t.records] == [16, 256, 16]
-    assert refused(b, p.Command.READ_TIMINGS, p.ReadTimings(2, 2).pack()).code == \
-        p.ErrorCode.BAD_ARGUMENT
-    assert refused(b, p.Command.READ_OUTPUT, p.ReadOutput(0, 2).pack()).code == \
-        p.ErrorCode.BAD_ARGUMENT
+    assert (
+        refused(b, p.Command.READ_TIMINGS, p.ReadTimings(2, 2).pack()).code
+        == p.ErrorCode.BAD_ARGUMENT
+    )
+    assert (
+        refused(b, p.Command.READ_OUTPUT, p.ReadOutput(0, 2).pack()).code
+        == p.ErrorCode.BAD_ARGUMENT
+    )
     ack = p.InputAck.unpack(ok(b, p.Command.INPUT, p.InputPart(0, inputs).pack()))
     assert (ack.end_offset, ack.input_bytes) == (1, 1)
     assert p.RunResult.unpack(ok(b, p.Command.RUN)).output_bytes == 1
@@ -247,15 +271,21 @@ def test_run_inline_and_staged_give_the_same_result_and_estimated_cycles():
 
 def test_commands_before_a_model_and_unknown_ones():
     b = make_board()
-    for cmd, payload in ((p.Command.RUN, b""), (p.Command.INPUT, p.InputPart(0, b"a").pack()),
-                         (p.Command.PLAN, p.PlanPart(0, 0, 0, ()).pack())):
+    for cmd, payload in (
+        (p.Command.RUN, b""),
+        (p.Command.INPUT, p.InputPart(0, b"a").pack()),
+        (p.Command.PLAN, p.PlanPart(0, 0, 0, ()).pack()),
+    ):
         assert refused(b, cmd, payload).code == p.ErrorCode.NO_MODEL
     reply = call(b, 0x42, b"", seq=77)
     err = p.ErrorReply.unpack(reply.payload)
     assert (reply.type, reply.seq, err.code) == (p.ERROR_TYPE, 77, p.ErrorCode.UNKNOWN_COMMAND)
     e = refused(b, p.Command.HELLO, bytes(b.max_payload + 1))
-    assert (e.code, e.needed, e.available) == (p.ErrorCode.TOO_LARGE, b.max_payload + 1,
-                                               b.max_payload)
+    assert (e.code, e.needed, e.available) == (
+        p.ErrorCode.TOO_LARGE,
+        b.max_payload + 1,
+        b.max_payload,
+    )
     assert refused(b, p.Command.LOAD_BEGIN, b"\x00").code == p.ErrorCode.BAD_ARGUMENT
 
 
@@ -271,11 +301,21 @@ def test_broken_frames_get_errors_without_a_sequence_and_the_board_keeps_serving
     from engines.mcu.crc import crc32
 
     v2[-4:] = crc32(bytes(v2[:-4])).to_bytes(4, "little")
-    stream = (b"\x13\x37garbage\x00" + cobs.encode(bytes(bad_crc)) + b"\x00"
-              + cobs.encode(bytes(v2)) + b"\x00" + good[:5] + b"\x00" + good)
+    stream = (
+        b"\x13\x37garbage\x00"
+        + cobs.encode(bytes(bad_crc))
+        + b"\x00"
+        + cobs.encode(bytes(v2))
+        + b"\x00"
+        + good[:5]
+        + b"\x00"
+        + good
+    )
     items = p.FrameDecoder().feed(b.feed(stream))
-    kinds = [(f.type, f.seq, p.ErrorReply.unpack(f.payload).code if f.type == 0xFF else None)
-             for f in items]
+    kinds = [
+        (f.type, f.seq, p.ErrorReply.unpack(f.payload).code if f.type == 0xFF else None)
+        for f in items
+    ]
     assert kinds == [
         (p.ERROR_TYPE, p.NO_SEQ, p.ErrorCode.BAD_FRAME),
         (p.ERROR_TYPE, p.NO_SEQ, p.ErrorCode.BAD_CRC),
@@ -289,6 +329,7 @@ def test_a_failing_run_is_an_error_reply_not_a_crash():
     def broken(model, plan):
         def run(inputs):
             raise RuntimeError("kernel exploded")
+
         return run
 
     b = make_board(interpreter_factory=broken)
@@ -308,9 +349,29 @@ def test_a_model_with_ops_the_interpreter_lacks_is_refused_at_load_end():
     b = VirtualBoard("nrf52840")  # the real arena interpreter
     ok(b, p.Command.LOAD_BEGIN, p.LoadBegin(len(data), hashlib.sha256(data).digest()).pack())
     for off in range(0, len(data), 2000):
-        ok(b, p.Command.LOAD_CHUNK, p.LoadChunk(off, data[off:off + 2000]).pack())
+        ok(b, p.Command.LOAD_CHUNK, p.LoadChunk(off, data[off : off + 2000]).pack())
     e = refused(b, p.Command.LOAD_END)
     assert e.code == p.ErrorCode.BAD_MODEL and "not supported" in e.message
     assert hello(b).model_bytes == 0
     with pytest.raises(ValueError, match="not supported"):
         VirtualBoard("nrf52840").preload(data)
+
+
+_FUZZ_BOARD = make_board(max_payload=128)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(
+    st.binary(max_size=200),
+    st.builds(lambda t, s, pl: p.encode_frame(p.Frame(t, s, pl)),
+              st.integers(0, 255), st.integers(0, 0xFFFF), st.binary(max_size=160)),
+), max_size=6))
+def test_random_bytes_never_crash_the_board_and_it_answers_after(chunks):
+    """Fuzz: any bytes (random, or well-framed random commands) get error frames or answers,
+    never an exception, and a HELLO after a delimiter is still answered."""
+    b = _FUZZ_BOARD
+    for chunk in chunks:
+        for item in p.FrameDecoder().feed(b.feed(chunk)):
+            assert isinstance(item, p.Frame)
+    items = p.FrameDecoder().feed(b.feed(b"\x00" + p.encode_frame(p.Frame(p.Command.HELLO, 3))))
+    assert items[-1].type == p.response_type(p.Command.HELLO) and items[-1].seq == 3
