@@ -9,14 +9,18 @@ that is wrong (two live tensors overlapping) gives wrong outputs: running a plan
 of it. RESHAPE aliased onto its input (an in-place plan) copies nothing.
 
 The kernels are TFLM's reference integer kernels, bit for bit (see `engines.mcu.kernels`).
-Kernel temporaries remain (numpy needs them to vectorise); per op they are:
-CONV_2D / DEPTHWISE_CONV_2D: the input widened to int32 (+ a zero-padded copy when the
-window overhangs, repeated channels when depth_multiplier > 1), per tap a window copy (conv)
-or product (depthwise), the filter widened to int32, an int32 accumulator and the int64
-requantisation temporaries of the output's size. FULLY_CONNECTED: input and filter widened
-to int32, the int32 accumulator, requantisation temporaries. Pooling: an int32 (average) or
-int8 (max) padded input and an accumulator. SOFTMAX, ADD, QUANTIZE, DEQUANTIZE: int64/float
-temporaries of the tensor's size. RESHAPE: none.
+Numpy needs temporaries to vectorise them; none is kept between calls and each kernel works
+through its output in bands of about `kernels.common.BAND_VALUES` values (4096), so they
+stay bounded whatever the layer (at most ~260 KiB per op on person_detect, ~230 KiB on
+micro_speech, a few KiB on hello_world). Per band they are:
+CONV_2D: the input rows widened to int32 (+ a zero-padded copy where the window overhangs),
+per tap a contiguous copy of the window, the filter widened to int32 a block of output
+channels at a time, the int32 accumulator. DEPTHWISE_CONV_2D: the same input copies (with
+channels repeated when depth_multiplier > 1), the filter widened to int32, an int32
+accumulator and product. FULLY_CONNECTED: the input rows and a block of filter rows widened
+to int32, the accumulator. Then one int64 copy of the accumulator and its remainder for the
+requantisation. Pooling: the padded input rows (int32 for average) and an accumulator.
+SOFTMAX, ADD, QUANTIZE, DEQUANTIZE: int64/float64 temporaries of the band. RESHAPE: none.
 
 `op_macs(model, i)` counts an operator's multiply-accumulates for per-op tables and cycle
 estimates.

@@ -132,6 +132,33 @@ def window(
     return xp[:, y0 : y0 + (oh - 1) * sh + 1 : sh, x0 : x0 + (ow - 1) * sw + 1 : sw, :]
 
 
+# ---- bounded temporaries -----------------------------------------------------------------
+
+# Kernels work through their output in bands of whole rows holding about this many values,
+# so that numpy's temporaries (int32 accumulators, int64 requantisation) stay a few tens
+# of KiB whatever the layer size, the way an MCU kernel library bounds its scratch buffer.
+BAND_VALUES = 4096
+
+
+def row_bands(rows: int, values_per_row: int, budget: int | None = None):
+    """(start, stop) ranges covering `rows`, each about `budget` (default `BAND_VALUES`)
+    values, at least one row."""
+    budget = BAND_VALUES if budget is None else budget
+    step = max(1, budget // max(1, values_per_row))
+    for start in range(0, rows, step):
+        yield start, min(rows, start + step)
+
+
+def input_rows(x: np.ndarray, y0: int, y1: int, stride: int, dilation: int, kernel: int, pad: int):
+    """The input rows output rows [y0, y1) read: (rows view, padding above it, rows needed).
+
+    Row y reads input rows y * stride - pad + k * dilation for k < kernel."""
+    first = y0 * stride - pad
+    need = (y1 - y0 - 1) * stride + (kernel - 1) * dilation + 1
+    lo, hi = max(0, first), min(x.shape[1], first + need)
+    return x[:, lo:hi], lo - first, need
+
+
 # ---- requantization ---------------------------------------------------------------------
 
 
@@ -147,9 +174,28 @@ def requantize_into(
     """out = clamp(MultiplyByQuantizedMultiplier(acc, m, s) + zp, act_min, act_max).
 
     `multiplier` and `shift` are scalars or per-channel arrays broadcast along the last
-    axis. The int64 temporaries are the size of `out`.
+    axis. When no shift is a left shift (every conv/FC layer seen so far), the double
+    rounding runs in place on one int64 copy of `acc`; otherwise the general function.
     """
-    v = multiply_by_quantized_multiplier(acc, multiplier, shift)
+    shift = np.asarray(shift, dtype=np.int64)
+    if np.any(shift > 0):
+        v = multiply_by_quantized_multiplier(acc, multiplier, shift)
+    else:
+        # SaturatingRoundingDoublingHighMul: floor(acc * m / 2**31 + 1/2); m >= 0 so the
+        # one saturating case (both operands -2**31) cannot occur.
+        v = acc.astype(np.int64)
+        v *= np.asarray(multiplier, dtype=np.int64)
+        v += 1 << 30
+        v >>= 31
+        # RoundingDivideByPOT by -shift, ties away from zero: add one when the remainder
+        # exceeds half the divisor minus (1 if v >= 0 else 0).
+        right = -shift
+        mask = (np.int64(1) << right) - 1
+        remainder = v & mask
+        remainder -= v < 0
+        bump = remainder > (mask >> 1)
+        v >>= right
+        v += bump
     v += output_zero_point
     np.clip(v, act_min, act_max, out=v)
     out[...] = v.reshape(out.shape)

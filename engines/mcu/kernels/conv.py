@@ -9,9 +9,10 @@ Channel c's multiplier is QuantizeMultiplier(input_scale * filter_scale[c] / out
 in double precision. Grouped convolution (input depth a multiple of the filter's) is
 supported.
 
-Vectorised per filter tap: the input is widened to int32 with its offset applied and
-zero-padded once; each tap is one int32 matmul of a strided window against the tap's
-(in, out) filter slice. int32 accumulation is what TFLM does, so sums are exact.
+Vectorised per filter tap, a band of output rows at a time (`common.row_bands`, so that
+temporaries stay small): the band's input rows are widened to int32 with the offset
+applied and zero-padded; each tap is one int32 matmul of a strided window against the
+tap's (in, out) filter slice. int32 accumulation is what TFLM does, so sums are exact.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import numpy as np
 from engines.mcu.kernels.common import (
     OpContext,
     Run,
+    input_rows,
     out_size,
     pad_before,
     padded,
     requantize_into,
+    row_bands,
     scale_of,
     scales_of,
     window,
@@ -70,30 +73,42 @@ def conv2d_int8(
     x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out: np.ndarray, p: ConvParams
 ) -> None:
     """x (N, H, W, Cin) int8, w (Cout, KH, KW, Cin/groups) int8, bias (Cout,) int32 or
-    None, out (N, OH, OW, Cout) int8, written in place."""
-    n, _, _, cin = x.shape
-    cout, kh, kw, fcin = w.shape
-    _, oh, ow, _ = out.shape
-    groups = cin // fcin
-    per_group = cout // groups
-    need_h = (oh - 1) * p.stride_h + (kh - 1) * p.dilation_h + 1
+    None, out (N, OH, OW, Cout) int8, written in place, a band of output rows at a time."""
+    n, _, _, _ = x.shape
+    _, kh, kw, _ = w.shape
+    _, oh, ow, cout = out.shape
     need_w = (ow - 1) * p.stride_w + (kw - 1) * p.dilation_w + 1
+    for y0, y1 in row_bands(oh, n * ow * cout):
+        rows, pad_top, need_h = input_rows(x, y0, y1, p.stride_h, p.dilation_h, kh, p.pad_h)
+        xi = rows.astype(np.int32)
+        xi += p.input_offset
+        xp = padded(xi, pad_top, p.pad_w, need_h, need_w, 0)
+        acc = _accumulate(xp, w, y1 - y0, ow, p)
+        if bias is not None:
+            acc += bias
+        band = out[:, y0:y1]
+        requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, band)
 
-    xi = x.astype(np.int32)
-    xi += p.input_offset
-    xp = padded(xi, p.pad_h, p.pad_w, need_h, need_w, 0)
+
+def _accumulate(xp: np.ndarray, w: np.ndarray, oh: int, ow: int, p: ConvParams) -> np.ndarray:
+    """int32 (N * oh * ow, Cout) sums of filter x (input - zero point) over every tap.
+
+    Per tap, the window is made contiguous once; the filter is widened to int32 a block
+    of output channels at a time (never the whole filter)."""
+    n, cin = xp.shape[0], xp.shape[3]
+    cout, kh, kw, fcin = w.shape
+    per_group = cout // (cin // fcin)
     acc = np.zeros((n * oh * ow, cout), dtype=np.int32)
-    for g in range(groups):
-        cols = slice(g * per_group, (g + 1) * per_group)
-        chans = slice(g * fcin, (g + 1) * fcin)
-        for ky in range(kh):
-            for kx in range(kw):
-                tap = window(xp, ky, kx, oh, ow, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w)
-                tap = tap[..., chans].reshape(-1, fcin)
-                acc[:, cols] += tap @ w[cols, ky, kx, :].T.astype(np.int32)
-    if bias is not None:
-        acc += bias.astype(np.int32)
-    requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, out)
+    for ky in range(kh):
+        for kx in range(kw):
+            tap = window(xp, ky, kx, oh, ow, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w)
+            for g0 in range(0, cout, per_group):
+                chans = slice(g0 // per_group * fcin, g0 // per_group * fcin + fcin)
+                x_g = tap[..., chans].reshape(-1, fcin)
+                for c0, c1 in row_bands(per_group, fcin):
+                    w_block = w[g0 + c0 : g0 + c1, ky, kx, :].T.astype(np.int32)
+                    acc[:, g0 + c0 : g0 + c1] += x_g @ w_block
+    return acc
 
 
 def check_output_size(ctx: OpContext, h, w, kh, kw, sh, sw, dh, dw, oh, ow) -> None:

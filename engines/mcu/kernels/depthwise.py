@@ -5,8 +5,9 @@ acc = sum over the window of filter[0, ky, kx, oc] * (input[.., ic] - input_zero
 taps outside the image skipped; then bias, the per-channel multiplier and the clamp
 exactly as in CONV_2D (the multipliers come from the same TFLM function).
 
-Vectorised per filter tap: int32 multiply-accumulate of a strided window of the padded,
-offset input (channels repeated depth_multiplier times) with the tap's filter row.
+Vectorised per filter tap, a band of output rows at a time: int32 multiply-accumulate of
+a strided window of the padded, offset input (channels repeated depth_multiplier times)
+with the tap's filter row.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import numpy as np
 from engines.mcu.kernels.common import (
     OpContext,
     Run,
+    input_rows,
     pad_before,
     padded,
     requantize_into,
+    row_bands,
     scale_of,
     scales_of,
     window,
@@ -38,27 +41,31 @@ def depthwise_conv2d_int8(
 ) -> None:
     """x (N, H, W, Cin) int8, w (1, KH, KW, Cin * depth_multiplier) int8, bias (Cout,)
     int32 or None, out (N, OH, OW, Cout) int8, written in place."""
+    n = x.shape[0]
     _, kh, kw, cout = w.shape
     _, oh, ow, _ = out.shape
-    need_h = (oh - 1) * p.stride_h + (kh - 1) * p.dilation_h + 1
     need_w = (ow - 1) * p.stride_w + (kw - 1) * p.dilation_w + 1
-
-    xi = x.astype(np.int32)
-    xi += p.input_offset
-    xp = padded(xi, p.pad_h, p.pad_w, need_h, need_w, 0)
-    if depth_multiplier > 1:
-        xp = np.repeat(xp, depth_multiplier, axis=3)
     wi = w[0].astype(np.int32)
-    acc = np.zeros(out.shape, dtype=np.int32)
-    prod = np.empty(out.shape, dtype=np.int32)
-    for ky in range(kh):
-        for kx in range(kw):
-            tap = window(xp, ky, kx, oh, ow, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w)
-            np.multiply(tap, wi[ky, kx], out=prod)
-            acc += prod
-    if bias is not None:
-        acc += bias.astype(np.int32)
-    requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, out)
+    for y0, y1 in row_bands(oh, n * ow * cout):
+        rows, pad_top, need_h = input_rows(x, y0, y1, p.stride_h, p.dilation_h, kh, p.pad_h)
+        xi = rows.astype(np.int32)
+        xi += p.input_offset
+        xp = padded(xi, pad_top, p.pad_w, need_h, need_w, 0)
+        if depth_multiplier > 1:
+            xp = np.repeat(xp, depth_multiplier, axis=3)
+        band = out[:, y0:y1]
+        acc = np.zeros(band.shape, dtype=np.int32)
+        prod = np.empty(band.shape, dtype=np.int32)
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = window(
+                    xp, ky, kx, y1 - y0, ow, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w
+                )
+                np.multiply(tap, wi[ky, kx], out=prod)
+                acc += prod
+        if bias is not None:
+            acc += bias
+        requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, band)
 
 
 def prepare(ctx: OpContext) -> Run:

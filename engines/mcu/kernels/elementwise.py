@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import OpContext, Run, scale_of, zero_point_of
+from engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
 from engines.mcu.kernels.fixed_point import (
     activation_range,
     multiply_by_quantized_multiplier,
@@ -51,6 +51,16 @@ def add_int8(
     act_max: int,
 ) -> None:
     """out = a + b in the quantized domain; a and b broadcast to out's shape."""
+    if a.shape == b.shape == out.shape:  # flat pieces keep the temporaries small
+        flat = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+        for s, e in row_bands(flat[2].size, 1):
+            _add(flat[0][s:e], flat[1][s:e], flat[2][s:e], offsets, output_offset, multipliers,
+                 left_shift, act_min, act_max)  # fmt: skip
+    else:
+        _add(a, b, out, offsets, output_offset, multipliers, left_shift, act_min, act_max)
+
+
+def _add(a, b, out, offsets, output_offset, multipliers, left_shift, act_min, act_max) -> None:
     (m1, s1), (m2, s2), (mo, so) = multipliers
     va = wrap_int32((a.astype(np.int64) + offsets[0]) << left_shift)
     vb = wrap_int32((b.astype(np.int64) + offsets[1]) << left_shift)

@@ -18,6 +18,7 @@ from engines.mcu.kernels.common import (
     OpContext,
     Run,
     requantize_into,
+    row_bands,
     scale_of,
     scales_of,
     zero_point_of,
@@ -49,15 +50,19 @@ def fully_connected_int8(
     """x (..., accum_depth) int8 read as (batches, accum_depth), w (units, accum_depth)
     int8, out (..., units) int8 written in place."""
     units, depth = w.shape
-    xi = x.reshape(-1, depth).astype(np.int32)
-    xi += input_offset
-    wi = w.astype(np.int32)
-    if filter_offset:
-        wi += filter_offset
-    acc = xi @ wi.T
-    if bias is not None:
-        acc += bias.astype(np.int32)
-    requantize_into(acc, multiplier, shift, output_offset, act_min, act_max, out)
+    rows_in, rows_out = x.reshape(-1, depth), out.reshape(-1, units)
+    for r0, r1 in row_bands(rows_in.shape[0], units + depth):
+        xi = rows_in[r0:r1].astype(np.int32)
+        xi += input_offset
+        acc = np.empty((r1 - r0, units), dtype=np.int32)
+        for u0, u1 in row_bands(units, depth):  # the filter widened a block at a time
+            w_block = w[u0:u1].T.astype(np.int32)
+            if filter_offset:
+                w_block += filter_offset
+            np.matmul(xi, w_block, out=acc[:, u0:u1])
+        if bias is not None:
+            acc += bias
+        requantize_into(acc, multiplier, shift, output_offset, act_min, act_max, rows_out[r0:r1])
 
 
 def prepare(ctx: OpContext) -> Run:

@@ -14,22 +14,16 @@ import numpy as np
 from engines.mcu.kernels.common import (
     OpContext,
     Run,
+    input_rows,
     out_size,
     pad_before,
     padded,
+    row_bands,
     scale_of,
     window,
     zero_point_of,
 )
 from engines.mcu.kernels.fixed_point import activation_range
-
-
-def _geometry(x: np.ndarray, out: np.ndarray, fh: int, fw: int, sh: int, sw: int):
-    _, h, w, _ = x.shape
-    _, oh, ow, _ = out.shape
-    pad_h = pad_before(sh, 1, h, fh, oh)
-    pad_w = pad_before(sw, 1, w, fw, ow)
-    return oh, ow, pad_h, pad_w, (oh - 1) * sh + fh, (ow - 1) * sw + fw
 
 
 def window_counts(h: int, w: int, oh: int, ow: int, fh: int, fw: int, sh: int, sw: int):
@@ -40,6 +34,17 @@ def window_counts(h: int, w: int, oh: int, ow: int, fh: int, fw: int, sh: int, s
     rows = np.minimum(fh, h - ys) - np.maximum(0, -ys)
     cols = np.minimum(fw, w - xs) - np.maximum(0, -xs)
     return (rows[:, None] * cols[None, :]).astype(np.int32)
+
+
+def _bands(x: np.ndarray, out: np.ndarray, fh: int, fw: int, sh: int, sw: int, fill):
+    """Per band of output rows: (y0, y1, padded input rows, output band)."""
+    n, h, w, c = x.shape
+    _, oh, ow, _ = out.shape
+    pad_h, pad_w = pad_before(sh, 1, h, fh, oh), pad_before(sw, 1, w, fw, ow)
+    need_w = (ow - 1) * sw + fw
+    for y0, y1 in row_bands(oh, n * ow * c):
+        rows, pad_top, need_h = input_rows(x, y0, y1, sh, 1, fh, pad_h)
+        yield y0, y1, padded(rows, pad_top, pad_w, need_h, need_w, fill), out[:, y0:y1]
 
 
 def average_pool_int8(
@@ -55,23 +60,23 @@ def average_pool_int8(
 ) -> None:
     """x (N, H, W, C) int8 -> out (N, OH, OW, C) int8, in place."""
     _, h, w, _ = x.shape
-    oh, ow, pad_h, pad_w, need_h, need_w = _geometry(x, out, fh, fw, sh, sw)
+    _, oh, ow, _ = out.shape
     if counts is None:
         counts = window_counts(h, w, oh, ow, fh, fw, sh, sw)
     if np.any(counts <= 0):
         raise ValueError("a pooling window lies wholly outside the input")
-    xp = padded(x.astype(np.int32), pad_h, pad_w, need_h, need_w, 0)
-    acc = np.zeros(out.shape, dtype=np.int32)
-    for ky in range(fh):
-        for kx in range(fw):
-            acc += window(xp, ky, kx, oh, ow, sh, sw)
-    n = counts[None, :, :, None]
-    half = n // 2
-    num = np.where(acc > 0, acc + half, acc - half)
-    q = np.abs(num) // n
-    q = np.where(num < 0, -q, q)  # C division truncates toward zero
-    np.clip(q, act_min, act_max, out=q)
-    out[...] = q
+    for y0, y1, xp, band in _bands(x, out, fh, fw, sh, sw, 0):
+        acc = np.zeros(band.shape, dtype=np.int32)
+        for ky in range(fh):
+            for kx in range(fw):
+                acc += window(xp, ky, kx, y1 - y0, ow, sh, sw)
+        n = counts[None, y0:y1, :, None]
+        half = n // 2
+        num = np.where(acc > 0, acc + half, acc - half)
+        q = np.abs(num) // n
+        q = np.where(num < 0, -q, q)  # C division truncates toward zero
+        np.clip(q, act_min, act_max, out=q)
+        band[...] = q
 
 
 def max_pool_int8(
@@ -85,15 +90,15 @@ def max_pool_int8(
     act_max: int,
 ) -> None:
     """x (N, H, W, C) int8 -> out (N, OH, OW, C) int8, in place."""
-    oh, ow, pad_h, pad_w, need_h, need_w = _geometry(x, out, fh, fw, sh, sw)
+    _, _, ow, _ = out.shape
     lowest = np.iinfo(x.dtype).min  # the max's starting value: padding never wins
-    xp = padded(x, pad_h, pad_w, need_h, need_w, lowest)
-    m = np.full(out.shape, lowest, dtype=x.dtype)
-    for ky in range(fh):
-        for kx in range(fw):
-            np.maximum(m, window(xp, ky, kx, oh, ow, sh, sw), out=m)
-    np.clip(m, act_min, act_max, out=m)
-    out[...] = m
+    for y0, y1, xp, band in _bands(x, out, fh, fw, sh, sw, lowest):
+        m = np.full(band.shape, lowest, dtype=x.dtype)
+        for ky in range(fh):
+            for kx in range(fw):
+                np.maximum(m, window(xp, ky, kx, y1 - y0, ow, sh, sw), out=m)
+        np.clip(m, act_min, act_max, out=m)
+        band[...] = m
 
 
 def prepare(ctx: OpContext) -> Run:

@@ -13,14 +13,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import OpContext, Run, scale_of, zero_point_of
+from engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
 from engines.mcu.kernels.fixed_point import multiply_by_quantized_multiplier, quantize_multiplier
 
 _INT_TYPES = ("int8", "int16")
 
 
+def _chunks(x: np.ndarray, out: np.ndarray):
+    """Matching flat pieces of x and out, each about BAND_VALUES long."""
+    xs, ys = x.reshape(-1), out.reshape(-1)
+    for a, b in row_bands(xs.size, 1):
+        yield xs[a:b], ys[a:b]
+
+
 def affine_quantize(x: np.ndarray, out: np.ndarray, scale: float, zero_point: int) -> None:
     """float32 x -> integer out, in place."""
+    for xs, ys in _chunks(x, out):
+        _affine_quantize(xs, ys, scale, zero_point)
+
+
+def _affine_quantize(x: np.ndarray, out: np.ndarray, scale: float, zero_point: int) -> None:
     q = np.asarray(x, dtype=np.float32) / np.float32(scale)  # float32 division, as in C
     q = q.astype(np.float64)  # exact; |q| + 0.5 below is exact in float64 too
     q = np.sign(q) * np.floor(np.abs(q) + 0.5)  # std::round: ties away from zero
@@ -33,14 +45,17 @@ def requantize(
     x: np.ndarray, out: np.ndarray, multiplier: int, shift: int, in_zp: int, out_zp: int
 ) -> None:
     """integer x -> integer out with another scale/zero point, in place."""
-    v = multiply_by_quantized_multiplier(x.astype(np.int64) - in_zp, multiplier, shift) + out_zp
     info = np.iinfo(out.dtype)
-    out[...] = np.clip(v, info.min, info.max).reshape(out.shape)
+    for xs, ys in _chunks(x, out):
+        v = multiply_by_quantized_multiplier(xs.astype(np.int64) - in_zp, multiplier, shift)
+        v += out_zp
+        ys[...] = np.clip(v, info.min, info.max)
 
 
 def dequantize(x: np.ndarray, out: np.ndarray, scale: float, zero_point: int) -> None:
     """integer x -> float32 out, in place."""
-    out[...] = (scale * (x.astype(np.float64) - zero_point)).astype(np.float32).reshape(out.shape)
+    for xs, ys in _chunks(x, out):
+        ys[...] = scale * (xs.astype(np.float64) - zero_point)  # one rounding, to float32
 
 
 def prepare_quantize(ctx: OpContext) -> Run:

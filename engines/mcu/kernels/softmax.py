@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from engines.mcu.kernels.common import OpContext, Run, scale_of, zero_point_of
+from engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
 from engines.mcu.kernels.fixed_point import (
     exp_on_negative_values,
     get_reciprocal,
@@ -51,7 +51,15 @@ def softmax_int8(
 ) -> None:
     """x int8 -> out int8 or int16 (same shape), softmax over the last axis, in place."""
     depth = x.shape[-1]
-    xi = x.reshape(-1, depth).astype(np.int64)
+    rows_in, rows_out = x.reshape(-1, depth), out.reshape(-1, depth)
+    for r0, r1 in row_bands(rows_in.shape[0], depth):
+        _softmax_rows(rows_in[r0:r1], rows_out[r0:r1], multiplier, left_shift, diff_min)
+
+
+def _softmax_rows(
+    x: np.ndarray, out: np.ndarray, multiplier: int, left_shift: int, diff_min: int
+) -> None:
+    xi = x.astype(np.int64)
     diff = xi - xi.max(axis=1, keepdims=True)
     used = diff >= diff_min
     scaled = multiply_by_quantized_multiplier_greater_than_one(diff, multiplier, left_shift)

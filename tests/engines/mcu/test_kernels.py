@@ -393,3 +393,20 @@ def test_reshape_copies_unless_aliased():
     alias = np.frombuffer(arena, np.int8, 6, 0).reshape(6)
     reshape_into(a, alias)  # same bytes: nothing to do, nothing broken
     assert alias.tolist() == [0, 1, 2, 3, 4, 5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(int32s, min_size=1, max_size=8),
+    multipliers,
+    st.integers(-31, 0),
+    st.integers(-128, 127),
+)
+def test_requantize_in_place_path_equals_mbqm(accs, m, shift, zp):
+    from engines.mcu.kernels.common import requantize_into
+
+    acc = np.array(accs, dtype=np.int64)
+    out = np.zeros(len(accs), dtype=np.int8)
+    requantize_into(acc, m, shift, zp, -128, 127, out)
+    want = [max(-128, min(127, mbqm_exact(a, m, shift) + zp)) for a in accs]
+    assert out.tolist() == want

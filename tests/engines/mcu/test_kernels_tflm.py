@@ -41,6 +41,7 @@ SubGraph, Tensor, AddOptionsFb = map(_schema, ("SubGraph", "Tensor", "AddOptions
 
 from engines.mcu.graph import load_model  # noqa: E402
 from engines.mcu.interpreter import ArenaInterpreter  # noqa: E402
+from engines.mcu.kernels import common  # noqa: E402
 from engines.mcu.planners import plan_model  # noqa: E402
 
 _TYPES = {"float32": 0, "int32": 2, "int16": 7, "int8": 9}
@@ -167,7 +168,9 @@ def build_model(tensors: list[dict], op: str, options: dict, inputs, outputs) ->
 
 
 def assert_matches_tflm(data: bytes, inputs_by_seed, planner: str = "tflm-greedy") -> None:
-    """Run the model on each input list in TFLM and in the arena interpreter."""
+    """Run the model on each input list in TFLM and in the arena interpreter, the latter
+    twice: with its usual bands of output rows and with one row (one channel) per band,
+    so that every band edge meets padding, stride and dilation."""
     model = load_model(data)
     ours = ArenaInterpreter(model, plan_model(model, planner))
     ref = runtime.Interpreter.from_bytes(data, arena_size=64 * 1024)
@@ -176,9 +179,18 @@ def assert_matches_tflm(data: bytes, inputs_by_seed, planner: str = "tflm-greedy
             ref.set_input(x, k)
         ref.invoke()
         want = ref.get_output(0)
-        got = ours.invoke(feed if len(feed) > 1 else feed[0])
-        assert got.dtype == want.dtype
-        assert np.array_equal(got, want.reshape(got.shape)), (got.ravel()[:16], want.ravel()[:16])
+        for budget in (common.BAND_VALUES, 1):
+            saved, common.BAND_VALUES = common.BAND_VALUES, budget
+            try:
+                got = ours.invoke(feed if len(feed) > 1 else feed[0])
+            finally:
+                common.BAND_VALUES = saved
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want.reshape(got.shape)), (
+                budget,
+                got.ravel()[:16],
+                want.ravel()[:16],
+            )
 
 
 def _int8(rng, shape):
