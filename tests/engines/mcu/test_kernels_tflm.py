@@ -482,3 +482,13 @@ def test_quantize_rounds_ties_away_from_zero_like_tflm():
         dtype=np.float32,
     )
     assert_matches_tflm(data, [[x]])
+
+
+def test_softmax_int8_to_int16_matches_tflm():
+    rng = np.random.default_rng(99)
+    tensors = [
+        {"shape": (2, 12), "dtype": "int8", **_q(0.08, -3)},
+        {"shape": (2, 12), "dtype": "int16", **_q(1.0 / 65536, -32768)},
+    ]
+    data = build_model(tensors, "SOFTMAX", {"Beta": 1.0}, [0], [1])
+    assert_matches_tflm(data, _feeds(rng, [(2, 12)], n=4))
