@@ -13,13 +13,18 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from engines.hardware.discovery import discover_devices
+    from engines.mcu.ports import list_ports
 
     devices = [d.to_dict() for d in discover_devices()]
+    boards = [p.to_dict() for p in list_ports()]
     if args.json:
-        print_json({"devices": devices, "boards": []})
+        print_json({"devices": devices, "boards": boards})
         return 0
     for d in devices:
         gib = d["memory_bytes"] / 2**30
         print(f"{d['id']:8} {d['kind']:5} {d['name']}  ({d.get('cores')} cores, {gib:.1f} GiB)")
-    print("boards: none")
+    for b in boards:
+        print(f"board    {b['device']}  {b['description']}  {b.get('usb_id') or ''}  {b.get('board') or ''}")
+    if not boards:
+        print("boards: none (no serial ports)")
     return 0

@@ -29,7 +29,7 @@ def test_version(capsys):
 def test_devices_json(capsys):
     code, out, _ = run_cli(capsys, "devices", "--json")
     data = json.loads(out)
-    assert code == 0 and data["boards"] == []
+    assert code == 0 and isinstance(data["boards"], list)  # serial ports; none on CI machines
     cpu = data["devices"][0]
     assert cpu["id"] == "cpu" and cpu["kind"] == "cpu"
     assert cpu["cores"] >= 1 and cpu["memory_bytes"] > 2**28 and cpu["name"]
