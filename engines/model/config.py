@@ -27,7 +27,8 @@ class ModelConfig:
 
     `mlp_kind` is "swiglu" (gate, up, down: three d_model × d_ff matrices, Llama) or
     "gelu" (up, down: two matrices, Falcon / GPT-2 style). `notes` says where a preset's
-    parameter count is only approximate.
+    parameter count is only approximate. `norm_eps` is the epsilon inside each RMSNorm
+    (Hugging Face's `rms_norm_eps`); it changes no size, only the model's numbers.
     """
 
     id: str
@@ -45,6 +46,7 @@ class ModelConfig:
     source: str = ""
     mlp_kind: str = "swiglu"
     notes: str = ""
+    norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -61,7 +63,10 @@ class ModelConfig:
             )
         if self.mlp_kind not in MLP_KINDS:
             raise ConfigError(f"field 'mlp_kind' must be one of {MLP_KINDS}, got {self.mlp_kind!r}")
+        if self.norm_eps <= 0:
+            raise ConfigError(f"field 'norm_eps' must be > 0, got {self.norm_eps}")
         object.__setattr__(self, "rope_theta", float(self.rope_theta))
+        object.__setattr__(self, "norm_eps", float(self.norm_eps))
 
     @property
     def attention_kind(self) -> str:
@@ -202,7 +207,7 @@ def model_config_from_hf(d: Any, id: str = "custom", name: str | None = None,
     Reads num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads
     (default: num_attention_heads), head_dim (default: hidden_size // heads),
     intermediate_size, vocab_size, rope_theta (or rope_parameters.rope_theta),
-    tie_word_embeddings and max_position_embeddings. Also accepts the GPT-2 / Falcon
+    tie_word_embeddings, max_position_embeddings and rms_norm_eps. Also accepts the GPT-2 / Falcon
     spellings (n_layer, n_embd, n_head, n_head_kv, num_kv_heads, multi_query,
     ffn_hidden_size, n_inner, n_positions) and a nested text_config (multimodal models).
     """
@@ -249,6 +254,7 @@ def model_config_from_hf(d: Any, id: str = "custom", name: str | None = None,
                             default=4096),
         "source": source,
         "mlp_kind": "gelu" if gelu else "swiglu",
+        "norm_eps": get("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", default=1e-5),
         "notes": (f"{model_type}: non-Llama layout; n_params ignores its biases and "
                   "LayerNorm shapes, so it is approximate") if gelu else "",
     }

@@ -1,0 +1,256 @@
+"""A Llama-family decoder in torch that reads and writes a paged KV cache.
+
+Per layer (pre-norm, residual):
+
+    h = x + W_o · attn(rope(W_q · rms(x)), rope(W_k · rms(x)), W_v · rms(x))
+    y = h + W_down · (silu(W_gate · rms(h)) * (W_up · rms(h)))
+
+with rms(x) = x / sqrt(mean(x²) + eps) * w, grouped-query attention (n_heads query heads share
+n_kv_heads K/V heads: MHA, GQA or MQA) and RoPE (`rope.py`). Q, K and V are one fused matrix,
+gate and up another, so a layer runs four matmuls.
+
+`forward` takes a FLAT batch: the new tokens of several sequences, their positions and an
+`AttentionMetadata` saying which sequence each token belongs to, where its K/V goes and which
+blocks each sequence reads, so prefills and decodes of many sequences run in one call.
+`forward_nocache` recomputes one whole sequence with plain causal attention: the reference.
+
+Weights come in as a state dict with Hugging Face's Llama names (`model.layers.0.self_attn.
+q_proj.weight`, ...), whatever file they were read from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from engines.kv.cache import PagedKVCache
+from engines.kv.paged_attention import paged_attention_decode, paged_attention_prefill, sdpa_gqa
+from engines.model.attention_metadata import AttentionMetadata
+from engines.model.config import ModelConfig
+from engines.model.errors import ModelLoadError
+from engines.model.linear import Linear
+from engines.model.rope import RopeTables, apply_rope
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """A torch dtype from "fp32" / "bf16" / "fp16" (or a torch dtype)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}") from None
+
+
+def hf_weight_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor a Llama checkpoint holds, by its Hugging Face name, with its shape."""
+    d, q_dim, kv_dim = cfg.d_model, cfg.n_heads * cfg.d_head, cfg.n_kv_heads * cfg.d_head
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (cfg.vocab_size, d),
+                                          "model.norm.weight": (d,)}
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (d,),
+            p + "self_attn.q_proj.weight": (q_dim, d),
+            p + "self_attn.k_proj.weight": (kv_dim, d),
+            p + "self_attn.v_proj.weight": (kv_dim, d),
+            p + "self_attn.o_proj.weight": (d, q_dim),
+            p + "post_attention_layernorm.weight": (d,),
+            p + "mlp.gate_proj.weight": (cfg.d_ff, d),
+            p + "mlp.up_proj.weight": (cfg.d_ff, d),
+            p + "mlp.down_proj.weight": (d, cfg.d_ff),
+        }
+    if not cfg.tie_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, d)
+    return shapes
+
+
+@dataclass
+class LayerWeights:
+    """One decoder layer: norms [d]; linears qkv ((H+2·Hkv)·d_head out), o, gate_up (2·d_ff
+    out: gate rows first), down."""
+
+    attn_norm: torch.Tensor
+    qkv: Linear
+    o: Linear
+    mlp_norm: torch.Tensor
+    gate_up: Linear
+    down: Linear
+
+
+class Llama:
+    """The decoder: weights in one dtype on one device, plus RoPE tables. No autograd."""
+
+    def __init__(self, config: ModelConfig, embed: torch.Tensor, layers: list[LayerWeights],
+                 final_norm: torch.Tensor, lm_head: Linear | None = None) -> None:
+        """`lm_head` None ties it to `embed` (the embedding is then read through its layout)."""
+        if config.mlp_kind != "swiglu":
+            raise ModelLoadError(f"{config.id}: a {config.mlp_kind} MLP is not Llama-family")
+        self.config = config
+        self.tied = lm_head is None
+        self.lm_head = Linear(embed) if lm_head is None else lm_head
+        self.embed = self.lm_head.weight if lm_head is None else embed
+        self.layers = layers
+        self.final_norm = final_norm
+        self.dtype = embed.dtype
+        self.device = embed.device
+        self.rope = RopeTables(config.d_head, config.max_position, config.rope_theta,
+                               self.dtype, self.device)
+        self.scale = config.d_head ** -0.5
+        self._q_dim = config.n_heads * config.d_head
+        self._qk_heads = config.n_heads + config.n_kv_heads
+
+    # ---- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_state_dict(cls, config: ModelConfig, weights: Mapping[str, torch.Tensor],
+                        dtype: str | torch.dtype = "fp32", device: str | torch.device = "cpu",
+                        origin: str = "") -> Llama:
+        """Build from Hugging Face-named tensors (any float dtype); checks every name and shape.
+
+        A missing tensor or a wrong shape raises ModelLoadError naming it; `origin` (a path)
+        starts the message. A tied model may omit `lm_head.weight`.
+        """
+        where = f"{origin or config.id}: "
+        dt, dev = resolve_dtype(dtype), torch.device(device)
+        for name, shape in hf_weight_shapes(config).items():
+            if name not in weights:
+                raise ModelLoadError(f"{where}missing tensor {name!r}")
+            got = tuple(weights[name].shape)
+            if got != shape:
+                raise ModelLoadError(f"{where}tensor {name!r} has shape {got}, expected {shape}")
+
+        def w(name: str) -> torch.Tensor:
+            return weights[name].to(device=dev, dtype=dt).contiguous()
+
+        def cat(*names: str) -> Linear:
+            return Linear(torch.cat([weights[n].to(device=dev, dtype=dt) for n in names]))
+
+        layers = []
+        for i in range(config.n_layers):
+            p = f"model.layers.{i}."
+            layers.append(LayerWeights(
+                attn_norm=w(p + "input_layernorm.weight"),
+                qkv=cat(*(p + f"self_attn.{n}_proj.weight" for n in "qkv")),
+                o=Linear(w(p + "self_attn.o_proj.weight")),
+                mlp_norm=w(p + "post_attention_layernorm.weight"),
+                gate_up=cat(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"),
+                down=Linear(w(p + "mlp.down_proj.weight")),
+            ))
+        lm_head = None if config.tie_embeddings else Linear(w("lm_head.weight"))
+        return cls(config, w("model.embed_tokens.weight"), layers, w("model.norm.weight"), lm_head)
+
+    @property
+    def n_params(self) -> int:
+        """Parameters actually held (the tied lm_head counted once)."""
+        tensors = [self.embed, self.final_norm]
+        if not self.tied:
+            tensors.append(self.lm_head.weight)
+        for lw in self.layers:
+            tensors += [lw.attn_norm, lw.qkv.weight, lw.o.weight, lw.mlp_norm, lw.gate_up.weight,
+                        lw.down.weight]
+        return sum(t.numel() for t in tensors)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.n_params * self.embed.element_size()
+
+    def new_cache(self, n_blocks: int, block_size: int = 16) -> PagedKVCache:
+        """An empty paged KV cache shaped for this model (same dtype and device)."""
+        c = self.config
+        return PagedKVCache(c.n_layers, n_blocks, block_size, c.n_kv_heads, c.d_head,
+                            self.dtype, self.device)
+
+    # ---- forward --------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def forward(self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
+                cache: PagedKVCache, logits_index: torch.Tensor | str | None = None
+                ) -> torch.Tensor:
+        """Run the flat batch `token_ids` [T] at `positions` [T]; write its K/V into `cache`.
+
+        Returns fp32 logits [n, vocab] for `logits_index` (flat token indices), by default
+        each sequence's last token (n = n_seqs); "all" gives every token's.
+        """
+        if token_ids.shape[0] != meta.n_tokens:
+            raise ValueError(f"{token_ids.shape[0]} tokens but the metadata describes "
+                             f"{meta.n_tokens}")
+        token_ids = token_ids.to(self.device)
+        cos, sin = self.rope.at(positions.to(self.device))
+        slots = meta.slot_mapping
+        if meta.is_decode:
+            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+                return paged_attention_decode(q, cache, layer, meta.block_tables,
+                                              meta.context_lens_tensor, scale=self.scale,
+                                              max_context_len=meta.max_context_len)
+        else:
+            starts = [0]
+            for n in meta.query_lens:
+                starts.append(starts[-1] + n)
+
+            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+                return paged_attention_prefill(q, cache, layer, meta.block_tables, starts,
+                                               meta.context_lens, scale=self.scale)
+
+        def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+            cache.write(layer, slots, k, v)
+
+        x = self._layers(self.embed[token_ids], cos, sin, attend, write)
+        if logits_index is None:
+            x = x[meta.last_token_index()]
+        elif not isinstance(logits_index, str):
+            x = x[logits_index.to(self.device)]
+        elif logits_index != "all":
+            raise ValueError(f"logits_index must be a tensor, None or 'all', got {logits_index!r}")
+        return self._logits(x)
+
+    @torch.inference_mode()
+    def forward_nocache(self, token_ids: torch.Tensor, all_logits: bool = False) -> torch.Tensor:
+        """Recompute one whole sequence [T] with plain causal attention (no cache): the reference.
+
+        Returns fp32 logits [T, vocab] if `all_logits`, else the last token's [1, vocab].
+        """
+        token_ids = token_ids.to(self.device)
+        n = token_ids.shape[0]
+        cos, sin = self.rope.at(torch.arange(n, device=self.device))
+        kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+        def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+            kv[layer] = (k, v)
+
+        def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+            k, v = kv.pop(layer)
+            out = sdpa_gqa(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                           is_causal=True, scale=self.scale)
+            return out.transpose(0, 1)
+
+        x = self._layers(self.embed[token_ids], cos, sin, attend, write)
+        return self._logits(x if all_logits else x[-1:])
+
+    def _layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend, write
+                ) -> torch.Tensor:
+        c = self.config
+        n, eps, d_head, d_ff = x.shape[0], c.norm_eps, c.d_head, c.d_ff
+        q_dim, qk_heads, d_model = self._q_dim, self._qk_heads, c.d_model
+        for i, lw in enumerate(self.layers):
+            h = F.rms_norm(x, (d_model,), lw.attn_norm, eps)
+            qkv = lw.qkv(h)
+            qk = apply_rope(qkv[:, : qk_heads * d_head].view(n, qk_heads, d_head), cos, sin)
+            q, k = qk[:, : c.n_heads], qk[:, c.n_heads:]
+            v = qkv[:, qk_heads * d_head:].view(n, c.n_kv_heads, d_head)
+            write(i, k, v)
+            o = attend(q, i).reshape(n, q_dim)
+            x = x + lw.o(o)
+            h = F.rms_norm(x, (d_model,), lw.mlp_norm, eps)
+            gu = lw.gate_up(h)
+            x = x + lw.down(F.silu(gu[:, :d_ff]) * gu[:, d_ff:])
+        return x
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.rms_norm(x, (self.config.d_model,), self.final_norm, self.config.norm_eps)
+        return self.lm_head(x).float()

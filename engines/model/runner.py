@@ -1,0 +1,100 @@
+"""`ModelRunner`: steps a model over many sequences through the paged KV cache.
+
+The runner owns a `PagedKVCache` (the tensors) and a `BlockManager` (engines/kv: which
+physical blocks each sequence owns). One `step` gathers every listed sequence's tokens whose
+K/V is not yet in the cache (a whole prompt, the rest of a prompt after a prefix-cache hit,
+or the one token just sampled) into ONE flat batch, builds the attention metadata from the
+block tables, runs the model once and returns each sequence's next-token logits.
+
+    runner.add("a", prompt_ids)      # reserve blocks; a prefix hit skips cached tokens
+    logits = runner.step(["a"])      # prefill
+    runner.append("a", next_id)      # reserve the new token's slot (copy-on-write if shared)
+    logits = runner.step(["a"])      # decode
+    runner.free("a")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from engines.kv.block_manager import BlockManager
+from engines.model.attention_metadata import AttentionMetadata
+from engines.model.llama import Llama
+
+
+class ModelRunner:
+    """A model, its paged KV cache and the allocator over it.
+
+    `n_blocks` defaults to enough blocks for `max_tokens` tokens (default: the model's context).
+    """
+
+    def __init__(self, model: Llama, n_blocks: int | None = None, block_size: int = 16,
+                 max_tokens: int | None = None, enable_prefix_caching: bool = True) -> None:
+        if n_blocks is None:
+            max_tokens = max_tokens or model.config.max_position
+            n_blocks = -(-max_tokens // block_size)
+        self.model = model
+        self.cache = model.new_cache(n_blocks, block_size)
+        self.blocks = BlockManager(n_blocks, block_size, enable_prefix_caching,
+                                   bytes_per_slot=self.cache.bytes_per_slot)
+        self.block_size = block_size
+        self._n_computed: dict[object, int] = {}
+        self.last_metadata: AttentionMetadata | None = None
+        """The metadata of the latest step (for views of the batch and its block tables)."""
+
+    def add(self, seq_id: object, prompt_ids: Sequence[int]) -> int:
+        """Reserve KV blocks for a prompt; return how many of its tokens the prefix cache held."""
+        n_cached = self.blocks.allocate(seq_id, prompt_ids)
+        self._n_computed[seq_id] = n_cached
+        return n_cached
+
+    def append(self, seq_id: object, token_id: int) -> None:
+        """Reserve the slot of one more token (copying a shared last block first)."""
+        cow = self.blocks.append_token(seq_id, int(token_id))
+        if cow is not None:
+            self.cache.copy_blocks([cow])
+
+    def fork(self, parent_id: object, child_id: object) -> None:
+        """`child_id` shares all of the parent's blocks (parallel sampling)."""
+        self.blocks.fork(parent_id, child_id)
+        self._n_computed[child_id] = self._n_computed[parent_id]
+
+    def free(self, seq_id: object) -> None:
+        self.blocks.free(seq_id)
+        del self._n_computed[seq_id]
+
+    def pending(self, seq_id: object) -> int:
+        """Tokens of `seq_id` with a reserved slot whose K/V is not computed yet."""
+        return self.blocks.num_tokens(seq_id) - self._n_computed[seq_id]
+
+    def token_ids(self, seq_id: object) -> list[int]:
+        return self.blocks.token_ids(seq_id)
+
+    def step(self, seq_ids: Sequence[object], max_tokens: Sequence[int] | None = None
+             ) -> torch.Tensor:
+        """Run each sequence's pending tokens (at most `max_tokens[i]`: chunked prefill).
+
+        Returns fp32 logits [len(seq_ids), vocab]: each sequence's last token run.
+        """
+        if not seq_ids:
+            raise ValueError("step needs at least one sequence")
+        query_lens, context_lens, tables, tokens = [], [], [], []
+        for i, sid in enumerate(seq_ids):
+            done, total = self._n_computed[sid], self.blocks.num_tokens(sid)
+            n = total - done if max_tokens is None else min(total - done, int(max_tokens[i]))
+            if n < 1:
+                raise ValueError(f"sequence {sid!r} has no pending token to run")
+            query_lens.append(n)
+            context_lens.append(done + n)
+            tables.append(self.blocks.block_table(sid))
+            tokens.extend(self.blocks.token_ids(sid)[done: done + n])
+        device = self.model.device
+        meta = AttentionMetadata.build(query_lens, context_lens, tables, self.block_size, device)
+        ids = torch.tensor(tokens, dtype=torch.int64, device=device)
+        logits = self.model.forward(ids, meta.positions(), meta, self.cache)
+        for sid, c in zip(seq_ids, context_lens, strict=True):
+            self._n_computed[sid] = c
+        self.last_metadata = meta
+        return logits

@@ -1,0 +1,60 @@
+"""Shared models for the model-runtime tests: loaded once, reused by every test.
+
+torch runs on one thread here: these machines are shared, and multi-threaded BLAS under CPU
+contention turns microsecond matmuls into milliseconds-long waits. The previous setting is
+restored when this package's tests end.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """(model, tokenizer) of the seeded tiny model, fp32."""
+    from engines.model.tiny import tiny_model
+
+    return tiny_model()
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from engines.model.registry import smollm2_gguf_path
+
+    try:
+        return smollm2_gguf_path()
+    except ValueError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path):
+    """(model, tokenizer) of SmolLM2-135M-Instruct, dequantized to fp32."""
+    from engines.model.gguf_loader import load_gguf
+
+    return load_gguf(smollm2_path, "fp32", "cpu", id="smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2(smollm2_path):
+    """(transformers model, transformers tokenizer) from the same GGUF, CPU fp32."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a model hub
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    folder, name = str(smollm2_path.parent), smollm2_path.name
+    tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name).float()
+    model.eval()
+    return model, tok
