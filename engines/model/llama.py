@@ -10,8 +10,9 @@ n_kv_heads K/V heads: MHA, GQA or MQA) and RoPE (`rope.py`). Q, K and V are one 
 gate and up another, so a layer runs four matmuls.
 
 `forward` takes a FLAT batch: the new tokens of several sequences, their positions and an
-`AttentionMetadata` saying which sequence each token belongs to, where its K/V goes and which
-blocks each sequence reads, so prefills and decodes of many sequences run in one call.
+`AttentionMetadata` (engines/kv: where each sequence's tokens start, the slot each new K/V
+goes to, block tables, context lengths), so prefills and decodes of many sequences run in one
+call; attention reads K/V through the block tables (`engines.kv.paged_attention`).
 `forward_nocache` recomputes one whole sequence with plain causal attention: the reference.
 
 Weights come in as a state dict with Hugging Face's Llama names (`model.layers.0.self_attn.
@@ -26,9 +27,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from engines.kv.attention_metadata import AttentionMetadata, paged_attention
 from engines.kv.cache import PagedKVCache
-from engines.kv.paged_attention import paged_attention_decode, paged_attention_prefill, sdpa_gqa
-from engines.model.attention_metadata import AttentionMetadata
+from engines.kv.paged_attention import sdpa_gqa
 from engines.model.config import ModelConfig
 from engines.model.errors import ModelLoadError
 from engines.model.linear import Linear
@@ -169,40 +170,32 @@ class Llama:
     # ---- forward --------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def forward(self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
-                cache: PagedKVCache, logits_index: torch.Tensor | str | None = None
-                ) -> torch.Tensor:
-        """Run the flat batch `token_ids` [T] at `positions` [T]; write its K/V into `cache`.
+    def forward(self, token_ids: torch.Tensor, meta: AttentionMetadata, cache: PagedKVCache,
+                positions: torch.Tensor | None = None,
+                logits_index: torch.Tensor | str | None = None) -> torch.Tensor:
+        """Run the flat batch `token_ids` [T]; write its K/V into `cache` at the metadata's slots.
 
-        Returns fp32 logits [n, vocab] for `logits_index` (flat token indices), by default
-        each sequence's last token (n = n_seqs); "all" gives every token's.
+        `positions` [T] default to the metadata's. Returns fp32 logits [n, vocab] for
+        `logits_index` (flat token indices); by default each sequence's last token
+        (n = number of sequences); "all" gives every token's.
         """
         if token_ids.shape[0] != meta.n_tokens:
             raise ValueError(f"{token_ids.shape[0]} tokens but the metadata describes "
                              f"{meta.n_tokens}")
         token_ids = token_ids.to(self.device)
+        positions = meta.positions if positions is None else positions
         cos, sin = self.rope.at(positions.to(self.device))
-        slots = meta.slot_mapping
-        if meta.is_decode:
-            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
-                return paged_attention_decode(q, cache, layer, meta.block_tables,
-                                              meta.context_lens_tensor, scale=self.scale,
-                                              max_context_len=meta.max_context_len)
-        else:
-            starts = [0]
-            for n in meta.query_lens:
-                starts.append(starts[-1] + n)
+        slots, scale = meta.slot_mapping, self.scale
 
-            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
-                return paged_attention_prefill(q, cache, layer, meta.block_tables, starts,
-                                               meta.context_lens, scale=self.scale)
+        def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+            return paged_attention(q, cache, layer, meta, scale)
 
         def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
             cache.write(layer, slots, k, v)
 
         x = self._layers(self.embed[token_ids], cos, sin, attend, write)
         if logits_index is None:
-            x = x[meta.last_token_index()]
+            x = x[meta.query_start_loc[1:].to(device=self.device, dtype=torch.int64) - 1]
         elif not isinstance(logits_index, str):
             x = x[logits_index.to(self.device)]
         elif logits_index != "all":

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from engines.model.attention_metadata import AttentionMetadata
+from engines.kv.attention_metadata import AttentionMetadata
 from engines.model.llama import Llama
 from engines.model.rope import RopeTables, apply_rope
 from engines.model.runner import ModelRunner
@@ -47,8 +47,14 @@ def test_paged_prefill_logits_equal_full_recompute(tiny):
     n = len(prompt)
     cache = model.new_cache(n_blocks=16, block_size=4)
     table = [9, 2, 14, 0, 5, 7, 11, 3, 1, 6, 8, 4, 12]  # scattered physical blocks
-    meta = AttentionMetadata.build([n], [n], [table], block_size=4)
-    paged = model.forward(prompt, meta.positions(), meta, cache, logits_index="all")
+    pos = torch.arange(n)
+    slots = torch.tensor(table)[pos // 4] * 4 + pos % 4
+    meta = AttentionMetadata(
+        seq_ids=("s",), query_lens=(n,), context_lens_host=(n,), positions=pos,
+        slot_mapping=slots, query_start_loc=torch.tensor([0, n], dtype=torch.int32),
+        context_lens=torch.tensor([n], dtype=torch.int32),
+        block_tables=torch.tensor([table], dtype=torch.int32))
+    paged = model.forward(prompt, meta, cache, logits_index="all")
     ref = model.forward_nocache(prompt, all_logits=True)
     assert paged.shape == (n, 256)
     assert (paged - ref).abs().max() < TOL
@@ -68,7 +74,7 @@ def test_flat_batch_of_prefills_and_decodes_equals_each_sequence_alone(tiny):
     runner.step(["C"], max_tokens=[13])
     logits = runner.step(["A", "B", "C"])
     assert runner.last_metadata.query_lens == (1, 11, 3)
-    assert runner.last_metadata.context_lens == (10, 11, 16)
+    assert runner.last_metadata.context_lens_host == (10, 11, 16)
     for row, key in enumerate("ABC"):
         alone = model.forward_nocache(torch.tensor(texts[key]))
         assert (logits[row] - alone[0]).abs().max() < TOL, key
@@ -154,15 +160,3 @@ def test_state_dict_errors_name_the_tensor():
     with pytest.raises(ModelLoadError,
                        match=r"'model.norm.weight' has shape \(65,\), expected \(64,\)"):
         Llama.from_state_dict(cfg, sd)
-
-
-def test_metadata_checks_its_inputs():
-    with pytest.raises(ValueError, match="cannot hold 9 tokens"):
-        AttentionMetadata.build([1], [9], [[0, 1]], block_size=4)
-    with pytest.raises(ValueError, match="query_len <= context_len"):
-        AttentionMetadata.build([5], [4], [[0]], block_size=4)
-    meta = AttentionMetadata.build([2, 1], [6, 3], [[3, 1], [2]], block_size=4)
-    assert meta.slot_mapping.tolist() == [1 * 4 + 0, 1 * 4 + 1, 2 * 4 + 2]
-    assert meta.positions().tolist() == [4, 5, 2]
-    assert meta.last_token_index().tolist() == [1, 2]
-    assert not meta.is_decode and meta.n_tokens == 3
