@@ -206,6 +206,18 @@ class BlockManager:
         a fresh copy `dst`, and the caller must copy block `src`'s K/V into it
         (`PagedKVCache.copy_blocks`) before writing the new token. Otherwise None.
         """
+        seq = self._seqs.get(seq_id)
+        if seq is not None:  # fast path: room in an unshared last block
+            tokens = seq.token_ids
+            n_old = len(tokens)
+            if n_old % self.block_size:
+                last = seq.blocks[-1]
+                if last.ref_count == 1:
+                    tokens.append(token_id)
+                    last.n_tokens += 1
+                    if last.n_tokens == self.block_size and self.enable_prefix_caching:
+                        self._register(seq, n_old // self.block_size)
+                    return None
         cows = self.append_tokens(seq_id, (token_id,))
         return cows[0] if cows else None
 

@@ -79,6 +79,11 @@ def _check_heads(q: torch.Tensor, cache: PagedKVCache) -> None:
         )
 
 
+DEFAULT_CPU_GATHER_BYTES = 4 << 20
+"""On CPU, decode gathers the K (and V) of at most this many bytes at a time, so the
+gathered copy stays in cache between the gather and the attention that reads it."""
+
+
 def paged_attention_decode(
     q: torch.Tensor,
     cache: PagedKVCache,
@@ -87,12 +92,15 @@ def paged_attention_decode(
     context_lens: torch.Tensor,
     scale: float | None = None,
     max_context_len: int | None = None,
+    max_gather_bytes: int | None = None,
 ) -> torch.Tensor:
-    """One new query per sequence, all sequences in one batched call.
+    """One new query per sequence, batched.
 
     q [S, H, D]; block_tables int [S, max_blocks]; context_lens int [S] (>= 1: keys to read,
     the query's own included). `max_context_len` (a host int) saves a device sync on CUDA.
-    Returns [S, H, D].
+    Sequences are taken in groups whose gathered K stays under `max_gather_bytes` (default
+    `DEFAULT_CPU_GATHER_BYTES` on CPU, everything at once elsewhere); each group is one
+    batched attention call. Returns [S, H, D].
     """
     _check_heads(q, cache)
     n_seqs, n_heads, d_head = q.shape
@@ -102,11 +110,36 @@ def paged_attention_decode(
     if max_context_len is None:
         max_context_len = int(context_lens.max())
     n_blk = -(-max_context_len // bs)
-    k, v = cache.gather(layer, block_tables[:, :n_blk])
-    n_keys = n_blk * bs
+    tables = block_tables[:, :n_blk]
+    lens = context_lens.to(device=q.device)
+    if max_gather_bytes is None and q.device.type == "cpu":
+        max_gather_bytes = DEFAULT_CPU_GATHER_BYTES
+    group = n_seqs
+    if max_gather_bytes is not None:
+        bytes_per_seq = n_blk * bs * cache.n_kv_heads * d_head * cache.kv.element_size()
+        group = max(1, min(n_seqs, max_gather_bytes // bytes_per_seq))
+    if group == n_seqs:
+        return _decode_group(q, cache, layer, tables, lens, scale)
+    out = torch.empty_like(q)
+    for s0 in range(0, n_seqs, group):
+        s1 = s0 + group
+        out[s0:s1] = _decode_group(q[s0:s1], cache, layer, tables[s0:s1], lens[s0:s1], scale)
+    return out
+
+
+def _decode_group(
+    q: torch.Tensor,
+    cache: PagedKVCache,
+    layer: int,
+    tables: torch.Tensor,
+    lens: torch.Tensor,
+    scale: float | None,
+) -> torch.Tensor:
+    n_seqs, _, d_head = q.shape
+    n_keys = tables.shape[1] * cache.block_size
+    k, v = cache.gather(layer, tables)
     k = k.view(n_seqs, n_keys, cache.n_kv_heads, d_head).transpose(1, 2)
     v = v.view(n_seqs, n_keys, cache.n_kv_heads, d_head).transpose(1, 2)
-    lens = context_lens.to(device=q.device)
     mask = torch.arange(n_keys, device=q.device) < lens[:, None]  # [S, n_keys]
     out = sdpa_gqa(q.unsqueeze(2), k, v, attn_mask=mask[:, None, None, :], scale=scale)
     return out.squeeze(2)

@@ -69,10 +69,14 @@ def test_decode_matches_contiguous_sdpa(n_heads, n_kv_heads, block_size, lens):
     q = torch.randn(len(lens), n_heads, d_head, generator=gen)
     ctx = torch.tensor(lens, dtype=torch.int32)
     out = paged_attention_decode(q, cache, 1, bt, ctx, scale=0.3)
+    # the same, gathering two sequences' blocks at a time
+    per_seq = bt.shape[1] * block_size * n_kv_heads * d_head * 4
+    grouped = paged_attention_decode(q, cache, 1, bt, ctx, scale=0.3, max_gather_bytes=2 * per_seq)
     assert out.shape == q.shape
     for i, n in enumerate(lens):
         ref = reference(q[i : i + 1], ks[i], vs[i], torch.tensor([n - 1]), scale=0.3)
         assert (out[i] - ref[0]).abs().max().item() < TOL
+        assert (grouped[i] - ref[0]).abs().max().item() < TOL
 
 
 @pytest.mark.parametrize("n_heads, n_kv_heads", [(8, 2), (3, 3)])
