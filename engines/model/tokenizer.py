@@ -1,0 +1,201 @@
+"""Byte-level BPE tokenizers (GPT-2 style) built with the `tokenizers` package, plus chat templates.
+
+Three sources: a GGUF file's vocabulary and merges (`tokenizer.ggml.*` metadata), a Hugging
+Face `tokenizer.json`, or plain bytes (256 tokens, no merges: the tiny test model's).
+
+Chat templates are implemented here, never evaluated: a template file is Jinja, and running
+it would mean executing text from a model file. We recognise ChatML (the `<|im_start|>` /
+`<|im_end|>` format SmolLM2 and Qwen use) by its markers and read the default system prompt
+out of the template as a plain string literal; anything else has no template (use raw mode).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer as _Backend
+
+from engines.model.errors import ModelLoadError
+
+# llama.cpp's Llama 3 pre-tokenizer regex ("llama-bpe"), split before the byte mapping.
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 byte values to printable characters.
+
+    Printable Latin-1 bytes map to themselves; the other 68 take code points 256, 257, ...
+    in byte order, so every byte string becomes a string BPE can work on.
+    """
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A chat format we implement ourselves. `kind` is "chatml"; `default_system` is the
+    system message the model's template inserts when the conversation has none."""
+
+    kind: str
+    default_system: str | None = None
+
+    def render(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
+        """ChatML: `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message, then
+        `<|im_start|>assistant\\n` to ask for the reply."""
+        msgs = list(messages)
+        if self.default_system is not None and (not msgs or msgs[0].get("role") != "system"):
+            msgs.insert(0, {"role": "system", "content": self.default_system})
+        out = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs)
+        return out + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+
+def chat_template_from_jinja(text: str | None) -> ChatTemplate | None:
+    """Recognise a template's format from its text (never run it); None if unknown."""
+    if not text or "<|im_start|>" not in text or "<|im_end|>" not in text:
+        return None
+    m = re.search(r"'<\|im_start\|>system\n(.*?)<\|im_end\|>", text, flags=re.DOTALL)
+    return ChatTemplate("chatml", m.group(1) if m else None)
+
+
+class Tokenizer:
+    """Text <-> token ids for one model. Special tokens written in the text (e.g.
+    `<|im_start|>`) encode to their ids; `decode` drops them unless asked not to."""
+
+    def __init__(self, backend: _Backend, eos_token_ids: Sequence[int] = (),
+                 bos_token_id: int | None = None, add_bos: bool = False,
+                 chat_template: ChatTemplate | None = None, name: str = "") -> None:
+        self.backend = backend
+        self.eos_token_ids = tuple(eos_token_ids)
+        self.bos_token_id = bos_token_id
+        self.add_bos = add_bos and bos_token_id is not None
+        self.chat_template = chat_template
+        self.name = name
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.backend.encode(text, add_special_tokens=False).ids
+        return [self.bos_token_id, *ids] if self.add_bos else ids
+
+    def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=skip_special)
+
+    def token_text(self, token_id: int) -> str:
+        """One token as text (special tokens kept), e.g. for a token stream view."""
+        return self.decode([token_id], skip_special=False)
+
+    def apply_chat(self, messages: str | Sequence[dict], add_generation_prompt: bool = True
+                   ) -> str:
+        """The chat template applied to `messages` (a string is one user message)."""
+        if self.chat_template is None:
+            raise ValueError(f"model {self.name or '?'} has no chat template we implement; "
+                             "use raw mode")
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        return self.chat_template.render(messages, add_generation_prompt)
+
+    def encode_prompt(self, text: str, chat: bool = True) -> list[int]:
+        """Ids of a user prompt: through the chat template when `chat` and the model has one."""
+        if chat and self.chat_template is not None:
+            text = self.apply_chat(text)
+        return self.encode(text)
+
+    # ---- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def byte_level(cls, name: str = "bytes") -> Tokenizer:
+        """256 tokens, token id = byte value, no merges and no special tokens."""
+        table = byte_to_unicode()
+        vocab = {table[b]: b for b in range(256)}
+        backend = _Backend(models.BPE(vocab=vocab, merges=[]))
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        backend.decoder = decoders.ByteLevel()
+        return cls(backend, name=name)
+
+    @classmethod
+    def from_bpe(cls, tokens: Sequence[str], merges: Sequence[str], pre: str,
+                 special_ids: Sequence[int] = (), eos_token_ids: Sequence[int] = (),
+                 bos_token_id: int | None = None, add_bos: bool = False,
+                 chat_template: ChatTemplate | None = None, name: str = "",
+                 origin: str = "") -> Tokenizer:
+        """A GPT-2-style byte-level BPE from a vocabulary (id order) and "a b" merge strings.
+
+        `pre` names the pre-tokenizer as llama.cpp does: "gpt2"/"default" (GPT-2's regex),
+        "smollm" (every digit alone, then GPT-2's regex), "llama-bpe" (Llama 3's regex).
+        """
+        where = f"{origin}: " if origin else ""
+        vocab = {tok: i for i, tok in enumerate(tokens)}
+        pairs = []
+        for m in merges:
+            parts = m.split(" ")
+            if len(parts) != 2:
+                raise ModelLoadError(f"{where}bad BPE merge {m!r} (expected two tokens)")
+            pairs.append((parts[0], parts[1]))
+        backend = _Backend(models.BPE(vocab=vocab, merges=pairs,
+                                      ignore_merges=(pre == "llama-bpe")))
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        if pre in ("gpt2", "default"):
+            backend.pre_tokenizer = byte_level
+        elif pre == "smollm":
+            backend.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.Digits(individual_digits=True), byte_level])
+        elif pre == "llama-bpe":
+            backend.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        else:
+            raise ModelLoadError(f"{where}unsupported BPE pre-tokenizer {pre!r} "
+                                 "(supported: gpt2, default, smollm, llama-bpe)")
+        backend.decoder = decoders.ByteLevel()
+        backend.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
+                                    for i in special_ids])
+        return cls(backend, eos_token_ids, bos_token_id, add_bos, chat_template, name)
+
+    @classmethod
+    def from_hf_folder(cls, folder: str | Path, eos_token_ids: Sequence[int] = ()) -> Tokenizer:
+        """`tokenizer.json` (+ `tokenizer_config.json` for BOS/EOS and the chat template)."""
+        folder = Path(folder)
+        path = folder / "tokenizer.json"
+        try:
+            backend = _Backend.from_file(str(path))
+        except Exception as e:  # the tokenizers package raises its own Exception type
+            raise ModelLoadError(f"{path}: not a usable tokenizer.json: {e}") from None
+        config: dict = {}
+        config_path = folder / "tokenizer_config.json"
+        if config_path.exists():
+            try:
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                raise ModelLoadError(f"{config_path}: not valid JSON: {e}") from None
+
+        def token_id(key: str) -> int | None:
+            tok = config.get(key)
+            if isinstance(tok, dict):
+                tok = tok.get("content")
+            return backend.token_to_id(tok) if isinstance(tok, str) else None
+
+        eos = list(eos_token_ids)
+        eos_id = token_id("eos_token")
+        if eos_id is not None and eos_id not in eos:
+            eos.append(eos_id)
+        bos_id = token_id("bos_token")
+        template = config.get("chat_template")
+        template = template if isinstance(template, str) else None
+        return cls(backend, eos, bos_id, bool(config.get("add_bos_token", False)),
+                   chat_template_from_jinja(template), folder.name)
