@@ -6,6 +6,7 @@
     PagedKVCache        K/V tensors by block; write at a slot mapping; copy blocks
     paged_attention_*   decode / prefill attention through block tables
     KVStats             one allocator's memory picture per step
+    KVPoolState         every block of the paged pool as numpy arrays (the block grid)
 """
 
 from engines.kv.attention_metadata import (
@@ -19,6 +20,7 @@ from engines.kv.cache import PagedKVCache, kv_bytes_per_block, kv_bytes_per_slot
 from engines.kv.contiguous import ContiguousAllocator
 from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
 from engines.kv.paged_attention import paged_attention_decode, paged_attention_prefill
+from engines.kv.pool_state import KVPoolState
 from engines.kv.stats import KVStats
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "ContiguousAllocator",
     "KVCapacityError",
     "KVOutOfMemoryError",
+    "KVPoolState",
     "KVStats",
     "PagedKVCache",
     "blocks_for_budget",

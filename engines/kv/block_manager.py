@@ -21,11 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import torch
 
 from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
 from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
 from engines.kv.free_queue import Block
+from engines.kv.pool_state import CACHED_FREE, SHARED, USED, KVPoolState
 from engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
 from engines.kv.stats import KVStats
 
@@ -401,6 +403,39 @@ class BlockManager:
             prefix_query_tokens=self.prefix_query_tokens,
             evictions=pool.n_evictions,
             bytes_per_slot=self.bytes_per_slot,
+        )
+
+    def pool_state(self) -> KVPoolState:
+        """Every block's state, owner, ref count and fill, for the block grid (O(n_blocks))."""
+        blocks = self.pool.blocks
+        n = self.n_blocks
+        ref = np.array([b.ref_count for b in blocks], dtype=np.int32)
+        fill = np.array([b.n_tokens for b in blocks], dtype=np.int32)
+        free_blocks = list(self.pool.free_queue)
+        state = np.zeros(n, dtype=np.uint8)
+        state[ref == 1] = USED
+        state[ref > 1] = SHARED
+        state[[b.block_id for b in free_blocks if b.block_hash is not None]] = CACHED_FREE
+        seq_ids = tuple(self._seqs)
+        tables = tuple(tuple([b.block_id for b in s.blocks]) for s in self._seqs.values())
+        # owner = the first sequence (lowest index) whose table holds the block
+        owner = np.full(n, len(tables), dtype=np.int32)
+        if tables:
+            flat = np.fromiter(
+                (b for t in tables for b in t), dtype=np.int64, count=sum(map(len, tables))
+            )
+            index = np.repeat(np.arange(len(tables), dtype=np.int32), [len(t) for t in tables])
+            np.minimum.at(owner, flat, index)
+        owner[owner == len(tables)] = -1
+        return KVPoolState(
+            block_size=self.block_size,
+            seq_ids=seq_ids,
+            state=state,
+            owner=owner,
+            ref_count=ref,
+            n_tokens=fill,
+            block_tables=tables,
+            free_queue=np.array([b.block_id for b in free_blocks], dtype=np.int32),
         )
 
     def _seq(self, seq_id: object) -> _Seq:

@@ -202,3 +202,23 @@ def test_stats_count_sharing_and_waste():
     s = mgr.stats()
     assert (s.blocks_used, s.blocks_free, s.blocks_cached_free) == (0, 6, 2)
     assert s.to_dict()["waste_frac"] == 0.0
+
+
+def test_pool_state_names_every_block():
+    from engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED
+
+    mgr = BlockManager(8, block_size=4)
+    mgr.allocate("x", toks(8, 3000) + [1])  # [0, 1, 2]; 0 and 1 cached
+    mgr.allocate("a", toks(6))  # [3, 4]
+    mgr.fork("a", "b")
+    mgr.append_token("b", 9)  # CoW: b -> [3, 5]
+    mgr.free("x")  # queue [6, 7, 2, 1, 0]
+    st = mgr.pool_state()
+    assert st.seq_ids == ("a", "b")
+    assert st.block_tables == ((3, 4), (3, 5))
+    assert st.state.tolist() == [CACHED_FREE, CACHED_FREE, FREE, SHARED, USED, USED, FREE, FREE]
+    assert st.owner.tolist() == [-1, -1, -1, 0, 0, 1, -1, -1]
+    assert st.ref_count.tolist() == [0, 0, 0, 2, 1, 1, 0, 0]
+    assert st.n_tokens.tolist()[3:6] == [4, 2, 3]
+    assert st.free_queue.tolist() == [6, 7, 2, 1, 0]
+    assert st.owners_of(3) == ["a", "b"]
