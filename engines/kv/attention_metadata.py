@@ -109,7 +109,9 @@ def paged_attention(
         )
     decode = [i for i, n in enumerate(meta.query_lens) if n == 1]
     prefill = [i for i, n in enumerate(meta.query_lens) if n != 1]
-    starts = meta.query_start_loc.tolist()
+    starts = [0]
+    for n_q in meta.query_lens:
+        starts.append(starts[-1] + n_q)
     out = torch.empty_like(q)
     if decode:
         rows = torch.tensor([starts[i] for i in decode], device=q.device)

@@ -69,6 +69,11 @@ def sdpa_gqa(
     )
 
 
+def _host_ints(values: torch.Tensor | list[int]) -> list[int]:
+    """Python ints (one device sync for a tensor, not one per element)."""
+    return values.tolist() if isinstance(values, torch.Tensor) else [int(x) for x in values]
+
+
 def _check_heads(q: torch.Tensor, cache: PagedKVCache) -> None:
     n_heads, d_head = q.shape[-2], q.shape[-1]
     if d_head != cache.d_head:
@@ -165,8 +170,8 @@ def paged_attention_prefill(
     """
     _check_heads(q, cache)
     n_tokens, n_heads, d_head = q.shape
-    starts = [int(x) for x in query_start_loc]
-    lens = [int(x) for x in context_lens]
+    starts = _host_ints(query_start_loc)
+    lens = _host_ints(context_lens)
     if len(starts) != len(lens) + 1 or starts[-1] != n_tokens:
         raise ValueError(
             f"query_start_loc {starts} does not split {n_tokens} query tokens over "
