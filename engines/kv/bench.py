@@ -228,10 +228,12 @@ def attention_timing(
 
 def run_kv_bench(quick: bool = False) -> dict:
     """All KV figures as one flat dict (`quick` shrinks the workloads for smoke tests)."""
-    n_req = 40 if quick else 200
-    waste = simulate_waste(
-        ragged_requests(n_req, 16, 1024, seed=0), n_slots=64 * 2048, max_seq_len=2048
-    )
+    if quick:
+        waste = simulate_waste(ragged_requests(40, 16, 256, seed=0), 16 * 512, max_seq_len=512)
+    else:
+        waste = simulate_waste(
+            ragged_requests(200, 16, 1024, seed=0), n_slots=64 * 2048, max_seq_len=2048
+        )
     out = {
         "paged_waste_frac": waste["paged"]["waste_frac"],
         "contiguous_waste_frac": waste["contiguous"]["waste_frac"],
@@ -243,7 +245,10 @@ def run_kv_bench(quick: bool = False) -> dict:
         "paged_steps": waste["paged"]["steps"],
         "contiguous_steps": waste["contiguous"]["steps"],
     }
-    out.update(attention_timing(reps=2 if quick else 15))
+    if quick:
+        out.update(attention_timing(n_seqs=4, context_len=256, n_layers=2, reps=2))
+    else:
+        out.update(attention_timing())
     out.update(allocator_throughput(150 if quick else 1500))
     out["prefix_hit_rate"] = shared_prompt_hit_rate(20 if quick else 200)
     out["block_size"] = BLOCK_SIZE

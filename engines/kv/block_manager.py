@@ -139,18 +139,22 @@ class BlockManager:
             )
         return need
 
-    def can_allocate(self, n_tokens: int, prompt: Sequence[int] | None = None) -> bool:
-        """Whether a prompt of `n_tokens` fits in the free blocks now.
+    def can_allocate(
+        self, tokens: int | Sequence[int], n_new_tokens: int | None = None
+    ) -> bool:
+        """Whether a prompt fits in the free blocks now.
 
-        Without `prompt` it assumes no prefix hit (conservative); with the prompt's token ids
-        it counts exactly what `allocate` would take. Raises `KVCapacityError` when the
-        request can never fit, so a scheduler refuses it instead of waiting forever.
+        `tokens` is a token count (assumes no prefix hit: conservative) or the prompt's token
+        ids (counts exactly what `allocate(seq, tokens, n_new_tokens)` would take). Raises
+        `KVCapacityError` when the prompt can never fit, so a scheduler refuses it instead of
+        waiting forever.
         """
-        need = self._check_capacity(n_tokens)
-        if prompt is None:
-            return need <= self.pool.n_free
-        hits, _, _ = self._find_cached_prefix(prompt)
-        return self._fits(need, hits)
+        if isinstance(tokens, int):
+            self._check_capacity(tokens)
+            n = tokens if n_new_tokens is None else min(tokens, n_new_tokens)
+            return self.blocks_needed(n) <= self.pool.n_free
+        hits, _, _, n_reserve = self._plan(tokens, n_new_tokens)
+        return self._fits(self.blocks_needed(n_reserve), hits)
 
     def can_append(self, seq_id: object, n_tokens: int = 1) -> bool:
         """Whether `append_tokens(seq_id, n_tokens ids)` would find its blocks free now."""
@@ -163,25 +167,26 @@ class BlockManager:
 
     # ---- allocation ----------------------------------------------------------------------------
 
-    def allocate(self, seq_id: object, token_ids: Sequence[int]) -> int:
+    def allocate(
+        self, seq_id: object, token_ids: Sequence[int], n_new_tokens: int | None = None
+    ) -> int:
         """Reserve slots for a prompt; return how many leading tokens the prefix cache supplied.
 
         Prefix hits are whole blocks, and only blocks within the first len-1 tokens are
         looked up: the last prompt token is always recomputed (its logits start decoding).
+        `n_new_tokens` reserves the cached prefix plus at most that many more tokens, for
+        chunked prefill: the rest of the prompt follows with `append_tokens`.
         """
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id!r} already has KV blocks")
-        n = len(token_ids)
-        if n == 0:
-            raise ValueError("cannot allocate KV for an empty prompt")
-        need = self._check_capacity(n)
-        tokens = list(token_ids)
-        hits, chain_hash, chain_id = self._find_cached_prefix(tokens)
+        hits, chain_hash, chain_id, n = self._plan(token_ids, n_new_tokens)
+        need = self.blocks_needed(n)
         if not self._fits(need, hits):
             raise KVOutOfMemoryError(
                 f"sequence {seq_id!r} needs {need - len(hits)} free KV blocks, "
                 f"{self.pool.n_free} are free"
             )
+        tokens = list(token_ids[:n])
         pool = self.pool
         for block in hits:  # revive hits before allocating, so none of them is evicted
             pool.touch(block)
@@ -196,7 +201,7 @@ class BlockManager:
         if self.enable_prefix_caching:
             for i in range(len(hits), n // bs):
                 self._register(seq, i)
-            self.prefix_query_tokens += n
+            self.prefix_query_tokens += len(token_ids)
             self.prefix_hit_tokens += n_cached
         self._seqs[seq_id] = seq
         return n_cached
@@ -297,6 +302,22 @@ class BlockManager:
             release(block)
 
     # ---- prefix cache ----------------------------------------------------------------------------
+
+    def _plan(
+        self, token_ids: Sequence[int], n_new_tokens: int | None
+    ) -> tuple[list[Block], int, int, int]:
+        """Prefix hits, the chain after them, and how many tokens `allocate` reserves."""
+        n = len(token_ids)
+        if n == 0:
+            raise ValueError("cannot allocate KV for an empty prompt")
+        if n_new_tokens is not None and n_new_tokens < 1:
+            raise ValueError(f"n_new_tokens must be positive, got {n_new_tokens}")
+        self._check_capacity(n)
+        hits, chain_hash, chain_id = self._find_cached_prefix(token_ids)
+        n_reserve = n
+        if n_new_tokens is not None:
+            n_reserve = min(n, len(hits) * self.block_size + n_new_tokens)
+        return hits, chain_hash, chain_id, n_reserve
 
     def _find_cached_prefix(self, tokens: Sequence[int]) -> tuple[list[Block], int, int]:
         """Cached blocks for the longest prefix of whole blocks within tokens[:-1]."""

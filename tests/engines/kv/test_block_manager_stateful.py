@@ -27,6 +27,7 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         super().__init__()
         self.mgr = BlockManager(N_BLOCKS, block_size=BLOCK_SIZE)
         self.slots: dict[int, tuple] = {}  # shadow cache: slot -> prefix its K/V encodes
+        self.pending: dict[int, list[int]] = {}  # prompt tokens a chunked prefill has left
         self.next_id = 0
 
     def _write(self, seq, start: int) -> None:
@@ -41,28 +42,40 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
                 if src * BLOCK_SIZE + off in self.slots:
                     self.slots[dst * BLOCK_SIZE + off] = self.slots[src * BLOCK_SIZE + off]
 
-    @rule(prefix=st.sampled_from(PREFIXES), tail=st.lists(st.integers(0, 3), max_size=7))
-    def allocate(self, prefix, tail):
+    @rule(
+        prefix=st.sampled_from(PREFIXES),
+        tail=st.lists(st.integers(0, 3), max_size=7),
+        chunk=st.one_of(st.none(), st.integers(1, 4)),
+    )
+    def allocate(self, prefix, tail, chunk):
         prompt = prefix + tail
         if not prompt:
             return
         seq = self.next_id
         self.next_id += 1
-        fits = self.mgr.can_allocate(len(prompt), prompt=prompt)
+        fits = self.mgr.can_allocate(prompt, n_new_tokens=chunk)
         try:
-            n_cached = self.mgr.allocate(seq, prompt)
+            n_cached = self.mgr.allocate(seq, prompt, n_new_tokens=chunk)
         except KVOutOfMemoryError:
             assert not fits
             return
         assert fits
         assert n_cached % BLOCK_SIZE == 0 and n_cached < len(prompt)
+        n = self.mgr.num_tokens(seq)
+        assert n == (len(prompt) if chunk is None else min(len(prompt), n_cached + chunk))
+        if n < len(prompt):
+            self.pending[seq] = prompt[n:]
         self._write(seq, n_cached)
 
     @precondition(lambda self: self.mgr.seq_ids)
     @rule(data=st.data(), n=st.integers(1, 4))
     def append(self, data, n):
         seq = data.draw(st.sampled_from(self.mgr.seq_ids))
-        new = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+        if self.pending.get(seq):  # the next chunk of its prompt
+            new, self.pending[seq] = self.pending[seq][:n], self.pending[seq][n:]
+            n = len(new)
+        else:
+            new = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
         if self.mgr.blocks_needed(self.mgr.num_tokens(seq) + n) > N_BLOCKS:
             return
         fits = self.mgr.can_append(seq, n)
@@ -73,6 +86,8 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
             assert not fits
             return
         assert fits and len(cows) <= 1
+        if self.pending.get(seq) == []:
+            del self.pending[seq]
         self._copy(cows)
         self._write(seq, start)
 
@@ -83,11 +98,15 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         child = self.next_id
         self.next_id += 1
         self.mgr.fork(parent, child)
+        if parent in self.pending:
+            self.pending[child] = list(self.pending[parent])
 
     @precondition(lambda self: self.mgr.seq_ids)
     @rule(data=st.data())
     def free(self, data):
-        self.mgr.free(data.draw(st.sampled_from(self.mgr.seq_ids)))
+        seq = data.draw(st.sampled_from(self.mgr.seq_ids))
+        self.mgr.free(seq)
+        self.pending.pop(seq, None)
 
     @invariant()
     def ref_counts_match_the_tables(self):

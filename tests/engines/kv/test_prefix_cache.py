@@ -91,13 +91,13 @@ def test_eviction_is_lazy_and_least_recently_freed_first():
     assert mgr.pool.n_evictions == 2
     assert mgr.free_block_ids() == [3]
     # B again: its first block (3) is still cached but the rest does not fit
-    assert not mgr.can_allocate(5, prompt=[5, 6, 7, 8, 9])
+    assert not mgr.can_allocate([5, 6, 7, 8, 9])
     with pytest.raises(KVOutOfMemoryError):
         mgr.allocate("B2", [5, 6, 7, 8, 9])
     assert mgr.free_block_ids() == [3] and mgr.pool.blocks[3].token_ids == (5, 6)
     # a two-token prompt that hits block 3 fits even with no other free block
-    assert mgr.can_allocate(3, prompt=[5, 6, 0]) is False  # hit 3, but needs 1 more
-    assert mgr.can_allocate(2, prompt=[5, 6]) is True  # no hit (last token), takes block 3
+    assert mgr.can_allocate([5, 6, 0]) is False  # hit 3, but needs 1 more
+    assert mgr.can_allocate([5, 6]) is True  # no hit (last token), takes block 3
 
 
 def test_disabled_prefix_caching_never_hits():
@@ -142,3 +142,23 @@ def test_reset_prefix_cache_drops_only_free_entries():
     assert mgr.pool.reset_prefix_cache() == 2
     assert mgr.cached_block_ids() == [3, 4]
     assert mgr.allocate("b", SYSTEM + [1]) == 0
+
+
+def test_chunked_prefill_reserves_the_cached_prefix_plus_one_chunk():
+    mgr = BlockManager(16, block_size=4)
+    mgr.allocate("a", SYSTEM + [1])
+    prompt = SYSTEM + list(range(40, 52))  # 20 tokens; 8 cached
+    assert mgr.can_allocate(prompt, n_new_tokens=5)
+    assert mgr.allocate("b", prompt, n_new_tokens=5) == 8
+    assert mgr.num_tokens("b") == 13
+    assert mgr.block_table("b") == [0, 1, 3, 4]
+    assert mgr.prefix_query_tokens == 9 + 20 and mgr.prefix_hit_tokens == 8
+    assert mgr.append_tokens("b", prompt[13:18]) == []
+    assert mgr.append_tokens("b", prompt[18:]) == []
+    assert mgr.block_table("b") == [0, 1, 3, 4, 5]
+    assert mgr.token_ids("b") == prompt
+    # its blocks were registered as they filled: the whole prompt is now a prefix
+    assert mgr.allocate("c", prompt + [7]) == 20
+    assert mgr.block_table("c") == [0, 1, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="n_new_tokens"):
+        mgr.allocate("d", prompt, n_new_tokens=0)
