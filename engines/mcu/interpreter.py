@@ -22,6 +22,11 @@ to int32, the accumulator. Then one int64 copy of the accumulator and its remain
 requantisation. Pooling: the padded input rows (int32 for average) and an accumulator.
 SOFTMAX, ADD, QUANTIZE, DEQUANTIZE: int64/float64 temporaries of the band. RESHAPE: none.
 
+A plan may also fix the execution order (`Plan.op_order`, operator reordering) or run the
+first layers a spatial patch at a time (`Plan.patch`, engines.mcu.patching): the operators
+then run in that order, each patch's tiles at their planned offsets in the same arena.
+`last_op_times_s` stays one figure per operator (stored order), summed over its patches.
+
 `op_macs(model, i)` counts an operator's multiply-accumulates for per-op tables and cycle
 estimates.
 """
@@ -29,7 +34,7 @@ estimates.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -73,7 +78,8 @@ def check_supported(model: Model) -> None:
 
 
 class ArenaInterpreter:
-    """Runs `model` with every activation at its offset in `plan`'s one arena."""
+    """Runs `model` with every activation at its offset in `plan`'s one arena, in the plan's
+    execution order (stored order unless the plan says otherwise)."""
 
     def __init__(self, model: Model, plan: Plan):
         check_supported(model)
@@ -83,7 +89,9 @@ class ArenaInterpreter:
         # Exporting the arena's buffer below makes any resize of it a BufferError.
         self._arena_bytes_view = np.frombuffer(self.arena, dtype=np.uint8)
         self.arrays: list[np.ndarray | None] = self._bind_arrays()
-        self._runs = [KERNELS[op.op](OpContext(model, op, self.arrays)) for op in model.operators]
+        # (operator index, run) in execution order: the plan's op_order, or for a
+        # patch-based plan each stage operator once per patch, then the rest.
+        self._schedule: list[tuple[int, Callable[[], None]]] = self._bind_schedule()
         self.last_op_times_s: tuple[float, ...] = ()
         self.invocations = 0
 
@@ -96,8 +104,9 @@ class ArenaInterpreter:
             if buf.tensor is not None:
                 offsets[buf.tensor] = (off, buf.size)
         arrays: list[np.ndarray | None] = [None] * len(model.tensors)
+        tiled = set(plan.patch.tiled_tensors) if plan.patch is not None else set()
         for t in model.tensors:
-            if t.dtype not in _ARRAY_DTYPES:
+            if t.dtype not in _ARRAY_DTYPES or t.index in tiled:
                 continue
             if t.is_constant:
                 arrays[t.index] = model.constant_array(t.index)
@@ -120,7 +129,7 @@ class ArenaInterpreter:
                 )
         for op in model.operators:
             for i in (*op.inputs, *op.outputs):
-                if i >= 0 and arrays[i] is None:
+                if i >= 0 and arrays[i] is None and i not in tiled:
                     t = model.tensors[i]
                     why = "a variable" if t.is_variable else f"of type {t.dtype}"
                     raise UnsupportedOpError(
@@ -128,6 +137,18 @@ class ArenaInterpreter:
                         "which the arena interpreter does not hold"
                     )
         return arrays
+
+    def _bind_schedule(self) -> list[tuple[int, Callable[[], None]]]:
+        model, plan = self.model, self.plan
+        if plan.patch is not None:
+            from engines.mcu.patching import bind_patch_schedule
+
+            return bind_patch_schedule(model, plan, self.arena, self.arrays)
+        order = plan.op_order if plan.op_order is not None else range(len(model.operators))
+        if sorted(order) != list(range(len(model.operators))):
+            raise ValueError(f"plan ({plan.planner}) op_order is not a permutation of the operators")
+        ops = model.operators
+        return [(i, KERNELS[ops[i].op](OpContext(model, ops[i], self.arrays))) for i in order]
 
     # ---- running -----------------------------------------------------------------------
 
@@ -152,7 +173,7 @@ class ArenaInterpreter:
         return a.copy()
 
     def invoke(self, inputs: np.ndarray | Sequence[np.ndarray]):
-        """Copy the input(s) into the arena, run every operator in stored order, return a
+        """Copy the input(s) into the arena, run every operator in the plan's order, return a
         copy of the output (a tuple of copies for a model with several outputs)."""
         if len(self.model.inputs) == 1 and isinstance(inputs, np.ndarray):
             inputs = (inputs,)
@@ -161,12 +182,12 @@ class ArenaInterpreter:
             raise ValueError(f"model takes {len(self.model.inputs)} inputs, got {len(inputs)}")
         for k, value in enumerate(inputs):
             self._set_input(k, value)
-        times = []
+        times = [0.0] * len(self.model.operators)
         clock = time.perf_counter
-        for run in self._runs:
+        for i, run in self._schedule:
             t0 = clock()
             run()
-            times.append(clock() - t0)
+            times[i] += clock() - t0
         self.last_op_times_s = tuple(times)
         self.invocations += 1
         outs = tuple(self.arrays[i].copy() for i in self.model.outputs)

@@ -159,3 +159,78 @@ def scratch_buffers(model: Model) -> list[Buffer]:
 def model_buffers(model: Model) -> list[Buffer]:
     """Everything TFLM plans in the arena head, in the order it adds them to its planner."""
     return tensor_buffers(model) + scratch_buffers(model)
+
+
+# ---- other schedules (operator reordering, patch-based stages) -----------------------------
+
+
+def order_spans(order) -> list[tuple[int, int]]:
+    """Per operator, the (start, stop) steps it runs at when executed in `order`
+    (operator indices): the j-th operator run takes step j + 1."""
+    spans = [(UNINITIALISED_STEP, UNINITIALISED_STEP)] * len(order)
+    for j, i in enumerate(order):
+        spans[i] = (j + 1, j + 1)
+    return spans
+
+
+def scheduled_lifetimes(
+    model: Model, spans: list[tuple[int, int]], end_step: int
+) -> list[tuple[int, int]]:
+    """(first, last) step of every tensor when operator i runs from step spans[i][0] to
+    spans[i][1], with TFLM's rules otherwise: graph inputs and outputs exist from step 0,
+    an operator creates its outputs at its first step and last-uses its inputs and outputs
+    at its last step, graph outputs live to `end_step`.
+
+    The stored order is `spans = order_spans(range(N))`, `end_step = N`, and gives
+    `tensor_lifetimes(model)`. An operator spanning several steps is one that runs a patch
+    at a time (engines.mcu.patching): its input must stay until its last patch has read it,
+    its output exists from its first patch on.
+    """
+    first = [UNINITIALISED_STEP] * len(model.tensors)
+    last = [UNINITIALISED_STEP] * len(model.tensors)
+    for t in (*model.inputs, *model.outputs):
+        first[t] = last[t] = 0
+    for i in sorted(range(len(model.operators)), key=lambda i: spans[i]):
+        op, (start, stop) = model.operators[i], spans[i]
+        for t in op.outputs:
+            first[t] = last[t] = start
+        for t in op.inputs:
+            if t >= 0:
+                last[t] = max(last[t], stop)
+        for t in op.outputs:
+            last[t] = max(last[t], stop)
+    for t in model.outputs:
+        last[t] = end_step
+    return list(zip(first, last, strict=True))
+
+
+def scheduled_buffers(
+    model: Model,
+    spans: list[tuple[int, int]],
+    end_step: int,
+    skip_tensors=(),
+) -> list[Buffer]:
+    """The arena buffers of a schedule (see `scheduled_lifetimes`): planned tensors by tensor
+    index (but `skip_tensors`, which the schedule never holds whole), then kernel scratch
+    buffers in execution order, each living over its operator's steps."""
+    lifetimes = scheduled_lifetimes(model, spans, end_step)
+    skip = set(skip_tensors)
+    out = []
+    for t in model.tensors:
+        if t.index not in skip and is_planned(model, t.index):
+            first, last = lifetimes[t.index]
+            out.append(Buffer(align_up(t.nbytes), first, last, t.index, t.name or f"t{t.index}"))
+    for i in sorted(range(len(model.operators)), key=lambda i: spans[i]):
+        op = model.operators[i]
+        try:
+            requests = scratch_requests(model, op)
+        except (IndexError, KeyError, ValueError, TypeError) as exc:
+            raise ModelError(
+                f"operator {i} ({op.op}): cannot size its kernel scratch buffers "
+                f"from its tensors and options ({exc!r})"
+            ) from exc
+        start, stop = spans[i]
+        for k, nbytes in enumerate(requests):
+            if nbytes > 0:
+                out.append(Buffer(align_up(nbytes), start, stop, None, f"{op.op}#{i} scratch {k}"))
+    return out

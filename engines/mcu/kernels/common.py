@@ -2,7 +2,10 @@
 
 A kernel module exposes `prepare(ctx) -> run`: `prepare` reads the operator's options and
 its tensors' quantization once (as TFLM's Prepare does) and returns a no-argument `run`
-that reads its input arrays and writes its output array in place. The arrays are whatever
+that reads its input arrays and writes its output array in place. Sliding-window kernels
+also expose `prepare_region(ctx) -> run_region` (see `RegionRun` and `Window`): the same
+arithmetic for one rectangle of output rows and columns, given the input rows and columns
+it reads; their `run` is that over the whole tensor. The arrays are whatever
 the interpreter hands over in `OpContext.arrays`: numpy views into the one arena for
 activations, read-only views into the model file for constants.
 """
@@ -18,6 +21,13 @@ from engines.mcu.graph import Model, Operator, Tensor
 from engines.mcu.kernels.fixed_point import multiply_by_quantized_multiplier
 
 Run = Callable[[], None]
+
+# run_region(x, x_origin, out, out_origin): compute the output region `out` (a view of
+# N x rows x cols x C) whose first row and column sit at `out_origin` in the op's whole
+# output, reading the input region `x` whose first row and column sit at `x_origin` in
+# the whole input. Sliding-window ops expose one (`REGION_KERNELS`) so that they can run
+# a patch at a time (engines.mcu.patching); the whole op is the one-region case.
+RegionRun = Callable[[np.ndarray, tuple[int, int], np.ndarray, tuple[int, int]], None]
 
 
 class UnsupportedOpError(ValueError):
@@ -67,6 +77,16 @@ class OpContext:
                 f"tensor {tensor.index} {tensor.name!r} is {tensor.dtype}; this kernel takes "
                 f"{'/'.join(dtypes)} (the arena interpreter runs integer-quantized models)"
             )
+
+
+def whole_tensor_run(ctx: OpContext, run_region: RegionRun) -> Run:
+    """The op over its whole input and output arrays: one region from (0, 0)."""
+    x, out = ctx.array_in(0), ctx.array_out(0)
+
+    def run() -> None:
+        run_region(x, (0, 0), out, (0, 0))
+
+    return run
 
 
 def scale_of(t: Tensor) -> float:
@@ -130,6 +150,73 @@ def window(
     """The (N, oh, ow, C) strided view of tap (ky, kx) of a padded input: a view, no copy."""
     y0, x0 = ky * dh, kx * dw
     return xp[:, y0 : y0 + (oh - 1) * sh + 1 : sh, x0 : x0 + (ow - 1) * sw + 1 : sw, :]
+
+
+@dataclass(frozen=True)
+class Window:
+    """A sliding-window op's geometry along H and W, in whole-tensor coordinates.
+
+    Output row y reads input rows y * stride_h - pad_h + k * dilation_h for k < kernel_h
+    (columns likewise); rows outside 0..in_h - 1 are padding. This is what lets an op be
+    computed a region at a time: `rows_read` / `cols_read` say which input rows and columns
+    an output region needs (clipped to the image), and `gather` cuts them out of an input
+    region and says how much padding surrounds them.
+    """
+
+    in_h: int
+    in_w: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    pad_h: int = 0
+    pad_w: int = 0
+
+    def _span(self, o0: int, o1: int, stride: int, dilation: int, kernel: int, pad: int):
+        first = o0 * stride - pad
+        need = (o1 - o0 - 1) * stride + (kernel - 1) * dilation + 1
+        return first, need
+
+    def rows_read(self, y0: int, y1: int) -> tuple[int, int]:
+        """Input rows [r0, r1) inside the image that output rows [y0, y1) read."""
+        first, need = self._span(y0, y1, self.stride_h, self.dilation_h, self.kernel_h, self.pad_h)
+        return max(0, first), min(self.in_h, first + need)
+
+    def cols_read(self, x0: int, x1: int) -> tuple[int, int]:
+        """Input columns [c0, c1) inside the image that output columns [x0, x1) read."""
+        first, need = self._span(x0, x1, self.stride_w, self.dilation_w, self.kernel_w, self.pad_w)
+        return max(0, first), min(self.in_w, first + need)
+
+    def gather(
+        self, x: np.ndarray, origin: tuple[int, int], y0: int, y1: int, x0: int, x1: int
+    ) -> tuple[np.ndarray, int, int, int, int]:
+        """What output rows [y0, y1) x columns [x0, x1) read from `x`, an input region whose
+        first row and column are `origin` in the whole input: (view of x, padding above,
+        padding left, rows needed, columns needed), for `padded`."""
+        top, need_h = self._span(y0, y1, self.stride_h, self.dilation_h, self.kernel_h, self.pad_h)
+        left, need_w = self._span(x0, x1, self.stride_w, self.dilation_w, self.kernel_w, self.pad_w)
+        r0, r1 = max(0, top), min(self.in_h, top + need_h)
+        c0, c1 = max(0, left), min(self.in_w, left + need_w)
+        oy, ox = origin
+        if r0 < oy or c0 < ox or r1 - oy > x.shape[1] or c1 - ox > x.shape[2]:
+            raise ValueError(
+                f"input region rows {oy}..{oy + x.shape[1]}, columns {ox}..{ox + x.shape[2]} "
+                f"does not hold rows {r0}..{r1}, columns {c0}..{c1} that output rows "
+                f"{y0}..{y1}, columns {x0}..{x1} read"
+            )
+        rows = x[:, max(0, r0 - oy) : max(0, r1 - oy), max(0, c0 - ox) : max(0, c1 - ox)]
+        return rows, r0 - top, c0 - left, need_h, need_w
+
+
+def region_bands(out: np.ndarray, out_origin: tuple[int, int]):
+    """(y0, y1, x0, x1, out band) per band of output rows of the region `out` whose first
+    row and column are `out_origin` in the whole output; bands as `row_bands` cuts them."""
+    n, rh, rw, c = out.shape
+    oy, ox = out_origin
+    for b0, b1 in row_bands(rh, n * rw * c):
+        yield oy + b0, oy + b1, ox, ox + rw, out[:, b0:b1]
 
 
 # ---- bounded temporaries -----------------------------------------------------------------

@@ -23,15 +23,18 @@ import numpy as np
 
 from engines.mcu.kernels.common import (
     OpContext,
+    RegionRun,
     Run,
-    input_rows,
+    Window,
     out_size,
     pad_before,
     padded,
+    region_bands,
     requantize_into,
     row_bands,
     scale_of,
     scales_of,
+    whole_tensor_run,
     window,
     zero_point_of,
 )
@@ -74,19 +77,47 @@ def conv2d_int8(
 ) -> None:
     """x (N, H, W, Cin) int8, w (Cout, KH, KW, Cin/groups) int8, bias (Cout,) int32 or
     None, out (N, OH, OW, Cout) int8, written in place, a band of output rows at a time."""
-    n, _, _, _ = x.shape
-    _, kh, kw, _ = w.shape
-    _, oh, ow, cout = out.shape
-    need_w = (ow - 1) * p.stride_w + (kw - 1) * p.dilation_w + 1
-    for y0, y1 in row_bands(oh, n * ow * cout):
-        rows, pad_top, need_h = input_rows(x, y0, y1, p.stride_h, p.dilation_h, kh, p.pad_h)
+    conv2d_region(x, (0, 0), conv_window(x.shape, w.shape, p), w, bias, out, (0, 0), p)
+
+
+def conv_window(x_shape, w_shape, p: ConvParams) -> Window:
+    """The sliding-window geometry of a conv (or depthwise conv) over the whole input."""
+    return Window(
+        in_h=x_shape[1],
+        in_w=x_shape[2],
+        kernel_h=w_shape[1],
+        kernel_w=w_shape[2],
+        stride_h=p.stride_h,
+        stride_w=p.stride_w,
+        dilation_h=p.dilation_h,
+        dilation_w=p.dilation_w,
+        pad_h=p.pad_h,
+        pad_w=p.pad_w,
+    )
+
+
+def conv2d_region(
+    x: np.ndarray,
+    x_origin: tuple[int, int],
+    geometry: Window,
+    w: np.ndarray,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    out_origin: tuple[int, int],
+    p: ConvParams,
+) -> None:
+    """Output region `out` (N, rows, cols, Cout), whose first row and column are
+    `out_origin` in the whole output, from the input region `x` starting at `x_origin` in
+    the whole input (it must hold every in-image row and column the region reads). The
+    same arithmetic as the whole op, so a region equals that part of the whole output."""
+    for y0, y1, x0, x1, band in region_bands(out, out_origin):
+        rows, pad_top, pad_left, need_h, need_w = geometry.gather(x, x_origin, y0, y1, x0, x1)
         xi = rows.astype(np.int32)
         xi += p.input_offset
-        xp = padded(xi, pad_top, p.pad_w, need_h, need_w, 0)
-        acc = _accumulate(xp, w, y1 - y0, ow, p)
+        xp = padded(xi, pad_top, pad_left, need_h, need_w, 0)
+        acc = _accumulate(xp, w, y1 - y0, x1 - x0, p)
         if bias is not None:
             acc += bias
-        band = out[:, y0:y1]
         requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, band)
 
 
@@ -149,16 +180,22 @@ def conv_params(ctx: OpContext) -> ConvParams:
     )
 
 
-def prepare(ctx: OpContext) -> Run:
+def prepare_region(ctx: OpContext) -> RegionRun:
+    """`run_region(x, x_origin, out, out_origin)`: one output region from an input region."""
     ctx.require_dtype(ctx.tensor_in(0), "int8")
     ctx.require_dtype(ctx.tensor_in(1), "int8")
     ctx.require_dtype(ctx.tensor_out(0), "int8")
     if ctx.tensor_in(2) is not None:
         ctx.require_dtype(ctx.tensor_in(2), "int32")
     params = conv_params(ctx)
-    x, w, bias, out = ctx.array_in(0), ctx.array_in(1), ctx.array_in(2), ctx.array_out(0)
+    w, bias = ctx.array_in(1), ctx.array_in(2)
+    geometry = conv_window(ctx.tensor_in(0).shape, ctx.tensor_in(1).shape, params)
 
-    def run() -> None:
-        conv2d_int8(x, w, bias, out, params)
+    def run_region(x, x_origin, out, out_origin) -> None:
+        conv2d_region(x, x_origin, geometry, w, bias, out, out_origin, params)
 
-    return run
+    return run_region
+
+
+def prepare(ctx: OpContext) -> Run:
+    return whole_tensor_run(ctx, prepare_region(ctx))

@@ -16,18 +16,25 @@ import numpy as np
 
 from engines.mcu.kernels.common import (
     OpContext,
+    RegionRun,
     Run,
-    input_rows,
+    Window,
     pad_before,
     padded,
+    region_bands,
     requantize_into,
-    row_bands,
     scale_of,
     scales_of,
+    whole_tensor_run,
     window,
     zero_point_of,
 )
-from engines.mcu.kernels.conv import ConvParams, check_output_size, per_channel_multipliers
+from engines.mcu.kernels.conv import (
+    ConvParams,
+    check_output_size,
+    conv_window,
+    per_channel_multipliers,
+)
 from engines.mcu.kernels.fixed_point import activation_range
 
 
@@ -41,26 +48,40 @@ def depthwise_conv2d_int8(
 ) -> None:
     """x (N, H, W, Cin) int8, w (1, KH, KW, Cin * depth_multiplier) int8, bias (Cout,)
     int32 or None, out (N, OH, OW, Cout) int8, written in place."""
-    n = x.shape[0]
-    _, kh, kw, cout = w.shape
-    _, oh, ow, _ = out.shape
-    need_w = (ow - 1) * p.stride_w + (kw - 1) * p.dilation_w + 1
+    geometry = conv_window(x.shape, w.shape, p)
+    depthwise_region(x, (0, 0), geometry, w, bias, out, (0, 0), p, depth_multiplier)
+
+
+def depthwise_region(
+    x: np.ndarray,
+    x_origin: tuple[int, int],
+    geometry: Window,
+    w: np.ndarray,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    out_origin: tuple[int, int],
+    p: ConvParams,
+    depth_multiplier: int,
+) -> None:
+    """Output region `out` from input region `x` (see `conv.conv2d_region`); w is the
+    (1, KH, KW, Cout) int8 filter."""
+    _, kh, kw, _ = w.shape
     wi = w[0].astype(np.int32)
-    for y0, y1 in row_bands(oh, n * ow * cout):
-        rows, pad_top, need_h = input_rows(x, y0, y1, p.stride_h, p.dilation_h, kh, p.pad_h)
+    for y0, y1, x0, x1, band in region_bands(out, out_origin):
+        rows, pad_top, pad_left, need_h, need_w = geometry.gather(x, x_origin, y0, y1, x0, x1)
         xi = rows.astype(np.int32)
         xi += p.input_offset
-        xp = padded(xi, pad_top, p.pad_w, need_h, need_w, 0)
+        xp = padded(xi, pad_top, pad_left, need_h, need_w, 0)
         if depth_multiplier > 1:
             xp = np.repeat(xp, depth_multiplier, axis=3)
-        band = out[:, y0:y1]
         acc = np.zeros(band.shape, dtype=np.int32)
         prod = np.empty(band.shape, dtype=np.int32)
         for ky in range(kh):
             for kx in range(kw):
                 tap = window(
-                    xp, ky, kx, y1 - y0, ow, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w
-                )
+                    xp, ky, kx, y1 - y0, x1 - x0, p.stride_h, p.stride_w, p.dilation_h,
+                    p.dilation_w,
+                )  # fmt: skip
                 np.multiply(tap, wi[ky, kx], out=prod)
                 acc += prod
         if bias is not None:
@@ -68,7 +89,8 @@ def depthwise_conv2d_int8(
         requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, band)
 
 
-def prepare(ctx: OpContext) -> Run:
+def prepare_region(ctx: OpContext) -> RegionRun:
+    """`run_region(x, x_origin, out, out_origin)`: one output region from an input region."""
     xt, wt, yt = ctx.tensor_in(0), ctx.tensor_in(1), ctx.tensor_out(0)
     ctx.require_dtype(xt, "int8")
     ctx.require_dtype(wt, "int8")
@@ -106,9 +128,14 @@ def prepare(ctx: OpContext) -> Run:
         act_min=lo,
         act_max=hi,
     )
-    x, w, bias, out = ctx.array_in(0), ctx.array_in(1), ctx.array_in(2), ctx.array_out(0)
+    w, bias = ctx.array_in(1), ctx.array_in(2)
+    geometry = conv_window(xt.shape, wt.shape, params)
 
-    def run() -> None:
-        depthwise_conv2d_int8(x, w, bias, out, params, multiplier)
+    def run_region(x, x_origin, out, out_origin) -> None:
+        depthwise_region(x, x_origin, geometry, w, bias, out, out_origin, params, multiplier)
 
-    return run
+    return run_region
+
+
+def prepare(ctx: OpContext) -> Run:
+    return whole_tensor_run(ctx, prepare_region(ctx))

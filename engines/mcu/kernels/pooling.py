@@ -13,13 +13,15 @@ import numpy as np
 
 from engines.mcu.kernels.common import (
     OpContext,
+    RegionRun,
     Run,
-    input_rows,
+    Window,
     out_size,
     pad_before,
     padded,
-    row_bands,
+    region_bands,
     scale_of,
+    whole_tensor_run,
     window,
     zero_point_of,
 )
@@ -36,15 +38,25 @@ def window_counts(h: int, w: int, oh: int, ow: int, fh: int, fw: int, sh: int, s
     return (rows[:, None] * cols[None, :]).astype(np.int32)
 
 
-def _bands(x: np.ndarray, out: np.ndarray, fh: int, fw: int, sh: int, sw: int, fill):
-    """Per band of output rows: (y0, y1, padded input rows, output band)."""
-    n, h, w, c = x.shape
-    _, oh, ow, _ = out.shape
-    pad_h, pad_w = pad_before(sh, 1, h, fh, oh), pad_before(sw, 1, w, fw, ow)
-    need_w = (ow - 1) * sw + fw
-    for y0, y1 in row_bands(oh, n * ow * c):
-        rows, pad_top, need_h = input_rows(x, y0, y1, sh, 1, fh, pad_h)
-        yield y0, y1, padded(rows, pad_top, pad_w, need_h, need_w, fill), out[:, y0:y1]
+def pool_window(h: int, w: int, oh: int, ow: int, fh: int, fw: int, sh: int, sw: int) -> Window:
+    """The sliding-window geometry of a pooling op over the whole (h, w) input."""
+    return Window(
+        in_h=h,
+        in_w=w,
+        kernel_h=fh,
+        kernel_w=fw,
+        stride_h=sh,
+        stride_w=sw,
+        pad_h=pad_before(sh, 1, h, fh, oh),
+        pad_w=pad_before(sw, 1, w, fw, ow),
+    )
+
+
+def _bands(x, x_origin, geometry: Window, out, out_origin, fill):
+    """Per band of output rows: (y0, y1, x0, x1, padded input rows, output band)."""
+    for y0, y1, x0, x1, band in region_bands(out, out_origin):
+        rows, pad_top, pad_left, need_h, need_w = geometry.gather(x, x_origin, y0, y1, x0, x1)
+        yield y0, y1, x0, x1, padded(rows, pad_top, pad_left, need_h, need_w, fill), band
 
 
 def average_pool_int8(
@@ -65,12 +77,29 @@ def average_pool_int8(
         counts = window_counts(h, w, oh, ow, fh, fw, sh, sw)
     if np.any(counts <= 0):
         raise ValueError("a pooling window lies wholly outside the input")
-    for y0, y1, xp, band in _bands(x, out, fh, fw, sh, sw, 0):
+    geometry = pool_window(h, w, oh, ow, fh, fw, sh, sw)
+    average_pool_region(x, (0, 0), geometry, out, (0, 0), act_min, act_max, counts)
+
+
+def average_pool_region(
+    x: np.ndarray,
+    x_origin: tuple[int, int],
+    geometry: Window,
+    out: np.ndarray,
+    out_origin: tuple[int, int],
+    act_min: int,
+    act_max: int,
+    counts: np.ndarray,
+) -> None:
+    """Output region `out` from input region `x` (see `conv.conv2d_region`); `counts` is
+    the whole output's (OH, OW) in-image tap counts."""
+    sh, sw = geometry.stride_h, geometry.stride_w
+    for y0, y1, x0, x1, xp, band in _bands(x, x_origin, geometry, out, out_origin, 0):
         acc = np.zeros(band.shape, dtype=np.int32)
-        for ky in range(fh):
-            for kx in range(fw):
-                acc += window(xp, ky, kx, y1 - y0, ow, sh, sw)
-        n = counts[None, y0:y1, :, None]
+        for ky in range(geometry.kernel_h):
+            for kx in range(geometry.kernel_w):
+                acc += window(xp, ky, kx, y1 - y0, x1 - x0, sh, sw)
+        n = counts[None, y0:y1, x0:x1, None]
         half = n // 2
         num = np.where(acc > 0, acc + half, acc - half)
         q = np.abs(num) // n
@@ -90,18 +119,35 @@ def max_pool_int8(
     act_max: int,
 ) -> None:
     """x (N, H, W, C) int8 -> out (N, OH, OW, C) int8, in place."""
-    _, _, ow, _ = out.shape
+    _, h, w, _ = x.shape
+    _, oh, ow, _ = out.shape
+    geometry = pool_window(h, w, oh, ow, fh, fw, sh, sw)
+    max_pool_region(x, (0, 0), geometry, out, (0, 0), act_min, act_max)
+
+
+def max_pool_region(
+    x: np.ndarray,
+    x_origin: tuple[int, int],
+    geometry: Window,
+    out: np.ndarray,
+    out_origin: tuple[int, int],
+    act_min: int,
+    act_max: int,
+) -> None:
+    """Output region `out` from input region `x` (see `conv.conv2d_region`)."""
+    sh, sw = geometry.stride_h, geometry.stride_w
     lowest = np.iinfo(x.dtype).min  # the max's starting value: padding never wins
-    for y0, y1, xp, band in _bands(x, out, fh, fw, sh, sw, lowest):
+    for y0, y1, x0, x1, xp, band in _bands(x, x_origin, geometry, out, out_origin, lowest):
         m = np.full(band.shape, lowest, dtype=x.dtype)
-        for ky in range(fh):
-            for kx in range(fw):
-                np.maximum(m, window(xp, ky, kx, y1 - y0, ow, sh, sw), out=m)
+        for ky in range(geometry.kernel_h):
+            for kx in range(geometry.kernel_w):
+                np.maximum(m, window(xp, ky, kx, y1 - y0, x1 - x0, sh, sw), out=m)
         np.clip(m, act_min, act_max, out=m)
         band[...] = m
 
 
-def prepare(ctx: OpContext) -> Run:
+def prepare_region(ctx: OpContext) -> RegionRun:
+    """`run_region(x, x_origin, out, out_origin)`: one output region from an input region."""
     xt, yt = ctx.tensor_in(0), ctx.tensor_out(0)
     ctx.require_dtype(xt, "int8")
     ctx.require_dtype(yt, "int8")
@@ -120,18 +166,22 @@ def prepare(ctx: OpContext) -> Run:
     lo, hi = activation_range(
         ctx.option("fused_activation_function", "NONE"), scale_of(yt), zero_point_of(yt)
     )
-    x, out = ctx.array_in(0), ctx.array_out(0)
+    geometry = pool_window(h, w, oh, ow, fh, fw, sh, sw)
     if ctx.op.op == "AVERAGE_POOL_2D":
         counts = window_counts(h, w, oh, ow, fh, fw, sh, sw)
         if np.any(counts <= 0):
             raise ctx.fail("a pooling window lies wholly outside the input")
 
-        def run() -> None:
-            average_pool_int8(x, out, fh, fw, sh, sw, lo, hi, counts)
+        def run_region(x, x_origin, out, out_origin) -> None:
+            average_pool_region(x, x_origin, geometry, out, out_origin, lo, hi, counts)
 
     else:
 
-        def run() -> None:
-            max_pool_int8(x, out, fh, fw, sh, sw, lo, hi)
+        def run_region(x, x_origin, out, out_origin) -> None:
+            max_pool_region(x, x_origin, geometry, out, out_origin, lo, hi)
 
-    return run
+    return run_region
+
+
+def prepare(ctx: OpContext) -> Run:
+    return whole_tensor_run(ctx, prepare_region(ctx))
