@@ -24,16 +24,25 @@ def temporary_settings():
     return QSettings(str(Path(folder) / "inferlab.ini"), QSettings.IniFormat)
 
 
-def process_events_for(seconds: float, until=None) -> None:
-    """Run the event loop for `seconds`, or less once `until()` is true."""
-    from PySide6.QtWidgets import QApplication
+def process_events_for(seconds: float, until=None, poll_ms: int = 20) -> None:
+    """Run a real event loop for `seconds`, or less once `until()` is true (polled)."""
+    from PySide6.QtCore import QEventLoop, QTimer
 
+    loop = QEventLoop()
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        QApplication.processEvents()
-        if until is not None and until():
-            return
-        time.sleep(0.01)
+
+    def check() -> None:
+        if time.monotonic() >= end or (until is not None and until()):
+            loop.quit()
+
+    timer = QTimer()
+    timer.setInterval(poll_ms)
+    timer.timeout.connect(check)
+    timer.start()
+    check()
+    if time.monotonic() < end and not (until is not None and until()):
+        loop.exec()
+    timer.stop()
 
 
 def make_window(size=(1280, 800)):

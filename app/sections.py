@@ -106,3 +106,178 @@ def read_memory_section(sec: dict) -> tuple[dict, ModelConfig, dict]:
     for key in ("label", "memory_bytes"):
         _get(target, key, "labs.memory.state.target")
     return dict(MEMORY_DEFAULTS) | dict(settings), cfg, target
+
+
+# mcu ---------------------------------------------------------------------------------------------
+# The MCU lab's records are built here from engine objects, without Qt, so that the lab and
+# `inferlab run mcu` write the same section. `model` is the model file's path; "" means the
+# first of MCU_DEFAULT_MODEL_STEMS found in the shared models folder.
+MCU_DEFAULTS = {"model": "", "planner": "tflm-greedy", "compare": "best", "board": "nrf52840",
+                "seed": 0, "y_to_sram": False}
+MCU_DEFAULT_MODEL_STEMS = ("person_detect", "micro_speech_quantized", "hello_world_int8")
+MCU_NO_COMPARE = "none"
+MCU_HOST_REPEATS = 5  # host runs: one warm-up, then the best of this many invocations
+
+
+def mcu_models_dir():
+    """The shared models folder next to the app's root (`<root>/../shared/models`)."""
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1].parent / "shared" / "models"
+
+
+def mcu_shared_models() -> list:
+    """Paths of the `.tflite` files in the shared models folder (none if it is absent)."""
+    folder = mcu_models_dir()
+    return sorted(folder.glob("*.tflite")) if folder.is_dir() else []
+
+
+def mcu_default_model() -> str:
+    """The default model's path: person_detect, else micro_speech, else hello_world; or ""."""
+    by_stem = {p.stem: p for p in mcu_shared_models()}
+    for stem in MCU_DEFAULT_MODEL_STEMS:
+        if stem in by_stem:
+            return str(by_stem[stem])
+    return ""
+
+
+def mcu_plan(model, planner: str):
+    """(Plan, milliseconds it took) for one planner of `engines.mcu.planners.PLANNERS`."""
+    import time
+
+    from engines.mcu.planners import plan_model
+
+    t0 = time.perf_counter()
+    plan = plan_model(model, planner)
+    return plan, (time.perf_counter() - t0) * 1e3
+
+
+def mcu_layout(model, plan, plan_ms: float = 0.0):
+    """An ArenaLayout: the plan's buffers with their tensors' shape, dtype and producer."""
+    from views.mcu_records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
+
+    n_ops = len(model.operators)
+    producer = {t: op.index for op in model.operators for t in op.outputs}
+    tensors = []
+    for buf, offset in zip(plan.buffers, plan.offsets, strict=True):
+        if buf.tensor is not None and 0 <= buf.tensor < len(model.tensors):
+            t = model.tensors[buf.tensor]
+            op = producer.get(buf.tensor)
+            kind = model.operators[op].op if op is not None else GRAPH_INPUT
+            tensors.append(ArenaTensor(buf.name, buf.size, offset, buf.first, buf.last,
+                                       buf.tensor, tuple(t.shape), t.dtype, op, kind))
+        else:  # a kernel's scratch buffer (or another planner-made buffer): its op's step
+            op = buf.first - 1 if 0 <= buf.first - 1 < n_ops else None
+            kind = SCRATCH if op is not None or "scratch" in buf.name else GRAPH_INPUT
+            tensors.append(ArenaTensor(buf.name, buf.size, offset, buf.first, buf.last,
+                                       None, (), "", op, kind))
+    steps = max([n_ops + 1] + [b.last + 1 for b in plan.buffers])
+    return ArenaLayout(plan.planner, plan.arena_bytes, plan.lower_bound_bytes, steps,
+                       tuple(tensors), tuple(plan.high_water_by_step()), round(plan_ms, 3))
+
+
+def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
+    """One OpRow per operator: output shape, MACs (`op_macs`), cycles = MACs × cycles/MAC."""
+    from engines.mcu.interpreter import op_macs
+    from views.mcu_records import OpRow
+
+    rows = []
+    for op in model.operators:
+        macs = op_macs(model, op.index)
+        cycles = board.cycles_for(macs)
+        shape = tuple(model.tensors[op.outputs[0]].shape) if op.outputs else ()
+        rows.append(OpRow(op.index, op.op, shape, macs, cycles, cycles / board.clock_hz * 1e6,
+                          host_us[op.index] if host_us else None,
+                          board_us[op.index] if board_us else None))
+    return tuple(rows)
+
+
+def mcu_planners(settings: dict) -> list[str]:
+    """The planners the settings ask for: the chosen one, then the compared one if any."""
+    chosen, compare = settings["planner"], settings.get("compare", MCU_NO_COMPARE)
+    return [chosen] + ([compare] if compare not in (MCU_NO_COMPARE, chosen, None) else [])
+
+
+def mcu_state(model, path, board, plans, note: str = ""):
+    """The McuState of `model` (loaded from `path`) on `board`; `plans`: (Plan, ms) pairs,
+    the chosen planner's first (its arena is the one checked against the board)."""
+    import os
+
+    from engines.mcu.boards import fit_check
+    from views.mcu_records import McuState
+
+    layouts = tuple(mcu_layout(model, plan, ms) for plan, ms in plans)
+    file_bytes = os.path.getsize(path) if path and os.path.isfile(path) else 0
+    return McuState(model=model.name, model_path=str(path), model_file_bytes=file_bytes,
+                    n_operators=len(model.operators), board=board, layouts=layouts,
+                    fit=fit_check(layouts[0].arena_bytes, file_bytes, board),
+                    ops=mcu_op_rows(model, board), note=note)
+
+
+def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, should_stop=None):
+    """Run the arena interpreter on the seeded random input: (RunRecord, the outputs).
+
+    One warm-up invocation, then `repeats`; per-op times are the best (smallest) of the
+    repeats, in µs: other threads and processes only ever slow an op down.
+    Raises UnsupportedOpError naming the op the interpreter lacks.
+    """
+    import numpy as np
+
+    from engines.mcu.interpreter import ArenaInterpreter
+    from engines.mcu.virtual_board import random_input
+    from views.mcu_records import RunRecord
+
+    interp = ArenaInterpreter(model, plan)
+    inputs = random_input(model, seed)
+    out = interp.invoke(inputs)
+    per_op, totals = [], []
+    for _ in range(max(1, repeats)):
+        if should_stop is not None and should_stop():
+            break
+        interp.invoke(inputs)
+        per_op.append(interp.last_op_times_s)
+        totals.append(sum(interp.last_op_times_s))
+    op_us = tuple(float(v) * 1e6 for v in np.min(np.asarray(per_op), axis=0))
+    first = out[0] if isinstance(out, tuple) else out
+    run = RunRecord("host", seed, float(np.min(totals)) * 1e6, op_us, tuple(first.ravel().tolist()),
+                    tuple(first.shape), str(first.dtype), len(per_op), plan.arena_bytes)
+    return run, (list(out) if isinstance(out, tuple) else [out])
+
+
+def mcu_with_runs(state, host_run=None, board_run=None):
+    """`state` with a host and/or board run recorded and their per-op times in the table."""
+    import dataclasses
+
+    host_run = host_run or state.host_run
+    board_run = board_run or state.board_run
+    ops = tuple(dataclasses.replace(
+        row,
+        host_us=host_run.op_us[row.index] if host_run and row.index < len(host_run.op_us) else None,
+        board_us=board_run.op_us[row.index] if board_run and row.index < len(board_run.op_us) else None)
+        for row in state.ops)
+    return dataclasses.replace(state, ops=ops, host_run=host_run, board_run=board_run)
+
+
+def mcu_section(settings: dict, state) -> dict:
+    """The MCU lab's section: settings, the McuState (plans, per-op table, runs), metrics."""
+    metrics = {"model": state.model, "board": state.board.id,
+               "arena_bytes": {lay.planner: lay.arena_bytes for lay in state.layouts},
+               "lower_bound_bytes": state.layouts[0].lower_bound_bytes,
+               "sram_margin_bytes": state.fit.sram_margin_bytes,
+               "flash_margin_bytes": state.fit.flash_margin_bytes, "fits": state.fit.fits,
+               "macs": sum(o.macs for o in state.ops),
+               "est_cycles": sum(o.est_cycles for o in state.ops)}
+    if state.host_run is not None:
+        metrics["host_total_us"] = state.host_run.total_us
+    if state.board_run is not None:
+        metrics["board_total_us"] = state.board_run.total_us
+    return section(settings, state.to_dict(), metrics)
+
+
+def read_mcu_section(sec: dict):
+    """(settings, McuState) from a snapshot's `labs.mcu`; ValueError names a bad field."""
+    from views.mcu_records import McuState
+
+    settings = _get(sec, "settings", "labs.mcu")
+    state = McuState.from_dict(_get(sec, "state", "labs.mcu"))
+    return dict(MCU_DEFAULTS) | dict(settings), state

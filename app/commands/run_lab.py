@@ -1,0 +1,119 @@
+"""`inferlab run LAB ...`: run one lab's engines headless and write its snapshot.
+
+    inferlab run mcu --model M.tflite [--planner P] [--compare P2|none] [--board ID]
+                     [--seed N] --snapshot F [--json]
+
+Each lab registers its own sub-parser in `LABS`: lab id → (add_arguments, run). A lab's
+run function gets (args, trace recorder) and returns (section, summary dict); this module
+writes the snapshot, which File ▸ Open and `inferlab screenshot --snapshot F --lab LAB`
+show read-only.
+Later labs add `run kv`, `run batching` the same way.
+"""
+
+from __future__ import annotations
+
+from app import __version__, sections
+from app.cli import print_json
+
+
+# mcu ----------------------------------------------------------------------------------------
+def _mcu_arguments(p) -> None:
+    p.add_argument("--model", required=True, help=".tflite model file")
+    p.add_argument("--planner", default=sections.MCU_DEFAULTS["planner"],
+                   help="arena planner (default tflm-greedy)")
+    p.add_argument("--compare", default=sections.MCU_DEFAULTS["compare"],
+                   help="second planner drawn beside it, or 'none' (default best)")
+    p.add_argument("--board", default=sections.MCU_DEFAULTS["board"],
+                   help="board preset id for the budget and cycle estimates (default nrf52840)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+
+
+def _run_mcu(args, recorder):
+    """Plan the model, check it against the board, run it on the host interpreter."""
+    from pathlib import Path
+
+    from engines.mcu.boards import load_board
+    from engines.mcu.graph import load_model
+    from engines.mcu.interpreter import UnsupportedOpError, check_supported
+    from engines.mcu.planners import PLANNERS
+
+    for name, value in (("--planner", args.planner), ("--compare", args.compare)):
+        allowed = list(PLANNERS) + ([sections.MCU_NO_COMPARE] if name == "--compare" else [])
+        if value not in allowed:
+            raise ValueError(f"{name} {value!r}: expected one of {', '.join(allowed)}")
+    path = str(Path(args.model).resolve())
+    board = load_board(args.board)
+    with recorder.span("load model", cat="mcu", args={"path": path}):
+        model = load_model(path)
+    settings = dict(sections.MCU_DEFAULTS, model=path, planner=args.planner, compare=args.compare,
+                    board=board.id, seed=args.seed)
+    plans = []
+    for planner in sections.mcu_planners(settings):
+        with recorder.span(f"plan {planner}", cat="mcu"):
+            plans.append(sections.mcu_plan(model, planner))
+    note = ""
+    try:
+        check_supported(model)
+    except UnsupportedOpError as exc:
+        note = f"Runs unavailable: {exc}"
+    state = sections.mcu_state(model, path, board, plans, note)
+    if not note:
+        with recorder.span("run on host", cat="mcu", args={"seed": args.seed}):
+            run, _outputs = sections.mcu_host_run(model, plans[0][0], args.seed)
+        state = sections.mcu_with_runs(state, host_run=run)
+        _op_spans(recorder, state)
+    section = sections.mcu_section(settings, state)
+    return section, section["metrics"]
+
+
+def _op_spans(recorder, state) -> None:
+    """The host run's per-op times as back-to-back spans (best of the repeats), for Perfetto."""
+    end = recorder.now_s()
+    start = end - sum(o.host_us or 0.0 for o in state.ops) / 1e6
+    for row in state.ops:
+        dur = (row.host_us or 0.0) / 1e6
+        recorder.add_span(f"{row.index} {row.op}", start, start + dur, cat="mcu op",
+                          args={"macs": row.macs, "est_cycles": row.est_cycles})
+        start += dur
+
+
+# lab id -> (add its arguments, run it). Each run returns (section, summary).
+LABS = {
+    "mcu": (_mcu_arguments, _run_mcu),
+}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run a lab headless and write its snapshot: " + ", ".join(LABS))
+    labs = p.add_subparsers(dest="lab", metavar="LAB", required=True)
+    for lab_id, (add_arguments, _run) in LABS.items():
+        lp = labs.add_parser(lab_id, help=f"run the {lab_id} lab")
+        add_arguments(lp)
+        lp.add_argument("--snapshot", required=True, metavar="F.json",
+                        help="write the snapshot here (opens in InferLab and Perfetto)")
+        lp.add_argument("--json", action="store_true", help="print the lab's metrics as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from app.about import host_facts
+    from app.snapshot_io import save
+    from engines.hardware.discovery import discover_devices
+    from engines.trace.recorder import TraceRecorder
+    from engines.trace.snapshot import make_snapshot
+
+    _add, lab_run = LABS[args.lab]
+    recorder = TraceRecorder()
+    section, summary = lab_run(args, recorder)
+    snapshot = make_snapshot(app_version=__version__, host=host_facts(),
+                             devices=[d.to_dict() for d in discover_devices()],
+                             labs={args.lab: section}, trace_events=recorder.events(),
+                             active_lab=args.lab)
+    path = save(args.snapshot, snapshot)
+    if args.json:
+        print_json({"snapshot": str(path), "lab": args.lab, "metrics": summary})
+    else:
+        print(path)
+        for key, value in summary.items():
+            print(f"  {key}: {value}")
+    return 0

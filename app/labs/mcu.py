@@ -1,0 +1,372 @@
+"""MCU lab: a .tflite model's tensor arena as planners lay it out, on a board's SRAM, run on
+the host interpreter or on a board over the serial protocol."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
+
+from app import sections
+from app.labs.base import Lab
+from app.mcu_connect import BoardChoice, BoardSession, ConnectDialog
+from views.mcu_view import McuView
+
+AUTO_RUN_DELAY_MS = 300
+
+
+class McuLab(Lab):
+    lab_id = "mcu"
+    title = "MCU arena"
+    summary = ("Microcontroller tensor arena: planners' SRAM layouts, board budgets, per-op "
+               "cost, runs on the host interpreter or a board")
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, parent)
+        self.view = McuView()
+        self.widget = self.view
+        self.session = BoardSession()
+        self.opened: dict[str, str] = {}  # path → label of models opened from files
+        self.state = None  # the live McuState (the view may show a snapshot's instead)
+        self.model = None
+        self.model_bytes = b""
+        self.plans: list = []  # (Plan, ms) for the planners drawn, the chosen one first
+        self._model_path = None
+        self._busy = False
+        self._auto_ran = False
+        self._settings = self._valid(dict(sections.MCU_DEFAULTS) | self.saved_settings())
+        self._refresh_choices()
+        self.view.set_settings(self._settings)
+        self.view.settings_changed.connect(self._on_settings)
+        self.view.open_requested.connect(self.open_dialog)
+        self.view.run_host_requested.connect(self.run_host)
+        self.view.connect_requested.connect(self.connect_dialog)
+        self.view.run_board_requested.connect(self.run_on_board)
+        self.view.disconnect_requested.connect(self.disconnect_board)
+        self.view.set_status("Choose a model, planners and a board. Nothing is loaded until "
+                             "the lab is shown.")
+
+    # choices and settings ------------------------------------------------------------------
+    def _boards(self):
+        from engines.mcu.boards import list_boards
+
+        return list_boards()
+
+    def _planner_names(self) -> list[str]:
+        from engines.mcu.planners import PLANNERS
+
+        return list(PLANNERS)
+
+    def _valid(self, s: dict) -> dict:
+        planners = self._planner_names()
+        if s.get("planner") not in planners:
+            s["planner"] = sections.MCU_DEFAULTS["planner"]
+        if s.get("compare") not in [*planners, sections.MCU_NO_COMPARE]:
+            s["compare"] = sections.MCU_DEFAULTS["compare"]
+        if s.get("board") not in [b.id for b in self._boards()]:
+            s["board"] = sections.MCU_DEFAULTS["board"]
+        path = str(s.get("model") or "")
+        if not path or not os.path.isfile(path):
+            path = sections.mcu_default_model()
+        elif Path(path).resolve().parent != sections.mcu_models_dir().resolve():
+            self.opened[path] = f"{Path(path).stem} (opened)"
+        s["model"] = path
+        if not isinstance(s.get("seed"), int):
+            s["seed"] = 0
+        return s
+
+    def _refresh_choices(self) -> None:
+        models = [(str(p), p.stem) for p in sections.mcu_shared_models()]
+        models += list(self.opened.items())
+        self.view.set_choices(models, self._planner_names(),
+                              [(b.id, f"{b.id} — {b.core}, {b.sram_bytes // 1024} KiB SRAM")
+                               for b in self._boards()])
+
+    def settings(self) -> dict:
+        return dict(self._settings)
+
+    def _on_settings(self, settings: dict) -> None:
+        if self.read_only:
+            return
+        changed = any(settings.get(k) != self._settings.get(k)
+                      for k in ("model", "planner", "compare", "board"))
+        self._settings = dict(self._settings) | settings
+        if changed:
+            self.recompute()
+
+    # the model and its plans -----------------------------------------------------------------
+    def ensure_loaded(self) -> None:
+        if self.state is None and not self.read_only and self._settings["model"]:
+            self.recompute()
+
+    def recompute(self) -> None:
+        """Load the model if it changed, plan it, and draw (milliseconds: done right here)."""
+        if self.read_only:
+            return
+        from engines.mcu.boards import load_board
+        from engines.mcu.graph import ModelError, load_model
+        from engines.mcu.interpreter import UnsupportedOpError, check_supported
+
+        path = self._settings["model"]
+        if not path:
+            self.view.set_status("No model: the shared models folder is absent. Use Open .tflite…",
+                                 error=True)
+            return
+        new_model = path != self._model_path
+        if new_model:
+            try:
+                data = Path(path).read_bytes()
+                model = load_model(path)
+            except (ModelError, OSError) as exc:
+                self.view.set_status(f"Cannot load {Path(path).name}: {exc}", error=True)
+                return
+            self.model, self.model_bytes, self._model_path = model, data, path
+        try:
+            check_supported(self.model)
+            note = ""
+        except UnsupportedOpError as exc:
+            note = f"Runs unavailable: {exc}"
+        board = load_board(self._settings["board"])
+        try:
+            self.plans = [sections.mcu_plan(self.model, p) for p in sections.mcu_planners(self._settings)]
+        except ValueError as exc:
+            self.view.set_status(f"Cannot plan {self.model.name}: {exc}", error=True)
+            return
+        state = sections.mcu_state(self.model, path, board, self.plans, note)
+        if not new_model and self.state is not None:
+            state = sections.mcu_with_runs(state, self.state.host_run, self.state.board_run)
+        self.state = state
+        self.view.draw(state)
+        if not self._busy:
+            self.view.set_status(f"{self.model.name}: {len(self.model.operators)} ops, "
+                                 f"{len(self.plans[0][0].buffers)} arena buffers; planned in "
+                                 f"{sum(ms for _, ms in self.plans):.1f} ms." + (f" {note}" if note else ""),
+                                 error=bool(note))
+
+    def open_model(self, path: str | os.PathLike) -> None:
+        """Add a .tflite file to the choices and show it. Raises ModelError / OSError."""
+        from engines.mcu.graph import load_model
+
+        path = str(Path(path).resolve())
+        load_model(path)  # fail here, before anything changes
+        if Path(path).parent != sections.mcu_models_dir().resolve():
+            self.opened[path] = f"{Path(path).stem} (opened)"
+        self._settings["model"] = path
+        self._refresh_choices()
+        self.view.set_settings(self._settings)
+        self.recompute()
+
+    def open_dialog(self) -> None:
+        start = str(Path(self._settings["model"]).parent) if self._settings["model"] else ""
+        path, _ = QFileDialog.getOpenFileName(self.widget, "Open a .tflite model", start,
+                                              "TensorFlow Lite model (*.tflite);;All files (*)")
+        if not path:
+            return
+        try:
+            self.open_model(path)
+        except (ValueError, OSError) as exc:
+            QMessageBox.warning(self.widget, "Cannot open model", str(exc))
+
+    # life cycle ---------------------------------------------------------------------------
+    def activated(self) -> None:
+        """Load and plan at first sight, then run once on the host for measured times."""
+        self.ensure_loaded()
+        if not self._auto_ran and self.state is not None and not self.state.note:
+            self._auto_ran = True
+            # After the first paint: the GUI thread's drawing would slow the timed ops down.
+            QTimer.singleShot(AUTO_RUN_DELAY_MS, self._auto_run)
+
+    def _auto_run(self) -> None:
+        if self.widget.isVisible() and not self.read_only:
+            self.run_host()
+
+    def shutdown(self) -> None:
+        self.session.close()
+
+    def _start(self, name: str, work, on_result) -> None:
+        self._busy = True
+        self.view.set_busy(True)
+        task = self.context.run_task(name, work, on_result, self._on_error)
+        task.done.connect(self._done)
+
+    def _done(self) -> None:
+        self._busy = False
+        if not self.read_only:
+            self.view.set_busy(False)
+
+    def _on_error(self, message: str) -> None:
+        if not self.session.connected and self.session.choice is not None:
+            self.view.set_board_connected(False)
+            self._set_board(f"{self.session.choice.label()}: disconnected")
+        self.view.set_status(f"{message}. The lab is still usable"
+                             + ("; connect the board again with Connect board…"
+                                if not self.session.connected and self.session.choice else "."),
+                             error=True)
+
+    # runs -----------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def run_host(self) -> None:
+        """Run the arena interpreter (chosen plan, seeded random input) in a worker."""
+        if self._busy or self.read_only:
+            return
+        self.ensure_loaded()
+        if self.state is None:
+            return
+        if self.state.note:
+            self.view.set_status(self.state.note, error=True)
+            return
+        model, plan, seed = self.model, self.plans[0][0], int(self._settings["seed"])
+
+        def work(progress, should_stop):
+            progress(0.0, f"{model.name} on the arena interpreter")
+            return sections.mcu_host_run(model, plan, seed, should_stop=should_stop)[0]
+
+        self.view.set_status(f"Running {model.name} on the host…")
+        self._start(f"Run {model.name} on host", work, self._host_done)
+
+    def _host_done(self, run) -> None:
+        if self.state is None:
+            return
+        self.state = sections.mcu_with_runs(self.state, host_run=run)
+        if not self.read_only:
+            self.view.draw(self.state)
+            self.view.set_status(f"Host run: {run.total_us / 1e3:,.2f} ms "
+                                 f"(best of {run.repeats}, arena {run.arena_bytes:,} B).")
+
+    def connect_dialog(self) -> None:
+        dialog = ConnectDialog([(b.id, f"{b.id} — {b.name}") for b in self._boards()],
+                               self._settings["board"], self.widget)
+        if dialog.exec() == QDialog.Accepted:
+            choice = dialog.choice()
+            if choice is not None:
+                self.connect_board(choice)
+
+    def connect_board(self, choice: BoardChoice | None = None) -> None:
+        """Connect (or reconnect, with no choice) in a worker; the device bar shows the board."""
+        if self._busy or self.read_only:
+            return
+        choice = choice or self.session.choice
+        if choice is None:
+            self.connect_dialog()
+            return
+        session = self.session
+        self._set_board(f"connecting to {choice.label()}…")
+        self.view.set_status(f"Connecting to {choice.label()}…")
+        self._start(f"Connect {choice.label()}", lambda progress, should_stop: session.connect(choice),
+                    self._connected)
+
+    def _connected(self, info) -> None:
+        self.view.set_board_connected(True)
+        self._set_board(f"{info.name} — {self.session.url}")
+        self.view.set_status(f"Connected: {info.name} ({info.core}, {info.clock_hz / 1e6:g} MHz), "
+                             f"arena limit {info.arena_limit_bytes:,} B, model limit "
+                             f"{info.model_limit_bytes:,} B.")
+        if info.board != self._settings["board"] and info.board in [b.id for b in self._boards()]:
+            self._settings["board"] = info.board  # the board's own preset for the budget
+            self.view.set_settings(self._settings)
+            self.recompute()
+
+    def disconnect_board(self) -> None:
+        if self._busy:
+            return
+        self.session.close()
+        self.view.set_board_connected(False)
+        self._set_board("no board")
+        self.view.set_status("Board disconnected.")
+
+    def run_on_board(self) -> None:
+        """Deploy the model and the chosen plan, run the seeded input, compare with the host."""
+        if self._busy or self.read_only or self.state is None:
+            return
+        if self.state.note:
+            self.view.set_status(self.state.note, error=True)
+            return
+        import numpy as np
+
+        from engines.mcu import protocol as p
+        from engines.mcu.virtual_board import random_input
+        from views.mcu_records import RunRecord
+
+        model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])
+        session = self.session
+        in_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.inputs]
+        out_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.outputs]
+        inputs = p.pack_tensors(random_input(model, seed), in_specs)
+
+        def work(progress, should_stop):
+            def uploaded(done, total):
+                progress(0.8 * done / max(total, 1), f"uploading {done:,} / {total:,} B")
+
+            result, _ = session.run(data, plan, inputs, progress=uploaded)
+            progress(0.9, "comparing with the host interpreter")
+            outputs = p.unpack_tensors(result.output, out_specs)
+            expected = sections.mcu_host_run(model, plan, seed, repeats=1)[1]
+            same = len(outputs) == len(expected) and all(
+                np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
+            first = outputs[0]
+            return RunRecord(f"{session.info.name if session.info else 'board'} on {session.url}",
+                             seed, result.time_us, tuple(o.time_us for o in result.ops),
+                             tuple(first.ravel().tolist()), tuple(first.shape), str(first.dtype),
+                             1, result.arena_bytes, result.round_trip_s * 1e3, result.cycles,
+                             result.cycles_measured, same)
+
+        self.view.set_status(f"Deploying {model.name} to {session.choice.label() if session.choice else 'board'}…")
+        self._start(f"Run {model.name} on board", work, self._board_done)
+
+    def _board_done(self, run) -> None:
+        if self.state is None:
+            return
+        self.state = sections.mcu_with_runs(self.state, board_run=run)
+        if not self.read_only:
+            self.view.draw(self.state)
+            verdict = "equals" if run.matches_host else "DIFFERS from"
+            self.view.set_status(f"Board run: {run.total_us / 1e3:,.2f} ms on the board, round trip "
+                                 f"{run.round_trip_ms:,.0f} ms; output {verdict} the host's.",
+                                 error=not run.matches_host)
+
+    def _set_board(self, text: str) -> None:
+        self.context.board = text
+        self.context.board_changed.emit(text)
+
+    # snapshots ----------------------------------------------------------------------------------
+    def snapshot_section(self) -> dict:
+        self.ensure_loaded()
+        if self.state is None:
+            return sections.section(self.settings(), {}, {})
+        return sections.mcu_section(self.settings(), self.state)
+
+    def check_section(self, section: dict) -> None:
+        if section.get("state"):
+            sections.read_mcu_section(section)
+
+    def show_snapshot(self, section: dict) -> None:
+        self.read_only = True
+        self.view.set_read_only(True)
+        if not section.get("state"):
+            self.view.set_status("The snapshot holds no MCU model.")
+            return
+        settings, state = sections.read_mcu_section(section)
+        self.view.set_choices([(state.model_path, state.model)],
+                              [lay.planner for lay in state.layouts],
+                              [(state.board.id, state.board.id)])
+        shown = dict(settings, model=state.model_path, planner=state.layouts[0].planner,
+                     compare=state.layouts[1].planner if len(state.layouts) > 1 else "none",
+                     board=state.board.id)
+        self.view.set_settings(shown)
+        self.view.draw(state)
+        self.view.set_status("Snapshot (read-only): back to live data with Esc.")
+
+    def show_live(self) -> None:
+        super().show_live()
+        self.view.set_read_only(False)
+        self.view.set_board_connected(self.session.connected)
+        self._refresh_choices()
+        self.view.set_settings(self._settings)
+        if self.state is not None:
+            self.view.draw(self.state)
+        self.view.set_status("")
