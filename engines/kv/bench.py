@@ -249,6 +249,18 @@ def run_kv_bench(quick: bool = False) -> dict:
         out.update(attention_timing(n_seqs=4, context_len=256, n_layers=2, reps=2))
     else:
         out.update(attention_timing())
+        # one thread too: steadier where other work shares the cores (OpenMP barriers in the
+        # paged path's several calls per layer suffer most when a thread is descheduled)
+        threads = torch.get_num_threads()
+        if threads > 1:
+            torch.set_num_threads(1)
+            try:
+                one = attention_timing()
+            finally:
+                torch.set_num_threads(threads)
+            out["paged_attention_time_ratio_1thread"] = one["paged_attention_time_ratio"]
+            out["paged_attention_ms_1thread"] = one["paged_attention_ms"]
+            out["contiguous_attention_ms_1thread"] = one["contiguous_attention_ms"]
     out.update(allocator_throughput(150 if quick else 1500))
     out["prefix_hit_rate"] = shared_prompt_hit_rate(20 if quick else 200)
     out["block_size"] = BLOCK_SIZE

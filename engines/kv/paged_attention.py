@@ -13,6 +13,11 @@ Shapes (S sequences, T new tokens, H query heads, Hkv = H / g key/value heads, D
 
 The caller writes the new tokens' K/V (`PagedKVCache.write` at the slot mapping) before it
 calls attention, so a query always sees its own key.
+
+The gather is a copy that contiguous attention does not make, and decode attention is
+memory-bound, so the copy is the cost of paging here (a fused kernel reads blocks in place).
+On CPU decode gathers a few sequences at a time (`DEFAULT_CPU_GATHER_BYTES`) so the copy is
+still in cache when attention reads it; prefill gathers one sequence at a time.
 """
 
 from __future__ import annotations
