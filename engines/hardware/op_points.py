@@ -3,7 +3,7 @@
 Two families, both plain `torch.matmul(a, b, out=c)` with FLOPs and bytes from
 `engines.roofline.costs.matmul_cost` (flops = 2·m·n·k, bytes = (m·k + k·n + m·n)·bytes(dtype)):
 
-- square n×n×n matmuls: intensity n·bpe⁻¹·2/3 grows with n, from memory- to compute-bound;
+- square n×n×n matmuls: intensity 2n / (3·bpe) grows with n, from memory- to compute-bound;
 - skinny M×K by K×N matmuls against one weight: a decode step of a batch of M tokens
   through a K×N layer (M=1 is a GEMV), memory-bound until M nears the ridge point.
 """
