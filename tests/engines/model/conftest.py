@@ -53,8 +53,12 @@ def hf_smollm2(smollm2_path):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a model hub
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     folder, name = str(smollm2_path.parent), smollm2_path.name
     tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name).float()
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"  # renamed in 4.56
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=name, **{dtype_kw: torch.float32})
     model.eval()
     return model, tok

@@ -79,7 +79,7 @@ def test_truncated_tiny_gguf(tiny_gguf, tmp_path, n_bytes):
         load_gguf(path)
 
 
-@pytest.mark.parametrize("n_bytes", [1_000, 3_000_000])
+@pytest.mark.parametrize("n_bytes", [1_000, 600_000])  # in the header, in the vocabulary
 def test_truncated_smollm2(smollm2_path, tmp_path, n_bytes):
     path = tmp_path / "smol-cut.gguf"
     with open(smollm2_path, "rb") as src, open(path, "wb") as dst:
