@@ -11,6 +11,7 @@ BENCHES = {
     "roofline": ("app.benches.roofline", "run_roofline_bench"),
     "gui": ("app.benches.gui", "run_gui_bench"),
     "kv": ("engines.kv.bench", "run_kv_bench"),
+    "mcu": ("engines.mcu.bench", "run_mcu_bench"),
 }
 
 
