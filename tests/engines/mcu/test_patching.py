@@ -264,3 +264,50 @@ def test_the_mac_budget_limits_the_search(person_detect):
     tight = plan_patch_based(person_detect, max_mac_overhead=0.05)
     assert tight.patch.macs - tight.patch.plain_macs <= 0.05 * total
     assert tight.arena_bytes >= loose.arena_bytes
+
+
+@st.composite
+def chains(draw):
+    """A RESHAPE (so the stage starts mid-graph), then 2-4 sliding-window operators of
+    random geometry, then a 1x1 conv read by two branches that join again."""
+    seed = draw(st.integers(0, 2**16))
+    g = Int8Graph(seed)
+    h, w, c = draw(st.integers(6, 14)), draw(st.integers(6, 14)), draw(st.integers(1, 4))
+    x = g.input((1, h * w * c), scale=0.05, zp=1)
+    y = g.reshape(x, (1, h, w, c))
+    for _ in range(draw(st.integers(2, 4))):
+        _, hh, ww, _ = g.shape(y)
+        kind = draw(st.sampled_from(("conv", "dw", "max", "avg")))
+        k = draw(st.integers(1, min(3, hh, ww)))
+        stride = draw(st.integers(1, 2))
+        padding = draw(st.sampled_from(("SAME", "VALID")))
+        if kind == "conv":
+            y = g.conv(y, draw(st.integers(1, 6)), k=k, stride=stride, padding=padding, act="RELU")
+        elif kind == "dw":
+            y = g.dw(y, k=k, stride=stride, multiplier=draw(st.integers(1, 2)), padding=padding)
+        else:
+            pool = "MAX_POOL_2D" if kind == "max" else "AVERAGE_POOL_2D"
+            y = g.pool(y, pool, k=k, stride=stride, padding=padding)
+    a = g.conv(y, 4)
+    b1, b2 = g.conv(a, 4), g.dw(a, k=1)
+    data = g.build([g.add(b1, b2)])
+    model = load_model(data)
+    chain = stage_chain(model)
+    ops = chain[: draw(st.integers(2, len(chain)))]
+    _, oh, ow, _ = model.tensors[model.operators[ops[-1]].outputs[0]].shape
+    grid = (draw(st.integers(1, oh)), draw(st.integers(1, ow)))
+    return model, seed, ops, grid
+
+
+@settings(max_examples=30, deadline=None)
+@given(chains())
+def test_random_chains_patch_by_patch_equal_the_plain_interpreter(case):
+    model, seed, ops, grid = case
+    assert ops[0] == 1  # after the RESHAPE
+    plan = plan_stage(model, ops, grid)
+    assert not conflicts(plan.buffers, plan.offsets)
+    plain = ArenaInterpreter(model, plan_model(model, "linear"))
+    patched = ArenaInterpreter(model, plan)
+    for s in range(2):
+        x = random_input(model, seed + s)
+        assert np.array_equal(patched.invoke(x), plain.invoke(x)), (ops, grid)
