@@ -37,7 +37,7 @@ from engines.mcu.lifetimes import (
 )
 from engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
 
-DEFAULT_BEAM = 4096  # down-sets kept per layer before the search stops being exact
+DEFAULT_BEAM = 256  # down-sets kept per layer before the search stops being exact
 
 
 @dataclass(frozen=True)
