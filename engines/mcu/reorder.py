@@ -202,6 +202,7 @@ def _plan_order(model: Model, order: tuple[int, ...], planner: str) -> Plan:
         arena_bytes=arena_bytes(buffers, offsets),
         lower_bound_bytes=lower_bound_bytes(buffers),
         op_order=order,
+        step_labels=("inputs", *(f"{model.operators[i].op}#{i}" for i in order)),
     )
 
 
