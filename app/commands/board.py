@@ -3,9 +3,15 @@
     inferlab board list [--json]
     inferlab board info --port URL [--json]
     inferlab board run --port URL --model M.tflite [--input IN.npy] [--planner P] [--json]
+    inferlab board build --model M.tflite --target T [--preset P] --out DIR [--json]
+    inferlab board emulate --model M.tflite [--preset P] [--out DIR]
 
 URL is anything pyserial opens: /dev/ttyACM0, COM3, socket://host:port, a virtual board's pty.
 `run` uploads the model with LOAD when the board holds another one (checked by SHA-256).
+`build` compiles the model and its plan into the C firmware (`firmware/`) for a port (host,
+qemu-mps2-an386, nrf52840) and prints its flash and RAM next to the plan and TFLM's own
+figures; `emulate` builds it for QEMU's Cortex-M4, starts it, prints the board's
+`socket://` URL once it answers HELLO, and runs until interrupted.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ def register(sub) -> None:
                                          "offsets (PLAN); default: the board's own plan")
     run_p.add_argument("--output", metavar="OUT.npy", help="also write the (first) output")
     run_p.add_argument("--json", action="store_true", help="print JSON")
+    _register_firmware(actions)
     p.set_defaults(func=run)
 
 
@@ -48,7 +55,8 @@ def _port_args(p) -> None:
 
 
 def run(args) -> int:
-    return {"list": _list, "info": _info, "run": _run}[args.board_action](args)
+    return {"list": _list, "info": _info, "run": _run, "build": _build,
+            "emulate": _emulate}[args.board_action](args)
 
 
 def _list(args) -> int:
@@ -170,3 +178,97 @@ def _run(args) -> int:
 def _progress(done: int, total: int) -> None:
     print(f"\ruploading model: {done:,} / {total:,} B", end="" if done < total else "\n",
           file=sys.stderr, flush=True)
+
+
+# ---- firmware: build and emulate -----------------------------------------------------------
+
+
+def _register_firmware(actions) -> None:
+    from engines.mcu.toolchain import TARGETS
+
+    build = actions.add_parser("build", help="compile a model into the board firmware (C)")
+    build.add_argument("--model", required=True, help=".tflite model file")
+    build.add_argument("--target", required=True, choices=TARGETS, help="firmware port")
+    build.add_argument("--preset", help="board preset whose SRAM/flash cap the image "
+                                        "(default: the port's board, else nrf52840)")
+    build.add_argument("--out", required=True, metavar="DIR", help="folder for the sources "
+                                                                    "and the image")
+    build.add_argument("--planner", default="tflm-greedy", help="arena planner "
+                                                                "(default tflm-greedy)")
+    build.add_argument("--json", action="store_true", help="print JSON")
+
+    emu = actions.add_parser("emulate", help="run the firmware for a model on QEMU's "
+                                             "Cortex-M4; prints its socket:// URL")
+    emu.add_argument("--model", required=True, help=".tflite model file")
+    emu.add_argument("--preset", default="nrf52840", help="board preset whose memory the "
+                                                          "emulated board has (default nrf52840)")
+    emu.add_argument("--out", metavar="DIR", help="build folder (default under "
+                                                  "firmware/build/images)")
+    emu.add_argument("--planner", default="tflm-greedy", help="arena planner")
+    emu.add_argument("--wall-clock", action="store_true",
+                     help="time ops by the host's clock (default: QEMU -icount, "
+                          "deterministic cycles)")
+
+
+def _build(args) -> int:
+    from engines.mcu.toolchain import build_firmware, tflm_head_tail
+
+    b = build_firmware(args.model, args.target, args.preset, args.out, planner=args.planner)
+    tflm = tflm_head_tail(args.model)
+    data = b.to_dict()
+    if tflm is not None:
+        data |= {"tflm_head_bytes": tflm[0], "tflm_tail_bytes": tflm[1]}
+    if args.json:
+        print_json(data)
+        return 0
+    print(f"{b.model} for {b.target} ({b.preset} memory) -> {b.image}")
+    if b.flash_bytes is None:
+        print(f"  arena {b.arena_bytes:,} B ({b.planner} plan), weights {b.weights_bytes:,} B; "
+              "flash and RAM figures come from arm-none-eabi-size on the Arm ports")
+    else:
+        print(f"  flash {b.flash_bytes:>9,} B of {b.flash_bytes_available:,} B: code "
+              f"{b.code_bytes:,} B + model {b.model_flash_bytes:,} B (weights "
+              f"{b.weights_bytes:,} B + operator tables "
+              f"{b.model_flash_bytes - b.weights_bytes:,} B)")
+        print(f"  RAM   {b.ram_bytes:>9,} B of {b.sram_bytes:,} B: arena {b.arena_bytes:,} B "
+              f"({b.planner} plan) + runtime {b.runtime_ram_bytes:,} B (stack "
+              f"{b.stack_bytes:,} B)")
+    if tflm is not None:
+        head, tail = tflm
+        line = (f"  TFLM (SOURCES.md, tflite-micro wheel on x86-64): head {head:,} B + tail "
+                f"{tail:,} B = {head + tail:,} B")
+        if b.ram_bytes is not None:
+            line += f"; this image's RAM is {b.ram_bytes / (head + tail):.2f}x that"
+        print(line)
+    return 0
+
+
+def _emulate(args) -> int:
+    import signal
+    import time
+
+    from engines.mcu.emulator import DEFAULT_ICOUNT_SHIFT, Emulator
+    from engines.mcu.toolchain import QEMU_TARGET, build_firmware
+
+    b = build_firmware(args.model, QEMU_TARGET, args.preset, args.out, planner=args.planner)
+    print(f"built {b.image}: flash {b.flash_bytes:,} B, RAM {b.ram_bytes:,} B (arena "
+          f"{b.arena_bytes:,} B)", file=sys.stderr)
+    emulator = Emulator(b.image, icount_shift=None if args.wall_clock else DEFAULT_ICOUNT_SHIFT)
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        url = emulator.start()
+        print(url, flush=True)
+        while emulator.running:
+            time.sleep(0.2)
+        print(f"inferlab board emulate: QEMU stopped: {emulator.log().strip()[-400:]}",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        emulator.stop()
+        signal.signal(signal.SIGTERM, previous)
