@@ -112,7 +112,7 @@ def read_memory_section(sec: dict) -> tuple[dict, ModelConfig, dict]:
 # The MCU lab's records are built here from engine objects, without Qt, so that the lab and
 # `inferlab run mcu` write the same section. `model` is the model file's path; "" means the
 # first of MCU_DEFAULT_MODEL_STEMS found in the shared models folder.
-MCU_DEFAULTS = {"model": "", "planner": "tflm-greedy", "compare": "best", "board": "nrf52840",
+MCU_DEFAULTS = {"model": "", "planner": "tflm-greedy", "compare": "patch-based", "board": "nrf52840",
                 "seed": 0, "y_to_sram": False}
 MCU_DEFAULT_MODEL_STEMS = ("person_detect", "micro_speech_quantized", "hello_world_int8")
 MCU_NO_COMPARE = "none"
@@ -152,28 +152,61 @@ def mcu_plan(model, planner: str):
     return plan, (time.perf_counter() - t0) * 1e3
 
 
+def mcu_step_labels(model, plan) -> tuple:
+    """What runs at each step: the plan's own labels, else "OP#i" in its execution order."""
+    labels = getattr(plan, "step_labels", None)
+    if labels:
+        return tuple(labels)
+    order = getattr(plan, "op_order", None)
+    order = range(len(model.operators)) if order is None else order
+    return ("inputs", *(f"{model.operators[i].op}#{i}" for i in order))
+
+
+def _label_op(label: str) -> int | None:
+    """The operator index at the end of a step label ("patch 2: CONV_2D#4" → 4)."""
+    head, sep, tail = label.rpartition("#")
+    return int(tail) if sep and tail.isdigit() else None
+
+
 def mcu_layout(model, plan, plan_ms: float = 0.0):
-    """An ArenaLayout: the plan's buffers with their tensors' shape, dtype and producer."""
+    """An ArenaLayout: the plan's buffers with their tensors' shape, dtype and producer.
+
+    Works for every planner: in-place aliases are named, patch tiles are coloured by the op
+    that writes them, and steps carry what runs at each (reordered, patch-based plans).
+    """
     from views.mcu_records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
 
-    n_ops = len(model.operators)
+    labels = mcu_step_labels(model, plan)
+    step_op = [_label_op(label) for label in labels]
     producer = {t: op.index for op in model.operators for t in op.outputs}
+    aliases = dict(getattr(plan, "aliases", ()) or ())
+    patch = getattr(plan, "patch", None)
+    tile_op = {tile.buffer: tile.op for tile in patch.tiles if tile.buffer is not None} if patch else {}
     tensors = []
-    for buf, offset in zip(plan.buffers, plan.offsets, strict=True):
+    for index, (buf, offset) in enumerate(zip(plan.buffers, plan.offsets, strict=True)):
         if buf.tensor is not None and 0 <= buf.tensor < len(model.tensors):
             t = model.tensors[buf.tensor]
             op = producer.get(buf.tensor)
             kind = model.operators[op].op if op is not None else GRAPH_INPUT
+            onto = aliases.get(buf.tensor)
+            alias = model.tensors[onto].name if onto is not None else ""
             tensors.append(ArenaTensor(buf.name, buf.size, offset, buf.first, buf.last,
-                                       buf.tensor, tuple(t.shape), t.dtype, op, kind))
-        else:  # a kernel's scratch buffer (or another planner-made buffer): its op's step
-            op = buf.first - 1 if 0 <= buf.first - 1 < n_ops else None
+                                       buf.tensor, tuple(t.shape), t.dtype, op, kind, alias))
+        elif index in tile_op:  # one patch's part of a tensor that is never whole
+            op = tile_op[index]
+            out = model.tensors[model.operators[op].outputs[0]]
+            tensors.append(ArenaTensor(buf.name, buf.size, offset, buf.first, buf.last,
+                                       None, (), out.dtype, op, model.operators[op].op))
+        else:  # a kernel's scratch buffer: the op running at its step
+            op = step_op[buf.first] if 0 <= buf.first < len(step_op) else None
             kind = SCRATCH if op is not None or "scratch" in buf.name else GRAPH_INPUT
             tensors.append(ArenaTensor(buf.name, buf.size, offset, buf.first, buf.last,
                                        None, (), "", op, kind))
-    steps = max([n_ops + 1] + [b.last + 1 for b in plan.buffers])
+    steps = max([len(labels)] + [b.last + 1 for b in plan.buffers])
+    stored = labels == ("inputs", *(f"{op.op}#{op.index}" for op in model.operators))
     return ArenaLayout(plan.planner, plan.arena_bytes, plan.lower_bound_bytes, steps,
-                       tuple(tensors), tuple(plan.high_water_by_step()), round(plan_ms, 3))
+                       tuple(tensors), tuple(plan.high_water_by_step()), round(plan_ms, 3),
+                       labels, stored)
 
 
 def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
@@ -192,13 +225,43 @@ def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
     return tuple(rows)
 
 
+def mcu_planner_names() -> list[str]:
+    """Every planner the engines offer: TFLM-style buffer planners, then model-level ones."""
+    from engines.mcu import planners
+
+    names = getattr(planners, "planner_names", None)
+    return list(names()) if names is not None else list(planners.PLANNERS)
+
+
+def mcu_plans(model, settings: dict):
+    """([(Plan, ms)], compare_note): the chosen plan (a failure raises ValueError), then the
+    compared one, or the reason it has none (a planner that does not apply to this model)."""
+    names = mcu_planners(settings)
+    plans = [mcu_plan(model, names[0])]
+    note = ""
+    for name in names[1:]:
+        try:
+            plans.append(mcu_plan(model, name))
+        except ValueError as exc:
+            note = f"{name}: {exc}"
+    return plans, note
+
+
+def mcu_board_plan(plan):
+    """The plan to send a board with PLAN, or None to let it plan itself: the wire protocol
+    carries offsets for TFLM's own buffers only (no reordering, aliasing or patches)."""
+    plain = (getattr(plan, "op_order", None) is None and not getattr(plan, "aliases", ())
+             and getattr(plan, "patch", None) is None)
+    return plan if plain else None
+
+
 def mcu_planners(settings: dict) -> list[str]:
     """The planners the settings ask for: the chosen one, then the compared one if any."""
     chosen, compare = settings["planner"], settings.get("compare", MCU_NO_COMPARE)
     return [chosen] + ([compare] if compare not in (MCU_NO_COMPARE, chosen, None) else [])
 
 
-def mcu_state(model, path, board, plans, note: str = ""):
+def mcu_state(model, path, board, plans, note: str = "", compare_note: str = ""):
     """The McuState of `model` (loaded from `path`) on `board`; `plans`: (Plan, ms) pairs,
     the chosen planner's first (its arena is the one checked against the board)."""
     import os
@@ -211,7 +274,7 @@ def mcu_state(model, path, board, plans, note: str = ""):
     return McuState(model=model.name, model_path=str(path), model_file_bytes=file_bytes,
                     n_operators=len(model.operators), board=board, layouts=layouts,
                     fit=fit_check(layouts[0].arena_bytes, file_bytes, board),
-                    ops=mcu_op_rows(model, board), note=note)
+                    ops=mcu_op_rows(model, board), note=note, compare_note=compare_note)
 
 
 def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, should_stop=None):

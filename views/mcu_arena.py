@@ -159,9 +159,9 @@ class ArenaItem(pg.GraphicsObject):
 
 
 class ArenaPlot(pg.PlotWidget):
-    """One plan's SRAM layout; `tensor_hovered` carries the buffer under the mouse."""
+    """One plan's SRAM layout; `hovered` says what is under the mouse (a buffer, a step)."""
 
-    tensor_hovered = Signal(object)  # ArenaTensor or None
+    hovered = Signal(str)  # "" when the mouse leaves the plot
 
     def __init__(self, parent=None):
         super().__init__(parent=parent, axisItems={"left": BytesAxis("left")})
@@ -175,7 +175,9 @@ class ArenaPlot(pg.PlotWidget):
         self.high_water_curve: pg.PlotCurveItem | None = None
         self.limit_lines: dict[str, pg.InfiniteLine] = {}
         self.layout_record: ArenaLayout | None = None
-        self._hovered: ArenaTensor | None = None
+        self.hovered_tensor: ArenaTensor | None = None
+        self._hover_text = ""
+        self.message: pg.TextItem | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse)
 
     def draw(self, layout: ArenaLayout, y_max: float, sram_bytes: int | None = None,
@@ -184,8 +186,11 @@ class ArenaPlot(pg.PlotWidget):
         """Draw `layout`; the y axis runs from 0 to `y_max` bytes (shared between plots)."""
         item = self.getPlotItem()
         item.clear()
+        self.message = None
         self.limit_lines = {}
         self.layout_record = layout
+        item.setLabel("bottom", "step (op i runs at step i + 1; 0 = inputs)" if layout.stored_order
+                      else "step (its own execution order: hover to see what runs)")
         self.arena_item = ArenaItem(layout)
         item.addItem(self.arena_item)
         if layout.high_water:
@@ -208,6 +213,22 @@ class ArenaPlot(pg.PlotWidget):
         item.setYRange(0, max(y_max, 1), padding=0)
         self._step_ticks(steps_n)
 
+    def show_message(self, title: str, text: str, y_max: float) -> None:
+        """No layout to draw: say why, on the same y scale as the other plot."""
+        item = self.getPlotItem()
+        item.clear()
+        self.layout_record = None
+        self.arena_item = None
+        self.high_water_curve = None
+        self.limit_lines = {}
+        item.setTitle(title, size="10pt")
+        self.message = pg.TextItem(text, color="#B71C1C", anchor=(0.5, 0.5))
+        self.message.setTextWidth(max(200.0, self.width() * 0.8))
+        item.addItem(self.message, ignoreBounds=True)
+        item.setXRange(0, 1, padding=0)
+        item.setYRange(0, max(y_max, 1), padding=0)
+        self.message.setPos(0.5, max(y_max, 1) / 2)
+
     def _limit(self, key: str, value: int, text: str, style, anchor, position: float) -> None:
         line = pg.InfiniteLine(pos=value, angle=0, movable=False,
                                pen=pg.mkPen(SRAM_COLOR, width=1.5, style=style), label=text,
@@ -218,7 +239,8 @@ class ArenaPlot(pg.PlotWidget):
 
     def _step_ticks(self, steps: int) -> None:
         width_px = max(self.getPlotItem().getViewBox().width(), 300.0)
-        stride = max(1, math.ceil(steps * 22 / width_px))
+        wanted = steps * 24 / width_px  # about one number per 24 px
+        stride = next((s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 500) if s >= wanted), 1000)
         ticks = [(t + 0.5, str(t)) for t in range(0, steps, stride)]
         self.getPlotItem().getAxis("bottom").setTicks([ticks])
 
@@ -233,16 +255,21 @@ class ArenaPlot(pg.PlotWidget):
 
     def _on_mouse(self, scene_pos) -> None:
         vb = self.getPlotItem().getViewBox()
-        if self.layout_record is None or not vb.sceneBoundingRect().contains(scene_pos):
-            found = None
-        else:
+        layout = self.layout_record
+        found, text = None, ""
+        if layout is not None and vb.sceneBoundingRect().contains(scene_pos):
             point = vb.mapSceneToView(scene_pos)
             found = self.tensor_at(point.x(), point.y())
-        if found is not self._hovered:
-            self._hovered = found
-            self.tensor_hovered.emit(found)
+            step = math.floor(point.x())
             if found is not None:
-                QToolTip.showText(self.mapToGlobal(self.mapFromScene(scene_pos).toPoint()),
-                                  found.describe(), self)
+                text = layout.describe(found)
+            elif 0 <= step < layout.steps:
+                text = f"step {step}: {layout.step_label(step) or '—'} (no buffer here)"
+        self.hovered_tensor = found
+        if text != self._hover_text:
+            self._hover_text = text
+            self.hovered.emit(text)
+            if found is not None:
+                QToolTip.showText(self.mapToGlobal(self.mapFromScene(scene_pos)), text, self)
             else:
                 QToolTip.hideText()

@@ -39,10 +39,11 @@ class BudgetBars(QWidget):
         self.others: list[tuple[str, int]] = []
         self.segments: dict[str, list[tuple[str, int]]] = {}
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
-        self.setMinimumHeight(self.sizeHint().height())
+        self.setFixedHeight(self.sizeHint().height())
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
-        return QSize(360, 2 * (LINE_PX + BAR_PX + GAP_PX) + LINE_PX + 4)
+        others = len(getattr(self, "others", ()))
+        return QSize(360, 2 * (LINE_PX + BAR_PX + GAP_PX) + (others + 1) * LINE_PX + 4)
 
     def draw(self, fit: FitCheck, others=()) -> None:
         self.fit = fit
@@ -55,6 +56,7 @@ class BudgetBars(QWidget):
             flash.append(("free", fit.flash_margin_bytes))
         self.segments = {"SRAM": sram, "flash": flash}
         self.setToolTip(fit.summary())
+        self.setFixedHeight(self.sizeHint().height())
         self.update()
 
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt API
@@ -99,16 +101,22 @@ class BudgetBars(QWidget):
             if used > capacity:  # the capacity line inside the overflowing bar
                 painter.setPen(QPen(QColor(OVER_COLOR), 2))
                 painter.drawLine(4 + capacity * scale, y - 2, 4 + capacity * scale, y + BAR_PX + 2)
-            if name == "SRAM":
-                for label, arena in self.others:
-                    mx = 4 + (arena + fit.runtime_overhead_bytes) * scale
+            if name == "SRAM" and self.others:
+                # Other plans: a dashed mark where their SRAM use would end, named below.
+                for k, (label, arena) in enumerate(self.others):
+                    used_other = arena + fit.runtime_overhead_bytes
+                    mx = 4 + min(used_other, max(capacity, used)) * scale
                     painter.setPen(QPen(QColor("#000"), 1.5, Qt.DashLine))
-                    painter.drawLine(mx, y - 2, mx, y + BAR_PX + 2)
-                    text = f"{label}: {kib(arena)} "
+                    painter.drawLine(mx, y - 2, mx, y + BAR_PX + 3 + k * LINE_PX)
                     painter.setPen(QColor("#000"))
-                    flags = Qt.AlignVCenter | (Qt.AlignRight if mx > width / 2 else Qt.AlignLeft)
-                    box = QRectF(4, y, mx - 6, BAR_PX) if mx > width / 2 else QRectF(mx + 3, y, width, BAR_PX)
-                    painter.drawText(box, flags, text)
+                    text = f"{label}: arena {kib(arena)}, {kib(used_other)} used"
+                    row = QRectF(4, y + BAR_PX + k * LINE_PX, width, LINE_PX)
+                    if mx > width / 2:
+                        painter.drawText(row.adjusted(0, 0, mx - 4 - width - 4, 0),
+                                         Qt.AlignRight | Qt.AlignVCenter, text)
+                    else:
+                        painter.drawText(row.adjusted(mx, 0, 0, 0), Qt.AlignLeft | Qt.AlignVCenter, text)
+                y += len(self.others) * LINE_PX
             y += BAR_PX + GAP_PX
         x = 4.0
         for segment in ("arena", "runtime RAM", "model file", "runtime code", "free"):

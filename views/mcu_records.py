@@ -63,6 +63,7 @@ class ArenaTensor:
     dtype: str = ""
     producer: int | None = None
     kind: str = GRAPH_INPUT
+    alias_of: str = ""  # in-place: the tensor whose bytes this one shares
 
     @property
     def end(self) -> int:
@@ -75,15 +76,19 @@ class ArenaTensor:
             return f"scratch of op {self.producer}"
         return f"op {self.producer} ({self.kind})"
 
-    def describe(self) -> str:
+    def describe(self, step_labels=()) -> str:
         """Several lines for a tooltip: everything a user asks of a rectangle."""
         shape = "×".join(str(d) for d in self.shape) if self.shape else "—"
+        steps = f"live steps {self.first} … {self.last}"
+        if 0 <= self.first <= self.last < len(step_labels):
+            steps += f" ({step_labels[self.first]} … {step_labels[self.last]})"
         return (f"{self.name}\n"
                 f"shape {shape}, {self.dtype or '—'}, {self.size:,} B "
                 f"({_kib(self.size)})\n"
                 f"offset {self.offset:,} … {self.end:,} B\n"
-                f"live steps {self.first} … {self.last}\n"
-                f"produced by {self.producer_text()}")
+                f"{steps}\n"
+                f"produced by {self.producer_text()}"
+                + (f"\nin place: shares the bytes of {self.alias_of}" if self.alias_of else ""))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"shape": list(self.shape)}
@@ -101,12 +106,16 @@ class ArenaTensor:
                    offset=_int(d, "offset", where), first=_int(d, "first", where),
                    last=_int(d, "last", where), tensor=tensor, shape=tuple(shape),
                    dtype=str(d.get("dtype", "")), producer=producer,
-                   kind=str(d.get("kind", GRAPH_INPUT)))
+                   kind=str(d.get("kind", GRAPH_INPUT)), alias_of=str(d.get("alias_of", "")))
 
 
 @dataclass(frozen=True)
 class ArenaLayout:
-    """One planner's arena for one model, over the steps 0..steps-1 (op i runs at i+1)."""
+    """One planner's arena for one model, over the steps 0..steps-1.
+
+    `step_labels[s]` says what runs at step s ("inputs", "CONV_2D#3", "patch 2: CONV_2D#1"):
+    in stored order op i runs at step i + 1; reordered and patch-based plans differ.
+    """
 
     planner: str
     arena_bytes: int
@@ -115,6 +124,14 @@ class ArenaLayout:
     tensors: tuple[ArenaTensor, ...]
     high_water: tuple[tuple[int, int], ...]  # (step, highest byte in use)
     plan_ms: float = 0.0
+    step_labels: tuple[str, ...] = ()
+    stored_order: bool = True  # op i at step i + 1
+
+    def step_label(self, step: int) -> str:
+        return self.step_labels[step] if 0 <= step < len(self.step_labels) else ""
+
+    def describe(self, tensor: ArenaTensor) -> str:
+        return tensor.describe(self.step_labels)
 
     def tensor_at(self, step: float, offset: float) -> ArenaTensor | None:
         """The buffer drawn at (x = step, y = offset), if any (the smallest on overlaps)."""
@@ -133,7 +150,8 @@ class ArenaLayout:
     def to_dict(self) -> dict:
         return {"planner": self.planner, "arena_bytes": self.arena_bytes,
                 "lower_bound_bytes": self.lower_bound_bytes, "steps": self.steps,
-                "plan_ms": self.plan_ms,
+                "plan_ms": self.plan_ms, "stored_order": self.stored_order,
+                "step_labels": list(self.step_labels),
                 "high_water": [list(p) for p in self.high_water],
                 "tensors": [t.to_dict() for t in self.tensors]}
 
@@ -146,10 +164,15 @@ class ArenaLayout:
             if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) for v in pair)):
                 raise ValueError(f"{where}.high_water[{i}]: expected [step, bytes]")
             water.append((pair[0], pair[1]))
+        labels = d.get("step_labels", [])
+        if not isinstance(labels, list):
+            raise ValueError(f"{where}.step_labels: expected a list")
         return cls(planner=str(_need(d, "planner", where)), arena_bytes=_int(d, "arena_bytes", where),
                    lower_bound_bytes=_int(d, "lower_bound_bytes", where), steps=_int(d, "steps", where),
                    tensors=tensors, high_water=tuple(water),
-                   plan_ms=_opt_float(d.get("plan_ms", 0.0), f"{where}.plan_ms") or 0.0)
+                   plan_ms=_opt_float(d.get("plan_ms", 0.0), f"{where}.plan_ms") or 0.0,
+                   step_labels=tuple(str(v) for v in labels),
+                   stored_order=bool(d.get("stored_order", True)))
 
 
 @dataclass(frozen=True)
@@ -244,6 +267,7 @@ class McuState:
     host_run: RunRecord | None = None
     board_run: RunRecord | None = None
     note: str = ""  # e.g. why the host interpreter cannot run this model
+    compare_note: str = ""  # why the compared planner has no layout (it does not apply)
 
     def to_dict(self) -> dict:
         return {"model": self.model, "model_path": self.model_path,
@@ -252,7 +276,7 @@ class McuState:
                 "fit": self.fit.to_dict(), "ops": [o.to_dict() for o in self.ops],
                 "host_run": self.host_run.to_dict() if self.host_run else None,
                 "board_run": self.board_run.to_dict() if self.board_run else None,
-                "note": self.note}
+                "note": self.note, "compare_note": self.compare_note}
 
     @classmethod
     def from_dict(cls, d, where: str = "labs.mcu.state") -> McuState:
@@ -270,7 +294,7 @@ class McuState:
                    model_file_bytes=_int(d, "model_file_bytes", where),
                    n_operators=_int(d, "n_operators", where), board=board, layouts=layouts,
                    fit=fit, ops=ops, host_run=runs[0], board_run=runs[1],
-                   note=str(d.get("note", "")))
+                   note=str(d.get("note", "")), compare_note=str(d.get("compare_note", "")))
 
 
 def _kib(nbytes: int) -> str:

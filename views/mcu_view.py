@@ -89,13 +89,12 @@ class McuView(QWidget):
         self.set_board_connected(False)
 
         self.plots = (ArenaPlot(), ArenaPlot())
-        self.plots[1].setYLink(self.plots[0])
-        self.plots[1].setXLink(self.plots[0])
+        self.plots[1].setYLink(self.plots[0])  # one y scale; steps differ between plans
         self.plots_row = plots_row = QHBoxLayout()
         plots_row.setContentsMargins(0, 0, 0, 0)
         for plot, label, combo in zip(self.plots, ("Planner", "compared with"),
                                       (self.planner, self.compare), strict=True):
-            plot.tensor_hovered.connect(self._on_hover)
+            plot.hovered.connect(self._on_hover)
             header = QHBoxLayout()
             header.addWidget(QLabel(label))
             header.addWidget(combo)
@@ -232,15 +231,21 @@ class McuView(QWidget):
         fit = state.fit
         first = state.layouts[0]
         for i, plot in enumerate(self.plots):
-            plot.setVisible(i < len(state.layouts))
-            self.plots_row.setStretch(i, 1 if i < len(state.layouts) else 0)
+            shown = i < len(state.layouts) or (i == 1 and bool(state.compare_note))
+            plot.setVisible(shown)
+            self.plots_row.setStretch(i, 1 if shown else 0)
             if i >= len(state.layouts):
+                if shown:
+                    name, _, why = state.compare_note.partition(": ")
+                    plot.show_message(f"{name}: does not apply to {state.model}", why, y_max)
                 continue
             layout = state.layouts[i]
             title = layout.title()
             if i and layout.arena_bytes == first.arena_bytes and \
                     [t.offset for t in layout.tensors] == [t.offset for t in first.tensors]:
                 title += f"; identical to {first.planner}"
+            elif i and first.arena_bytes:
+                title += f"; {layout.arena_bytes / first.arena_bytes:.2f}× {first.planner}"
             plot.draw(layout, y_max, fit.sram_bytes, fit.arena_limit_bytes, state.board.id, title)
         kinds = []
         for layout in state.layouts:
@@ -304,11 +309,8 @@ class McuView(QWidget):
             lines.append(_run_line("Board", state.board_run))
         self.runs.setText("<br>".join(lines))
 
-    def _on_hover(self, tensor) -> None:
-        if tensor is None:
-            self.hover.setText(HOVER_HINT)
-        else:
-            self.hover.setText(tensor.describe().replace("\n", " · "))
+    def _on_hover(self, text: str) -> None:
+        self.hover.setText(text.replace("\n", " · ") if text else HOVER_HINT)
 
 
 def _run_line(kind: str, run: RunRecord) -> str:

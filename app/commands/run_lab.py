@@ -20,9 +20,12 @@ from app.cli import print_json
 def _mcu_arguments(p) -> None:
     p.add_argument("--model", required=True, help=".tflite model file")
     p.add_argument("--planner", default=sections.MCU_DEFAULTS["planner"],
-                   help="arena planner (default tflm-greedy)")
+                   help="arena planner: linear, tflm-greedy, best, aliased, reordered, "
+                        "patch-based (default tflm-greedy)")
     p.add_argument("--compare", default=sections.MCU_DEFAULTS["compare"],
-                   help="second planner drawn beside it, or 'none' (default best)")
+                   help="second planner drawn beside it, or 'none' (default "
+                        f"{sections.MCU_DEFAULTS['compare']}; one that does not apply to the "
+                        "model is noted in the snapshot)")
     p.add_argument("--board", default=sections.MCU_DEFAULTS["board"],
                    help="board preset id for the budget and cycle estimates (default nrf52840)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
@@ -35,10 +38,8 @@ def _run_mcu(args, recorder):
     from engines.mcu.boards import load_board
     from engines.mcu.graph import load_model
     from engines.mcu.interpreter import UnsupportedOpError, check_supported
-    from engines.mcu.planners import PLANNERS
-
     for name, value in (("--planner", args.planner), ("--compare", args.compare)):
-        allowed = list(PLANNERS) + ([sections.MCU_NO_COMPARE] if name == "--compare" else [])
+        allowed = sections.mcu_planner_names() + ([sections.MCU_NO_COMPARE] if name == "--compare" else [])
         if value not in allowed:
             raise ValueError(f"{name} {value!r}: expected one of {', '.join(allowed)}")
     path = str(Path(args.model).resolve())
@@ -47,16 +48,14 @@ def _run_mcu(args, recorder):
         model = load_model(path)
     settings = dict(sections.MCU_DEFAULTS, model=path, planner=args.planner, compare=args.compare,
                     board=board.id, seed=args.seed)
-    plans = []
-    for planner in sections.mcu_planners(settings):
-        with recorder.span(f"plan {planner}", cat="mcu"):
-            plans.append(sections.mcu_plan(model, planner))
+    with recorder.span("plan", cat="mcu", args={"planners": sections.mcu_planners(settings)}):
+        plans, compare_note = sections.mcu_plans(model, settings)
     note = ""
     try:
         check_supported(model)
     except UnsupportedOpError as exc:
         note = f"Runs unavailable: {exc}"
-    state = sections.mcu_state(model, path, board, plans, note)
+    state = sections.mcu_state(model, path, board, plans, note, compare_note)
     if not note:
         with recorder.span("run on host", cat="mcu", args={"seed": args.seed}):
             run, _outputs = sections.mcu_host_run(model, plans[0][0], args.seed)

@@ -55,9 +55,7 @@ class McuLab(Lab):
         return list_boards()
 
     def _planner_names(self) -> list[str]:
-        from engines.mcu.planners import PLANNERS
-
-        return list(PLANNERS)
+        return sections.mcu_planner_names()
 
     def _valid(self, s: dict) -> dict:
         planners = self._planner_names()
@@ -65,6 +63,8 @@ class McuLab(Lab):
             s["planner"] = sections.MCU_DEFAULTS["planner"]
         if s.get("compare") not in [*planners, sections.MCU_NO_COMPARE]:
             s["compare"] = sections.MCU_DEFAULTS["compare"]
+            if s["compare"] not in planners:  # engines without the model-level planners
+                s["compare"] = "best"
         if s.get("board") not in [b.id for b in self._boards()]:
             s["board"] = sections.MCU_DEFAULTS["board"]
         path = str(s.get("model") or "")
@@ -130,11 +130,12 @@ class McuLab(Lab):
             note = f"Runs unavailable: {exc}"
         board = load_board(self._settings["board"])
         try:
-            self.plans = [sections.mcu_plan(self.model, p) for p in sections.mcu_planners(self._settings)]
+            self.plans, compare_note = sections.mcu_plans(self.model, self._settings)
         except ValueError as exc:
-            self.view.set_status(f"Cannot plan {self.model.name}: {exc}", error=True)
+            self.view.set_status(f"Cannot plan {self.model.name} with "
+                                 f"{self._settings['planner']}: {exc}", error=True)
             return
-        state = sections.mcu_state(self.model, path, board, self.plans, note)
+        state = sections.mcu_state(self.model, path, board, self.plans, note, compare_note)
         if not new_model and self.state is not None:
             state = sections.mcu_with_runs(state, self.state.host_run, self.state.board_run)
         self.state = state
@@ -293,6 +294,7 @@ class McuLab(Lab):
         from views.mcu_records import RunRecord
 
         model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])
+        board_plan = sections.mcu_board_plan(plan)
         session = self.session
         in_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.inputs]
         out_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.outputs]
@@ -302,20 +304,26 @@ class McuLab(Lab):
             def uploaded(done, total):
                 progress(0.8 * done / max(total, 1), f"uploading {done:,} / {total:,} B")
 
-            result, _ = session.run(data, plan, inputs, progress=uploaded)
+            result, _ = session.run(data, board_plan, inputs, progress=uploaded)
             progress(0.9, "comparing with the host interpreter")
             outputs = p.unpack_tensors(result.output, out_specs)
             expected = sections.mcu_host_run(model, plan, seed, repeats=1)[1]
             same = len(outputs) == len(expected) and all(
                 np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
             first = outputs[0]
-            return RunRecord(f"{session.info.name if session.info else 'board'} on {session.url}",
+            where = f"{session.info.name if session.info else 'board'} on {session.url}"
+            if board_plan is None:
+                where += ", with its own plan"
+            return RunRecord(where,
                              seed, result.time_us, tuple(o.time_us for o in result.ops),
                              tuple(first.ravel().tolist()), tuple(first.shape), str(first.dtype),
                              1, result.arena_bytes, result.round_trip_s * 1e3, result.cycles,
                              result.cycles_measured, same)
 
-        self.view.set_status(f"Deploying {model.name} to {session.choice.label() if session.choice else 'board'}…")
+        target = session.choice.label() if session.choice else "board"
+        self.view.set_status(f"Deploying {model.name} to {target}…" + (
+            "" if board_plan is not None else f" The {plan.planner} plan reorders, aliases or "
+            "patches, which the wire protocol's PLAN cannot carry: the board uses its own plan."))
         self._start(f"Run {model.name} on board", work, self._board_done)
 
     def _board_done(self, run) -> None:
