@@ -38,6 +38,7 @@ QEMU_MEMORY_BYTES = 4 * 1024 * 1024  # mps2-an386: 4 MiB of code SSRAM, 4 MiB of
 # Real-board ports build for their own chip: the preset they are tied to.
 PORT_PRESETS = {"nrf52840": "nrf52840"}
 APT_PACKAGES = ("qemu-system-arm", "gcc-arm-none-eabi", "libnewlib-arm-none-eabi")
+HOST_PACKAGES = ("gcc", "libc6-dev")  # the host port: a C compiler and the C library headers
 _OVERFLOW = re.compile(r"region [`'](RAM|FLASH)' overflowed by (\d+) bytes")
 
 
@@ -68,7 +69,7 @@ def require_tools(target: str) -> dict[str, str]:
     """The tools a target's build needs, by name; ToolMissing for the first one absent."""
     tools = {"make": find_tool("make", ("make",))}
     if target == "host":
-        tools["cc"] = find_tool(os.environ.get("HOST_CC", "cc"), ("gcc",))
+        tools["cc"] = find_tool(os.environ.get("HOST_CC", "cc"), HOST_PACKAGES)
     else:
         tools["gcc"] = find_tool("arm-none-eabi-gcc")
         tools["size"] = find_tool("arm-none-eabi-size")
