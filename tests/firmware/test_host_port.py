@@ -239,3 +239,55 @@ def test_timings_records_are_per_op(pty_board):
     assert result.cycles_measured and result.cycles >= sum(o.cycles for o in result.ops)
     assert all(o.time_us * 1e3 == pytest.approx(o.cycles, abs=1) for o in result.ops)
     assert [o.macs for o in result.ops] == [op_macs(model, i) for i in range(len(result.ops))]
+
+
+def test_random_frames_under_sanitizers(tmp_path):
+    """ASan + UBSan host build: hundreds of random frames (garbage, and well-formed frames
+    of every type with random payloads) never crash it; it still answers HELLO and still
+    computes TFLM's output."""
+    import subprocess
+
+    import numpy as np
+
+    from engines.mcu.codegen import board_config_h, generate
+    from engines.mcu.toolchain import FIRMWARE_DIR
+    from tests.firmware.fwtools import need_tools
+
+    need_tools("host")
+    path = model_path(STEM)
+    generate(path).write(tmp_path)
+    (tmp_path / "board_config.h").write_text(board_config_h("nrf52840", "sanitized", 262144,
+                                                            1048576))
+    result = subprocess.run(["make", "-C", str(FIRMWARE_DIR), "TARGET=host", "SANITIZE=1",
+                             f"MODEL_DIR={tmp_path}", "-j2"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    board = HostBoard(tmp_path / "firmware", pty=False)
+    try:
+        rng = np.random.default_rng(5)
+        for i in range(300):
+            if i % 2:
+                noise = rng.integers(0, 256, int(rng.integers(1, 3000)), dtype=np.uint8)
+                board.send(noise.tobytes() + b"\x00")
+            else:
+                payload = rng.integers(0, 256, int(rng.integers(0, 40)), dtype=np.uint8)
+                board.send(p.encode_frame(p.Frame(int(rng.integers(0, 12)), i,
+                                                  payload.tobytes())))
+        board.send(p.encode_frame(p.Frame(p.Command.HELLO, 5000)))
+        seen = []
+        while not any(isinstance(f, p.Frame) and f.seq == 5000 for f in seen):
+            seen += board.frames(1, timeout_s=30)
+        assert board.proc.poll() is None and len(seen) >= 300
+        model = load_model(path)
+        x = random_input(model, 2)
+        (want,) = tflm_outputs(path, [x])
+        data = x[0].tobytes()  # 1960 B: more than one payload, staged with INPUT
+        for k, at in enumerate(range(0, len(data), 1000)):
+            ack = board.request(p.Command.INPUT, p.InputPart(at, data[at:at + 1000]).pack(),
+                                seq=5100 + k)
+            assert ack.type == p.response_type(p.Command.INPUT)
+        reply = board.request(p.Command.RUN, seq=6000)
+        assert reply.type == p.response_type(p.Command.RUN)
+        out = board.request(p.Command.READ_OUTPUT, p.ReadOutput(0, 4).pack(), seq=6001)
+        assert p.OutputPart.unpack(out.payload).data == want.tobytes()
+    finally:
+        board.close()
