@@ -4,8 +4,9 @@ Decoding one token is a matrix-VECTOR product per weight, bound by how fast the 
 streams from memory. On x86 CPUs with torch's MKL/oneDNN builds we measured
 (SmolLM2 shapes, 1-2 threads):
 
-- fp32: `x @ Wt` with Wt = Wᵀ stored contiguous ([in, out]) runs ~1.5-2x faster than
-  `F.linear(x, W)` on the wide matrices (QKV, gate+up, lm_head);
+- fp32: `x @ Wt` with Wt = Wᵀ stored contiguous ([in, out]) runs ~2x faster than
+  `F.linear(x, W)` on matrices wider than tall (QKV, gate+up, lm_head), but ~1.6x slower on
+  the down projection (out < in), so each matrix gets the better of the two;
 - bf16: `F.linear` has no fast matrix-vector path; oneDNN with a pre-packed ("reordered")
   weight is 2-3x faster.
 
@@ -34,13 +35,15 @@ def _onednn_available() -> bool:
 _ONEDNN: bool | None = None
 
 
-def default_layout(dtype: torch.dtype, device: torch.device) -> str:
-    """"transposed" for fp32 on CPU, "onednn" for bf16 on CPU when oneDNN runs, else "linear"."""
+def default_layout(dtype: torch.dtype, device: torch.device, out_features: int = 1,
+                   in_features: int = 0) -> str:
+    """On CPU: fp32 "transposed" when out_features > in_features (else "linear"); bf16
+    "onednn" when oneDNN runs. Elsewhere "linear"."""
     global _ONEDNN
     if device.type != "cpu":
         return "linear"
     if dtype == torch.float32:
-        return "transposed"
+        return "transposed" if out_features > in_features else "linear"
     if dtype == torch.bfloat16:
         if _ONEDNN is None:
             _ONEDNN = _onednn_available()
@@ -54,7 +57,7 @@ class Linear:
     __slots__ = ("weight", "layout", "out_features", "in_features", "_packed")
 
     def __init__(self, weight: torch.Tensor, layout: str | None = None) -> None:
-        layout = layout or default_layout(weight.dtype, weight.device)
+        layout = layout or default_layout(weight.dtype, weight.device, *weight.shape)
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
         self.out_features, self.in_features = weight.shape

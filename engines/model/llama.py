@@ -12,7 +12,8 @@ gate and up another, so a layer runs four matmuls.
 `forward` takes a FLAT batch: the new tokens of several sequences, their positions and an
 `AttentionMetadata` (engines/kv: where each sequence's tokens start, the slot each new K/V
 goes to, block tables, context lengths), so prefills and decodes of many sequences run in one
-call; attention reads K/V through the block tables (`engines.kv.paged_attention`).
+call; attention reads K/V through the block tables (`engines.kv.paged_attention`; decode
+steps take the faster, equivalent `decode_attention.DecodeAttention`).
 `forward_nocache` recomputes one whole sequence with plain causal attention: the reference.
 
 Weights come in as a state dict with Hugging Face's Llama names (`model.layers.0.self_attn.
@@ -31,6 +32,7 @@ from engines.kv.attention_metadata import AttentionMetadata, paged_attention
 from engines.kv.cache import PagedKVCache
 from engines.kv.paged_attention import sdpa_gqa
 from engines.model.config import ModelConfig
+from engines.model.decode_attention import DecodeAttention
 from engines.model.errors import ModelLoadError
 from engines.model.linear import Linear
 from engines.model.rope import RopeTables, apply_rope
@@ -129,6 +131,9 @@ class Llama:
         def w(name: str) -> torch.Tensor:
             return weights[name].to(device=dev, dtype=dt).contiguous()
 
+        def norm(name: str) -> torch.Tensor:  # norms run in fp32 (see `_layers`)
+            return weights[name].to(device=dev, dtype=torch.float32).contiguous()
+
         def cat(*names: str) -> Linear:
             return Linear(torch.cat([weights[n].to(device=dev, dtype=dt) for n in names]))
 
@@ -136,15 +141,16 @@ class Llama:
         for i in range(config.n_layers):
             p = f"model.layers.{i}."
             layers.append(LayerWeights(
-                attn_norm=w(p + "input_layernorm.weight"),
+                attn_norm=norm(p + "input_layernorm.weight"),
                 qkv=cat(*(p + f"self_attn.{n}_proj.weight" for n in "qkv")),
                 o=Linear(w(p + "self_attn.o_proj.weight")),
-                mlp_norm=w(p + "post_attention_layernorm.weight"),
+                mlp_norm=norm(p + "post_attention_layernorm.weight"),
                 gate_up=cat(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"),
                 down=Linear(w(p + "mlp.down_proj.weight")),
             ))
         lm_head = None if config.tie_embeddings else Linear(w("lm_head.weight"))
-        return cls(config, w("model.embed_tokens.weight"), layers, w("model.norm.weight"), lm_head)
+        return cls(config, w("model.embed_tokens.weight"), layers, norm("model.norm.weight"),
+                   lm_head)
 
     @property
     def n_params(self) -> int:
@@ -159,7 +165,14 @@ class Llama:
 
     @property
     def weight_bytes(self) -> int:
-        return self.n_params * self.embed.element_size()
+        """Bytes of every weight held (norm vectors are kept in fp32)."""
+        tensors = [self.embed, self.final_norm]
+        if not self.tied:
+            tensors.append(self.lm_head.weight)
+        for lw in self.layers:
+            tensors += [lw.attn_norm, lw.qkv.weight, lw.o.weight, lw.mlp_norm, lw.gate_up.weight,
+                        lw.down.weight]
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     def new_cache(self, n_blocks: int, block_size: int = 16) -> PagedKVCache:
         """An empty paged KV cache shaped for this model (same dtype and device)."""
@@ -187,8 +200,14 @@ class Llama:
         cos, sin = self.rope.at(positions.to(self.device))
         slots, scale = meta.slot_mapping, self.scale
 
-        def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
-            return paged_attention(q, cache, layer, meta, scale)
+        if meta.is_decode:
+            decode = DecodeAttention(meta, cache.block_size, self.device)
+
+            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+                return decode(q, cache, layer, scale)
+        else:
+            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+                return paged_attention(q, cache, layer, meta, scale)
 
         def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
             cache.write(layer, slots, k, v)
@@ -230,8 +249,10 @@ class Llama:
         c = self.config
         n, eps, d_head, d_ff = x.shape[0], c.norm_eps, c.d_head, c.d_ff
         q_dim, qk_heads, d_model = self._q_dim, self._qk_heads, c.d_model
+        dt = self.dtype
+        x = x.float()  # the residual stream and the norms stay fp32 whatever the weights
         for i, lw in enumerate(self.layers):
-            h = F.rms_norm(x, (d_model,), lw.attn_norm, eps)
+            h = F.rms_norm(x, (d_model,), lw.attn_norm, eps).to(dt)
             qkv = lw.qkv(h)
             qk = apply_rope(qkv[:, : qk_heads * d_head].view(n, qk_heads, d_head), cos, sin)
             q, k = qk[:, : c.n_heads], qk[:, c.n_heads:]
@@ -239,11 +260,11 @@ class Llama:
             write(i, k, v)
             o = attend(q, i).reshape(n, q_dim)
             x = x + lw.o(o)
-            h = F.rms_norm(x, (d_model,), lw.mlp_norm, eps)
+            h = F.rms_norm(x, (d_model,), lw.mlp_norm, eps).to(dt)
             gu = lw.gate_up(h)
             x = x + lw.down(F.silu(gu[:, :d_ff]) * gu[:, d_ff:])
         return x
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         x = F.rms_norm(x, (self.config.d_model,), self.final_norm, self.config.norm_eps)
-        return self.lm_head(x).float()
+        return self.lm_head(x.to(self.dtype)).float()

@@ -128,7 +128,7 @@ def test_weight_layouts_give_the_same_logits(layout, tiny, monkeypatch):
     import engines.model.linear as linear
 
     model, _ = tiny
-    monkeypatch.setattr(linear, "default_layout", lambda dtype, device: layout)
+    monkeypatch.setattr(linear, "default_layout", lambda *args: layout)
     other = Llama.from_state_dict(model.config, tiny_state_dict(model.config))
     assert other.layers[0].qkv.layout == layout
     prompt = torch.tensor(ids("layouts"))
@@ -139,7 +139,9 @@ def test_weight_layouts_give_the_same_logits(layout, tiny, monkeypatch):
 def test_bf16_model_tracks_fp32(tiny):
     model, _ = tiny
     bf16, _ = tiny_model(dtype="bf16")
-    assert bf16.dtype == torch.bfloat16 and bf16.weight_bytes == model.weight_bytes // 2
+    assert bf16.dtype == torch.bfloat16
+    norms = (2 * 2 + 1) * 64 * 4  # RMSNorm vectors stay fp32
+    assert bf16.weight_bytes - norms == (model.weight_bytes - norms) // 2
     prompt = torch.tensor(ids("brain float"))
     a, b = model.forward_nocache(prompt, True), bf16.forward_nocache(prompt, True)
     assert b.dtype == torch.float32

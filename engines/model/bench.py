@@ -1,0 +1,112 @@
+"""Single-stream greedy decode speed: ours (fp32, bf16) against transformers' `generate`.
+
+Both run in this process on the same GGUF, the same prompt (chat template applied), greedy,
+exactly `new_tokens` tokens (end-of-sequence ignored), on the same torch thread count. Decode
+speed excludes the prefill for both the same way:
+
+    decode_tokens_per_s = (new_tokens - 1) / (t(new_tokens) - t(1))
+
+where t(n) is the wall time of a whole generate call producing n tokens. Engines are
+measured in turn within each repeat and the median is reported, so a machine that gets busier
+mid-run slows all of them alike.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+DEFAULT_PROMPT = "Write a short story about a lighthouse keeper."
+
+
+def _decode_rate(run: Callable[[int], None], new_tokens: int) -> float:
+    t0 = time.perf_counter()
+    run(1)
+    t1 = time.perf_counter()
+    run(new_tokens)
+    t2 = time.perf_counter()
+    decode_s = (t2 - t1) - (t1 - t0)
+    return (new_tokens - 1) / decode_s if decode_s > 0 else float("nan")
+
+
+def _ours(model, ids: list[int]) -> Callable[[int], None]:
+    from engines.model.generate import generate
+
+    def run(n: int) -> None:
+        generate(model, [ids], max_new_tokens=n)
+
+    return run
+
+
+def _transformers(path, ids: list[int]) -> Callable[[int], None]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the GGUF is local; never reach a hub
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, **{dtype_kw: torch.float32}).eval()
+    x = torch.tensor([ids])
+
+    def run(n: int) -> None:
+        with torch.inference_mode():
+            model.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+
+    return run
+
+
+def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
+                    dtypes: Sequence[str] = ("fp32", "bf16"), repeats: int = 3,
+                    threads: int | None = None, transformers: bool = True) -> dict:
+    """Decode tokens/s of SmolLM2-135M: ours per dtype and transformers fp32, and their ratios.
+
+    `threads` sets torch's thread count for the run (restored after). Without the
+    `transformers` package (or with transformers=False) its figures are None.
+    """
+    from engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        runs: dict[str, Callable[[int], None]] = {}
+        ids: list[int] = []
+        for dtype in dtypes:
+            model, tok = load_model(SMOLLM2_ID, dtype=dtype)
+            ids = tok.encode_prompt(prompt)
+            runs[dtype] = _ours(model, ids)
+        tf_error = None
+        if transformers:
+            try:
+                runs["transformers"] = _transformers(smollm2_gguf_path(), ids)
+            except ImportError as e:
+                tf_error = f"transformers not installed: {e}"
+        for run in runs.values():  # warm up allocators and kernels
+            run(4)
+        rates: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(repeats):
+            for name, run in runs.items():
+                rates[name].append(_decode_rate(run, new_tokens))
+        med = {name: statistics.median(r) for name, r in rates.items()}
+        tf = med.get("transformers")
+        out: dict = {
+            "model": SMOLLM2_ID, "prompt_tokens": len(ids), "new_tokens": new_tokens,
+            "threads": torch.get_num_threads(), "repeats": repeats,
+            "decode_tokens_per_s": med.get("fp32", next(iter(med.values()))),
+            "transformers_tokens_per_s": tf,
+        }
+        for dtype in dtypes:
+            out[f"decode_tokens_per_s_{dtype}"] = med[dtype]
+            out[f"ratio_vs_transformers_{dtype}"] = med[dtype] / tf if tf else None
+        out["samples_tokens_per_s"] = rates
+        if tf_error:
+            out["transformers_error"] = tf_error
+        return out
+    finally:
+        torch.set_num_threads(before)
