@@ -169,8 +169,9 @@ class ConnectDialog(QDialog):
         from engines.mcu.ports import list_ports
 
         self.list.clear()
-        virtual = QListWidgetItem("Virtual board (in-process): the protocol served by this app, "
-                                  "running the arena interpreter within the preset's limits")
+        virtual = QListWidgetItem("Virtual board (in-process), the preset below")
+        virtual.setToolTip("The board protocol served by this app on a local socket: it runs "
+                           "the arena interpreter within the preset's SRAM and flash")
         virtual.setData(0x0100, (VIRTUAL, ""))
         self.list.addItem(virtual)
         try:

@@ -321,6 +321,21 @@ def mcu_with_runs(state, host_run=None, board_run=None):
     return dataclasses.replace(state, ops=ops, host_run=host_run, board_run=board_run)
 
 
+def mcu_op_spans(recorder, state) -> None:
+    """The last host run's per-op times as back-to-back trace spans ending now (Perfetto).
+
+    They are the best of the repeats, laid end to end: one invocation as it would look.
+    """
+    if state.host_run is None:
+        return
+    start = recorder.now_s() - sum(o.host_us or 0.0 for o in state.ops) / 1e6
+    for row in state.ops:
+        dur = (row.host_us or 0.0) / 1e6
+        recorder.add_span(f"{row.index} {row.op}", start, start + dur, cat="mcu op",
+                          args={"macs": row.macs, "est_cycles": row.est_cycles})
+        start += dur
+
+
 def mcu_section(settings: dict, state) -> dict:
     """The MCU lab's section: settings, the McuState (plans, per-op table, runs), metrics."""
     metrics = {"model": state.model, "board": state.board.id,

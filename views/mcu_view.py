@@ -11,12 +11,14 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
     QSplitter,
     QTableWidgetItem,
+    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -123,10 +125,10 @@ class McuView(QWidget):
         budget_col = QVBoxLayout(self.budget_box)
         self.budget = BudgetBars()
         budget_col.addWidget(self.budget)
-        self.runs = QLabel()
-        self.runs.setWordWrap(True)
-        self.runs.setAlignment(Qt.AlignLeft | Qt.AlignTop)
-        self.runs.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.runs = QTextBrowser()  # scrolls when runs say more than the box holds
+        self.runs.setFrameShape(QFrame.NoFrame)
+        self.runs.setStyleSheet("background: transparent")
+        self.runs.setMinimumHeight(40)
         budget_col.addWidget(self.runs, 1)
         bottom = QSplitter(Qt.Horizontal)
         bottom.addWidget(table_box)
@@ -307,7 +309,7 @@ class McuView(QWidget):
             lines.append(_run_line("Host", state.host_run))
         if state.board_run is not None:
             lines.append(_run_line("Board", state.board_run))
-        self.runs.setText("<br>".join(lines))
+        self.runs.setHtml("<br>".join(lines))
 
     def _on_hover(self, text: str) -> None:
         self.hover.setText(text.replace("\n", " · ") if text else HOVER_HINT)

@@ -60,20 +60,9 @@ def _run_mcu(args, recorder):
         with recorder.span("run on host", cat="mcu", args={"seed": args.seed}):
             run, _outputs = sections.mcu_host_run(model, plans[0][0], args.seed)
         state = sections.mcu_with_runs(state, host_run=run)
-        _op_spans(recorder, state)
+        sections.mcu_op_spans(recorder, state)
     section = sections.mcu_section(settings, state)
     return section, section["metrics"]
-
-
-def _op_spans(recorder, state) -> None:
-    """The host run's per-op times as back-to-back spans (best of the repeats), for Perfetto."""
-    end = recorder.now_s()
-    start = end - sum(o.host_us or 0.0 for o in state.ops) / 1e6
-    for row in state.ops:
-        dur = (row.host_us or 0.0) / 1e6
-        recorder.add_span(f"{row.index} {row.op}", start, start + dur, cat="mcu op",
-                          args={"macs": row.macs, "est_cycles": row.est_cycles})
-        start += dur
 
 
 # lab id -> (add its arguments, run it). Each run returns (section, summary).

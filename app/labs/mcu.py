@@ -4,6 +4,7 @@ the host interpreter or on a board over the serial protocol."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
@@ -36,6 +37,7 @@ class McuLab(Lab):
         self._model_path = None
         self._busy = False
         self._auto_ran = False
+        self._waiting = False  # for other work to end before the first host run
         self._settings = self._valid(dict(sections.MCU_DEFAULTS) | self.saved_settings())
         self._refresh_choices()
         self.view.set_settings(self._settings)
@@ -179,8 +181,17 @@ class McuLab(Lab):
             # After the first paint: the GUI thread's drawing would slow the timed ops down.
             QTimer.singleShot(AUTO_RUN_DELAY_MS, self._auto_run)
 
-    def _auto_run(self) -> None:
-        if self.widget.isVisible() and not self.read_only:
+    def _auto_run(self, *_args) -> None:
+        """The first host run, once nothing else runs (a benchmark would skew its times)."""
+        if self.context.running_tasks():
+            if not self._waiting:
+                self._waiting = True
+                self.context.task_ended.connect(self._auto_run)
+            return
+        if self._waiting:
+            self._waiting = False
+            self.context.task_ended.disconnect(self._auto_run)
+        if self.widget.isVisible() and not self.read_only and self.state.host_run is None:
             self.run_host()
 
     def shutdown(self) -> None:
@@ -198,6 +209,7 @@ class McuLab(Lab):
             self.view.set_busy(False)
 
     def _on_error(self, message: str) -> None:
+        message = re.sub(r"^(?:\w+\.)+(\w+): ", r"\1: ", message)  # no module path
         if not self.session.connected and self.session.choice is not None:
             self.view.set_board_connected(False)
             self._set_board(f"{self.session.choice.label()}: disconnected")
@@ -234,6 +246,7 @@ class McuLab(Lab):
         if self.state is None:
             return
         self.state = sections.mcu_with_runs(self.state, host_run=run)
+        sections.mcu_op_spans(self.context.recorder, self.state)
         if not self.read_only:
             self.view.draw(self.state)
             self.view.set_status(f"Host run: {run.total_us / 1e3:,.2f} ms "
@@ -311,7 +324,7 @@ class McuLab(Lab):
             same = len(outputs) == len(expected) and all(
                 np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
             first = outputs[0]
-            where = f"{session.info.name if session.info else 'board'} on {session.url}"
+            where = f"{session.info.board if session.info else 'board'} on {session.url}"
             if board_plan is None:
                 where += ", with its own plan"
             return RunRecord(where,

@@ -171,7 +171,7 @@ def test_host_run_fills_measured_times(qtbot, lab_window):
     assert run is not first and run.repeats == sections.MCU_HOST_REPEATS
     assert all(o.host_us is not None and o.host_us > 0 for o in lab.state.ops)
     assert all(lab.view.ops_table.item(i, 6).text() != "—" for i in range(31))
-    assert "Host" in lab.view.runs.text()
+    assert "Host" in lab.view.runs.toPlainText()
     # the output is the interpreter's on the seeded input
     expected = sections.mcu_host_run(load_model(PERSON), plan_model(load_model(PERSON)), 0, 1)[1][0]
     assert list(run.output) == expected.ravel().tolist()
@@ -212,7 +212,7 @@ def test_virtual_board_runs_like_the_host_and_survives_its_loss(qtbot, lab_windo
     host = sections.mcu_host_run(load_model(MICRO), plan_model(load_model(MICRO)), 0, 1)[0]
     assert run.output == host.output and run.arena_bytes == 5968
     assert all(lab.view.ops_table.item(i, 7).text() != "—" for i in range(4))
-    assert "equals the host" in lab.view.runs.text()
+    assert "equals the host" in lab.view.runs.toPlainText()
 
     # a plan the wire protocol cannot carry (in-place aliases): the board plans itself
     choose(lab.view.planner, "aliased")
@@ -276,6 +276,8 @@ def test_snapshot_shows_the_same_plans_read_only(qtbot, lab_window, make_window,
     section = raw["inferlab"]["labs"]["mcu"]
     assert section["metrics"]["arena_bytes"] == {"tflm-greedy": 55296, "linear": 241072}
     assert len(section["state"]["ops"]) == 31 and section["state"]["host_run"]["op_us"]
+    spans = [e for e in raw["traceEvents"] if e.get("cat") == "mcu op"]
+    assert [e["name"] for e in spans[:2]] == ["0 DEPTHWISE_CONV_2D", "1 DEPTHWISE_CONV_2D"]
 
     other = make_window(str(tmp_path / "other.ini"))
     other.open_snapshot(path)
