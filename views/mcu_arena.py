@@ -222,6 +222,8 @@ class ArenaPlot(pg.PlotWidget):
         self.high_water_curve = None
         self.limit_lines = {}
         item.setTitle(title, size="10pt")
+        item.setLabel("bottom", "")
+        item.getAxis("bottom").setTicks([[]])
         self.message = pg.TextItem(text, color="#B71C1C", anchor=(0.5, 0.5))
         self.message.setTextWidth(max(200.0, self.width() * 0.8))
         item.addItem(self.message, ignoreBounds=True)

@@ -21,7 +21,7 @@ BAR_PX, LINE_PX, GAP_PX = 18, 17, 8
 
 
 def kib(nbytes: int) -> str:
-    return f"{nbytes / 1024:,.1f} KiB"
+    return f"{nbytes / 1024:,.1f} KiB" if abs(nbytes) >= 1024 else f"{nbytes} B"
 
 
 def margin_text(margin: int) -> str:

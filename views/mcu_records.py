@@ -145,7 +145,8 @@ class ArenaLayout:
         else:
             ratio = self.arena_bytes / self.lower_bound_bytes if self.lower_bound_bytes else 1.0
             verdict = f"{ratio:.2f}× the lower bound ({_kib(self.lower_bound_bytes)})"
-        return f"{self.planner}: {self.arena_bytes:,} B ({_kib(self.arena_bytes)}), {verdict}"
+        size = f"{self.arena_bytes:,} B" + (f" ({_kib(self.arena_bytes)})" if self.arena_bytes >= 1024 else "")
+        return f"{self.planner}: {size}, {verdict}"
 
     def to_dict(self) -> dict:
         return {"planner": self.planner, "arena_bytes": self.arena_bytes,

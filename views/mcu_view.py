@@ -300,8 +300,9 @@ class McuView(QWidget):
 
     def _draw_runs(self, state: McuState) -> None:
         total_cycles = sum(o.est_cycles for o in state.ops)
-        lines = [f"Estimated on {state.board.id}: {total_cycles:,} cycles = "
-                 f"{total_cycles / state.board.clock_hz * 1e3:,.1f} ms at "
+        seconds = total_cycles / state.board.clock_hz
+        took = f"{seconds * 1e3:,.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:,.1f} µs"
+        lines = [f"Estimated on {state.board.id}: {total_cycles:,} cycles = {took} at "
                  f"{state.board.clock_hz / 1e6:g} MHz."]
         if state.note:
             lines.append(f"<span style='color:#B71C1C'>{state.note}</span>")
