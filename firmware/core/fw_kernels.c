@@ -67,30 +67,39 @@ static inline int8_t requantize8(int32_t acc, int32_t multiplier, int shift, int
 
 void fw_conv_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
 {
+    /* Parameters in locals: stores through int8_t * may alias *p, which would make the
+     * compiler reload every field in the inner loops. */
     const int in_h = p->in_h, in_w = p->in_w, in_c = p->in_c;
-    const int fc = p->filter_c, out_c = p->out_c;
+    const int fc = p->filter_c, out_c = p->out_c, k_h = p->k_h, k_w = p->k_w;
+    const int out_h = p->out_h, out_w = p->out_w, batches = p->batches;
+    const int stride_h = p->stride_h, stride_w = p->stride_w;
+    const int dil_h = p->dilation_h, dil_w = p->dilation_w, pad_h = p->pad_h, pad_w = p->pad_w;
     const int per_group = out_c / (in_c / fc);
-    const int32_t in_off = p->input_offset;
-    for (int b = 0; b < p->batches; b++) {
-        for (int oy = 0; oy < p->out_h; oy++) {
-            const int y0 = oy * p->stride_h - p->pad_h;
+    const int32_t in_off = p->input_offset, out_off = p->output_offset;
+    const int32_t act_min = p->act_min, act_max = p->act_max;
+    const int8_t *const filter = p->filter;
+    const int32_t *const bias = p->bias, *const mult = p->multiplier;
+    const int8_t *const shift = p->shift;
+    for (int b = 0; b < batches; b++) {
+        for (int oy = 0; oy < out_h; oy++) {
+            const int y0 = oy * stride_h - pad_h;
             int ky0, ky1;
-            tap_range(y0, p->dilation_h, p->k_h, in_h, &ky0, &ky1);
-            for (int ox = 0; ox < p->out_w; ox++) {
-                const int x0 = ox * p->stride_w - p->pad_w;
+            tap_range(y0, dil_h, k_h, in_h, &ky0, &ky1);
+            for (int ox = 0; ox < out_w; ox++) {
+                const int x0 = ox * stride_w - pad_w;
                 int kx0, kx1;
-                tap_range(x0, p->dilation_w, p->k_w, in_w, &kx0, &kx1);
-                int8_t *o = out + ((b * p->out_h + oy) * p->out_w + ox) * out_c;
+                tap_range(x0, dil_w, k_w, in_w, &kx0, &kx1);
+                int8_t *o = out + ((b * out_h + oy) * out_w + ox) * out_c;
                 for (int oc = 0; oc < out_c; oc++) {
                     const int ic0 = (oc / per_group) * fc;
                     /* sum f * (x + off) = sum f * x + off * sum f (exact in wrapping int32) */
                     int32_t acc = 0, filter_sum = 0;
                     for (int ky = ky0; ky < ky1; ky++) {
-                        const int iy = y0 + ky * p->dilation_h;
+                        const int iy = y0 + ky * dil_h;
                         const int8_t *row = in + ((b * in_h + iy) * in_w) * in_c + ic0;
-                        const int8_t *frow = p->filter + ((oc * p->k_h + ky) * p->k_w) * fc;
+                        const int8_t *frow = filter + ((oc * k_h + ky) * k_w) * fc;
                         for (int kx = kx0; kx < kx1; kx++) {
-                            const int8_t *x = row + (x0 + kx * p->dilation_w) * in_c;
+                            const int8_t *x = row + (x0 + kx * dil_w) * in_c;
                             const int8_t *f = frow + kx * fc;
                             for (int c = 0; c < fc; c++) {
                                 acc += (int32_t)f[c] * (int32_t)x[c];
@@ -99,11 +108,10 @@ void fw_conv_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
                         }
                     }
                     acc += in_off * filter_sum;
-                    if (p->bias) {
-                        acc += p->bias[oc];
+                    if (bias) {
+                        acc += bias[oc];
                     }
-                    o[oc] = requantize8(acc, p->multiplier[oc], p->shift[oc], p->output_offset,
-                                        p->act_min, p->act_max);
+                    o[oc] = requantize8(acc, mult[oc], shift[oc], out_off, act_min, act_max);
                 }
             }
         }
@@ -113,36 +121,44 @@ void fw_conv_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
 void fw_depthwise_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
 {
     const int in_h = p->in_h, in_w = p->in_w, in_c = p->in_c;
-    const int out_c = p->out_c, dm = p->depth_multiplier;
-    const int32_t in_off = p->input_offset;
-    for (int b = 0; b < p->batches; b++) {
-        for (int oy = 0; oy < p->out_h; oy++) {
-            const int y0 = oy * p->stride_h - p->pad_h;
+    const int out_c = p->out_c, dm = p->depth_multiplier, k_h = p->k_h, k_w = p->k_w;
+    const int out_h = p->out_h, out_w = p->out_w, batches = p->batches;
+    const int stride_h = p->stride_h, stride_w = p->stride_w;
+    const int dil_h = p->dilation_h, dil_w = p->dilation_w, pad_h = p->pad_h, pad_w = p->pad_w;
+    const int32_t in_off = p->input_offset, out_off = p->output_offset;
+    const int32_t act_min = p->act_min, act_max = p->act_max;
+    const int8_t *const filter = p->filter;
+    const int32_t *const bias = p->bias, *const mult = p->multiplier;
+    const int8_t *const shift = p->shift;
+    for (int b = 0; b < batches; b++) {
+        for (int oy = 0; oy < out_h; oy++) {
+            const int y0 = oy * stride_h - pad_h;
             int ky0, ky1;
-            tap_range(y0, p->dilation_h, p->k_h, in_h, &ky0, &ky1);
-            for (int ox = 0; ox < p->out_w; ox++) {
-                const int x0 = ox * p->stride_w - p->pad_w;
+            tap_range(y0, dil_h, k_h, in_h, &ky0, &ky1);
+            for (int ox = 0; ox < out_w; ox++) {
+                const int x0 = ox * stride_w - pad_w;
                 int kx0, kx1;
-                tap_range(x0, p->dilation_w, p->k_w, in_w, &kx0, &kx1);
-                int8_t *o = out + ((b * p->out_h + oy) * p->out_w + ox) * out_c;
+                tap_range(x0, dil_w, k_w, in_w, &kx0, &kx1);
+                int8_t *o = out + ((b * out_h + oy) * out_w + ox) * out_c;
                 for (int ic = 0; ic < in_c; ic++) {
                     for (int m = 0; m < dm; m++) {
                         const int oc = ic * dm + m;
-                        int32_t acc = 0;
+                        int32_t acc = 0, filter_sum = 0;
                         for (int ky = ky0; ky < ky1; ky++) {
-                            const int iy = y0 + ky * p->dilation_h;
+                            const int iy = y0 + ky * dil_h;
                             const int8_t *row = in + ((b * in_h + iy) * in_w) * in_c + ic;
-                            const int8_t *f = p->filter + (ky * p->k_w) * out_c + oc;
+                            const int8_t *f = filter + (ky * k_w) * out_c + oc;
                             for (int kx = kx0; kx < kx1; kx++) {
-                                const int ix = x0 + kx * p->dilation_w;
-                                acc += (int32_t)f[kx * out_c] * ((int32_t)row[ix * in_c] + in_off);
+                                const int32_t w = f[kx * out_c];
+                                acc += w * (int32_t)row[(x0 + kx * dil_w) * in_c];
+                                filter_sum += w;
                             }
                         }
-                        if (p->bias) {
-                            acc += p->bias[oc];
+                        acc += in_off * filter_sum;
+                        if (bias) {
+                            acc += bias[oc];
                         }
-                        o[oc] = requantize8(acc, p->multiplier[oc], p->shift[oc],
-                                            p->output_offset, p->act_min, p->act_max);
+                        o[oc] = requantize8(acc, mult[oc], shift[oc], out_off, act_min, act_max);
                     }
                 }
             }
@@ -152,21 +168,26 @@ void fw_depthwise_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
 
 void fw_fully_connected_int8(const fw_fc_t *p, const int8_t *in, int8_t *out)
 {
-    const uint32_t depth = p->depth, units = p->units;
-    for (uint32_t b = 0; b < p->batches; b++) {
+    const uint32_t depth = p->depth, units = p->units, batches = p->batches;
+    const int32_t in_off = p->input_offset, f_off = p->filter_offset;
+    const int32_t out_off = p->output_offset, act_min = p->act_min, act_max = p->act_max;
+    const int8_t *const filter = p->filter;
+    const int32_t *const bias = p->bias, *const mult = p->multiplier;
+    const int8_t *const shift = p->shift;
+    const int per_channel = p->per_channel;
+    for (uint32_t b = 0; b < batches; b++) {
         const int8_t *x = in + b * depth;
         for (uint32_t u = 0; u < units; u++) {
-            const int8_t *w = p->filter + u * depth;
+            const int8_t *w = filter + u * depth;
             int32_t acc = 0;
             for (uint32_t d = 0; d < depth; d++) {
-                acc += ((int32_t)w[d] + p->filter_offset) * ((int32_t)x[d] + p->input_offset);
+                acc += ((int32_t)w[d] + f_off) * ((int32_t)x[d] + in_off);
             }
-            if (p->bias) {
-                acc += p->bias[u];
+            if (bias) {
+                acc += bias[u];
             }
-            const uint32_t k = p->per_channel ? u : 0;
-            out[b * units + u] = requantize8(acc, p->multiplier[k], p->shift[k],
-                                             p->output_offset, p->act_min, p->act_max);
+            const uint32_t k = per_channel ? u : 0;
+            out[b * units + u] = requantize8(acc, mult[k], shift[k], out_off, act_min, act_max);
         }
     }
 }
