@@ -8,7 +8,6 @@ queued signals, so the window never freezes while an engine measures or steps.
 from __future__ import annotations
 
 import threading
-import traceback
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QThread, Signal
@@ -57,8 +56,8 @@ class Task(QObject):
             if self._stop.is_set() or type(exc).__name__ == "Cancelled":
                 self.cancelled.emit()
             else:
-                detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                self.failed.emit(detail)
+                # Users read the message; the class name only when there is no message.
+                self.failed.emit(str(exc) or type(exc).__name__)
         else:
             if self._stop.is_set():
                 self.cancelled.emit()
