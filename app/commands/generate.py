@@ -23,17 +23,26 @@ def register(sub) -> None:
                    help="recompute the whole sequence every step (the reference)")
     p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     p.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is often fastest on a "
+                        "busy machine)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    import torch
+
     from engines.model.generate import generate
     from engines.model.registry import load_model
     from engines.model.sampler import GREEDY, SamplingParams
 
     if args.max_tokens < 1:
         raise ValueError("--max-tokens must be at least 1")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError("--threads must be at least 1")
+        torch.set_num_threads(args.threads)
     sampling = GREEDY if args.greedy else SamplingParams(args.temperature, args.top_p, args.seed)
     model, tokenizer = load_model(args.model, args.dtype, args.device)
     prompt_ids = tokenizer.encode_prompt(args.prompt, chat=not args.raw)
@@ -47,6 +56,7 @@ def run(args) -> int:
                     "tokens_per_s": result.tokens_per_s, "finish_reason": gen.finish_reason,
                     "prefill_s": result.prefill_s, "decode_s": result.decode_s,
                     "dtype": args.dtype, "device": str(model.device),
+                    "threads": torch.get_num_threads(),
                     "cache": not args.no_cache})
         return 0
     sys.stdout.write(text + "\n")

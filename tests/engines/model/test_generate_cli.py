@@ -19,6 +19,7 @@ def test_json_fields(capsys):
     assert len(out["token_ids"]) == 5 and all(0 <= t < 256 for t in out["token_ids"])
     assert isinstance(out["text"], str) and out["tokens_per_s"] > 0
     assert out["cache"] is True and out["finish_reason"] == "length"
+    assert out["threads"] >= 1
 
 
 def test_no_cache_gives_the_same_tokens(capsys):
@@ -44,6 +45,7 @@ def test_text_output(capsys):
     (["--model", "nope"], "unknown model 'nope'"),
     (["--model", "tiny", "--max-tokens", "0"], "--max-tokens must be at least 1"),
     (["--model", "tiny", "--device", "cuda:9"], "'cuda:9' is not available"),
+    (["--model", "tiny", "--threads", "0"], "--threads must be at least 1"),
 ])
 def test_errors_are_one_line(capsys, args, message):
     assert main(["generate", "--prompt", "hi", *args]) == 2
