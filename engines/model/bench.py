@@ -7,8 +7,10 @@ speed excludes the prefill for both the same way:
     decode_tokens_per_s = (new_tokens - 1) / (t(new_tokens) - t(1))
 
 where t(n) is the wall time of a whole generate call producing n tokens. Engines are
-measured in turn within each repeat and the median is reported, so a machine that gets busier
-mid-run slows all of them alike.
+measured in turn within each repeat and the median is reported (the best too), so a machine
+that gets busier mid-run slows all of them alike. The default is ONE torch thread: on a
+shared CPU, multi-threaded matrix-vector products collapse when another process takes a core
+(measured 28 vs 4.7 tokens/s, bf16, 1 vs 2 threads, load average 7 on 2 cores).
 """
 
 from __future__ import annotations
@@ -63,11 +65,11 @@ def _transformers(path, ids: list[int]) -> Callable[[int], None]:
 
 def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
                     dtypes: Sequence[str] = ("fp32", "bf16"), repeats: int = 3,
-                    threads: int | None = None, transformers: bool = True) -> dict:
+                    threads: int | None = 1, transformers: bool = True) -> dict:
     """Decode tokens/s of SmolLM2-135M: ours per dtype and transformers fp32, and their ratios.
 
-    `threads` sets torch's thread count for the run (restored after). Without the
-    `transformers` package (or with transformers=False) its figures are None.
+    `threads` sets torch's thread count for the run (None: leave torch's; restored after).
+    Without the `transformers` package (or with transformers=False) its figures are None.
     """
     from engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
@@ -104,6 +106,7 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
         for dtype in dtypes:
             out[f"decode_tokens_per_s_{dtype}"] = med[dtype]
             out[f"ratio_vs_transformers_{dtype}"] = med[dtype] / tf if tf else None
+        out["best_tokens_per_s"] = {name: max(r) for name, r in rates.items()}
         out["samples_tokens_per_s"] = rates
         if tf_error:
             out["transformers_error"] = tf_error
