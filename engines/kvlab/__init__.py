@@ -1,0 +1,9 @@
+"""The KV lab's engine: scenarios (request streams) run by the real model through the paged KV
+cache step by step, with the contiguous allocator on the same requests, handing out frozen
+records per step. Headless: no Qt here.
+
+    scenarios.py  the request streams (ragged, shared-prompt, fork, pressure) and `prepare`
+    session.py    KVLabSession: step() -> KVStepRecord
+    records.py    the frozen records and their JSON form (snapshots)
+    models.py     loading the lab's model by name (SmolLM2 when installed, else tiny)
+"""

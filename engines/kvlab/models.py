@@ -1,0 +1,57 @@
+"""The lab's model: SmolLM2-135M when it is installed, the seeded tiny model otherwise.
+
+`load_lab_model` keeps what it loaded, so resetting a scenario or switching between them
+does not read the GGUF again.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from engines.model.registry import MODEL_NAMES, SMOLLM2_ID, load_model, smollm2_gguf_path
+
+AUTO = "auto"
+"""SmolLM2 when installed, else tiny."""
+
+_cache: dict[tuple[str, str, str], tuple] = {}
+_lock = threading.Lock()
+
+
+def smollm2_available() -> bool:
+    try:
+        smollm2_gguf_path()
+    except ValueError:
+        return False
+    return True
+
+
+def resolve_model_name(spec: str) -> str:
+    """`auto` becomes smollm2-135m or tiny; anything else is returned as it is."""
+    if spec == AUTO:
+        return SMOLLM2_ID if smollm2_available() else "tiny"
+    return spec
+
+
+def model_choices() -> list[tuple[str, str]]:
+    """(spec, label) for a model menu: the installed names first."""
+    out = []
+    for name in MODEL_NAMES:
+        if name == SMOLLM2_ID:
+            label = "SmolLM2-135M-Instruct (real)" if smollm2_available() else \
+                "SmolLM2-135M (not installed)"
+        elif name == "tiny":
+            label = "tiny (random weights, fast)"
+        else:
+            label = name
+        out.append((name, label))
+    return out
+
+
+def load_lab_model(spec: str, device: str = "cpu", dtype: str = "fp32"):
+    """(model, tokenizer) for `spec` (auto, a registry name or a path), cached."""
+    name = resolve_model_name(spec)
+    key = (name, str(device), dtype)
+    with _lock:
+        if key not in _cache:
+            _cache[key] = load_model(name, dtype=dtype, device=device)
+        return _cache[key]
