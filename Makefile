@@ -13,6 +13,8 @@ SYS_PKGS := xvfb xauth fonts-dejavu-core libgl1 libegl1 libfontconfig1 libglib2.
 	libdbus-1-3 libxkbcommon0 libxkbcommon-x11-0 libx11-xcb1 libxcb-cursor0 libxcb-icccm4 \
 	libxcb-keysyms1 libxcb-image0 libxcb-randr0 libxcb-render-util0 libxcb-shape0 \
 	libxcb-xfixes0 libxcb-xkb1 libxcb-sync1 libxcb-shm0 libxcb-util1
+# The board firmware: host port (gcc), emulated Cortex-M4 (QEMU mps2-an386), cross-compiler.
+SYS_PKGS += make gcc libc6-dev qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi
 
 
 .PHONY: setup sysdeps run test test-gpu bench lint screenshots clean
@@ -36,7 +38,7 @@ sysdeps:
 		echo "installing system libraries for Qt: $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else \
-		echo "note: Qt may need these system packages: sudo apt-get install $$missing"; \
+		echo "note: Qt and the firmware tests need: sudo apt-get install -y --no-install-recommends $$missing"; \
 	fi
 
 run: setup
