@@ -20,7 +20,10 @@ import hashlib
 import sys
 
 from app.cli import print_json
+from engines.mcu.planners import PLANNERS
 
+# Buffer planners only: the firmware and the PLAN message carry TFLM's standard buffers.
+BOARD_PLANNERS = tuple(PLANNERS)
 
 def register(sub) -> None:
     p = sub.add_parser("board", help="microcontroller boards: list ports, HELLO, run a model")
@@ -40,8 +43,11 @@ def register(sub) -> None:
                        help="input tensor (.npy, the model's dtype and element count); "
                             "repeat for several inputs; default: seeded random")
     run_p.add_argument("--seed", type=int, default=0, help="seed of the random input")
-    run_p.add_argument("--planner", help="plan on the host with this planner and send the "
-                                         "offsets (PLAN); default: the board's own plan")
+    # Only buffer planners: the PLAN message carries offsets for TFLM's standard buffers, so
+    # reordered, aliased and patch-based plans cannot be sent to a board.
+    run_p.add_argument("--planner", choices=BOARD_PLANNERS,
+                       help="plan on the host with this planner and send the "
+                            "offsets (PLAN); default: the board's own plan")
     run_p.add_argument("--output", metavar="OUT.npy", help="also write the (first) output")
     run_p.add_argument("--json", action="store_true", help="print JSON")
     _register_firmware(actions)
@@ -193,8 +199,8 @@ def _register_firmware(actions) -> None:
                                         "(default: the port's board, else nrf52840)")
     build.add_argument("--out", required=True, metavar="DIR", help="folder for the sources "
                                                                     "and the image")
-    build.add_argument("--planner", default="tflm-greedy", help="arena planner "
-                                                                "(default tflm-greedy)")
+    build.add_argument("--planner", default="tflm-greedy", choices=BOARD_PLANNERS,
+                       help="arena planner (default tflm-greedy)")
     build.add_argument("--json", action="store_true", help="print JSON")
 
     emu = actions.add_parser("emulate", help="run the firmware for a model on QEMU's "
@@ -204,7 +210,8 @@ def _register_firmware(actions) -> None:
                                                           "emulated board has (default nrf52840)")
     emu.add_argument("--out", metavar="DIR", help="build folder (default under "
                                                   "firmware/build/images)")
-    emu.add_argument("--planner", default="tflm-greedy", help="arena planner")
+    emu.add_argument("--planner", default="tflm-greedy", choices=BOARD_PLANNERS,
+                     help="arena planner")
     emu.add_argument("--wall-clock", action="store_true",
                      help="time ops by the host's clock (default: QEMU -icount, "
                           "deterministic cycles)")
