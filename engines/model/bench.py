@@ -64,13 +64,17 @@ def _transformers(path, ids: list[int]) -> Callable[[int], None]:
 
 
 def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
+                    model: str = "smollm2-135m",
                     dtypes: Sequence[str] = ("fp32", "bf16"), repeats: int = 3,
                     threads: int | None = 1, transformers: bool = True) -> dict:
     """Decode tokens/s of SmolLM2-135M: ours per dtype and transformers fp32, and their ratios.
 
+    `model` may name another spec of `load_model` (transformers then needs a .gguf path).
     `threads` sets torch's thread count for the run (None: leave torch's; restored after).
     Without the `transformers` package (or with transformers=False) its figures are None.
     """
+    from pathlib import Path
+
     from engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
     before = torch.get_num_threads()
@@ -80,13 +84,14 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
         runs: dict[str, Callable[[int], None]] = {}
         ids: list[int] = []
         for dtype in dtypes:
-            model, tok = load_model(SMOLLM2_ID, dtype=dtype)
+            ours, tok = load_model(model, dtype=dtype)
             ids = tok.encode_prompt(prompt)
-            runs[dtype] = _ours(model, ids)
+            runs[dtype] = _ours(ours, ids)
         tf_error = None
         if transformers:
+            gguf = smollm2_gguf_path() if model == SMOLLM2_ID else Path(model)
             try:
-                runs["transformers"] = _transformers(smollm2_gguf_path(), ids)
+                runs["transformers"] = _transformers(gguf, ids)
             except ImportError as e:
                 tf_error = f"transformers not installed: {e}"
         for run in runs.values():  # warm up allocators and kernels
@@ -98,7 +103,7 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
         med = {name: statistics.median(r) for name, r in rates.items()}
         tf = med.get("transformers")
         out: dict = {
-            "model": SMOLLM2_ID, "prompt_tokens": len(ids), "new_tokens": new_tokens,
+            "model": model, "prompt_tokens": len(ids), "new_tokens": new_tokens,
             "threads": torch.get_num_threads(), "repeats": repeats,
             "decode_tokens_per_s": med.get("fp32", next(iter(med.values()))),
             "transformers_tokens_per_s": tf,
