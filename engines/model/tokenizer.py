@@ -197,5 +197,9 @@ class Tokenizer:
         bos_id = token_id("bos_token")
         template = config.get("chat_template")
         template = template if isinstance(template, str) else None
-        return cls(backend, eos, bos_id, bool(config.get("add_bos_token", False)),
-                   chat_template_from_jinja(template), folder.name)
+        add_bos = config.get("add_bos_token")
+        if add_bos is None:  # no flag: does tokenizer.json's post-processor prepend BOS?
+            with_special = backend.encode("a", add_special_tokens=True).ids
+            add_bos = bos_id is not None and with_special[:1] == [bos_id]
+        return cls(backend, eos, bos_id, bool(add_bos), chat_template_from_jinja(template),
+                   folder.name)

@@ -90,3 +90,24 @@ def test_missing_tokenizer(tmp_path):
     (d / "tokenizer.json").unlink()
     with pytest.raises(ModelLoadError, match="no tokenizer.json"):
         load_hf_folder(d)
+
+
+def test_bos_from_the_post_processor(tmp_path):
+    """No add_bos_token flag: a tokenizer.json whose post-processor prepends BOS adds it."""
+    from tokenizers import processors
+
+    from engines.model.tokenizer import Tokenizer, byte_to_unicode
+
+    bos = byte_to_unicode()[1]  # the vocabulary's string for token 1
+    d = write_tiny_hf_folder(tmp_path / "bos")
+    tok = Tokenizer.byte_level()
+    tok.backend.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", special_tokens=[(bos, 1)])
+    tok.backend.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos}))
+    _, loaded = load_hf_folder(d)
+    assert loaded.bos_token_id == 1 and loaded.encode("hi") == [1, 104, 105]
+    (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos,
+                                                         "add_bos_token": False}))
+    _, loaded = load_hf_folder(d)
+    assert loaded.encode("hi") == [104, 105]
