@@ -103,7 +103,9 @@ class GGUFFile:
         if field is None:
             return default
         try:
-            return field.contents()
+            if hasattr(field, "contents"):  # gguf >= 0.11
+                return field.contents()
+            return _field_value(field)
         except Exception as e:
             raise ModelLoadError(f"{self.path}: unreadable metadata {key!r}: {e}") from None
 
@@ -135,6 +137,20 @@ class GGUFFile:
                                  f"its shape {shape} needs {int(np.prod(shape))}")
         arr = np.asarray(arr, dtype=np.float32).reshape(shape)
         return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
+
+
+def _field_value(field) -> Any:
+    """A metadata field's value from its raw parts (for gguf versions without `contents`)."""
+    from gguf import GGUFValueType
+
+    kind = field.types[0]
+    if kind == GGUFValueType.ARRAY:
+        if field.types[-1] == GGUFValueType.STRING:
+            return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+        return [v for i in field.data for v in field.parts[i].tolist()]
+    if kind == GGUFValueType.STRING:
+        return bytes(field.parts[field.data[0]]).decode("utf-8")
+    return field.parts[field.data[0]].tolist()[0]
 
 
 def gguf_config(g: GGUFFile, id: str | None = None) -> ModelConfig:

@@ -111,3 +111,13 @@ def test_a_copy_with_another_name_keeps_its_stem_as_id(tiny_gguf, tmp_path):
     shutil.copy(tiny_gguf, path)
     model, _ = load_gguf(path)
     assert model.config.id == "other-name"
+
+
+def test_metadata_without_the_contents_helper(tiny_gguf):
+    """Older gguf packages have no ReaderField.contents(): the raw parts give the same values."""
+    from engines.model.gguf_loader import GGUFFile, _field_value
+
+    g = GGUFFile(tiny_gguf)
+    for key in ("general.architecture", "llama.block_count", "llama.rope.freq_base",
+                "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"):
+        assert _field_value(g.reader.fields[key]) == g.get(key), key
