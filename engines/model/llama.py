@@ -40,6 +40,15 @@ from engines.model.rope import RopeTables, apply_rope
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def _rms_norm_formula(x: torch.Tensor, shape: tuple[int, ...], weight: torch.Tensor,
+                      eps: float) -> torch.Tensor:
+    """rms(x) = x / sqrt(mean(x²) + eps) * weight (torch < 2.4 has no F.rms_norm)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+rms_norm = getattr(F, "rms_norm", None) or _rms_norm_formula
+
+
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     """A torch dtype from "fp32" / "bf16" / "fp16" (or a torch dtype)."""
     if isinstance(dtype, torch.dtype):
@@ -252,7 +261,7 @@ class Llama:
         dt = self.dtype
         x = x.float()  # the residual stream and the norms stay fp32 whatever the weights
         for i, lw in enumerate(self.layers):
-            h = F.rms_norm(x, (d_model,), lw.attn_norm, eps).to(dt)
+            h = rms_norm(x, (d_model,), lw.attn_norm, eps).to(dt)
             qkv = lw.qkv(h)
             qk = apply_rope(qkv[:, : qk_heads * d_head].view(n, qk_heads, d_head), cos, sin)
             q, k = qk[:, : c.n_heads], qk[:, c.n_heads:]
@@ -260,11 +269,11 @@ class Llama:
             write(i, k, v)
             o = attend(q, i).reshape(n, q_dim)
             x = x + lw.o(o)
-            h = F.rms_norm(x, (d_model,), lw.mlp_norm, eps).to(dt)
+            h = rms_norm(x, (d_model,), lw.mlp_norm, eps).to(dt)
             gu = lw.gate_up(h)
             x = x + lw.down(F.silu(gu[:, :d_ff]) * gu[:, d_ff:])
         return x
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.rms_norm(x, (self.config.d_model,), self.final_norm, self.config.norm_eps)
+        x = rms_norm(x, (self.config.d_model,), self.final_norm, self.config.norm_eps)
         return self.lm_head(x.to(self.dtype)).float()

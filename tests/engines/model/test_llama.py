@@ -162,3 +162,11 @@ def test_state_dict_errors_name_the_tensor():
     with pytest.raises(ModelLoadError,
                        match=r"'model.norm.weight' has shape \(65,\), expected \(64,\)"):
         Llama.from_state_dict(cfg, sd)
+
+
+def test_rms_norm_formula_matches_torch():
+    from engines.model.llama import _rms_norm_formula
+
+    x, w = torch.randn(3, 64), torch.randn(64)
+    ref = torch.nn.functional.rms_norm(x, (64,), w, 1e-5)
+    assert (_rms_norm_formula(x, (64,), w, 1e-5) - ref).abs().max() < 1e-5
