@@ -10,7 +10,7 @@ from app.cli import print_json
 BENCHES = {
     "roofline": ("app.benches.roofline", "run_roofline_bench"),
     "gui": ("app.benches.gui", "run_gui_bench"),
-    "kv": ("engines.kv.bench", "run_kv_bench"),
+    "kv": ("app.benches.kv", "run_kv_lab_bench"),
     "mcu": ("engines.mcu.bench", "run_mcu_bench"),
 }
 

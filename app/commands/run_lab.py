@@ -2,6 +2,8 @@
 
     inferlab run mcu --model M.tflite [--planner P] [--compare P2|none] [--board ID]
                      [--seed N] --snapshot F [--json]
+    inferlab run kv [--model M] [--scenario NAME] [--block-size N] [--blocks N]
+                    [--device D] [--max-steps N] --snapshot F [--json]
 
 Each lab registers its own sub-parser in `LABS`: lab id → (add_arguments, run). A lab's
 run function gets (args, trace recorder) and returns (section, summary dict); this module
@@ -65,9 +67,49 @@ def _run_mcu(args, recorder):
     return section, section["metrics"]
 
 
+# kv -----------------------------------------------------------------------------------------
+def _kv_arguments(p) -> None:
+    from engines.kvlab.scenarios import SCENARIO_NAMES
+
+    p.add_argument("--model", default=sections.KV_DEFAULTS["model"],
+                   help="auto (SmolLM2-135M when installed, else tiny), smollm2-135m, tiny, or "
+                        "a .gguf file / Hugging Face folder (default auto)")
+    p.add_argument("--scenario", default=sections.KV_DEFAULTS["scenario"],
+                   help=f"{', '.join(SCENARIO_NAMES)} (default {sections.KV_DEFAULTS['scenario']})")
+    p.add_argument("--block-size", type=int, default=sections.KV_DEFAULTS["block_size"],
+                   help="tokens per KV block (default 16)")
+    p.add_argument("--blocks", type=int, default=0,
+                   help="blocks in the pool (default: sized from the scenario's requests)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="stop after this many steps (default: run the scenario to its end)")
+
+
+def _run_kv(args, recorder):
+    """Run a KV scenario to its end (real model, paged cache, contiguous beside it)."""
+    from engines.kvlab.scenarios import get_scenario
+
+    get_scenario(args.scenario)  # unknown name: ValueError listing the scenarios
+    if args.block_size < 1:
+        raise ValueError(f"--block-size must be at least 1, got {args.block_size}")
+    if args.blocks < 0:
+        raise ValueError(f"--blocks must not be negative, got {args.blocks}")
+    settings = dict(sections.KV_DEFAULTS, model=args.model, scenario=args.scenario,
+                    block_size=args.block_size, n_blocks=args.blocks)
+    with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
+        from engines.kvlab.models import load_lab_model
+
+        load_lab_model(args.model, args.device)
+    session, records = sections.kv_run(settings, args.device, args.max_steps,
+                                       on_step=lambda r: sections.kv_trace_step(recorder, r))
+    section = sections.kv_section(settings, session.info, session.seq_infos(), records)
+    return section, section["metrics"]
+
+
 # lab id -> (add its arguments, run it). Each run returns (section, summary).
 LABS = {
     "mcu": (_mcu_arguments, _run_mcu),
+    "kv": (_kv_arguments, _run_kv),
 }
 
 

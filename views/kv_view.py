@@ -1,0 +1,534 @@
+"""The KV lab's view: controls, the paged pool grid, the sequences and their block tables, the
+contiguous address line and the memory/waste curves. It draws records; it starts no work.
+
+The view keeps the records it was given so the step slider can show any earlier step, and a
+selected sequence stays selected across steps.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QSlider,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engines.kvlab.records import KVRunInfo, KVStepRecord, SeqInfo
+from engines.roofline.units import format_bytes
+from views.kv_contiguous import ContiguousLine, KVCurves
+from views.kv_grid import (
+    CACHED_CODE,
+    FREE_CODE,
+    SHARED_CODE,
+    KVGridPlot,
+    lut_hex,
+    seq_color_hex,
+)
+
+SEQ_COLUMNS = ("seq", "paged", "contig.", "tokens", "cached", "output so far", "prompt")
+
+
+def _swatch(color: str, text: str) -> str:
+    return (f"<span style='background:{color}; color:{color}; border: 1px solid #999'>"
+            f"&nbsp;&nbsp;&nbsp;</span>&nbsp;{text}")
+
+
+def legend_html() -> str:
+    seqs = "".join(f"<span style='background:{seq_color_hex(i)}; color:{seq_color_hex(i)}'>"
+                   "&nbsp;&nbsp;</span>" for i in range(4))
+    light = "".join(f"<span style='background:{seq_color_hex(i, True)}; "
+                    f"color:{seq_color_hex(i, True)}'>&nbsp;&nbsp;</span>" for i in range(4))
+    return " &nbsp; ".join([
+        f"{seqs}&nbsp;one colour per sequence",
+        f"{light}&nbsp;its block is partly empty",
+        _swatch(lut_hex(SHARED_CODE), "shared (ref&nbsp;&gt;&nbsp;1)"),
+        _swatch(lut_hex(CACHED_CODE), "cached-free (prefix kept)"),
+        _swatch(lut_hex(FREE_CODE), "free"),
+    ])
+
+
+class KVView(QWidget):
+    """Everything the KV lab shows. Signals ask the lab for work; `draw` shows records."""
+
+    settings_changed = Signal(dict)
+    step_requested = Signal()
+    run_toggled = Signal()
+    reset_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._quiet = False
+        self.info: KVRunInfo | None = None
+        self.seq_infos: dict[str, SeqInfo] = {}
+        self.records: list[KVStepRecord] = []
+        self.index = -1
+        self.selected: str | None = None
+        self.read_only = False
+        self._build_controls()
+        self._build_body()
+        self._build_shortcuts()
+        self.set_running(False)
+
+    # ---- construction ---------------------------------------------------------------------
+    def _build_controls(self) -> None:
+        self.scenario = QComboBox()
+        self.scenario.setToolTip("The request stream to run (one click: it resets the run)")
+        self.model = QComboBox()
+        self.model.setToolTip("The model that generates the tokens (loaded once, kept)")
+        self.block_size = QSpinBox()
+        self.block_size.setRange(1, 1024)
+        self.block_size.setSuffix(" tok")
+        self.block_size.setToolTip("Tokens per KV block (vLLM's default is 16)")
+        self.n_blocks = QSpinBox()
+        self.n_blocks.setRange(0, 1_000_000)
+        self.n_blocks.setSpecialValueText("auto")
+        self.n_blocks.setSuffix(" blocks")
+        self.n_blocks.setToolTip("Blocks in the pool; auto sizes it from the scenario's "
+                                 "requests. The contiguous allocator gets the same memory.")
+        self.reset_button = QPushButton("Reset")
+        self.reset_button.setToolTip("Start the scenario again from step 0 (Ctrl+R)")
+        self.step_button = QPushButton("Step")
+        self.step_button.setToolTip("Run one engine step: one model forward (N)")
+        self.run_button = QPushButton("Run")
+        self.run_button.setToolTip("Step until the scenario ends, or pause (Space)")
+        self.reset_button.clicked.connect(self.reset_requested)
+        self.step_button.clicked.connect(self.step_requested)
+        self.run_button.clicked.connect(self.run_toggled)
+        for combo in (self.scenario, self.model):
+            combo.currentIndexChanged.connect(self._emit)
+            combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(10)
+        for spin in (self.block_size, self.n_blocks):
+            spin.editingFinished.connect(self._emit)
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setToolTip("Show an earlier step (drag), the latest at the right end")
+        self.slider.setRange(0, 0)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.step_label = QLabel("step —")
+        self.step_label.setMinimumWidth(90)
+
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        for w in (self.block_size, self.n_blocks, self.reset_button, self.step_button,
+                  self.run_button):
+            w.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+            w.setMinimumWidth(40)
+        for label, widget, stretch in (("Scenario", self.scenario, 3), ("Model", self.model, 2),
+                                       ("Block", self.block_size, 0),
+                                       ("Pool", self.n_blocks, 0)):
+            row.addWidget(QLabel(label))
+            row.addWidget(widget, stretch)
+        row.addSpacing(8)
+        for button in (self.reset_button, self.step_button, self.run_button):
+            row.addWidget(button)
+        self.controls = row
+        slider_row = QHBoxLayout()
+        slider_row.setContentsMargins(0, 0, 0, 0)
+        slider_row.addWidget(QLabel("Show step"))
+        slider_row.addWidget(self.slider, 1)
+        slider_row.addWidget(self.step_label)
+        self.slider_row = slider_row
+
+        self.description = QLabel()
+        self.description.setWordWrap(True)
+        self.description.setStyleSheet("color: #333")
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.stats_line = QLabel()
+        self.stats_line.setWordWrap(True)
+        self.stats_line.setTextFormat(Qt.RichText)
+
+    def _build_body(self) -> None:
+        # the paged pool
+        self.grid_title = QLabel("Paged KV pool")
+        self.grid_title.setTextFormat(Qt.RichText)
+        self.grid_title.setWordWrap(True)
+        self.grid = KVGridPlot()
+        self.grid.setMinimumHeight(160)
+        self.legend = QLabel(legend_html())
+        self.legend.setTextFormat(Qt.RichText)
+        self.legend.setWordWrap(True)
+        self.hover = QLabel(" ")
+        self.hover.setStyleSheet("color: #444")
+        self.hover.setWordWrap(True)
+        self.grid.hovered.connect(lambda t: self.hover.setText(t or " "))
+        self.grid.block_clicked.connect(self._on_block_clicked)
+        pool_box = QWidget()
+        pool_col = QVBoxLayout(pool_box)
+        pool_col.setContentsMargins(0, 0, 0, 0)
+        pool_col.setSpacing(2)
+        pool_col.addWidget(self.grid_title)
+        pool_col.addWidget(self.grid, 1)
+        pool_col.addWidget(self.legend)
+        pool_col.addWidget(self.hover)
+
+        # sequences and the selected one's block table
+        self.seq_table = QTableWidget(0, len(SEQ_COLUMNS))
+        self.seq_table.setHorizontalHeaderLabels(list(SEQ_COLUMNS))
+        self.seq_table.verticalHeader().setVisible(False)
+        self.seq_table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.seq_table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.seq_table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.seq_table.setWordWrap(False)
+        header = self.seq_table.horizontalHeader()
+        for c in range(len(SEQ_COLUMNS) - 2):
+            header.setSectionResizeMode(c, QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(len(SEQ_COLUMNS) - 2, QHeaderView.Interactive)
+        header.resizeSection(len(SEQ_COLUMNS) - 2, 220)
+        header.setStretchLastSection(True)
+        self.seq_table.itemSelectionChanged.connect(self._on_table_selection)
+        self.seq_table.setToolTip("Click a sequence to highlight its blocks and regions")
+        self.detail = QLabel("Select a sequence to see its block table and text.")
+        self.detail.setWordWrap(True)
+        self.detail.setTextFormat(Qt.RichText)
+        self.detail.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+        self.detail.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.block_table = QTableWidget(0, 4)
+        self.block_table.setHorizontalHeaderLabels(["logical", "physical", "fill", "ref"])
+        self.block_table.verticalHeader().setVisible(False)
+        self.block_table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.block_table.setMaximumWidth(240)
+        self.block_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.block_table.horizontalHeader().setStretchLastSection(True)
+        self.block_table.setToolTip("The selected sequence's block table: logical block i "
+                                    "lives in physical block table[i]")
+        detail_row = QWidget()
+        dl = QHBoxLayout(detail_row)
+        dl.setContentsMargins(0, 0, 0, 0)
+        dl.addWidget(self.block_table)
+        detail_scroll = QScrollArea()
+        detail_scroll.setWidget(self.detail)
+        detail_scroll.setWidgetResizable(True)
+        detail_scroll.setFrameShape(QScrollArea.NoFrame)
+        dl.addWidget(detail_scroll, 1)
+        seq_split = QSplitter(Qt.Vertical)
+        seq_split.addWidget(self.seq_table)
+        seq_split.addWidget(detail_row)
+        seq_split.setSizes([200, 140])
+
+        top = QSplitter(Qt.Horizontal)
+        top.addWidget(pool_box)
+        top.addWidget(seq_split)
+        top.setStretchFactor(0, 4)
+        top.setStretchFactor(1, 5)
+        seq_split.setMinimumWidth(380)
+        top.setSizes([500, 620])
+
+        # the contiguous baseline and the curves
+        self.contiguous_title = QLabel("Contiguous allocator on the same requests")
+        self.contiguous_title.setTextFormat(Qt.RichText)
+        self.contiguous_title.setWordWrap(True)
+        self.line = ContiguousLine()
+        self.line.setFixedHeight(64)
+        self.line.hovered.connect(lambda t: self.hover.setText(t or " "))
+        self.line.region_clicked.connect(self.select)
+        self.curves = KVCurves()
+        self.curves.setMinimumHeight(150)
+        self.events = QPlainTextEdit()
+        self.events.setReadOnly(True)
+        self.events.setMaximumBlockCount(400)
+        self.events.setPlaceholderText("What each step did")
+        bottom_row = QSplitter(Qt.Horizontal)
+        bottom_row.addWidget(self.curves)
+        bottom_row.addWidget(self.events)
+        bottom_row.setSizes([700, 380])
+        bottom = QWidget()
+        bl = QVBoxLayout(bottom)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.setSpacing(2)
+        bl.addWidget(self.contiguous_title)
+        bl.addWidget(self.line)
+        bl.addWidget(bottom_row, 1)
+
+        body = QSplitter(Qt.Vertical)
+        body.addWidget(top)
+        body.addWidget(bottom)
+        body.setSizes([380, 300])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
+        layout.setSpacing(3)
+        layout.addLayout(self.controls)
+        layout.addLayout(self.slider_row)
+        head = QGridLayout()
+        head.addWidget(self.description, 0, 0)
+        head.addWidget(self.status, 1, 0)
+        head.addWidget(self.stats_line, 2, 0)
+        layout.addLayout(head)
+        layout.addWidget(body, 1)
+
+    def _build_shortcuts(self) -> None:
+        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
+                           ("Ctrl+R", self.reset_requested.emit)):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(slot)
+
+    # ---- settings --------------------------------------------------------------------------
+    def set_choices(self, scenarios: Sequence[tuple[str, str, str]],
+                    models: Sequence[tuple[str, str]]) -> None:
+        """`scenarios`: (name, title, description); `models`: (spec, label)."""
+        self._quiet = True
+        self.scenario.clear()
+        for i, (name, title, description) in enumerate(scenarios):
+            self.scenario.addItem(title, name)
+            self.scenario.setItemData(i, description, Qt.ToolTipRole)
+        self.model.clear()
+        for spec, label in models:
+            self.model.addItem(label, spec)
+        self._quiet = False
+
+    def set_settings(self, s: dict) -> None:
+        self._quiet = True
+        for combo, key in ((self.scenario, "scenario"), (self.model, "model")):
+            index = combo.findData(s.get(key))
+            if index < 0 and key == "model":
+                combo.addItem(str(s.get(key)), s.get(key))
+                index = combo.count() - 1
+            if index >= 0:
+                combo.setCurrentIndex(index)
+        self.block_size.setValue(int(s.get("block_size", 16)))
+        self.n_blocks.setValue(int(s.get("n_blocks", 0) or 0))
+        self._quiet = False
+
+    def settings(self) -> dict:
+        return {"scenario": self.scenario.currentData(), "model": self.model.currentData(),
+                "block_size": self.block_size.value(), "n_blocks": self.n_blocks.value()}
+
+    def _emit(self, *_args) -> None:
+        if not self._quiet:
+            self.settings_changed.emit(self.settings())
+
+    def set_read_only(self, read_only: bool) -> None:
+        self.read_only = read_only
+        for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.reset_button,
+                  self.step_button, self.run_button):
+            w.setEnabled(not read_only)
+
+    def set_running(self, running: bool) -> None:
+        self.run_button.setText("Pause" if running else "Run")
+        self.step_button.setEnabled(not running and not self.read_only)
+
+    def set_status(self, text: str, error: bool = False) -> None:
+        self.status.setStyleSheet("color: #B71C1C" if error else "color: #555")
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+
+    # ---- drawing -----------------------------------------------------------------------------
+    def clear(self, message: str = "") -> None:
+        self.info, self.seq_infos, self.records, self.index = None, {}, [], -1
+        self.seq_table.setRowCount(0)
+        self.block_table.setRowCount(0)
+        self.events.clear()
+        self.stats_line.setText(message)
+        self.slider.setRange(0, 0)
+        self.step_label.setText("step —")
+
+    def draw(self, info: KVRunInfo, seq_infos: Sequence[SeqInfo],
+             records: Sequence[KVStepRecord], index: int | None = None) -> None:
+        """Show a run: `records` so far, step `index` (default: the latest) in detail."""
+        if not records:
+            self.clear("No step yet: press Step or Run.")
+            self.info = info
+            self.description.setText(f"<b>{html.escape(info.scenario_title)}.</b> "
+                                     f"{html.escape(info.scenario_description)}")
+            return
+        follow = self.index < 0 or self.index >= len(self.records) - 1
+        self.info = info
+        self.seq_infos = {s.seq_id: s for s in seq_infos}
+        self.records = list(records)
+        if index is None:
+            index = len(self.records) - 1 if follow else min(self.index, len(self.records) - 1)
+        self.description.setText(f"<b>{html.escape(info.scenario_title)}.</b> "
+                                 f"{html.escape(info.scenario_description)}")
+        self._quiet = True
+        self.slider.setRange(0, len(self.records) - 1)
+        self.slider.setValue(index)
+        self._quiet = False
+        self.show_step(index)
+
+    def _on_slider(self, value: int) -> None:
+        if not self._quiet and self.records:
+            self.show_step(value)
+
+    def colors(self) -> dict:
+        return {sid: s.color for sid, s in self.seq_infos.items()}
+
+    def show_step(self, index: int) -> None:
+        info, rec = self.info, self.records[index]
+        self.index = index
+        self.step_label.setText(f"step {rec.step} / {self.records[-1].step}")
+        colors = self.colors()
+        self._draw_pool(info, rec, colors)
+        n_slots = info.n_blocks * info.block_size
+        c = rec.contiguous
+        self.contiguous_title.setText(
+            f"<b>Contiguous allocator on the same memory and requests</b>: each request "
+            f"reserves max_seq_len = {info.max_seq_len} slots in one piece (first fit) · "
+            f"{c.n_seqs} regions, {c.slots_reserved:,} of {n_slots:,} slots reserved, "
+            f"<b>{c.waste_frac:.0%}</b> of them empty · pink: free gaps too small for a region "
+            f"({c.slots_external_waste:,} slots)")
+        self.line.draw(n_slots, info.max_seq_len, rec, colors, self.selected)
+        self.curves.draw(self.records, info.bytes_per_slot, n_slots, rec.step)
+        self._fill_seq_table(rec, colors)
+        self._fill_detail(rec)
+        self._fill_events(index)
+        p = rec.paged
+        saved = p.shared_saved_slots
+        waiting = sum(1 for q in rec.seqs if q.status in ("waiting", "preempted"))
+        self.stats_line.setText(
+            f"Step <b>{rec.step}</b>{'' if rec.ran_model else ' (no model run)'}: "
+            f"paged waste <b>{p.waste_frac:.1%}</b> vs contiguous <b>{c.waste_frac:.1%}</b> · "
+            f"prefix-cache hit rate <b>{p.prefix_hit_rate:.0%}</b> "
+            f"({p.prefix_hit_tokens:,} of {p.prefix_query_tokens:,} prompt tokens) · "
+            f"{p.shared_blocks} shared blocks save {saved:,} slots · "
+            f"{p.evictions} evictions · {waiting} waiting · running: {p.n_seqs} paged, "
+            f"{c.n_seqs} contiguous"
+            + (f" · {rec.step_s * 1e3:.0f} ms" if rec.step_s else ""))
+
+    def _draw_pool(self, info: KVRunInfo, rec: KVStepRecord, colors: dict) -> None:
+        pool, p = rec.pool, rec.paged
+        nbytes = info.n_blocks * info.block_size * info.bytes_per_slot
+        size = f", {format_bytes(nbytes)}" if info.bytes_per_slot else ""
+        self.grid_title.setText(
+            f"<b>Paged KV pool</b>: {info.n_blocks:,} blocks × {info.block_size} tokens{size} · "
+            f"{p.blocks_used} used ({p.shared_blocks} shared) · {p.blocks_cached_free} "
+            f"cached-free · {p.blocks_free} free · model {html.escape(info.model_id)} on "
+            f"{html.escape(info.device)}")
+        if pool is None:
+            self.hover.setText("This snapshot keeps the pool state of some steps only.")
+            return
+        seq_colors = np.array([colors.get(s, 0) for s in pool.seq_ids], dtype=np.int64)
+        selected = pool.seq_ids.index(self.selected) if self.selected in pool.seq_ids else None
+        self.grid.draw(pool, seq_colors, selected)
+
+    def _fill_seq_table(self, rec: KVStepRecord, colors: dict) -> None:
+        table = self.seq_table
+        self._quiet = True
+        table.setRowCount(len(rec.seqs))
+        select_row = -1
+        for row, q in enumerate(rec.seqs):
+            info = self.seq_infos.get(q.seq_id)
+            prompt = info.user_text if info else ""
+            tokens = f"{info.prompt_tokens}+{q.n_output}" if info else str(q.n_output)
+            cells = (q.seq_id, q.status, q.contiguous_status, tokens,
+                     str(q.n_cached) if q.n_cached else "", _short(q.output_text, 80),
+                     _one_line(prompt))
+            for col, text in enumerate(cells):
+                item = table.item(row, col)
+                if item is None:
+                    item = QTableWidgetItem()
+                    table.setItem(row, col, item)
+                item.setText(text)
+            swatch = table.item(row, 0)
+            swatch.setBackground(QBrush(QColor(seq_color_hex(colors.get(q.seq_id, 0)))))
+            swatch.setForeground(QBrush(QColor("#FFFFFF")))
+            tip = (f"{q.seq_id}: {q.message}\n" if q.message else "") + \
+                (f"system: {info.system_text}\n" if info and info.system_text else "") + \
+                f"user: {prompt}\noutput: {q.output_text}"
+            for col in range(len(SEQ_COLUMNS)):
+                table.item(row, col).setToolTip(tip)
+            if q.status == "refused":
+                table.item(row, 1).setForeground(QBrush(QColor("#B71C1C")))
+            if q.seq_id == self.selected:
+                select_row = row
+        if select_row >= 0:
+            table.selectRow(select_row)
+        else:
+            table.clearSelection()
+        self._quiet = False
+
+    def _fill_detail(self, rec: KVStepRecord) -> None:
+        sid = self.selected
+        q = rec.seq(sid) if sid else None
+        if q is None:
+            self.block_table.setRowCount(0)
+            self.detail.setText("Select a sequence (table, grid or address line) to highlight "
+                                "its blocks and see its block table and text.")
+            return
+        info = self.seq_infos.get(sid)
+        pool = rec.pool
+        rows = []
+        if pool is not None and sid in pool.seq_ids:
+            table = pool.block_tables[pool.seq_ids.index(sid)]
+            rows = [(str(i), str(b), f"{int(pool.n_tokens[b])}/{pool.block_size}",
+                     str(int(pool.ref_count[b]))) for i, b in enumerate(table)]
+        self.block_table.setRowCount(len(rows))
+        for r, cells in enumerate(rows):
+            for c, text in enumerate(cells):
+                self.block_table.setItem(r, c, QTableWidgetItem(text))
+        region = next((g for g in rec.regions if g.seq_id == sid), None)
+        where = (f"contiguous region {region.start}..{region.start + region.reserved - 1}, "
+                 f"{region.filled}/{region.reserved} filled" if region else
+                 f"contiguous: {q.contiguous_status}")
+        parts = [f"<b>{html.escape(sid)}</b> — paged: {q.status}, {len(rows)} blocks, "
+                 f"{q.kv_tokens} tokens in KV, {q.n_cached} from the prefix cache · {where}"]
+        if q.message:
+            parts.append(f"<i>{html.escape(q.message)}</i>")
+        if info is not None:
+            if info.system_text:
+                parts.append(f"<b>system</b>: {html.escape(_short(info.system_text, 160))}")
+            sample = f" (sample {info.sample}, temperature {info.temperature:g})" \
+                if info.temperature else ""
+            parts.append(f"<b>user</b>{sample}: {html.escape(_short(info.user_text, 300))}")
+        parts.append(f"<b>output</b> ({q.n_output} tokens): {html.escape(q.output_text)}")
+        self.detail.setText("<br>".join(parts))
+
+    def _fill_events(self, index: int) -> None:
+        lines = []
+        for rec in self.records[max(0, index - 4): index + 1]:
+            for e in rec.events:
+                lines.append(f"[{rec.step}] {e}")
+        self.events.setPlainText("\n".join(lines))
+        self.events.verticalScrollBar().setValue(self.events.verticalScrollBar().maximum())
+
+    # ---- selection -----------------------------------------------------------------------
+    def select(self, seq_id: str | None) -> None:
+        """Highlight one sequence's blocks and region (None: no selection)."""
+        self.selected = seq_id
+        if self.records and 0 <= self.index < len(self.records):
+            self.show_step(self.index)
+
+    def _on_table_selection(self) -> None:
+        if self._quiet:
+            return
+        rows = self.seq_table.selectionModel().selectedRows()
+        if not rows:
+            return
+        item = self.seq_table.item(rows[0].row(), 0)
+        if item is not None and item.text() != self.selected:
+            self.select(item.text())
+
+    def _on_block_clicked(self, block: int) -> None:
+        pool = self.grid.pool
+        owners = pool.owners_of(block) if pool is not None else []
+        self.select(owners[0] if owners else None)
+
+
+def _short(text: str, n: int) -> str:
+    text = _one_line(text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
