@@ -210,7 +210,8 @@ class RunRecord:
     """One inference on the host interpreter or on a board, on a seeded random input.
 
     `output` is the first graph output, flattened. On a board `where` names it and its
-    port; `matches_host` says whether its output equals the host interpreter's.
+    port; `matches_host` says whether its output equals the host interpreter's; `op_cycles`
+    are the cycles per op it reported (READ_TIMINGS; measured when `cycles_measured`).
     """
 
     where: str  # "host" or the board's name and port
@@ -226,10 +227,12 @@ class RunRecord:
     cycles: int | None = None
     cycles_measured: bool = False
     matches_host: bool | None = None
+    op_cycles: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"op_us": list(self.op_us), "output": list(self.output),
-                                           "output_shape": list(self.output_shape)}
+                                           "output_shape": list(self.output_shape),
+                                           "op_cycles": list(self.op_cycles)}
 
     @classmethod
     def from_dict(cls, d, where: str = "run") -> RunRecord:
@@ -237,7 +240,7 @@ class RunRecord:
             raise ValueError(f"{where}: expected an object")
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
-        for key in ("op_us", "output", "output_shape"):
+        for key in ("op_us", "output", "output_shape", "op_cycles"):
             if not isinstance(values.get(key, []), list):
                 raise ValueError(f"{where}.{key}: expected a list")
             values[key] = tuple(values.get(key, []))

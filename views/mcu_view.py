@@ -72,7 +72,9 @@ class McuView(QWidget):
                                         "(one warm-up, best of 5) and fill host µs per op")
         self.run_host_button.clicked.connect(self.run_host_requested)
         self.connect_button = QPushButton("Connect board…")
-        self.connect_button.setToolTip("A board on a serial port, or a virtual board in this process")
+        self.connect_button.setToolTip("A board on a serial port, a virtual board in this process, "
+                                       "or the firmware for this model on an emulated Cortex-M4 "
+                                       "(QEMU)")
         self.connect_button.clicked.connect(self.connect_requested)
         self.run_board_button = QPushButton("Deploy && run on board")
         self.run_board_button.setToolTip("Upload the model if the board holds another, send the "
@@ -276,11 +278,17 @@ class McuView(QWidget):
         tips = {1: "operator type", 2: "output tensor shape", 3: "multiply-accumulates (op_macs)",
                 4: f"MACs × {state.board.cycles_per_mac_int8:g} cycles/MAC ({state.board.id} preset)",
                 5: f"estimated cycles ÷ {clock_mhz:g} MHz", 6: "measured on this host (arena interpreter)",
-                7: "reported by the board (µs per op)"}
+                7: "reported by the board (READ_TIMINGS), µs per op; hover a cell for its cycles: "
+                   "the firmware's SysTick counts (on QEMU with -icount, 0.8 per guest "
+                   "instruction), the preset's estimate on the virtual board"}
         for column, tip in tips.items():
             self.ops_table.horizontalHeaderItem(column).setToolTip(tip)
         self.ops_table.setRowCount(len(state.ops))
+        board = state.board_run
+        cycles = board.op_cycles if board is not None else ()
+        how = "measured (SysTick)" if board is not None and board.cycles_measured else "estimated"
         for r, row in enumerate(state.ops):
+            board_cycles = cycles[row.index] if row.index < len(cycles) else None
             cells = (str(row.index), row.op, "×".join(str(d) for d in row.output_shape),
                      f"{row.macs:,}", f"{row.est_cycles:,}", f"{row.est_us:,.1f}",
                      "—" if row.host_us is None else f"{row.host_us:,.1f}",
@@ -289,6 +297,9 @@ class McuView(QWidget):
                 item = QTableWidgetItem(text)
                 if c != 1:
                     item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+                if c == 7 and board_cycles is not None:
+                    item.setToolTip(f"{board_cycles:,} cycles {how} on {board.where} "
+                                    f"(estimated: {row.est_cycles:,})")
                 self.ops_table.setItem(r, c, item)
         self.ops_table.resizeRowsToContents()
         total_macs = sum(o.macs for o in state.ops)
@@ -322,6 +333,8 @@ def _run_line(kind: str, run: RunRecord) -> str:
     text = (f"<b>{kind}</b> ({run.where}, seed {run.seed}"
             + (f", best of {run.repeats}" if run.repeats > 1 else "")
             + f"): {run.total_us / 1e3:,.2f} ms; output {run.output_dtype} {shape} = [{shown}]")
+    if run.cycles is not None:
+        text += f"; {run.cycles:,} cycles ({'measured' if run.cycles_measured else 'estimated'})"
     if run.round_trip_ms is not None:
         text += f"; round trip {run.round_trip_ms:,.0f} ms"
     if run.matches_host is not None:

@@ -1,8 +1,10 @@
 """MCU lab: a .tflite model's tensor arena as planners lay it out, on a board's SRAM, run on
-the host interpreter or on a board over the serial protocol."""
+the host interpreter or on a board over the serial protocol: a real one, the in-process
+virtual board, or the C firmware built for the model and plan running on QEMU's Cortex-M4."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -12,7 +14,7 @@ from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
 
 from app import sections
 from app.labs.base import Lab
-from app.mcu_connect import BoardChoice, BoardSession, ConnectDialog
+from app.mcu_connect import EMULATED, BoardChoice, BoardSession, ConnectDialog, firmware_planner
 from views.mcu_view import McuView
 
 AUTO_RUN_DELAY_MS = 300
@@ -38,6 +40,7 @@ class McuLab(Lab):
         self._busy = False
         self._auto_ran = False
         self._waiting = False  # for other work to end before the first host run
+        self._connecting: BoardChoice | None = None  # the board a connect task is for
         self._settings = self._valid(dict(sections.MCU_DEFAULTS) | self.saved_settings())
         self._refresh_choices()
         self.view.set_settings(self._settings)
@@ -205,17 +208,21 @@ class McuLab(Lab):
 
     def _done(self) -> None:
         self._busy = False
+        self._connecting = None  # after _connected / _on_error, or a cancelled connect
         if not self.read_only:
             self.view.set_busy(False)
 
     def _on_error(self, message: str) -> None:
         message = re.sub(r"^(?:\w+\.)+(\w+): ", r"\1: ", message)  # no module path
-        if not self.session.connected and self.session.choice is not None:
+        choice, self._connecting = self._connecting or self.session.choice, None
+        if not self.session.connected and choice is not None:
             self.view.set_board_connected(False)
-            self._set_board(f"{self.session.choice.label()}: disconnected")
+            self._set_board(f"{choice.label()}: disconnected")
+        elif self.session.connected:
+            self._set_board(self._board_text())
         self.view.set_status(f"{message}. The lab is still usable"
                              + ("; connect the board again with Connect board…"
-                                if not self.session.connected and self.session.choice else "."),
+                                if not self.session.connected and choice else "."),
                              error=True)
 
     # runs -----------------------------------------------------------------------------------
@@ -254,47 +261,91 @@ class McuLab(Lab):
 
     def connect_dialog(self) -> None:
         dialog = ConnectDialog([(b.id, f"{b.id} — {b.name}") for b in self._boards()],
-                               self._settings["board"], self.widget)
+                               self._settings["board"], self.widget,
+                               model=self._settings["model"], planner=self._settings["planner"])
         if dialog.exec() == QDialog.Accepted:
             choice = dialog.choice()
             if choice is not None:
                 self.connect_board(choice)
 
+    def emulated_choice(self, preset: str | None = None) -> BoardChoice:
+        """The emulated board for the current model and plan (a buffer planner's: others
+        cannot go into the firmware, which then uses tflm-greedy)."""
+        planner, _why = firmware_planner(self._settings["planner"])
+        return BoardChoice(EMULATED, preset or self._settings["board"], self._settings["model"],
+                           planner)
+
     def connect_board(self, choice: BoardChoice | None = None) -> None:
-        """Connect (or reconnect, with no choice) in a worker; the device bar shows the board."""
+        """Connect (or reconnect, with no choice) in a worker; the device bar shows the board.
+
+        The emulated board is first built for the current model and plan and started on QEMU
+        (reconnecting rebuilds it when the model or the planner changed)."""
         if self._busy or self.read_only:
             return
+        if choice is None and self.session.choice is not None and self.session.emulated:
+            choice = self.emulated_choice(self.session.choice.target)
         choice = choice or self.session.choice
         if choice is None:
             self.connect_dialog()
             return
+        message = f"Connecting to {choice.label()}…"
+        if choice.kind == EMULATED:
+            if self.state is not None and self.state.note:
+                self.view.set_status(f"Cannot build the firmware: {self.state.note}", error=True)
+                return
+            _planner, why = firmware_planner(self._settings["planner"])
+            message = (f"Building the firmware for {Path(choice.model).stem} ({choice.planner} "
+                       f"plan, {choice.target} memory) and starting QEMU…"
+                       + (f" Note: {why}." if why else ""))
         session = self.session
+        self._connecting = choice
         self._set_board(f"connecting to {choice.label()}…")
-        self.view.set_status(f"Connecting to {choice.label()}…")
-        self._start(f"Connect {choice.label()}", lambda progress, should_stop: session.connect(choice),
+        self.view.set_status(message)
+        self._start(f"Connect {choice.label()}",
+                    lambda progress, should_stop: session.connect(choice, progress),
                     self._connected)
 
+    def _board_text(self) -> str:
+        """The device bar's board: 'qemu nrf52840 (socket://…)' or 'name — port'."""
+        session = self.session
+        if session.emulated:
+            return f"{session.choice.label()} ({session.url})"
+        return f"{session.info.name if session.info else 'board'} — {session.url}"
+
     def _connected(self, info) -> None:
+        self._connecting = None
         self.view.set_board_connected(True)
-        self._set_board(f"{info.name} — {self.session.url}")
-        self.view.set_status(f"Connected: {info.name} ({info.core}, {info.clock_hz / 1e6:g} MHz), "
-                             f"arena limit {info.arena_limit_bytes:,} B, model limit "
-                             f"{info.model_limit_bytes:,} B.")
+        self._set_board(self._board_text())
+        status = (f"Connected: {info.name} ({info.core}, {info.clock_hz / 1e6:g} MHz), "
+                  f"arena limit {info.arena_limit_bytes:,} B, model limit "
+                  f"{info.model_limit_bytes:,} B.")
+        build = self.session.firmware if self.session.emulated else None
+        if build is not None:
+            status += (f" Firmware for {build.model}: flash {build.flash_bytes:,} B, RAM "
+                       f"{build.ram_bytes:,} B (arena {build.arena_bytes:,} B, {build.planner} "
+                       "plan). Per-op times count QEMU's guest instructions (-icount), not a "
+                       "real chip's time.")
+        self.view.set_status(status)
         if info.board != self._settings["board"] and info.board in [b.id for b in self._boards()]:
             self._settings["board"] = info.board  # the board's own preset for the budget
             self.view.set_settings(self._settings)
             self.recompute()
 
     def disconnect_board(self) -> None:
+        """Close the link; stops the virtual board or QEMU too."""
         if self._busy:
             return
+        emulated = self.session.emulator is not None
         self.session.close()
         self.view.set_board_connected(False)
         self._set_board("no board")
-        self.view.set_status("Board disconnected.")
+        self.view.set_status("Board disconnected" + ("; QEMU stopped." if emulated else "."))
 
     def run_on_board(self) -> None:
-        """Deploy the model and the chosen plan, run the seeded input, compare with the host."""
+        """Deploy the model and the chosen plan, run the seeded input, compare with the host.
+
+        An emulated board built for another model is rebuilt for this one and restarted first
+        (as a real board would be reflashed); a changed plan goes to it with PLAN."""
         if self._busy or self.read_only or self.state is None:
             return
         if self.state.note:
@@ -312,11 +363,18 @@ class McuLab(Lab):
         in_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.inputs]
         out_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.outputs]
         inputs = p.pack_tensors(random_input(model, seed), in_specs)
+        reflash = self.emulated_choice(session.choice.target) if session.emulated else None
+        digest = hashlib.sha256(data).hexdigest()
 
         def work(progress, should_stop):
             def uploaded(done, total):
                 progress(0.8 * done / max(total, 1), f"uploading {done:,} / {total:,} B")
 
+            note = ""
+            if reflash is not None and session.info is not None and \
+                    session.info.model_sha256 != digest:
+                session.connect(reflash, lambda f, m: progress(0.5 * f, m))
+                note = f"rebuilt the firmware for {model.name} and restarted QEMU"
             result, _ = session.run(data, board_plan, inputs, progress=uploaded)
             progress(0.9, "comparing with the host interpreter")
             outputs = p.unpack_tensors(result.output, out_specs)
@@ -324,14 +382,17 @@ class McuLab(Lab):
             same = len(outputs) == len(expected) and all(
                 np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
             first = outputs[0]
-            where = f"{session.info.board if session.info else 'board'} on {session.url}"
+            board = (session.choice.label() if session.emulated
+                     else session.info.board if session.info else "board")
+            where = f"{board} on {session.url}"
             if board_plan is None:
                 where += ", with its own plan"
             return RunRecord(where,
                              seed, result.time_us, tuple(o.time_us for o in result.ops),
                              tuple(first.ravel().tolist()), tuple(first.shape), str(first.dtype),
                              1, result.arena_bytes, result.round_trip_s * 1e3, result.cycles,
-                             result.cycles_measured, same)
+                             result.cycles_measured, same,
+                             op_cycles=tuple(o.cycles for o in result.ops)), note
 
         target = session.choice.label() if session.choice else "board"
         self.view.set_status(f"Deploying {model.name} to {target}…" + (
@@ -339,16 +400,22 @@ class McuLab(Lab):
             "patches, which the wire protocol's PLAN cannot carry: the board uses its own plan."))
         self._start(f"Run {model.name} on board", work, self._board_done)
 
-    def _board_done(self, run) -> None:
+    def _board_done(self, result) -> None:
+        run, note = result
+        if self.session.connected:
+            self._set_board(self._board_text())  # a rebuilt emulated board has a new port
         if self.state is None:
             return
         self.state = sections.mcu_with_runs(self.state, board_run=run)
         if not self.read_only:
             self.view.draw(self.state)
             verdict = "equals" if run.matches_host else "DIFFERS from"
-            self.view.set_status(f"Board run: {run.total_us / 1e3:,.2f} ms on the board, round trip "
-                                 f"{run.round_trip_ms:,.0f} ms; output {verdict} the host's.",
-                                 error=not run.matches_host)
+            emulated = (" (QEMU's -icount time: guest instructions, not a real chip's)"
+                        if self.session.emulated else "")
+            self.view.set_status((f"{note[0].upper()}{note[1:]}. " if note else "")
+                                 + f"Board run: {run.total_us / 1e3:,.2f} ms on the board"
+                                 f"{emulated}, round trip {run.round_trip_ms:,.0f} ms; output "
+                                 f"{verdict} the host's.", error=not run.matches_host)
 
     def _set_board(self, text: str) -> None:
         self.context.board = text
