@@ -7,7 +7,10 @@
 
 on a free port, connects, waits for the firmware's HELLO and returns the pyserial URL
 `socket://127.0.0.1:PORT`, which `BoardLink` (and `inferlab board run --port`) open like a
-real board's port. `stop()` ends QEMU (also when this process dies: the child gets SIGTERM).
+real board's port. `stop()` ends QEMU. On Linux the child also gets SIGTERM when the THREAD
+that started it ends (PR_SET_PDEATHSIG watches the starting thread, not the process): start
+it from the main thread or from a thread that lives as long as the board, never from a
+short-lived worker.
 
 Why TCP: a pty drops what the guest writes before the host opens it; `nodelay` keeps a
 round trip near 2 ms instead of ~48 ms. With `-icount shift=5` QEMU's virtual clock moves
@@ -48,7 +51,7 @@ def free_port() -> int:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the child gets SIGTERM when its parent dies (no orphaned QEMU)."""
+    """Linux: the child gets SIGTERM when the starting thread ends (no orphaned QEMU)."""
     try:
         import ctypes
         import signal
