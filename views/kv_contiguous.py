@@ -16,6 +16,7 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QToolTip, QWidget
 
 from engines.kvlab.records import ContiguousRegion, KVStepRecord
+from views.axes import si_label
 from views.kv_grid import EXTERNAL_CODE, EXTERNAL_DIM, FREE_CODE, FREE_DIM, LUT, owner_code
 from views.style import pen, style_plot
 
@@ -62,6 +63,13 @@ def describe_slot(slot: int, regions: Sequence[ContiguousRegion],
     return f"slot {slot}"
 
 
+class SlotAxis(pg.AxisItem):
+    """Slot addresses as 200k, 1.2M rather than 1e+06."""
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph API
+        return [si_label(v) for v in values]
+
+
 class ContiguousLine(pg.PlotWidget):
     """One row: the contiguous cache's address space."""
 
@@ -69,7 +77,7 @@ class ContiguousLine(pg.PlotWidget):
     region_clicked = Signal(str)
 
     def __init__(self, parent=None):
-        super().__init__(parent=parent)
+        super().__init__(parent=parent, axisItems={"bottom": SlotAxis("bottom")})
         self.setBackground("w")
         item = self.getPlotItem()
         item.setMenuEnabled(False)

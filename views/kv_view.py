@@ -406,17 +406,27 @@ class KVView(QWidget):
             f"{c.n_seqs} contiguous"
             + (f" · {rec.step_s * 1e3:.0f} ms" if rec.step_s else ""))
 
+    def pool_at(self, index: int):
+        """(pool state, its step) shown for step `index`: its own, else the latest before it
+        (a snapshot of a big pool keeps every k-th step's pool only)."""
+        for rec in reversed(self.records[: index + 1]):
+            if rec.pool is not None:
+                return rec.pool, rec.step
+        return None, None
+
     def _draw_pool(self, info: KVRunInfo, rec: KVStepRecord, colors: dict) -> None:
-        pool, p = rec.pool, rec.paged
+        p = rec.paged
         nbytes = info.n_blocks * info.block_size * info.bytes_per_slot
         size = f", {format_bytes(nbytes)}" if info.bytes_per_slot else ""
+        pool, pool_step = self.pool_at(self.index)
+        note = "" if pool_step in (None, rec.step) else \
+            f" · <i>blocks as of step {pool_step} (this snapshot keeps some steps' pools)</i>"
         self.grid_title.setText(
             f"<b>Paged KV pool</b>: {info.n_blocks:,} blocks × {info.block_size} tokens{size} · "
             f"{p.blocks_used} used ({p.shared_blocks} shared) · {p.blocks_cached_free} "
             f"cached-free · {p.blocks_free} free · model {html.escape(info.model_id)} on "
-            f"{html.escape(info.device)}")
+            f"{html.escape(info.device)}{note}")
         if pool is None:
-            self.hover.setText("This snapshot keeps the pool state of some steps only.")
             return
         seq_colors = np.array([colors.get(s, 0) for s in pool.seq_ids], dtype=np.int64)
         selected = pool.seq_ids.index(self.selected) if self.selected in pool.seq_ids else None
@@ -467,7 +477,7 @@ class KVView(QWidget):
                                 "its blocks and see its block table and text.")
             return
         info = self.seq_infos.get(sid)
-        pool = rec.pool
+        pool, _step = self.pool_at(self.index)
         rows = []
         if pool is not None and sid in pool.seq_ids:
             table = pool.block_tables[pool.seq_ids.index(sid)]

@@ -8,6 +8,7 @@ through a queued signal; the view is redrawn at most at the screen rate.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 from PySide6.QtCore import QTimer, Signal
@@ -17,6 +18,9 @@ from app.labs.base import Lab
 from engines.kvlab.scenarios import SCENARIOS
 from views.kv_view import KVView
 
+LIVE_POOL_CELLS_LIMIT = 4_000_000
+"""Live records keep every step's pool state up to this many cells in all (a 100k-block
+pool: 40 steps), then every k-th step's: memory stays bounded however long a run goes."""
 AUTO_STEPS = 6
 """Steps run when the lab is first shown, so it opens on something to look at."""
 DRAW_INTERVAL_MS = 33
@@ -255,7 +259,16 @@ class KVLab(Lab):
             return
         self.info, self.seq_infos = info, seq_infos
         self.records.append(record)
+        self._thin_pools()
         self._dirty = True
+
+    def _thin_pools(self) -> None:
+        """Drop the previous record's pool state unless it is a k-th step (big pools only)."""
+        n = len(self.records)
+        every = -(-self.info.n_blocks * n // LIVE_POOL_CELLS_LIMIT)
+        prev = n - 2
+        if every > 1 and prev > 0 and prev % every and self.records[prev].pool is not None:
+            self.records[prev] = dataclasses.replace(self.records[prev], pool=None)
 
     def _draw_if_dirty(self) -> None:
         if self._dirty and not self.read_only and self.info is not None:
@@ -291,7 +304,7 @@ class KVLab(Lab):
             self.view.set_status("Read-only snapshot: the KV lab had not run when it was taken.")
             return
         self.view.set_status(f"Read-only snapshot: {len(records)} steps of "
-                             f"“{info.scenario_title}” on {info.model_name}. Drag the step "
+                             f"“{info.scenario_title}” on {info.model_id}. Drag the step "
                              "slider to replay them.")
         self.view.draw(info, seq_infos, records)
 

@@ -128,13 +128,13 @@ def _scenarios() -> dict[str, Scenario]:
               for i, q in enumerate(_LIBRARY_QUESTIONS)))
     fork = Scenario(
         "fork", "Parallel sampling (fork, copy-on-write)",
-        "Two requests each sample several answers (temperature 0.9). After its prompt is "
+        "Two requests each sample several answers (temperature 0.7). After its prompt is "
         "computed a request forks: the samples share every prompt block (ref count = samples); "
         "the first token each sample adds copies the shared, partly filled last block.",
         (RequestSpec("r0", "Suggest a name for a friendly robot.", 16, 0, n_samples=4,
-                     temperature=0.9, seed=1),
+                     temperature=0.7, seed=1),
          RequestSpec("r1", "Write the first line of a poem about the sea.", 24, 2, n_samples=3,
-                     temperature=0.9, seed=2)))
+                     temperature=0.7, seed=2)))
     stories = tuple(RequestSpec(f"r{i}", f"Tell me a short story about {who}.", 48, i // 3)
                     for i, who in enumerate(_STORIES))
     pressure = Scenario(

@@ -66,6 +66,7 @@ class _Seq:
         self.c_status = WAITING
         self.c_produced = 0
         self.children: list[str] = []
+        self.said: dict[str, str] = {}
 
     @property
     def done(self) -> bool:
@@ -165,7 +166,7 @@ class KVLabSession:
         spec = req.spec
         seq_id = spec.request_id if sample == 0 else f"{spec.request_id}.{sample}"
         if spec.temperature > 0:
-            sampler = Sampler(SamplingParams(spec.temperature, 0.95, spec.seed * 1000 + sample))
+            sampler = Sampler(SamplingParams(spec.temperature, 0.9, spec.seed * 1000 + sample))
         else:
             sampler = Sampler(GREEDY)
         info = SeqInfo(seq_id=seq_id, request_id=spec.request_id, color=len(self.seqs),
@@ -234,6 +235,7 @@ class KVLabSession:
         seq = self.seqs[victim]
         n_blocks = len(self.blocks.block_table(victim))
         self.runner.free(victim)
+        seq.said.clear()
         self.running.remove(victim)
         seq.status = PREEMPTED
         self.waiting.insert(0, victim)
@@ -241,7 +243,7 @@ class KVLabSession:
         why = "no free block for its next token" if victim == needed_by else \
             f"no free block for {needed_by}'s next token"
         seq.message = f"preempted at step {self.step_index} ({why}): recomputed when re-admitted"
-        events.append(f"{victim} preempted ({why}): its {n_blocks} blocks are freed; it waits "
+        events.append(f"{victim} preempted ({why}): its {_blocks(n_blocks)} freed; it waits "
                       "and is recomputed later")
 
     # ---- 3. admission ------------------------------------------------------------------------
@@ -253,8 +255,9 @@ class KVLabSession:
             tokens = seq.prompt_ids + seq.outputs
             if not self.blocks.can_allocate(tokens):
                 need = self.blocks.blocks_needed(len(tokens))
-                events.append(f"{sid} waits: needs up to {need} blocks, "
-                              f"{self.blocks.n_free_blocks} free")
+                self._say_once(seq, "wait", events,
+                               f"{sid} waits: needs up to {_blocks(need)}, "
+                               f"{self.blocks.n_free_blocks} free")
                 return
             self.waiting.pop(0)
             resumed = seq.status == PREEMPTED
@@ -262,11 +265,11 @@ class KVLabSession:
             seq.status = RUNNING
             seq.ever_ran = True
             self.running.append(sid)
-            hit = (f", {seq.n_cached} from the prefix cache ({seq.n_cached // bs} blocks)"
+            hit = (f", {seq.n_cached} from the prefix cache ({_blocks(seq.n_cached // bs)})"
                    if seq.n_cached else "")
             verb = "re-admitted (recompute)" if resumed else "admitted"
             events.append(f"{sid} {verb}: {len(tokens)} tokens in "
-                          f"{len(self.blocks.block_table(sid))} blocks{hit}")
+                          f"{_blocks(len(self.blocks.block_table(sid)))}{hit}")
 
     # ---- 5. sampling, forks, finishing ------------------------------------------------------
     def _sample(self, logits, events: list[str]) -> None:
@@ -289,7 +292,7 @@ class KVLabSession:
                     order.append(cid)
                     self._accept(child, child.sampler(row_logits)[0], finished)
                 table = self.blocks.block_table(sid)
-                events.append(f"{sid} forks into {n} samples: all {len(table)} blocks shared "
+                events.append(f"{sid} forks into {n} samples: all {_blocks(len(table))} shared "
                               f"(ref count {n})")
             self._accept(seq, seq.sampler(row_logits)[0], finished)
         self.running = [sid for sid in order if self.seqs[sid].status == RUNNING]
@@ -298,7 +301,7 @@ class KVLabSession:
             n_blocks = len(self.blocks.block_table(sid))
             self.runner.free(sid)
             events.append(f"{sid} finished: {len(seq.outputs)} tokens ({seq.message}); "
-                          f"{n_blocks} blocks released")
+                          f"{_blocks(n_blocks)} released")
 
     def _accept(self, seq: _Seq, token: int, finished: list[_Seq]) -> None:
         if token in self.stop_ids:
@@ -338,9 +341,10 @@ class KVLabSession:
             except KVOutOfMemoryError:
                 for p in placed:
                     c.free(p)
-                events.append(f"contiguous: {sid} waits: needs {len(group)} × "
-                              f"{self.max_seq_len} free slots in one piece each, largest free "
-                              f"extent {c.largest_free_extent}")
+                self._say_once(seq, "c-wait", events,
+                               f"contiguous: {sid} waits: needs {len(group)} × "
+                               f"{self.max_seq_len} free slots in one piece each, largest free "
+                               f"extent {c.largest_free_extent}")
                 return
             self.c_waiting.pop(0)
             for g in group:
@@ -360,6 +364,14 @@ class KVLabSession:
             self.c_running.remove(sid)
             seq.c_status = FINISHED
             events.append(f"contiguous: {sid} finished; its {self.max_seq_len} slots are free")
+
+    @staticmethod
+    def _say_once(seq: _Seq, key: str, events: list[str], text: str) -> None:
+        """Add `text` unless it is what this sequence last said under `key` (a wait that goes
+        on step after step is told once, and again when its numbers change)."""
+        if seq.said.get(key) != text:
+            seq.said[key] = text
+            events.append(text)
 
     # ---- 7. records ----------------------------------------------------------------------------
     def _regions(self) -> tuple[ContiguousRegion, ...]:
@@ -383,3 +395,7 @@ class KVLabSession:
     def outputs(self) -> dict[str, list[int]]:
         """Generated token ids per sequence so far."""
         return {sid: list(s.outputs) for sid, s in self.seqs.items()}
+
+
+def _blocks(n: int) -> str:
+    return f"{n} block" if n == 1 else f"{n} blocks"

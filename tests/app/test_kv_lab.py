@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 
 from engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
 from engines.kvlab.records import ContiguousRegion
@@ -28,6 +29,17 @@ from views.kv_grid import (
     describe_block,
     owner_code,
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """The tiny model on one thread: multi-threaded BLAS on shared cores waits more than it works."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def hand_pool() -> KVPoolState:
@@ -148,6 +160,11 @@ def test_lab_steps_exports_and_reopens_read_only(qtbot, make_window, tmp_path):
     lab.view.step_button.click()
     qtbot.waitUntil(lambda: len(lab.records) == AUTO_STEPS + 1, timeout=30000)
     wait_idle(qtbot, window)
+    window.activateWindow()
+    lab.view.slider.setFocus()
+    qtbot.keyClick(lab.view.slider, Qt.Key_N)  # the Step shortcut
+    qtbot.waitUntil(lambda: len(lab.records) == AUTO_STEPS + 2, timeout=30000)
+    wait_idle(qtbot, window)
     lab.flush()
     view = lab.view
     last = lab.records[-1]
@@ -164,7 +181,7 @@ def test_lab_steps_exports_and_reopens_read_only(qtbot, make_window, tmp_path):
     path = window.export_snapshot(tmp_path / "kv.json")
     raw = json.loads(path.read_text())
     section = raw["inferlab"]["labs"]["kv"]
-    assert len(section["state"]["steps"]) == AUTO_STEPS + 1
+    assert len(section["state"]["steps"]) == AUTO_STEPS + 2
     assert section["metrics"]["prefix_hit_rate"] > 0
     assert any(e.get("name", "").startswith("KV lab") for e in raw["traceEvents"])
 
@@ -243,3 +260,27 @@ def test_bad_kv_sections_name_the_field():
     bad = {"settings": {}, "state": {"run": {"scenario": "x"}, "sequences": [], "steps": []}}
     with pytest.raises(ValueError, match="labs.kv.state.run: missing field"):
         sections.read_kv_section(bad)
+
+
+def test_a_big_runs_snapshot_keeps_some_pools_and_replays_them(qtbot, monkeypatch):
+    from app import sections
+    from engines.kvlab.session import KVLabSession
+    from engines.model.tiny import tiny_model
+    from views.kv_view import KVView
+
+    session = KVLabSession(*tiny_model(), "fork")
+    records = session.run()
+    monkeypatch.setattr(sections, "KV_POOL_CELLS_LIMIT", session.n_blocks * 10)
+    sec = sections.kv_section(dict(sections.KV_DEFAULTS), session.info, session.seq_infos(),
+                              records)
+    kept = [i for i, s in enumerate(sec["state"]["steps"]) if s["pool"] is not None]
+    every = sec["state"]["pool_every"]
+    assert every > 1 and kept[:2] == [0, every] and kept[-1] == len(records) - 1
+    _settings, info, seq_infos, replay = sections.read_kv_section(json.loads(json.dumps(sec)))
+    view = KVView()
+    qtbot.addWidget(view)
+    view.draw(info, seq_infos, replay)
+    view.slider.setValue(every + 1)
+    assert view.grid.pool is replay[every].pool
+    assert f"as of step {every}" in view.grid_title.text()
+    assert [r.paged for r in replay] == [r.paged for r in records]
