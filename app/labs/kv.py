@@ -62,6 +62,7 @@ class KVLab(Lab):
         self.view.run_toggled.connect(self.toggle_run)
         self.view.reset_requested.connect(lambda: self.reset())
         self.step_done.connect(self._on_step_done)
+        context.device_changed.connect(self._on_device_changed)
         self.session_ready.connect(self._on_session_ready)
         self._timer = QTimer(self)
         self._timer.setInterval(DRAW_INTERVAL_MS)
@@ -93,6 +94,11 @@ class KVLab(Lab):
         self._settings = dict(self._settings) | settings
         # a new scenario is one click: reset and run it; other changes reset to step 0
         self.reset(run="scenario" in changed)
+
+    def _on_device_changed(self, _device_id: str) -> None:
+        """The model runs on the chosen device: start the scenario again there."""
+        if self.session is not None and not self.read_only:
+            self.reset()
 
     # ---- work ------------------------------------------------------------------------------
     def activated(self) -> None:
@@ -259,6 +265,7 @@ class KVLab(Lab):
             return
         self.info, self.seq_infos = info, seq_infos
         self.records.append(record)
+        sections.kv_trace_step(self.context.recorder, record)
         self._thin_pools()
         self._dirty = True
 

@@ -183,7 +183,9 @@ def test_lab_steps_exports_and_reopens_read_only(qtbot, make_window, tmp_path):
     section = raw["inferlab"]["labs"]["kv"]
     assert len(section["state"]["steps"]) == AUTO_STEPS + 2
     assert section["metrics"]["prefix_hit_rate"] > 0
-    assert any(e.get("name", "").startswith("KV lab") for e in raw["traceEvents"])
+    names = [e.get("name", "") for e in raw["traceEvents"]]
+    assert any(n.startswith("KV lab") for n in names)  # the worker tasks
+    assert sum(n.startswith("kv step") for n in names) == AUTO_STEPS + 2
 
     other = make_window(str(tmp_path / "other.ini"))
     other.open_snapshot(path)
