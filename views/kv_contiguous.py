@@ -191,7 +191,8 @@ class KVCurves(QWidget):
             p.hideButtons()
             style_plot(p)
             plot.setAntialiasing(False)
-            p.addLegend(offset=(4, 4), labelTextSize="8pt")
+            p.addLegend(offset=(4, 4), labelTextSize="8pt", brush=pg.mkBrush(255, 255, 255, 210),
+                        pen=pg.mkPen("#CCCCCC"))
         self.waste.getPlotItem().setLabel("left", "waste (% of reserved)")
         self.waste.getPlotItem().setYRange(0, 100, padding=0.02)
         mp, wp = self.memory.getPlotItem(), self.waste.getPlotItem()

@@ -48,23 +48,41 @@ from views.kv_grid import (
 SEQ_COLUMNS = ("seq", "paged", "contig.", "tokens", "cached", "output so far", "prompt")
 
 
-def _swatch(color: str, text: str) -> str:
-    return (f"<span style='background:{color}; color:{color}; border: 1px solid #999'>"
-            f"&nbsp;&nbsp;&nbsp;</span>&nbsp;{text}")
+def _swatch(colors: Sequence[str]) -> QWidget:
+    box = QWidget()
+    row = QHBoxLayout(box)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.setSpacing(1)
+    for color in colors:
+        cell = QLabel()
+        cell.setFixedSize(11, 11)
+        cell.setStyleSheet(f"background: {color}; border: 1px solid #8A8A8A;")
+        row.addWidget(cell)
+    return box
 
 
-def legend_html() -> str:
-    seqs = "".join(f"<span style='background:{seq_color_hex(i)}; color:{seq_color_hex(i)}'>"
-                   "&nbsp;&nbsp;</span>" for i in range(4))
-    light = "".join(f"<span style='background:{seq_color_hex(i, True)}; "
-                    f"color:{seq_color_hex(i, True)}'>&nbsp;&nbsp;</span>" for i in range(4))
-    return " &nbsp; ".join([
-        f"{seqs}&nbsp;one colour per sequence",
-        f"{light}&nbsp;its block is partly empty",
-        _swatch(lut_hex(SHARED_CODE), "shared (ref&nbsp;&gt;&nbsp;1)"),
-        _swatch(lut_hex(CACHED_CODE), "cached-free (prefix kept)"),
-        _swatch(lut_hex(FREE_CODE), "free"),
-    ])
+LEGEND = (
+    ([seq_color_hex(i) for i in range(4)], "one colour per sequence"),
+    ([seq_color_hex(i, True) for i in range(4)], "its block is partly empty"),
+    ([lut_hex(SHARED_CODE)], "shared (ref > 1)"),
+    ([lut_hex(CACHED_CODE)], "cached-free (prefix kept)"),
+    ([lut_hex(FREE_CODE)], "free"),
+)
+
+
+def legend_widget() -> QWidget:
+    """What the grid's colours mean: bordered swatches (a free cell is nearly white)."""
+    box = QWidget()
+    grid = QGridLayout(box)
+    grid.setContentsMargins(0, 0, 0, 0)
+    grid.setHorizontalSpacing(4)
+    grid.setVerticalSpacing(1)
+    for i, (colors, text) in enumerate(LEGEND):
+        r, c = divmod(i, 3)
+        grid.addWidget(_swatch(colors), r, 2 * c)
+        grid.addWidget(QLabel(text), r, 2 * c + 1)
+    grid.setColumnStretch(5, 1)
+    return box
 
 
 class KVView(QWidget):
@@ -165,9 +183,7 @@ class KVView(QWidget):
         self.grid_title.setWordWrap(True)
         self.grid = KVGridPlot()
         self.grid.setMinimumHeight(160)
-        self.legend = QLabel(legend_html())
-        self.legend.setTextFormat(Qt.RichText)
-        self.legend.setWordWrap(True)
+        self.legend = legend_widget()
         self.hover = QLabel(" ")
         self.hover.setStyleSheet("color: #444")
         self.hover.setWordWrap(True)
