@@ -7,7 +7,6 @@ import socket
 
 from app import __version__
 
-
 LABELS = {"python": "Python", "torch": "torch", "cuda": "CUDA (torch build)", "cudnn": "cuDNN",
           "nvidia_driver": "NVIDIA driver", "numpy": "NumPy", "psutil": "psutil",
           "nvidia_ml_py": "nvidia-ml-py (NVML)"}
@@ -15,8 +14,8 @@ LABELS = {"python": "Python", "torch": "torch", "cuda": "CUDA (torch build)", "c
 
 def versions() -> dict[str, str]:
     """App, Qt, PySide6, pyqtgraph, torch, CUDA, driver, numpy, Python versions."""
-    import PySide6
     import pyqtgraph
+    import PySide6
     from PySide6.QtCore import qVersion
 
     from engines.hardware.discovery import runtime_versions

@@ -180,7 +180,7 @@ class MainWindow(QMainWindow):
         for lab in self.labs:
             if lab.lab_id == lab_id:
                 return lab
-        raise ValueError(f"unknown lab {lab_id!r}; labs: {', '.join(l.lab_id for l in self.labs)}")
+        raise ValueError(f"unknown lab {lab_id!r}; labs: {', '.join(lab.lab_id for lab in self.labs)}")
 
     def current_lab(self):
         return self.labs[max(self.sidebar.currentRow(), 0)]
