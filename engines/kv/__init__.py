@@ -4,13 +4,16 @@
                         prefix caching with lazy LRU eviction)
     ContiguousAllocator one max_seq_len region per request: the fragmentation baseline
     PagedKVCache        K/V tensors by block; write at a slot mapping; copy blocks
-    paged_attention_*   decode / prefill attention through block tables
+    PagedAttention      one step's attention through block tables, planned once, run per
+                        layer (DecodeAttention batches the one-token sequences)
+    paged_attention_*   decode / prefill attention through block tables, one call
     KVStats             one allocator's memory picture per step
     KVPoolState         every block of the paged pool as numpy arrays (the block grid)
 """
 
 from engines.kv.attention_metadata import (
     AttentionMetadata,
+    PagedAttention,
     build_attention_metadata,
     paged_attention,
 )
@@ -19,7 +22,11 @@ from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool, blocks_for_budg
 from engines.kv.cache import PagedKVCache, kv_bytes_per_block, kv_bytes_per_slot
 from engines.kv.contiguous import ContiguousAllocator
 from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
-from engines.kv.paged_attention import paged_attention_decode, paged_attention_prefill
+from engines.kv.paged_attention import (
+    DecodeAttention,
+    paged_attention_decode,
+    paged_attention_prefill,
+)
 from engines.kv.pool_state import KVPoolState
 from engines.kv.stats import KVStats
 
@@ -29,10 +36,12 @@ __all__ = [
     "BlockManager",
     "BlockPool",
     "ContiguousAllocator",
+    "DecodeAttention",
     "KVCapacityError",
     "KVOutOfMemoryError",
     "KVPoolState",
     "KVStats",
+    "PagedAttention",
     "PagedKVCache",
     "blocks_for_budget",
     "build_attention_metadata",

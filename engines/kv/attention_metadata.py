@@ -9,8 +9,9 @@ prompt, a prompt chunk after a cached prefix, or one decode token). Flattened ov
     context_lens     [S] keys each sequence attends to after this step
     block_tables     [S, max_blocks] physical blocks, padded
 
-A Llama layer then does: q, k, v = proj(x); rope(q, k, positions);
-`cache.write(layer, meta.slot_mapping, k, v)`; `paged_attention(q, cache, layer, meta)`.
+A model step plans its attention once, `attend = PagedAttention(meta, cache)`, then each
+layer does: q, k, v = proj(x); rope(q, k, positions); `cache.write(layer, meta.slot_mapping,
+k, v)`; `attend(q, layer)`. `paged_attention(q, cache, layer, meta)` is the same for one call.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 
 from engines.kv.block_manager import BlockManager
 from engines.kv.cache import PagedKVCache
-from engines.kv.paged_attention import paged_attention_decode, paged_attention_prefill
+from engines.kv.paged_attention import DecodeAttention, paged_attention_prefill
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,64 @@ def build_attention_metadata(
     )
 
 
+class PagedAttention:
+    """Attention for one step's flat batch through the paged cache, planned once, called per layer.
+
+    One-token sequences run as one batched decode (`DecodeAttention`, its gather plan built
+    here); the others (prompts, prompt chunks) as prefill. q [T, H, D] in the metadata's flat
+    token order -> [T, H, D].
+    """
+
+    def __init__(self, meta: AttentionMetadata, cache: PagedKVCache) -> None:
+        self.meta = meta
+        self.cache = cache
+        self.decode: DecodeAttention | None = None
+        self.decode_rows: torch.Tensor | None = None
+        """Flat token rows of the decoding sequences (None: every row decodes)."""
+        self.prefill: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
+        """(token rows, sequence indices, query start locations, context lengths)."""
+        if meta.is_decode:
+            self.decode = DecodeAttention(cache, meta.block_tables, meta.context_lens_host)
+            return
+        starts = [0]
+        for n_q in meta.query_lens:
+            starts.append(starts[-1] + n_q)
+        decode = [i for i, n in enumerate(meta.query_lens) if n == 1]
+        prefill = [i for i, n in enumerate(meta.query_lens) if n != 1]
+        table_device = meta.block_tables.device
+        if decode:
+            idx = torch.tensor(decode, device=table_device)
+            self.decode = DecodeAttention(
+                cache, meta.block_tables[idx], [meta.context_lens_host[i] for i in decode]
+            )
+            self.decode_rows = torch.tensor([starts[i] for i in decode], device=cache.device)
+        rows: list[int] = []
+        sub_starts = [0]
+        for i in prefill:
+            rows.extend(range(starts[i], starts[i + 1]))
+            sub_starts.append(sub_starts[-1] + meta.query_lens[i])
+        self.prefill = (
+            torch.tensor(rows, device=cache.device),
+            torch.tensor(prefill, device=table_device),
+            sub_starts,
+            [meta.context_lens_host[i] for i in prefill],
+        )
+
+    def __call__(self, q: torch.Tensor, layer: int, scale: float | None = None) -> torch.Tensor:
+        if self.prefill is None:
+            assert self.decode is not None
+            return self.decode(q, layer, scale)
+        out = torch.empty_like(q)
+        if self.decode is not None:
+            rows = self.decode_rows
+            out[rows] = self.decode(q[rows], layer, scale)
+        rows, idx, starts, lens = self.prefill
+        out[rows] = paged_attention_prefill(
+            q[rows], self.cache, layer, self.meta.block_tables[idx], starts, lens, scale=scale
+        )
+        return out
+
+
 def paged_attention(
     q: torch.Tensor,
     cache: PagedKVCache,
@@ -99,46 +158,9 @@ def paged_attention(
     meta: AttentionMetadata,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """Attention for a mixed batch: one-token sequences batched as decode, the rest prefill.
+    """Attention for a mixed batch, one layer: `PagedAttention(meta, cache)(q, layer, scale)`.
 
-    q [T, H, D] in the metadata's flat token order; returns [T, H, D].
+    q [T, H, D] in the metadata's flat token order; returns [T, H, D]. A model step builds
+    `PagedAttention` once and calls it per layer instead.
     """
-    if meta.is_decode:
-        return paged_attention_decode(
-            q, cache, layer, meta.block_tables, meta.context_lens, scale, meta.max_context_len
-        )
-    decode = [i for i, n in enumerate(meta.query_lens) if n == 1]
-    prefill = [i for i, n in enumerate(meta.query_lens) if n != 1]
-    starts = [0]
-    for n_q in meta.query_lens:
-        starts.append(starts[-1] + n_q)
-    out = torch.empty_like(q)
-    if decode:
-        rows = torch.tensor([starts[i] for i in decode], device=q.device)
-        idx = torch.tensor(decode, device=meta.block_tables.device)
-        out[rows] = paged_attention_decode(
-            q[rows],
-            cache,
-            layer,
-            meta.block_tables[idx],
-            meta.context_lens[idx],
-            scale,
-            max(meta.context_lens_host[i] for i in decode),
-        )
-    if prefill:
-        rows_list, sub_starts = [], [0]
-        for i in prefill:
-            rows_list.extend(range(starts[i], starts[i + 1]))
-            sub_starts.append(sub_starts[-1] + meta.query_lens[i])
-        rows = torch.tensor(rows_list, device=q.device)
-        idx = torch.tensor(prefill, device=meta.block_tables.device)
-        out[rows] = paged_attention_prefill(
-            q[rows],
-            cache,
-            layer,
-            meta.block_tables[idx],
-            sub_starts,
-            [meta.context_lens_host[i] for i in prefill],
-            scale=scale,
-        )
-    return out
+    return PagedAttention(meta, cache)(q, layer, scale)

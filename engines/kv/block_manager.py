@@ -6,15 +6,16 @@ K/V its slots hold or are about to hold. The life of a sequence:
     n_cached = mgr.allocate(seq, prompt_ids)   # reserve the prompt; the first n_cached tokens'
                                                # K/V are already in the cache (prefix hit)
     # prefill: run tokens [n_cached, len(prompt)), writing K/V to mgr.slot_mapping(seq, ...)
+    mgr.mark_computed(seq, len(prompt_ids))    # their K/V is written: full blocks become hits
     cow = mgr.append_token(seq, next_id)       # reserve one more slot; copy-on-write if the
                                                # last block was shared: copy KV block src->dst
     mgr.fork(seq, seq2)                        # parallel sampling: share every block
     mgr.free(seq)                              # release the tail first
 
-Slot s of the flat cache is block s // block_size, offset s % block_size. A full block is
-registered in the prefix cache as soon as it is reserved, so the caller must write the K/V of
-every token it reserves in the same model step (a forward writes each layer's K/V before that
-layer attends, so another sequence in the same batch may already read it).
+Slot s of the flat cache is block s // block_size, offset s % block_size. A full block enters
+the prefix cache only when the caller says its K/V is written (`mark_computed`), not when it is
+reserved: a prompt reserved whole but prefilled in chunks, or a sequence stepped after
+another that shares its prefix, must not hand out blocks whose K/V nobody wrote yet.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from engines.kv.stats import KVStats
 
 
 class _Seq:
-    """A sequence's table and tokens; `chain_*` name the prefix through its last full block."""
+    """A sequence's table and tokens; `chain_*` name the prefix through its first
+    `n_registered` blocks (those registered in, or found in, the prefix cache)."""
 
-    __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id")
+    __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id",
+                 "n_registered")
 
     def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
         self.blocks = blocks
@@ -43,6 +46,7 @@ class _Seq:
         self.n_cached_tokens = n_cached_tokens
         self.chain_hash = ROOT_HASH
         self.chain_id = ROOT_CONTENT_ID
+        self.n_registered = 0
 
 
 class BlockManager:
@@ -197,10 +201,8 @@ class BlockManager:
         blocks[-1].n_tokens = n - (need - 1) * bs
         n_cached = len(hits) * bs
         seq = _Seq(blocks, tokens, n_cached)
-        seq.chain_hash, seq.chain_id = chain_hash, chain_id
+        seq.chain_hash, seq.chain_id, seq.n_registered = chain_hash, chain_id, len(hits)
         if self.enable_prefix_caching:
-            for i in range(len(hits), n // bs):
-                self._register(seq, i)
             self.prefix_query_tokens += len(token_ids)
             self.prefix_hit_tokens += n_cached
         self._seqs[seq_id] = seq
@@ -222,8 +224,6 @@ class BlockManager:
                 if last.ref_count == 1:
                     tokens.append(token_id)
                     last.n_tokens += 1
-                    if last.n_tokens == self.block_size and self.enable_prefix_caching:
-                        self._register(seq, n_old // self.block_size)
                     return None
         cows = self.append_tokens(seq_id, (token_id,))
         return cows[0] if cows else None
@@ -266,8 +266,6 @@ class BlockManager:
             take = min(bs - pos % bs, n_total - pos)
             block.n_tokens += take
             pos += take
-            if self.enable_prefix_caching and block.n_tokens == bs:
-                self._register(seq, pos // bs - 1)
         return cows
 
     def _append_blocks_needed(self, seq: _Seq, n_new: int) -> int:
@@ -286,6 +284,7 @@ class BlockManager:
             self.pool.touch(block)
         child = _Seq(list(parent.blocks), list(parent.token_ids), parent.n_cached_tokens)
         child.chain_hash, child.chain_id = parent.chain_hash, parent.chain_id
+        child.n_registered = parent.n_registered
         self._seqs[child_id] = child
 
     def free(self, seq_id: object) -> None:
@@ -302,6 +301,24 @@ class BlockManager:
             release(block)
 
     # ---- prefix cache ----------------------------------------------------------------------------
+
+    def mark_computed(self, seq_id: object, n_tokens: int) -> None:
+        """The K/V of `seq_id`'s first `n_tokens` tokens is written: cache its full blocks.
+
+        Every full block within those tokens that is not in the prefix cache yet is registered
+        there, so later requests with the same prefix hit it. Call it after the model step
+        that wrote them (a runner: after each forward, with the tokens computed so far);
+        counts never go back, so a smaller `n_tokens` than before changes nothing.
+        """
+        seq = self._seq(seq_id)
+        if not 0 <= n_tokens <= len(seq.token_ids):
+            raise ValueError(
+                f"sequence {seq_id!r} has {len(seq.token_ids)} reserved tokens; "
+                f"{n_tokens} cannot be computed"
+            )
+        if self.enable_prefix_caching:
+            for index in range(seq.n_registered, n_tokens // self.block_size):
+                self._register(seq, index)
 
     def _plan(
         self, token_ids: Sequence[int], n_new_tokens: int | None
@@ -346,6 +363,7 @@ class BlockManager:
             seq.blocks[index], block_hash, seq.chain_id, block_tokens
         )
         seq.chain_hash = block_hash
+        seq.n_registered = index + 1
 
     # ---- model-facing tensors ----------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """`PagedKVCache`: the K/V tensors of every layer, laid out by physical block.
 
-Per layer, `k[layer]` and `v[layer]` have shape [n_blocks, block_size, n_kv_heads, d_head]; a
-token's K/V lives at flat slot `block_id * block_size + offset`, the slot a `BlockManager`'s
-`slot_mapping` names. All layers sit in one allocation so a copy-on-write copies a block in
-every layer with one indexing op.
+Per layer, `k[layer]` and `v[layer]` have shape [n_kv_heads, n_blocks, block_size, d_head]
+(head-major); a token's K/V lives at flat slot `block_id * block_size + offset` of every head,
+the slot a `BlockManager`'s `slot_mapping` names. Head-major because attention reads one head's
+keys as a [keys, d_head] matrix: gathering a sequence's blocks from one head's pool yields
+exactly that, contiguous, with no transpose (`gather`). All layers sit in one allocation so a
+copy-on-write copies a block in every layer and head with one indexing op.
 """
 
 from __future__ import annotations
@@ -72,11 +74,11 @@ class PagedKVCache:
         self.dtype = _as_torch_dtype(dtype)
         self.device = torch.device(device)
         self.kv = torch.zeros(
-            (n_layers, 2, n_blocks, block_size, n_kv_heads, d_head),
+            (n_layers, 2, n_kv_heads, n_blocks, block_size, d_head),
             dtype=self.dtype,
             device=self.device,
         )
-        """[n_layers, 2 (K, V), n_blocks, block_size, n_kv_heads, d_head]: all of it."""
+        """[n_layers, 2 (K, V), n_kv_heads, n_blocks, block_size, d_head]: all of it."""
         self.k = [self.kv[i, 0] for i in range(n_layers)]
         self.v = [self.kv[i, 1] for i in range(n_layers)]
         self._gather_k: torch.Tensor | None = None  # reused by gather(): no fresh pages per call
@@ -122,13 +124,12 @@ class PagedKVCache:
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store new tokens' K/V ([n_tokens, n_kv_heads, d_head]) at flat `slots` [n_tokens]."""
         slots = slots.to(device=self.device, dtype=torch.int64)
-        n = self.n_blocks * self.block_size
-        shape = (n, self.n_kv_heads, self.d_head)
-        self.k[layer].view(shape).index_copy_(0, slots, k.to(self.dtype))
-        self.v[layer].view(shape).index_copy_(0, slots, v.to(self.dtype))
+        shape = (self.n_kv_heads, self.n_blocks * self.block_size, self.d_head)
+        self.k[layer].view(shape).index_copy_(1, slots, k.to(self.dtype).transpose(0, 1))
+        self.v[layer].view(shape).index_copy_(1, slots, v.to(self.dtype).transpose(0, 1))
 
     def copy_blocks(self, pairs: Iterable[tuple[int, int]]) -> None:
-        """Copy whole blocks src -> dst in every layer (copy-on-write after a fork).
+        """Copy whole blocks src -> dst in every layer and head (copy-on-write after a fork).
 
         No dst may also be a src in the same call (a CoW dst is always a fresh block).
         """
@@ -137,20 +138,22 @@ class PagedKVCache:
             return
         src = torch.tensor([p[0] for p in pairs], dtype=torch.int64, device=self.device)
         dst = torch.tensor([p[1] for p in pairs], dtype=torch.int64, device=self.device)
-        self.kv.index_copy_(2, dst, self.kv.index_select(2, src))
+        self.kv.index_copy_(3, dst, self.kv.index_select(3, src))
 
     def gather(self, layer: int, block_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V of `block_ids` ([n] int) in order: two [n, block_size, n_kv_heads, d_head].
+        """K and V of `block_ids` ([n] int) in order: two [n_kv_heads, n, block_size, d_head].
 
-        The results are views of a workspace the next `gather` overwrites; use them first.
+        Per head, the n blocks' keys are one contiguous [n * block_size, d_head] run. The
+        results are views of a workspace the next `gather` overwrites (reused, so repeated
+        gathers touch no fresh memory); use them first.
         """
         ids = block_ids.reshape(-1).to(device=self.device, dtype=torch.int64)
-        n = ids.numel()
-        if self._gather_k is None or self._gather_k.shape[0] < n:
-            shape = (n, self.block_size, self.n_kv_heads, self.d_head)
-            self._gather_k = torch.empty(shape, dtype=self.dtype, device=self.device)
-            self._gather_v = torch.empty(shape, dtype=self.dtype, device=self.device)
+        shape = (self.n_kv_heads, ids.numel(), self.block_size, self.d_head)
+        numel = shape[0] * shape[1] * shape[2] * shape[3]
+        if self._gather_k is None or self._gather_k.numel() < numel:
+            self._gather_k = torch.empty(numel, dtype=self.dtype, device=self.device)
+            self._gather_v = torch.empty(numel, dtype=self.dtype, device=self.device)
         assert self._gather_v is not None
-        k = torch.index_select(self.k[layer], 0, ids, out=self._gather_k[:n])
-        v = torch.index_select(self.v[layer], 0, ids, out=self._gather_v[:n])
+        k = torch.index_select(self.k[layer], 1, ids, out=self._gather_k[:numel].view(shape))
+        v = torch.index_select(self.v[layer], 1, ids, out=self._gather_v[:numel].view(shape))
         return k, v

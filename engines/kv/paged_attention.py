@@ -1,9 +1,10 @@
 """Attention that reads K/V through block tables (PagedAttention), in plain torch.
 
-The cache holds K/V by physical block (`PagedKVCache`); a sequence's keys are the blocks its
-table names, in order, cut at its context length. Both functions gather those blocks with one
-`index_select` per tensor and hand them to `scaled_dot_product_attention`, so the same code
-runs on CPU and CUDA and picks torch's fused kernels; no custom kernel.
+The cache holds K/V by physical block, head-major (`PagedKVCache`); a sequence's keys are the
+blocks its table names, in order, cut at its context length. Attention gathers those blocks
+(`PagedKVCache.gather`: one `index_select` per tensor, giving each head's keys as one
+contiguous run) and hands them to `scaled_dot_product_attention`, so the same code runs on CPU
+and CUDA and picks torch's fused kernels; no custom kernel.
 
 Shapes (S sequences, T new tokens, H query heads, Hkv = H / g key/value heads, D head dim):
 
@@ -14,15 +15,19 @@ Shapes (S sequences, T new tokens, H query heads, Hkv = H / g key/value heads, D
 The caller writes the new tokens' K/V (`PagedKVCache.write` at the slot mapping) before it
 calls attention, so a query always sees its own key.
 
-The gather is a copy that contiguous attention does not make, and decode attention is
-memory-bound, so the copy is the cost of paging here (a fused kernel reads blocks in place).
-On CPU decode gathers a few sequences at a time (`DEFAULT_CPU_GATHER_BYTES`) so the copy is
-still in cache when attention reads it; prefill gathers one sequence at a time.
+Decode runs once per layer on small tensors, so `DecodeAttention` plans a step once (which
+blocks each group of sequences gathers, key counts, masks) and every layer reuses the plan.
+Grouped-query attention needs no K/V expansion: the g query heads that share a K/V head are g
+query rows of it, q [S, H, D] -> [Hkv, S, g, D]. The gather is a copy that contiguous
+attention does not make, and decode attention is memory-bound, so that copy is the cost of
+paging here (a fused kernel reads blocks in place); on CPU a few sequences are gathered at a
+time (`DEFAULT_CPU_GATHER_BYTES`) so the copy is still in cache when attention reads it.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -74,9 +79,11 @@ def sdpa_gqa(
     )
 
 
-def _host_ints(values: torch.Tensor | list[int]) -> list[int]:
+def _host_ints(values: torch.Tensor | Sequence[int]) -> list[int]:
     """Python ints (one device sync for a tensor, not one per element)."""
-    return values.tolist() if isinstance(values, torch.Tensor) else [int(x) for x in values]
+    if isinstance(values, torch.Tensor):
+        values = values.tolist()
+    return [int(x) for x in values]
 
 
 def _check_heads(q: torch.Tensor, cache: PagedKVCache) -> None:
@@ -90,8 +97,79 @@ def _check_heads(q: torch.Tensor, cache: PagedKVCache) -> None:
 
 
 DEFAULT_CPU_GATHER_BYTES = 4 << 20
-"""On CPU, decode gathers the K (and V) of at most this many bytes at a time, so the
-gathered copy stays in cache between the gather and the attention that reads it."""
+"""On CPU, decode gathers the K and V of at most this many bytes at a time (whole sequences,
+at least one), so the gathered copy is still in cache when attention reads it."""
+
+
+class DecodeAttention:
+    """Decode attention (one new query per sequence) through block tables, planned once a step.
+
+    Built from the step's block tables (int [S, max_blocks]) and context lengths (keys per
+    sequence, the query's own included, >= 1; host ints spare a device sync); called once per
+    layer. Sequences are taken in groups whose gathered K and V stay under `max_gather_bytes`
+    (default `DEFAULT_CPU_GATHER_BYTES` on CPU, everything at once elsewhere); per group:
+
+        keys = blocks table[s, :ceil(n_keys / block_size)] of each head, cut at n_keys
+             = the group's longest context; shorter sequences mask keys at or past their length
+        out  = SDPA(q as [Hkv, S_group, g, D], keys [Hkv, S_group, n_keys, D], values alike)
+    """
+
+    def __init__(
+        self,
+        cache: PagedKVCache,
+        block_tables: torch.Tensor,
+        context_lens: torch.Tensor | Sequence[int],
+        max_gather_bytes: int | None = None,
+    ) -> None:
+        self.cache = cache
+        lens = _host_ints(context_lens)
+        if len(lens) != block_tables.shape[0]:
+            raise ValueError(f"{block_tables.shape[0]} block tables but {len(lens)} lengths")
+        if lens and min(lens) < 1:
+            raise ValueError("every decoding sequence attends at least its own key")
+        self.n_seqs = len(lens)
+        device = cache.device
+        tables = block_tables.to(device=device, dtype=torch.int64)
+        bs = cache.block_size
+        if max_gather_bytes is None and device.type == "cpu":
+            max_gather_bytes = DEFAULT_CPU_GATHER_BYTES
+        group = max(self.n_seqs, 1)
+        if max_gather_bytes is not None and lens:
+            bytes_per_seq = -(-max(lens) // bs) * cache.bytes_per_block // cache.n_layers
+            group = max(1, min(group, max_gather_bytes // bytes_per_seq))
+        self.groups: list[tuple[int, int, int, torch.Tensor, torch.Tensor | None]] = []
+        """(first sequence, end, n_keys, block ids [n * n_blocks], mask [1, n, 1, n_keys])."""
+        for s0 in range(0, self.n_seqs, group):
+            s1 = min(s0 + group, self.n_seqs)
+            n_keys = max(lens[s0:s1])
+            ids = tables[s0:s1, : -(-n_keys // bs)].reshape(-1)
+            mask = None
+            if min(lens[s0:s1]) != n_keys:
+                ctx = torch.tensor(lens[s0:s1], device=device)
+                mask = (torch.arange(n_keys, device=device) < ctx[:, None])[None, :, None, :]
+            self.groups.append((s0, s1, n_keys, ids, mask))
+
+    def __call__(self, q: torch.Tensor, layer: int, scale: float | None = None) -> torch.Tensor:
+        """q [S, H, D] -> [S, H, D]: each query over keys 0..context_len-1 of its sequence."""
+        cache = self.cache
+        _check_heads(q, cache)
+        n_seqs, n_heads, d_head = q.shape
+        if n_seqs != self.n_seqs:
+            raise ValueError(f"{n_seqs} queries for a plan of {self.n_seqs} sequences")
+        if not self.groups:
+            return q.new_empty(q.shape)
+        n_kv = cache.n_kv_heads
+        qg = q.reshape(n_seqs, n_kv, n_heads // n_kv, d_head).transpose(0, 1)  # [Hkv, S, g, D]
+        outs = []
+        for s0, s1, n_keys, ids, mask in self.groups:
+            k, v = cache.gather(layer, ids)  # [Hkv, n * n_blocks, block_size, D]
+            k = k.view(n_kv, s1 - s0, -1, d_head)[:, :, :n_keys]
+            v = v.view(n_kv, s1 - s0, -1, d_head)[:, :, :n_keys]
+            outs.append(
+                F.scaled_dot_product_attention(qg[:, s0:s1], k, v, attn_mask=mask, scale=scale)
+            )
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)  # [Hkv, S, g, D]
+        return out.transpose(0, 1).reshape(n_seqs, n_heads, d_head)
 
 
 def paged_attention_decode(
@@ -99,60 +177,16 @@ def paged_attention_decode(
     cache: PagedKVCache,
     layer: int,
     block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
+    context_lens: torch.Tensor | Sequence[int],
     scale: float | None = None,
-    max_context_len: int | None = None,
     max_gather_bytes: int | None = None,
 ) -> torch.Tensor:
-    """One new query per sequence, batched.
+    """One new query per sequence, one layer: `DecodeAttention` planned and run once.
 
-    q [S, H, D]; block_tables int [S, max_blocks]; context_lens int [S] (>= 1: keys to read,
-    the query's own included). `max_context_len` (a host int) saves a device sync on CUDA.
-    Sequences are taken in groups whose gathered K stays under `max_gather_bytes` (default
-    `DEFAULT_CPU_GATHER_BYTES` on CPU, everything at once elsewhere); each group is one
-    batched attention call. Returns [S, H, D].
+    q [S, H, D]; block_tables int [S, max_blocks]; context_lens [S] (>= 1). Returns [S, H, D].
+    A model step plans once with `DecodeAttention` and calls it per layer instead.
     """
-    _check_heads(q, cache)
-    n_seqs, n_heads, d_head = q.shape
-    if n_seqs == 0:
-        return q.new_empty(q.shape)
-    bs = cache.block_size
-    if max_context_len is None:
-        max_context_len = int(context_lens.max())
-    n_blk = -(-max_context_len // bs)
-    tables = block_tables[:, :n_blk]
-    lens = context_lens.to(device=q.device)
-    if max_gather_bytes is None and q.device.type == "cpu":
-        max_gather_bytes = DEFAULT_CPU_GATHER_BYTES
-    group = n_seqs
-    if max_gather_bytes is not None:
-        bytes_per_seq = n_blk * bs * cache.n_kv_heads * d_head * cache.kv.element_size()
-        group = max(1, min(n_seqs, max_gather_bytes // bytes_per_seq))
-    if group == n_seqs:
-        return _decode_group(q, cache, layer, tables, lens, scale)
-    out = torch.empty_like(q)
-    for s0 in range(0, n_seqs, group):
-        s1 = s0 + group
-        out[s0:s1] = _decode_group(q[s0:s1], cache, layer, tables[s0:s1], lens[s0:s1], scale)
-    return out
-
-
-def _decode_group(
-    q: torch.Tensor,
-    cache: PagedKVCache,
-    layer: int,
-    tables: torch.Tensor,
-    lens: torch.Tensor,
-    scale: float | None,
-) -> torch.Tensor:
-    n_seqs, _, d_head = q.shape
-    n_keys = tables.shape[1] * cache.block_size
-    k, v = cache.gather(layer, tables)
-    k = k.view(n_seqs, n_keys, cache.n_kv_heads, d_head).transpose(1, 2)
-    v = v.view(n_seqs, n_keys, cache.n_kv_heads, d_head).transpose(1, 2)
-    mask = torch.arange(n_keys, device=q.device) < lens[:, None]  # [S, n_keys]
-    out = sdpa_gqa(q.unsqueeze(2), k, v, attn_mask=mask[:, None, None, :], scale=scale)
-    return out.squeeze(2)
+    return DecodeAttention(cache, block_tables, context_lens, max_gather_bytes)(q, layer, scale)
 
 
 def paged_attention_prefill(
@@ -192,9 +226,9 @@ def paged_attention_prefill(
         if n_q > n_ctx:
             raise ValueError(f"sequence {i} has {n_q} queries but only {n_ctx} keys")
         n_blk = -(-n_ctx // bs)
-        k, v = cache.gather(layer, block_tables[i, :n_blk])
-        k = k.view(n_blk * bs, cache.n_kv_heads, d_head)[:n_ctx].transpose(0, 1)
-        v = v.view(n_blk * bs, cache.n_kv_heads, d_head)[:n_ctx].transpose(0, 1)
+        k, v = cache.gather(layer, block_tables[i, :n_blk])  # [Hkv, n_blk, bs, D]
+        k = k.view(cache.n_kv_heads, n_blk * bs, d_head)[:, :n_ctx]
+        v = v.view(cache.n_kv_heads, n_blk * bs, d_head)[:, :n_ctx]
         qi = q[a:b].transpose(0, 1)  # [H, n_q, D]
         if positions is None and n_q == n_ctx:
             o = sdpa_gqa(qi, k, v, is_causal=True, scale=scale)

@@ -3,7 +3,6 @@
     config          ModelConfig: sizes, presets, Hugging Face config.json import
     llama           Llama: flat-batch forward through the paged cache; full-recompute reference
     rope, linear    RoPE tables; linear layers in the fastest weight layout for the device
-    decode_attention  the decode fast path (engines/kv's paged attention is the reference)
     gguf_loader     GGUF files (dequantized, Q/K rows un-permuted); hf_loader: safetensors folders
     tokenizer       byte-level BPE (`tokenizers`), ChatML chat template
     registry        load_model("smollm2-135m" | "tiny" | PATH) -> (model, tokenizer)

@@ -12,8 +12,8 @@ gate and up another, so a layer runs four matmuls.
 `forward` takes a FLAT batch: the new tokens of several sequences, their positions and an
 `AttentionMetadata` (engines/kv: where each sequence's tokens start, the slot each new K/V
 goes to, block tables, context lengths), so prefills and decodes of many sequences run in one
-call; attention reads K/V through the block tables (`engines.kv.paged_attention`; decode
-steps take the faster, equivalent `decode_attention.DecodeAttention`).
+call; attention reads K/V through the block tables (`engines.kv.PagedAttention`, planned once
+per forward and reused by every layer).
 `forward_nocache` recomputes one whole sequence with plain causal attention: the reference.
 
 Weights come in as a state dict with Hugging Face's Llama names (`model.layers.0.self_attn.
@@ -28,11 +28,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from engines.kv.attention_metadata import AttentionMetadata, paged_attention
+from engines.kv.attention_metadata import AttentionMetadata, PagedAttention
 from engines.kv.cache import PagedKVCache
 from engines.kv.paged_attention import sdpa_gqa
 from engines.model.config import ModelConfig
-from engines.model.decode_attention import DecodeAttention
 from engines.model.errors import ModelLoadError
 from engines.model.linear import Linear
 from engines.model.rope import RopeTables, apply_rope
@@ -209,14 +208,10 @@ class Llama:
         cos, sin = self.rope.at(positions.to(self.device))
         slots, scale = meta.slot_mapping, self.scale
 
-        if meta.is_decode:
-            decode = DecodeAttention(meta, cache.block_size, self.device)
+        paged = PagedAttention(meta, cache)
 
-            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
-                return decode(q, cache, layer, scale)
-        else:
-            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
-                return paged_attention(q, cache, layer, meta, scale)
+        def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+            return paged(q, layer, scale)
 
         def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
             cache.write(layer, slots, k, v)

@@ -7,7 +7,7 @@ or the one token just sampled) into ONE flat batch, builds the attention metadat
 block tables, runs the model once and returns each sequence's next-token logits.
 
     runner.add("a", prompt_ids)      # reserve blocks; a prefix hit skips cached tokens
-    logits = runner.step(["a"])      # prefill
+    logits = runner.step(["a"])      # prefill; its full blocks join the prefix cache
     runner.append("a", next_id)      # reserve the new token's slot (copy-on-write if shared)
     logits = runner.step(["a"])      # decode
     runner.free("a")
@@ -95,6 +95,7 @@ class ModelRunner:
         logits = self.model.forward(ids, meta, self.cache)
         for sid, n in zip(seq_ids, query_lens, strict=True):
             self._n_computed[sid] += n
+            self.blocks.mark_computed(sid, self._n_computed[sid])  # now prefix-cache hits
         self.last_metadata = meta
         return logits
 

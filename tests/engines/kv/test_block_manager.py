@@ -188,6 +188,7 @@ def test_slot_mapping_and_block_table_tensor():
 def test_stats_count_sharing_and_waste():
     mgr = BlockManager(8, block_size=4, bytes_per_slot=10)
     mgr.allocate("p", toks(10))
+    mgr.mark_computed("p", 10)  # blocks 0 and 1 full and written: prefix-cached
     mgr.fork("p", "c")
     s = mgr.stats(step=3)
     assert (s.step, s.n_seqs, s.blocks_used, s.blocks_free, s.blocks_cached_free) == (3, 2, 3, 5, 0)
@@ -208,7 +209,8 @@ def test_pool_state_names_every_block():
     from engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED
 
     mgr = BlockManager(8, block_size=4)
-    mgr.allocate("x", toks(8, 3000) + [1])  # [0, 1, 2]; 0 and 1 cached
+    mgr.allocate("x", toks(8, 3000) + [1])  # [0, 1, 2]
+    mgr.mark_computed("x", 9)  # 0 and 1 cached
     mgr.allocate("a", toks(6))  # [3, 4]
     mgr.fork("a", "b")
     mgr.append_token("b", 9)  # CoW: b -> [3, 5]

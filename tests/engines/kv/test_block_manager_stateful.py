@@ -1,9 +1,13 @@
 """Hypothesis state machine over the paged allocator: its invariants hold after every step.
 
-Beside the bookkeeping invariants, the machine plays the model: it writes each reserved
-token's "K/V" (a stand-in: the whole prefix that token ends) into a shadow of the cache at
-the slot mapping, applies copy-on-write copies, and checks that every live sequence reads
-back exactly its own prefixes. So prefix hits, forks and CoW are checked for what they serve.
+Beside the bookkeeping invariants, the machine plays the model: reserving slots and computing
+them are separate rules (a prompt may be prefilled in chunks, steps after it is reserved). A
+compute writes each token's "K/V" (a stand-in: the whole prefix that token ends) into a shadow
+of the cache at the slot mapping and reports it with `mark_computed`; copy-on-write copies are
+applied; every live sequence must read back exactly its own prefixes at every computed
+position (a prefix hit counts as computed), and every cached block must hold what its entry
+says. So prefix hits, forks and CoW are checked for what they serve, and a block cached before
+its K/V was written fails.
 """
 
 from __future__ import annotations
@@ -28,13 +32,8 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         self.mgr = BlockManager(N_BLOCKS, block_size=BLOCK_SIZE)
         self.slots: dict[int, tuple] = {}  # shadow cache: slot -> prefix its K/V encodes
         self.pending: dict[int, list[int]] = {}  # prompt tokens a chunked prefill has left
+        self.computed: dict[int, int] = {}  # tokens whose K/V each sequence has written
         self.next_id = 0
-
-    def _write(self, seq, start: int) -> None:
-        tokens = self.mgr.token_ids(seq)
-        slots = self.mgr.slot_mapping(seq, range(start, len(tokens))).tolist()
-        for pos, slot in zip(range(start, len(tokens)), slots, strict=True):
-            self.slots[slot] = tuple(tokens[: pos + 1])
 
     def _copy(self, cows) -> None:
         for src, dst in cows:
@@ -65,7 +64,7 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         assert n == (len(prompt) if chunk is None else min(len(prompt), n_cached + chunk))
         if n < len(prompt):
             self.pending[seq] = prompt[n:]
-        self._write(seq, n_cached)
+        self.computed[seq] = n_cached
 
     @precondition(lambda self: self.mgr.seq_ids)
     @rule(data=st.data(), n=st.integers(1, 4))
@@ -79,7 +78,6 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         if self.mgr.blocks_needed(self.mgr.num_tokens(seq) + n) > N_BLOCKS:
             return
         fits = self.mgr.can_append(seq, n)
-        start = self.mgr.num_tokens(seq)
         try:
             cows = self.mgr.append_tokens(seq, new)
         except KVOutOfMemoryError:
@@ -89,7 +87,21 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         if self.pending.get(seq) == []:
             del self.pending[seq]
         self._copy(cows)
-        self._write(seq, start)
+
+    @precondition(lambda self: any(self.computed[s] < self.mgr.num_tokens(s) for s in self.computed))
+    @rule(data=st.data(), n=st.integers(1, 5))
+    def compute(self, data, n):
+        """A model step: write the next (up to) n reserved tokens' K/V, then report it."""
+        seq = data.draw(st.sampled_from(
+            sorted(s for s in self.computed if self.computed[s] < self.mgr.num_tokens(s))))
+        tokens = self.mgr.token_ids(seq)
+        start = self.computed[seq]
+        end = min(len(tokens), start + n)
+        slots = self.mgr.slot_mapping(seq, range(start, end)).tolist()
+        for pos, slot in zip(range(start, end), slots, strict=True):
+            self.slots[slot] = tuple(tokens[: pos + 1])
+        self.computed[seq] = end
+        self.mgr.mark_computed(seq, end)
 
     @precondition(lambda self: self.mgr.seq_ids)
     @rule(data=st.data())
@@ -98,6 +110,7 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         child = self.next_id
         self.next_id += 1
         self.mgr.fork(parent, child)
+        self.computed[child] = self.computed[parent]
         if parent in self.pending:
             self.pending[child] = list(self.pending[parent])
 
@@ -107,6 +120,7 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         seq = data.draw(st.sampled_from(self.mgr.seq_ids))
         self.mgr.free(seq)
         self.pending.pop(seq, None)
+        del self.computed[seq]
 
     @invariant()
     def ref_counts_match_the_tables(self):
@@ -135,7 +149,7 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
     def every_sequence_reads_its_own_prefixes(self):
         for seq in self.mgr.seq_ids:
             tokens = self.mgr.token_ids(seq)
-            slots = self.mgr.slot_mapping(seq, range(len(tokens))).tolist()
+            slots = self.mgr.slot_mapping(seq, range(self.computed[seq])).tolist()
             for pos, slot in enumerate(slots):
                 assert self.slots.get(slot) == tuple(tokens[: pos + 1]), (seq, pos, slot)
 
@@ -143,7 +157,9 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
     def cached_blocks_hold_what_their_entry_says(self):
         for block in self.mgr.pool.cache:
             assert block.n_tokens == BLOCK_SIZE
-            stored = self.slots[block.block_id * BLOCK_SIZE + BLOCK_SIZE - 1]
+            for off in range(BLOCK_SIZE):  # every slot written, with this block's tokens
+                stored = self.slots.get(block.block_id * BLOCK_SIZE + off)
+                assert stored is not None and stored[-1] == block.token_ids[off], (block, off)
             assert stored[-BLOCK_SIZE:] == block.token_ids
 
     def teardown(self):

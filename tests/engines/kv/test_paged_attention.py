@@ -8,6 +8,8 @@ import torch.nn.functional as F
 
 from engines.kv import (
     BlockManager,
+    DecodeAttention,
+    PagedAttention,
     PagedKVCache,
     build_attention_metadata,
     paged_attention,
@@ -29,30 +31,36 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Te
 
 
 def scattered_cache(lens, n_kv_heads, d_head, block_size, seed, n_layers=2, spare=5):
-    """A cache holding random K/V for sequences of `lens` in randomly permuted blocks."""
+    """A cache holding random K/V for sequences of `lens` in randomly permuted blocks.
+
+    Every layer holds its own K/V: ks[layer][i], vs[layer][i] are sequence i's [n, Hkv, D].
+    """
     gen = torch.Generator().manual_seed(seed)
     n_blocks_each = [-(-n // block_size) for n in lens]
     n_blocks = sum(n_blocks_each) + spare
     perm = torch.randperm(n_blocks, generator=gen)
     cache = PagedKVCache(n_layers, n_blocks, block_size, n_kv_heads, d_head)
     cache.kv.normal_(generator=gen)  # garbage everywhere, including unused slots
-    tables, ks, vs, used = [], [], [], 0
+    tables, used = [], 0
+    ks = [[] for _ in range(n_layers)]
+    vs = [[] for _ in range(n_layers)]
     for n, nb in zip(lens, n_blocks_each, strict=True):
         table = perm[used : used + nb]
         used += nb
         pos = torch.arange(n)
         slots = table[pos // block_size] * block_size + pos % block_size
-        k = torch.randn(n, n_kv_heads, d_head, generator=gen)
-        v = torch.randn(n, n_kv_heads, d_head, generator=gen)
-        cache.write(1, slots, k, v)
+        for layer in range(n_layers):
+            k = torch.randn(n, n_kv_heads, d_head, generator=gen)
+            v = torch.randn(n, n_kv_heads, d_head, generator=gen)
+            cache.write(layer, slots, k, v)
+            ks[layer].append(k)
+            vs[layer].append(v)
         tables.append(table)
-        ks.append(k)
-        vs.append(v)
     width = max(n_blocks_each)
     bt = torch.zeros(len(lens), width, dtype=torch.int32)
     for i, t in enumerate(tables):
         bt[i, : len(t)] = t
-    return cache, bt, ks, vs, gen
+    return cache, bt, ks[1], vs[1], gen, ks, vs
 
 
 @pytest.mark.parametrize(
@@ -61,22 +69,47 @@ def scattered_cache(lens, n_kv_heads, d_head, block_size, seed, n_layers=2, spar
         (8, 2, 4, [1, 5, 16, 33, 7]),  # GQA g=4
         (4, 4, 16, [17, 64, 3]),  # MHA
         (6, 1, 8, [40, 9]),  # MQA
+        (9, 3, 4, [9]),  # SmolLM2's g=3, one sequence: no mask
+        (8, 2, 4, [12, 12, 12]),  # equal lengths, whole blocks: no mask
+        (8, 2, 4, [7, 7]),  # equal lengths ending mid-block: cut, no mask
     ],
 )
 def test_decode_matches_contiguous_sdpa(n_heads, n_kv_heads, block_size, lens):
     d_head = 16
-    cache, bt, ks, vs, gen = scattered_cache(lens, n_kv_heads, d_head, block_size, seed=len(lens))
+    cache, bt, _, _, gen, ks, vs = scattered_cache(
+        lens, n_kv_heads, d_head, block_size, seed=len(lens)
+    )
     q = torch.randn(len(lens), n_heads, d_head, generator=gen)
     ctx = torch.tensor(lens, dtype=torch.int32)
-    out = paged_attention_decode(q, cache, 1, bt, ctx, scale=0.3)
-    # the same, gathering two sequences' blocks at a time
-    per_seq = bt.shape[1] * block_size * n_kv_heads * d_head * 4
-    grouped = paged_attention_decode(q, cache, 1, bt, ctx, scale=0.3, max_gather_bytes=2 * per_seq)
-    assert out.shape == q.shape
-    for i, n in enumerate(lens):
-        ref = reference(q[i : i + 1], ks[i], vs[i], torch.tensor([n - 1]), scale=0.3)
-        assert (out[i] - ref[0]).abs().max().item() < TOL
-        assert (grouped[i] - ref[0]).abs().max().item() < TOL
+    # one plan for the step, every layer; the same, gathering two sequences at a time; and
+    # the one-call form
+    plan = DecodeAttention(cache, bt, lens)
+    per_seq = bt.shape[1] * block_size * n_kv_heads * d_head * 4 * 2
+    grouped = DecodeAttention(cache, bt, ctx, max_gather_bytes=2 * per_seq)
+    assert len(grouped.groups) == -(-len(lens) // 2)
+    assert all((mask is None) == (len(set(lens)) == 1) for *_, mask in plan.groups)
+    for layer in (0, 1):
+        outs = [plan(q, layer, 0.3), grouped(q, layer, 0.3)]
+        if layer == 1:
+            outs.append(paged_attention_decode(q, cache, 1, bt, ctx, scale=0.3))
+        for out in outs:
+            assert out.shape == q.shape
+            for i, n in enumerate(lens):
+                ref = reference(q[i : i + 1], ks[layer][i], vs[layer][i], torch.tensor([n - 1]),
+                                scale=0.3)
+                assert (out[i] - ref[0]).abs().max().item() < TOL
+
+
+def test_decode_of_no_sequence_and_bad_plans():
+    cache = PagedKVCache(1, 4, 4, 2, 8)
+    empty = DecodeAttention(cache, torch.zeros(0, 1, dtype=torch.int32), [])
+    assert empty(torch.zeros(0, 4, 8), 0).shape == (0, 4, 8)
+    with pytest.raises(ValueError, match="lengths"):
+        DecodeAttention(cache, torch.zeros(2, 1, dtype=torch.int32), [1])
+    with pytest.raises(ValueError, match="own key"):
+        DecodeAttention(cache, torch.zeros(1, 1, dtype=torch.int32), [0])
+    with pytest.raises(ValueError, match="plan of 1"):
+        DecodeAttention(cache, torch.zeros(1, 1, dtype=torch.int32), [1])(torch.zeros(2, 4, 8), 0)
 
 
 @pytest.mark.parametrize("n_heads, n_kv_heads", [(8, 2), (3, 3)])
@@ -84,7 +117,7 @@ def test_prefill_with_cached_prefix_matches_causal_sdpa(n_heads, n_kv_heads):
     d_head, block_size = 8, 4
     lens = [13, 6, 1, 20]
     n_new = [5, 6, 1, 9]  # 13 = 8 cached + 5 new; 6 all new; ...
-    cache, bt, ks, vs, gen = scattered_cache(lens, n_kv_heads, d_head, block_size, seed=7)
+    cache, bt, ks, vs, gen, _, _ = scattered_cache(lens, n_kv_heads, d_head, block_size, seed=7)
     q_full = [torch.randn(n, n_heads, d_head, generator=gen) for n in lens]
     q = torch.cat([qf[-m:] for qf, m in zip(q_full, n_new, strict=True)])
     qsl = torch.tensor([0, 5, 11, 12, 21], dtype=torch.int32)
@@ -109,16 +142,21 @@ def test_prefill_rejects_a_bad_split():
 
 def test_cache_write_copy_blocks_and_budget():
     cache = PagedKVCache(3, 6, 2, 2, 4)
-    assert cache.k[0].shape == (6, 2, 2, 4)
+    assert cache.k[0].shape == (2, 6, 2, 4)  # [n_kv_heads, n_blocks, block_size, d_head]
     assert cache.bytes_per_slot == 2 * 3 * 2 * 4 * 4
     assert cache.total_bytes == 6 * cache.bytes_per_block
     k = torch.arange(2 * 2 * 4, dtype=torch.float32).view(2, 2, 4)
     cache.write(2, torch.tensor([5, 2]), k, -k)
-    assert torch.equal(cache.k[2][2, 1], k[0]) and torch.equal(cache.k[2][1, 0], k[1])
-    assert torch.equal(cache.v[2][2, 1], -k[0])
+    # slot 5 = block 2, offset 1; slot 2 = block 1, offset 0
+    assert torch.equal(cache.k[2][:, 2, 1], k[0]) and torch.equal(cache.k[2][:, 1, 0], k[1])
+    assert torch.equal(cache.v[2][:, 2, 1], -k[0])
     assert cache.k[0].abs().sum() == 0  # other layers untouched
     cache.copy_blocks([(2, 4), (1, 0)])
-    assert torch.equal(cache.k[2][4], cache.k[2][2]) and torch.equal(cache.v[2][0], cache.v[2][1])
+    assert torch.equal(cache.k[2][:, 4], cache.k[2][:, 2])
+    assert torch.equal(cache.v[2][:, 0], cache.v[2][:, 1])
+    got_k, got_v = cache.gather(2, torch.tensor([4, 0]))
+    assert got_k.shape == (2, 2, 2, 4)  # [n_kv_heads, n, block_size, d_head]
+    assert torch.equal(got_k[:, 0], cache.k[2][:, 2]) and torch.equal(got_v[:, 1], cache.v[2][:, 1])
     budget = 10 * cache.bytes_per_block + 7
     big = PagedKVCache.from_budget(budget, 3, 2, 2, 4, dtype="fp32")
     assert big.n_blocks == 10
@@ -132,36 +170,43 @@ def test_end_to_end_with_the_block_manager_fork_and_copy_on_write():
     torch.manual_seed(0)
     n_heads, n_kv_heads, d_head, bs = 4, 2, 8, 4
     mgr = BlockManager(32, block_size=bs)
-    cache = PagedKVCache(1, 32, bs, n_kv_heads, d_head)
+    cache = PagedKVCache(2, 32, bs, n_kv_heads, d_head)
     kv_of: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # prefix -> its token's K/V
 
-    def kv(prefix: tuple) -> tuple[torch.Tensor, torch.Tensor]:
-        # deterministic "model": a token's K/V depends on its whole prefix
+    def kv(prefix: tuple, layer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        # deterministic "model": a token's K/V depends on its whole prefix (layer 1: scaled)
         if prefix not in kv_of:
             g = torch.Generator().manual_seed(hash(prefix) & 0xFFFFFFF)
             kv_of[prefix] = (torch.randn(n_kv_heads, d_head, generator=g),
                              torch.randn(n_kv_heads, d_head, generator=g))
-        return kv_of[prefix]
+        k, v = kv_of[prefix]
+        return (k, v) if layer == 0 else (2 * k, -v)
 
     def run(seq_ids, query_lens):
         meta = build_attention_metadata(mgr, seq_ids, query_lens)
         toks = [mgr.token_ids(s) for s in seq_ids]
-        ks, vs = [], []
-        for t, n_q in zip(toks, query_lens, strict=True):
-            for p in range(len(t) - n_q, len(t)):
-                k, v = kv(tuple(t[: p + 1]))
-                ks.append(k)
-                vs.append(v)
-        cache.write(0, meta.slot_mapping, torch.stack(ks), torch.stack(vs))
         q = torch.randn(meta.n_tokens, n_heads, d_head)
-        out = paged_attention(q, cache, 0, meta)
-        row = 0
-        for t, n_q in zip(toks, query_lens, strict=True):
-            k_all = torch.stack([kv(tuple(t[: p + 1]))[0] for p in range(len(t))])
-            v_all = torch.stack([kv(tuple(t[: p + 1]))[1] for p in range(len(t))])
-            ref = reference(q[row : row + n_q], k_all, v_all, torch.arange(len(t) - n_q, len(t)))
-            assert (out[row : row + n_q] - ref).abs().max().item() < TOL
-            row += n_q
+        attend = PagedAttention(meta, cache)  # planned once, used by both layers
+        for layer in (0, 1):
+            ks, vs = [], []
+            for t, n_q in zip(toks, query_lens, strict=True):
+                for p in range(len(t) - n_q, len(t)):
+                    k, v = kv(tuple(t[: p + 1]), layer)
+                    ks.append(k)
+                    vs.append(v)
+            cache.write(layer, meta.slot_mapping, torch.stack(ks), torch.stack(vs))
+            out = attend(q, layer)
+            assert torch.equal(out, paged_attention(q, cache, layer, meta))
+            row = 0
+            for t, n_q in zip(toks, query_lens, strict=True):
+                k_all = torch.stack([kv(tuple(t[: p + 1]), layer)[0] for p in range(len(t))])
+                v_all = torch.stack([kv(tuple(t[: p + 1]), layer)[1] for p in range(len(t))])
+                pos = torch.arange(len(t) - n_q, len(t))
+                ref = reference(q[row : row + n_q], k_all, v_all, pos)
+                assert (out[row : row + n_q] - ref).abs().max().item() < TOL
+                row += n_q
+        for s in seq_ids:  # written: their full blocks may now be prefix hits
+            mgr.mark_computed(s, mgr.num_tokens(s))
 
     system = list(range(100, 110))  # 2.5 blocks
     mgr.allocate("a", system + [1, 2, 3])

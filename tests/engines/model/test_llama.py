@@ -93,6 +93,24 @@ def test_prefix_cache_hit_skips_cached_tokens_and_keeps_logits(tiny):
     assert (logits - ref).abs().max() < TOL
 
 
+def test_chunked_prefill_shares_only_the_blocks_it_has_computed(tiny):
+    """A prompt reserved whole, prefilled in chunks: a request with the same prefix arriving
+    between chunks hits only the blocks whose K/V is written, and its logits stay exact."""
+    model, _ = tiny
+    system = ids("You are a helpful assistant. ")  # 29 tokens: 7 full blocks of 4
+    runner = ModelRunner(model, n_blocks=64, block_size=4)
+    assert runner.add("a", system + ids("Hi!")) == 0
+    runner.step(["a"], max_tokens=[10])  # blocks 0, 1 written, block 2 half
+    assert runner.add("b", system + ids("Bye.")) == 8
+    logits = runner.step(["b"])
+    ref = model.forward_nocache(torch.tensor(system + ids("Bye.")))
+    assert (logits - ref).abs().max() < TOL
+    logits = runner.step(["a"])  # the rest of a's prompt
+    ref = model.forward_nocache(torch.tensor(system + ids("Hi!")))
+    assert (logits - ref).abs().max() < TOL
+    assert runner.add("c", system + ids("Hey")) == 28  # now every system block is written
+
+
 def test_fork_then_copy_on_write_keeps_both_branches_exact(tiny):
     model, _ = tiny
     prompt = ids("fork me")  # 7 tokens: the last block of 4 is partial and shared
