@@ -36,6 +36,7 @@ def synthetic_pool(n_blocks: int = GRID_BLOCKS, n_requests: int = 3000, seed: in
     for i in range(n_requests):
         user = rng.integers(0, 30000, int(rng.integers(16, 1000))).tolist()
         mgr.allocate(i, (system if i % 3 == 0 else []) + user)
+        mgr.mark_computed(i, mgr.num_tokens(i))  # its prefill ran: full blocks are cached
         if i % 5 == 0:
             mgr.fork(i, -i - 1)
     for i in range(0, n_requests, 4):
