@@ -11,14 +11,17 @@ by the host link (`link.py`) and the virtual board (`virtual_board.py`). A frame
 
 A response carries the sequence number of its command and the type `command | 0x80`, or
 `ERROR` (0xFF). Every message below is a frozen dataclass with `pack() -> bytes` and
-`unpack(payload)`; a payload of the wrong size raises `ProtocolError(BAD_ARGUMENT)`.
+`unpack(payload)`; a payload of the wrong size raises `ProtocolError(BAD_ARGUMENT)`. Most
+messages are one fixed struct (`_FixedMessage`) or an offset and the bytes at it
+(`_ChunkMessage`); those two classes hold their pack/unpack once.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum, IntFlag
+from typing import ClassVar
 
 import numpy as np
 
@@ -227,6 +230,44 @@ def _unpack_str(payload: bytes, at: int, what: str) -> tuple[str, int]:
     return payload[at + 1 : at + 1 + n].decode("utf-8", "replace"), at + 1 + n
 
 
+class _FixedMessage:
+    """A message that is exactly one struct `_S`: the dataclass fields, in declaration order.
+
+    A payload of any other size is refused with BAD_ARGUMENT naming `_NAME`.
+    """
+
+    _S: ClassVar[struct.Struct]
+    _NAME: ClassVar[str]  # the message's name in PROTOCOL.md
+
+    def pack(self) -> bytes:
+        return self._S.pack(*(getattr(self, f.name) for f in fields(self)))
+
+    @classmethod
+    def unpack(cls, payload: bytes):
+        _need(payload, cls._S.size, cls._NAME)
+        return cls(*cls._S.unpack(payload))
+
+
+@dataclass(frozen=True)
+class _ChunkMessage:
+    """A u32 offset and the bytes at it; `_MIN_DATA_BYTES` is the least data a payload holds."""
+
+    _S: ClassVar[struct.Struct] = struct.Struct("<I")
+    _NAME: ClassVar[str]
+    _MIN_DATA_BYTES: ClassVar[int] = 1
+
+    offset: int
+    data: bytes
+
+    def pack(self) -> bytes:
+        return self._S.pack(self.offset) + bytes(self.data)
+
+    @classmethod
+    def unpack(cls, payload: bytes):
+        _need(payload, cls._S.size + cls._MIN_DATA_BYTES, cls._NAME, exact=False)
+        return cls(cls._S.unpack_from(payload)[0], bytes(payload[cls._S.size:]))
+
+
 @dataclass(frozen=True)
 class HelloInfo:
     """Answer to HELLO: who the board is, its memory, and the model it holds (if any)."""
@@ -267,74 +308,42 @@ class HelloInfo:
 
 
 @dataclass(frozen=True)
-class LoadBegin:
+class LoadBegin(_FixedMessage):
     """Start an upload: the model's total size and SHA-256; resets any earlier upload."""
 
     _S = struct.Struct("<I32s")
+    _NAME = "LOAD_BEGIN"
     total_bytes: int
     sha256: bytes
 
-    def pack(self) -> bytes:
-        return self._S.pack(self.total_bytes, self.sha256)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> LoadBegin:
-        _need(payload, cls._S.size, "LOAD_BEGIN")
-        return cls(*cls._S.unpack(payload))
-
 
 @dataclass(frozen=True)
-class LoadChunk:
+class LoadChunk(_ChunkMessage):
     """Model bytes at `offset`; offset must be the bytes received so far (or a resend)."""
 
-    _S = struct.Struct("<I")
-    offset: int
-    data: bytes
-
-    def pack(self) -> bytes:
-        return self._S.pack(self.offset) + bytes(self.data)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> LoadChunk:
-        _need(payload, cls._S.size + 1, "LOAD_CHUNK", exact=False)
-        return cls(cls._S.unpack_from(payload)[0], bytes(payload[cls._S.size:]))
+    _NAME = "LOAD_CHUNK"
 
 
 @dataclass(frozen=True)
-class LoadAck:
+class LoadAck(_FixedMessage):
     """Answer to LOAD_BEGIN and LOAD_CHUNK: contiguous bytes received of the total."""
 
     _S = struct.Struct("<II")
+    _NAME = "LOAD_ACK"
     received_bytes: int
     total_bytes: int
 
-    def pack(self) -> bytes:
-        return self._S.pack(self.received_bytes, self.total_bytes)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> LoadAck:
-        _need(payload, cls._S.size, "LOAD_ACK")
-        return cls(*cls._S.unpack(payload))
-
 
 @dataclass(frozen=True)
-class LoadDone:
+class LoadDone(_FixedMessage):
     """Answer to LOAD_END: the hash verified; the board's own default plan and its limit."""
 
     _S = struct.Struct("<III32s")
+    _NAME = "LOAD_DONE"
     model_bytes: int
     arena_bytes: int  # the board's default plan for this model
     arena_limit_bytes: int
     sha256: bytes
-
-    def pack(self) -> bytes:
-        return self._S.pack(self.model_bytes, self.arena_bytes, self.arena_limit_bytes,
-                            self.sha256)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> LoadDone:
-        _need(payload, cls._S.size, "LOAD_DONE")
-        return cls(*cls._S.unpack(payload))
 
 
 PLAN_ENTRY = struct.Struct("<II")  # offset, size
@@ -370,64 +379,39 @@ class PlanPart:
 
 
 @dataclass(frozen=True)
-class PlanAck:
+class PlanAck(_FixedMessage):
     """Answer to PLAN: buffers received so far; `complete` once the plan is active."""
 
-    _S = struct.Struct("<HHIIB")
+    _S = struct.Struct("<HHII?")  # "?": one byte, packs 0/1, any non-zero byte reads True
+    _NAME = "PLAN_ACK"
     received_buffers: int
     total_buffers: int
     arena_bytes: int
     arena_limit_bytes: int
     complete: bool
 
-    def pack(self) -> bytes:
-        return self._S.pack(self.received_buffers, self.total_buffers, self.arena_bytes,
-                            self.arena_limit_bytes, int(self.complete))
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> PlanAck:
-        _need(payload, cls._S.size, "PLAN_ACK")
-        r, t, a, lim, c = cls._S.unpack(payload)
-        return cls(r, t, a, lim, bool(c))
-
 
 @dataclass(frozen=True)
-class InputPart:
+class InputPart(_ChunkMessage):
     """Input bytes at `offset` of the concatenated graph inputs (staged for the next RUN)."""
 
-    _S = struct.Struct("<I")
-    offset: int
-    data: bytes
-
-    def pack(self) -> bytes:
-        return self._S.pack(self.offset) + bytes(self.data)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> InputPart:
-        _need(payload, cls._S.size + 1, "INPUT", exact=False)
-        return cls(cls._S.unpack_from(payload)[0], bytes(payload[cls._S.size:]))
+    _NAME = "INPUT"
 
 
 @dataclass(frozen=True)
-class InputAck:
+class InputAck(_FixedMessage):
     _S = struct.Struct("<II")
+    _NAME = "INPUT_ACK"
     end_offset: int
     input_bytes: int
 
-    def pack(self) -> bytes:
-        return self._S.pack(self.end_offset, self.input_bytes)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> InputAck:
-        _need(payload, cls._S.size, "INPUT_ACK")
-        return cls(*cls._S.unpack(payload))
-
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(_FixedMessage):
     """Answer to RUN: totals; the output and per-op records are read with READ_* commands."""
 
     _S = struct.Struct("<IIHHQQ")
+    _NAME = "RESULT"
     output_bytes: int
     arena_bytes: int
     op_count: int
@@ -435,59 +419,29 @@ class RunResult:
     time_ns: int
     cycles: int
 
-    def pack(self) -> bytes:
-        return self._S.pack(self.output_bytes, self.arena_bytes, self.op_count, self.flags,
-                            self.time_ns, self.cycles)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> RunResult:
-        _need(payload, cls._S.size, "RESULT")
-        return cls(*cls._S.unpack(payload))
-
 
 @dataclass(frozen=True)
-class ReadOutput:
+class ReadOutput(_FixedMessage):
     _S = struct.Struct("<IH")
+    _NAME = "READ_OUTPUT"
     offset: int
     length: int
 
-    def pack(self) -> bytes:
-        return self._S.pack(self.offset, self.length)
 
-    @classmethod
-    def unpack(cls, payload: bytes) -> ReadOutput:
-        _need(payload, cls._S.size, "READ_OUTPUT")
-        return cls(*cls._S.unpack(payload))
+@dataclass(frozen=True)
+class OutputPart(_ChunkMessage):
+    """Answer to READ_OUTPUT: output bytes at `offset`, as many as asked (which may be none)."""
+
+    _NAME = "OUTPUT"
+    _MIN_DATA_BYTES = 0
 
 
 @dataclass(frozen=True)
-class OutputPart:
-    _S = struct.Struct("<I")
-    offset: int
-    data: bytes
-
-    def pack(self) -> bytes:
-        return self._S.pack(self.offset) + bytes(self.data)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> OutputPart:
-        _need(payload, cls._S.size, "OUTPUT", exact=False)
-        return cls(cls._S.unpack_from(payload)[0], bytes(payload[cls._S.size:]))
-
-
-@dataclass(frozen=True)
-class ReadTimings:
+class ReadTimings(_FixedMessage):
     _S = struct.Struct("<HH")
+    _NAME = "READ_TIMINGS"
     first_op: int
     count: int
-
-    def pack(self) -> bytes:
-        return self._S.pack(self.first_op, self.count)
-
-    @classmethod
-    def unpack(cls, payload: bytes) -> ReadTimings:
-        _need(payload, cls._S.size, "READ_TIMINGS")
-        return cls(*cls._S.unpack(payload))
 
 
 OP_RECORD = struct.Struct("<QQI")  # time_ns, cycles, macs
