@@ -6,13 +6,17 @@ import statistics
 import time
 
 
-def plain_matmul_flops(device: str, dtype: str, sizes=(1024, 2048, 3072), repeats: int = 5) -> float:
-    """Best FLOP/s of a bare `a @ b` over a few sizes, timed with perf_counter (reference)."""
+def plain_matmul_flops(device: str, dtype: str, sizes=None, repeats: int = 5) -> float:
+    """Best FLOP/s of a bare `a @ b` over a few sizes, timed with perf_counter (reference).
+
+    GPUs get large sizes: at n ≤ 3072 launch and sync overheads hide an H100-class peak."""
     import torch
 
     from engines.dtypes import torch_dtype
 
     dev = torch.device(device)
+    if sizes is None:
+        sizes = (4096, 8192) if dev.type == "cuda" else (1024, 2048, 3072)
     best = 0.0
     for n in sizes:
         a = torch.randn(n, n, device=dev).to(torch_dtype(dtype))
