@@ -81,8 +81,7 @@ class PagedKVCache:
         """[n_layers, 2 (K, V), n_kv_heads, n_blocks, block_size, d_head]: all of it."""
         self.k = [self.kv[i, 0] for i in range(n_layers)]
         self.v = [self.kv[i, 1] for i in range(n_layers)]
-        self._gather_k: torch.Tensor | None = None  # reused by gather(): no fresh pages per call
-        self._gather_v: torch.Tensor | None = None
+        self._gather_kv: torch.Tensor | None = None  # gather()'s workspace, reused
 
     @classmethod
     def from_budget(
@@ -140,20 +139,33 @@ class PagedKVCache:
         dst = torch.tensor([p[1] for p in pairs], dtype=torch.int64, device=self.device)
         self.kv.index_copy_(3, dst, self.kv.index_select(3, src))
 
-    def gather(self, layer: int, block_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V of `block_ids` ([n] int) in order: two [n_kv_heads, n, block_size, d_head].
+    def block_rows(self, block_ids: torch.Tensor) -> torch.Tensor:
+        """Where the K and V of `block_ids` ([n] int) lie in one layer, for `gather`.
 
-        Per head, the n blocks' keys are one contiguous [n * block_size, d_head] run. The
-        results are views of a workspace the next `gather` overwrites (reused, so repeated
-        gathers touch no fresh memory); use them first.
+        A layer viewed as rows of one block of one head, [2 * n_kv_heads * n_blocks,
+        block_size * d_head], holds block b's K of head h at row h * n_blocks + b and its V at
+        (n_kv_heads + h) * n_blocks + b. Returns those rows, int64 [2 * n_kv_heads * n], all K
+        then all V, each head's n blocks in order. The same rows serve every layer: a plan
+        computes them once per step.
         """
         ids = block_ids.reshape(-1).to(device=self.device, dtype=torch.int64)
-        shape = (self.n_kv_heads, ids.numel(), self.block_size, self.d_head)
-        numel = shape[0] * shape[1] * shape[2] * shape[3]
-        if self._gather_k is None or self._gather_k.numel() < numel:
-            self._gather_k = torch.empty(numel, dtype=self.dtype, device=self.device)
-            self._gather_v = torch.empty(numel, dtype=self.dtype, device=self.device)
-        assert self._gather_v is not None
-        k = torch.index_select(self.k[layer], 1, ids, out=self._gather_k[:numel].view(shape))
-        v = torch.index_select(self.v[layer], 1, ids, out=self._gather_v[:numel].view(shape))
-        return k, v
+        first = torch.arange(2 * self.n_kv_heads, device=self.device) * self.n_blocks
+        return (first[:, None] + ids[None, :]).reshape(-1)
+
+    def gather(self, layer: int, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of the blocks whose `block_rows` are `rows`: two [n_kv_heads, n, block_size,
+        d_head], so each head's n blocks of keys are one contiguous [n * block_size, d_head].
+
+        One `index_select` copies whole blocks (parallel over rows on CPU) into a workspace
+        the next `gather` overwrites (reused, so repeated gathers touch no fresh memory);
+        use the results first.
+        """
+        n_rows = rows.numel()
+        row = self.block_size * self.d_head
+        if self._gather_kv is None or self._gather_kv.numel() < n_rows * row:
+            self._gather_kv = torch.empty(n_rows * row, dtype=self.dtype, device=self.device)
+        flat = self.kv[layer].view(-1, row)
+        out = self._gather_kv[: n_rows * row].view(n_rows, row)
+        torch.index_select(flat, 0, rows, out=out)
+        kv = out.view(2, self.n_kv_heads, -1, self.block_size, self.d_head)
+        return kv[0], kv[1]

@@ -2,9 +2,9 @@
 
 The cache holds K/V by physical block, head-major (`PagedKVCache`); a sequence's keys are the
 blocks its table names, in order, cut at its context length. Attention gathers those blocks
-(`PagedKVCache.gather`: one `index_select` per tensor, giving each head's keys as one
-contiguous run) and hands them to `scaled_dot_product_attention`, so the same code runs on CPU
-and CUDA and picks torch's fused kernels; no custom kernel.
+(`PagedKVCache.gather`: one `index_select` for K and V of every head, giving each head's keys
+as one contiguous run) and hands them to `scaled_dot_product_attention`, so the same code runs
+on CPU and CUDA and picks torch's fused kernels; no custom kernel.
 
 Shapes (S sequences, T new tokens, H query heads, Hkv = H / g key/value heads, D head dim):
 
@@ -138,16 +138,16 @@ class DecodeAttention:
             bytes_per_seq = -(-max(lens) // bs) * cache.bytes_per_block // cache.n_layers
             group = max(1, min(group, max_gather_bytes // bytes_per_seq))
         self.groups: list[tuple[int, int, int, torch.Tensor, torch.Tensor | None]] = []
-        """(first sequence, end, n_keys, block ids [n * n_blocks], mask [1, n, 1, n_keys])."""
+        """(first sequence, end, n_keys, `block_rows` of its blocks, mask [1, n, 1, n_keys])."""
         for s0 in range(0, self.n_seqs, group):
             s1 = min(s0 + group, self.n_seqs)
             n_keys = max(lens[s0:s1])
-            ids = tables[s0:s1, : -(-n_keys // bs)].reshape(-1)
+            rows = cache.block_rows(tables[s0:s1, : -(-n_keys // bs)])
             mask = None
             if min(lens[s0:s1]) != n_keys:
                 ctx = torch.tensor(lens[s0:s1], device=device)
                 mask = (torch.arange(n_keys, device=device) < ctx[:, None])[None, :, None, :]
-            self.groups.append((s0, s1, n_keys, ids, mask))
+            self.groups.append((s0, s1, n_keys, rows, mask))
 
     def __call__(self, q: torch.Tensor, layer: int, scale: float | None = None) -> torch.Tensor:
         """q [S, H, D] -> [S, H, D]: each query over keys 0..context_len-1 of its sequence."""
@@ -161,8 +161,8 @@ class DecodeAttention:
         n_kv = cache.n_kv_heads
         qg = q.reshape(n_seqs, n_kv, n_heads // n_kv, d_head).transpose(0, 1)  # [Hkv, S, g, D]
         outs = []
-        for s0, s1, n_keys, ids, mask in self.groups:
-            k, v = cache.gather(layer, ids)  # [Hkv, n * n_blocks, block_size, D]
+        for s0, s1, n_keys, rows, mask in self.groups:
+            k, v = cache.gather(layer, rows)  # [Hkv, n * n_blocks, block_size, D]
             k = k.view(n_kv, s1 - s0, -1, d_head)[:, :, :n_keys]
             v = v.view(n_kv, s1 - s0, -1, d_head)[:, :, :n_keys]
             outs.append(
@@ -226,7 +226,7 @@ def paged_attention_prefill(
         if n_q > n_ctx:
             raise ValueError(f"sequence {i} has {n_q} queries but only {n_ctx} keys")
         n_blk = -(-n_ctx // bs)
-        k, v = cache.gather(layer, block_tables[i, :n_blk])  # [Hkv, n_blk, bs, D]
+        k, v = cache.gather(layer, cache.block_rows(block_tables[i, :n_blk]))
         k = k.view(cache.n_kv_heads, n_blk * bs, d_head)[:, :n_ctx]
         v = v.view(cache.n_kv_heads, n_blk * bs, d_head)[:, :n_ctx]
         qi = q[a:b].transpose(0, 1)  # [H, n_q, D]

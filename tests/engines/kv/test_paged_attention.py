@@ -154,7 +154,9 @@ def test_cache_write_copy_blocks_and_budget():
     cache.copy_blocks([(2, 4), (1, 0)])
     assert torch.equal(cache.k[2][:, 4], cache.k[2][:, 2])
     assert torch.equal(cache.v[2][:, 0], cache.v[2][:, 1])
-    got_k, got_v = cache.gather(2, torch.tensor([4, 0]))
+    rows = cache.block_rows(torch.tensor([4, 0]))
+    assert rows.tolist() == [4, 0, 10, 6, 16, 12, 22, 18]  # (kv * n_kv_heads + h) * 6 + block
+    got_k, got_v = cache.gather(2, rows)
     assert got_k.shape == (2, 2, 2, 4)  # [n_kv_heads, n, block_size, d_head]
     assert torch.equal(got_k[:, 0], cache.k[2][:, 2]) and torch.equal(got_v[:, 1], cache.v[2][:, 1])
     budget = 10 * cache.bytes_per_block + 7
