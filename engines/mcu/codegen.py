@@ -42,6 +42,7 @@ from engines.mcu.kernels.common import (
     zero_point_of,
 )
 from engines.mcu.kernels.conv import conv_params, per_channel_multipliers
+from engines.mcu.kernels.depthwise import depthwise_params
 from engines.mcu.kernels.elementwise import ADD_LEFT_SHIFT_INT8, add_params
 from engines.mcu.kernels.fixed_point import activation_range, quantize_multiplier
 from engines.mcu.kernels.fully_connected import per_tensor_multiplier
@@ -357,26 +358,16 @@ class _Writer:
         _, oh, ow, cout = yt.shape
         if depthwise:
             _, kh, kw, _ = wt.shape
-            sh, sw = int(ctx.option("stride_h", 1)), int(ctx.option("stride_w", 1))
-            dh = int(ctx.option("dilation_h_factor", 1) or 1)
-            dw = int(ctx.option("dilation_w_factor", 1) or 1)
-            mult, shift = per_channel_multipliers(scale_of(xt), scales_of(wt), scale_of(yt), cout)
-            lo, hi = activation_range(ctx.option("fused_activation_function", "NONE"),
-                                      scale_of(yt), zero_point_of(yt))
-            geometry = dict(stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw,
-                            pad_h=pad_before(sh, dh, h, kh, oh), pad_w=pad_before(sw, dw, w, kw, ow),
-                            input_offset=-zero_point_of(xt), output_offset=zero_point_of(yt),
-                            act_min=lo, act_max=hi)
-            filter_c, depth_multiplier = cout, int(ctx.option("depth_multiplier", 1) or 1)
+            p, depth_multiplier = depthwise_params(ctx)
+            filter_c = cout
         else:
             _, kh, kw, filter_c = wt.shape
-            p = conv_params(ctx)
-            mult, shift = p.multiplier, p.shift
-            geometry = dict(stride_h=p.stride_h, stride_w=p.stride_w, dilation_h=p.dilation_h,
-                            dilation_w=p.dilation_w, pad_h=p.pad_h, pad_w=p.pad_w,
-                            input_offset=p.input_offset, output_offset=p.output_offset,
-                            act_min=p.act_min, act_max=p.act_max)
-            depth_multiplier = 1
+            p, depth_multiplier = conv_params(ctx), 1
+        mult, shift = p.multiplier, p.shift
+        geometry = dict(stride_h=p.stride_h, stride_w=p.stride_w, dilation_h=p.dilation_h,
+                        dilation_w=p.dilation_w, pad_h=p.pad_h, pad_w=p.pad_w,
+                        input_offset=p.input_offset, output_offset=p.output_offset,
+                        act_min=p.act_min, act_max=p.act_max)
         dims = dict(batches=n, in_h=h, in_w=w, in_c=cin, out_h=oh, out_w=ow, out_c=cout,
                     k_h=kh, k_w=kw, filter_c=filter_c, depth_multiplier=depth_multiplier)
         for key, v in dims.items():

@@ -78,6 +78,15 @@ class OpContext:
                 f"{'/'.join(dtypes)} (the arena interpreter runs integer-quantized models)"
             )
 
+    def require_int8_filter_op(self) -> None:
+        """What CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED take: int8 input, filter and
+        output, and an int32 bias where there is one."""
+        self.require_dtype(self.tensor_in(0), "int8")
+        self.require_dtype(self.tensor_in(1), "int8")
+        self.require_dtype(self.tensor_out(0), "int8")
+        if self.tensor_in(2) is not None:
+            self.require_dtype(self.tensor_in(2), "int32")
+
 
 def whole_tensor_run(ctx: OpContext, run_region: RegionRun) -> Run:
     """The op over its whole input and output arrays: one region from (0, 0)."""
@@ -217,6 +226,27 @@ def region_bands(out: np.ndarray, out_origin: tuple[int, int]):
     oy, ox = out_origin
     for b0, b1 in row_bands(rh, n * rw * c):
         yield oy + b0, oy + b1, ox, ox + rw, out[:, b0:b1]
+
+
+def padded_bands(
+    x: np.ndarray,
+    x_origin: tuple[int, int],
+    geometry: Window,
+    out: np.ndarray,
+    out_origin: tuple[int, int],
+    fill,
+    input_offset: int | None = None,
+):
+    """(y0, y1, x0, x1, padded input rows, out band) per band of output rows of the region
+    `out` (see `region_bands`): the input rows the band reads, cut from the input region
+    `x` (`Window.gather`) and padded with `fill` (`padded`). With `input_offset` the rows
+    are first widened to int32 and offset (the conv kernels' input - zero point)."""
+    for y0, y1, x0, x1, band in region_bands(out, out_origin):
+        rows, pad_top, pad_left, need_h, need_w = geometry.gather(x, x_origin, y0, y1, x0, x1)
+        if input_offset is not None:
+            rows = rows.astype(np.int32)
+            rows += input_offset
+        yield y0, y1, x0, x1, padded(rows, pad_top, pad_left, need_h, need_w, fill), band
 
 
 # ---- bounded temporaries -----------------------------------------------------------------

@@ -28,8 +28,7 @@ from engines.mcu.kernels.common import (
     Window,
     out_size,
     pad_before,
-    padded,
-    region_bands,
+    padded_bands,
     requantize_into,
     row_bands,
     scale_of,
@@ -57,6 +56,15 @@ class ConvParams:
     shift: np.ndarray  # per output channel, int64
     act_min: int
     act_max: int
+
+    def requantize_into(self, acc: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> None:
+        """The conv epilogue: acc += bias (if any), then per-channel requantize and clamp
+        into `out` (`common.requantize_into`)."""
+        if bias is not None:
+            acc += bias
+        requantize_into(
+            acc, self.multiplier, self.shift, self.output_offset, self.act_min, self.act_max, out
+        )
 
 
 def per_channel_multipliers(
@@ -110,15 +118,9 @@ def conv2d_region(
     `out_origin` in the whole output, from the input region `x` starting at `x_origin` in
     the whole input (it must hold every in-image row and column the region reads). The
     same arithmetic as the whole op, so a region equals that part of the whole output."""
-    for y0, y1, x0, x1, band in region_bands(out, out_origin):
-        rows, pad_top, pad_left, need_h, need_w = geometry.gather(x, x_origin, y0, y1, x0, x1)
-        xi = rows.astype(np.int32)
-        xi += p.input_offset
-        xp = padded(xi, pad_top, pad_left, need_h, need_w, 0)
-        acc = _accumulate(xp, w, y1 - y0, x1 - x0, p)
-        if bias is not None:
-            acc += bias
-        requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, band)
+    bands = padded_bands(x, x_origin, geometry, out, out_origin, 0, p.input_offset)
+    for y0, y1, x0, x1, xp, band in bands:
+        p.requantize_into(_accumulate(xp, w, y1 - y0, x1 - x0, p), bias, band)
 
 
 def _accumulate(xp: np.ndarray, w: np.ndarray, oh: int, ow: int, p: ConvParams) -> np.ndarray:
@@ -151,12 +153,24 @@ def check_output_size(ctx: OpContext, h, w, kh, kw, sh, sw, dh, dw, oh, ow) -> N
 
 
 def conv_params(ctx: OpContext) -> ConvParams:
+    """A CONV_2D's ConvParams, once its input depth splits into groups of the filter's."""
     x, w, y = ctx.tensor_in(0), ctx.tensor_in(1), ctx.tensor_out(0)
     _, h, wd, cin = x.shape
     cout, kh, kw, fcin = w.shape
     _, oh, ow, _ = y.shape
     if fcin == 0 or cin % fcin or cout % (cin // fcin):
         raise ctx.fail(f"input depth {cin} does not split into groups of filter depth {fcin}")
+    return prepare_conv_params(ctx, h, wd, kh, kw, oh, ow, cout)
+
+
+def prepare_conv_params(
+    ctx: OpContext, h: int, wd: int, kh: int, kw: int, oh: int, ow: int, cout: int
+) -> ConvParams:
+    """What TFLM's conv and depthwise Prepare compute alike for an h x wd input, a kh x kw
+    filter and an oh x ow x cout output: strides and dilations from the options, the output
+    size checked (`check_output_size`), the padding, one multiplier per output channel, the
+    zero-point offsets and the activation clamp."""
+    x, w, y = ctx.tensor_in(0), ctx.tensor_in(1), ctx.tensor_out(0)
     sh, sw = int(ctx.option("stride_h", 1)), int(ctx.option("stride_w", 1))
     dh = int(ctx.option("dilation_h_factor", 1) or 1)
     dw = int(ctx.option("dilation_w_factor", 1) or 1)
@@ -182,11 +196,7 @@ def conv_params(ctx: OpContext) -> ConvParams:
 
 def prepare_region(ctx: OpContext) -> RegionRun:
     """`run_region(x, x_origin, out, out_origin)`: one output region from an input region."""
-    ctx.require_dtype(ctx.tensor_in(0), "int8")
-    ctx.require_dtype(ctx.tensor_in(1), "int8")
-    ctx.require_dtype(ctx.tensor_out(0), "int8")
-    if ctx.tensor_in(2) is not None:
-        ctx.require_dtype(ctx.tensor_in(2), "int32")
+    ctx.require_int8_filter_op()
     params = conv_params(ctx)
     w, bias = ctx.array_in(1), ctx.array_in(2)
     geometry = conv_window(ctx.tensor_in(0).shape, ctx.tensor_in(1).shape, params)

@@ -19,23 +19,11 @@ from engines.mcu.kernels.common import (
     RegionRun,
     Run,
     Window,
-    pad_before,
-    padded,
-    region_bands,
-    requantize_into,
-    scale_of,
-    scales_of,
+    padded_bands,
     whole_tensor_run,
     window,
-    zero_point_of,
 )
-from engines.mcu.kernels.conv import (
-    ConvParams,
-    check_output_size,
-    conv_window,
-    per_channel_multipliers,
-)
-from engines.mcu.kernels.fixed_point import activation_range
+from engines.mcu.kernels.conv import ConvParams, conv_window, prepare_conv_params
 
 
 def depthwise_conv2d_int8(
@@ -67,11 +55,8 @@ def depthwise_region(
     (1, KH, KW, Cout) int8 filter."""
     _, kh, kw, _ = w.shape
     wi = w[0].astype(np.int32)
-    for y0, y1, x0, x1, band in region_bands(out, out_origin):
-        rows, pad_top, pad_left, need_h, need_w = geometry.gather(x, x_origin, y0, y1, x0, x1)
-        xi = rows.astype(np.int32)
-        xi += p.input_offset
-        xp = padded(xi, pad_top, pad_left, need_h, need_w, 0)
+    bands = padded_bands(x, x_origin, geometry, out, out_origin, 0, p.input_offset)
+    for y0, y1, x0, x1, xp, band in bands:
         if depth_multiplier > 1:
             xp = np.repeat(xp, depth_multiplier, axis=3)
         acc = np.zeros(band.shape, dtype=np.int32)
@@ -84,19 +69,13 @@ def depthwise_region(
                 )  # fmt: skip
                 np.multiply(tap, wi[ky, kx], out=prod)
                 acc += prod
-        if bias is not None:
-            acc += bias
-        requantize_into(acc, p.multiplier, p.shift, p.output_offset, p.act_min, p.act_max, band)
+        p.requantize_into(acc, bias, band)
 
 
-def prepare_region(ctx: OpContext) -> RegionRun:
-    """`run_region(x, x_origin, out, out_origin)`: one output region from an input region."""
+def depthwise_params(ctx: OpContext) -> tuple[ConvParams, int]:
+    """A DEPTHWISE_CONV_2D's ConvParams and depth multiplier, once the filter's depth is
+    the input's times the multiplier and the output's depth is the filter's."""
     xt, wt, yt = ctx.tensor_in(0), ctx.tensor_in(1), ctx.tensor_out(0)
-    ctx.require_dtype(xt, "int8")
-    ctx.require_dtype(wt, "int8")
-    ctx.require_dtype(yt, "int8")
-    if ctx.tensor_in(2) is not None:
-        ctx.require_dtype(ctx.tensor_in(2), "int32")
     _, h, wd, cin = xt.shape
     _, kh, kw, cout = wt.shape
     _, oh, ow, ycout = yt.shape
@@ -107,29 +86,15 @@ def prepare_region(ctx: OpContext) -> RegionRun:
         )
     if ycout != cout:
         raise ctx.fail(f"output depth {ycout} differs from filter depth {cout}")
-    sh, sw = int(ctx.option("stride_h", 1)), int(ctx.option("stride_w", 1))
-    dh = int(ctx.option("dilation_h_factor", 1) or 1)
-    dw = int(ctx.option("dilation_w_factor", 1) or 1)
-    check_output_size(ctx, h, wd, kh, kw, sh, sw, dh, dw, oh, ow)
-    mult, shift = per_channel_multipliers(scale_of(xt), scales_of(wt), scale_of(yt), cout)
-    y_zp = zero_point_of(yt)
-    lo, hi = activation_range(ctx.option("fused_activation_function", "NONE"), scale_of(yt), y_zp)
-    params = ConvParams(
-        stride_h=sh,
-        stride_w=sw,
-        dilation_h=dh,
-        dilation_w=dw,
-        pad_h=pad_before(sh, dh, h, kh, oh),
-        pad_w=pad_before(sw, dw, wd, kw, ow),
-        input_offset=-zero_point_of(xt),
-        output_offset=y_zp,
-        multiplier=mult,
-        shift=shift,
-        act_min=lo,
-        act_max=hi,
-    )
+    return prepare_conv_params(ctx, h, wd, kh, kw, oh, ow, cout), multiplier
+
+
+def prepare_region(ctx: OpContext) -> RegionRun:
+    """`run_region(x, x_origin, out, out_origin)`: one output region from an input region."""
+    ctx.require_int8_filter_op()
+    params, multiplier = depthwise_params(ctx)
     w, bias = ctx.array_in(1), ctx.array_in(2)
-    geometry = conv_window(xt.shape, wt.shape, params)
+    geometry = conv_window(ctx.tensor_in(0).shape, ctx.tensor_in(1).shape, params)
 
     def run_region(x, x_origin, out, out_origin) -> None:
         depthwise_region(x, x_origin, geometry, w, bias, out, out_origin, params, multiplier)

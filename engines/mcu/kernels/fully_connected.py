@@ -66,12 +66,8 @@ def fully_connected_int8(
 
 
 def prepare(ctx: OpContext) -> Run:
+    ctx.require_int8_filter_op()
     xt, wt, yt = ctx.tensor_in(0), ctx.tensor_in(1), ctx.tensor_out(0)
-    ctx.require_dtype(xt, "int8")
-    ctx.require_dtype(wt, "int8")
-    ctx.require_dtype(yt, "int8")
-    if ctx.tensor_in(2) is not None:
-        ctx.require_dtype(ctx.tensor_in(2), "int32")
     if ctx.option("weights_format", "DEFAULT") != "DEFAULT":
         raise ctx.fail(f"weights format {ctx.option('weights_format')} is not supported")
     if len(wt.shape) != 2:

@@ -18,8 +18,7 @@ from engines.mcu.kernels.common import (
     Window,
     out_size,
     pad_before,
-    padded,
-    region_bands,
+    padded_bands,
     scale_of,
     whole_tensor_run,
     window,
@@ -50,13 +49,6 @@ def pool_window(h: int, w: int, oh: int, ow: int, fh: int, fw: int, sh: int, sw:
         pad_h=pad_before(sh, 1, h, fh, oh),
         pad_w=pad_before(sw, 1, w, fw, ow),
     )
-
-
-def _bands(x, x_origin, geometry: Window, out, out_origin, fill):
-    """Per band of output rows: (y0, y1, x0, x1, padded input rows, output band)."""
-    for y0, y1, x0, x1, band in region_bands(out, out_origin):
-        rows, pad_top, pad_left, need_h, need_w = geometry.gather(x, x_origin, y0, y1, x0, x1)
-        yield y0, y1, x0, x1, padded(rows, pad_top, pad_left, need_h, need_w, fill), band
 
 
 def average_pool_int8(
@@ -94,7 +86,7 @@ def average_pool_region(
     """Output region `out` from input region `x` (see `conv.conv2d_region`); `counts` is
     the whole output's (OH, OW) in-image tap counts."""
     sh, sw = geometry.stride_h, geometry.stride_w
-    for y0, y1, x0, x1, xp, band in _bands(x, x_origin, geometry, out, out_origin, 0):
+    for y0, y1, x0, x1, xp, band in padded_bands(x, x_origin, geometry, out, out_origin, 0):
         acc = np.zeros(band.shape, dtype=np.int32)
         for ky in range(geometry.kernel_h):
             for kx in range(geometry.kernel_w):
@@ -137,7 +129,7 @@ def max_pool_region(
     """Output region `out` from input region `x` (see `conv.conv2d_region`)."""
     sh, sw = geometry.stride_h, geometry.stride_w
     lowest = np.iinfo(x.dtype).min  # the max's starting value: padding never wins
-    for y0, y1, x0, x1, xp, band in _bands(x, x_origin, geometry, out, out_origin, lowest):
+    for y0, y1, x0, x1, xp, band in padded_bands(x, x_origin, geometry, out, out_origin, lowest):
         m = np.full(band.shape, lowest, dtype=x.dtype)
         for ky in range(geometry.kernel_h):
             for kx in range(geometry.kernel_w):
