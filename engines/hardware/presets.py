@@ -8,12 +8,11 @@ datasheet states them (GPU "GB" = 1e9 bytes, MCU "KB" = 1024 bytes; `notes` says
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from engines.dtypes import DTYPE_NAMES
+from engines.presets import dataclass_from_dict, load_preset, preset_ids
 
 HARDWARE_KINDS = ("gpu", "cpu", "mcu")
 
@@ -78,49 +77,21 @@ class HardwarePreset:
     @classmethod
     def from_dict(cls, d: Any, origin: str = "hardware preset") -> HardwarePreset:
         """Build from a dict (as `to_dict` writes it); errors start with `origin`."""
-        if not isinstance(d, dict):
-            raise ValueError(f"{origin}: expected a JSON object, got {type(d).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise ValueError(f"{origin}: unknown field {unknown[0]!r}")
-        for f in dataclasses.fields(cls):
-            if f.default is dataclasses.MISSING and f.name not in d:
-                raise ValueError(f"{origin}: missing field {f.name!r}")
-        try:
-            return cls(**d)
-        except ValueError as e:
-            raise ValueError(f"{origin}: {e}") from None
+        return dataclass_from_dict(cls, d, origin)
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _hardware_dir():
-    return importlib.resources.files("assets") / "hardware"
-
-
 def list_hardware_presets() -> list[str]:
     """Ids of the hardware presets shipped in assets/hardware, sorted."""
-    return sorted(p.name[: -len(".json")] for p in _hardware_dir().iterdir()
-                  if p.name.endswith(".json"))
+    return preset_ids("hardware")
 
 
 def load_hardware_preset(id: str) -> HardwarePreset:
     """The preset `id` from assets/hardware/<id>.json; unknown ids list the known ones."""
-    known = list_hardware_presets()
-    if id not in known:
-        raise ValueError(f"unknown hardware preset {id!r}; known: {', '.join(known)}")
-    origin = f"assets/hardware/{id}.json"
-    try:
-        data = json.loads((_hardware_dir() / f"{id}.json").read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{origin}: not valid JSON: {e}") from None
-    preset = HardwarePreset.from_dict(data, origin)
-    if preset.id != id:
-        raise ValueError(f"{origin}: field 'id' is {preset.id!r}, expected {id!r}")
-    return preset
+    return load_preset("hardware", id, "hardware preset", HardwarePreset.from_dict)
 
 
 def all_hardware_presets() -> list[HardwarePreset]:

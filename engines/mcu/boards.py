@@ -16,10 +16,11 @@ kernels; each preset's `notes` states its assumption.
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from engines.presets import preset_dir
 
 # RAM the runtime needs besides the arena (stack, protocol buffers, op data), and the flash
 # its code takes: assumptions for a small bare-metal runtime, overridable per call.
@@ -101,7 +102,7 @@ def _parse_usb_id(s: Any) -> tuple[int, int]:
 
 
 def _boards_dir():
-    return importlib.resources.files("assets") / "boards"
+    return preset_dir("boards")
 
 
 def list_boards() -> list[BoardPreset]:
