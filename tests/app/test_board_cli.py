@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -17,23 +16,19 @@ import pytest
 
 from app.cli import main
 from engines.mcu.graph import load_model
-from engines.mcu.virtual_board import BoardServer, VirtualBoard
+from engines.mcu.virtual_board import VirtualBoard
+from tests.engines.mcu.mcu_testdata import MODELS_DIR
+from tests.engines.mcu.mcu_virtual_boards import hang_guard, served_boards
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS_DIR = ROOT.parent / "shared" / "models"
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 needs_models = pytest.mark.skipif(not HELLO_WORLD.is_file(), reason="shared models absent")
 
 
 @pytest.fixture(autouse=True)
 def _hang_guard():
-    def fail(*_):
-        raise TimeoutError("test exceeded its 30 s guard")
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(30)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with hang_guard(30):
+        yield
 
 
 def stub_factory(model, plan):
@@ -47,17 +42,14 @@ def stub_factory(model, plan):
 
 @pytest.fixture
 def board_url():
-    servers = []
+    """`board_url(board, **VirtualBoard options) -> pty path` of a served virtual board."""
+    with served_boards() as serve:
 
-    def start(board="nrf52840", **kw):
-        kw.setdefault("interpreter_factory", stub_factory)
-        server = BoardServer(VirtualBoard(board, **kw))
-        servers.append(server)
-        return server.start_pty()
+        def start(board="nrf52840", **kw):
+            kw.setdefault("interpreter_factory", stub_factory)
+            return serve(VirtualBoard(board, **kw))[1]
 
-    yield start
-    for s in servers:
-        s.stop()
+        yield start
 
 
 def cli(capsys, *argv):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import threading
 import time
 
@@ -21,8 +20,9 @@ from engines.mcu.link import (
     BoardRefused,
     BoardTimeout,
 )
-from engines.mcu.virtual_board import BoardServer, VirtualBoard, random_input
+from engines.mcu.virtual_board import VirtualBoard, random_input
 from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
+from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter, served_boards
 
 pytestmark = needs_models
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
@@ -31,28 +31,12 @@ HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 @pytest.fixture(autouse=True)
 def _hang_guard():
     """No test here may block: fail after 20 s instead of hanging the run."""
-    def fail(*_):
-        raise TimeoutError("test exceeded its 20 s guard")
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with hang_guard(20):
+        yield
 
 
-def stub_factory(model, plan, delay_s=0.0):
-    """Stands in for the arena interpreter: output bytes = input bytes + 1, resized."""
-    def run(inputs):
-        if delay_s:
-            time.sleep(delay_s)
-        flat = np.concatenate([a.reshape(-1).view(np.uint8) for a in inputs])
-        outs = []
-        for t in model.outputs:
-            tensor = model.tensors[t]
-            raw = np.resize(flat, tensor.nbytes).astype(np.uint8) + np.uint8(1)
-            outs.append(raw.view(np.dtype(tensor.dtype)).reshape(tensor.shape))
-        return outs, [1000] * len(model.operators)
-    return run
+# Stands in for the arena interpreter: output bytes = input bytes + 1, resized; 1 us per op.
+stub_factory = plus_one_interpreter(op_ns=lambda i: 1000)
 
 
 def expected_output(model, inputs: bytes) -> bytes:
@@ -70,17 +54,8 @@ def model_input(model, seed=0) -> bytes:
 
 @pytest.fixture
 def serve():
-    servers = []
-
-    def start(board: VirtualBoard, transport="pty"):
-        server = BoardServer(board)
-        servers.append(server)
-        return server, (server.start_pty() if transport == "pty" else server.start_socket())
-
-    yield start
-    for s in servers:
-        s.stop()
-        assert not s.running and s.error is None
+    with served_boards() as serve:
+        yield serve
 
 
 @pytest.mark.parametrize("transport", ["pty", "socket"])
@@ -207,7 +182,7 @@ def test_silent_board_times_out_after_the_retries(serve):
 def test_board_vanishing_mid_run_raises_disconnected_quickly(serve, transport):
     data = HELLO_WORLD.read_bytes()
     model = load_model(data)
-    board = VirtualBoard("nrf52840", interpreter_factory=lambda m, pl: stub_factory(m, pl, 0.6))
+    board = VirtualBoard("nrf52840", interpreter_factory=plus_one_interpreter(lambda i: 1000, delay_s=0.6))
     board.preload(data)
     server, url = serve(board, transport)
     link = BoardLink(url, timeout_s=5.0, retries=0)

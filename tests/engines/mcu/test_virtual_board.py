@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import signal
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +13,7 @@ from engines.mcu.boards import load_board
 from engines.mcu.interpreter import op_macs
 from engines.mcu.virtual_board import VirtualBoard, random_input
 from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
+from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter
 
 pytestmark = needs_models
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
@@ -23,30 +22,12 @@ HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 @pytest.fixture(autouse=True)
 def _hang_guard():
     """No test here may block: fail after 20 s instead of hanging the run."""
-
-    def fail(*_):
-        raise TimeoutError("test exceeded its 20 s guard")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with hang_guard(20):
+        yield
 
 
-def stub_factory(model, plan):
-    """Stands in for the arena interpreter: output = input + 1 (wrapping), per op 1 us."""
-
-    def run(inputs):
-        flat = np.concatenate([a.reshape(-1).view(np.uint8) for a in inputs])
-        outs = []
-        for t in model.outputs:
-            tensor = model.tensors[t]
-            raw = np.resize(flat, tensor.nbytes).astype(np.uint8) + np.uint8(1)
-            outs.append(raw.view(np.dtype(tensor.dtype)).reshape(tensor.shape))
-        return outs, [1000 * (i + 1) for i in range(len(model.operators))]
-
-    return run
+# Stands in for the arena interpreter: output = input + 1 (wrapping); op i takes (i + 1) us.
+stub_factory = plus_one_interpreter(op_ns=lambda i: 1000 * (i + 1))
 
 
 def make_board(board="nrf52840", **kw):
