@@ -139,10 +139,16 @@ def scratch_requests(model: Model, op: Operator) -> list[int]:
     return []
 
 
-def scratch_buffers(model: Model) -> list[Buffer]:
-    """Kernel scratch buffers in TFLM's request order; each lives at its operator's step."""
+def scratch_buffers(model: Model, spans: list[tuple[int, int]] | None = None) -> list[Buffer]:
+    """Kernel scratch buffers in execution order, each living over its operator's steps.
+
+    `spans` as in `scheduled_lifetimes`; by default the stored order (operator i at step
+    i + 1), which is TFLM's request order."""
+    if spans is None:
+        spans = order_spans(range(len(model.operators)))
     out = []
-    for i, op in enumerate(model.operators):
+    for i in sorted(range(len(model.operators)), key=lambda i: spans[i]):
+        op = model.operators[i]
         try:
             requests = scratch_requests(model, op)
         except (IndexError, KeyError, ValueError, TypeError) as exc:
@@ -150,9 +156,10 @@ def scratch_buffers(model: Model) -> list[Buffer]:
                 f"operator {i} ({op.op}): cannot size its kernel scratch buffers "
                 f"from its tensors and options ({exc!r})"
             ) from exc
+        start, stop = spans[i]
         for k, nbytes in enumerate(requests):
             if nbytes > 0:
-                out.append(Buffer(align_up(nbytes), i + 1, i + 1, None, f"{op.op}#{i} scratch {k}"))
+                out.append(Buffer(align_up(nbytes), start, stop, None, f"{op.op}#{i} scratch {k}"))
     return out
 
 
@@ -220,17 +227,4 @@ def scheduled_buffers(
         if t.index not in skip and is_planned(model, t.index):
             first, last = lifetimes[t.index]
             out.append(Buffer(align_up(t.nbytes), first, last, t.index, t.name or f"t{t.index}"))
-    for i in sorted(range(len(model.operators)), key=lambda i: spans[i]):
-        op = model.operators[i]
-        try:
-            requests = scratch_requests(model, op)
-        except (IndexError, KeyError, ValueError, TypeError) as exc:
-            raise ModelError(
-                f"operator {i} ({op.op}): cannot size its kernel scratch buffers "
-                f"from its tensors and options ({exc!r})"
-            ) from exc
-        start, stop = spans[i]
-        for k, nbytes in enumerate(requests):
-            if nbytes > 0:
-                out.append(Buffer(align_up(nbytes), start, stop, None, f"{op.op}#{i} scratch {k}"))
-    return out
+    return out + scratch_buffers(model, spans)
