@@ -85,10 +85,17 @@ class AppContext(QObject):
         start_s = time.perf_counter()
         self._tasks.append(task)
 
-        def finish(outcome: str) -> None:
+        outcome = ["ok"]
+
+        def finish(result: str) -> None:
+            outcome[0] = result
             self.recorder.add_span(name, start_s, time.perf_counter(), cat="task",
-                                   args={"outcome": outcome})
-            self.task_ended.emit(name, outcome)
+                                   args={"outcome": result})
+
+        def forget() -> None:
+            # Last: after the result slots ran; `task_ended` listeners see it gone.
+            self._forget(task)
+            self.task_ended.emit(name, outcome[0])
 
         task.progress.connect(lambda f, m: self.task_progress.emit(name, f, m))
         if on_result is not None:
@@ -98,21 +105,27 @@ class AppContext(QObject):
         task.finished.connect(lambda _r: finish("ok"))
         task.failed.connect(lambda msg: finish(f"failed: {msg}"))
         task.cancelled.connect(lambda: finish("cancelled"))
-        task.done.connect(lambda: self._forget(task))
+        task.done.connect(forget)
         self.task_started.emit(name)
         task.start()
         return task
 
     def running_tasks(self) -> list[Task]:
-        return [t for t in self._tasks if t.is_running()]
+        """Tasks whose thread runs or whose result has not yet reached this (GUI) thread:
+        a task counts until its `done` signal has been handled, after its result slots."""
+        return list(self._tasks)
 
     def cancel_tasks(self) -> None:
         for task in list(self._tasks):
             task.stop()
 
     def wait_for_tasks(self, timeout_ms: int = 60000) -> None:
+        """Wait for every task's thread, then deliver its queued result and `done` here."""
+        from PySide6.QtCore import QCoreApplication
+
         for task in list(self._tasks):
             task.wait(timeout_ms)
+            QCoreApplication.sendPostedEvents(task)
 
     def _forget(self, task: Task) -> None:
         if task in self._tasks:
