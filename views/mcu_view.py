@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from views.choices import refill_choices
 from views.fact_table import FactTable
 from views.mcu_arena import ArenaPlot, kind_color
 from views.mcu_budget import BudgetBars
@@ -159,20 +160,11 @@ class McuView(QWidget):
     def set_choices(self, models, planners, boards) -> None:
         """`models`: (path, label); `planners`: names; `boards`: (id, label)."""
         self._quiet = True
-        self._fill(self.model, models)
-        self._fill(self.planner, [(p, p) for p in planners])
-        self._fill(self.compare, [(p, p) for p in planners] + [(NO_COMPARE, "nothing")])
-        self._fill(self.board, boards)
+        refill_choices(self.model, models)
+        refill_choices(self.planner, [(p, p) for p in planners])
+        refill_choices(self.compare, [(p, p) for p in planners] + [(NO_COMPARE, "nothing")])
+        refill_choices(self.board, boards)
         self._quiet = False
-
-    @staticmethod
-    def _fill(combo: QComboBox, items) -> None:
-        current = combo.currentData()
-        combo.clear()
-        for key, label in items:
-            combo.addItem(label, key)
-        if current is not None and combo.findData(current) >= 0:
-            combo.setCurrentIndex(combo.findData(current))
 
     def set_settings(self, s: dict) -> None:
         self._quiet = True

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from engines.dtypes import DTYPE_NAMES, bytes_per_element
 from engines.roofline.units import format_bytes
+from views.choices import refill_choices
 from views.fact_table import FactTable
 from views.style import style_plot
 
@@ -113,13 +114,8 @@ class MemoryView(QWidget):
     def set_choices(self, models: list[tuple[str, str]], targets: list[tuple[str, str]]) -> None:
         """`models`, `targets`: (id, label) pairs."""
         self._quiet = True
-        for combo, items in ((self.model, models), (self.target, targets)):
-            current = combo.currentData()
-            combo.clear()
-            for key, label in items:
-                combo.addItem(label, key)
-            if current is not None and combo.findData(current) >= 0:
-                combo.setCurrentIndex(combo.findData(current))
+        refill_choices(self.model, models)
+        refill_choices(self.target, targets)
         self._quiet = False
 
     def set_settings(self, s: dict) -> None:
