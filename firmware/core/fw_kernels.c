@@ -65,16 +65,24 @@ static inline int8_t requantize8(int32_t acc, int32_t multiplier, int shift, int
     return (int8_t)fw_clamp(fw_mbqm(acc, multiplier, shift) + offset, lo, hi);
 }
 
-void fw_conv_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
+/* CONV_2D and DEPTHWISE_CONV_2D: one arithmetic. For every output pixel and channel oc,
+ * acc = sum over the taps inside the image of f * (x + input_offset), + bias, then
+ * requantize8. Output channel oc reads the `fc` input channels from (oc / per_group) * fc;
+ * its filter value for tap (ky, kx), channel c is filter[oc * s_oc + ky * s_ky + kx * s_kx
+ * + c]. The two ops differ only in those numbers (see the callers). Always inlined, so that
+ * each caller's constants specialise the loops (depthwise's one-channel loop disappears). */
+static inline __attribute__((always_inline)) void conv_window_int8(
+    const fw_conv_t *p, const int8_t *in, int8_t *out, const int fc, const int per_group,
+    const int s_oc, const int s_ky, const int s_kx)
 {
     /* Parameters in locals: stores through int8_t * may alias *p, which would make the
      * compiler reload every field in the inner loops. */
     const int in_h = p->in_h, in_w = p->in_w, in_c = p->in_c;
-    const int fc = p->filter_c, out_c = p->out_c, k_h = p->k_h, k_w = p->k_w;
+    const int out_c = p->out_c, k_h = p->k_h, k_w = p->k_w;
     const int out_h = p->out_h, out_w = p->out_w, batches = p->batches;
     const int stride_h = p->stride_h, stride_w = p->stride_w;
     const int dil_h = p->dilation_h, dil_w = p->dilation_w, pad_h = p->pad_h, pad_w = p->pad_w;
-    const int per_group = out_c / (in_c / fc);
+    const int groups = out_c / per_group;
     const int32_t in_off = p->input_offset, out_off = p->output_offset;
     const int32_t act_min = p->act_min, act_max = p->act_max;
     const int8_t *const filter = p->filter;
@@ -90,68 +98,23 @@ void fw_conv_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
                 int kx0, kx1;
                 tap_range(x0, dil_w, k_w, in_w, &kx0, &kx1);
                 int8_t *o = out + ((b * out_h + oy) * out_w + ox) * out_c;
-                for (int oc = 0; oc < out_c; oc++) {
-                    const int ic0 = (oc / per_group) * fc;
-                    /* sum f * (x + off) = sum f * x + off * sum f (exact in wrapping int32) */
-                    int32_t acc = 0, filter_sum = 0;
-                    for (int ky = ky0; ky < ky1; ky++) {
-                        const int iy = y0 + ky * dil_h;
-                        const int8_t *row = in + ((b * in_h + iy) * in_w) * in_c + ic0;
-                        const int8_t *frow = filter + ((oc * k_h + ky) * k_w) * fc;
-                        for (int kx = kx0; kx < kx1; kx++) {
-                            const int8_t *x = row + (x0 + kx * dil_w) * in_c;
-                            const int8_t *f = frow + kx * fc;
-                            for (int c = 0; c < fc; c++) {
-                                acc += (int32_t)f[c] * (int32_t)x[c];
-                                filter_sum += f[c];
-                            }
-                        }
-                    }
-                    acc += in_off * filter_sum;
-                    if (bias) {
-                        acc += bias[oc];
-                    }
-                    o[oc] = requantize8(acc, mult[oc], shift[oc], out_off, act_min, act_max);
-                }
-            }
-        }
-    }
-}
-
-void fw_depthwise_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
-{
-    const int in_h = p->in_h, in_w = p->in_w, in_c = p->in_c;
-    const int out_c = p->out_c, dm = p->depth_multiplier, k_h = p->k_h, k_w = p->k_w;
-    const int out_h = p->out_h, out_w = p->out_w, batches = p->batches;
-    const int stride_h = p->stride_h, stride_w = p->stride_w;
-    const int dil_h = p->dilation_h, dil_w = p->dilation_w, pad_h = p->pad_h, pad_w = p->pad_w;
-    const int32_t in_off = p->input_offset, out_off = p->output_offset;
-    const int32_t act_min = p->act_min, act_max = p->act_max;
-    const int8_t *const filter = p->filter;
-    const int32_t *const bias = p->bias, *const mult = p->multiplier;
-    const int8_t *const shift = p->shift;
-    for (int b = 0; b < batches; b++) {
-        for (int oy = 0; oy < out_h; oy++) {
-            const int y0 = oy * stride_h - pad_h;
-            int ky0, ky1;
-            tap_range(y0, dil_h, k_h, in_h, &ky0, &ky1);
-            for (int ox = 0; ox < out_w; ox++) {
-                const int x0 = ox * stride_w - pad_w;
-                int kx0, kx1;
-                tap_range(x0, dil_w, k_w, in_w, &kx0, &kx1);
-                int8_t *o = out + ((b * out_h + oy) * out_w + ox) * out_c;
-                for (int ic = 0; ic < in_c; ic++) {
-                    for (int m = 0; m < dm; m++) {
-                        const int oc = ic * dm + m;
+                for (int g = 0; g < groups; g++) {
+                    const int ic0 = g * fc;
+                    for (int oc = g * per_group; oc < (g + 1) * per_group; oc++) {
+                        /* sum f * (x + off) = sum f * x + off * sum f (exact in wrapping
+                         * int32) */
                         int32_t acc = 0, filter_sum = 0;
                         for (int ky = ky0; ky < ky1; ky++) {
                             const int iy = y0 + ky * dil_h;
-                            const int8_t *row = in + ((b * in_h + iy) * in_w) * in_c + ic;
-                            const int8_t *f = filter + (ky * k_w) * out_c + oc;
+                            const int8_t *row = in + ((b * in_h + iy) * in_w) * in_c + ic0;
+                            const int8_t *frow = filter + oc * s_oc + ky * s_ky;
                             for (int kx = kx0; kx < kx1; kx++) {
-                                const int32_t w = f[kx * out_c];
-                                acc += w * (int32_t)row[(x0 + kx * dil_w) * in_c];
-                                filter_sum += w;
+                                const int8_t *x = row + (x0 + kx * dil_w) * in_c;
+                                const int8_t *f = frow + kx * s_kx;
+                                for (int c = 0; c < fc; c++) {
+                                    acc += (int32_t)f[c] * (int32_t)x[c];
+                                    filter_sum += f[c];
+                                }
                             }
                         }
                         acc += in_off * filter_sum;
@@ -164,6 +127,22 @@ void fw_depthwise_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
             }
         }
     }
+}
+
+/* Filter (out_c, k_h, k_w, filter_c); groups of out_c / (in_c / filter_c) output channels
+ * each read filter_c input channels. */
+void fw_conv_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
+{
+    const int fc = p->filter_c;
+    conv_window_int8(p, in, out, fc, p->out_c / (p->in_c / fc), p->k_h * p->k_w * fc,
+                     p->k_w * fc, fc);
+}
+
+/* Filter (1, k_h, k_w, out_c); output channel ic * depth_multiplier + m reads input
+ * channel ic alone. */
+void fw_depthwise_int8(const fw_conv_t *p, const int8_t *in, int8_t *out)
+{
+    conv_window_int8(p, in, out, 1, p->depth_multiplier, 1, p->k_w * p->out_c, p->out_c);
 }
 
 void fw_fully_connected_int8(const fw_fc_t *p, const int8_t *in, int8_t *out)
