@@ -8,11 +8,11 @@ source of its numbers; `load_hf_config` reads a Hugging Face `config.json` direc
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from engines.presets import load_preset, parse_json, preset_ids
 
 MLP_KINDS = ("swiglu", "gelu")
 
@@ -152,27 +152,14 @@ def _check_type(name: str, annotation: str, value: Any) -> None:
         raise ConfigError(f"field {name!r} must be {annotation}, got {value!r}")
 
 
-def _models_dir():
-    return importlib.resources.files("assets") / "models"
-
-
 def list_model_presets() -> list[str]:
     """Ids of the model presets shipped in assets/models, sorted."""
-    return sorted(p.name[: -len(".json")] for p in _models_dir().iterdir()
-                  if p.name.endswith(".json"))
+    return preset_ids("models")
 
 
 def load_model_preset(id: str) -> ModelConfig:
     """The preset `id` from assets/models/<id>.json; unknown ids list the known ones."""
-    known = list_model_presets()
-    if id not in known:
-        raise ConfigError(f"unknown model preset {id!r}; known: {', '.join(known)}")
-    origin = f"assets/models/{id}.json"
-    data = _parse_json((_models_dir() / f"{id}.json").read_text(encoding="utf-8"), origin)
-    cfg = ModelConfig.from_dict(data, origin)
-    if cfg.id != id:
-        raise ConfigError(f"{origin}: field 'id' is {cfg.id!r}, expected {id!r}")
-    return cfg
+    return load_preset("models", id, "model preset", ModelConfig.from_dict, error=ConfigError)
 
 
 def load_hf_config(path: str | Path) -> ModelConfig:
@@ -184,14 +171,8 @@ def load_hf_config(path: str | Path) -> ModelConfig:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{origin}: cannot read: {e}") from None
     model_id = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    return model_config_from_hf(_parse_json(text, origin), id=model_id or "custom", source=origin)
-
-
-def _parse_json(text: str, origin: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{origin}: not valid JSON: {e}") from None
+    return model_config_from_hf(parse_json(text, origin, ConfigError), id=model_id or "custom",
+                                source=origin)
 
 
 # Hugging Face model types whose MLP is up → GELU → down (no gate); their configs may
