@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines.presets import load_preset, parse_json, preset_ids
+from engines.presets import dataclass_from_dict, load_preset, parse_json, preset_ids
 
 MLP_KINDS = ("swiglu", "gelu")
 
@@ -125,19 +125,7 @@ class ModelConfig:
 
         `origin` (a file name) starts every error message.
         """
-        if not isinstance(d, dict):
-            raise ConfigError(f"{origin}: expected a JSON object, got {type(d).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ConfigError(f"{origin}: unknown field {unknown[0]!r}")
-        for f in dataclasses.fields(cls):
-            if f.default is dataclasses.MISSING and f.name not in d:
-                raise ConfigError(f"{origin}: missing field {f.name!r}")
-        try:
-            return cls(**d)
-        except ConfigError as e:
-            raise ConfigError(f"{origin}: {e}") from None
+        return dataclass_from_dict(cls, d, origin, error=ConfigError)
 
 
 def _check_type(name: str, annotation: str, value: Any) -> None:

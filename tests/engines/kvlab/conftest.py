@@ -7,22 +7,8 @@ microsecond matmuls into milliseconds); the previous setting is restored afterwa
 from __future__ import annotations
 
 import pytest
-import torch
 
-
-@pytest.fixture(scope="package", autouse=True)
-def _one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session")
-def tiny():
-    from engines.model.tiny import tiny_model
-
-    return tiny_model()
+from tests.torch_fixtures import _one_torch_thread, tiny  # noqa: F401 - fixtures
 
 
 class Run:

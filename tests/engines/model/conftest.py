@@ -12,21 +12,7 @@ import os
 import pytest
 import torch
 
-
-@pytest.fixture(scope="package", autouse=True)
-def _one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session")
-def tiny():
-    """(model, tokenizer) of the seeded tiny model, fp32."""
-    from engines.model.tiny import tiny_model
-
-    return tiny_model()
+from tests.torch_fixtures import _one_torch_thread, tiny  # noqa: F401 - fixtures
 
 
 @pytest.fixture(scope="session")
