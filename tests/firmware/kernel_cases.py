@@ -1,7 +1,7 @@
 """Seeded random one-operator models for every firmware kernel, with inputs.
 
 Each case is (name, .tflite bytes, feeds): written with the MCU lab's test flatbuffer
-writer (`tests/engines/mcu/test_kernels_tflm.build_model`), in the configurations TFLM
+writer (`tests/engines/mcu/tflite_builder.one_op_model`), in the configurations TFLM
 accepts (symmetric int8 filters, the softmax output quantization TFLM requires).
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from engines.mcu.kernels.common import out_size
-from tests.engines.mcu.test_kernels_tflm import _ACT, _PADDING, build_model
+from tests.engines.mcu.tflite_builder import ACT, PADDING, one_op_model
 
-ACTS = tuple(_ACT)
+ACTS = tuple(ACT)
 
 
 def _q(scale, zp):
@@ -71,10 +71,10 @@ def conv_case(rng, k):
         {"shape": (batches, oh, ow, cout), "dtype": "int8",
          **_q(rng.uniform(0.02, 0.2), rng.integers(-20, 20))},
     ]
-    opts = {"Padding": _PADDING[padding], "StrideW": sw, "StrideH": sh,
-            "FusedActivationFunction": _ACT[act], "DilationWFactor": dw, "DilationHFactor": dh}
+    opts = {"Padding": PADDING[padding], "StrideW": sw, "StrideH": sh,
+            "FusedActivationFunction": ACT[act], "DilationWFactor": dw, "DilationHFactor": dh}
     inputs = [0, 1, 2] if with_bias else [0, 1, -1]
-    data = build_model(tensors, "CONV_2D", opts, inputs, [3])
+    data = one_op_model(tensors, "CONV_2D", opts, inputs, [3])
     return f"conv{k}", data, _feeds(rng, [(batches, h, w, cin)], ["int8"])
 
 
@@ -92,10 +92,10 @@ def depthwise_case(rng, k):
          "zp": [0] * cout, "data": rng.integers(-2000, 2000, cout).astype(np.int32)},
         {"shape": (1, oh, ow, cout), "dtype": "int8", **_q(rng.uniform(0.01, 0.1), -128)},
     ]
-    opts = {"Padding": _PADDING[padding], "StrideW": sw, "StrideH": sh, "DepthMultiplier": mult,
-            "FusedActivationFunction": _ACT[ACTS[k % len(ACTS)]], "DilationWFactor": dw,
+    opts = {"Padding": PADDING[padding], "StrideW": sw, "StrideH": sh, "DepthMultiplier": mult,
+            "FusedActivationFunction": ACT[ACTS[k % len(ACTS)]], "DilationWFactor": dw,
             "DilationHFactor": dh}
-    data = build_model(tensors, "DEPTHWISE_CONV_2D", opts, [0, 1, 2], [3])
+    data = one_op_model(tensors, "DEPTHWISE_CONV_2D", opts, [0, 1, 2], [3])
     return f"depthwise{k}", data, _feeds(rng, [(1, h, w, cin)], ["int8"])
 
 
@@ -112,8 +112,8 @@ def fully_connected_case(rng, k):
          "zp": [0] * len(f_scales), "data": rng.integers(-5000, 5000, units).astype(np.int32)},
         {"shape": (batches, units), "dtype": "int8", **_q(rng.uniform(0.05, 0.3), -7)},
     ]
-    opts = {"FusedActivationFunction": _ACT[ACTS[k % 2]]}
-    data = build_model(tensors, "FULLY_CONNECTED", opts, [0, 1, 2], [3])
+    opts = {"FusedActivationFunction": ACT[ACTS[k % 2]]}
+    data = one_op_model(tensors, "FULLY_CONNECTED", opts, [0, 1, 2], [3])
     return f"fully_connected{k}", data, _feeds(rng, [(batches, depth)], ["int8"])
 
 
@@ -130,9 +130,9 @@ def pool_case(rng, k):
     q = _q(0.05, rng.integers(-10, 10))
     tensors = [{"shape": (1, h, w, c), "dtype": "int8", **q},
                {"shape": (1, oh, ow, c), "dtype": "int8", **q}]
-    opts = {"Padding": _PADDING[padding], "StrideW": sw, "StrideH": sh, "FilterWidth": fw,
-            "FilterHeight": fh, "FusedActivationFunction": _ACT[ACTS[k % len(ACTS)]]}
-    data = build_model(tensors, op, opts, [0], [1])
+    opts = {"Padding": PADDING[padding], "StrideW": sw, "StrideH": sh, "FilterWidth": fw,
+            "FilterHeight": fh, "FusedActivationFunction": ACT[ACTS[k % len(ACTS)]]}
+    data = one_op_model(tensors, op, opts, [0], [1])
     return f"{op.lower()}{k}", data, _feeds(rng, [(1, h, w, c)], ["int8"], n=4)
 
 
@@ -145,7 +145,7 @@ def softmax_case(rng, k, rows=None, depth=None, out_dtype=None, scale=None):
     tensors = [{"shape": (rows, depth), "dtype": "int8", **_q(scale, rng.integers(-10, 10))},
                {"shape": (rows, depth), "dtype": out_dtype, **out_q}]
     beta = 1.0 if k % 2 == 0 else 0.5
-    data = build_model(tensors, "SOFTMAX", {"Beta": beta}, [0], [1])
+    data = one_op_model(tensors, "SOFTMAX", {"Beta": beta}, [0], [1])
     feeds = _feeds(rng, [(rows, depth)], ["int8"], n=3)
     feeds.append([np.full((rows, depth), 100, dtype=np.int8)])  # ties: the sum is largest
     return f"softmax{k}", data, feeds
@@ -156,8 +156,8 @@ def add_case(rng, k, a, b):
     tensors = [{"shape": a, "dtype": "int8", **_q(rng.uniform(0.01, 0.05), -3)},
                {"shape": b, "dtype": "int8", **_q(rng.uniform(0.01, 0.05), 20)},
                {"shape": out, "dtype": "int8", **_q(rng.uniform(0.03, 0.09), 1)}]
-    opts = {"FusedActivationFunction": _ACT[ACTS[k % len(ACTS)]]}
-    data = build_model(tensors, "ADD", opts, [0, 1], [2])
+    opts = {"FusedActivationFunction": ACT[ACTS[k % len(ACTS)]]}
+    data = one_op_model(tensors, "ADD", opts, [0, 1], [2])
     return f"add{k}", data, _feeds(rng, [a, b], ["int8", "int8"])
 
 
@@ -168,7 +168,7 @@ def quantize_case(rng, k, in_dtype, out_dtype):
     op = "DEQUANTIZE" if out_dtype == "float32" else "QUANTIZE"
     tensors = [{"shape": shape, "dtype": in_dtype, **qin},
                {"shape": shape, "dtype": out_dtype, **qout}]
-    data = build_model(tensors, op, {}, [0], [1])
+    data = one_op_model(tensors, op, {}, [0], [1])
     feeds = _feeds(rng, [shape], [in_dtype])
     if in_dtype == "float32":  # exact halves of the scale, and values that saturate
         s = np.float32(tensors[1]["scale"][0])

@@ -2,40 +2,21 @@
 
 `Int8Graph` builds a model layer by layer with seeded random weights and output scales
 chosen so that activations spread over the int8 range (not all saturated), then writes it
-with the `tflite` package's flatbuffer builder. Both the tflite-micro wheel and the arena
+with `tflite_builder.write_tflite`. Both the tflite-micro wheel and the arena
 interpreter run what it writes. `random_branchy_graph(seed)` makes a small CNN whose
 tensors branch and join again (ADD), the kind of graph operator order matters for.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import random
 
-import flatbuffers
 import numpy as np
 
-_TYPES = {"float32": 0, "int32": 2, "int16": 7, "int8": 9}
-# op -> (builtin code, BuiltinOptions type, options table name or None)
-_OPS = {
-    "ADD": (0, 11, "AddOptions"),
-    "AVERAGE_POOL_2D": (1, 5, "Pool2DOptions"),
-    "CONV_2D": (3, 1, "Conv2DOptions"),
-    "DEPTHWISE_CONV_2D": (4, 2, "DepthwiseConv2DOptions"),
-    "FULLY_CONNECTED": (9, 8, "FullyConnectedOptions"),
-    "MAX_POOL_2D": (17, 5, "Pool2DOptions"),
-    "RESHAPE": (22, 0, None),
-    "SOFTMAX": (25, 9, "SoftmaxOptions"),
-    "QUANTIZE": (114, 0, None),
-}
-PADDING = {"SAME": 0, "VALID": 1}
-ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+from tests.engines.mcu.tflite_builder import ACT, PADDING, write_tflite
+
 _INT8_STD = 74.0  # standard deviation of uniform int8 values
-
-
-def _schema(name: str):
-    return importlib.import_module(f"tflite.{name}")
 
 
 def out_size(padding: str, n: int, k: int, stride: int, dilation: int = 1) -> int:
@@ -158,116 +139,8 @@ class Int8Graph:
     # ---- writing ------------------------------------------------------------------------
 
     def build(self, outputs) -> bytes:
-        return write_tflite(self.tensors, self.ops, self.inputs, list(outputs))
-
-
-def write_tflite(tensors: list[dict], ops: list[dict], inputs, outputs) -> bytes:
-    """The `.tflite` bytes of a graph: tensors as `Int8Graph` keeps them, operators with
-    CamelCase builtin options."""
-    Buffer, Model, Operator, OperatorCode, QP, SubGraph, Tensor = map(
-        _schema,
-        ("Buffer", "Model", "Operator", "OperatorCode", "QuantizationParameters", "SubGraph",
-         "Tensor"),
-    )  # fmt: skip
-    b = flatbuffers.Builder(4096)
-
-    def vec(offsets, start):
-        start(b, len(offsets))
-        for off in reversed(offsets):
-            b.PrependUOffsetTRelative(off)
-        return b.EndVector()
-
-    buffer_offsets, tensor_buffer = [], []
-    Buffer.BufferStart(b)
-    buffer_offsets.append(Buffer.BufferEnd(b))
-    for t in tensors:
-        if t.get("data") is None:
-            tensor_buffer.append(0)
-            continue
-        data = b.CreateNumpyVector(np.ascontiguousarray(t["data"]).view(np.uint8).ravel())
-        Buffer.BufferStart(b)
-        Buffer.BufferAddData(b, data)
-        tensor_buffer.append(len(buffer_offsets))
-        buffer_offsets.append(Buffer.BufferEnd(b))
-
-    tensor_offsets = []
-    for i, t in enumerate(tensors):
-        name = b.CreateString(f"t{i}")
-        shape = b.CreateNumpyVector(np.array(t["shape"], dtype=np.int32))
-        quant = None
-        if "scale" in t:
-            scale = b.CreateNumpyVector(np.array(t["scale"], dtype=np.float32))
-            zp = b.CreateNumpyVector(np.array(t["zp"], dtype=np.int64))
-            QP.QuantizationParametersStart(b)
-            QP.QuantizationParametersAddScale(b, scale)
-            QP.QuantizationParametersAddZeroPoint(b, zp)
-            QP.QuantizationParametersAddQuantizedDimension(b, t.get("qdim", 0))
-            quant = QP.QuantizationParametersEnd(b)
-        Tensor.TensorStart(b)
-        Tensor.TensorAddShape(b, shape)
-        Tensor.TensorAddType(b, _TYPES[t["dtype"]])
-        Tensor.TensorAddBuffer(b, tensor_buffer[i])
-        Tensor.TensorAddName(b, name)
-        if quant is not None:
-            Tensor.TensorAddQuantization(b, quant)
-        tensor_offsets.append(Tensor.TensorEnd(b))
-
-    codes: list[str] = []
-    op_offsets = []
-    for op in ops:
-        name = op["op"]
-        if name not in codes:
-            codes.append(name)
-        _, options_type, options_name = _OPS[name]
-        opts = None
-        if options_name is not None:
-            mod = _schema(options_name)
-            getattr(mod, f"{options_name}Start")(b)
-            for field, value in op.get("options", {}).items():
-                getattr(mod, f"{options_name}Add{field}")(b, value)
-            opts = getattr(mod, f"{options_name}End")(b)
-        ins = b.CreateNumpyVector(np.array(op["inputs"], dtype=np.int32))
-        outs = b.CreateNumpyVector(np.array(op["outputs"], dtype=np.int32))
-        Operator.OperatorStart(b)
-        Operator.OperatorAddOpcodeIndex(b, codes.index(name))
-        Operator.OperatorAddInputs(b, ins)
-        Operator.OperatorAddOutputs(b, outs)
-        if opts is not None:
-            Operator.OperatorAddBuiltinOptionsType(b, options_type)
-            Operator.OperatorAddBuiltinOptions(b, opts)
-        op_offsets.append(Operator.OperatorEnd(b))
-
-    sg_tensors = vec(tensor_offsets, SubGraph.SubGraphStartTensorsVector)
-    sg_ops = vec(op_offsets, SubGraph.SubGraphStartOperatorsVector)
-    sg_in = b.CreateNumpyVector(np.array(inputs, dtype=np.int32))
-    sg_out = b.CreateNumpyVector(np.array(outputs, dtype=np.int32))
-    SubGraph.SubGraphStart(b)
-    SubGraph.SubGraphAddTensors(b, sg_tensors)
-    SubGraph.SubGraphAddInputs(b, sg_in)
-    SubGraph.SubGraphAddOutputs(b, sg_out)
-    SubGraph.SubGraphAddOperators(b, sg_ops)
-    subgraph = SubGraph.SubGraphEnd(b)
-
-    code_offsets = []
-    for name in codes:
-        code = _OPS[name][0]
-        OperatorCode.OperatorCodeStart(b)
-        OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
-        OperatorCode.OperatorCodeAddBuiltinCode(b, code)
-        OperatorCode.OperatorCodeAddVersion(b, 1)
-        code_offsets.append(OperatorCode.OperatorCodeEnd(b))
-    codes_vec = vec(code_offsets, Model.ModelStartOperatorCodesVector)
-    subgraphs = vec([subgraph], Model.ModelStartSubgraphsVector)
-    buffers = vec(buffer_offsets, Model.ModelStartBuffersVector)
-    desc = b.CreateString("inferlab test graph")
-    Model.ModelStart(b)
-    Model.ModelAddVersion(b, 3)
-    Model.ModelAddOperatorCodes(b, codes_vec)
-    Model.ModelAddSubgraphs(b, subgraphs)
-    Model.ModelAddBuffers(b, buffers)
-    Model.ModelAddDescription(b, desc)
-    b.Finish(Model.ModelEnd(b), file_identifier=b"TFL3")
-    return bytes(b.Output())
+        return write_tflite(self.tensors, self.ops, self.inputs, list(outputs),
+                            description="inferlab test graph")  # fmt: skip
 
 
 def random_branchy_graph(seed: int, n_ops: int | None = None) -> bytes:

@@ -2,7 +2,7 @@
 
 The three shared models only reach some kernel configurations (1x1 convolutions, one
 depthwise multiplier, VALID pooling, no ADD/QUANTIZE/DEQUANTIZE/MAX_POOL). These tests
-write small `.tflite` flatbuffers with the `tflite` package's builder (3x3 and dilated
+write small `.tflite` flatbuffers with `tflite_builder.one_op_model` (3x3 and dilated
 convolutions, SAME padding at the borders, grouped channels, per-tensor and per-channel
 filters, every fused activation, broadcast ADD, float QUANTIZE, ...), run them in the
 `tflite-micro` wheel and in the arena interpreter, and require equal bytes.
@@ -10,10 +10,8 @@ filters, every fused activation, broadcast ADD, float QUANTIZE, ...), run them i
 
 from __future__ import annotations
 
-import importlib
 import zlib
 
-import flatbuffers
 import numpy as np
 import pytest
 
@@ -22,149 +20,11 @@ runtime = pytest.importorskip(
     reason="the tflite-micro wheel (TFLM itself) is the reference; install it to run these",
 )
 
-
-def _schema(name: str):
-    """A generated schema module of the `tflite` package (its builder functions)."""
-    return importlib.import_module(f"tflite.{name}")
-
-
-Buffer, Conv2DOptions, DepthwiseConv2DOptions = map(
-    _schema, ("Buffer", "Conv2DOptions", "DepthwiseConv2DOptions")
-)
-FullyConnectedOptions, Model, Operator, OperatorCode = map(
-    _schema, ("FullyConnectedOptions", "Model", "Operator", "OperatorCode")
-)
-Pool2DOptions, QuantizationParameters, SoftmaxOptions = map(
-    _schema, ("Pool2DOptions", "QuantizationParameters", "SoftmaxOptions")
-)
-SubGraph, Tensor, AddOptionsFb = map(_schema, ("SubGraph", "Tensor", "AddOptions"))
-
 from engines.mcu.graph import load_model  # noqa: E402
 from engines.mcu.interpreter import ArenaInterpreter  # noqa: E402
 from engines.mcu.kernels import common  # noqa: E402
 from engines.mcu.planners import plan_model  # noqa: E402
-
-_TYPES = {"float32": 0, "int32": 2, "int16": 7, "int8": 9}
-_OPS = {
-    "ADD": (0, 11, AddOptionsFb, "AddOptions"),
-    "AVERAGE_POOL_2D": (1, 5, Pool2DOptions, "Pool2DOptions"),
-    "CONV_2D": (3, 1, Conv2DOptions, "Conv2DOptions"),
-    "DEPTHWISE_CONV_2D": (4, 2, DepthwiseConv2DOptions, "DepthwiseConv2DOptions"),
-    "DEQUANTIZE": (6, 0, None, None),
-    "FULLY_CONNECTED": (9, 8, FullyConnectedOptions, "FullyConnectedOptions"),
-    "MAX_POOL_2D": (17, 5, Pool2DOptions, "Pool2DOptions"),
-    "SOFTMAX": (25, 9, SoftmaxOptions, "SoftmaxOptions"),
-    "QUANTIZE": (114, 0, None, None),
-}
-_PADDING = {"SAME": 0, "VALID": 1}
-_ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
-
-
-def build_model(tensors: list[dict], op: str, options: dict, inputs, outputs) -> bytes:
-    """One-operator `.tflite` bytes. A tensor dict: shape, dtype, optional scale/zp lists,
-    qdim, data (constant). Options: schema field names in CamelCase."""
-    b = flatbuffers.Builder(1024)
-    code, options_type, opt_mod, opt_name = _OPS[op]
-
-    buffer_offsets, tensor_buffer = [], []
-    datas = [None] + [t.get("data") for t in tensors if t.get("data") is not None]
-    for data in datas:
-        vec = None
-        if data is not None:
-            vec = b.CreateNumpyVector(np.ascontiguousarray(data).view(np.uint8).ravel())
-        Buffer.BufferStart(b)
-        if vec is not None:
-            Buffer.BufferAddData(b, vec)
-        buffer_offsets.append(Buffer.BufferEnd(b))
-    next_buffer = 1
-    for t in tensors:
-        if t.get("data") is not None:
-            tensor_buffer.append(next_buffer)
-            next_buffer += 1
-        else:
-            tensor_buffer.append(0)
-
-    tensor_offsets = []
-    for i, t in enumerate(tensors):
-        name = b.CreateString(f"t{i}")
-        shape = b.CreateNumpyVector(np.array(t["shape"], dtype=np.int32))
-        quant = None
-        if "scale" in t:
-            scale = b.CreateNumpyVector(np.array(t["scale"], dtype=np.float32))
-            zp = b.CreateNumpyVector(np.array(t.get("zp", [0] * len(t["scale"])), dtype=np.int64))
-            QuantizationParameters.QuantizationParametersStart(b)
-            QuantizationParameters.QuantizationParametersAddScale(b, scale)
-            QuantizationParameters.QuantizationParametersAddZeroPoint(b, zp)
-            QuantizationParameters.QuantizationParametersAddQuantizedDimension(b, t.get("qdim", 0))
-            quant = QuantizationParameters.QuantizationParametersEnd(b)
-        Tensor.TensorStart(b)
-        Tensor.TensorAddShape(b, shape)
-        Tensor.TensorAddType(b, _TYPES[t["dtype"]])
-        Tensor.TensorAddBuffer(b, tensor_buffer[i])
-        Tensor.TensorAddName(b, name)
-        if quant is not None:
-            Tensor.TensorAddQuantization(b, quant)
-        tensor_offsets.append(Tensor.TensorEnd(b))
-
-    opts = None
-    if opt_mod is not None:
-        getattr(opt_mod, f"{opt_name}Start")(b)
-        for field, value in options.items():
-            getattr(opt_mod, f"{opt_name}Add{field}")(b, value)
-        opts = getattr(opt_mod, f"{opt_name}End")(b)
-    op_inputs = b.CreateNumpyVector(np.array(inputs, dtype=np.int32))
-    op_outputs = b.CreateNumpyVector(np.array(outputs, dtype=np.int32))
-    Operator.OperatorStart(b)
-    Operator.OperatorAddOpcodeIndex(b, 0)
-    Operator.OperatorAddInputs(b, op_inputs)
-    Operator.OperatorAddOutputs(b, op_outputs)
-    if opts is not None:
-        Operator.OperatorAddBuiltinOptionsType(b, options_type)
-        Operator.OperatorAddBuiltinOptions(b, opts)
-    operator = Operator.OperatorEnd(b)
-
-    graph_inputs = [i for i in inputs if i >= 0 and tensors[i].get("data") is None]
-    sg_in = b.CreateNumpyVector(np.array(graph_inputs, dtype=np.int32))
-    sg_out = b.CreateNumpyVector(np.array(outputs, dtype=np.int32))
-    SubGraph.SubGraphStartTensorsVector(b, len(tensor_offsets))
-    for off in reversed(tensor_offsets):
-        b.PrependUOffsetTRelative(off)
-    sg_tensors = b.EndVector()
-    SubGraph.SubGraphStartOperatorsVector(b, 1)
-    b.PrependUOffsetTRelative(operator)
-    sg_ops = b.EndVector()
-    SubGraph.SubGraphStart(b)
-    SubGraph.SubGraphAddTensors(b, sg_tensors)
-    SubGraph.SubGraphAddInputs(b, sg_in)
-    SubGraph.SubGraphAddOutputs(b, sg_out)
-    SubGraph.SubGraphAddOperators(b, sg_ops)
-    subgraph = SubGraph.SubGraphEnd(b)
-
-    OperatorCode.OperatorCodeStart(b)
-    OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
-    OperatorCode.OperatorCodeAddBuiltinCode(b, code)
-    OperatorCode.OperatorCodeAddVersion(b, 1)
-    opcode = OperatorCode.OperatorCodeEnd(b)
-
-    Model.ModelStartOperatorCodesVector(b, 1)
-    b.PrependUOffsetTRelative(opcode)
-    codes = b.EndVector()
-    Model.ModelStartSubgraphsVector(b, 1)
-    b.PrependUOffsetTRelative(subgraph)
-    subgraphs = b.EndVector()
-    Model.ModelStartBuffersVector(b, len(buffer_offsets))
-    for off in reversed(buffer_offsets):
-        b.PrependUOffsetTRelative(off)
-    buffers = b.EndVector()
-    desc = b.CreateString("inferlab kernel test")
-    Model.ModelStart(b)
-    Model.ModelAddVersion(b, 3)
-    Model.ModelAddOperatorCodes(b, codes)
-    Model.ModelAddSubgraphs(b, subgraphs)
-    Model.ModelAddBuffers(b, buffers)
-    Model.ModelAddDescription(b, desc)
-    b.Finish(Model.ModelEnd(b), file_identifier=b"TFL3")
-    return bytes(b.Output())
+from tests.engines.mcu.tflite_builder import ACT, PADDING, one_op_model  # noqa: E402
 
 
 def assert_matches_tflm(data: bytes, inputs_by_seed, planner: str = "tflm-greedy") -> None:
@@ -250,14 +110,14 @@ def test_conv2d_matches_tflm(case):
         {"shape": (1, oh, ow, cout), "dtype": "int8", **_q(0.04, int(rng.integers(-10, 10)))},
     ]
     opts = {
-        "Padding": _PADDING[padding],
+        "Padding": PADDING[padding],
         "StrideW": sw,
         "StrideH": sh,
-        "FusedActivationFunction": _ACT[act],
+        "FusedActivationFunction": ACT[act],
         "DilationWFactor": dw,
         "DilationHFactor": dh,
     }
-    data = build_model(tensors, "CONV_2D", opts, [0, 1, 2], [3])
+    data = one_op_model(tensors, "CONV_2D", opts, [0, 1, 2], [3])
     assert_matches_tflm(data, _feeds(rng, [(1, h, w, cin)]))
 
 
@@ -275,7 +135,7 @@ def test_conv2d_without_bias_matches_tflm():
         {"shape": (1, 5, 5, 3), "dtype": "int8", **_q(0.2, -5)},
     ]
     opts = {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 0}
-    data = build_model(tensors, "CONV_2D", opts, [0, 1, -1], [2])
+    data = one_op_model(tensors, "CONV_2D", opts, [0, 1, -1], [2])
     assert_matches_tflm(data, _feeds(rng, [(1, 5, 5, 2)]))
 
 
@@ -319,15 +179,15 @@ def test_depthwise_matches_tflm(case):
         {"shape": (1, oh, ow, cout), "dtype": "int8", **_q(0.02, -128)},
     ]
     opts = {
-        "Padding": _PADDING[padding],
+        "Padding": PADDING[padding],
         "StrideW": sw,
         "StrideH": sh,
         "DepthMultiplier": mult,
-        "FusedActivationFunction": _ACT[act],
+        "FusedActivationFunction": ACT[act],
         "DilationWFactor": dw,
         "DilationHFactor": dh,
     }
-    data = build_model(tensors, "DEPTHWISE_CONV_2D", opts, [0, 1, 2], [3])
+    data = one_op_model(tensors, "DEPTHWISE_CONV_2D", opts, [0, 1, 2], [3])
     assert_matches_tflm(data, _feeds(rng, [(1, h, w, cin)]))
 
 
@@ -358,8 +218,8 @@ def test_fully_connected_matches_tflm(per_channel, act):
         },
         {"shape": (batches, units), "dtype": "int8", **_q(0.09, -7)},
     ]
-    opts = {"FusedActivationFunction": _ACT[act]}
-    data = build_model(tensors, "FULLY_CONNECTED", opts, [0, 1, 2], [3])
+    opts = {"FusedActivationFunction": ACT[act]}
+    data = one_op_model(tensors, "FULLY_CONNECTED", opts, [0, 1, 2], [3])
     assert_matches_tflm(data, _feeds(rng, [(batches, depth)]))
 
 
@@ -387,14 +247,14 @@ def test_pooling_matches_tflm(case):
         {"shape": (1, oh, ow, c), "dtype": "int8", **q},
     ]
     opts = {
-        "Padding": _PADDING[padding],
+        "Padding": PADDING[padding],
         "StrideW": sw,
         "StrideH": sh,
         "FilterWidth": fw,
         "FilterHeight": fh,
-        "FusedActivationFunction": _ACT[act],
+        "FusedActivationFunction": ACT[act],
     }
-    data = build_model(tensors, op, opts, [0], [1])
+    data = one_op_model(tensors, op, opts, [0], [1])
     assert_matches_tflm(data, _feeds(rng, [(1, h, w, c)], n=4))
 
 
@@ -408,7 +268,7 @@ def test_softmax_matches_tflm(scale, beta):
         {"shape": (3, 10), "dtype": "int8", **_q(scale, 4)},
         {"shape": (3, 10), "dtype": "int8", **_q(1.0 / 256, -128)},
     ]
-    data = build_model(tensors, "SOFTMAX", {"Beta": beta}, [0], [1])
+    data = one_op_model(tensors, "SOFTMAX", {"Beta": beta}, [0], [1])
     feeds = _feeds(rng, [(3, 10)], n=4)
     feeds.append([np.full((3, 10), 100, dtype=np.int8)])  # ties everywhere
     assert_matches_tflm(data, feeds)
@@ -431,7 +291,7 @@ def test_add_matches_tflm(shapes, act):
         {"shape": b, "dtype": "int8", **_q(0.017, 20)},
         {"shape": out_shape, "dtype": "int8", **_q(0.045, 1)},
     ]
-    data = build_model(tensors, "ADD", {"FusedActivationFunction": _ACT[act]}, [0, 1], [2])
+    data = one_op_model(tensors, "ADD", {"FusedActivationFunction": ACT[act]}, [0, 1], [2])
     assert_matches_tflm(data, _feeds(rng, [a, b]))
 
 
@@ -441,7 +301,7 @@ def test_quantize_float_to_int8_matches_tflm():
         {"shape": (4, 16), "dtype": "float32"},
         {"shape": (4, 16), "dtype": "int8", **_q(0.05, -3)},
     ]
-    data = build_model(tensors, "QUANTIZE", {}, [0], [1])
+    data = one_op_model(tensors, "QUANTIZE", {}, [0], [1])
     feeds = _feeds(rng, [(4, 16)], dtype="float32")
     # exact halves of the scale, positive and negative, and values that saturate
     halves = (np.arange(64, dtype=np.float32) - 32) * np.float32(0.025)
@@ -456,7 +316,7 @@ def test_requantize_int8_to_int8_matches_tflm():
         {"shape": (2, 32), "dtype": "int8", **_q(0.03, 5)},
         {"shape": (2, 32), "dtype": "int8", **_q(0.011, -9)},
     ]
-    data = build_model(tensors, "QUANTIZE", {}, [0], [1])
+    data = one_op_model(tensors, "QUANTIZE", {}, [0], [1])
     assert_matches_tflm(data, _feeds(rng, [(2, 32)]))
 
 
@@ -466,7 +326,7 @@ def test_dequantize_matches_tflm():
         {"shape": (2, 32), "dtype": "int8", **_q(0.0123, -17)},
         {"shape": (2, 32), "dtype": "float32"},
     ]
-    data = build_model(tensors, "DEQUANTIZE", {}, [0], [1])
+    data = one_op_model(tensors, "DEQUANTIZE", {}, [0], [1])
     assert_matches_tflm(data, _feeds(rng, [(2, 32)]))
 
 
@@ -475,7 +335,7 @@ def test_quantize_rounds_ties_away_from_zero_like_tflm():
         {"shape": (1, 12), "dtype": "float32"},
         {"shape": (1, 12), "dtype": "int8", **_q(1.0, 0)},
     ]
-    data = build_model(tensors, "QUANTIZE", {}, [0], [1])
+    data = one_op_model(tensors, "QUANTIZE", {}, [0], [1])
     below_half = np.nextafter(np.float32(0.5), np.float32(0))  # 0.49999997: rounds to 0
     x = np.array(
         [[0.5, -0.5, 1.5, -1.5, 2.5, -2.5, below_half, -below_half, 126.5, -128.5, 1e9, -1e9]],
@@ -490,5 +350,5 @@ def test_softmax_int8_to_int16_matches_tflm():
         {"shape": (2, 12), "dtype": "int8", **_q(0.08, -3)},
         {"shape": (2, 12), "dtype": "int16", **_q(1.0 / 65536, -32768)},
     ]
-    data = build_model(tensors, "SOFTMAX", {"Beta": 1.0}, [0], [1])
+    data = one_op_model(tensors, "SOFTMAX", {"Beta": 1.0}, [0], [1])
     assert_matches_tflm(data, _feeds(rng, [(2, 12)], n=4))

@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engines.mcu.graph import ModelError, load_model
-from tests.engines.mcu.mcu_testdata import MODELS_DIR, build_tflite, model_paths, needs_models
-
-FC = 9  # BuiltinOperator.FULLY_CONNECTED
+from tests.engines.mcu.mcu_testdata import MODELS_DIR, model_paths, needs_models
+from tests.engines.mcu.tflite_builder import write_tflite
 
 
 def tiny(**changes) -> bytes:
@@ -25,9 +24,9 @@ def tiny(**changes) -> bytes:
     ]
     for index, tensor_changes in changes.get("tensors", {}).items():
         tensors[index].update(tensor_changes)
-    return build_tflite(
+    return write_tflite(
         tensors,
-        changes.get("operators", [dict(code=FC, inputs=[0, 1, -1], outputs=[2])]),
+        changes.get("operators", [dict(op="FULLY_CONNECTED", inputs=[0, 1, -1], outputs=[2])]),
         [0],
         [2],
         **changes.get("model", {}),
@@ -176,11 +175,11 @@ def test_dynamic_shape():
 
 def test_string_tensor_cannot_be_sized():
     with pytest.raises(ModelError, match="type string"):
-        load_model(tiny(tensors={0: dict(dtype=5)}))
+        load_model(tiny(tensors={0: dict(dtype="string")}))
 
 
 def test_operator_refers_to_a_missing_tensor():
-    ops = [dict(code=FC, inputs=[0, 7], outputs=[2])]
+    ops = [dict(op="FULLY_CONNECTED", inputs=[0, 7], outputs=[2])]
     with pytest.raises(ModelError, match="operator 0 .* refers to tensor 7"):
         load_model(tiny(operators=ops))
 

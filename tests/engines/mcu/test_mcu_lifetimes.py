@@ -13,9 +13,8 @@ from engines.mcu.lifetimes import (
     tensor_buffers,
     tensor_lifetimes,
 )
-from tests.engines.mcu.mcu_testdata import MODELS_DIR, build_tflite, needs_models
-
-ADD = 0
+from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
+from tests.engines.mcu.tflite_builder import write_tflite
 
 
 def test_align_up():
@@ -42,11 +41,11 @@ def chain_model() -> bytes:
         dict(shape=[2, 2], name="u"),
     ]
     ops = [
-        dict(code=ADD, inputs=[0, 4], outputs=[1]),
-        dict(code=ADD, inputs=[1, 5], outputs=[2]),
-        dict(code=ADD, inputs=[2, 6], outputs=[3]),
+        dict(op="ADD", inputs=[0, 4], outputs=[1]),
+        dict(op="ADD", inputs=[1, 5], outputs=[2]),
+        dict(op="ADD", inputs=[2, 6], outputs=[3]),
     ]
-    return build_tflite(tensors, ops, [0], [3, 1])
+    return write_tflite(tensors, ops, [0], [3, 1])
 
 
 def test_lifetimes_follow_tflm():
@@ -130,6 +129,6 @@ def test_rfft_scratch_buffer():
 
 def test_unsizable_scratch_is_a_model_error():
     tensors = [dict(shape=[4], name="x"), dict(shape=[], name="wf", data=b"\0"), dict(shape=[1])]
-    data = build_tflite(tensors, [dict(code=27, inputs=[0, 1], outputs=[2])], [0], [2])  # SVDF
+    data = write_tflite(tensors, [dict(op="SVDF", inputs=[0, 1], outputs=[2])], [0], [2])
     with pytest.raises(ModelError, match=r"operator 0 \(SVDF\): cannot size"):
         scratch_buffers(load_model(data))
