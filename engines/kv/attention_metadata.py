@@ -1,7 +1,9 @@
 """What a model forward needs to read and write the paged cache for one flat batch of tokens.
 
-A step runs, for each scheduled sequence, its last `query_len` reserved tokens (a whole
-prompt, a prompt chunk after a cached prefix, or one decode token). Flattened over sequences:
+A step runs, for each scheduled sequence, `query_len` of its reserved tokens: by default its
+last ones (a whole prompt, the rest of a prompt after a cached prefix, or one decode token),
+or, given `query_starts`, those from a start position on (a chunk of a prompt reserved whole:
+chunked prefill). Flattened over sequences:
 
     positions[t]     absolute position of token t (RoPE and the causal mask use it)
     slot_mapping[t]  flat cache slot its K/V is written to
@@ -58,18 +60,30 @@ def build_attention_metadata(
     seq_ids: Sequence[object],
     query_lens: Sequence[int],
     device: torch.device | str | None = None,
+    query_starts: Sequence[int] | None = None,
 ) -> AttentionMetadata:
-    """Metadata for running the last `query_lens[i]` reserved tokens of each `seq_ids[i]`."""
+    """Metadata for running `query_lens[i]` reserved tokens of each `seq_ids[i]`.
+
+    By default a sequence runs its LAST `query_lens[i]` reserved tokens. With `query_starts`
+    it runs positions [query_starts[i], query_starts[i] + query_lens[i]) (its K/V before
+    `query_starts[i]` already in the cache), and attends to that chunk's end, not to the
+    reserved length: a chunk of a prompt reserved whole (chunked prefill).
+    """
     if len(seq_ids) != len(query_lens):
         raise ValueError("one query length per sequence")
+    if query_starts is not None and len(query_starts) != len(seq_ids):
+        raise ValueError("one query start per sequence")
     positions, slots, ctx = [], [], []
-    for seq_id, n_q in zip(seq_ids, query_lens, strict=True):
-        n_ctx = manager.num_tokens(seq_id)
-        if not 1 <= n_q <= n_ctx:
+    for i, (seq_id, n_q) in enumerate(zip(seq_ids, query_lens, strict=True)):
+        n_reserved = manager.num_tokens(seq_id)
+        start = n_reserved - n_q if query_starts is None else int(query_starts[i])
+        n_ctx = start + n_q
+        if not (n_q >= 1 and start >= 0 and n_ctx <= n_reserved):
             raise ValueError(
-                f"sequence {seq_id!r} has {n_ctx} reserved tokens; cannot run {n_q} of them"
+                f"sequence {seq_id!r} has {n_reserved} reserved tokens; cannot run {n_q} of "
+                f"them from position {start}"
             )
-        pos = torch.arange(n_ctx - n_q, n_ctx, dtype=torch.int64)
+        pos = torch.arange(start, n_ctx, dtype=torch.int64)
         positions.append(pos)
         slots.append(manager.slot_mapping(seq_id, pos))
         ctx.append(n_ctx)

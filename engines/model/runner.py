@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from engines.kv.attention_metadata import AttentionMetadata
+from engines.kv.attention_metadata import AttentionMetadata, build_attention_metadata
 from engines.kv.block_manager import BlockManager
 from engines.model.llama import Llama
 
@@ -90,7 +90,8 @@ class ModelRunner:
             query_lens.append(n)
             tokens.extend(self.blocks.token_ids(sid)[done: done + n])
         device = self.model.device
-        meta = self._metadata(seq_ids, starts, query_lens, device)
+        meta = build_attention_metadata(self.blocks, seq_ids, query_lens, device,
+                                        query_starts=starts)
         ids = torch.tensor(tokens, dtype=torch.int64, device=device)
         logits = self.model.forward(ids, meta, self.cache)
         for sid, n in zip(seq_ids, query_lens, strict=True):
@@ -98,30 +99,3 @@ class ModelRunner:
             self.blocks.mark_computed(sid, self._n_computed[sid])  # now prefix-cache hits
         self.last_metadata = meta
         return logits
-
-    def _metadata(self, seq_ids: Sequence[object], starts: Sequence[int],
-                  query_lens: Sequence[int], device: torch.device) -> AttentionMetadata:
-        """engines/kv's AttentionMetadata for tokens [starts[i], starts[i] + query_lens[i]).
-
-        `build_attention_metadata` in engines/kv runs each sequence's LAST reserved tokens;
-        a chunk of a prompt that is reserved whole is not that, so the fields are built here
-        (context length = the chunk's end, not the reserved length).
-        """
-        positions = [torch.arange(a, a + n, dtype=torch.int64)
-                     for a, n in zip(starts, query_lens, strict=True)]
-        slots = [self.blocks.slot_mapping(sid, pos)
-                 for sid, pos in zip(seq_ids, positions, strict=True)]
-        ends = [a + n for a, n in zip(starts, query_lens, strict=True)]
-        loc = [0]
-        for n in query_lens:
-            loc.append(loc[-1] + n)
-        return AttentionMetadata(
-            seq_ids=tuple(seq_ids),
-            query_lens=tuple(query_lens),
-            context_lens_host=tuple(ends),
-            positions=torch.cat(positions).to(device),
-            slot_mapping=torch.cat(slots).to(device),
-            query_start_loc=torch.tensor(loc, dtype=torch.int32, device=device),
-            context_lens=torch.tensor(ends, dtype=torch.int32, device=device),
-            block_tables=self.blocks.block_table_tensor(seq_ids, device=device),
-        )

@@ -227,3 +227,33 @@ def test_end_to_end_with_the_block_manager_fork_and_copy_on_write():
     assert mgr.num_cached_tokens("c") == 12
     mgr.append_token("b", 99)
     run(["b", "c"], [1, 6])  # mixed batch: one decode, one prefill after a cached prefix
+
+
+def test_metadata_query_starts_describe_a_chunk_of_a_prompt_reserved_whole():
+    """`query_starts` runs a chunk from a start position: context ends at the chunk's end."""
+    mgr = BlockManager(16, block_size=4)
+    mgr.allocate("a", list(range(10)))  # 10 reserved
+    mgr.allocate("b", list(range(50, 53)))  # 3 reserved
+    meta = build_attention_metadata(mgr, ["a", "b"], [4, 1], query_starts=[3, 1])
+    assert meta.query_lens == (4, 1)
+    assert meta.context_lens_host == (7, 2)
+    assert meta.positions.tolist() == [3, 4, 5, 6, 1]
+    assert meta.slot_mapping.tolist() == (
+        mgr.slot_mapping("a", torch.arange(3, 7)).tolist()
+        + mgr.slot_mapping("b", torch.tensor([1])).tolist()
+    )
+    assert meta.query_start_loc.tolist() == [0, 4, 5]
+    assert meta.context_lens.tolist() == [7, 2]
+    assert torch.equal(meta.block_tables, mgr.block_table_tensor(["a", "b"]))
+    # starts at (reserved - query_len) are the default: the last reserved tokens
+    last = build_attention_metadata(mgr, ["a", "b"], [4, 1])
+    same = build_attention_metadata(mgr, ["a", "b"], [4, 1], query_starts=[6, 2])
+    assert last.query_lens == same.query_lens
+    assert last.context_lens_host == same.context_lens_host
+    for f in ("positions", "slot_mapping", "query_start_loc", "context_lens", "block_tables"):
+        assert torch.equal(getattr(last, f), getattr(same, f))
+    with pytest.raises(ValueError, match="one query start"):
+        build_attention_metadata(mgr, ["a"], [4], query_starts=[0, 0])
+    for bad_start in (-1, 7):  # before the sequence; past its reserved tokens
+        with pytest.raises(ValueError, match="cannot run"):
+            build_attention_metadata(mgr, ["a"], [4], query_starts=[bad_start])
