@@ -139,9 +139,7 @@ class HardwareView(QWidget):
         ram_gib = np.asarray(history.ram_used_bytes, dtype=float) / GIB
         self.ram_chart.set_series(t, {"used": ram_gib})
         total_gib = history.ram_total_bytes / GIB
-        title = f"Memory in use (of {total_gib:.1f} GiB)"
-        if title != self.ram_chart._title:
-            self.ram_chart.set_title_once(title)
+        if self.ram_chart.set_title_once(f"Memory in use (of {total_gib:.1f} GiB)"):
             self.ram_chart.set_y_range(0, total_gib)
         self._render_gpus(history)
 

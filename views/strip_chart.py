@@ -57,11 +57,14 @@ class StripChart(pg.PlotWidget):
             finite = np.isfinite(values)
             curve.setData(ago[finite], values[finite], skipFiniteCheck=True)
 
-    def set_title_once(self, title: str) -> None:
-        """Change the title only when it differs (text layout is not free at 4 Hz)."""
-        if title != self._title:
-            self._title = title
-            self.getPlotItem().setTitle(title)
+    def set_title_once(self, title: str) -> bool:
+        """Change the title only when it differs (text layout is not free at 4 Hz); True if
+        it changed."""
+        if title == self._title:
+            return False
+        self._title = title
+        self.getPlotItem().setTitle(title)
+        return True
 
     def set_y_range(self, low: float, high: float) -> None:
         self.getPlotItem().setYRange(low, high, padding=0.02)
