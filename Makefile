@@ -21,7 +21,7 @@ SYS_PKGS += make gcc libc6-dev qemu-system-arm gcc-arm-none-eabi libnewlib-arm-n
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml setup.py Makefile
 	@$(MAKE) --no-print-directory sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(TORCH_SPEC)" ]; then $(PY) -m pip install -q "$(TORCH_SPEC)"; fi

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import socket
 
-from app import __version__
+from inferlab.app import __version__
 
 LABELS = {"python": "Python", "torch": "torch", "cuda": "CUDA (torch build)", "cudnn": "cuDNN",
           "nvidia_driver": "NVIDIA driver", "numpy": "NumPy", "psutil": "psutil",
@@ -18,7 +18,7 @@ def versions() -> dict[str, str]:
     import PySide6
     from PySide6.QtCore import qVersion
 
-    from engines.hardware.discovery import runtime_versions
+    from inferlab.engines.hardware.discovery import runtime_versions
 
     table = {"InferLab": __version__, "Qt": qVersion(), "PySide6": PySide6.__version__,
              "pyqtgraph": pyqtgraph.__version__}

@@ -13,7 +13,7 @@ import importlib
 import json
 import sys
 
-from app import __version__
+from inferlab.app import __version__
 
 # Modules under app/commands, in help order. A missing module is skipped, so labs can land
 # one by one.
@@ -38,7 +38,7 @@ class UserError(Exception):
 
 def print_json(data) -> None:
     """Write `data` as indented JSON to stdout (the `--json` output of every subcommand)."""
-    from engines.trace.jsonable import to_jsonable
+    from inferlab.engines.trace.jsonable import to_jsonable
 
     json.dump(to_jsonable(data), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
@@ -53,9 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"app.commands.{name}")
+            module = importlib.import_module(f"inferlab.app.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"app.commands.{name}":
+            if exc.name == f"inferlab.app.commands.{name}":
                 continue
             raise
         module.register(sub)
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        from app.gui import launch
+        from inferlab.app.gui import launch
 
         return launch()
     try:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
-from app.worker import Task
-from engines.trace.recorder import TraceRecorder
+from inferlab.app.worker import Task
+from inferlab.engines.trace.recorder import TraceRecorder
 
 
 class AppContext(QObject):
@@ -26,7 +26,7 @@ class AppContext(QObject):
         """`quick`: measure with small sizes (tests, screenshots of snapshots)."""
         super().__init__(parent)
         self.quick = quick
-        from engines.hardware.discovery import discover_devices
+        from inferlab.engines.hardware.discovery import discover_devices
 
         self.settings = settings if settings is not None else QSettings()
         self.devices = list(devices) if devices is not None else discover_devices()

@@ -33,7 +33,7 @@ def create_application(argv: list[str] | None = None):
     app.setApplicationName("InferLab")
     app.setOrganizationName("InferLab")
     app.setOrganizationDomain("inferlab.dev")
-    from app import __version__
+    from inferlab.app import __version__
 
     app.setApplicationVersion(__version__)
     pg.setConfigOptions(antialias=True, background="w", foreground="k")
@@ -46,7 +46,7 @@ def launch() -> int:
         print(NO_DISPLAY_MESSAGE, file=sys.stderr)
         return 2
     app = create_application()
-    from app.main_window import MainWindow
+    from inferlab.app.main_window import MainWindow
 
     window = MainWindow()
     window.show()

@@ -26,10 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import snapshot_io
-from app.context import AppContext
-from app.export import export_widget
-from app.labs import LAB_CLASSES
+from inferlab.app import snapshot_io
+from inferlab.app.context import AppContext
+from inferlab.app.export import export_widget
+from inferlab.app.labs import LAB_CLASSES
 
 
 class MainWindow(QMainWindow):
@@ -310,7 +310,7 @@ class MainWindow(QMainWindow):
 
     # about ---------------------------------------------------------------------------------------
     def about_text(self) -> str:
-        from app.about import versions
+        from inferlab.app.about import versions
 
         rows = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in versions().items())
         return (f"<h3>InferLab</h3><p>See what decides inference cost, on your own hardware.</p>"

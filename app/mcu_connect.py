@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from engines.mcu.link import BoardDisconnected, BoardError, BoardLink
+from inferlab.engines.mcu.link import BoardDisconnected, BoardError, BoardLink
 
 VIRTUAL = "virtual"
 PORT = "port"
@@ -68,7 +68,7 @@ def firmware_planner(planner: str) -> tuple[str, str]:
     The firmware holds TFLM's own buffers at planned offsets: only buffer planners (linear,
     tflm-greedy, best) go into it; reordered, aliased and patch-based plans do not.
     """
-    from engines.mcu.planners import PLANNERS
+    from inferlab.engines.mcu.planners import PLANNERS
 
     if planner in PLANNERS:
         return planner, ""
@@ -79,8 +79,8 @@ def firmware_planner(planner: str) -> tuple[str, str]:
 def emulator_missing() -> str:
     """"" when QEMU and the Arm cross compiler are installed, else what is missing and the
     exact command that installs it."""
-    from engines.mcu.emulator import find_qemu
-    from engines.mcu.toolchain import QEMU_TARGET, ToolMissing, require_tools
+    from inferlab.engines.mcu.emulator import find_qemu
+    from inferlab.engines.mcu.toolchain import QEMU_TARGET, ToolMissing, require_tools
 
     try:
         find_qemu()
@@ -132,7 +132,7 @@ class BoardSession:
             self._stop_emulator()
             if self.server is None or not self.server.running or self.choice != choice:
                 self._stop_server()
-                from engines.mcu.virtual_board import serve
+                from inferlab.engines.mcu.virtual_board import serve
 
                 self.server = serve(choice.target, "socket")
             url = self.server.url
@@ -206,8 +206,8 @@ class BoardSession:
 
     def _start_emulator(self, choice: BoardChoice, progress) -> None:
         """Build the firmware for the choice's model and plan, start QEMU, wait for HELLO."""
-        from engines.mcu.emulator import Emulator
-        from engines.mcu.toolchain import QEMU_TARGET, build_firmware, default_out_dir
+        from inferlab.engines.mcu.emulator import Emulator
+        from inferlab.engines.mcu.toolchain import QEMU_TARGET, build_firmware, default_out_dir
 
         with self._lock:
             epoch = self._epoch
@@ -323,7 +323,7 @@ class ConnectDialog(QDialog):
         self.refresh()
 
     def refresh(self) -> None:
-        from engines.mcu.ports import list_ports
+        from inferlab.engines.mcu.ports import list_ports
 
         self.list.clear()
         virtual = QListWidgetItem("Virtual board (in-process), the preset below")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 def ensure_platform() -> None:
     """Use Qt's offscreen platform unless a display (or a platform) was chosen."""
-    from app.gui import display_available
+    from inferlab.app.gui import display_available
 
     if "QT_QPA_PLATFORM" not in os.environ and not display_available():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
@@ -47,8 +47,8 @@ def process_events_for(seconds: float, until=None, poll_ms: int = 20) -> None:
 
 def make_window(size=(1280, 800)):
     ensure_platform()
-    from app.gui import create_application
-    from app.main_window import MainWindow
+    from inferlab.app.gui import create_application
+    from inferlab.app.main_window import MainWindow
 
     app = create_application()
     window = MainWindow(settings=temporary_settings())
@@ -60,7 +60,7 @@ def make_window(size=(1280, 800)):
 def render_lab(lab_id: str, out: str | Path, snapshot: str | Path | None = None,
                size=(1280, 800), timeout_s: float = 120.0) -> Path:
     """Open the window on `lab_id` (live, or a snapshot read-only), let it settle, save a PNG."""
-    from app.export import export_widget
+    from inferlab.app.export import export_widget
 
     _app, window = make_window(size)
     try:

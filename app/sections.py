@@ -7,11 +7,11 @@ field that is wrong.
 
 from __future__ import annotations
 
-from engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
-from engines.hardware.telemetry import TelemetryHistory
-from engines.model.config import ModelConfig
-from engines.roofline.memory import attention_variants, plan_memory
-from engines.trace.snapshot import lab_section as section
+from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
+from inferlab.engines.hardware.telemetry import TelemetryHistory
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.roofline.memory import attention_variants, plan_memory
+from inferlab.engines.trace.snapshot import lab_section as section
 
 MEMORY_DEFAULTS = {"model": "llama-3-8b", "context": 8192, "batch": 1, "weight_dtype": "fp16",
                    "kv_dtype": "fp16", "target": "h100-sxm", "utilization": 0.9}
@@ -145,7 +145,7 @@ def mcu_plan(model, planner: str):
     """(Plan, milliseconds it took) for one planner of `engines.mcu.planners.PLANNERS`."""
     import time
 
-    from engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.planners import plan_model
 
     t0 = time.perf_counter()
     plan = plan_model(model, planner)
@@ -174,7 +174,7 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
     Works for every planner: in-place aliases are named, patch tiles are coloured by the op
     that writes them, and steps carry what runs at each (reordered, patch-based plans).
     """
-    from views.mcu_records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
+    from inferlab.views.mcu_records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
 
     labels = mcu_step_labels(model, plan)
     step_op = [_label_op(label) for label in labels]
@@ -211,8 +211,8 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
 
 def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
     """One OpRow per operator: output shape, MACs (`op_macs`), cycles = MACs × cycles/MAC."""
-    from engines.mcu.interpreter import op_macs
-    from views.mcu_records import OpRow
+    from inferlab.engines.mcu.interpreter import op_macs
+    from inferlab.views.mcu_records import OpRow
 
     rows = []
     for op in model.operators:
@@ -227,7 +227,7 @@ def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
 
 def mcu_planner_names() -> list[str]:
     """Every planner the engines offer: TFLM-style buffer planners, then model-level ones."""
-    from engines.mcu import planners
+    from inferlab.engines.mcu import planners
 
     names = getattr(planners, "planner_names", None)
     return list(names()) if names is not None else list(planners.PLANNERS)
@@ -266,8 +266,8 @@ def mcu_state(model, path, board, plans, note: str = "", compare_note: str = "")
     the chosen planner's first (its arena is the one checked against the board)."""
     import os
 
-    from engines.mcu.boards import fit_check
-    from views.mcu_records import McuState
+    from inferlab.engines.mcu.boards import fit_check
+    from inferlab.views.mcu_records import McuState
 
     layouts = tuple(mcu_layout(model, plan, ms) for plan, ms in plans)
     file_bytes = os.path.getsize(path) if path and os.path.isfile(path) else 0
@@ -286,9 +286,9 @@ def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, sh
     """
     import numpy as np
 
-    from engines.mcu.interpreter import ArenaInterpreter
-    from engines.mcu.virtual_board import random_input
-    from views.mcu_records import RunRecord
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.mcu.virtual_board import random_input
+    from inferlab.views.mcu_records import RunRecord
 
     interp = ArenaInterpreter(model, plan)
     inputs = random_input(model, seed)
@@ -354,7 +354,7 @@ def mcu_section(settings: dict, state) -> dict:
 
 def read_mcu_section(sec: dict):
     """(settings, McuState) from a snapshot's `labs.mcu`; ValueError names a bad field."""
-    from views.mcu_records import McuState
+    from inferlab.views.mcu_records import McuState
 
     settings = _get(sec, "settings", "labs.mcu")
     state = McuState.from_dict(_get(sec, "state", "labs.mcu"))
@@ -406,7 +406,7 @@ def kv_section(settings: dict, info, seq_infos, records) -> dict:
     """`info`: KVRunInfo (None before any run); `seq_infos`: SeqInfo; `records`: KVStepRecord."""
     from dataclasses import asdict
 
-    from engines.kvlab.records import step_to_dict
+    from inferlab.engines.kvlab.records import step_to_dict
 
     if info is None:
         return section(settings, {}, {"steps": 0})
@@ -421,7 +421,7 @@ def kv_section(settings: dict, info, seq_infos, records) -> dict:
 
 def read_kv_section(sec: dict):
     """(settings, KVRunInfo or None, [SeqInfo], [KVStepRecord]); ValueError names a bad field."""
-    from engines.kvlab.records import info_from_dict, seq_info_from_dict, step_from_dict
+    from inferlab.engines.kvlab.records import info_from_dict, seq_info_from_dict, step_from_dict
 
     settings = dict(KV_DEFAULTS) | dict(_get(sec, "settings", "labs.kv"))
     state = _get(sec, "state", "labs.kv")
@@ -447,8 +447,8 @@ def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
 
     `on_step(record)` is called after each step (progress, trace spans).
     """
-    from engines.kvlab.models import load_lab_model
-    from engines.kvlab.session import KVLabSession
+    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.kvlab.session import KVLabSession
 
     model, tokenizer = load_lab_model(settings["model"], device)
     session = KVLabSession(model, tokenizer, settings["scenario"],

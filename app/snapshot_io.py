@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app import __version__
-from app.about import host_facts
-from engines.trace.snapshot import Snapshot, make_snapshot, read_snapshot, write_snapshot
+from inferlab.app import __version__
+from inferlab.app.about import host_facts
+from inferlab.engines.trace.snapshot import Snapshot, make_snapshot, read_snapshot, write_snapshot
 
 
 def collect_snapshot(context, labs, active_lab: str | None) -> Snapshot:

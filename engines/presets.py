@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 def preset_dir(folder: str):
     """The `assets/<folder>` resource directory."""
-    return importlib.resources.files("assets") / folder
+    return importlib.resources.files("inferlab.assets") / folder
 
 
 def preset_ids(folder: str) -> list[str]:

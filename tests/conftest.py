@@ -24,8 +24,8 @@ def make_window(qtbot, settings_path):
     """Build MainWindows on a temporary settings file; quick measurements; closed after."""
     from PySide6.QtCore import QSettings
 
-    from app.context import AppContext
-    from app.main_window import MainWindow
+    from inferlab.app.context import AppContext
+    from inferlab.app.main_window import MainWindow
 
     windows = []
 

@@ -22,6 +22,6 @@ def _one_torch_thread():
 @pytest.fixture(scope="session")
 def tiny():
     """(model, tokenizer) of the seeded tiny model, fp32."""
-    from engines.model.tiny import tiny_model
+    from inferlab.engines.model.tiny import tiny_model
 
     return tiny_model()

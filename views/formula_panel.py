@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel
 
-from engines.roofline.formulas import attainable_flops, bound, knee_intensity
-from engines.roofline.units import format_flops
+from inferlab.engines.roofline.formulas import attainable_flops, bound, knee_intensity
+from inferlab.engines.roofline.units import format_flops
 
 
 class FormulaPanel(QLabel):

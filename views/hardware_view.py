@@ -16,9 +16,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.roofline.units import format_bytes, format_flops
-from views.fact_table import FactTable
-from views.strip_chart import StripChart
+from inferlab.engines.roofline.units import format_bytes, format_flops
+from inferlab.views.fact_table import FactTable
+from inferlab.views.strip_chart import StripChart
 
 GIB = 2**30
 

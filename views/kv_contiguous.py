@@ -15,10 +15,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QToolTip, QWidget
 
-from engines.kvlab.records import ContiguousRegion, KVStepRecord
-from views.axes import si_label
-from views.kv_grid import EXTERNAL_CODE, EXTERNAL_DIM, FREE_CODE, FREE_DIM, LUT, owner_code
-from views.style import pen, style_plot
+from inferlab.engines.kvlab.records import ContiguousRegion, KVStepRecord
+from inferlab.views.axes import si_label
+from inferlab.views.kv_grid import EXTERNAL_CODE, EXTERNAL_DIM, FREE_CODE, FREE_DIM, LUT, owner_code
+from inferlab.views.style import pen, style_plot
 
 MAX_BINS = 4096
 """The line is sampled to at most this many cells (one per slot below that)."""

@@ -24,7 +24,7 @@ from PySide6.QtCore import QRectF, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QToolTip
 
-from engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
+from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
 
 # ---- the lookup table shared by the grid and the contiguous address line --------------------
 PAD = 0

@@ -33,10 +33,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.kvlab.records import KVRunInfo, KVStepRecord, SeqInfo
-from engines.roofline.units import format_bytes
-from views.kv_contiguous import ContiguousLine, KVCurves
-from views.kv_grid import (
+from inferlab.engines.kvlab.records import KVRunInfo, KVStepRecord, SeqInfo
+from inferlab.engines.roofline.units import format_bytes
+from inferlab.views.kv_contiguous import ContiguousLine, KVCurves
+from inferlab.views.kv_grid import (
     CACHED_CODE,
     FREE_CODE,
     SHARED_CODE,

@@ -17,11 +17,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.dtypes import DTYPE_NAMES, bytes_per_element
-from engines.roofline.units import format_bytes
-from views.choices import refill_choices
-from views.fact_table import FactTable
-from views.style import style_plot
+from inferlab.engines.dtypes import DTYPE_NAMES, bytes_per_element
+from inferlab.engines.roofline.units import format_bytes
+from inferlab.views.choices import refill_choices
+from inferlab.views.fact_table import FactTable
+from inferlab.views.style import style_plot
 
 GIB = 2**30
 SEGMENT_COLORS = {"weights": "#0072B2", "KV cache": "#E69F00", "free": "#C8E6C9",

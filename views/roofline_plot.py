@@ -11,10 +11,10 @@ from PySide6.QtCore import QPointF, Signal
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QToolTip
 
-from engines.roofline.formulas import knee_intensity, roofline_curve
-from engines.roofline.units import format_flops
-from views.axes import LogSIAxis
-from views.style import color, pen, style_plot
+from inferlab.engines.roofline.formulas import knee_intensity, roofline_curve
+from inferlab.engines.roofline.units import format_flops
+from inferlab.views.axes import LogSIAxis
+from inferlab.views.style import color, pen, style_plot
 
 HOVER_RADIUS_PX = 12
 

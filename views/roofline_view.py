@@ -17,8 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from views.formula_panel import FormulaPanel
-from views.roofline_plot import RooflinePlot
+from inferlab.views.formula_panel import FormulaPanel
+from inferlab.views.roofline_plot import RooflinePlot
 
 COMPUTE_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from views.style import pen, style_plot
+from inferlab.views.style import pen, style_plot
 
 
 class StripChart(pg.PlotWidget):

@@ -15,7 +15,7 @@ def first_paint_s(runs: int = 3) -> float:
     env.setdefault("XDG_CONFIG_HOME", os.path.join(os.path.expanduser("~"), ".cache", "inferlab-bench"))
     values = []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-m", "app.cli"], env=env, capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "inferlab.app.cli"], env=env, capture_output=True,
                              text=True, timeout=120)
         for line in out.stdout.splitlines():
             if line.startswith("first_paint_s="):
@@ -32,7 +32,7 @@ def gui_stall_during_measurement(tick_ms: int = 5) -> dict:
     the largest gap between ticks is the GUI thread's longest stall."""
     from PySide6.QtCore import QTimer
 
-    from app.offscreen import make_window, process_events_for
+    from inferlab.app.offscreen import make_window, process_events_for
 
     _app, window = make_window()
     try:

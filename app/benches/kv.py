@@ -28,7 +28,7 @@ def synthetic_pool(n_blocks: int = GRID_BLOCKS, n_requests: int = 3000, seed: in
     forks, a quarter of the requests freed (cached-free blocks)."""
     import numpy as np
 
-    from engines.kv.block_manager import BlockManager
+    from inferlab.engines.kv.block_manager import BlockManager
 
     rng = np.random.default_rng(seed)
     mgr = BlockManager(n_blocks, 16)
@@ -48,12 +48,12 @@ def grid_update_ms(n_blocks: int = GRID_BLOCKS, updates: int = GRID_UPDATES) -> 
     """Time full updates of the KV grid widget (offscreen): draw + synchronous repaint."""
     import numpy as np
 
-    from app.gui import create_application
-    from app.offscreen import ensure_platform
+    from inferlab.app.gui import create_application
+    from inferlab.app.offscreen import ensure_platform
 
     ensure_platform()
     app = create_application()
-    from views.kv_grid import KVGridPlot
+    from inferlab.views.kv_grid import KVGridPlot
 
     pool = synthetic_pool(n_blocks)
     colors = np.arange(len(pool.seq_ids), dtype=np.int64)
@@ -89,7 +89,7 @@ def lab_scenarios() -> dict:
     """The lab's scenarios on the tiny model, to the end: what the lab itself shows."""
     import torch
 
-    from app import sections
+    from inferlab.app import sections
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -110,7 +110,7 @@ def lab_scenarios() -> dict:
 
 def run_kv_lab_bench(quick: bool = False, model_bench: bool = True) -> dict:
     """Every KV figure as one flat dict (`quick`: small workloads, no model bench)."""
-    from engines.kv.bench import run_kv_bench
+    from inferlab.engines.kv.bench import run_kv_bench
 
     out = dict(run_kv_bench(quick=quick))
     out.update(grid_update_ms(updates=6 if quick else GRID_UPDATES))
@@ -119,7 +119,7 @@ def run_kv_lab_bench(quick: bool = False, model_bench: bool = True) -> dict:
     out["transformers_tokens_per_s"] = None
     if model_bench and not quick:
         try:
-            from engines.model.bench import run_model_bench
+            from inferlab.engines.model.bench import run_model_bench
 
             model = run_model_bench()
         except (ImportError, ValueError, RuntimeError, OSError) as exc:

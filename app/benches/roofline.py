@@ -12,7 +12,7 @@ def plain_matmul_flops(device: str, dtype: str, sizes=None, repeats: int = 5) ->
     GPUs get large sizes: at n ≤ 3072 launch and sync overheads hide an H100-class peak."""
     import torch
 
-    from engines.dtypes import torch_dtype
+    from inferlab.engines.dtypes import torch_dtype
 
     dev = torch.device(device)
     if sizes is None:
@@ -61,7 +61,7 @@ def _sync(dev) -> None:
 def run_roofline_bench(device: str = "cpu", rounds: int = 3) -> dict:
     """InferLab's roofs and the plain figures, interleaved over `rounds` (each side keeps its
     best round, so load from other processes hurts both alike); ratios near 1 are right."""
-    from engines.hardware.microbench import measure_roofs
+    from inferlab.engines.hardware.microbench import measure_roofs
 
     ours: dict[str, float] = {}
     plain: dict[str, float] = {}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import importlib
 
-from app.cli import print_json
+from inferlab.app.cli import print_json
 
 # bench name -> (module, function). Later labs add theirs here.
 BENCHES = {
-    "roofline": ("app.benches.roofline", "run_roofline_bench"),
-    "gui": ("app.benches.gui", "run_gui_bench"),
-    "kv": ("app.benches.kv", "run_kv_lab_bench"),
-    "mcu": ("engines.mcu.bench", "run_mcu_bench"),
+    "roofline": ("inferlab.app.benches.roofline", "run_roofline_bench"),
+    "gui": ("inferlab.app.benches.gui", "run_gui_bench"),
+    "kv": ("inferlab.app.benches.kv", "run_kv_lab_bench"),
+    "mcu": ("inferlab.engines.mcu.bench", "run_mcu_bench"),
 }
 
 
@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 
 def _run_one(name: str) -> dict:
-    from app.offscreen import ensure_platform
+    from inferlab.app.offscreen import ensure_platform
 
     ensure_platform()
     module, function = BENCHES[name]

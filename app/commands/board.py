@@ -19,8 +19,8 @@ from __future__ import annotations
 import hashlib
 import sys
 
-from app.cli import print_json
-from engines.mcu.planners import PLANNERS
+from inferlab.app.cli import print_json
+from inferlab.engines.mcu.planners import PLANNERS
 
 # Buffer planners only: the firmware and the PLAN message carry TFLM's standard buffers.
 BOARD_PLANNERS = tuple(PLANNERS)
@@ -66,8 +66,8 @@ def run(args) -> int:
 
 
 def _list(args) -> int:
-    from engines.mcu.boards import list_boards
-    from engines.mcu.ports import list_ports
+    from inferlab.engines.mcu.boards import list_boards
+    from inferlab.engines.mcu.ports import list_ports
 
     ports = [p.to_dict() for p in list_ports()]
     presets = [b.to_dict() for b in list_boards()]
@@ -89,7 +89,7 @@ def _list(args) -> int:
 
 
 def _info(args) -> int:
-    from engines.mcu.link import BoardLink
+    from inferlab.engines.mcu.link import BoardLink
 
     with BoardLink(args.port, timeout_s=args.timeout) as link:
         info = link.hello()
@@ -109,10 +109,10 @@ def _info(args) -> int:
 def _run(args) -> int:
     import numpy as np
 
-    from engines.mcu import protocol as p
-    from engines.mcu.graph import load_model
-    from engines.mcu.link import BoardError, BoardLink
-    from engines.mcu.virtual_board import random_input
+    from inferlab.engines.mcu import protocol as p
+    from inferlab.engines.mcu.graph import load_model
+    from inferlab.engines.mcu.link import BoardError, BoardLink
+    from inferlab.engines.mcu.virtual_board import random_input
 
     with open(args.model, "rb") as f:
         data = f.read()
@@ -126,7 +126,7 @@ def _run(args) -> int:
     inputs = p.pack_tensors(arrays, in_specs)
     plan = None
     if args.planner:
-        from engines.mcu.planners import plan_model
+        from inferlab.engines.mcu.planners import plan_model
 
         plan = plan_model(model, args.planner)
     digest = hashlib.sha256(data).hexdigest()
@@ -190,7 +190,7 @@ def _progress(done: int, total: int) -> None:
 
 
 def _register_firmware(actions) -> None:
-    from engines.mcu.toolchain import TARGETS
+    from inferlab.engines.mcu.toolchain import TARGETS
 
     build = actions.add_parser("build", help="compile a model into the board firmware (C)")
     build.add_argument("--model", required=True, help=".tflite model file")
@@ -218,7 +218,7 @@ def _register_firmware(actions) -> None:
 
 
 def _build(args) -> int:
-    from engines.mcu.toolchain import build_firmware, tflm_head_tail
+    from inferlab.engines.mcu.toolchain import build_firmware, tflm_head_tail
 
     b = build_firmware(args.model, args.target, args.preset, args.out, planner=args.planner)
     tflm = tflm_head_tail(args.model)
@@ -254,8 +254,8 @@ def _emulate(args) -> int:
     import signal
     import time
 
-    from engines.mcu.emulator import DEFAULT_ICOUNT_SHIFT, Emulator
-    from engines.mcu.toolchain import QEMU_TARGET, build_firmware
+    from inferlab.engines.mcu.emulator import DEFAULT_ICOUNT_SHIFT, Emulator
+    from inferlab.engines.mcu.toolchain import QEMU_TARGET, build_firmware
 
     b = build_firmware(args.model, QEMU_TARGET, args.preset, args.out, planner=args.planner)
     print(f"built {b.image}: flash {b.flash_bytes:,} B, RAM {b.ram_bytes:,} B (arena "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.cli import print_json
+from inferlab.app.cli import print_json
 
 
 def register(sub) -> None:
@@ -12,8 +12,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from engines.hardware.discovery import discover_devices
-    from engines.mcu.ports import list_ports
+    from inferlab.engines.hardware.discovery import discover_devices
+    from inferlab.engines.mcu.ports import list_ports
 
     devices = [d.to_dict() for d in discover_devices()]
     boards = [p.to_dict() for p in list_ports()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from app.cli import print_json
+from inferlab.app.cli import print_json
 
 
 def register(sub) -> None:
@@ -33,9 +33,9 @@ def register(sub) -> None:
 def run(args) -> int:
     import torch
 
-    from engines.model.generate import generate
-    from engines.model.registry import load_model
-    from engines.model.sampler import GREEDY, SamplingParams
+    from inferlab.engines.model.generate import generate
+    from inferlab.engines.model.registry import load_model
+    from inferlab.engines.model.sampler import GREEDY, SamplingParams
 
     if args.max_tokens < 1:
         raise ValueError("--max-tokens must be at least 1")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.cli import print_json
-from engines.dtypes import DTYPE_NAMES
+from inferlab.app.cli import print_json
+from inferlab.engines.dtypes import DTYPE_NAMES
 
 
 def register(sub) -> None:
@@ -24,10 +24,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from engines.hardware.presets import load_hardware_preset
-    from engines.model.config import load_hf_config, load_model_preset
-    from engines.roofline.memory import plan_memory
-    from engines.roofline.units import format_bytes
+    from inferlab.engines.hardware.presets import load_hardware_preset
+    from inferlab.engines.model.config import load_hf_config, load_model_preset
+    from inferlab.engines.roofline.memory import plan_memory
+    from inferlab.engines.roofline.units import format_bytes
 
     if args.context < 1 or args.batch < 1:
         raise ValueError("--context and --batch must be at least 1")

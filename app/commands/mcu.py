@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 
-from app.cli import print_json
+from inferlab.app.cli import print_json
 
 DEFAULT_PLANNER = "tflm-greedy"
 
 
 def register(sub) -> None:
-    from engines.mcu.planners import planner_names
+    from inferlab.engines.mcu.planners import planner_names
 
     names = ", ".join(planner_names())
     p = sub.add_parser("mcu", help="microcontroller arenas: plan a .tflite model, run it")
@@ -56,13 +56,13 @@ def run(args) -> int:
 
 
 def _load(path: str):
-    from engines.mcu.graph import load_model
+    from inferlab.engines.mcu.graph import load_model
 
     return load_model(path)
 
 
 def _plan(args) -> int:
-    from engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.planners import plan_model
 
     model = _load(args.model)
     t0 = time.perf_counter()
@@ -95,8 +95,8 @@ def _plan(args) -> int:
 def _invoke(args) -> int:
     import numpy as np
 
-    from engines.mcu.interpreter import ArenaInterpreter
-    from engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.mcu.planners import plan_model
 
     model = _load(args.model)
     if len(args.input) != len(model.inputs):
@@ -147,8 +147,8 @@ def _invoke(args) -> int:
 
 
 def _reorder(args) -> int:
-    from engines.mcu.planners import plan_model
-    from engines.mcu.reorder import write_reordered
+    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.reorder import write_reordered
 
     with open(args.model, "rb") as f:
         raw = f.read()

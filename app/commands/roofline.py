@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from app.cli import print_json
+from inferlab.app.cli import print_json
 
 
 def register(sub) -> None:
@@ -16,8 +16,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from engines.hardware.discovery import torch_device
-    from engines.hardware.microbench import measure_roofs
+    from inferlab.engines.hardware.discovery import torch_device
+    from inferlab.engines.hardware.microbench import measure_roofs
 
     torch_device(args.device)  # unknown device: one clear error before any work
 

@@ -14,8 +14,8 @@ Later labs add `run kv`, `run batching` the same way.
 
 from __future__ import annotations
 
-from app import __version__, sections
-from app.cli import print_json
+from inferlab.app import __version__, sections
+from inferlab.app.cli import print_json
 
 
 # mcu ----------------------------------------------------------------------------------------
@@ -37,9 +37,9 @@ def _run_mcu(args, recorder):
     """Plan the model, check it against the board, run it on the host interpreter."""
     from pathlib import Path
 
-    from engines.mcu.boards import load_board
-    from engines.mcu.graph import load_model
-    from engines.mcu.interpreter import UnsupportedOpError, check_supported
+    from inferlab.engines.mcu.boards import load_board
+    from inferlab.engines.mcu.graph import load_model
+    from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
     for name, value in (("--planner", args.planner), ("--compare", args.compare)):
         allowed = sections.mcu_planner_names() + ([sections.MCU_NO_COMPARE] if name == "--compare" else [])
         if value not in allowed:
@@ -69,7 +69,7 @@ def _run_mcu(args, recorder):
 
 # kv -----------------------------------------------------------------------------------------
 def _kv_arguments(p) -> None:
-    from engines.kvlab.scenarios import SCENARIO_NAMES
+    from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
 
     p.add_argument("--model", default=sections.KV_DEFAULTS["model"],
                    help="auto (SmolLM2-135M when installed, else tiny), smollm2-135m, tiny, or "
@@ -87,7 +87,7 @@ def _kv_arguments(p) -> None:
 
 def _run_kv(args, recorder):
     """Run a KV scenario to its end (real model, paged cache, contiguous beside it)."""
-    from engines.kvlab.scenarios import get_scenario
+    from inferlab.engines.kvlab.scenarios import get_scenario
 
     get_scenario(args.scenario)  # unknown name: ValueError listing the scenarios
     if args.block_size < 1:
@@ -97,7 +97,7 @@ def _run_kv(args, recorder):
     settings = dict(sections.KV_DEFAULTS, model=args.model, scenario=args.scenario,
                     block_size=args.block_size, n_blocks=args.blocks)
     with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
-        from engines.kvlab.models import load_lab_model
+        from inferlab.engines.kvlab.models import load_lab_model
 
         load_lab_model(args.model, args.device)
     session, records = sections.kv_run(settings, args.device, args.max_steps,
@@ -126,11 +126,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from app.about import host_facts
-    from app.snapshot_io import save
-    from engines.hardware.discovery import discover_devices
-    from engines.trace.recorder import TraceRecorder
-    from engines.trace.snapshot import make_snapshot
+    from inferlab.app.about import host_facts
+    from inferlab.app.snapshot_io import save
+    from inferlab.engines.hardware.discovery import discover_devices
+    from inferlab.engines.trace.recorder import TraceRecorder
+    from inferlab.engines.trace.snapshot import make_snapshot
 
     _add, lab_run = LABS[args.lab]
     recorder = TraceRecorder()

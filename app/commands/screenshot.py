@@ -13,7 +13,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from app.offscreen import render_lab
+    from inferlab.app.offscreen import render_lab
 
     try:
         w, h = (int(v) for v in args.size.lower().split("x"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from app import __version__, sections
+from inferlab.app import __version__, sections
 
 
 def register(sub) -> None:
@@ -17,14 +17,14 @@ def register(sub) -> None:
 
 def build_snapshot(device: str = "cpu", quick: bool = True):
     """Every foundation lab's section from a fresh quick measurement, plus its trace."""
-    from app.about import host_facts
-    from engines.hardware.discovery import discover_devices, torch_device
-    from engines.hardware.microbench import measure_op_points, measure_roofs
-    from engines.hardware.presets import load_hardware_preset
-    from engines.hardware.telemetry import TelemetrySampler
-    from engines.model.config import load_model_preset
-    from engines.trace.recorder import TraceRecorder
-    from engines.trace.snapshot import make_snapshot
+    from inferlab.app.about import host_facts
+    from inferlab.engines.hardware.discovery import discover_devices, torch_device
+    from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
+    from inferlab.engines.hardware.presets import load_hardware_preset
+    from inferlab.engines.hardware.telemetry import TelemetrySampler
+    from inferlab.engines.model.config import load_model_preset
+    from inferlab.engines.trace.recorder import TraceRecorder
+    from inferlab.engines.trace.snapshot import make_snapshot
 
     torch_device(device)
     recorder = TraceRecorder()
@@ -58,7 +58,7 @@ def build_snapshot(device: str = "cpu", quick: bool = True):
 
 
 def run(args) -> int:
-    from app.snapshot_io import save
+    from inferlab.app.snapshot_io import save
 
     path = save(args.out, build_snapshot(args.device, quick=not args.full))
     print(path)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from PySide6.QtCore import QTimer
 
-from app import sections
-from app.labs.base import Lab
-from engines.hardware.microbench import measure_roofs
-from engines.hardware.telemetry import TelemetrySampler
-from views.hardware_view import HardwareView
+from inferlab.app import sections
+from inferlab.app.labs.base import Lab
+from inferlab.engines.hardware.microbench import measure_roofs
+from inferlab.engines.hardware.telemetry import TelemetrySampler
+from inferlab.views.hardware_view import HardwareView
 
 REFRESH_MS = 250  # the charts redraw at 4 Hz; samples arrive at 1–10 Hz
 

@@ -13,10 +13,10 @@ import threading
 
 from PySide6.QtCore import QTimer, Signal
 
-from app import sections
-from app.labs.base import Lab
-from engines.kvlab.scenarios import SCENARIOS
-from views.kv_view import KVView
+from inferlab.app import sections
+from inferlab.app.labs.base import Lab
+from inferlab.engines.kvlab.scenarios import SCENARIOS
+from inferlab.views.kv_view import KVView
 
 LIVE_POOL_CELLS_LIMIT = 4_000_000
 """Live records keep every step's pool state up to this many cells in all (a 100k-block
@@ -50,7 +50,7 @@ class KVLab(Lab):
         self._after_task = None  # what to start once the current task has ended
         self._dirty = False
         self._settings = self._valid(dict(sections.KV_DEFAULTS) | self.saved_settings())
-        from engines.kvlab.models import AUTO, model_choices, resolve_model_name
+        from inferlab.engines.kvlab.models import AUTO, model_choices, resolve_model_name
 
         models = [(AUTO, f"auto ({resolve_model_name(AUTO)})"), *model_choices()]
         self.view.set_choices([(s.name, s.title, s.description) for s in SCENARIOS.values()],
@@ -125,15 +125,15 @@ class KVLab(Lab):
         device = self.context.device_id
         self.session, self.info, self.seq_infos, self.records = None, None, (), []
         self.view.clear("Preparing…")
-        from engines.kvlab.models import resolve_model_name
+        from inferlab.engines.kvlab.models import resolve_model_name
 
         name = resolve_model_name(settings["model"])
         self.view.set_status(f"Loading {name} on {device} and preparing "
                              f"“{SCENARIOS[settings['scenario']].title}”…")
 
         def work(progress, should_stop):
-            from engines.kvlab.models import load_lab_model
-            from engines.kvlab.session import KVLabSession
+            from inferlab.engines.kvlab.models import load_lab_model
+            from inferlab.engines.kvlab.session import KVLabSession
 
             progress(0.05, f"loading {name}")
             model, tokenizer = load_lab_model(settings["model"], device)

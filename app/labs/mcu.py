@@ -12,10 +12,16 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
 
-from app import sections
-from app.labs.base import Lab
-from app.mcu_connect import EMULATED, BoardChoice, BoardSession, ConnectDialog, firmware_planner
-from views.mcu_view import McuView
+from inferlab.app import sections
+from inferlab.app.labs.base import Lab
+from inferlab.app.mcu_connect import (
+    EMULATED,
+    BoardChoice,
+    BoardSession,
+    ConnectDialog,
+    firmware_planner,
+)
+from inferlab.views.mcu_view import McuView
 
 AUTO_RUN_DELAY_MS = 300
 
@@ -55,7 +61,7 @@ class McuLab(Lab):
 
     # choices and settings ------------------------------------------------------------------
     def _boards(self):
-        from engines.mcu.boards import list_boards
+        from inferlab.engines.mcu.boards import list_boards
 
         return list_boards()
 
@@ -110,9 +116,9 @@ class McuLab(Lab):
         """Load the model if it changed, plan it, and draw (milliseconds: done right here)."""
         if self.read_only:
             return
-        from engines.mcu.boards import load_board
-        from engines.mcu.graph import ModelError, load_model
-        from engines.mcu.interpreter import UnsupportedOpError, check_supported
+        from inferlab.engines.mcu.boards import load_board
+        from inferlab.engines.mcu.graph import ModelError, load_model
+        from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
 
         path = self._settings["model"]
         if not path:
@@ -153,7 +159,7 @@ class McuLab(Lab):
 
     def open_model(self, path: str | os.PathLike) -> None:
         """Add a .tflite file to the choices and show it. Raises ModelError / OSError."""
-        from engines.mcu.graph import load_model
+        from inferlab.engines.mcu.graph import load_model
 
         path = str(Path(path).resolve())
         load_model(path)  # fail here, before anything changes
@@ -353,9 +359,9 @@ class McuLab(Lab):
             return
         import numpy as np
 
-        from engines.mcu import protocol as p
-        from engines.mcu.virtual_board import random_input
-        from views.mcu_records import RunRecord
+        from inferlab.engines.mcu import protocol as p
+        from inferlab.engines.mcu.virtual_board import random_input
+        from inferlab.views.mcu_records import RunRecord
 
         model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])
         board_plan = sections.mcu_board_plan(plan)

@@ -6,12 +6,17 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from app import sections
-from app.labs.base import Lab
-from engines.hardware.presets import all_hardware_presets
-from engines.model.config import ConfigError, list_model_presets, load_hf_config, load_model_preset
-from engines.roofline.units import format_bytes
-from views.memory_view import MemoryView
+from inferlab.app import sections
+from inferlab.app.labs.base import Lab
+from inferlab.engines.hardware.presets import all_hardware_presets
+from inferlab.engines.model.config import (
+    ConfigError,
+    list_model_presets,
+    load_hf_config,
+    load_model_preset,
+)
+from inferlab.engines.roofline.units import format_bytes
+from inferlab.views.memory_view import MemoryView
 
 LOCAL = "local"  # target id of the selected compute device (with its measured bandwidth)
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from app import sections
-from app.labs.base import Lab
-from engines.hardware.microbench import measure_op_points, measure_roofs
-from engines.hardware.presets import all_hardware_presets
-from engines.model.config import list_model_presets, load_model_preset
-from engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
-from engines.roofline.formulas import attainable_flops
-from views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
-from views.roofline_view import RooflineView
+from inferlab.app import sections
+from inferlab.app.labs.base import Lab
+from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
+from inferlab.engines.hardware.presets import all_hardware_presets
+from inferlab.engines.model.config import list_model_presets, load_model_preset
+from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
+from inferlab.engines.roofline.formulas import attainable_flops
+from inferlab.views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
+from inferlab.views.roofline_view import RooflineView
 
 DECODE_BATCHES = (1, 4, 16, 64, 256)
 PREFILL_LENGTHS = (16, 128, 1024)

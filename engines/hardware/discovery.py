@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from engines.hardware import cpu_info, nvml
-from engines.hardware.versions import runtime_versions
+from inferlab.engines.hardware import cpu_info, nvml
+from inferlab.engines.hardware.versions import runtime_versions
 
 __all__ = [
     "DeviceInfo",
@@ -154,7 +154,7 @@ def cpu_dtype_support() -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _cpu_matmul_runs(dtype: str) -> bool:
     import torch
 
-    from engines.dtypes import torch_dtype
+    from inferlab.engines.dtypes import torch_dtype
 
     try:
         a = torch.ones(8, 8, dtype=torch_dtype(dtype))

@@ -22,12 +22,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engines.dtypes import torch_dtype
-from engines.hardware.cancel import Cancelled, check_stop
-from engines.hardware.discovery import get_device, torch_device
-from engines.hardware.op_points import MeasuredPoint, measure_op_points
-from engines.hardware.timing import median_call_s
-from engines.roofline.costs import matmul_cost
+from inferlab.engines.dtypes import torch_dtype
+from inferlab.engines.hardware.cancel import Cancelled, check_stop
+from inferlab.engines.hardware.discovery import get_device, torch_device
+from inferlab.engines.hardware.op_points import MeasuredPoint, measure_op_points
+from inferlab.engines.hardware.timing import median_call_s
+from inferlab.engines.roofline.costs import matmul_cost
 
 __all__ = [
     "Cancelled",

@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.dtypes import DTYPE_NAMES
-from engines.presets import dataclass_from_dict, load_preset, preset_ids
+from inferlab.engines.dtypes import DTYPE_NAMES
+from inferlab.engines.presets import dataclass_from_dict, load_preset, preset_ids
 
 HARDWARE_KINDS = ("gpu", "cpu", "mcu")
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import psutil
 
-from engines.hardware import nvml
-from engines.hardware.ring_buffer import RingBuffer
-from engines.hardware.telemetry_history import GPU_SERIES, GpuSeries, TelemetryHistory
+from inferlab.engines.hardware import nvml
+from inferlab.engines.hardware.ring_buffer import RingBuffer
+from inferlab.engines.hardware.telemetry_history import GPU_SERIES, GpuSeries, TelemetryHistory
 
 __all__ = ["MAX_HZ", "MIN_HZ", "GpuSeries", "TelemetryHistory", "TelemetrySampler"]
 
@@ -150,7 +150,7 @@ def _fit(values: list[float], cores: int) -> np.ndarray:
 
 
 def _default_gpu_ids() -> list[str]:
-    from engines.hardware.discovery import device_ids
+    from inferlab.engines.hardware.discovery import device_ids
 
     return [device for device in device_ids() if device.startswith("cuda:")]
 

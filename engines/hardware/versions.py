@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
-from engines.hardware import nvml
+from inferlab.engines.hardware import nvml
 
 
 def runtime_versions() -> dict[str, str | None]:

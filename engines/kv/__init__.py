@@ -11,24 +11,24 @@
     KVPoolState         every block of the paged pool as numpy arrays (the block grid)
 """
 
-from engines.kv.attention_metadata import (
+from inferlab.engines.kv.attention_metadata import (
     AttentionMetadata,
     PagedAttention,
     build_attention_metadata,
     paged_attention,
 )
-from engines.kv.block_manager import BlockManager
-from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool, blocks_for_budget
-from engines.kv.cache import PagedKVCache, kv_bytes_per_block, kv_bytes_per_slot
-from engines.kv.contiguous import ContiguousAllocator
-from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
-from engines.kv.paged_attention import (
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool, blocks_for_budget
+from inferlab.engines.kv.cache import PagedKVCache, kv_bytes_per_block, kv_bytes_per_slot
+from inferlab.engines.kv.contiguous import ContiguousAllocator
+from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from inferlab.engines.kv.paged_attention import (
     DecodeAttention,
     paged_attention_decode,
     paged_attention_prefill,
 )
-from engines.kv.pool_state import KVPoolState
-from engines.kv.stats import KVStats
+from inferlab.engines.kv.pool_state import KVPoolState
+from inferlab.engines.kv.stats import KVStats
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from engines.kv.block_manager import BlockManager
-from engines.kv.cache import PagedKVCache
-from engines.kv.paged_attention import DecodeAttention, paged_attention_prefill
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.cache import PagedKVCache
+from inferlab.engines.kv.paged_attention import DecodeAttention, paged_attention_prefill
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engines.kv.attention_metadata import AttentionMetadata, PagedAttention
-from engines.kv.block_manager import BlockManager
-from engines.kv.cache import PagedKVCache
-from engines.kv.contiguous import ContiguousAllocator
-from engines.kv.paged_attention import sdpa_gqa
+from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.cache import PagedKVCache
+from inferlab.engines.kv.contiguous import ContiguousAllocator
+from inferlab.engines.kv.paged_attention import sdpa_gqa
 
 BLOCK_SIZE = 16
 

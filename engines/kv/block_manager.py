@@ -25,12 +25,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
-from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
-from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
-from engines.kv.free_queue import Block
-from engines.kv.pool_state import CACHED_FREE, SHARED, USED, KVPoolState
-from engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
-from engines.kv.stats import KVStats
+from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
+from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from inferlab.engines.kv.free_queue import Block
+from inferlab.engines.kv.pool_state import CACHED_FREE, SHARED, USED, KVPoolState
+from inferlab.engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
+from inferlab.engines.kv.stats import KVStats
 
 
 class _Seq:
@@ -65,7 +65,7 @@ class BlockManager:
         hash_fn=None,
         bytes_per_slot: int = 0,
     ) -> None:
-        from engines.kv import prefix_cache
+        from inferlab.engines.kv import prefix_cache
 
         self.pool = BlockPool(n_blocks, block_size, enable_prefix_caching)
         self.block_size = block_size

@@ -11,8 +11,8 @@ The pool knows nothing of sequences; `BlockManager` keeps the block tables.
 
 from __future__ import annotations
 
-from engines.kv.free_queue import Block, FreeBlockQueue
-from engines.kv.prefix_cache import PrefixCacheIndex
+from inferlab.engines.kv.free_queue import Block, FreeBlockQueue
+from inferlab.engines.kv.prefix_cache import PrefixCacheIndex
 
 DEFAULT_BLOCK_SIZE = 16
 """Tokens per block, vLLM's default."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import torch
 
-from engines.kv.block_pool import DEFAULT_BLOCK_SIZE, blocks_for_budget
+from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, blocks_for_budget
 
 
 def kv_bytes_per_slot(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_element: float) -> int:
@@ -36,7 +36,7 @@ def kv_bytes_per_block(
 def _as_torch_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
-    from engines.dtypes import torch_dtype
+    from inferlab.engines.dtypes import torch_dtype
 
     return torch_dtype(dtype)
 

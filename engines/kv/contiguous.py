@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
-from engines.kv.stats import KVStats
+from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from inferlab.engines.kv.stats import KVStats
 
 
 class ContiguousAllocator:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from engines.kv.cache import PagedKVCache
+from inferlab.engines.kv.cache import PagedKVCache
 
 
 def _sdpa_has_gqa() -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engines.kv.free_queue import Block
+from inferlab.engines.kv.free_queue import Block
 
 ROOT_HASH = 0x1F2E3D4C5B6A7988
 """The parent hash of a sequence's first block."""

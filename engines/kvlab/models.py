@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from engines.model.registry import MODEL_NAMES, SMOLLM2_ID, load_model, smollm2_gguf_path
+from inferlab.engines.model.registry import MODEL_NAMES, SMOLLM2_ID, load_model, smollm2_gguf_path
 
 AUTO = "auto"
 """SmolLM2 when installed, else tiny."""

@@ -15,8 +15,8 @@ from dataclasses import MISSING, asdict, dataclass, fields
 
 import numpy as np
 
-from engines.kv.pool_state import KVPoolState
-from engines.kv.stats import KVStats
+from inferlab.engines.kv.pool_state import KVPoolState
+from inferlab.engines.kv.stats import KVStats
 
 # sequence status (paged side); the contiguous side uses the same words
 WAITING = "waiting"

@@ -26,9 +26,9 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from engines.kv.contiguous import ContiguousAllocator
-from engines.kv.errors import KVCapacityError, KVOutOfMemoryError
-from engines.kvlab.records import (
+from inferlab.engines.kv.contiguous import ContiguousAllocator
+from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from inferlab.engines.kvlab.records import (
     FINISHED,
     PREEMPTED,
     REFUSED,
@@ -41,9 +41,9 @@ from engines.kvlab.records import (
     SeqInfo,
     SeqStep,
 )
-from engines.kvlab.scenarios import PreparedRequest, PreparedScenario, prepare
-from engines.model.runner import ModelRunner
-from engines.model.sampler import GREEDY, Sampler, SamplingParams
+from inferlab.engines.kvlab.scenarios import PreparedRequest, PreparedScenario, prepare
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.model.sampler import GREEDY, Sampler, SamplingParams
 
 MAX_STEPS = 2000
 """A run stops here whatever happens (a guard, not a scenario length)."""

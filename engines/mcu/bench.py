@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engines.mcu.graph import Model, load_model
-from engines.mcu.planners import plan_model
+from inferlab.engines.mcu.graph import Model, load_model
+from inferlab.engines.mcu.planners import plan_model
 
 MODELS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 REPEATS = 3
@@ -56,7 +56,7 @@ def _random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
 
 
 def _invoke_ms(model: Model, plan) -> tuple[float | None, str | None]:
-    from engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter
 
     try:
         interp = ArenaInterpreter(model, plan)
@@ -70,8 +70,8 @@ def _invoke_ms(model: Model, plan) -> tuple[float | None, str | None]:
 
 def bench_model(model: Model) -> dict:
     """Every figure of one model."""
-    from engines.mcu.interpreter import op_macs
-    from engines.mcu.patching import patch_applicable
+    from inferlab.engines.mcu.interpreter import op_macs
+    from inferlab.engines.mcu.patching import patch_applicable
 
     greedy = plan_model(model, "tflm-greedy")
     plan_ms, best = _fastest_ms(lambda: plan_model(model, "best"))

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.presets import preset_dir
+from inferlab.engines.presets import preset_dir
 
 # RAM the runtime needs besides the arena (stack, protocol buffers, op data), and the flash
 # its code takes: assumptions for a small bare-metal runtime, overridable per call.

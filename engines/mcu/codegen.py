@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engines.mcu.graph import Model, load_model
-from engines.mcu.interpreter import ArenaInterpreter, op_macs
-from engines.mcu.kernels.common import (
+from inferlab.engines.mcu.graph import Model, load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter, op_macs
+from inferlab.engines.mcu.kernels.common import (
     OpContext,
     UnsupportedOpError,
     pad_before,
@@ -41,14 +41,14 @@ from engines.mcu.kernels.common import (
     scales_of,
     zero_point_of,
 )
-from engines.mcu.kernels.conv import conv_params, per_channel_multipliers
-from engines.mcu.kernels.depthwise import depthwise_params
-from engines.mcu.kernels.elementwise import ADD_LEFT_SHIFT_INT8, add_params
-from engines.mcu.kernels.fixed_point import activation_range, quantize_multiplier
-from engines.mcu.kernels.fully_connected import per_tensor_multiplier
-from engines.mcu.kernels.softmax import softmax_params
-from engines.mcu.lifetimes import model_buffers
-from engines.mcu.planners import Plan, plan_buffers
+from inferlab.engines.mcu.kernels.conv import conv_params, per_channel_multipliers
+from inferlab.engines.mcu.kernels.depthwise import depthwise_params
+from inferlab.engines.mcu.kernels.elementwise import ADD_LEFT_SHIFT_INT8, add_params
+from inferlab.engines.mcu.kernels.fixed_point import activation_range, quantize_multiplier
+from inferlab.engines.mcu.kernels.fully_connected import per_tensor_multiplier
+from inferlab.engines.mcu.kernels.softmax import softmax_params
+from inferlab.engines.mcu.lifetimes import model_buffers
+from inferlab.engines.mcu.planners import Plan, plan_buffers
 
 _DTYPES = {"int8": "FW_INT8", "int16": "FW_INT16", "int32": "FW_INT32",
            "float32": "FW_FLOAT32", "uint8": "FW_UINT8"}

@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from engines.mcu.graph import Model
-from engines.mcu.kernels import KERNELS, OpContext, UnsupportedOpError
-from engines.mcu.lifetimes import is_planned
-from engines.mcu.planners import Plan
+from inferlab.engines.mcu.graph import Model
+from inferlab.engines.mcu.kernels import KERNELS, OpContext, UnsupportedOpError
+from inferlab.engines.mcu.lifetimes import is_planned
+from inferlab.engines.mcu.planners import Plan
 
 __all__ = ["ArenaInterpreter", "UnsupportedOpError", "op_macs", "supported_ops"]
 
@@ -141,7 +141,7 @@ class ArenaInterpreter:
     def _bind_schedule(self) -> list[tuple[int, Callable[[], None]]]:
         model, plan = self.model, self.plan
         if plan.patch is not None:
-            from engines.mcu.patching import bind_patch_schedule
+            from inferlab.engines.mcu.patching import bind_patch_schedule
 
             return bind_patch_schedule(model, plan, self.arena, self.arrays)
         order = plan.op_order if plan.op_order is not None else range(len(model.operators))

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engines.mcu.graph import ELEMENT_BYTES, Model, ModelError, Operator
+from inferlab.engines.mcu.graph import ELEMENT_BYTES, Model, ModelError, Operator
 
 ALIGNMENT_BYTES = 16  # MicroArenaBufferAlignment()
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engines.mcu.graph import Model, ModelError
-from engines.mcu.kernels import REGION_KERNELS, OpContext, Window
-from engines.mcu.kernels.common import pad_before
-from engines.mcu.lifetimes import Buffer, align_up, scheduled_buffers
-from engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
+from inferlab.engines.mcu.graph import Model, ModelError
+from inferlab.engines.mcu.kernels import REGION_KERNELS, OpContext, Window
+from inferlab.engines.mcu.kernels.common import pad_before
+from inferlab.engines.mcu.lifetimes import Buffer, align_up, scheduled_buffers
+from inferlab.engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
 
 MAX_GRID = 8  # patches per side tried by the search
 MAX_MAC_OVERHEAD = 0.2  # recomputation allowed, as a share of the whole model's MACs
@@ -221,7 +221,7 @@ def _tensor_bytes(model: Model, tensor: int, rows, cols) -> int:
 
 def _macs_per_pixel(model: Model, ops: Sequence[int]) -> dict[int, int]:
     """Operator -> multiply-accumulates per output pixel (all channels)."""
-    from engines.mcu.interpreter import op_macs
+    from inferlab.engines.mcu.interpreter import op_macs
 
     out = {}
     for i in ops:
@@ -340,7 +340,7 @@ def plan_patch_based(
     whose recomputation adds at most `max_mac_overhead` of the whole model's MACs (None:
     any); fewer MACs first among equal arenas. Raises `ModelError` (a ValueError) when the
     model has no stage to patch."""
-    from engines.mcu.interpreter import op_macs
+    from inferlab.engines.mcu.interpreter import op_macs
 
     total = sum(op_macs(model, i) for i in range(len(model.operators)))
     candidates = []
@@ -392,7 +392,7 @@ def bind_patch_schedule(model: Model, plan: Plan, arena: bytearray, arrays):
     """(operator index, run) in execution order for `ArenaInterpreter`: the operators
     before the stage, the stage patch by patch (each tile a view at its planned offset in
     `arena`), then the rest. `arrays` holds the whole tensors' views."""
-    from engines.mcu.kernels import KERNELS
+    from inferlab.engines.mcu.kernels import KERNELS
 
     stage = plan.patch
     ops = model.operators

@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engines.mcu.graph import Model, load_model
-from engines.mcu.lifetimes import Buffer, model_buffers
+from inferlab.engines.mcu.graph import Model, load_model
+from inferlab.engines.mcu.lifetimes import Buffer, model_buffers
 
 if TYPE_CHECKING:
-    from engines.mcu.patching import PatchStage
+    from inferlab.engines.mcu.patching import PatchStage
 
 Planner = Callable[[Sequence[Buffer]], list[int]]
 
@@ -368,9 +368,9 @@ def plan_buffers(buffers: Sequence[Buffer], planner: str = "tflm-greedy") -> Pla
 # `plan_best`, so they need the model, not a buffer list. name -> (module, function); each
 # function is `fn(model) -> Plan`, and `ArenaInterpreter` runs the plans they return.
 MODEL_PLANNERS: dict[str, tuple[str, str]] = {
-    "aliased": ("engines.mcu.aliasing", "plan_aliased"),
-    "reordered": ("engines.mcu.reorder", "plan_reordered"),
-    "patch-based": ("engines.mcu.patching", "plan_patch_based"),
+    "aliased": ("inferlab.engines.mcu.aliasing", "plan_aliased"),
+    "reordered": ("inferlab.engines.mcu.reorder", "plan_reordered"),
+    "patch-based": ("inferlab.engines.mcu.patching", "plan_patch_based"),
 }
 
 

@@ -26,8 +26,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engines.mcu.graph import Model, ModelError, load_model
-from engines.mcu.lifetimes import (
+from inferlab.engines.mcu.graph import Model, ModelError, load_model
+from inferlab.engines.mcu.lifetimes import (
     Buffer,
     align_up,
     is_planned,
@@ -35,7 +35,7 @@ from engines.mcu.lifetimes import (
     scheduled_buffers,
     scratch_requests,
 )
-from engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
+from inferlab.engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
 
 DEFAULT_BEAM = 256  # down-sets kept per layer before the search stops being exact
 

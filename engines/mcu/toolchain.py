@@ -26,8 +26,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from engines.mcu import codegen
-from engines.mcu.boards import BoardPreset, load_board
+from inferlab.engines.mcu import codegen
+from inferlab.engines.mcu.boards import BoardPreset, load_board
 
 FIRMWARE_DIR = Path(os.environ.get("INFERLAB_FIRMWARE_DIR")
                     or Path(__file__).resolve().parents[2] / "firmware")

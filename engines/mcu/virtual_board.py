@@ -25,15 +25,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engines.mcu import protocol as p
-from engines.mcu.boards import (
+from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.boards import (
     DEFAULT_CODE_BYTES,
     DEFAULT_RUNTIME_OVERHEAD_BYTES,
     BoardPreset,
     fit_check,
     load_board,
 )
-from engines.mcu.interpreter import op_macs
+from inferlab.engines.mcu.interpreter import op_macs
 
 DEFAULT_MAX_PAYLOAD = 2048
 
@@ -50,7 +50,7 @@ class _Refuse(Exception):
 
 def arena_runner(model, plan) -> Runner:
     """Run `model` with the arena interpreter at `plan`'s offsets (the default factory)."""
-    from engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter
 
     interp = ArenaInterpreter(model, plan)
 
@@ -74,7 +74,7 @@ class VirtualBoard:
         if not p.MIN_PAYLOAD_BYTES <= max_payload <= p.MAX_PAYLOAD_BYTES:
             raise ValueError(f"max_payload must be in {p.MIN_PAYLOAD_BYTES}.."
                              f"{p.MAX_PAYLOAD_BYTES}, got {max_payload}")
-        from engines.mcu.planners import PLANNERS
+        from inferlab.engines.mcu.planners import PLANNERS
 
         if planner not in PLANNERS:
             raise ValueError(f"unknown planner {planner!r}; expected one of "
@@ -121,9 +121,9 @@ class VirtualBoard:
             raise ValueError(self._sram_message(self.plan.arena_bytes))
 
     def _install(self, model_bytes: bytes) -> None:
-        from engines.mcu.graph import ModelError, load_model
-        from engines.mcu.lifetimes import model_buffers
-        from engines.mcu.planners import plan_buffers
+        from inferlab.engines.mcu.graph import ModelError, load_model
+        from inferlab.engines.mcu.lifetimes import model_buffers
+        from inferlab.engines.mcu.planners import plan_buffers
 
         self._clear_model()
         try:
@@ -316,7 +316,7 @@ class VirtualBoard:
         return p.PlanAck(len(entries), n, arena, self.arena_limit_bytes, complete).pack()
 
     def _activate_plan(self, arena: int, offsets: list[int]) -> None:
-        from engines.mcu.planners import Plan, conflicts, lower_bound_bytes
+        from inferlab.engines.mcu.planners import Plan, conflicts, lower_bound_bytes
 
         self._plan_part = None
         clash = conflicts(self._buffers, offsets)

@@ -36,7 +36,7 @@ def _decode_rate(run: Callable[[int], None], new_tokens: int) -> float:
 
 
 def _ours(model, ids: list[int]) -> Callable[[int], None]:
-    from engines.model.generate import generate
+    from inferlab.engines.model.generate import generate
 
     def run(n: int) -> None:
         generate(model, [ids], max_new_tokens=n)
@@ -75,7 +75,7 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
     """
     from pathlib import Path
 
-    from engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
+    from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
     before = torch.get_num_threads()
     if threads is not None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines.presets import dataclass_from_dict, load_preset, parse_json, preset_ids
+from inferlab.engines.presets import dataclass_from_dict, load_preset, parse_json, preset_ids
 
 MLP_KINDS = ("swiglu", "gelu")
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from engines.model.llama import Llama
-from engines.model.runner import ModelRunner
-from engines.model.sampler import GREEDY, Sampler, SamplingParams
+from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.model.sampler import GREEDY, Sampler, SamplingParams
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from engines.model.config import ConfigError, ModelConfig
-from engines.model.errors import ModelLoadError
-from engines.model.llama import Llama
-from engines.model.tokenizer import Tokenizer, chat_template_from_jinja
+from inferlab.engines.model.config import ConfigError, ModelConfig
+from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.tokenizer import Tokenizer, chat_template_from_jinja
 
 GGUF_MAGIC = b"GGUF"
 LLAMA_ARCHITECTURES = ("llama",)

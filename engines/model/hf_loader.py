@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from engines.model.config import ConfigError, ModelConfig, model_config_from_hf
-from engines.model.errors import ModelLoadError
-from engines.model.llama import Llama
-from engines.model.tokenizer import Tokenizer
+from inferlab.engines.model.config import ConfigError, ModelConfig, model_config_from_hf
+from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.tokenizer import Tokenizer
 
 LLAMA_MODEL_TYPES = ("llama",)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")

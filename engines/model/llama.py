@@ -28,13 +28,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from engines.kv.attention_metadata import AttentionMetadata, PagedAttention
-from engines.kv.cache import PagedKVCache
-from engines.kv.paged_attention import sdpa_gqa
-from engines.model.config import ModelConfig
-from engines.model.errors import ModelLoadError
-from engines.model.linear import Linear
-from engines.model.rope import RopeTables, apply_rope
+from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
+from inferlab.engines.kv.cache import PagedKVCache
+from inferlab.engines.kv.paged_attention import sdpa_gqa
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.linear import Linear
+from inferlab.engines.model.rope import RopeTables, apply_rope
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

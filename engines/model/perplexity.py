@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import torch
 
-from engines.model.llama import Llama
+from inferlab.engines.model.llama import Llama
 
 PASSAGE = "lighthouse.txt"
 
 
 def passage_text(name: str = PASSAGE) -> str:
     """A text from assets/text (see assets/text/SOURCES.md)."""
-    return (importlib.resources.files("assets") / "text" / name).read_text(encoding="utf-8")
+    return (importlib.resources.files("inferlab.assets") / "text" / name).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from engines.model.llama import Llama, resolve_dtype
-from engines.model.tokenizer import Tokenizer
+from inferlab.engines.model.llama import Llama, resolve_dtype
+from inferlab.engines.model.tokenizer import Tokenizer
 
 SMOLLM2_ID = "smollm2-135m"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -60,20 +60,20 @@ def load_model(spec: str, dtype: str = "fp32", device: str = "cpu") -> tuple[Lla
     if not spec or not spec.strip():
         raise ValueError(f"unknown model {spec!r}: {choices}")
     if spec == "tiny":
-        from engines.model.tiny import tiny_model
+        from inferlab.engines.model.tiny import tiny_model
 
         return tiny_model(dtype, dev)
     if spec == SMOLLM2_ID:
-        from engines.model.gguf_loader import load_gguf
+        from inferlab.engines.model.gguf_loader import load_gguf
 
         return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID)
     path = Path(spec).expanduser()
     if path.is_dir():
-        from engines.model.hf_loader import load_hf_folder
+        from inferlab.engines.model.hf_loader import load_hf_folder
 
         return load_hf_folder(path, dtype, dev)
     if path.is_file():
-        from engines.model.gguf_loader import load_gguf
+        from inferlab.engines.model.gguf_loader import load_gguf
 
         return load_gguf(path, dtype, dev)
     raise ValueError(f"unknown model {spec!r}: {choices}")

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import torch
 
-from engines.kv.attention_metadata import AttentionMetadata, build_attention_metadata
-from engines.kv.block_manager import BlockManager
-from engines.model.llama import Llama
+from inferlab.engines.kv.attention_metadata import AttentionMetadata, build_attention_metadata
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.model.llama import Llama
 
 
 class ModelRunner:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from engines.model.config import ModelConfig
-from engines.model.llama import Llama, hf_weight_shapes
-from engines.model.tokenizer import Tokenizer
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.model.llama import Llama, hf_weight_shapes
+from inferlab.engines.model.tokenizer import Tokenizer
 
 TINY_SEED = 0
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
-from engines.model.errors import ModelLoadError
+from inferlab.engines.model.errors import ModelLoadError
 
 # llama.cpp's Llama 3 pre-tokenizer regex ("llama-bpe"), split before the byte mapping.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"

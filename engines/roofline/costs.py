@@ -4,13 +4,13 @@ Each returns an OpCost (FLOPs, bytes moved); counting rules are in the docstring
 layer_costs.py (single operations) and step_costs.py (a whole model step).
 """
 
-from engines.roofline.layer_costs import (
+from inferlab.engines.roofline.layer_costs import (
     attention_decode_cost,
     attention_prefill_cost,
     matmul_cost,
 )
-from engines.roofline.op_cost import OpCost, sum_costs
-from engines.roofline.step_costs import (
+from inferlab.engines.roofline.op_cost import OpCost, sum_costs
+from inferlab.engines.roofline.step_costs import (
     DEFAULT_BATCHES,
     DEFAULT_PREFILL_LENGTHS,
     decode_batch_sweep,

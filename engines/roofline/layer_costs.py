@@ -8,10 +8,10 @@ counted (they are O(S²·H), small next to the O(S²·H·d_head) matmuls).
 
 from __future__ import annotations
 
-from engines.dtypes import bytes_per_element
-from engines.model.config import ModelConfig
-from engines.roofline.memory import kv_bytes_per_token
-from engines.roofline.op_cost import OpCost
+from inferlab.engines.dtypes import bytes_per_element
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.roofline.memory import kv_bytes_per_token
+from inferlab.engines.roofline.op_cost import OpCost
 
 
 def matmul_cost(m: int, n: int, k: int, dtype: str = "fp32") -> OpCost:

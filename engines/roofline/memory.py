@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from engines.dtypes import bytes_per_element
-from engines.model.config import ModelConfig
+from inferlab.engines.dtypes import bytes_per_element
+from inferlab.engines.model.config import ModelConfig
 
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "fp16") -> int:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engines.roofline import formulas
+from inferlab.engines.roofline import formulas
 
 
 @dataclass(frozen=True)

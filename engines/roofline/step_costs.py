@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engines.dtypes import bytes_per_element
-from engines.model.config import ModelConfig
-from engines.roofline.layer_costs import attention_decode_cost, attention_prefill_cost
-from engines.roofline.memory import kv_bytes_per_token
-from engines.roofline.op_cost import OpCost, sum_costs
+from inferlab.engines.dtypes import bytes_per_element
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.roofline.layer_costs import attention_decode_cost, attention_prefill_cost
+from inferlab.engines.roofline.memory import kv_bytes_per_token
+from inferlab.engines.roofline.op_cost import OpCost, sum_costs
 
 DEFAULT_BATCHES: tuple[int, ...] = tuple(2**i for i in range(9))  # 1 … 256
 DEFAULT_PREFILL_LENGTHS: tuple[int, ...] = tuple(2**i for i in range(4, 16))  # 16 … 32768

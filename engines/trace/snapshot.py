@@ -21,9 +21,9 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from engines.trace.atomic import atomic_write_text
-from engines.trace.jsonable import to_jsonable
-from engines.trace.snapshot_schema import (
+from inferlab.engines.trace.atomic import atomic_write_text
+from inferlab.engines.trace.jsonable import to_jsonable
+from inferlab.engines.trace.snapshot_schema import (
     LAB_PARTS,
     SCHEMA,
     SnapshotError,

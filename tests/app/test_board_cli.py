@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli import main
-from engines.mcu.graph import load_model
-from engines.mcu.virtual_board import VirtualBoard
+from inferlab.app.cli import main
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.virtual_board import VirtualBoard
 from tests.engines.mcu.mcu_testdata import MODELS_DIR
 from tests.engines.mcu.mcu_virtual_boards import hang_guard, served_boards
 
@@ -136,7 +136,7 @@ def test_board_run_errors_are_one_line(capsys, board_url, tmp_path):
 
 def test_virtual_board_command_prints_its_pty_and_serves(capsys):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "virtual-board", "--board",
+    proc = subprocess.Popen([sys.executable, "-m", "inferlab.app.cli", "virtual-board", "--board",
                              "stm32f411"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
@@ -168,8 +168,8 @@ def test_virtual_board_command_rejects_bad_options(capsys):
 
 @needs_models
 def test_board_run_output_equals_the_arena_interpreter(capsys, board_url, tmp_path):
-    from engines.mcu.interpreter import ArenaInterpreter
-    from engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.mcu.planners import plan_model
 
     path = MODELS_DIR / "micro_speech_quantized.tflite"
     model = load_model(path)

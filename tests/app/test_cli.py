@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from app import __version__
-from app.cli import main
+from inferlab.app import __version__
+from inferlab.app.cli import main
 
 
 def run_cli(capsys, *argv):
@@ -88,7 +88,7 @@ def test_roofline_quick_json(capsys):
 
 
 def test_snapshot_then_screenshot_of_it(capsys, tmp_path):
-    from engines.trace.snapshot import read_snapshot
+    from inferlab.engines.trace.snapshot import read_snapshot
 
     snap = tmp_path / "s.json"
     code, _, _ = run_cli(capsys, "snapshot", "--out", str(snap))
@@ -112,7 +112,7 @@ def test_screenshot_memory_live(capsys, tmp_path):
 
 def test_window_without_display_fails_fast_with_one_sentence():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    out = subprocess.run([sys.executable, "-m", "app.cli"], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "inferlab.app.cli"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -121,7 +121,7 @@ def test_window_without_display_fails_fast_with_one_sentence():
 
 
 def test_display_detection():
-    from app.gui import display_available
+    from inferlab.app.gui import display_available
 
     assert not display_available({}, "linux")
     assert display_available({"DISPLAY": ":0"}, "linux")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
-from engines.kvlab.records import ContiguousRegion
-from views.kv_contiguous import address_codes
-from views.kv_grid import (
+from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
+from inferlab.engines.kvlab.records import ContiguousRegion
+from inferlab.views.kv_contiguous import address_codes
+from inferlab.views.kv_grid import (
     CACHED_CODE,
     CACHED_DIM,
     EXTERNAL_CODE,
@@ -118,7 +118,7 @@ def test_address_line_codes():
 
 
 def test_a_100k_block_grid_draws(qtbot):
-    from app.benches.kv import synthetic_pool
+    from inferlab.app.benches.kv import synthetic_pool
 
     pool = synthetic_pool(100_000, n_requests=1500)
     grid = KVGridPlot()
@@ -148,7 +148,7 @@ def wait_idle(qtbot, window, timeout_ms=60000):
 
 
 def test_lab_steps_exports_and_reopens_read_only(qtbot, make_window, tmp_path):
-    from app.labs.kv import AUTO_STEPS
+    from inferlab.app.labs.kv import AUTO_STEPS
 
     window = make_window()
     window.show_lab("kv")
@@ -219,9 +219,9 @@ def test_a_new_scenario_is_one_click(qtbot, make_window):
 
 
 def test_run_kv_cli_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_window):
-    from app import sections
-    from app.cli import main
-    from engines.trace.snapshot import read_snapshot
+    from inferlab.app import sections
+    from inferlab.app.cli import main
+    from inferlab.engines.trace.snapshot import read_snapshot
 
     out = tmp_path / "kv.json"
     assert main(["run", "kv", "--model", "tiny", "--scenario", "shared-prompt", "--snapshot",
@@ -254,7 +254,7 @@ def test_run_kv_cli_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_wi
 
 
 def test_bad_kv_sections_name_the_field():
-    from app import sections
+    from inferlab.app import sections
 
     with pytest.raises(ValueError, match="labs.kv: missing field 'settings'"):
         sections.read_kv_section({})
@@ -265,10 +265,10 @@ def test_bad_kv_sections_name_the_field():
 
 
 def test_a_big_runs_snapshot_keeps_some_pools_and_replays_them(qtbot, monkeypatch):
-    from app import sections
-    from engines.kvlab.session import KVLabSession
-    from engines.model.tiny import tiny_model
-    from views.kv_view import KVView
+    from inferlab.app import sections
+    from inferlab.engines.kvlab.session import KVLabSession
+    from inferlab.engines.model.tiny import tiny_model
+    from inferlab.views.kv_view import KVView
 
     session = KVLabSession(*tiny_model(), "fork")
     records = session.run()

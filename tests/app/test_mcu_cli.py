@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli import main
-from engines.mcu.graph import load_model
-from engines.mcu.interpreter import ArenaInterpreter
-from engines.mcu.planners import plan_model, planner_names
+from inferlab.app.cli import main
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.planners import plan_model, planner_names
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS_DIR = ROOT.parent / "shared" / "models"

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
-from app import sections
-from app.mcu_connect import PORT, VIRTUAL, BoardChoice, ConnectDialog
-from engines.mcu.boards import load_board
-from engines.mcu.graph import load_model
-from engines.mcu.interpreter import op_macs
-from engines.mcu.planners import plan_model
-from views.mcu_arena import ArenaItem
+from inferlab.app import sections
+from inferlab.app.mcu_connect import PORT, VIRTUAL, BoardChoice, ConnectDialog
+from inferlab.engines.mcu.boards import load_board
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import op_macs
+from inferlab.engines.mcu.planners import plan_model
+from inferlab.views.mcu_arena import ArenaItem
 
 MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 PERSON = MODELS / "person_detect.tflite"
@@ -306,7 +306,7 @@ def test_broken_mcu_section_is_named(make_window, lab_window, tmp_path):
 
 
 def test_opened_model_is_remembered_and_bad_files_refused(qtbot, make_window, settings_path, tmp_path):
-    from engines.mcu.graph import ModelError
+    from inferlab.engines.mcu.graph import ModelError
 
     copy = tmp_path / "my_hello.tflite"
     shutil.copy(HELLO, copy)
@@ -341,8 +341,8 @@ def test_host_outputs_equal_a_direct_interpreter_run():
     model = load_model(HELLO)
     plan = plan_model(model)
     run, outputs = sections.mcu_host_run(model, plan, seed=3, repeats=2)
-    from engines.mcu.interpreter import ArenaInterpreter
-    from engines.mcu.virtual_board import random_input
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.mcu.virtual_board import random_input
 
     expected = ArenaInterpreter(model, plan).invoke(random_input(model, 3))
     assert np.array_equal(outputs[0], expected) and run.repeats == 2 and run.seed == 3

@@ -15,11 +15,11 @@ import psutil
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
-from app import sections
-from app.mcu_connect import EMULATED, VIRTUAL, BoardChoice, ConnectDialog
-from engines.mcu.graph import load_model
-from engines.mcu.planners import plan_model
-from engines.mcu.toolchain import install_command
+from inferlab.app import sections
+from inferlab.app.mcu_connect import EMULATED, VIRTUAL, BoardChoice, ConnectDialog
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.toolchain import install_command
 from tests.firmware.fwtools import need_tools
 
 MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"

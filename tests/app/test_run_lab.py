@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from app import sections
-from app.cli import main
-from engines.mcu.graph import load_model
-from engines.mcu.interpreter import op_macs
-from engines.mcu.planners import plan_model
-from engines.trace.snapshot import read_snapshot
+from inferlab.app import sections
+from inferlab.app.cli import main
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import op_macs
+from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.trace.snapshot import read_snapshot
 
 MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 HELLO = MODELS / "hello_world_int8.tflite"

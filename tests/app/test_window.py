@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from PySide6.QtGui import QImage
 
-from app.labs import LAB_IDS
+from inferlab.app.labs import LAB_IDS
 
 
 def wait_idle(qtbot, window, timeout_ms=60000):

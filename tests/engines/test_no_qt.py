@@ -49,10 +49,10 @@ def failed(name):
     failures[name] = traceback.format_exc(limit=-3)
 
 
-import engines
+import inferlab.engines as engines
 
-names = ["engines"]
-for info in pkgutil.walk_packages(engines.__path__, "engines.", onerror=failed):
+names = ["inferlab.engines"]
+for info in pkgutil.walk_packages(engines.__path__, "inferlab.engines.", onerror=failed):
     names.append(info.name)
 for name in names:
     try:
@@ -82,7 +82,7 @@ def run_child() -> dict:
 
 def test_every_engines_module_imports_with_qt_blocked():
     result = run_child()
-    assert "engines.trace.snapshot" in result["modules"]  # the walk found the package
+    assert "inferlab.engines.trace.snapshot" in result["modules"]  # the walk found the package
     assert result["preloaded"] == [], "Qt was loaded before the check started"
     failures = "\n".join(f"{name}:\n{tb}" for name, tb in result["failures"].items())
     assert not result["failures"], f"engines modules failed to import:\n{failures}"

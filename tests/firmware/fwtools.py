@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engines.mcu import protocol as p
-from engines.mcu.toolchain import FIRMWARE_DIR, ToolMissing, require_tools
+from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.toolchain import FIRMWARE_DIR, ToolMissing, require_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS_DIR = ROOT.parent / "shared" / "models"
@@ -38,7 +38,7 @@ def need_tools(target: str) -> None:
     try:
         require_tools(target)
         if target != "host":
-            from engines.mcu.emulator import find_qemu
+            from inferlab.engines.mcu.emulator import find_qemu
 
             find_qemu()
     except ToolMissing as exc:
@@ -172,7 +172,7 @@ class FirmwareLib:
 
 def build_lib(models: dict[str, bytes], out_dir: Path) -> FirmwareLib:
     """Generate every model (symbol -> .tflite bytes) into out_dir and build the library."""
-    from engines.mcu.codegen import generate
+    from inferlab.engines.mcu.codegen import generate
 
     need_tools("host")
     out_dir.mkdir(parents=True, exist_ok=True)

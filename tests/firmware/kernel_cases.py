@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import out_size
+from inferlab.engines.mcu.kernels.common import out_size
 from tests.engines.mcu.tflite_builder import ACT, PADDING, one_op_model
 
 ACTS = tuple(ACT)

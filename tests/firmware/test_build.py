@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from app.cli import main
-from engines.mcu.boards import BoardPreset
-from engines.mcu.toolchain import FirmwareBuildError, build_firmware, tflm_head_tail
+from inferlab.app.cli import main
+from inferlab.engines.mcu.boards import BoardPreset
+from inferlab.engines.mcu.toolchain import FirmwareBuildError, build_firmware, tflm_head_tail
 from tests.firmware.fwtools import SHARED_MODELS, model_path, need_tools
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.mcu import protocol as p
-from engines.mcu.graph import load_model
-from engines.mcu.interpreter import ArenaInterpreter
-from engines.mcu.planners import plan_model
-from engines.mcu.virtual_board import random_input
+from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.virtual_board import random_input
 from tests.firmware.fwtools import SHARED_MODELS, model_path, tflm_outputs
 from tests.firmware.kernel_cases import all_cases
 
@@ -47,7 +47,7 @@ def test_kernel_equals_python_interpreter(fwlib, kernel_cases, name):
 
 
 def test_every_interpreter_kernel_has_a_case(kernel_cases):
-    from engines.mcu.interpreter import supported_ops
+    from inferlab.engines.mcu.interpreter import supported_ops
 
     seen = {load_model(data).operators[0].op for _, data, _ in kernel_cases}
     # RESHAPE is a copy; the shared models run it (micro_speech, person_detect).

@@ -16,13 +16,13 @@ import time
 
 import pytest
 
-from app.cli import main
-from engines.mcu import protocol as p
-from engines.mcu.emulator import Emulator
-from engines.mcu.graph import load_model
-from engines.mcu.link import BoardLink
-from engines.mcu.planners import plan_model
-from engines.mcu.virtual_board import random_input
+from inferlab.app.cli import main
+from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.emulator import Emulator
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.link import BoardLink
+from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.virtual_board import random_input
 from tests.firmware.fwtools import ROOT, model_path, need_tools, sha256_hex, tflm_outputs
 
 SEEDS = {"hello_world_int8": 4, "micro_speech_quantized": 3, "person_detect": 2}
@@ -146,7 +146,7 @@ def test_per_op_cycles_come_from_systick_and_repeat(emulated):
 
 def test_board_emulate_prints_the_url_and_stops_on_interrupt(tmp_path):
     need_tools("qemu-mps2-an386")
-    cmd = [sys.executable, "-m", "app.cli", "board", "emulate", "--model",
+    cmd = [sys.executable, "-m", "inferlab.app.cli", "board", "emulate", "--model",
            str(model_path("hello_world_int8")), "--out", str(tmp_path / "fw")]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})

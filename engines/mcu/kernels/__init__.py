@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engines.mcu.kernels import (
+from inferlab.engines.mcu.kernels import (
     conv,
     depthwise,
     elementwise,
@@ -21,7 +21,13 @@ from engines.mcu.kernels import (
     reshape,
     softmax,
 )
-from engines.mcu.kernels.common import OpContext, RegionRun, Run, UnsupportedOpError, Window
+from inferlab.engines.mcu.kernels.common import (
+    OpContext,
+    RegionRun,
+    Run,
+    UnsupportedOpError,
+    Window,
+)
 
 KERNELS: dict[str, Callable[[OpContext], Run]] = {
     "CONV_2D": conv.prepare,

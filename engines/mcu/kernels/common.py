@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engines.mcu.graph import Model, Operator, Tensor
-from engines.mcu.kernels.fixed_point import multiply_by_quantized_multiplier
+from inferlab.engines.mcu.graph import Model, Operator, Tensor
+from inferlab.engines.mcu.kernels.fixed_point import multiply_by_quantized_multiplier
 
 Run = Callable[[], None]
 

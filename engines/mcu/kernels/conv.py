@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engines.mcu.kernels.common import (
+from inferlab.engines.mcu.kernels.common import (
     OpContext,
     RegionRun,
     Run,
@@ -37,7 +37,7 @@ from engines.mcu.kernels.common import (
     window,
     zero_point_of,
 )
-from engines.mcu.kernels.fixed_point import activation_range, quantize_multipliers
+from inferlab.engines.mcu.kernels.fixed_point import activation_range, quantize_multipliers
 
 
 @dataclass(frozen=True)

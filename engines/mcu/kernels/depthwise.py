@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import (
+from inferlab.engines.mcu.kernels.common import (
     OpContext,
     RegionRun,
     Run,
@@ -23,7 +23,7 @@ from engines.mcu.kernels.common import (
     whole_tensor_run,
     window,
 )
-from engines.mcu.kernels.conv import ConvParams, conv_window, prepare_conv_params
+from inferlab.engines.mcu.kernels.conv import ConvParams, conv_window, prepare_conv_params
 
 
 def depthwise_conv2d_int8(

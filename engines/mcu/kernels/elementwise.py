@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
-from engines.mcu.kernels.fixed_point import (
+from inferlab.engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
+from inferlab.engines.mcu.kernels.fixed_point import (
     activation_range,
     multiply_by_quantized_multiplier,
     quantize_multiplier,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import (
+from inferlab.engines.mcu.kernels.common import (
     OpContext,
     Run,
     requantize_into,
@@ -23,8 +23,8 @@ from engines.mcu.kernels.common import (
     scales_of,
     zero_point_of,
 )
-from engines.mcu.kernels.conv import per_channel_multipliers
-from engines.mcu.kernels.fixed_point import activation_range, quantize_multiplier
+from inferlab.engines.mcu.kernels.conv import per_channel_multipliers
+from inferlab.engines.mcu.kernels.fixed_point import activation_range, quantize_multiplier
 
 
 def per_tensor_multiplier(input_scale: float, filter_scale: float, output_scale: float):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import (
+from inferlab.engines.mcu.kernels.common import (
     OpContext,
     RegionRun,
     Run,
@@ -24,7 +24,7 @@ from engines.mcu.kernels.common import (
     window,
     zero_point_of,
 )
-from engines.mcu.kernels.fixed_point import activation_range
+from inferlab.engines.mcu.kernels.fixed_point import activation_range
 
 
 def window_counts(h: int, w: int, oh: int, ow: int, fh: int, fw: int, sh: int, sw: int):

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
-from engines.mcu.kernels.fixed_point import multiply_by_quantized_multiplier, quantize_multiplier
+from inferlab.engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
+from inferlab.engines.mcu.kernels.fixed_point import (
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+)
 
 _INT_TYPES = ("int8", "int16")
 

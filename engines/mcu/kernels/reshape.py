@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.mcu.kernels.common import OpContext, Run
+from inferlab.engines.mcu.kernels.common import OpContext, Run
 
 
 def reshape_into(x: np.ndarray, out: np.ndarray) -> None:

@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
-from engines.mcu.kernels.fixed_point import (
+from inferlab.engines.mcu.kernels.common import OpContext, Run, row_bands, scale_of, zero_point_of
+from inferlab.engines.mcu.kernels.fixed_point import (
     exp_on_negative_values,
     get_reciprocal,
     multiply_by_quantized_multiplier_greater_than_one,

@@ -1,4 +1,4 @@
-from engines.hardware import cpu_info
+from inferlab.engines.hardware import cpu_info
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD

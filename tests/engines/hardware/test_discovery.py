@@ -3,8 +3,8 @@ import json
 import pytest
 import torch
 
-from engines.hardware import discovery
-from engines.hardware.discovery import (
+from inferlab.engines.hardware import discovery
+from inferlab.engines.hardware.discovery import (
     DeviceInfo,
     cuda_compute_dtypes,
     device_ids,

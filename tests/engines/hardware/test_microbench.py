@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from engines.hardware import microbench
-from engines.hardware.discovery import get_device
-from engines.hardware.microbench import (
+from inferlab.engines.hardware import microbench
+from inferlab.engines.hardware.discovery import get_device
+from inferlab.engines.hardware.microbench import (
     Cancelled,
     MeasuredRoofs,
     measure_copy_bandwidth,

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from engines.hardware import nvml
+from inferlab.engines.hardware import nvml
 
 
 def test_absent_nvml_gives_none_and_nan(monkeypatch):

@@ -3,11 +3,11 @@ import json
 import pytest
 import torch
 
-from engines.hardware import op_points
-from engines.hardware.cancel import Cancelled
-from engines.hardware.microbench import MeasuredPoint, measure_op_points
-from engines.hardware.op_points import PointSizes
-from engines.roofline.costs import matmul_cost
+from inferlab.engines.hardware import op_points
+from inferlab.engines.hardware.cancel import Cancelled
+from inferlab.engines.hardware.microbench import MeasuredPoint, measure_op_points
+from inferlab.engines.hardware.op_points import PointSizes
+from inferlab.engines.roofline.costs import matmul_cost
 
 TINY = PointSizes(square_n=(16, 32), skinny_m=(1, 4), weight_kn=64, repeats=2, warmup=1)
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from engines.dtypes import DTYPE_NAMES
-from engines.hardware.presets import (
+from inferlab.engines.dtypes import DTYPE_NAMES
+from inferlab.engines.hardware.presets import (
     HardwarePreset,
     all_hardware_presets,
     list_hardware_presets,

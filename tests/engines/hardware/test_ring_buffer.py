@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from engines.hardware.ring_buffer import RingBuffer
+from inferlab.engines.hardware.ring_buffer import RingBuffer
 
 
 def test_fills_in_order_before_wrapping():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from engines.hardware import nvml, telemetry
-from engines.hardware.telemetry import GpuSeries, TelemetryHistory, TelemetrySampler
+from inferlab.engines.hardware import nvml, telemetry
+from inferlab.engines.hardware.telemetry import GpuSeries, TelemetryHistory, TelemetrySampler
 
 
 def test_sample_once_reads_cpu_and_ram():

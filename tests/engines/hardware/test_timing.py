@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from engines.hardware.timing import median_call_s
+from inferlab.engines.hardware.timing import median_call_s
 
 
 def test_warmup_then_repeated_samples():

@@ -3,7 +3,7 @@ against goals: timings depend on the machine)."""
 
 from __future__ import annotations
 
-from engines.kv.bench import ragged_requests, run_kv_bench, simulate_waste
+from inferlab.engines.kv.bench import ragged_requests, run_kv_bench, simulate_waste
 
 
 def test_run_kv_bench_quick_has_every_figure():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engines.kv import BlockManager, KVCapacityError, KVOutOfMemoryError, blocks_for_budget
+from inferlab.engines.kv import BlockManager, KVCapacityError, KVOutOfMemoryError, blocks_for_budget
 
 
 def refs(mgr: BlockManager) -> list[int]:
@@ -206,7 +206,7 @@ def test_stats_count_sharing_and_waste():
 
 
 def test_pool_state_names_every_block():
-    from engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED
+    from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED
 
     mgr = BlockManager(8, block_size=4)
     mgr.allocate("x", toks(8, 3000) + [1])  # [0, 1, 2]

@@ -18,7 +18,7 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from engines.kv import BlockManager, KVOutOfMemoryError
+from inferlab.engines.kv import BlockManager, KVOutOfMemoryError
 
 BLOCK_SIZE = 3
 N_BLOCKS = 12

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engines.kv import ContiguousAllocator, KVCapacityError, KVOutOfMemoryError
+from inferlab.engines.kv import ContiguousAllocator, KVCapacityError, KVOutOfMemoryError
 
 
 def test_first_fit_and_coalescing_exact_offsets():

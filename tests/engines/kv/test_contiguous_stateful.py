@@ -7,7 +7,7 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from engines.kv import ContiguousAllocator, KVOutOfMemoryError
+from inferlab.engines.kv import ContiguousAllocator, KVOutOfMemoryError
 
 N_SLOTS = 100
 MAX_SEQ_LEN = 30

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engines.kv import (
+from inferlab.engines.kv import (
     BlockManager,
     DecodeAttention,
     PagedAttention,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engines.kv import BlockManager, KVOutOfMemoryError
-from engines.kv import prefix_cache as pc
+from inferlab.engines.kv import BlockManager, KVOutOfMemoryError
+from inferlab.engines.kv import prefix_cache as pc
 
 SYSTEM = [11, 12, 13, 14, 15, 16, 17, 18]  # two blocks of 4
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED
-from engines.kvlab.records import FINISHED, PREEMPTED, REFUSED, RUNNING, WAITING
-from engines.kvlab.scenarios import SCENARIO_NAMES, get_scenario, prepare
-from engines.kvlab.session import KVLabSession
-from engines.model.generate import generate
+from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED
+from inferlab.engines.kvlab.records import FINISHED, PREEMPTED, REFUSED, RUNNING, WAITING
+from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES, get_scenario, prepare
+from inferlab.engines.kvlab.session import KVLabSession
+from inferlab.engines.model.generate import generate
 
 
 @pytest.mark.parametrize("name", SCENARIO_NAMES)

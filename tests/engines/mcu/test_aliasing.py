@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.mcu.aliasing import alias_groups, find_aliases, merged_buffers, plan_aliased
-from engines.mcu.graph import load_model
-from engines.mcu.interpreter import ArenaInterpreter
-from engines.mcu.lifetimes import model_buffers
-from engines.mcu.planners import conflicts, plan_model
+from inferlab.engines.mcu.aliasing import alias_groups, find_aliases, merged_buffers, plan_aliased
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.lifetimes import model_buffers
+from inferlab.engines.mcu.planners import conflicts, plan_model
 from tests.engines.mcu.mcu_int8_graphs import Int8Graph, random_branchy_graph
 
 MODELS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "models"

@@ -13,9 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engines.mcu.graph import load_model
-from engines.mcu.interpreter import ArenaInterpreter, UnsupportedOpError, op_macs, supported_ops
-from engines.mcu.planners import plan_model
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import (
+    ArenaInterpreter,
+    UnsupportedOpError,
+    op_macs,
+    supported_ops,
+)
+from inferlab.engines.mcu.planners import plan_model
 
 MODELS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "models"
 INT8_MODELS = ("hello_world_int8", "micro_speech_quantized", "person_detect")

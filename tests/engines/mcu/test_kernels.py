@@ -14,16 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.mcu.kernels import fixed_point as fp
-from engines.mcu.kernels.common import out_size, pad_before
-from engines.mcu.kernels.conv import ConvParams, conv2d_int8
-from engines.mcu.kernels.depthwise import depthwise_conv2d_int8
-from engines.mcu.kernels.elementwise import add_int8, add_params
-from engines.mcu.kernels.fully_connected import fully_connected_int8, per_tensor_multiplier
-from engines.mcu.kernels.pooling import average_pool_int8, max_pool_int8, window_counts
-from engines.mcu.kernels.quantize import affine_quantize, dequantize, requantize
-from engines.mcu.kernels.reshape import reshape_into
-from engines.mcu.kernels.softmax import softmax_int8, softmax_params
+from inferlab.engines.mcu.kernels import fixed_point as fp
+from inferlab.engines.mcu.kernels.common import out_size, pad_before
+from inferlab.engines.mcu.kernels.conv import ConvParams, conv2d_int8
+from inferlab.engines.mcu.kernels.depthwise import depthwise_conv2d_int8
+from inferlab.engines.mcu.kernels.elementwise import add_int8, add_params
+from inferlab.engines.mcu.kernels.fully_connected import fully_connected_int8, per_tensor_multiplier
+from inferlab.engines.mcu.kernels.pooling import average_pool_int8, max_pool_int8, window_counts
+from inferlab.engines.mcu.kernels.quantize import affine_quantize, dequantize, requantize
+from inferlab.engines.mcu.kernels.reshape import reshape_into
+from inferlab.engines.mcu.kernels.softmax import softmax_int8, softmax_params
 
 int32s = st.integers(fp.INT32_MIN, fp.INT32_MAX)
 multipliers = st.integers(1 << 30, (1 << 31) - 1)  # what QuantizeMultiplier produces
@@ -403,7 +403,7 @@ def test_reshape_copies_unless_aliased():
     st.integers(-128, 127),
 )
 def test_requantize_in_place_path_equals_mbqm(accs, m, shift, zp):
-    from engines.mcu.kernels.common import requantize_into
+    from inferlab.engines.mcu.kernels.common import requantize_into
 
     acc = np.array(accs, dtype=np.int64)
     out = np.zeros(len(accs), dtype=np.int8)

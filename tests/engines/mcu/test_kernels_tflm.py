@@ -20,10 +20,10 @@ runtime = pytest.importorskip(
     reason="the tflite-micro wheel (TFLM itself) is the reference; install it to run these",
 )
 
-from engines.mcu.graph import load_model  # noqa: E402
-from engines.mcu.interpreter import ArenaInterpreter  # noqa: E402
-from engines.mcu.kernels import common  # noqa: E402
-from engines.mcu.planners import plan_model  # noqa: E402
+from inferlab.engines.mcu.graph import load_model  # noqa: E402
+from inferlab.engines.mcu.interpreter import ArenaInterpreter  # noqa: E402
+from inferlab.engines.mcu.kernels import common  # noqa: E402
+from inferlab.engines.mcu.planners import plan_model  # noqa: E402
 from tests.engines.mcu.tflite_builder import ACT, PADDING, one_op_model  # noqa: E402
 
 
@@ -87,7 +87,7 @@ CONV_CASES = [
 def test_conv2d_matches_tflm(case):
     (h, w, cin), (kh, kw), cout, (sh, sw), (dh, dw), padding, act, per_channel, groups = case
     rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
-    from engines.mcu.kernels.common import out_size
+    from inferlab.engines.mcu.kernels.common import out_size
 
     oh, ow = out_size(padding, h, kh, sh, dh), out_size(padding, w, kw, sw, dw)
     f_scales = list(rng.uniform(0.002, 0.02, cout)) if per_channel else [0.011]
@@ -154,7 +154,7 @@ DW_CASES = [
 def test_depthwise_matches_tflm(case):
     (h, w, cin), (kh, kw), mult, (sh, sw), (dh, dw), padding, act = case
     rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
-    from engines.mcu.kernels.common import out_size
+    from inferlab.engines.mcu.kernels.common import out_size
 
     cout = cin * mult
     oh, ow = out_size(padding, h, kh, sh, dh), out_size(padding, w, kw, sw, dw)
@@ -238,7 +238,7 @@ POOL_CASES = [
 def test_pooling_matches_tflm(case):
     op, (h, w, c), (fh, fw), (sh, sw), padding, act = case
     rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
-    from engines.mcu.kernels.common import out_size
+    from inferlab.engines.mcu.kernels.common import out_size
 
     oh, ow = out_size(padding, h, fh, sh), out_size(padding, w, fw, sw)
     q = _q(0.05, 9)

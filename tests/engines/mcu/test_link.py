@@ -11,16 +11,16 @@ import time
 import numpy as np
 import pytest
 
-from engines.mcu import protocol as p
-from engines.mcu.graph import load_model
-from engines.mcu.link import (
+from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.link import (
     BoardDisconnected,
     BoardError,
     BoardLink,
     BoardRefused,
     BoardTimeout,
 )
-from engines.mcu.virtual_board import VirtualBoard, random_input
+from inferlab.engines.mcu.virtual_board import VirtualBoard, random_input
 from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
 from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter, served_boards
 
@@ -86,7 +86,7 @@ def test_hello_load_run_round_trip(serve, transport):
 
 def test_large_input_and_plan_travel_in_chunks(serve):
     """micro_speech: 1,960 input bytes and a multi-part plan through 64-byte payloads."""
-    from engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.planners import plan_model
 
     data = (MODELS_DIR / "micro_speech_quantized.tflite").read_bytes()
     model = load_model(data)
@@ -132,7 +132,7 @@ class NoisyBoard(VirtualBoard):
             frame = p.FrameDecoder().feed(out)[0]
             raw = bytearray(p.frame_bytes(frame))
             raw[-1] ^= 0x5A
-            from engines.mcu import cobs
+            from inferlab.engines.mcu import cobs
 
             return b"\x00" + cobs.encode(bytes(raw)) + b"\x00"
         if self.mode == "truncate":
@@ -216,7 +216,7 @@ def test_refusals_carry_code_and_numbers(serve):
             link.run(b"\x00")
         assert e.value.code == p.ErrorCode.NO_MODEL
         link.load(data)
-        from engines.mcu.planners import plan_model
+        from inferlab.engines.mcu.planners import plan_model
 
         plan = plan_model(load_model(data))
         entries = [(i * 12_000, b.size) for i, b in enumerate(plan.buffers)]
@@ -268,8 +268,8 @@ def test_pty_is_raw_and_survives_host_reconnects(serve):
 def test_end_to_end_equals_the_arena_interpreter(serve, stem, board_id):
     """LOAD over a pty, RUN seeded random inputs on the real arena interpreter: the board's
     output equals running the interpreter directly, bit for bit."""
-    from engines.mcu.interpreter import ArenaInterpreter, op_macs
-    from engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter, op_macs
+    from inferlab.engines.mcu.planners import plan_model
 
     data = (MODELS_DIR / f"{stem}.tflite").read_bytes()
     model = load_model(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines.mcu.bench import run_mcu_bench
+from inferlab.engines.mcu.bench import run_mcu_bench
 from tests.engines.mcu.mcu_testdata import model_paths, needs_models, tflm_heads_from_sources
 
 COLUMNS = {

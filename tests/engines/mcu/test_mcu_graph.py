@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.mcu.graph import ModelError, load_model
+from inferlab.engines.mcu.graph import ModelError, load_model
 from tests.engines.mcu.mcu_testdata import MODELS_DIR, model_paths, needs_models
 from tests.engines.mcu.tflite_builder import write_tflite
 

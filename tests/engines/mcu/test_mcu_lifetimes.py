@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engines.mcu.graph import ModelError, load_model
-from engines.mcu.lifetimes import (
+from inferlab.engines.mcu.graph import ModelError, load_model
+from inferlab.engines.mcu.lifetimes import (
     Buffer,
     align_up,
     model_buffers,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.mcu.graph import load_model
-from engines.mcu.lifetimes import Buffer
-from engines.mcu.planners import (
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.lifetimes import Buffer
+from inferlab.engines.mcu.planners import (
     PLANNERS,
     Plan,
     arena_bytes,

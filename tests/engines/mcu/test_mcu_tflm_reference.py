@@ -12,9 +12,9 @@ import importlib.util
 
 import pytest
 
-from engines.mcu.graph import load_model
-from engines.mcu.lifetimes import model_buffers
-from engines.mcu.planners import PLANNERS, conflicts, plan_buffers, plan_model
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.lifetimes import model_buffers
+from inferlab.engines.mcu.planners import PLANNERS, conflicts, plan_buffers, plan_model
 from tests.engines.mcu.mcu_testdata import (
     MODELS_DIR,
     model_paths,

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.mcu.graph import ModelError, load_model
-from engines.mcu.interpreter import ArenaInterpreter, op_macs
-from engines.mcu.kernels import REGION_KERNELS, OpContext
-from engines.mcu.patching import (
+from inferlab.engines.mcu.graph import ModelError, load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter, op_macs
+from inferlab.engines.mcu.kernels import REGION_KERNELS, OpContext
+from inferlab.engines.mcu.patching import (
     MAX_MAC_OVERHEAD,
     op_window,
     patch_applicable,
@@ -27,7 +27,7 @@ from engines.mcu.patching import (
     stage_candidates,
     stage_chain,
 )
-from engines.mcu.planners import conflicts, plan_model
+from inferlab.engines.mcu.planners import conflicts, plan_model
 from tests.engines.mcu.mcu_int8_graphs import Int8Graph
 
 MODELS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "models"

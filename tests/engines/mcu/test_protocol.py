@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.mcu import cobs
-from engines.mcu import protocol as p
-from engines.mcu.crc import CRC32_CHECK, crc32, crc32_bitwise
+from inferlab.engines.mcu import cobs
+from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.crc import CRC32_CHECK, crc32, crc32_bitwise
 
 # ---- COBS ---------------------------------------------------------------------------------
 

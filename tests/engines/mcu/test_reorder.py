@@ -18,17 +18,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.mcu.graph import ModelError, load_model
-from engines.mcu.interpreter import ArenaInterpreter
-from engines.mcu.lifetimes import (
+from inferlab.engines.mcu.graph import ModelError, load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.lifetimes import (
     model_buffers,
     order_spans,
     scheduled_buffers,
     scheduled_lifetimes,
     tensor_lifetimes,
 )
-from engines.mcu.planners import conflicts, lower_bound_bytes, plan_model, plan_tflm_greedy
-from engines.mcu.reorder import (
+from inferlab.engines.mcu.planners import conflicts, lower_bound_bytes, plan_model, plan_tflm_greedy
+from inferlab.engines.mcu.reorder import (
     best_order,
     dependencies,
     is_topological,

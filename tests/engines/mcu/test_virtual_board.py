@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines.mcu import protocol as p
-from engines.mcu.boards import load_board
-from engines.mcu.interpreter import op_macs
-from engines.mcu.virtual_board import VirtualBoard, random_input
+from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.boards import load_board
+from inferlab.engines.mcu.interpreter import op_macs
+from inferlab.engines.mcu.virtual_board import VirtualBoard, random_input
 from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
 from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter
 
@@ -169,7 +169,7 @@ def test_plan_bigger_than_sram_is_refused_with_the_numbers():
 
 
 def test_plan_accepted_in_parts_and_bad_plans_named():
-    from engines.mcu.planners import plan_buffers
+    from inferlab.engines.mcu.planners import plan_buffers
 
     b = make_board("stm32f746", max_payload=64)
     b.preload((MODELS_DIR / "person_detect.tflite").read_bytes())
@@ -275,11 +275,11 @@ def test_broken_frames_get_errors_without_a_sequence_and_the_board_keeps_serving
     good = p.encode_frame(p.Frame(p.Command.HELLO, 4))
     bad_crc = bytearray(p.frame_bytes(p.Frame(p.Command.HELLO, 5)))
     bad_crc[-2] ^= 0xFF
-    from engines.mcu import cobs
+    from inferlab.engines.mcu import cobs
 
     v2 = bytearray(p.frame_bytes(p.Frame(p.Command.HELLO, 6)))
     v2[1] = 2
-    from engines.mcu.crc import crc32
+    from inferlab.engines.mcu.crc import crc32
 
     v2[-4:] = crc32(bytes(v2[:-4])).to_bytes(4, "little")
     stream = (

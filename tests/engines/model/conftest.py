@@ -17,7 +17,7 @@ from tests.torch_fixtures import _one_torch_thread, tiny  # noqa: F401 - fixture
 
 @pytest.fixture(scope="session")
 def smollm2_path():
-    from engines.model.registry import smollm2_gguf_path
+    from inferlab.engines.model.registry import smollm2_gguf_path
 
     try:
         return smollm2_gguf_path()
@@ -28,7 +28,7 @@ def smollm2_path():
 @pytest.fixture(scope="session")
 def smollm2(smollm2_path):
     """(model, tokenizer) of SmolLM2-135M-Instruct, dequantized to fp32."""
-    from engines.model.gguf_loader import load_gguf
+    from inferlab.engines.model.gguf_loader import load_gguf
 
     return load_gguf(smollm2_path, "fp32", "cpu", id="smollm2-135m")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engines.model.config import ModelConfig
-from engines.model.gguf_loader import permute_rope_rows
-from engines.model.tiny import tiny_config, tiny_state_dict
-from engines.model.tokenizer import byte_to_unicode
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.model.gguf_loader import permute_rope_rows
+from inferlab.engines.model.tiny import tiny_config, tiny_state_dict
+from inferlab.engines.model.tokenizer import byte_to_unicode
 
 # The tiny GGUF's vocabulary: 256 byte tokens, one merge ("h" + "e"), one control token.
 MERGED, SPECIAL = "he", "<|end|>"
@@ -108,7 +108,7 @@ def write_tiny_hf_folder(folder: Path, **config_overrides) -> Path:
     """config.json + model.safetensors + tokenizer.json of the (untied) tiny model."""
     from safetensors.torch import save_file
 
-    from engines.model.tokenizer import Tokenizer
+    from inferlab.engines.model.tokenizer import Tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     cfg = tiny_config()

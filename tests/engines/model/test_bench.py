@@ -2,7 +2,7 @@
 
 import math
 
-from engines.model import bench
+from inferlab.engines.model import bench
 
 
 def test_decode_rate_excludes_the_first_token(monkeypatch):

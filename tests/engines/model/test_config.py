@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from engines.model.config import (
+from inferlab.engines.model.config import (
     ConfigError,
     ModelConfig,
     list_model_presets,

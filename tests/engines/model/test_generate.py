@@ -2,8 +2,8 @@
 
 import pytest
 
-from engines.model.generate import generate
-from engines.model.sampler import Sampler, SamplingParams
+from inferlab.engines.model.generate import generate
+from inferlab.engines.model.sampler import Sampler, SamplingParams
 
 PROMPTS = ["a", "hello there", "The quick brown fox jumps over the lazy dog, again and again.",
            "paged KV"]

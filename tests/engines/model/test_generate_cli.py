@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from app.cli import main
+from inferlab.app.cli import main
 
 
 def run_json(capsys, *args):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from engines.model.errors import ModelLoadError
-from engines.model.gguf_loader import load_gguf, permute_rope_rows, unpermute_rope_rows
-from engines.model.llama import Llama
+from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.gguf_loader import load_gguf, permute_rope_rows, unpermute_rope_rows
+from inferlab.engines.model.llama import Llama
 from tests.engines.model.model_files import (
     gguf_config,
     quantized_state_dict,
@@ -115,7 +115,7 @@ def test_a_copy_with_another_name_keeps_its_stem_as_id(tiny_gguf, tmp_path):
 
 def test_metadata_without_the_contents_helper(tiny_gguf):
     """Older gguf packages have no ReaderField.contents(): the raw parts give the same values."""
-    from engines.model.gguf_loader import GGUFFile, _field_value
+    from inferlab.engines.model.gguf_loader import GGUFFile, _field_value
 
     g = GGUFFile(tiny_gguf)
     for key in ("general.architecture", "llama.block_count", "llama.rope.freq_base",

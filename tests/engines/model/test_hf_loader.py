@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from engines.model.errors import ModelLoadError
-from engines.model.hf_loader import load_hf_folder
+from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.hf_loader import load_hf_folder
 from tests.engines.model.model_files import write_tiny_hf_folder
 
 
@@ -96,7 +96,7 @@ def test_bos_from_the_post_processor(tmp_path):
     """No add_bos_token flag: a tokenizer.json whose post-processor prepends BOS adds it."""
     from tokenizers import processors
 
-    from engines.model.tokenizer import Tokenizer, byte_to_unicode
+    from inferlab.engines.model.tokenizer import Tokenizer, byte_to_unicode
 
     bos = byte_to_unicode()[1]  # the vocabulary's string for token 1
     d = write_tiny_hf_folder(tmp_path / "bos")

@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-from engines.kv.attention_metadata import AttentionMetadata
-from engines.model.llama import Llama
-from engines.model.rope import RopeTables, apply_rope
-from engines.model.runner import ModelRunner
-from engines.model.tiny import tiny_config, tiny_model, tiny_state_dict
+from inferlab.engines.kv.attention_metadata import AttentionMetadata
+from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.rope import RopeTables, apply_rope
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.model.tiny import tiny_config, tiny_model, tiny_state_dict
 
 TOL = 2e-5
 
@@ -143,7 +143,7 @@ def test_attention_kinds_and_tied_embeddings(n_kv_heads, tied):
 
 @pytest.mark.parametrize("layout", ["linear", "transposed"])
 def test_weight_layouts_give_the_same_logits(layout, tiny, monkeypatch):
-    import engines.model.linear as linear
+    import inferlab.engines.model.linear as linear
 
     model, _ = tiny
     monkeypatch.setattr(linear, "default_layout", lambda *args: layout)
@@ -168,7 +168,7 @@ def test_bf16_model_tracks_fp32(tiny):
 
 
 def test_state_dict_errors_name_the_tensor():
-    from engines.model.errors import ModelLoadError
+    from inferlab.engines.model.errors import ModelLoadError
 
     cfg = tiny_config()
     sd = tiny_state_dict(cfg)
@@ -183,7 +183,7 @@ def test_state_dict_errors_name_the_tensor():
 
 
 def test_rms_norm_formula_matches_torch():
-    from engines.model.llama import _rms_norm_formula
+    from inferlab.engines.model.llama import _rms_norm_formula
 
     x, w = torch.randn(3, 64), torch.randn(64)
     ref = torch.nn.functional.rms_norm(x, (64,), w, 1e-5)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from engines.model.registry import MODEL_NAMES, load_model, resolve_device
+from inferlab.engines.model.registry import MODEL_NAMES, load_model, resolve_device
 from tests.engines.model.model_files import write_tiny_gguf, write_tiny_hf_folder
 
 

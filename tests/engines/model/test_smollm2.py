@@ -6,8 +6,8 @@ Slow: loads the 98 MB GGUF (ours and transformers' loaders) once per session.
 import pytest
 import torch
 
-from engines.model.generate import generate
-from engines.model.perplexity import passage_text, perplexity
+from inferlab.engines.model.generate import generate
+from inferlab.engines.model.perplexity import passage_text, perplexity
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def test_logits_match_transformers(smollm2, hf_smollm2):
 
 
 def test_paged_prefill_logits_match_transformers(smollm2, hf_smollm2):
-    from engines.model.runner import ModelRunner
+    from inferlab.engines.model.runner import ModelRunner
 
     model, tok = smollm2
     hf_model, _ = hf_smollm2

@@ -2,8 +2,8 @@
 
 import pytest
 
-from engines.model.errors import ModelLoadError
-from engines.model.tokenizer import (
+from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.tokenizer import (
     ChatTemplate,
     Tokenizer,
     byte_to_unicode,

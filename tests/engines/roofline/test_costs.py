@@ -2,9 +2,9 @@
 
 import pytest
 
-from engines.hardware.presets import load_hardware_preset
-from engines.model.config import load_model_preset
-from engines.roofline.costs import (
+from inferlab.engines.hardware.presets import load_hardware_preset
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.roofline.costs import (
     DEFAULT_BATCHES,
     OpCost,
     attention_decode_cost,
@@ -17,7 +17,7 @@ from engines.roofline.costs import (
     prefill_step_cost,
     sum_costs,
 )
-from engines.roofline.memory import weight_bytes
+from inferlab.engines.roofline.memory import weight_bytes
 
 SMOLLM2 = load_model_preset("smollm2-135m")
 LLAMA3_8B = load_model_preset("llama-3-8b")

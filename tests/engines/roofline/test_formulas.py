@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from engines.roofline.formulas import (
+from inferlab.engines.roofline.formulas import (
     arithmetic_intensity,
     attainable_flops,
     bound,

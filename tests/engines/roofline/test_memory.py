@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from engines.hardware.presets import load_hardware_preset
-from engines.model.config import load_model_preset
-from engines.roofline.memory import (
+from inferlab.engines.hardware.presets import load_hardware_preset
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.roofline.memory import (
     attention_variants,
     kv_bytes_per_token,
     plan_memory,

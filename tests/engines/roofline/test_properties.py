@@ -5,10 +5,10 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.model.config import load_model_preset
-from engines.roofline.costs import decode_step_cost
-from engines.roofline.formulas import attainable_flops, predicted_time_s
-from engines.roofline.memory import plan_memory
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.roofline.costs import decode_step_cost
+from inferlab.engines.roofline.formulas import attainable_flops, predicted_time_s
+from inferlab.engines.roofline.memory import plan_memory
 
 positive = st.floats(min_value=1e-3, max_value=1e18, allow_nan=False, allow_infinity=False)
 SMOLLM2 = load_model_preset("smollm2-135m")

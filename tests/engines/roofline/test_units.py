@@ -1,6 +1,6 @@
 """Byte and FLOP/s formatting: binary and decimal units always labelled."""
 
-from engines.roofline.units import format_bandwidth, format_bytes, format_flops
+from inferlab.engines.roofline.units import format_bandwidth, format_bytes, format_flops
 
 
 def test_format_bytes_binary_and_decimal():

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 import numpy as np
 import pytest
 
-from engines.trace.jsonable import to_jsonable
+from inferlab.engines.trace.jsonable import to_jsonable
 
 
 class Mode(enum.Enum):

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from engines.trace.recorder import TraceRecorder
+from inferlab.engines.trace.recorder import TraceRecorder
 
 
 class FakeClock:

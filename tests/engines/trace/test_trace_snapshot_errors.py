@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from engines.trace.snapshot import (
+from inferlab.engines.trace.snapshot import (
     SnapshotError,
     lab_section,
     loads_snapshot,

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from engines.trace import atomic
-from engines.trace.recorder import TraceRecorder
-from engines.trace.snapshot import (
+from inferlab.engines.trace import atomic
+from inferlab.engines.trace.recorder import TraceRecorder
+from inferlab.engines.trace.snapshot import (
     SCHEMA,
     Snapshot,
     lab_section,

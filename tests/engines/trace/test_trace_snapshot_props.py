@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.trace.jsonable import to_jsonable
-from engines.trace.snapshot import make_snapshot, read_snapshot, write_snapshot
+from inferlab.engines.trace.jsonable import to_jsonable
+from inferlab.engines.trace.snapshot import make_snapshot, read_snapshot, write_snapshot
 
 LAB_IDS = ("hardware", "roofline", "memory", "kv", "batching", "speculative", "quant", "mcu")
 

@@ -1,0 +1,55 @@
+"""The distribution installs exactly one import package, `inferlab`, and the sources use it.
+
+The folders app/, engines/, views/ and assets/ stay at the repository's top level; setup.py maps
+them to `inferlab.app`, `inferlab.engines`, ... A bare `import engines` would work inside the
+repository (pytest puts its root on sys.path) and break for a user, so the sources are scanned.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("app", "engines", "views", "assets")
+
+
+def test_sources_import_only_through_inferlab():
+    offenders = []
+    for folder in (*FOLDERS, "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    roots = [alias.name.partition(".")[0] for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    roots = [node.module.partition(".")[0]]
+                else:
+                    continue
+                if any(root in FOLDERS for root in roots):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == [], f"bare top-level imports (use inferlab.<folder>): {offenders}"
+
+
+@pytest.mark.slow
+def test_wheel_installs_one_top_level_name(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = tmp_path.glob("inferlab-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"inferlab"}
+    # every folder's code and the assets' data are inside it
+    for needed in ("inferlab/app/cli.py", "inferlab/engines/kv/block_manager.py",
+                   "inferlab/views/kv_view.py", "inferlab/assets/models/smollm2-135m.json"):
+        assert needed in names
+    entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "inferlab = inferlab.app.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
