@@ -36,6 +36,19 @@ class UserError(Exception):
     """A problem with the user's input: printed as one line, exit status 2."""
 
 
+def tflite_model(text: str) -> str:
+    """argparse type of a MODEL.tflite argument: a file, or a shipped example's name.
+
+    Anything else is passed on as it is, so that opening it fails with the one-line error
+    every command prints (argparse would add its usage lines)."""
+    from inferlab.engines.mcu.examples import resolve_model
+
+    try:
+        return str(resolve_model(text))
+    except ValueError:
+        return text
+
+
 def print_json(data) -> None:
     """Write `data` as indented JSON to stdout (the `--json` output of every subcommand)."""
     from inferlab.engines.trace.jsonable import to_jsonable

@@ -111,34 +111,11 @@ def read_memory_section(sec: dict) -> tuple[dict, ModelConfig, dict]:
 # mcu ---------------------------------------------------------------------------------------------
 # The MCU lab's records are built here from engine objects, without Qt, so that the lab and
 # `inferlab run mcu` write the same section. `model` is the model file's path; "" means the
-# first of MCU_DEFAULT_MODEL_STEMS found in the shared models folder.
+# default shipped example (engines/mcu/examples.py).
 MCU_DEFAULTS = {"model": "", "planner": "tflm-greedy", "compare": "patch-based", "board": "nrf52840",
                 "seed": 0, "y_to_sram": False}
-MCU_DEFAULT_MODEL_STEMS = ("person_detect", "micro_speech_quantized", "hello_world_int8")
 MCU_NO_COMPARE = "none"
 MCU_HOST_REPEATS = 5  # host runs: one warm-up, then the best of this many invocations
-
-
-def mcu_models_dir():
-    """The shared models folder next to the app's root (`<root>/../shared/models`)."""
-    from pathlib import Path
-
-    return Path(__file__).resolve().parents[1].parent / "shared" / "models"
-
-
-def mcu_shared_models() -> list:
-    """Paths of the `.tflite` files in the shared models folder (none if it is absent)."""
-    folder = mcu_models_dir()
-    return sorted(folder.glob("*.tflite")) if folder.is_dir() else []
-
-
-def mcu_default_model() -> str:
-    """The default model's path: person_detect, else micro_speech, else hello_world; or ""."""
-    by_stem = {p.stem: p for p in mcu_shared_models()}
-    for stem in MCU_DEFAULT_MODEL_STEMS:
-        if stem in by_stem:
-            return str(by_stem[stem])
-    return ""
 
 
 def mcu_plan(model, planner: str):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import sys
 
-from inferlab.app.cli import print_json
+from inferlab.app.cli import print_json, tflite_model
 from inferlab.engines.mcu.planners import PLANNERS
 
 # Buffer planners only: the firmware and the PLAN message carry TFLM's standard buffers.
@@ -38,7 +38,8 @@ def register(sub) -> None:
 
     run_p = actions.add_parser("run", help="run a .tflite model on a board")
     _port_args(run_p)
-    run_p.add_argument("--model", required=True, help=".tflite model file")
+    run_p.add_argument("--model", required=True, type=tflite_model,
+                       help=".tflite model file, or a shipped example's name (person_detect)")
     run_p.add_argument("--input", action="append", metavar="IN.npy",
                        help="input tensor (.npy, the model's dtype and element count); "
                             "repeat for several inputs; default: seeded random")
@@ -193,7 +194,8 @@ def _register_firmware(actions) -> None:
     from inferlab.engines.mcu.toolchain import TARGETS
 
     build = actions.add_parser("build", help="compile a model into the board firmware (C)")
-    build.add_argument("--model", required=True, help=".tflite model file")
+    build.add_argument("--model", required=True, type=tflite_model,
+                       help=".tflite model file, or a shipped example's name (person_detect)")
     build.add_argument("--target", required=True, choices=TARGETS, help="firmware port")
     build.add_argument("--preset", help="board preset whose SRAM/flash cap the image "
                                         "(default: the port's board, else nrf52840)")
@@ -205,7 +207,8 @@ def _register_firmware(actions) -> None:
 
     emu = actions.add_parser("emulate", help="run the firmware for a model on QEMU's "
                                              "Cortex-M4; prints its socket:// URL")
-    emu.add_argument("--model", required=True, help=".tflite model file")
+    emu.add_argument("--model", required=True, type=tflite_model,
+                       help=".tflite model file, or a shipped example's name (person_detect)")
     emu.add_argument("--preset", default="nrf52840", help="board preset whose memory the "
                                                           "emulated board has (default nrf52840)")
     emu.add_argument("--out", metavar="DIR", help="build folder (default under "

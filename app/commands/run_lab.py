@@ -1,6 +1,6 @@
 """`inferlab run LAB ...`: run one lab's engines headless and write its snapshot.
 
-    inferlab run mcu --model M.tflite [--planner P] [--compare P2|none] [--board ID]
+    inferlab run mcu [--model M.tflite] [--planner P] [--compare P2|none] [--board ID]
                      [--seed N] --snapshot F [--json]
     inferlab run kv [--model M] [--scenario NAME] [--block-size N] [--blocks N]
                     [--device D] [--max-steps N] --snapshot F [--json]
@@ -15,12 +15,15 @@ Later labs add `run kv`, `run batching` the same way.
 from __future__ import annotations
 
 from inferlab.app import __version__, sections
-from inferlab.app.cli import print_json
+from inferlab.app.cli import print_json, tflite_model
 
 
 # mcu ----------------------------------------------------------------------------------------
 def _mcu_arguments(p) -> None:
-    p.add_argument("--model", required=True, help=".tflite model file")
+    from inferlab.engines.mcu.examples import default_model
+
+    p.add_argument("--model", type=tflite_model, default=str(default_model()),
+                   help=".tflite model file, or a shipped example's name (default person_detect)")
     p.add_argument("--planner", default=sections.MCU_DEFAULTS["planner"],
                    help="arena planner: linear, tflm-greedy, best, aliased, reordered, "
                         "patch-based (default tflm-greedy)")

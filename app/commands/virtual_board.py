@@ -10,11 +10,15 @@ from __future__ import annotations
 import signal
 import sys
 
+from inferlab.app.cli import tflite_model
+
 
 def register(sub) -> None:
     p = sub.add_parser("virtual-board", help="serve a virtual board on a pty (Ctrl-C stops)")
     p.add_argument("--board", default="nrf52840", help="board preset id (default nrf52840)")
-    p.add_argument("--model", help="hold this .tflite from the start (as compiled-in firmware)")
+    p.add_argument("--model", type=tflite_model,
+                   help="hold this .tflite (a file or a shipped example's name) from the start, "
+                        "as compiled-in firmware")
     p.add_argument("--socket", type=int, metavar="PORT",
                    help="serve on TCP 127.0.0.1:PORT instead of a pty (0: any free port)")
     p.add_argument("--max-payload", type=int, default=2048,

@@ -21,6 +21,7 @@ from inferlab.app.mcu_connect import (
     ConnectDialog,
     firmware_planner,
 )
+from inferlab.engines.mcu.examples import default_model, example_models, examples_dir
 from inferlab.views.mcu_view import McuView
 
 AUTO_RUN_DELAY_MS = 300
@@ -80,8 +81,8 @@ class McuLab(Lab):
             s["board"] = sections.MCU_DEFAULTS["board"]
         path = str(s.get("model") or "")
         if not path or not os.path.isfile(path):
-            path = sections.mcu_default_model()
-        elif Path(path).resolve().parent != sections.mcu_models_dir().resolve():
+            path = str(default_model())
+        elif Path(path).resolve().parent != examples_dir().resolve():
             self.opened[path] = f"{Path(path).stem} (opened)"
         s["model"] = path
         if not isinstance(s.get("seed"), int):
@@ -89,7 +90,7 @@ class McuLab(Lab):
         return s
 
     def _refresh_choices(self) -> None:
-        models = [(str(p), p.stem) for p in sections.mcu_shared_models()]
+        models = [(str(p), p.stem) for p in example_models()]
         models += list(self.opened.items())
         self.view.set_choices(models, self._planner_names(),
                               [(b.id, f"{b.id} — {b.core}, {b.sram_bytes // 1024} KiB SRAM")
@@ -122,7 +123,7 @@ class McuLab(Lab):
 
         path = self._settings["model"]
         if not path:
-            self.view.set_status("No model: the shared models folder is absent. Use Open .tflite…",
+            self.view.set_status("No model chosen. Use Open .tflite…",
                                  error=True)
             return
         new_model = path != self._model_path
@@ -163,7 +164,7 @@ class McuLab(Lab):
 
         path = str(Path(path).resolve())
         load_model(path)  # fail here, before anything changes
-        if Path(path).parent != sections.mcu_models_dir().resolve():
+        if Path(path).parent != examples_dir().resolve():
             self.opened[path] = f"{Path(path).stem} (opened)"
         self._settings["model"] = path
         self._refresh_choices()

@@ -1,6 +1,6 @@
-"""`run_mcu_bench()`: the arena figures `inferlab bench mcu --json` reports, per shared model.
+"""`run_mcu_bench()`: the arena figures `inferlab bench mcu --json` reports, per shipped example model.
 
-For each `.tflite` in the shared models folder, keyed by file stem:
+For each shipped example `.tflite` (assets/tflite), keyed by file stem:
 
     tflm_greedy_bytes   TFLM's own greedy plan (equals TFLM's measured head)
     best_bytes          our best placement of the same buffers
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import Model, load_model
 from inferlab.engines.mcu.planners import plan_model
 
-MODELS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 REPEATS = 3
 
 
@@ -111,8 +111,8 @@ def bench_model(model: Model) -> dict:
 
 
 def run_mcu_bench(models_dir: str | Path | None = None) -> dict:
-    """`{"models": {stem: figures}}` for every `.tflite` in the shared models folder."""
-    folder = Path(models_dir) if models_dir is not None else MODELS_DIR
+    """`{"models": {stem: figures}}` for every shipped example `.tflite` (or those in a folder)."""
+    folder = Path(models_dir) if models_dir is not None else examples_dir()
     paths = sorted(folder.glob("*.tflite")) if folder.is_dir() else []
     models = {p.stem: bench_model(load_model(p)) for p in paths}
     return {"models": models, "models_dir": str(folder)}

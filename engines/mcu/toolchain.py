@@ -229,7 +229,7 @@ def _build_error(log: str, label: str, board: BoardPreset, planner: str, arena: 
 
 def tflm_head_tail(model_path: str | os.PathLike) -> tuple[int, int] | None:
     """TFLM's measured (head, tail) bytes for this model from the SOURCES.md beside it (the
-    shared model folder's table), or None when there is none."""
+    shipped examples' table, assets/tflite/SOURCES.md), or None when there is none."""
     path = Path(model_path)
     sources = path.parent / "SOURCES.md"
     try:

@@ -22,7 +22,6 @@ from tests.engines.mcu.mcu_virtual_boards import hang_guard, served_boards
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
-needs_models = pytest.mark.skipif(not HELLO_WORLD.is_file(), reason="shared models absent")
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +82,6 @@ def test_board_info_json_is_the_hello_answer(capsys, board_url):
     assert code == 0 and "Cortex-M0+" in out and "model: none" in out
 
 
-@needs_models
 def test_board_run_uploads_then_reuses_the_model(capsys, board_url, tmp_path):
     url = board_url("nrf52840", max_payload=128)
     args = ("board", "run", "--port", url, "--model", str(HELLO_WORLD), "--json")
@@ -116,7 +114,6 @@ def test_board_run_uploads_then_reuses_the_model(capsys, board_url, tmp_path):
     assert code == 0 and "FULLY_CONNECTED" in out and "estimated" in out
 
 
-@needs_models
 def test_board_run_errors_are_one_line(capsys, board_url, tmp_path):
     url = board_url("samd21")
     np.save(tmp_path / "bad.npy", np.zeros((2, 2), np.float32))
@@ -166,7 +163,6 @@ def test_virtual_board_command_rejects_bad_options(capsys):
     assert code == 2 and "max_payload" in err
 
 
-@needs_models
 def test_board_run_output_equals_the_arena_interpreter(capsys, board_url, tmp_path):
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
     from inferlab.engines.mcu.planners import plan_model

@@ -9,19 +9,17 @@ import numpy as np
 import pytest
 
 from inferlab.app.cli import main
+from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.planners import plan_model, planner_names
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS_DIR = ROOT.parent / "shared" / "models"
+MODELS_DIR = examples_dir()
 
 
 def model_path(stem: str) -> Path:
-    path = MODELS_DIR / f"{stem}.tflite"
-    if not path.is_file():
-        pytest.skip(f"shared model {path} is absent")
-    return path
+    return example_path(stem)
 
 
 def run_json(capsys, *argv) -> dict:
@@ -170,9 +168,14 @@ def test_invoke_errors(capsys, tmp_path):
 
 def test_bench_mcu_json(capsys):
     data = run_json(capsys, "bench", "mcu", "--json")
-    person = data["models"].get("person_detect")
-    if person is None:
-        pytest.skip("shared models absent")
+    person = data["models"]["person_detect"]
     assert person["tflm_greedy_bytes"] == 55296
     assert person["patch_based_bytes"] <= 55296 // 2
     assert data["models"]["hello_world_int8"]["patch_based_bytes"] is None
+
+
+def test_a_shipped_example_is_named_by_its_stem(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no file of that name here: the shipped example is meant
+    data = run_json(capsys, "mcu", "plan", "hello_world_int8", "--json")
+    assert Path(data["path"]) == example_path("hello_world_int8")
+    assert data["arena_bytes"] > 0

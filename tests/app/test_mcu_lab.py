@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,16 +13,16 @@ from PySide6.QtCore import QPointF
 from inferlab.app import sections
 from inferlab.app.mcu_connect import PORT, VIRTUAL, BoardChoice, ConnectDialog
 from inferlab.engines.mcu.boards import load_board
+from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import op_macs
 from inferlab.engines.mcu.planners import plan_model
 from inferlab.views.mcu_arena import ArenaItem
 
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
+MODELS = examples_dir()
 PERSON = MODELS / "person_detect.tflite"
 HELLO = MODELS / "hello_world_int8.tflite"
 MICRO = MODELS / "micro_speech_quantized.tflite"
-pytestmark = pytest.mark.skipif(not PERSON.is_file(), reason="shared models absent")
 
 
 def wait_idle(qtbot, window, timeout_ms=30000):

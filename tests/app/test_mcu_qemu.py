@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import psutil
 import pytest
@@ -17,16 +16,16 @@ from PySide6.QtCore import QSettings, Qt
 
 from inferlab.app import sections
 from inferlab.app.mcu_connect import EMULATED, VIRTUAL, BoardChoice, ConnectDialog
+from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.planners import plan_model
 from inferlab.engines.mcu.toolchain import install_command
 from tests.firmware.fwtools import need_tools
 
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
+MODELS = examples_dir()
 HELLO = MODELS / "hello_world_int8.tflite"
 MICRO = MODELS / "micro_speech_quantized.tflite"
 BOARDS = [("nrf52840", "nRF52840"), ("rp2040", "RP2040")]
-pytestmark = pytest.mark.skipif(not HELLO.is_file(), reason="shared models absent")
 
 
 def qemu_children() -> list[int]:

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
 
 from inferlab.app import sections
 from inferlab.app.cli import main
+from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import op_macs
 from inferlab.engines.mcu.planners import plan_model
 from inferlab.engines.trace.snapshot import read_snapshot
 
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
+MODELS = examples_dir()
 HELLO = MODELS / "hello_world_int8.tflite"
-pytestmark = pytest.mark.skipif(not HELLO.is_file(), reason="shared models absent")
 
 
 def test_run_mcu_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_window):

@@ -20,18 +20,16 @@ import numpy as np
 import pytest
 
 from inferlab.engines.mcu import protocol as p
+from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.toolchain import FIRMWARE_DIR, ToolMissing, require_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS_DIR = ROOT.parent / "shared" / "models"
+MODELS_DIR = examples_dir()
 SHARED_MODELS = ("hello_world_int8", "micro_speech_quantized", "person_detect")
 
 
 def model_path(stem: str) -> Path:
-    path = MODELS_DIR / f"{stem}.tflite"
-    if not path.is_file():
-        pytest.fail(f"shared model {path} is missing (the models live beside the repository)")
-    return path
+    return example_path(stem)
 
 
 def need_tools(target: str) -> None:

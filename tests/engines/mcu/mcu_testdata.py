@@ -1,4 +1,4 @@
-"""Test data for the MCU engine tests: the shared model folder and random float graphs."""
+"""Test data for the MCU engine tests: the shipped example models and random float graphs."""
 
 from __future__ import annotations
 
@@ -7,16 +7,15 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pytest
 
+from inferlab.engines.mcu.examples import example_models, examples_dir
 from tests.engines.mcu.tflite_builder import write_tflite
 
-# The `shared` folder lies beside the repository: <repo>/../shared/models.
-MODELS_DIR = (Path(__file__).resolve().parents[3] / ".." / "shared" / "models").resolve()
+MODELS_DIR = examples_dir()
 
 
 def model_paths() -> list[Path]:
-    return sorted(MODELS_DIR.glob("*.tflite")) if MODELS_DIR.is_dir() else []
+    return example_models()
 
 
 def tflm_heads_from_sources() -> dict[str, int]:
@@ -27,9 +26,6 @@ def tflm_heads_from_sources() -> dict[str, int]:
     return {stem: int(head.replace(",", "")) for stem, head in rows}
 
 
-needs_models = pytest.mark.skipif(
-    not model_paths(), reason=f"shared model folder {MODELS_DIR} is absent"
-)
 
 
 def random_graph(seed: int, n_ops: int | None = None) -> bytes:

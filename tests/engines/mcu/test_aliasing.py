@@ -7,21 +7,20 @@ a tensor still read later (or a graph output) must not be made.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.engines.mcu.aliasing import alias_groups, find_aliases, merged_buffers, plan_aliased
+from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.lifetimes import model_buffers
 from inferlab.engines.mcu.planners import conflicts, plan_model
 from tests.engines.mcu.mcu_int8_graphs import Int8Graph, random_branchy_graph
 
-MODELS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "models"
+MODELS_DIR = examples_dir()
 
 
 def random_input(model, seed: int) -> np.ndarray:
@@ -144,9 +143,7 @@ def test_a_reshape_chain_forms_one_group():
 
 @pytest.mark.parametrize("stem", ["hello_world_int8", "micro_speech_quantized", "person_detect"])
 def test_shared_models_stay_bit_exact_and_never_grow(stem):
-    path = MODELS_DIR / f"{stem}.tflite"
-    if not path.is_file():
-        pytest.skip(f"shared model {path} is absent")
+    path = example_path(stem)
     model = load_model(path)
     plan = plan_model(model, "aliased")
     assert plan.arena_bytes <= plan_model(model, "best").arena_bytes

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import (
     ArenaInterpreter,
@@ -22,16 +23,13 @@ from inferlab.engines.mcu.interpreter import (
 )
 from inferlab.engines.mcu.planners import plan_model
 
-MODELS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "models"
+MODELS_DIR = examples_dir()
 INT8_MODELS = ("hello_world_int8", "micro_speech_quantized", "person_detect")
 SEEDS = (0, 1, 2, 3, 4)
 
 
 def model_path(stem: str) -> Path:
-    path = MODELS_DIR / f"{stem}.tflite"
-    if not path.is_file():
-        pytest.skip(f"shared model {path} is absent (the models live beside the repo)")
-    return path
+    return example_path(stem)
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,9 @@ from inferlab.engines.mcu.link import (
     BoardTimeout,
 )
 from inferlab.engines.mcu.virtual_board import VirtualBoard, random_input
-from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
+from tests.engines.mcu.mcu_testdata import MODELS_DIR
 from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter, served_boards
 
-pytestmark = needs_models
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 
 

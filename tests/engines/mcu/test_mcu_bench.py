@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inferlab.engines.mcu.bench import run_mcu_bench
-from tests.engines.mcu.mcu_testdata import model_paths, needs_models, tflm_heads_from_sources
+from tests.engines.mcu.mcu_testdata import model_paths, tflm_heads_from_sources
 
 COLUMNS = {
     "tflm_greedy_bytes",
@@ -24,7 +24,6 @@ def bench():
     return run_mcu_bench()
 
 
-@needs_models
 def test_every_shared_model_has_every_column(bench):
     models = bench["models"]
     assert set(models) == {p.stem for p in model_paths()}
@@ -33,7 +32,6 @@ def test_every_shared_model_has_every_column(bench):
         assert row["plan_ms"] > 0
 
 
-@needs_models
 def test_figures_keep_their_order_and_tflms_head(bench):
     heads = tflm_heads_from_sources()
     for stem, row in bench["models"].items():
@@ -44,7 +42,6 @@ def test_figures_keep_their_order_and_tflms_head(bench):
         assert row["plan_ms"] <= 100, (stem, row["plan_ms"])  # the planning budget
 
 
-@needs_models
 def test_patch_based_goal_and_applicability(bench):
     models = bench["models"]
     person = models["person_detect"]
@@ -56,7 +53,6 @@ def test_patch_based_goal_and_applicability(bench):
         assert models[stem]["patch_based_bytes"] is None
 
 
-@needs_models
 def test_models_the_interpreter_cannot_run_say_why(bench):
     models = bench["models"]
     for stem in ("hello_world_int8", "micro_speech_quantized", "person_detect"):

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.engines.mcu.graph import ModelError, load_model
-from tests.engines.mcu.mcu_testdata import MODELS_DIR, model_paths, needs_models
+from tests.engines.mcu.mcu_testdata import MODELS_DIR, model_paths
 from tests.engines.mcu.tflite_builder import write_tflite
 
 
@@ -73,7 +73,6 @@ def test_custom_ops_keep_their_code_name():
     assert op.op == "MyOp" and op.is_custom
 
 
-@needs_models
 def test_real_models_import():
     names = {p.stem for p in model_paths()}
     assert "person_detect" in names
@@ -101,14 +100,12 @@ def test_real_models_import():
     assert m.tensors[m.inputs[0]].shape == (1, 96, 96, 1)
 
 
-@needs_models
 def test_custom_options_are_decoded_flexbuffers():
     m = load_model(MODELS_DIR / "audio_preprocessor_int8.tflite")
     rfft = next(op for op in m.operators if op.op == "SignalRfft")
     assert rfft.is_custom and rfft.options["fft_length"] == 512
 
 
-@needs_models
 def test_reshape_options_keep_vectors():
     m = load_model(MODELS_DIR / "micro_speech_quantized.tflite")
     assert m.operators[0].op == "RESHAPE"
@@ -154,7 +151,6 @@ def test_truncated_model(cut):
         load_model(data[:n])
 
 
-@needs_models
 @settings(max_examples=40, deadline=None)
 @given(st.floats(0.0, 0.999))
 def test_any_truncation_of_a_real_model_is_a_model_error(fraction):

@@ -13,7 +13,7 @@ from inferlab.engines.mcu.lifetimes import (
     tensor_buffers,
     tensor_lifetimes,
 )
-from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
+from tests.engines.mcu.mcu_testdata import MODELS_DIR
 from tests.engines.mcu.tflite_builder import write_tflite
 
 
@@ -73,7 +73,6 @@ def test_planned_buffers_skip_constants_variables_and_empty_tensors():
     assert scratch_buffers(m) == []
 
 
-@needs_models
 def test_micro_speech_lifetimes():
     m = load_model(MODELS_DIR / "micro_speech_quantized.tflite")
     bufs = model_buffers(m)
@@ -86,7 +85,6 @@ def test_micro_speech_lifetimes():
     ]
 
 
-@needs_models
 def test_svdf_scratch_buffers():
     m = load_model(MODELS_DIR / "keyword_scrambled.tflite")
     scratch = scratch_buffers(m)
@@ -103,7 +101,6 @@ def test_svdf_scratch_buffers():
     assert bufs[-len(scratch) :] == scratch
 
 
-@needs_models
 @pytest.mark.parametrize(
     "stem, per_buffer",
     [("mnist_lstm_trained_lstm_int8", 48), ("dtln_noise_suppression", 256)],
@@ -119,7 +116,6 @@ def test_lstm_scratch_buffers(stem, per_buffer):
     ]
 
 
-@needs_models
 def test_rfft_scratch_buffer():
     m = load_model(MODELS_DIR / "audio_preprocessor_int8.tflite")
     (scratch,) = scratch_buffers(m)

@@ -22,7 +22,7 @@ from inferlab.engines.mcu.planners import (
     plan_model,
     plan_tflm_greedy,
 )
-from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
+from tests.engines.mcu.mcu_testdata import MODELS_DIR
 
 
 def bufs(*specs) -> list[Buffer]:
@@ -172,7 +172,6 @@ def test_best_is_optimal_on_small_cases(b):
 # ---- plans of models -------------------------------------------------------------------
 
 
-@needs_models
 def test_plan_model_to_dict():
     path = MODELS_DIR / "micro_speech_quantized.tflite"
     plan = plan_model(path)

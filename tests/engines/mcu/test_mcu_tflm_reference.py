@@ -16,14 +16,9 @@ from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.lifetimes import model_buffers
 from inferlab.engines.mcu.planners import PLANNERS, conflicts, plan_buffers, plan_model
 from tests.engines.mcu.mcu_testdata import (
-    MODELS_DIR,
     model_paths,
     random_graph,
     tflm_heads_from_sources,
-)
-
-pytestmark = pytest.mark.skipif(
-    not model_paths(), reason=f"shared model folder {MODELS_DIR} is absent"
 )
 
 needs_wheel = pytest.mark.skipif(

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import ModelError, load_model
 from inferlab.engines.mcu.interpreter import ArenaInterpreter, op_macs
 from inferlab.engines.mcu.kernels import REGION_KERNELS, OpContext
@@ -30,15 +31,12 @@ from inferlab.engines.mcu.patching import (
 from inferlab.engines.mcu.planners import conflicts, plan_model
 from tests.engines.mcu.mcu_int8_graphs import Int8Graph
 
-MODELS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "models"
+MODELS_DIR = examples_dir()
 TFLM_PERSON_DETECT_HEAD = 55296
 
 
 def model_path(stem: str) -> Path:
-    path = MODELS_DIR / f"{stem}.tflite"
-    if not path.is_file():
-        pytest.skip(f"shared model {path} is absent (the models live beside the repo)")
-    return path
+    return example_path(stem)
 
 
 def random_input(model, seed: int) -> np.ndarray:

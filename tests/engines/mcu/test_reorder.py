@@ -11,13 +11,13 @@ the reordered plan must give TFLM's outputs.
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import ModelError, load_model
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.lifetimes import (
@@ -40,7 +40,7 @@ from inferlab.engines.mcu.reorder import (
 from tests.engines.mcu.mcu_int8_graphs import random_branchy_graph
 from tests.engines.mcu.mcu_testdata import model_paths, random_graph
 
-MODELS_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "models"
+MODELS_DIR = examples_dir()
 
 
 def topological_orders(model):
@@ -145,9 +145,7 @@ def test_chains_and_stateful_ops_keep_stored_order():
 def test_shared_models_run_their_reordered_plan_bit_exact():
     runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
     for stem in ("hello_world_int8", "micro_speech_quantized", "person_detect"):
-        path = MODELS_DIR / f"{stem}.tflite"
-        if not path.is_file():
-            pytest.skip(f"shared model {path} is absent")
+        path = example_path(stem)
         model = load_model(path)
         interp = ArenaInterpreter(model, plan_model(model, "reordered"))
         ref = runtime.Interpreter.from_file(str(path), arena_size=1 << 20)

@@ -12,10 +12,9 @@ from inferlab.engines.mcu import protocol as p
 from inferlab.engines.mcu.boards import load_board
 from inferlab.engines.mcu.interpreter import op_macs
 from inferlab.engines.mcu.virtual_board import VirtualBoard, random_input
-from tests.engines.mcu.mcu_testdata import MODELS_DIR, needs_models
+from tests.engines.mcu.mcu_testdata import MODELS_DIR
 from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter
 
-pytestmark = needs_models
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 
 
