@@ -23,11 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inferlab.engines.mculab.records import McuState, RunRecord
 from inferlab.views.choices import refill_choices
 from inferlab.views.fact_table import FactTable
 from inferlab.views.mcu_arena import ArenaPlot, kind_color
 from inferlab.views.mcu_budget import BudgetBars
-from inferlab.views.mcu_records import McuState, RunRecord
 
 NO_COMPARE = "none"
 OP_HEADERS = ("#", "op", "output", "MACs", "est. cycles", "est. µs", "host µs", "board µs")

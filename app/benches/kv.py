@@ -19,6 +19,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_metrics, kv_run
+
 GRID_BLOCKS = 100_000
 GRID_UPDATES = 40
 
@@ -89,16 +91,15 @@ def lab_scenarios() -> dict:
     """The lab's scenarios on the tiny model, to the end: what the lab itself shows."""
     import torch
 
-    from inferlab.app import sections
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         out = {}
         for name in ("ragged", "shared-prompt"):
-            settings = dict(sections.KV_DEFAULTS, model="tiny", scenario=name)
-            _session, records = sections.kv_run(settings)
-            m = sections.kv_metrics(records)
+            settings = dict(KV_DEFAULTS, model="tiny", scenario=name)
+            _session, records = kv_run(settings)
+            m = kv_metrics(records)
             key = name.replace("-", "_")
             out[f"kv_lab_{key}_paged_waste_frac"] = m["paged_waste_frac"]
             out[f"kv_lab_{key}_contiguous_waste_frac"] = m["contiguous_waste_frac"]

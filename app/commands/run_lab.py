@@ -14,8 +14,21 @@ Later labs add `run kv`, `run batching` the same way.
 
 from __future__ import annotations
 
-from inferlab.app import __version__, sections
+from inferlab.app import __version__
 from inferlab.app.cli import print_json, tflite_model
+from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_run, kv_section, kv_trace_step
+from inferlab.engines.mculab.section import (
+    MCU_DEFAULTS,
+    MCU_NO_COMPARE,
+    mcu_host_run,
+    mcu_op_spans,
+    mcu_planner_names,
+    mcu_planners,
+    mcu_plans,
+    mcu_section,
+    mcu_state,
+    mcu_with_runs,
+)
 
 
 # mcu ----------------------------------------------------------------------------------------
@@ -24,14 +37,14 @@ def _mcu_arguments(p) -> None:
 
     p.add_argument("--model", type=tflite_model, default=str(default_model()),
                    help=".tflite model file, or a shipped example's name (default person_detect)")
-    p.add_argument("--planner", default=sections.MCU_DEFAULTS["planner"],
+    p.add_argument("--planner", default=MCU_DEFAULTS["planner"],
                    help="arena planner: linear, tflm-greedy, best, aliased, reordered, "
                         "patch-based (default tflm-greedy)")
-    p.add_argument("--compare", default=sections.MCU_DEFAULTS["compare"],
+    p.add_argument("--compare", default=MCU_DEFAULTS["compare"],
                    help="second planner drawn beside it, or 'none' (default "
-                        f"{sections.MCU_DEFAULTS['compare']}; one that does not apply to the "
+                        f"{MCU_DEFAULTS['compare']}; one that does not apply to the "
                         "model is noted in the snapshot)")
-    p.add_argument("--board", default=sections.MCU_DEFAULTS["board"],
+    p.add_argument("--board", default=MCU_DEFAULTS["board"],
                    help="board preset id for the budget and cycle estimates (default nrf52840)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
 
@@ -44,29 +57,29 @@ def _run_mcu(args, recorder):
     from inferlab.engines.mcu.graph import load_model
     from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
     for name, value in (("--planner", args.planner), ("--compare", args.compare)):
-        allowed = sections.mcu_planner_names() + ([sections.MCU_NO_COMPARE] if name == "--compare" else [])
+        allowed = mcu_planner_names() + ([MCU_NO_COMPARE] if name == "--compare" else [])
         if value not in allowed:
             raise ValueError(f"{name} {value!r}: expected one of {', '.join(allowed)}")
     path = str(Path(args.model).resolve())
     board = load_board(args.board)
     with recorder.span("load model", cat="mcu", args={"path": path}):
         model = load_model(path)
-    settings = dict(sections.MCU_DEFAULTS, model=path, planner=args.planner, compare=args.compare,
+    settings = dict(MCU_DEFAULTS, model=path, planner=args.planner, compare=args.compare,
                     board=board.id, seed=args.seed)
-    with recorder.span("plan", cat="mcu", args={"planners": sections.mcu_planners(settings)}):
-        plans, compare_note = sections.mcu_plans(model, settings)
+    with recorder.span("plan", cat="mcu", args={"planners": mcu_planners(settings)}):
+        plans, compare_note = mcu_plans(model, settings)
     note = ""
     try:
         check_supported(model)
     except UnsupportedOpError as exc:
         note = f"Runs unavailable: {exc}"
-    state = sections.mcu_state(model, path, board, plans, note, compare_note)
+    state = mcu_state(model, path, board, plans, note, compare_note)
     if not note:
         with recorder.span("run on host", cat="mcu", args={"seed": args.seed}):
-            run, _outputs = sections.mcu_host_run(model, plans[0][0], args.seed)
-        state = sections.mcu_with_runs(state, host_run=run)
-        sections.mcu_op_spans(recorder, state)
-    section = sections.mcu_section(settings, state)
+            run, _outputs = mcu_host_run(model, plans[0][0], args.seed)
+        state = mcu_with_runs(state, host_run=run)
+        mcu_op_spans(recorder, state)
+    section = mcu_section(settings, state)
     return section, section["metrics"]
 
 
@@ -74,12 +87,12 @@ def _run_mcu(args, recorder):
 def _kv_arguments(p) -> None:
     from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
 
-    p.add_argument("--model", default=sections.KV_DEFAULTS["model"],
+    p.add_argument("--model", default=KV_DEFAULTS["model"],
                    help="auto (SmolLM2-135M when installed, else tiny), smollm2-135m, tiny, or "
                         "a .gguf file / Hugging Face folder (default auto)")
-    p.add_argument("--scenario", default=sections.KV_DEFAULTS["scenario"],
-                   help=f"{', '.join(SCENARIO_NAMES)} (default {sections.KV_DEFAULTS['scenario']})")
-    p.add_argument("--block-size", type=int, default=sections.KV_DEFAULTS["block_size"],
+    p.add_argument("--scenario", default=KV_DEFAULTS["scenario"],
+                   help=f"{', '.join(SCENARIO_NAMES)} (default {KV_DEFAULTS['scenario']})")
+    p.add_argument("--block-size", type=int, default=KV_DEFAULTS["block_size"],
                    help="tokens per KV block (default 16)")
     p.add_argument("--blocks", type=int, default=0,
                    help="blocks in the pool (default: sized from the scenario's requests)")
@@ -97,15 +110,15 @@ def _run_kv(args, recorder):
         raise ValueError(f"--block-size must be at least 1, got {args.block_size}")
     if args.blocks < 0:
         raise ValueError(f"--blocks must not be negative, got {args.blocks}")
-    settings = dict(sections.KV_DEFAULTS, model=args.model, scenario=args.scenario,
+    settings = dict(KV_DEFAULTS, model=args.model, scenario=args.scenario,
                     block_size=args.block_size, n_blocks=args.blocks)
     with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
         from inferlab.engines.kvlab.models import load_lab_model
 
         load_lab_model(args.model, args.device)
-    session, records = sections.kv_run(settings, args.device, args.max_steps,
-                                       on_step=lambda r: sections.kv_trace_step(recorder, r))
-    section = sections.kv_section(settings, session.info, session.seq_infos(), records)
+    session, records = kv_run(settings, args.device, args.max_steps,
+                                       on_step=lambda r: kv_trace_step(recorder, r))
+    section = kv_section(settings, session.info, session.seq_infos(), records)
     return section, section["metrics"]
 
 

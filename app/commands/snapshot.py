@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import time
 
-from inferlab.app import __version__, sections
+from inferlab.app import __version__
+from inferlab.engines.hardware.section import hardware_section
+from inferlab.engines.roofline.memory_section import (
+    MEMORY_DEFAULTS,
+    memory_plans,
+    memory_section,
+    preset_target,
+)
+from inferlab.engines.roofline.section import ROOFLINE_DEFAULTS, roofline_section
 
 
 def register(sub) -> None:
@@ -40,17 +48,17 @@ def build_snapshot(device: str = "cpu", quick: bool = True):
         points = measure_op_points(device, dtype="fp32", quick=quick)
     for point in points:
         recorder.counter("achieved GFLOP/s", {point.name: point.achieved_flops_per_s / 1e9})
-    memory_settings = dict(sections.MEMORY_DEFAULTS)
+    memory_settings = dict(MEMORY_DEFAULTS)
     cfg = load_model_preset(memory_settings["model"])
-    target = sections.preset_target(load_hardware_preset(memory_settings["target"]))
-    plan, _variants = sections.memory_plans(memory_settings, cfg, target)
-    roofline_settings = dict(sections.ROOFLINE_DEFAULTS, presets=["h100-sxm"])
+    target = preset_target(load_hardware_preset(memory_settings["target"]))
+    plan, _variants = memory_plans(memory_settings, cfg, target)
+    roofline_settings = dict(ROOFLINE_DEFAULTS, presets=["h100-sxm"])
     labs = {
-        "hardware": sections.hardware_section({"sample_hz": 10.0, "device": device}, devices,
+        "hardware": hardware_section({"sample_hz": 10.0, "device": device}, devices,
                                               sampler.history(), {device: roofs}),
-        "roofline": sections.roofline_section(roofline_settings, roofs, points,
+        "roofline": roofline_section(roofline_settings, roofs, points,
                                               load_model_preset(roofline_settings["model"])),
-        "memory": sections.memory_section(memory_settings, cfg, plan, target),
+        "memory": memory_section(memory_settings, cfg, plan, target),
     }
     return make_snapshot(app_version=__version__, host=host_facts(),
                          devices=[d.to_dict() for d in devices], labs=labs,

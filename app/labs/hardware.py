@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import QTimer
 
-from inferlab.app import sections
 from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.microbench import measure_roofs
+from inferlab.engines.hardware.section import hardware_section, read_hardware_section
 from inferlab.engines.hardware.telemetry import TelemetrySampler
 from inferlab.views.hardware_view import HardwareView
 
@@ -81,14 +81,14 @@ class HardwareLab(Lab):
         return {"sample_hz": self.sample_hz, "device": self.context.device_id}
 
     def snapshot_section(self) -> dict:
-        return sections.hardware_section(self.settings(), self.context.devices,
+        return hardware_section(self.settings(), self.context.devices,
                                          self.sampler.history(), self.context.all_roofs())
 
     def check_section(self, section: dict) -> None:
-        sections.read_hardware_section(section)
+        read_hardware_section(section)
 
     def show_snapshot(self, section: dict) -> None:
-        devices, history, roofs = sections.read_hardware_section(section)
+        devices, history, roofs = read_hardware_section(section)
         self.read_only = True
         chosen = section.get("settings", {}).get("device")
         device = next((d for d in devices if d.get("id") == chosen), devices[0] if devices else None)

@@ -13,9 +13,15 @@ import threading
 
 from PySide6.QtCore import QTimer, Signal
 
-from inferlab.app import sections
 from inferlab.app.labs.base import Lab
 from inferlab.engines.kvlab.scenarios import SCENARIOS
+from inferlab.engines.kvlab.section import (
+    KV_DEFAULTS,
+    kv_metrics,
+    kv_section,
+    kv_trace_step,
+    read_kv_section,
+)
 from inferlab.views.kv_view import KVView
 
 LIVE_POOL_CELLS_LIMIT = 4_000_000
@@ -49,7 +55,7 @@ class KVLab(Lab):
         self._pause = threading.Event()
         self._after_task = None  # what to start once the current task has ended
         self._dirty = False
-        self._settings = self._valid(dict(sections.KV_DEFAULTS) | self.saved_settings())
+        self._settings = self._valid(dict(KV_DEFAULTS) | self.saved_settings())
         from inferlab.engines.kvlab.models import AUTO, model_choices, resolve_model_name
 
         models = [(AUTO, f"auto ({resolve_model_name(AUTO)})"), *model_choices()]
@@ -72,14 +78,14 @@ class KVLab(Lab):
     # ---- settings ----------------------------------------------------------------------------
     def _valid(self, s: dict) -> dict:
         if s.get("scenario") not in SCENARIOS:
-            s["scenario"] = sections.KV_DEFAULTS["scenario"]
+            s["scenario"] = KV_DEFAULTS["scenario"]
         if self.context.quick and "model" not in self.saved_settings():
             s["model"] = "tiny"  # tests and quick renders: no 100 MB model
         for key, low in (("block_size", 1), ("n_blocks", 0)):
             try:
-                s[key] = max(low, int(s.get(key, sections.KV_DEFAULTS[key])))
+                s[key] = max(low, int(s.get(key, KV_DEFAULTS[key])))
             except (TypeError, ValueError):
-                s[key] = sections.KV_DEFAULTS[key]
+                s[key] = KV_DEFAULTS[key]
         return s
 
     def settings(self) -> dict:
@@ -246,7 +252,7 @@ class KVLab(Lab):
         if s is None:
             return ""
         if s.done:
-            m = sections.kv_metrics(self.records)
+            m = kv_metrics(self.records)
             return (f"Finished after {m['steps']} steps: {m['finished']} sequences done, "
                     f"{m['refused']} refused, {m['preemptions']} preemptions, "
                     f"{m['cow_copies']} copy-on-write copies. Reset (Ctrl+R) to run it again.")
@@ -265,7 +271,7 @@ class KVLab(Lab):
             return
         self.info, self.seq_infos = info, seq_infos
         self.records.append(record)
-        sections.kv_trace_step(self.context.recorder, record)
+        kv_trace_step(self.context.recorder, record)
         self._thin_pools()
         self._dirty = True
 
@@ -293,13 +299,13 @@ class KVLab(Lab):
 
     # ---- snapshots --------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
-        return sections.kv_section(self.settings(), self.info, self.seq_infos, self.records)
+        return kv_section(self.settings(), self.info, self.seq_infos, self.records)
 
     def check_section(self, section: dict) -> None:
-        sections.read_kv_section(section)
+        read_kv_section(section)
 
     def show_snapshot(self, section: dict) -> None:
-        settings, info, seq_infos, records = sections.read_kv_section(section)
+        settings, info, seq_infos, records = read_kv_section(section)
         if self._task is not None:
             self._pause.set()
             self._task.stop()

@@ -12,7 +12,6 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
 
-from inferlab.app import sections
 from inferlab.app.labs.base import Lab
 from inferlab.app.mcu_connect import (
     EMULATED,
@@ -22,6 +21,20 @@ from inferlab.app.mcu_connect import (
     firmware_planner,
 )
 from inferlab.engines.mcu.examples import default_model, example_models, examples_dir
+from inferlab.engines.mculab.section import (
+    MCU_DEFAULTS,
+    MCU_NO_COMPARE,
+    mcu_board_plan,
+    mcu_host_run,
+    mcu_op_spans,
+    mcu_planner_names,
+    mcu_plans,
+    mcu_section,
+    mcu_state,
+    mcu_with_runs,
+    read_mcu_section,
+)
+from inferlab.engines.trace.snapshot import lab_section
 from inferlab.views.mcu_view import McuView
 
 AUTO_RUN_DELAY_MS = 300
@@ -48,7 +61,7 @@ class McuLab(Lab):
         self._auto_ran = False
         self._waiting = False  # for other work to end before the first host run
         self._connecting: BoardChoice | None = None  # the board a connect task is for
-        self._settings = self._valid(dict(sections.MCU_DEFAULTS) | self.saved_settings())
+        self._settings = self._valid(dict(MCU_DEFAULTS) | self.saved_settings())
         self._refresh_choices()
         self.view.set_settings(self._settings)
         self.view.settings_changed.connect(self._on_settings)
@@ -67,18 +80,18 @@ class McuLab(Lab):
         return list_boards()
 
     def _planner_names(self) -> list[str]:
-        return sections.mcu_planner_names()
+        return mcu_planner_names()
 
     def _valid(self, s: dict) -> dict:
         planners = self._planner_names()
         if s.get("planner") not in planners:
-            s["planner"] = sections.MCU_DEFAULTS["planner"]
-        if s.get("compare") not in [*planners, sections.MCU_NO_COMPARE]:
-            s["compare"] = sections.MCU_DEFAULTS["compare"]
+            s["planner"] = MCU_DEFAULTS["planner"]
+        if s.get("compare") not in [*planners, MCU_NO_COMPARE]:
+            s["compare"] = MCU_DEFAULTS["compare"]
             if s["compare"] not in planners:  # engines without the model-level planners
                 s["compare"] = "best"
         if s.get("board") not in [b.id for b in self._boards()]:
-            s["board"] = sections.MCU_DEFAULTS["board"]
+            s["board"] = MCU_DEFAULTS["board"]
         path = str(s.get("model") or "")
         if not path or not os.path.isfile(path):
             path = str(default_model())
@@ -142,14 +155,14 @@ class McuLab(Lab):
             note = f"Runs unavailable: {exc}"
         board = load_board(self._settings["board"])
         try:
-            self.plans, compare_note = sections.mcu_plans(self.model, self._settings)
+            self.plans, compare_note = mcu_plans(self.model, self._settings)
         except ValueError as exc:
             self.view.set_status(f"Cannot plan {self.model.name} with "
                                  f"{self._settings['planner']}: {exc}", error=True)
             return
-        state = sections.mcu_state(self.model, path, board, self.plans, note, compare_note)
+        state = mcu_state(self.model, path, board, self.plans, note, compare_note)
         if not new_model and self.state is not None:
-            state = sections.mcu_with_runs(state, self.state.host_run, self.state.board_run)
+            state = mcu_with_runs(state, self.state.host_run, self.state.board_run)
         self.state = state
         self.view.draw(state)
         if not self._busy:
@@ -251,7 +264,7 @@ class McuLab(Lab):
 
         def work(progress, should_stop):
             progress(0.0, f"{model.name} on the arena interpreter")
-            return sections.mcu_host_run(model, plan, seed, should_stop=should_stop)[0]
+            return mcu_host_run(model, plan, seed, should_stop=should_stop)[0]
 
         self.view.set_status(f"Running {model.name} on the host…")
         self._start(f"Run {model.name} on host", work, self._host_done)
@@ -259,8 +272,8 @@ class McuLab(Lab):
     def _host_done(self, run) -> None:
         if self.state is None:
             return
-        self.state = sections.mcu_with_runs(self.state, host_run=run)
-        sections.mcu_op_spans(self.context.recorder, self.state)
+        self.state = mcu_with_runs(self.state, host_run=run)
+        mcu_op_spans(self.context.recorder, self.state)
         if not self.read_only:
             self.view.draw(self.state)
             self.view.set_status(f"Host run: {run.total_us / 1e3:,.2f} ms "
@@ -362,10 +375,10 @@ class McuLab(Lab):
 
         from inferlab.engines.mcu import protocol as p
         from inferlab.engines.mcu.virtual_board import random_input
-        from inferlab.views.mcu_records import RunRecord
+        from inferlab.engines.mculab.records import RunRecord
 
         model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])
-        board_plan = sections.mcu_board_plan(plan)
+        board_plan = mcu_board_plan(plan)
         session = self.session
         in_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.inputs]
         out_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.outputs]
@@ -385,7 +398,7 @@ class McuLab(Lab):
             result, _ = session.run(data, board_plan, inputs, progress=uploaded)
             progress(0.9, "comparing with the host interpreter")
             outputs = p.unpack_tensors(result.output, out_specs)
-            expected = sections.mcu_host_run(model, plan, seed, repeats=1)[1]
+            expected = mcu_host_run(model, plan, seed, repeats=1)[1]
             same = len(outputs) == len(expected) and all(
                 np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
             first = outputs[0]
@@ -413,7 +426,7 @@ class McuLab(Lab):
             self._set_board(self._board_text())  # a rebuilt emulated board has a new port
         if self.state is None:
             return
-        self.state = sections.mcu_with_runs(self.state, board_run=run)
+        self.state = mcu_with_runs(self.state, board_run=run)
         if not self.read_only:
             self.view.draw(self.state)
             verdict = "equals" if run.matches_host else "DIFFERS from"
@@ -432,12 +445,12 @@ class McuLab(Lab):
     def snapshot_section(self) -> dict:
         self.ensure_loaded()
         if self.state is None:
-            return sections.section(self.settings(), {}, {})
-        return sections.mcu_section(self.settings(), self.state)
+            return lab_section(self.settings(), {}, {})
+        return mcu_section(self.settings(), self.state)
 
     def check_section(self, section: dict) -> None:
         if section.get("state"):
-            sections.read_mcu_section(section)
+            read_mcu_section(section)
 
     def show_snapshot(self, section: dict) -> None:
         self.read_only = True
@@ -445,7 +458,7 @@ class McuLab(Lab):
         if not section.get("state"):
             self.view.set_status("The snapshot holds no MCU model.")
             return
-        settings, state = sections.read_mcu_section(section)
+        settings, state = read_mcu_section(section)
         self.view.set_choices([(state.model_path, state.model)],
                               [lay.planner for lay in state.layouts],
                               [(state.board.id, state.board.id)])

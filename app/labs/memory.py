@@ -6,7 +6,6 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from inferlab.app import sections
 from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.presets import all_hardware_presets
 from inferlab.engines.model.config import (
@@ -14,6 +13,13 @@ from inferlab.engines.model.config import (
     list_model_presets,
     load_hf_config,
     load_model_preset,
+)
+from inferlab.engines.roofline.memory_section import (
+    MEMORY_DEFAULTS,
+    memory_plans,
+    memory_section,
+    preset_target,
+    read_memory_section,
 )
 from inferlab.engines.roofline.units import format_bytes
 from inferlab.views.memory_view import MemoryView
@@ -34,7 +40,7 @@ def memory_targets(context) -> dict[str, dict]:
     }}
     for preset in all_hardware_presets():
         if preset.kind == "gpu":
-            targets[preset.id] = sections.preset_target(preset)
+            targets[preset.id] = preset_target(preset)
     return targets
 
 
@@ -48,7 +54,7 @@ class MemoryLab(Lab):
         self.view = MemoryView()
         self.widget = self.view
         self.imported: dict[str, object] = {}
-        self._settings = dict(sections.MEMORY_DEFAULTS) | self.saved_settings()
+        self._settings = dict(MEMORY_DEFAULTS) | self.saved_settings()
         self._refresh_choices()
         self.view.set_settings(self._settings)
         self._settings = self.view.settings()
@@ -83,7 +89,7 @@ class MemoryLab(Lab):
             return
         cfg = self.model_config(self._settings["model"])
         target = self.targets.get(self._settings["target"]) or self.targets[LOCAL]
-        plan, variants = sections.memory_plans(self._settings, cfg, target)
+        plan, variants = memory_plans(self._settings, cfg, target)
         self.view.draw(cfg, plan, variants, target["label"])
         self._last = (cfg, plan, target)
 
@@ -110,19 +116,19 @@ class MemoryLab(Lab):
     def settings(self) -> dict:
         settings = dict(self._settings)
         if settings["model"] not in list_model_presets():
-            settings["model"] = sections.MEMORY_DEFAULTS["model"]  # imported files are not remembered
+            settings["model"] = MEMORY_DEFAULTS["model"]  # imported files are not remembered
         return settings
 
     def snapshot_section(self) -> dict:
         cfg, plan, target = self._last
-        return sections.memory_section(self._settings, cfg, plan, target)
+        return memory_section(self._settings, cfg, plan, target)
 
     def check_section(self, section: dict) -> None:
-        sections.read_memory_section(section)
+        read_memory_section(section)
 
     def show_snapshot(self, section: dict) -> None:
-        settings, cfg, target = sections.read_memory_section(section)
-        plan, variants = sections.memory_plans(settings, cfg, target)
+        settings, cfg, target = read_memory_section(section)
+        plan, variants = memory_plans(settings, cfg, target)
         self.read_only = True
         self.view.set_choices([(settings["model"], cfg.name)], [(settings["target"], target["label"])])
         self.view.set_settings(settings)

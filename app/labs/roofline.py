@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from inferlab.app import sections
 from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
 from inferlab.engines.hardware.presets import all_hardware_presets
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
 from inferlab.engines.roofline.formulas import attainable_flops
+from inferlab.engines.roofline.section import (
+    ROOFLINE_DEFAULTS,
+    read_roofline_section,
+    roofline_section,
+)
 from inferlab.views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
 from inferlab.views.roofline_view import RooflineView
 
@@ -83,7 +87,7 @@ class RooflineLab(Lab):
         self.presets = all_hardware_presets()
         self.view.set_choices([(p.id, p.name) for p in self.presets],
                               [(m, load_model_preset(m).name) for m in list_model_presets()])
-        self._settings = dict(sections.ROOFLINE_DEFAULTS) | self.saved_settings()
+        self._settings = dict(ROOFLINE_DEFAULTS) | self.saved_settings()
         self.view.set_settings(self._settings)
         self._settings = self.view.settings()
         self.points: dict[str, list] = {}
@@ -181,15 +185,15 @@ class RooflineLab(Lab):
         return dict(self._settings)
 
     def snapshot_section(self) -> dict:
-        return sections.roofline_section(self._settings, self.context.roofs(),
+        return roofline_section(self._settings, self.context.roofs(),
                                          self.points.get(self.context.device_id, []),
                                          self._model(self._settings["model"]))
 
     def check_section(self, section: dict) -> None:
-        sections.read_roofline_section(section)
+        read_roofline_section(section)
 
     def show_snapshot(self, section: dict) -> None:
-        settings, roofs, points, cfg = sections.read_roofline_section(section)
+        settings, roofs, points, cfg = read_roofline_section(section)
         self._replay = (settings, roofs, points, cfg)
         self.read_only = True
         self.view.set_settings(settings)

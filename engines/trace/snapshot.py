@@ -65,6 +65,13 @@ class Snapshot:
         return snapshot_to_dict(self)
 
 
+def section_field(mapping: dict, key: str, where: str):
+    """`mapping[key]`, or ValueError("<where>: missing field 'key'") (section readers)."""
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise ValueError(f"{where}: missing field {key!r}")
+    return mapping[key]
+
+
 def lab_section(
     settings: Mapping | None = None,
     state: object = None,

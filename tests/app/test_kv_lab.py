@@ -11,7 +11,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
+from inferlab.engines.kvlab import section as kvlab_section
 from inferlab.engines.kvlab.records import ContiguousRegion
+from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_section, read_kv_section
 from inferlab.views.kv_contiguous import address_codes
 from inferlab.views.kv_grid import (
     CACHED_CODE,
@@ -219,7 +221,6 @@ def test_a_new_scenario_is_one_click(qtbot, make_window):
 
 
 def test_run_kv_cli_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_window):
-    from inferlab.app import sections
     from inferlab.app.cli import main
     from inferlab.engines.trace.snapshot import read_snapshot
 
@@ -232,7 +233,7 @@ def test_run_kv_cli_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_wi
     assert metrics["finished"] == 8 and metrics["refused"] == 0
     snapshot = read_snapshot(out)
     assert snapshot.active_lab == "kv"
-    settings, info, seq_infos, records = sections.read_kv_section(snapshot.labs["kv"])
+    settings, info, seq_infos, records = read_kv_section(snapshot.labs["kv"])
     assert settings["scenario"] == "shared-prompt" and info.model_id == "tiny"
     assert len(seq_infos) == 8 and len(records) == metrics["steps"]
     assert sum(1 for e in snapshot.trace_events if e.get("name", "").startswith("kv step")) \
@@ -254,31 +255,29 @@ def test_run_kv_cli_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_wi
 
 
 def test_bad_kv_sections_name_the_field():
-    from inferlab.app import sections
 
     with pytest.raises(ValueError, match="labs.kv: missing field 'settings'"):
-        sections.read_kv_section({})
-    assert sections.read_kv_section({"settings": {}, "state": {}})[1] is None
+        read_kv_section({})
+    assert read_kv_section({"settings": {}, "state": {}})[1] is None
     bad = {"settings": {}, "state": {"run": {"scenario": "x"}, "sequences": [], "steps": []}}
     with pytest.raises(ValueError, match="labs.kv.state.run: missing field"):
-        sections.read_kv_section(bad)
+        read_kv_section(bad)
 
 
 def test_a_big_runs_snapshot_keeps_some_pools_and_replays_them(qtbot, monkeypatch):
-    from inferlab.app import sections
     from inferlab.engines.kvlab.session import KVLabSession
     from inferlab.engines.model.tiny import tiny_model
     from inferlab.views.kv_view import KVView
 
     session = KVLabSession(*tiny_model(), "fork")
     records = session.run()
-    monkeypatch.setattr(sections, "KV_POOL_CELLS_LIMIT", session.n_blocks * 10)
-    sec = sections.kv_section(dict(sections.KV_DEFAULTS), session.info, session.seq_infos(),
+    monkeypatch.setattr(kvlab_section, "KV_POOL_CELLS_LIMIT", session.n_blocks * 10)
+    sec = kv_section(dict(KV_DEFAULTS), session.info, session.seq_infos(),
                               records)
     kept = [i for i, s in enumerate(sec["state"]["steps"]) if s["pool"] is not None]
     every = sec["state"]["pool_every"]
     assert every > 1 and kept[:2] == [0, every] and kept[-1] == len(records) - 1
-    _settings, info, seq_infos, replay = sections.read_kv_section(json.loads(json.dumps(sec)))
+    _settings, info, seq_infos, replay = read_kv_section(json.loads(json.dumps(sec)))
     view = KVView()
     qtbot.addWidget(view)
     view.draw(info, seq_infos, replay)

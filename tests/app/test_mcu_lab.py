@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
-from inferlab.app import sections
 from inferlab.app.mcu_connect import PORT, VIRTUAL, BoardChoice, ConnectDialog
 from inferlab.engines.mcu.boards import load_board
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import op_macs
 from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mculab.section import MCU_HOST_REPEATS, mcu_host_run
 from inferlab.views.mcu_arena import ArenaItem
 
 MODELS = examples_dir()
@@ -167,12 +167,12 @@ def test_host_run_fills_measured_times(qtbot, lab_window):
     lab.run_host()
     wait_idle(qtbot, window)
     run = lab.state.host_run
-    assert run is not first and run.repeats == sections.MCU_HOST_REPEATS
+    assert run is not first and run.repeats == MCU_HOST_REPEATS
     assert all(o.host_us is not None and o.host_us > 0 for o in lab.state.ops)
     assert all(lab.view.ops_table.item(i, 6).text() != "—" for i in range(31))
     assert "Host" in lab.view.runs.toPlainText()
     # the output is the interpreter's on the seeded input
-    expected = sections.mcu_host_run(load_model(PERSON), plan_model(load_model(PERSON)), 0, 1)[1][0]
+    expected = mcu_host_run(load_model(PERSON), plan_model(load_model(PERSON)), 0, 1)[1][0]
     assert list(run.output) == expected.ravel().tolist()
 
 
@@ -208,7 +208,7 @@ def test_virtual_board_runs_like_the_host_and_survives_its_loss(qtbot, lab_windo
     wait_idle(qtbot, window)
     run = lab.state.board_run
     assert run is not None and run.matches_host
-    host = sections.mcu_host_run(load_model(MICRO), plan_model(load_model(MICRO)), 0, 1)[0]
+    host = mcu_host_run(load_model(MICRO), plan_model(load_model(MICRO)), 0, 1)[0]
     assert run.output == host.output and run.arena_bytes == 5968
     assert all(lab.view.ops_table.item(i, 7).text() != "—" for i in range(4))
     assert "equals the host" in lab.view.runs.toPlainText()
@@ -339,7 +339,7 @@ def test_model_the_interpreter_cannot_run_is_planned_not_run(qtbot, lab_window):
 def test_host_outputs_equal_a_direct_interpreter_run():
     model = load_model(HELLO)
     plan = plan_model(model)
-    run, outputs = sections.mcu_host_run(model, plan, seed=3, repeats=2)
+    run, outputs = mcu_host_run(model, plan, seed=3, repeats=2)
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
     from inferlab.engines.mcu.virtual_board import random_input
 

@@ -14,12 +14,12 @@ import psutil
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
-from inferlab.app import sections
 from inferlab.app.mcu_connect import EMULATED, VIRTUAL, BoardChoice, ConnectDialog
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.planners import plan_model
 from inferlab.engines.mcu.toolchain import install_command
+from inferlab.engines.mculab.section import mcu_host_run
 from tests.firmware.fwtools import need_tools
 
 MODELS = examples_dir()
@@ -107,7 +107,7 @@ def test_emulated_board_runs_the_firmware_and_never_outlives_the_lab(qtbot, hell
     lab.run_on_board()
     wait_idle(qtbot, window)
     run = lab.state.board_run
-    host = sections.mcu_host_run(load_model(HELLO), plan_model(load_model(HELLO)), 0, 1)[0]
+    host = mcu_host_run(load_model(HELLO), plan_model(load_model(HELLO)), 0, 1)[0]
     assert run is not None and run.matches_host and run.output == host.output
     assert run.where == f"qemu nrf52840 on {url}" and run.cycles_measured
     assert len(run.op_cycles) == 3 and all(c > 0 for c in run.op_cycles)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from inferlab.app import sections
 from inferlab.app.cli import main
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import op_macs
 from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mculab.section import read_mcu_section
 from inferlab.engines.trace.snapshot import read_snapshot
 
 MODELS = examples_dir()
@@ -25,7 +25,7 @@ def test_run_mcu_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_windo
 
     snapshot = read_snapshot(out)
     assert snapshot.active_lab == "mcu" and list(snapshot.labs) == ["mcu"]
-    settings, state = sections.read_mcu_section(snapshot.labs["mcu"])
+    settings, state = read_mcu_section(snapshot.labs["mcu"])
     model = load_model(HELLO)
     plan = plan_model(model, "tflm-greedy")
     layout = state.layouts[0]
@@ -54,7 +54,7 @@ def test_run_mcu_options_and_errors(capsys, tmp_path):
     assert main(["run", "mcu", "--model", str(HELLO), "--planner", "linear", "--compare", "none",
                  "--board", "samd21", "--snapshot", str(out)]) == 0
     assert str(out) in capsys.readouterr().out
-    _settings, state = sections.read_mcu_section(read_snapshot(out).labs["mcu"])
+    _settings, state = read_mcu_section(read_snapshot(out).labs["mcu"])
     assert [lay.planner for lay in state.layouts] == ["linear"] and state.board.id == "samd21"
 
     person = tmp_path / "person.json"
@@ -73,6 +73,6 @@ def test_run_mcu_on_a_model_the_interpreter_cannot_run(capsys, tmp_path):
     model = MODELS / "keyword_scrambled.tflite"
     out = tmp_path / "ks.json"
     assert main(["run", "mcu", "--model", str(model), "--snapshot", str(out)]) == 0
-    _settings, state = sections.read_mcu_section(read_snapshot(out).labs["mcu"])
+    _settings, state = read_mcu_section(read_snapshot(out).labs["mcu"])
     assert state.host_run is None and "SVDF" in state.note
     assert state.layouts[0].arena_bytes == 672

@@ -1,0 +1,117 @@
+"""The KV lab's snapshot section, headline metrics, headless run and trace events."""
+
+from __future__ import annotations
+
+from inferlab.engines.trace.snapshot import lab_section as section
+from inferlab.engines.trace.snapshot import section_field
+
+# The KV lab's run: settings, what the run is (KVRunInfo), every sequence (SeqInfo) and the
+# per-step records. Each step keeps its pool state while n_blocks × steps stays under
+# KV_POOL_CELLS_LIMIT; past that only every k-th step's (and the last) is kept.
+KV_DEFAULTS = {"scenario": "shared-prompt", "model": "auto", "block_size": 16, "n_blocks": 0}
+KV_POOL_CELLS_LIMIT = 400_000
+
+
+def kv_metrics(records) -> dict:
+    """Headline figures of a run. Waste is each allocator's at its peak reservation (the step
+    reserving the most slots; of those, the one holding the most tokens), as `bench kv`."""
+    if not records:
+        return {"steps": 0}
+
+    def peak(side):
+        return max((getattr(r, side) for r in records),
+                   key=lambda s: (s.slots_reserved, s.slots_filled))
+
+    paged, contiguous = peak("paged"), peak("contiguous")
+    last = records[-1]
+    events = [e for r in records for e in r.events]
+    return {
+        "steps": len(records),
+        "model_steps": sum(1 for r in records if r.ran_model),
+        "paged_waste_frac": paged.waste_frac,
+        "contiguous_waste_frac": contiguous.waste_frac,
+        "paged_peak_reserved_slots": paged.slots_reserved,
+        "contiguous_peak_reserved_slots": contiguous.slots_reserved,
+        "paged_max_concurrent_seqs": max(r.paged.n_seqs for r in records),
+        "contiguous_max_concurrent_seqs": max(r.contiguous.n_seqs for r in records),
+        "prefix_hit_rate": last.paged.prefix_hit_rate,
+        "max_shared_blocks": max(r.paged.shared_blocks for r in records),
+        "cow_copies": sum(1 for e in events if "copy-on-write" in e),
+        "preemptions": sum(1 for e in events if " preempted (" in e),
+        "refused": sum(1 for q in last.seqs if q.status == "refused"),
+        "finished": sum(1 for q in last.seqs if q.status == "finished"),
+        "evictions": last.paged.evictions,
+        "model_s": sum(r.step_s for r in records),
+    }
+
+
+def kv_section(settings: dict, info, seq_infos, records) -> dict:
+    """`info`: KVRunInfo (None before any run); `seq_infos`: SeqInfo; `records`: KVStepRecord."""
+    from dataclasses import asdict
+
+    from inferlab.engines.kvlab.records import step_to_dict
+
+    if info is None:
+        return section(settings, {}, {"steps": 0})
+    n = max(len(records), 1)
+    every = max(1, -(-info.n_blocks * n // KV_POOL_CELLS_LIMIT))
+    steps = [step_to_dict(r, with_pool=(i % every == 0 or i == len(records) - 1))
+             for i, r in enumerate(records)]
+    state = {"run": asdict(info), "sequences": [asdict(s) for s in seq_infos], "steps": steps,
+             "pool_every": every}
+    return section(settings, state, kv_metrics(records))
+
+
+def read_kv_section(sec: dict):
+    """(settings, KVRunInfo or None, [SeqInfo], [KVStepRecord]); ValueError names a bad field."""
+    from inferlab.engines.kvlab.records import info_from_dict, seq_info_from_dict, step_from_dict
+
+    settings = dict(KV_DEFAULTS) | dict(section_field(sec, "settings", "labs.kv"))
+    state = section_field(sec, "state", "labs.kv")
+    if not state:
+        return settings, None, [], []
+    info = info_from_dict(section_field(state, "run", "labs.kv.state"), "labs.kv.state.run")
+    seqs = section_field(state, "sequences", "labs.kv.state")
+    steps = section_field(state, "steps", "labs.kv.state")
+    if not isinstance(seqs, list) or not isinstance(steps, list):
+        raise ValueError("labs.kv.state: sequences and steps must be lists")
+    seq_infos = [seq_info_from_dict(s, f"labs.kv.state.sequences[{i}]") for i, s in enumerate(seqs)]
+    records = [step_from_dict(s, f"labs.kv.state.steps[{i}]") for i, s in enumerate(steps)]
+    for i, rec in enumerate(records):
+        if rec.pool is not None and rec.pool.n_blocks != info.n_blocks:
+            raise ValueError(f"labs.kv.state.steps[{i}].pool: {rec.pool.n_blocks} blocks, the "
+                             f"run has {info.n_blocks}")
+    return settings, info, seq_infos, records
+
+
+def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
+           on_step=None):
+    """Run a KV lab scenario to its end headless: (KVLabSession, records).
+
+    `on_step(record)` is called after each step (progress, trace spans).
+    """
+    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.kvlab.session import KVLabSession
+
+    model, tokenizer = load_lab_model(settings["model"], device)
+    session = KVLabSession(model, tokenizer, settings["scenario"],
+                           block_size=int(settings["block_size"]),
+                           n_blocks=int(settings["n_blocks"]) or None)
+    records = []
+    while not session.done and (max_steps is None or len(records) < max_steps):
+        records.append(session.step())
+        if on_step is not None:
+            on_step(records[-1])
+    return session, records
+
+
+def kv_trace_step(recorder, record, end_s: float | None = None) -> None:
+    """One KV step as a span ("kv step N", ending now) plus counters of both allocators."""
+    end = recorder.now_s() if end_s is None else end_s
+    recorder.add_span(f"kv step {record.step}", end - record.step_s, end, cat="kv",
+                      args={"ran_model": record.ran_model, "events": len(record.events)})
+    p, c = record.paged, record.contiguous
+    recorder.counter("kv reserved slots", {"paged": p.slots_reserved,
+                                           "contiguous": c.slots_reserved}, ts_s=end, cat="kv")
+    recorder.counter("kv waste %", {"paged": 100 * p.waste_frac,
+                                    "contiguous": 100 * c.waste_frac}, ts_s=end, cat="kv")

@@ -1,0 +1,48 @@
+"""The memory (KV/VRAM) lab's snapshot section and the plans it draws."""
+
+from __future__ import annotations
+
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.roofline.memory import attention_variants, plan_memory
+from inferlab.engines.trace.snapshot import lab_section as section
+from inferlab.engines.trace.snapshot import section_field
+
+MEMORY_DEFAULTS = {"model": "llama-3-8b", "context": 8192, "batch": 1, "weight_dtype": "fp16",
+                   "kv_dtype": "fp16", "target": "h100-sxm", "utilization": 0.9}
+
+
+def preset_target(preset) -> dict:
+    """A hardware preset as a memory-lab target."""
+    return {"id": preset.id, "label": preset.name,
+            "memory_bytes": preset.memory_bytes, "bw_bytes_per_s": preset.bandwidth_bytes_per_s}
+
+
+def memory_plans(settings: dict, cfg: ModelConfig, target: dict):
+    """The plan for the settings, and the MHA/GQA/MQA variants' (config, plan) beside it."""
+    kwargs = dict(context=int(settings["context"]), batch=int(settings["batch"]),
+                  weight_dtype=settings["weight_dtype"], kv_dtype=settings["kv_dtype"],
+                  device_memory_bytes=int(target["memory_bytes"]),
+                  utilization=float(settings["utilization"]),
+                  bw_bytes_per_s=target.get("bw_bytes_per_s"))
+    plan = plan_memory(cfg, **kwargs)
+    variants = {kind: (vcfg, plan_memory(vcfg, **kwargs)) for kind, vcfg in attention_variants(cfg).items()}
+    return plan, variants
+
+
+
+def memory_section(settings: dict, model_config: ModelConfig, plan, target: dict) -> dict:
+    """`target`: {"id", "label", "memory_bytes", "bw_bytes_per_s"} of the chosen device."""
+    state = {"model_config": model_config.to_dict(), "target": target, "plan": plan.to_dict()}
+    metrics = {k: plan.to_dict()[k] for k in ("kv_bytes_per_token", "kv_bytes_total", "weight_bytes",
+                                              "total_bytes", "max_batch", "max_context")}
+    return section(settings, state, metrics)
+
+
+def read_memory_section(sec: dict) -> tuple[dict, ModelConfig, dict]:
+    settings = section_field(sec, "settings", "labs.memory")
+    state = section_field(sec, "state", "labs.memory")
+    cfg = ModelConfig.from_dict(section_field(state, "model_config", "labs.memory.state"))
+    target = section_field(state, "target", "labs.memory.state")
+    for key in ("label", "memory_bytes"):
+        section_field(target, key, "labs.memory.state.target")
+    return dict(MEMORY_DEFAULTS) | dict(settings), cfg, target

@@ -1,0 +1,34 @@
+"""The roofline lab's snapshot section: measured roofs, measured op points, the model placed."""
+
+from __future__ import annotations
+
+from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.trace.snapshot import lab_section as section
+from inferlab.engines.trace.snapshot import section_field
+
+ROOFLINE_DEFAULTS = {"dtype": "fp32", "presets": [], "model": "smollm2-135m", "context": 1024,
+                     "weight_dtype": "fp32", "kv_dtype": "fp32"}
+
+
+def roofline_section(settings: dict, roofs: MeasuredRoofs | None, points, model_config=None) -> dict:
+    state = {"roofs": roofs.to_dict() if roofs is not None else None,
+             "measured_points": [p.to_dict() for p in points],
+             "model_config": model_config.to_dict() if model_config is not None else None}
+    metrics = {}
+    if roofs is not None:
+        metrics = {"peak_flops": dict(roofs.peak_flops),
+                   "bandwidth_bytes_per_s": roofs.bw_bytes_per_s,
+                   "knee_flops_per_byte": {k: v / roofs.bw_bytes_per_s for k, v in roofs.peak_flops.items()}}
+    return section(settings, state, metrics)
+
+
+def read_roofline_section(sec: dict):
+    settings = section_field(sec, "settings", "labs.roofline")
+    state = section_field(sec, "state", "labs.roofline")
+    raw = state.get("roofs")
+    roofs = MeasuredRoofs.from_dict(raw) if raw else None
+    points = [MeasuredPoint.from_dict(p) for p in state.get("measured_points") or []]
+    cfg_raw = state.get("model_config")
+    cfg = ModelConfig.from_dict(cfg_raw) if cfg_raw else None
+    return dict(ROOFLINE_DEFAULTS) | dict(settings), roofs, points, cfg
