@@ -1,7 +1,7 @@
 """Presets shipped as JSON files, `assets/<folder>/<id>.json`: listing, reading, strict fields.
 
 Hardware roofs (`engines.hardware.presets`) load this way, and board presets
-(`engines.mcu.boards`) live in the same assets package. `load_preset` is the whole path from
+(`engines.board.boards`) live in the same assets package. `load_preset` is the whole path from
 an id to a record: the id must be one of the files, the file must be JSON, the record is
 built by the record type's own `from_dict(data, origin)` (most use `dataclass_from_dict`),
 and its `id` field must be the file's name. Every error starts with where the data came

@@ -12,7 +12,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from inferlab.engines.mcu.boards import FitCheck
+from inferlab.engines.board.boards import FitCheck
 
 COLORS = {"arena": "#0072B2", "runtime RAM": "#7F7F7F", "model file": "#E69F00",
           "runtime code": "#595959", "free": "#C8E6C9", "over": "#D55E00"}

@@ -67,8 +67,8 @@ def run(args) -> int:
 
 
 def _list(args) -> int:
-    from inferlab.engines.mcu.boards import list_boards
-    from inferlab.engines.mcu.ports import list_ports
+    from inferlab.engines.board.boards import list_boards
+    from inferlab.engines.board.ports import list_ports
 
     ports = [p.to_dict() for p in list_ports()]
     presets = [b.to_dict() for b in list_boards()]
@@ -90,7 +90,7 @@ def _list(args) -> int:
 
 
 def _info(args) -> int:
-    from inferlab.engines.mcu.link import BoardLink
+    from inferlab.engines.board.link import BoardLink
 
     with BoardLink(args.port, timeout_s=args.timeout) as link:
         info = link.hello()
@@ -110,10 +110,10 @@ def _info(args) -> int:
 def _run(args) -> int:
     import numpy as np
 
-    from inferlab.engines.mcu import protocol as p
+    from inferlab.engines.board import protocol as p
+    from inferlab.engines.board.link import BoardError, BoardLink
+    from inferlab.engines.board.virtual_board import random_input
     from inferlab.engines.mcu.graph import load_model
-    from inferlab.engines.mcu.link import BoardError, BoardLink
-    from inferlab.engines.mcu.virtual_board import random_input
 
     with open(args.model, "rb") as f:
         data = f.read()
@@ -191,7 +191,7 @@ def _progress(done: int, total: int) -> None:
 
 
 def _register_firmware(actions) -> None:
-    from inferlab.engines.mcu.toolchain import TARGETS
+    from inferlab.engines.board.toolchain import TARGETS
 
     build = actions.add_parser("build", help="compile a model into the board firmware (C)")
     build.add_argument("--model", required=True, type=tflite_model,
@@ -221,7 +221,7 @@ def _register_firmware(actions) -> None:
 
 
 def _build(args) -> int:
-    from inferlab.engines.mcu.toolchain import build_firmware, tflm_head_tail
+    from inferlab.engines.board.toolchain import build_firmware, tflm_head_tail
 
     b = build_firmware(args.model, args.target, args.preset, args.out, planner=args.planner)
     tflm = tflm_head_tail(args.model)
@@ -257,8 +257,8 @@ def _emulate(args) -> int:
     import signal
     import time
 
-    from inferlab.engines.mcu.emulator import DEFAULT_ICOUNT_SHIFT, Emulator
-    from inferlab.engines.mcu.toolchain import QEMU_TARGET, build_firmware
+    from inferlab.engines.board.emulator import DEFAULT_ICOUNT_SHIFT, Emulator
+    from inferlab.engines.board.toolchain import QEMU_TARGET, build_firmware
 
     b = build_firmware(args.model, QEMU_TARGET, args.preset, args.out, planner=args.planner)
     print(f"built {b.image}: flash {b.flash_bytes:,} B, RAM {b.ram_bytes:,} B (arena "

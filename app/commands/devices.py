@@ -12,8 +12,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from inferlab.engines.board.ports import list_ports
     from inferlab.engines.hardware.discovery import discover_devices
-    from inferlab.engines.mcu.ports import list_ports
 
     devices = [d.to_dict() for d in discover_devices()]
     boards = [p.to_dict() for p in list_ports()]

@@ -33,9 +33,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.engines.mcu.boards import DEFAULT_CODE_BYTES, DEFAULT_RUNTIME_OVERHEAD_BYTES
+    from inferlab.engines.board.boards import DEFAULT_CODE_BYTES, DEFAULT_RUNTIME_OVERHEAD_BYTES
+    from inferlab.engines.board.virtual_board import BoardServer, VirtualBoard
     from inferlab.engines.mcu.planners import PLANNERS
-    from inferlab.engines.mcu.virtual_board import BoardServer, VirtualBoard
 
     if args.planner not in PLANNERS:
         raise ValueError(f"unknown planner {args.planner!r}; expected one of "

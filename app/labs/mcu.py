@@ -13,13 +13,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
 
 from inferlab.app.labs.base import Lab
-from inferlab.app.mcu_connect import (
-    EMULATED,
-    BoardChoice,
-    BoardSession,
-    ConnectDialog,
-    firmware_planner,
-)
+from inferlab.engines.board.session import EMULATED, BoardChoice, BoardSession, firmware_planner
 from inferlab.engines.mcu.examples import default_model, example_models, examples_dir
 from inferlab.engines.mculab.section import (
     MCU_DEFAULTS,
@@ -35,6 +29,7 @@ from inferlab.engines.mculab.section import (
     read_mcu_section,
 )
 from inferlab.engines.trace.snapshot import lab_section
+from inferlab.views.mcu_connect_dialog import ConnectDialog
 from inferlab.views.mcu_view import McuView
 
 AUTO_RUN_DELAY_MS = 300
@@ -75,7 +70,7 @@ class McuLab(Lab):
 
     # choices and settings ------------------------------------------------------------------
     def _boards(self):
-        from inferlab.engines.mcu.boards import list_boards
+        from inferlab.engines.board.boards import list_boards
 
         return list_boards()
 
@@ -130,7 +125,7 @@ class McuLab(Lab):
         """Load the model if it changed, plan it, and draw (milliseconds: done right here)."""
         if self.read_only:
             return
-        from inferlab.engines.mcu.boards import load_board
+        from inferlab.engines.board.boards import load_board
         from inferlab.engines.mcu.graph import ModelError, load_model
         from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
 
@@ -373,8 +368,8 @@ class McuLab(Lab):
             return
         import numpy as np
 
-        from inferlab.engines.mcu import protocol as p
-        from inferlab.engines.mcu.virtual_board import random_input
+        from inferlab.engines.board import protocol as p
+        from inferlab.engines.board.virtual_board import random_input
         from inferlab.engines.mculab.records import RunRecord
 
         model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])

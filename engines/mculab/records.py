@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from inferlab.engines.mcu.boards import BoardPreset, FitCheck
+from inferlab.engines.board.boards import BoardPreset, FitCheck
 
 GRAPH_INPUT = "graph input"
 SCRATCH = "scratch"

@@ -141,7 +141,7 @@ def mcu_state(model, path, board, plans, note: str = "", compare_note: str = "")
     the chosen planner's first (its arena is the one checked against the board)."""
     import os
 
-    from inferlab.engines.mcu.boards import fit_check
+    from inferlab.engines.board.boards import fit_check
     from inferlab.engines.mculab.records import McuState
 
     layouts = tuple(mcu_layout(model, plan, ms) for plan, ms in plans)
@@ -161,8 +161,8 @@ def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, sh
     """
     import numpy as np
 
+    from inferlab.engines.board.virtual_board import random_input
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
-    from inferlab.engines.mcu.virtual_board import random_input
     from inferlab.engines.mculab.records import RunRecord
 
     interp = ArenaInterpreter(model, plan)
@@ -228,9 +228,11 @@ def mcu_section(settings: dict, state) -> dict:
 
 
 def read_mcu_section(sec: dict):
-    """(settings, McuState) from a snapshot's `labs.mcu`; ValueError names a bad field."""
+    """(settings, McuState or None: the lab had no model) from a snapshot's `labs.mcu`;
+    ValueError names a bad field."""
     from inferlab.engines.mculab.records import McuState
 
     settings = section_field(sec, "settings", "labs.mcu")
-    state = McuState.from_dict(section_field(sec, "state", "labs.mcu"))
+    raw = section_field(sec, "state", "labs.mcu")
+    state = McuState.from_dict(raw) if raw else None
     return dict(MCU_DEFAULTS) | dict(settings), state

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from inferlab.app.cli import main
+from inferlab.engines.board.virtual_board import VirtualBoard
 from inferlab.engines.mcu.graph import load_model
-from inferlab.engines.mcu.virtual_board import VirtualBoard
+from tests.engines.board.virtual_boards import hang_guard, served_boards
 from tests.engines.mcu.mcu_testdata import MODELS_DIR
-from tests.engines.mcu.mcu_virtual_boards import hang_guard, served_boards
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"

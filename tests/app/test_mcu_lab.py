@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
-from inferlab.app.mcu_connect import PORT, VIRTUAL, BoardChoice, ConnectDialog
-from inferlab.engines.mcu.boards import load_board
+from inferlab.engines.board.boards import load_board
+from inferlab.engines.board.session import PORT, VIRTUAL, BoardChoice
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import op_macs
 from inferlab.engines.mcu.planners import plan_model
 from inferlab.engines.mculab.section import MCU_HOST_REPEATS, mcu_host_run
 from inferlab.views.mcu_arena import ArenaItem
+from inferlab.views.mcu_connect_dialog import ConnectDialog
 
 MODELS = examples_dir()
 PERSON = MODELS / "person_detect.tflite"
@@ -340,8 +341,8 @@ def test_host_outputs_equal_a_direct_interpreter_run():
     model = load_model(HELLO)
     plan = plan_model(model)
     run, outputs = mcu_host_run(model, plan, seed=3, repeats=2)
+    from inferlab.engines.board.virtual_board import random_input
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
-    from inferlab.engines.mcu.virtual_board import random_input
 
     expected = ArenaInterpreter(model, plan).invoke(random_input(model, 3))
     assert np.array_equal(outputs[0], expected) and run.repeats == 2 and run.seed == 3

@@ -14,12 +14,13 @@ import psutil
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
-from inferlab.app.mcu_connect import EMULATED, VIRTUAL, BoardChoice, ConnectDialog
+from inferlab.engines.board.session import EMULATED, VIRTUAL, BoardChoice
+from inferlab.engines.board.toolchain import install_command
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.planners import plan_model
-from inferlab.engines.mcu.toolchain import install_command
 from inferlab.engines.mculab.section import mcu_host_run
+from inferlab.views.mcu_connect_dialog import ConnectDialog
 from tests.firmware.fwtools import need_tools
 
 MODELS = examples_dir()

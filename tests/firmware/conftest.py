@@ -27,7 +27,7 @@ def fwlib(tmp_path_factory, kernel_cases):
 @pytest.fixture(scope="session")
 def firmware_images(tmp_path_factory):
     """build(stem, target, preset=None, planner=...) -> FirmwareBuild, cached per session."""
-    from inferlab.engines.mcu.toolchain import build_firmware
+    from inferlab.engines.board.toolchain import build_firmware
 
     root = tmp_path_factory.mktemp("images")
     cache = {}

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab.engines.mcu import protocol as p
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.toolchain import FIRMWARE_DIR, ToolMissing, require_tools
 from inferlab.engines.mcu.examples import example_path, examples_dir
-from inferlab.engines.mcu.toolchain import FIRMWARE_DIR, ToolMissing, require_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS_DIR = examples_dir()
@@ -36,7 +36,7 @@ def need_tools(target: str) -> None:
     try:
         require_tools(target)
         if target != "host":
-            from inferlab.engines.mcu.emulator import find_qemu
+            from inferlab.engines.board.emulator import find_qemu
 
             find_qemu()
     except ToolMissing as exc:
@@ -170,7 +170,7 @@ class FirmwareLib:
 
 def build_lib(models: dict[str, bytes], out_dir: Path) -> FirmwareLib:
     """Generate every model (symbol -> .tflite bytes) into out_dir and build the library."""
-    from inferlab.engines.mcu.codegen import generate
+    from inferlab.engines.board.codegen import generate
 
     need_tools("host")
     out_dir.mkdir(parents=True, exist_ok=True)

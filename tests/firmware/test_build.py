@@ -12,8 +12,8 @@ import json
 import pytest
 
 from inferlab.app.cli import main
-from inferlab.engines.mcu.boards import BoardPreset
-from inferlab.engines.mcu.toolchain import FirmwareBuildError, build_firmware, tflm_head_tail
+from inferlab.engines.board.boards import BoardPreset
+from inferlab.engines.board.toolchain import FirmwareBuildError, build_firmware, tflm_head_tail
 from tests.firmware.fwtools import SHARED_MODELS, model_path, need_tools
 
 

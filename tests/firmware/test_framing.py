@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from inferlab.engines.mcu import cobs
+from inferlab.engines.board import cobs
 
 CRC_VECTORS = [(b"123456789", 0xCBF43926), (b"", 0), (bytes(4), 0x2144DF1C),
                (b"InferLab", 0x60EA634C)]

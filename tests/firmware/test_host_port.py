@@ -15,12 +15,12 @@ import struct
 import pytest
 
 from inferlab.app.cli import main
-from inferlab.engines.mcu import protocol as p
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.link import BoardLink, BoardRefused
+from inferlab.engines.board.virtual_board import VirtualBoard, random_input
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import op_macs
-from inferlab.engines.mcu.link import BoardLink, BoardRefused
 from inferlab.engines.mcu.planners import plan_model
-from inferlab.engines.mcu.virtual_board import VirtualBoard, random_input
 from tests.firmware.fwtools import HostBoard, error_of, model_path, sha256_hex, tflm_outputs
 
 STEM = "micro_speech_quantized"
@@ -249,8 +249,8 @@ def test_random_frames_under_sanitizers(tmp_path):
 
     import numpy as np
 
-    from inferlab.engines.mcu.codegen import board_config_h, generate
-    from inferlab.engines.mcu.toolchain import FIRMWARE_DIR
+    from inferlab.engines.board.codegen import board_config_h, generate
+    from inferlab.engines.board.toolchain import FIRMWARE_DIR
     from tests.firmware.fwtools import need_tools
 
     need_tools("host")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferlab.engines.mcu import protocol as p
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.virtual_board import random_input
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.planners import plan_model
-from inferlab.engines.mcu.virtual_board import random_input
 from tests.firmware.fwtools import SHARED_MODELS, model_path, tflm_outputs
 from tests.firmware.kernel_cases import all_cases
 

@@ -17,12 +17,12 @@ import time
 import pytest
 
 from inferlab.app.cli import main
-from inferlab.engines.mcu import protocol as p
-from inferlab.engines.mcu.emulator import Emulator
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.emulator import Emulator
+from inferlab.engines.board.link import BoardLink
+from inferlab.engines.board.virtual_board import random_input
 from inferlab.engines.mcu.graph import load_model
-from inferlab.engines.mcu.link import BoardLink
 from inferlab.engines.mcu.planners import plan_model
-from inferlab.engines.mcu.virtual_board import random_input
 from tests.firmware.fwtools import ROOT, model_path, need_tools, sha256_hex, tflm_outputs
 
 SEEDS = {"hello_world_int8": 4, "micro_speech_quantized": 3, "person_detect": 2}

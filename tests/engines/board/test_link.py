@@ -11,18 +11,18 @@ import time
 import numpy as np
 import pytest
 
-from inferlab.engines.mcu import protocol as p
-from inferlab.engines.mcu.graph import load_model
-from inferlab.engines.mcu.link import (
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.link import (
     BoardDisconnected,
     BoardError,
     BoardLink,
     BoardRefused,
     BoardTimeout,
 )
-from inferlab.engines.mcu.virtual_board import VirtualBoard, random_input
+from inferlab.engines.board.virtual_board import VirtualBoard, random_input
+from inferlab.engines.mcu.graph import load_model
+from tests.engines.board.virtual_boards import hang_guard, plus_one_interpreter, served_boards
 from tests.engines.mcu.mcu_testdata import MODELS_DIR
-from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter, served_boards
 
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 
@@ -131,7 +131,7 @@ class NoisyBoard(VirtualBoard):
             frame = p.FrameDecoder().feed(out)[0]
             raw = bytearray(p.frame_bytes(frame))
             raw[-1] ^= 0x5A
-            from inferlab.engines.mcu import cobs
+            from inferlab.engines.board import cobs
 
             return b"\x00" + cobs.encode(bytes(raw)) + b"\x00"
         if self.mode == "truncate":

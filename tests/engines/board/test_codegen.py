@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from inferlab.engines.mcu.codegen import CodegenError, board_config_h, generate, write_if_changed
+from inferlab.engines.board.codegen import CodegenError, board_config_h, generate, write_if_changed
+from inferlab.engines.board.toolchain import FirmwareBuildError, build_firmware, tflm_head_tail
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.planners import plan_model
-from inferlab.engines.mcu.toolchain import FirmwareBuildError, build_firmware, tflm_head_tail
 from tests.engines.mcu.test_interpreter import model_path
 
 
@@ -80,7 +80,7 @@ def test_unsupported_models_and_names_are_refused():
 
 
 def test_floats_are_written_exactly():
-    from inferlab.engines.mcu.codegen import _c_float
+    from inferlab.engines.board.codegen import _c_float
 
     for v in (0.0390625, 1 / 3, 1e-7, 123.456):
         text = _c_float(v)

@@ -1,7 +1,7 @@
 """Building the board firmware for one model: find the tools, generate, make, measure.
 
 `build_firmware(model, target, preset, out_dir)` compiles the model and its plan into C
-(`engines.mcu.codegen`), writes `board_config.h`, runs `firmware/Makefile` for the target
+(`engines.board.codegen`), writes `board_config.h`, runs `firmware/Makefile` for the target
 port, and reads the image's sections with `arm-none-eabi-size -A`:
 
     flash = .vectors + .text + .ARM.exidx + .model + .data (its load image)
@@ -26,8 +26,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from inferlab.engines.mcu import codegen
-from inferlab.engines.mcu.boards import BoardPreset, load_board
+from inferlab.engines.board import codegen
+from inferlab.engines.board.boards import BoardPreset, load_board
 
 FIRMWARE_DIR = Path(os.environ.get("INFERLAB_FIRMWARE_DIR")
                     or Path(__file__).resolve().parents[2] / "firmware")

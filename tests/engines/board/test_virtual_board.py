@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines.mcu import protocol as p
-from inferlab.engines.mcu.boards import load_board
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.boards import load_board
+from inferlab.engines.board.virtual_board import VirtualBoard, random_input
 from inferlab.engines.mcu.interpreter import op_macs
-from inferlab.engines.mcu.virtual_board import VirtualBoard, random_input
+from tests.engines.board.virtual_boards import hang_guard, plus_one_interpreter
 from tests.engines.mcu.mcu_testdata import MODELS_DIR
-from tests.engines.mcu.mcu_virtual_boards import hang_guard, plus_one_interpreter
 
 HELLO_WORLD = MODELS_DIR / "hello_world_int8.tflite"
 
@@ -274,11 +274,11 @@ def test_broken_frames_get_errors_without_a_sequence_and_the_board_keeps_serving
     good = p.encode_frame(p.Frame(p.Command.HELLO, 4))
     bad_crc = bytearray(p.frame_bytes(p.Frame(p.Command.HELLO, 5)))
     bad_crc[-2] ^= 0xFF
-    from inferlab.engines.mcu import cobs
+    from inferlab.engines.board import cobs
 
     v2 = bytearray(p.frame_bytes(p.Frame(p.Command.HELLO, 6)))
     v2[1] = 2
-    from inferlab.engines.mcu.crc import crc32
+    from inferlab.engines.board.crc import crc32
 
     v2[-4:] = crc32(bytes(v2[:-4])).to_bytes(4, "little")
     stream = (

@@ -25,8 +25,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from inferlab.engines.mcu import cobs
-from inferlab.engines.mcu.crc import crc32
+from inferlab.engines.board import cobs
+from inferlab.engines.board.crc import crc32
 
 PROTOCOL_VERSION = 1
 MAGIC = 0x49  # "I"

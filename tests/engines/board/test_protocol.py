@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines.mcu import cobs
-from inferlab.engines.mcu import protocol as p
-from inferlab.engines.mcu.crc import CRC32_CHECK, crc32, crc32_bitwise
+from inferlab.engines.board import cobs
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.crc import CRC32_CHECK, crc32, crc32_bitwise
 
 # ---- COBS ---------------------------------------------------------------------------------
 

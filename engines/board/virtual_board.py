@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from inferlab.engines.mcu import protocol as p
-from inferlab.engines.mcu.boards import (
+from inferlab.engines.board import protocol as p
+from inferlab.engines.board.boards import (
     DEFAULT_CODE_BYTES,
     DEFAULT_RUNTIME_OVERHEAD_BYTES,
     BoardPreset,

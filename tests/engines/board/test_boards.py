@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from inferlab.engines.mcu.boards import (
+from inferlab.engines.board.boards import (
     DEFAULT_CODE_BYTES,
     DEFAULT_RUNTIME_OVERHEAD_BYTES,
     BoardPreset,
@@ -17,7 +17,7 @@ from inferlab.engines.mcu.boards import (
     list_boards,
     load_board,
 )
-from inferlab.engines.mcu.ports import describe_port, list_ports
+from inferlab.engines.board.ports import describe_port, list_ports
 
 KB = 1024
 EXPECTED = {  # id: (core, clock_hz, sram_bytes, flash_bytes), as the datasheets state

@@ -1,4 +1,4 @@
-"""Helpers for the tests that talk to virtual boards (engines.mcu.virtual_board): a hang
+"""Helpers for the tests that talk to virtual boards (engines.board.virtual_board): a hang
 guard, a stand-in for the arena interpreter, and boards served for the length of a test.
 
 Each test module keeps its own small fixtures (its guard's seconds, its stub's timings) and
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from inferlab.engines.mcu.virtual_board import BoardServer, VirtualBoard
+from inferlab.engines.board.virtual_board import BoardServer, VirtualBoard
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from inferlab.engines.mcu import protocol as p
+from inferlab.engines.board import protocol as p
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_RUN_TIMEOUT_S = 60.0

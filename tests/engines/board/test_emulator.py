@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.mcu import toolchain
-from inferlab.engines.mcu.emulator import Emulator, EmulatorError, find_qemu, free_port
-from inferlab.engines.mcu.link import BoardLink
-from inferlab.engines.mcu.toolchain import ToolMissing, install_command
+from inferlab.engines.board import toolchain
+from inferlab.engines.board.emulator import Emulator, EmulatorError, find_qemu, free_port
+from inferlab.engines.board.link import BoardLink
+from inferlab.engines.board.toolchain import ToolMissing, install_command
 
 
 def test_command_line(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from inferlab.engines.mcu.boards import BoardPreset, list_boards
+from inferlab.engines.board.boards import BoardPreset, list_boards
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from inferlab.engines.mcu.link import BoardError, BoardInfo, BoardLink
-from inferlab.engines.mcu.toolchain import APT_PACKAGES, QEMU_TARGET, build_firmware, find_tool
+from inferlab.engines.board.link import BoardError, BoardInfo, BoardLink
+from inferlab.engines.board.toolchain import APT_PACKAGES, QEMU_TARGET, build_firmware, find_tool
 
 MACHINE = "mps2-an386"
 DEFAULT_ICOUNT_SHIFT = 5
