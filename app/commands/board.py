@@ -112,8 +112,8 @@ def _run(args) -> int:
 
     from inferlab.engines.board import protocol as p
     from inferlab.engines.board.link import BoardError, BoardLink
-    from inferlab.engines.board.virtual_board import random_input
     from inferlab.engines.mcu.graph import load_model
+    from inferlab.engines.mcu.inputs import random_input
 
     with open(args.model, "rb") as f:
         data = f.read()

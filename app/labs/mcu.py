@@ -369,7 +369,7 @@ class McuLab(Lab):
         import numpy as np
 
         from inferlab.engines.board import protocol as p
-        from inferlab.engines.board.virtual_board import random_input
+        from inferlab.engines.mcu.inputs import random_input
         from inferlab.engines.mculab.records import RunRecord
 
         model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])

@@ -23,8 +23,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from inferlab.engines.board import protocol as p
 from inferlab.engines.board.boards import (
     DEFAULT_CODE_BYTES,
@@ -569,19 +567,3 @@ def serve(board: str | BoardPreset = "nrf52840", transport: str = "pty", **kwarg
     else:
         raise ValueError(f"transport must be 'pty' or 'socket', got {transport!r}")
     return server
-
-
-def random_input(model, seed: int = 0) -> list[np.ndarray]:
-    """Seeded random arrays for each graph input (full range of integer dtypes)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for t in model.inputs:
-        tensor = model.tensors[t]
-        dt = np.dtype(tensor.dtype)
-        if dt.kind in "iu":
-            info = np.iinfo(dt)
-            arr = rng.integers(info.min, int(info.max) + 1, size=tensor.shape, dtype=dt)
-        else:
-            arr = rng.standard_normal(tensor.shape).astype(dt)
-        out.append(arr)
-    return out

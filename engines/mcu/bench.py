@@ -22,10 +22,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import Model, load_model
+from inferlab.engines.mcu.inputs import random_input
 from inferlab.engines.mcu.planners import plan_model
 
 REPEATS = 3
@@ -41,20 +40,6 @@ def _fastest_ms(fn, repeats: int = REPEATS):
     return round(best, 3), result
 
 
-def _random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for t in model.inputs:
-        tensor = model.tensors[t]
-        info = np.iinfo(tensor.dtype) if tensor.dtype.startswith(("int", "uint")) else None
-        if info is None:
-            out.append(rng.normal(0, 1, size=tensor.shape).astype(tensor.dtype))
-        else:
-            x = rng.integers(info.min, info.max + 1, size=tensor.shape, dtype=np.int64)
-            out.append(x.astype(tensor.dtype))
-    return out
-
-
 def _invoke_ms(model: Model, plan) -> tuple[float | None, str | None]:
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
 
@@ -62,7 +47,7 @@ def _invoke_ms(model: Model, plan) -> tuple[float | None, str | None]:
         interp = ArenaInterpreter(model, plan)
     except ValueError as exc:  # UnsupportedOpError and friends
         return None, str(exc)
-    inputs = _random_inputs(model)
+    inputs = random_input(model)
     interp.invoke(inputs)  # warm-up
     ms, _ = _fastest_ms(lambda: interp.invoke(inputs))
     return ms, None

@@ -161,7 +161,7 @@ def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, sh
     """
     import numpy as np
 
-    from inferlab.engines.board.virtual_board import random_input
+    from inferlab.engines.mcu.inputs import random_input
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
     from inferlab.engines.mculab.records import RunRecord
 

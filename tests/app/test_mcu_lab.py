@@ -341,7 +341,7 @@ def test_host_outputs_equal_a_direct_interpreter_run():
     model = load_model(HELLO)
     plan = plan_model(model)
     run, outputs = mcu_host_run(model, plan, seed=3, repeats=2)
-    from inferlab.engines.board.virtual_board import random_input
+    from inferlab.engines.mcu.inputs import random_input
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
 
     expected = ArenaInterpreter(model, plan).invoke(random_input(model, 3))

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from inferlab.engines.board import protocol as p
-from inferlab.engines.board.virtual_board import random_input
 from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.inputs import random_input
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.planners import plan_model
 from tests.firmware.fwtools import SHARED_MODELS, model_path, tflm_outputs

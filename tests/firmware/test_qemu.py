@@ -20,8 +20,8 @@ from inferlab.app.cli import main
 from inferlab.engines.board import protocol as p
 from inferlab.engines.board.emulator import Emulator
 from inferlab.engines.board.link import BoardLink
-from inferlab.engines.board.virtual_board import random_input
 from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.inputs import random_input
 from inferlab.engines.mcu.planners import plan_model
 from tests.firmware.fwtools import ROOT, model_path, need_tools, sha256_hex, tflm_outputs
 

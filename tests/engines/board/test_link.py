@@ -19,8 +19,9 @@ from inferlab.engines.board.link import (
     BoardRefused,
     BoardTimeout,
 )
-from inferlab.engines.board.virtual_board import VirtualBoard, random_input
+from inferlab.engines.board.virtual_board import VirtualBoard
 from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.inputs import random_input
 from tests.engines.board.virtual_boards import hang_guard, plus_one_interpreter, served_boards
 from tests.engines.mcu.mcu_testdata import MODELS_DIR
 
