@@ -57,8 +57,7 @@ lint: setup
 	$(VENV)/bin/ruff check app engines views tests
 
 screenshots: setup
-	mkdir -p out
-	for lab in hardware roofline memory; do QT_QPA_PLATFORM=offscreen $(VENV)/bin/inferlab screenshot --lab $$lab --out out/$$lab.png; done
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/inferlab screenshot --lab all --out out
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

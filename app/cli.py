@@ -14,6 +14,7 @@ import json
 import sys
 
 from inferlab.app import __version__
+from inferlab.engines.mcu.examples import model_argument as tflite_model  # noqa: F401 - commands
 
 # Modules under app/commands, in help order. A missing module is skipped, so labs can land
 # one by one.
@@ -34,19 +35,6 @@ COMMAND_MODULES = (
 
 class UserError(Exception):
     """A problem with the user's input: printed as one line, exit status 2."""
-
-
-def tflite_model(text: str) -> str:
-    """argparse type of a MODEL.tflite argument: a file, or a shipped example's name.
-
-    Anything else is passed on as it is, so that opening it fails with the one-line error
-    every command prints (argparse would add its usage lines)."""
-    from inferlab.engines.mcu.examples import resolve_model
-
-    try:
-        return str(resolve_model(text))
-    except ValueError:
-        return text
 
 
 def print_json(data) -> None:
@@ -84,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         return launch()
     try:
         return int(args.func(args) or 0)
-    except (UserError, ValueError, OSError, KeyError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"inferlab {args.command}: error: {message}", file=sys.stderr)
+    except (UserError, ValueError, OSError) as exc:
+        # The errors a user can cause; anything else (a KeyError, a TypeError) is a bug and
+        # keeps its traceback.
+        print(f"inferlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

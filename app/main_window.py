@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import time
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from PySide6.QtWidgets import (
 from inferlab.app import snapshot_io
 from inferlab.app.context import AppContext
 from inferlab.app.export import export_widget
-from inferlab.app.labs import LAB_CLASSES
+from inferlab.app.labs import registry
 
 
 class MainWindow(QMainWindow):
@@ -41,8 +42,10 @@ class MainWindow(QMainWindow):
         self.settings = self.context.settings
         self.setWindowTitle("InferLab")
         self.resize(1280, 800)
-        self.labs = [cls(self.context, parent=self) for cls in LAB_CLASSES]
+        self.labs = [registry.resolve(spec.controller)(self.context, parent=self)
+                     for spec in registry.LABS]
         self._snapshot_path: Path | None = None
+        self.snapshot_problems: dict[str, str] = {}  # lab id -> why the open snapshot's section was not shown
 
         self._build_device_bar()
         self._build_center()
@@ -241,12 +244,16 @@ class MainWindow(QMainWindow):
     def open_snapshot(self, path: str | Path) -> None:
         """Show a snapshot read-only in every lab it has. Raises SnapshotError / ValueError."""
         snapshot = snapshot_io.load(path)
-        restored = snapshot_io.restore_labs(self.labs, snapshot)
+        restored, problems = snapshot_io.restore_labs(self.labs, snapshot)
         self._snapshot_path = Path(path)
         created = snapshot.created_utc.replace("T", " ")[:19]
+        not_shown = "".join(f"<br><b>Not shown: {html.escape(lab_id)}</b> — {html.escape(why)}"
+                            for lab_id, why in problems.items())
         self.banner_label.setText(
-            f"Snapshot <b>{Path(path).name}</b> (taken {created} UTC on "
-            f"{snapshot.host.get('hostname', '?')}) — read-only: {', '.join(restored)}")
+            f"Snapshot <b>{html.escape(Path(path).name)}</b> (taken {created} UTC on "
+            f"{html.escape(str(snapshot.host.get('hostname', '?')))}) — read-only: "
+            f"{', '.join(restored)}{not_shown}")
+        self.snapshot_problems = problems
         self.banner.show()
         if snapshot.active_lab in restored:
             self.show_lab(snapshot.active_lab)

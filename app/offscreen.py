@@ -61,16 +61,17 @@ def render_lab(lab_id: str, out: str | Path, snapshot: str | Path | None = None,
                size=(1280, 800), timeout_s: float = 120.0) -> Path:
     """Open the window on `lab_id` (live, or a snapshot read-only), let it settle, save a PNG."""
     from inferlab.app.export import export_widget
+    from inferlab.app.labs.registry import lab_spec
 
+    settle_s = lab_spec(lab_id).screenshot_settle_s  # unknown lab: ValueError listing the labs
     _app, window = make_window(size)
     try:
-        window.lab(lab_id)  # unknown lab: ValueError listing the labs
         if snapshot is not None:
             window.open_snapshot(snapshot)
         window.show_lab(lab_id)
         # Live labs start their default work on activation; wait for it, then a little more
         # so telemetry has several samples.
-        process_events_for(1.5)
+        process_events_for(settle_s)
         process_events_for(timeout_s, until=lambda: not window.context.running_tasks())
         process_events_for(0.5)
         return export_widget(window, out)

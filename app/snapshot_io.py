@@ -34,18 +34,27 @@ def load(path: str | Path) -> Snapshot:
     return read_snapshot(path)
 
 
-def restore_labs(labs, snapshot: Snapshot) -> list[str]:
-    """Show each lab's section read-only; returns the lab ids restored.
+def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
+    """Show each lab's section read-only: (lab ids restored, {lab id: why it was not}).
 
-    Sections are checked first, so a bad one changes nothing on screen.
+    Every section is checked (settings included) before any view sees it. A bad section is
+    reported and the others still open; when none can be shown, ValueError says why and
+    nothing on screen changes.
     """
     by_id = {lab.lab_id: lab for lab in labs}
     known = [lab_id for lab_id in snapshot.labs if lab_id in by_id]
     if not known:
         raise ValueError(f"the snapshot has no lab this InferLab shows (it has: "
                          f"{', '.join(snapshot.labs) or 'none'})")
+    problems: dict[str, str] = {}
     for lab_id in known:
-        by_id[lab_id].check_section(snapshot.labs[lab_id])
-    for lab_id in known:
+        try:
+            by_id[lab_id].check_section(snapshot.labs[lab_id])
+        except ValueError as exc:
+            problems[lab_id] = str(exc)
+    good = [lab_id for lab_id in known if lab_id not in problems]
+    if not good:
+        raise ValueError("; ".join(problems.values()))
+    for lab_id in good:
         by_id[lab_id].show_snapshot(snapshot.labs[lab_id])
-    return known
+    return good, problems

@@ -1,23 +1,32 @@
-"""`inferlab bench LAB --json`: benchmarks whose figures go in notes (ratios, side by side)."""
+"""`inferlab bench LAB --json`: benchmarks whose figures go in notes (ratios, side by side).
+
+The labs' benches come from the registry; `gui` (the window's start-up and frame gaps) is the
+app's own. A bench whose optional package (`LabSpec.bench_requires`) is not installed is
+reported as not available; any other failure, an import error inside a lab included, is an
+error with its traceback.
+"""
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 
 from inferlab.app.cli import print_json
+from inferlab.app.labs import registry
+from inferlab.app.labs.registry import resolve
 
-# bench name -> (module, function). Later labs add theirs here.
-BENCHES = {
-    "roofline": ("inferlab.app.benches.roofline", "run_roofline_bench"),
-    "gui": ("inferlab.app.benches.gui", "run_gui_bench"),
-    "kv": ("inferlab.app.benches.kv", "run_kv_lab_bench"),
-    "mcu": ("inferlab.engines.mcu.bench", "run_mcu_bench"),
-}
+APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench"}
+
+
+def benches() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """bench name -> (function reference, optional packages it needs)."""
+    found = {spec.id: (spec.bench, spec.bench_requires) for spec in registry.LABS if spec.bench}
+    return found | {name: (ref, ()) for name, ref in APP_BENCHES.items()}
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="run a benchmark: " + ", ".join(BENCHES) + ", or all")
-    p.add_argument("lab", choices=[*BENCHES, "all"])
+    names = list(benches())
+    p = sub.add_parser("bench", help="run a benchmark: " + ", ".join(names) + ", or all")
+    p.add_argument("lab", choices=[*names, "all"])
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -25,19 +34,17 @@ def register(sub) -> None:
 def _run_one(name: str) -> dict:
     from inferlab.app.offscreen import ensure_platform
 
+    ref, requires = benches()[name]
+    missing = [pkg for pkg in requires if importlib.util.find_spec(pkg) is None]
+    if missing:
+        return {"error": f"not available: needs {', '.join(missing)} (not installed)"}
     ensure_platform()
-    module, function = BENCHES[name]
-    return getattr(importlib.import_module(module), function)()
+    return resolve(ref)()
 
 
 def run(args) -> int:
-    names = list(BENCHES) if args.lab == "all" else [args.lab]
-    results = {}
-    for name in names:
-        try:
-            results[name] = _run_one(name)
-        except ModuleNotFoundError as exc:
-            results[name] = {"error": f"not available: {exc}"}
+    names = list(benches()) if args.lab == "all" else [args.lab]
+    results = {name: _run_one(name) for name in names}
     data = results if args.lab == "all" else results[args.lab]
     if args.json:
         print_json(data)

@@ -1,10 +1,30 @@
-"""The labs, in sidebar order. Lab ids are used everywhere: CLI, snapshots, settings."""
+"""The labs. Each is described once, in `registry.LABS` (sidebar order); ids are used
+everywhere: CLI, snapshots, settings.
 
-from inferlab.app.labs.hardware import HardwareLab
-from inferlab.app.labs.kv import KVLab
-from inferlab.app.labs.mcu import McuLab
-from inferlab.app.labs.memory import MemoryLab
-from inferlab.app.labs.roofline import RooflineLab
+What a new lab provides — and nothing else needs editing:
 
-LAB_CLASSES = (HardwareLab, RooflineLab, MemoryLab, McuLab, KVLab)
-LAB_IDS = tuple(cls.lab_id for cls in LAB_CLASSES)
+1. Its engine package, `engines/<id>lab/` (Qt-free), with
+   - its state records (frozen dataclasses with `to_dict` / `from_dict`),
+   - `section.py`: `<id>_section(settings, ...) -> dict` (the snapshot's `labs.<id>`, built with
+     `engines.trace.snapshot.lab_section`) and `read_<id>_section(section)` returning the
+     records (ValueError naming the bad field; settings checked as the lab's inputs are),
+   - optionally `run.py`: `add_arguments(parser)` and `run(args, recorder) -> (section,
+     summary)` for `inferlab run <id>`, and a bench function `() -> dict` for `inferlab bench
+     <id>` (figures as ratios against a baseline measured in the same run).
+2. Its view(s) in `views/`: widgets that take records and draw them, nothing else.
+3. Its controller, `app/labs/<id>.py`: a `Lab` subclass (`base.Lab`, or `stepped.SteppedLab`
+   for a lab that steps an engine: worker, pause / step / run / speed, throttled drawing,
+   history thinning, read-only replay). It builds the view, runs engine work through
+   `Lab.run_task` (so `busy()` means the same on every lab: work this lab started is still
+   running), and implements `snapshot_section` / `show_snapshot`.
+4. One `LabSpec` entry in `registry.LABS`: id, title, summary, README description, the
+   controller, the section reader, the run and bench functions, screenshot defaults.
+
+The sidebar, the View menu's Ctrl+N shortcuts, `inferlab run|bench|screenshot`, snapshot
+reading, `make screenshots` and the README's lab list (`registry.readme_lab_list`, checked by
+a test) all come from that entry.
+"""
+
+from inferlab.app.labs.registry import LAB_IDS, LABS, LabSpec, lab_spec, resolve
+
+__all__ = ["LABS", "LAB_IDS", "LabSpec", "lab_spec", "resolve"]

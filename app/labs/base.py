@@ -9,21 +9,55 @@ from PySide6.QtWidgets import QWidget
 class Lab(QObject):
     """A lab: a view plus the engine work behind it.
 
-    Subclasses set `lab_id`, `title`, `summary` and build `self.widget`. Engine work goes
-    through `context.run_task` so it never blocks the window. A lab can show a snapshot
-    read-only (`show_snapshot`) and go back to live data (`show_live`).
+    Subclasses set `lab_id` (its title and summary come from its registry entry) and build
+    `self.widget`. Engine work goes through `run_task` so it never blocks the window and
+    `busy()` knows of it. A lab can show a snapshot read-only (`show_snapshot`) and go back
+    to live data (`show_live`).
     """
 
     lab_id = ""
-    title = ""
-    summary = ""
-    shortcut_index = 0
 
     def __init__(self, context, parent=None):
         super().__init__(parent)
         self.context = context
         self.widget: QWidget = QWidget()
         self.read_only = False
+        self._lab_tasks: list = []
+
+    @property
+    def spec(self):
+        from inferlab.app.labs.registry import lab_spec
+
+        return lab_spec(self.lab_id)
+
+    @property
+    def title(self) -> str:
+        return self.spec.title
+
+    @property
+    def summary(self) -> str:
+        return self.spec.summary
+
+    # background work --------------------------------------------------------------------------
+    def run_task(self, name: str, work, on_result=None, on_error=None, on_end=None):
+        """Run `work(progress, should_stop)` in a worker (`AppContext.run_task`); `on_end()`
+        after the result (or error, or cancel) has been delivered. The lab is `busy()` until
+        then."""
+        task = self.context.run_task(name, work, on_result, on_error)
+        self._lab_tasks.append(task)
+
+        def ended() -> None:
+            if task in self._lab_tasks:
+                self._lab_tasks.remove(task)
+            if on_end is not None:
+                on_end()
+
+        task.done.connect(ended)
+        return task
+
+    def busy(self) -> bool:
+        """True while work this lab started runs or its result has not reached the window."""
+        return bool(self._lab_tasks)
 
     # life cycle ---------------------------------------------------------------------------
     def activated(self) -> None:
@@ -38,7 +72,11 @@ class Lab(QObject):
         return {"settings": self.settings(), "state": {}, "metrics": {}}
 
     def check_section(self, section: dict) -> None:
-        """Raise ValueError naming the bad field if `show_snapshot` could not draw it."""
+        """Raise ValueError naming the bad field if `show_snapshot` could not draw it: the
+        registry's section reader, which checks the settings as the lab's inputs are."""
+        from inferlab.app.labs.registry import resolve
+
+        resolve(self.spec.read_section)(section)
 
     def show_snapshot(self, section: dict) -> None:
         """Draw a snapshot's section read-only. Raise ValueError naming a bad field."""

@@ -15,8 +15,6 @@ REFRESH_MS = 250  # the charts redraw at 4 Hz; samples arrive at 1–10 Hz
 
 class HardwareLab(Lab):
     lab_id = "hardware"
-    title = "Hardware"
-    summary = "Devices, live telemetry (CPU, RAM, GPU) and the measured roofs of this machine"
 
     def __init__(self, context, parent=None):
         super().__init__(context, parent)
@@ -83,9 +81,6 @@ class HardwareLab(Lab):
     def snapshot_section(self) -> dict:
         return hardware_section(self.settings(), self.context.devices,
                                          self.sampler.history(), self.context.all_roofs())
-
-    def check_section(self, section: dict) -> None:
-        read_hardware_section(section)
 
     def show_snapshot(self, section: dict) -> None:
         devices, history, roofs = read_hardware_section(section)

@@ -34,9 +34,6 @@ DRAW_INTERVAL_MS = 33
 
 class KVLab(Lab):
     lab_id = "kv"
-    title = "Paged KV cache"
-    summary = ("Paged KV blocks of a real model's requests: block tables, prefix caching, "
-               "fork/copy-on-write, memory pressure — against a contiguous allocator")
 
     step_done = Signal(int, object, object, object)  # generation, info, seq infos, record
     session_ready = Signal(int, object, object)  # generation, info, seq infos
@@ -300,9 +297,6 @@ class KVLab(Lab):
     # ---- snapshots --------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
         return kv_section(self.settings(), self.info, self.seq_infos, self.records)
-
-    def check_section(self, section: dict) -> None:
-        read_kv_section(section)
 
     def show_snapshot(self, section: dict) -> None:
         settings, info, seq_infos, records = read_kv_section(section)

@@ -37,9 +37,6 @@ AUTO_RUN_DELAY_MS = 300
 
 class McuLab(Lab):
     lab_id = "mcu"
-    title = "MCU arena"
-    summary = ("Microcontroller tensor arena: planners' SRAM layouts, board budgets, per-op "
-               "cost, runs on the host interpreter or a board")
 
     def __init__(self, context, parent=None):
         super().__init__(context, parent)
@@ -443,17 +440,13 @@ class McuLab(Lab):
             return lab_section(self.settings(), {}, {})
         return mcu_section(self.settings(), self.state)
 
-    def check_section(self, section: dict) -> None:
-        if section.get("state"):
-            read_mcu_section(section)
-
     def show_snapshot(self, section: dict) -> None:
+        settings, state = read_mcu_section(section)
         self.read_only = True
         self.view.set_read_only(True)
-        if not section.get("state"):
+        if state is None:
             self.view.set_status("The snapshot holds no MCU model.")
             return
-        settings, state = read_mcu_section(section)
         self.view.set_choices([(state.model_path, state.model)],
                               [lay.planner for lay in state.layouts],
                               [(state.board.id, state.board.id)])

@@ -46,8 +46,6 @@ def memory_targets(context) -> dict[str, dict]:
 
 class MemoryLab(Lab):
     lab_id = "memory"
-    title = "Memory (KV/VRAM)"
-    summary = "KV-cache and weight memory of a model on a device: what fits, how fast decode can go"
 
     def __init__(self, context, parent=None):
         super().__init__(context, parent)
@@ -122,9 +120,6 @@ class MemoryLab(Lab):
     def snapshot_section(self) -> dict:
         cfg, plan, target = self._last
         return memory_section(self._settings, cfg, plan, target)
-
-    def check_section(self, section: dict) -> None:
-        read_memory_section(section)
 
     def show_snapshot(self, section: dict) -> None:
         settings, cfg, target = read_memory_section(section)

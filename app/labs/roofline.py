@@ -77,8 +77,6 @@ def _analytic(cost, label, series, peak, bw) -> RooflinePoint:
 
 class RooflineLab(Lab):
     lab_id = "roofline"
-    title = "Roofline"
-    summary = "Measured and datasheet rooflines with real and modelled operations on them"
 
     def __init__(self, context, parent=None):
         super().__init__(context, parent)
@@ -188,9 +186,6 @@ class RooflineLab(Lab):
         return roofline_section(self._settings, self.context.roofs(),
                                          self.points.get(self.context.device_id, []),
                                          self._model(self._settings["model"]))
-
-    def check_section(self, section: dict) -> None:
-        read_roofline_section(section)
 
     def show_snapshot(self, section: dict) -> None:
         settings, roofs, points, cfg = read_roofline_section(section)

@@ -46,6 +46,17 @@ def resolve_model(text: str) -> Path:
     raise ValueError(f"{text}: no such file, nor a shipped example model ({names})")
 
 
+def model_argument(text: str) -> str:
+    """A command line's MODEL.tflite: a file, or a shipped example's name (its path then).
+
+    Anything else is passed on as it is, so that opening it fails with the one-line error
+    every command prints (argparse, given a type error, would add its usage lines)."""
+    try:
+        return str(resolve_model(text))
+    except ValueError:
+        return text
+
+
 def default_model() -> Path:
     """The MCU lab's default model: person_detect, else micro_speech, else hello_world."""
     for stem in DEFAULT_MODEL_STEMS:

