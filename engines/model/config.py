@@ -56,8 +56,8 @@ def check_field(field: str, value: Any, key: str | None = None, label: str = "fi
         ok = number and isinstance(value, int) and lo <= value <= hi
         accepted = f"an integer in [{lo:,}, {hi:,}]"
     else:
-        ok = number and math.isfinite(value) and (lo < value if kind == "positive"
-                                                   else lo <= value) and value <= hi
+        finite = number and (isinstance(value, int) or math.isfinite(value))  # ints of any size
+        ok = finite and (lo < value if kind == "positive" else lo <= value) and value <= hi
         accepted = f"a finite number in {'(' if kind == 'positive' else '['}{lo:g}, {hi:g}]"
     if not ok:
         raise ConfigError(f"{label} {key or field!r} must be {accepted}, got {show(value)}")

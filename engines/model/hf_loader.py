@@ -3,31 +3,36 @@
 Weights are read only from safetensors files (plain tensors, no code). Pickle-based
 checkpoints (`pytorch_model.bin`, `*.pt`, ...) can run arbitrary code when loaded, so a folder
 holding only those is refused with a message saying to convert it.
+
+Nothing in the folder is trusted before it is checked: config.json's sizes by
+`config.check_field`, token ids by their type and the vocabulary, and the safetensors
+headers' tensor shapes against the config before any tensor is read.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
-from inferlab.engines.model.config import ConfigError, ModelConfig, model_config_from_hf
+from inferlab.engines.model.config import (
+    ConfigError,
+    ModelConfig,
+    model_config_from_hf,
+    read_json_file,
+    show,
+)
 from inferlab.engines.model.errors import ModelLoadError
-from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.llama import Llama, check_weight_shapes
 from inferlab.engines.model.tokenizer import Tokenizer
 
 LLAMA_MODEL_TYPES = ("llama",)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ModelLoadError(f"{path}: cannot read: {e.strerror or e}") from None
-    except ValueError as e:
-        raise ModelLoadError(f"{path}: not valid JSON: {e}") from None
+def read_json_object(path: Path) -> dict:
+    """A JSON file holding an object; ModelLoadError naming the file otherwise."""
+    data = read_json_file(path, ModelLoadError)
     if not isinstance(data, dict):
         raise ModelLoadError(f"{path}: expected a JSON object")
     return data
@@ -38,28 +43,33 @@ def hf_config(folder: Path) -> tuple[ModelConfig, dict]:
     path = folder / "config.json"
     if not path.is_file():
         raise ModelLoadError(f"{folder}: no config.json (not a Hugging Face model folder)")
-    raw = _read_json(path)
+    raw = read_json_object(path)
     model_type = raw.get("model_type")
-    if model_type not in LLAMA_MODEL_TYPES:
-        arch = raw.get("architectures") or [model_type]
-        raise ModelLoadError(f"{path}: architecture {arch[0]!r} (model_type {model_type!r}) is "
-                             f"not supported (Llama-family only: {', '.join(LLAMA_MODEL_TYPES)})")
+    if not isinstance(model_type, str) or model_type not in LLAMA_MODEL_TYPES:
+        arch = raw.get("architectures")
+        arch = arch[0] if isinstance(arch, list) and arch else model_type
+        raise ModelLoadError(f"{path}: architecture {show(arch)} (model_type {show(model_type)}) "
+                             f"is not supported (Llama-family only: {', '.join(LLAMA_MODEL_TYPES)})")
     for flag in ("attention_bias", "mlp_bias"):
         if raw.get(flag):
             raise ModelLoadError(f"{path}: {flag} is true; biases are not supported")
     scaling = raw.get("rope_scaling") or {}
     kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
-    if kind not in (None, "default"):
-        raise ModelLoadError(f"{path}: RoPE scaling {kind!r} is not supported")
+    if kind is not None and kind != "default":
+        raise ModelLoadError(f"{path}: RoPE scaling {show(kind)} is not supported")
     try:
         return model_config_from_hf(raw, id=folder.name or "hf-model", source=str(path)), raw
     except ConfigError as e:
         raise ModelLoadError(str(e)) from None
 
 
-def hf_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's safetensors files (one file or shards)."""
-    from safetensors import SafetensorError
+def hf_state_dict(folder: Path, config: ModelConfig | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's safetensors files (one file or shards).
+
+    With `config`, the tensors' shapes (read from the files' headers) are checked against
+    it before any tensor is read.
+    """
+    from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_file
 
     files = sorted(folder.glob("*.safetensors"))
@@ -70,23 +80,42 @@ def hf_state_dict(folder: Path) -> dict[str, torch.Tensor]:
                 f"{folder}: only pickle checkpoints ({', '.join(pickles)}); InferLab never loads "
                 "pickle files (they can run code). Convert the weights to safetensors first.")
         raise ModelLoadError(f"{folder}: no *.safetensors weight file")
+    bad = (SafetensorError, OSError, ValueError, RuntimeError, TypeError, OverflowError)
+    if config is not None:
+        shapes: dict[str, tuple[int, ...]] = {}
+        for f in files:
+            try:
+                with safe_open(str(f), "pt") as st:
+                    for key in st.keys():
+                        shapes[key] = tuple(st.get_slice(key).get_shape())
+            except bad as e:
+                raise ModelLoadError(f"{f}: corrupt or truncated safetensors file: {e}") from None
+        check_weight_shapes(config, shapes, str(folder))
     out: dict[str, torch.Tensor] = {}
     for f in files:
         try:
             out |= load_file(str(f))
-        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        except bad as e:
             raise ModelLoadError(f"{f}: corrupt or truncated safetensors file: {e}") from None
     return out
 
 
-def _eos_ids(folder: Path, raw: dict) -> list[int]:
-    ids = raw.get("eos_token_id")
+def _eos_ids(folder: Path, raw: dict, vocab_size: int) -> list[int]:
+    """EOS ids from generation_config.json (else config.json): an id or a list of ids, each
+    an integer in [0, vocab_size)."""
+    path, ids = folder / "config.json", raw.get("eos_token_id")
     gen = folder / "generation_config.json"
     if gen.is_file():
-        ids = _read_json(gen).get("eos_token_id", ids)
+        gen_raw = read_json_object(gen)
+        if gen_raw.get("eos_token_id") is not None:
+            path, ids = gen, gen_raw["eos_token_id"]
     if ids is None:
         return []
-    return [int(i) for i in (ids if isinstance(ids, list) else [ids])]
+    for i in ids if isinstance(ids, list) else [ids]:
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < vocab_size:
+            raise ModelLoadError(f"{path}: field 'eos_token_id' must be a token id (an integer "
+                                 f"in [0, {vocab_size:,})) or a list of them, got {show(ids)}")
+    return list(ids) if isinstance(ids, list) else [ids]
 
 
 def load_hf_folder(folder: str | Path, dtype: str = "fp32", device: str = "cpu"
@@ -96,9 +125,10 @@ def load_hf_folder(folder: str | Path, dtype: str = "fp32", device: str = "cpu"
     if not folder.is_dir():
         raise ModelLoadError(f"{folder}: not a folder")
     config, raw = hf_config(folder)
-    weights = hf_state_dict(folder)
+    eos_ids = _eos_ids(folder, raw, config.vocab_size)
+    weights = hf_state_dict(folder, config)
     if not (folder / "tokenizer.json").is_file():
         raise ModelLoadError(f"{folder}: no tokenizer.json")
-    tokenizer = Tokenizer.from_hf_folder(folder, _eos_ids(folder, raw))
+    tokenizer = Tokenizer.from_hf_folder(folder, eos_ids)
     model = Llama.from_state_dict(config, weights, dtype, device, origin=str(folder))
     return model, tokenizer

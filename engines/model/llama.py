@@ -81,6 +81,26 @@ def hf_weight_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def check_weight_shapes(cfg: ModelConfig, shapes: Mapping[str, tuple[int, ...]],
+                        origin: str = "") -> None:
+    """Raise ModelLoadError unless `shapes` (tensor name -> shape, e.g. read from a file's
+    header) holds every tensor `cfg` needs with the shape it needs, and `cfg` is a decoder this
+    module runs (SwiGLU MLP, even head width for RoPE). Extra tensors are ignored. `origin`
+    (a path) starts the message. Loaders call this before reading any weight."""
+    where = f"{origin or cfg.id}: "
+    if cfg.mlp_kind != "swiglu":
+        raise ModelLoadError(f"{where}a {cfg.mlp_kind} MLP is not Llama-family")
+    if cfg.d_head % 2:
+        raise ModelLoadError(f"{where}head width d_head {cfg.d_head} is odd; RoPE needs an even "
+                             "one")
+    for name, shape in hf_weight_shapes(cfg).items():
+        if name not in shapes:
+            raise ModelLoadError(f"{where}missing tensor {name!r}")
+        got = tuple(shapes[name])
+        if got != shape:
+            raise ModelLoadError(f"{where}tensor {name!r} has shape {got}, expected {shape}")
+
+
 @dataclass
 class LayerWeights:
     """One decoder layer: norms [d]; linears qkv ((H+2·Hkv)·d_head out), o, gate_up (2·d_ff
@@ -124,17 +144,15 @@ class Llama:
                         origin: str = "") -> Llama:
         """Build from Hugging Face-named tensors (any float dtype); checks every name and shape.
 
-        A missing tensor or a wrong shape raises ModelLoadError naming it; `origin` (a path)
-        starts the message. A tied model may omit `lm_head.weight`.
+        A missing tensor, a wrong shape or a tensor holding NaN or ±inf raises ModelLoadError
+        naming it; `origin` (a path) starts the message. A tied model may omit `lm_head.weight`.
         """
         where = f"{origin or config.id}: "
         dt, dev = resolve_dtype(dtype), torch.device(device)
-        for name, shape in hf_weight_shapes(config).items():
-            if name not in weights:
-                raise ModelLoadError(f"{where}missing tensor {name!r}")
-            got = tuple(weights[name].shape)
-            if got != shape:
-                raise ModelLoadError(f"{where}tensor {name!r} has shape {got}, expected {shape}")
+        check_weight_shapes(config, {n: tuple(t.shape) for n, t in weights.items()}, origin)
+        for name in hf_weight_shapes(config):
+            if not bool(torch.isfinite(weights[name]).all()):
+                raise ModelLoadError(f"{where}tensor {name!r} holds NaN or infinite values")
 
         def w(name: str) -> torch.Tensor:
             return weights[name].to(device=dev, dtype=dt).contiguous()

@@ -15,11 +15,18 @@ import torch
 
 
 class RopeTables:
-    """cos / sin of p * inv_freq for positions 0..max_position-1, shaped [max_position, d_head].
+    """cos / sin of p * inv_freq for positions 0..max_position-1, shaped [rows, d_head].
 
     `sin_signed` is sin with its first half negated, so that rotate-half becomes a roll:
     cat(-x2, x1) * sin == roll(x, d/2) * sin_signed.
+
+    The tables start with at most INITIAL_VALUES // d_head rows (a model file may claim a
+    context of 2^28 tokens; that many rows would be terabytes) and grow, by doubling, when
+    `at` is asked for a later position. Each row is computed from its position alone, so the
+    values do not depend on when the table grew.
     """
+
+    INITIAL_VALUES = 2**22
 
     def __init__(self, d_head: int, max_position: int, theta: float,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
@@ -27,23 +34,31 @@ class RopeTables:
             raise ValueError(f"RoPE needs an even head width, got {d_head}")
         self.d_head = d_head
         self.max_position = max_position
-        inv_freq = 1.0 / theta ** (torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
-        angles = torch.outer(torch.arange(max_position, dtype=torch.float64), inv_freq)
+        self.dtype, self.device = dtype, device
+        self.inv_freq = 1.0 / theta ** (torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+        self._build(min(max_position, max(1, self.INITIAL_VALUES // d_head)))
+
+    def _build(self, rows: int) -> None:
+        angles = torch.outer(torch.arange(rows, dtype=torch.float64), self.inv_freq)
         angles = torch.cat([angles, angles], dim=-1)
         cos, sin = angles.cos(), angles.sin()
-        half = d_head // 2
+        half = self.d_head // 2
         sin_signed = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
-        self.cos = cos.to(dtype=dtype, device=device)
-        self.sin = sin.to(dtype=dtype, device=device)
-        self.sin_signed = sin_signed.to(dtype=dtype, device=device)
+        self.cos = cos.to(dtype=self.dtype, device=self.device)
+        self.sin = sin.to(dtype=self.dtype, device=self.device)
+        self.sin_signed = sin_signed.to(dtype=self.dtype, device=self.device)
 
     def at(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(cos, sin_signed) at `positions` [T], each [T, 1, d_head] (broadcast over heads)."""
-        if positions.numel() and int(positions.max()) >= self.max_position:
-            raise ValueError(
-                f"position {int(positions.max())} is past the model's context of "
-                f"{self.max_position} tokens"
-            )
+        if positions.numel():
+            last = int(positions.max())
+            if last >= self.max_position:
+                raise ValueError(
+                    f"position {last} is past the model's context of "
+                    f"{self.max_position} tokens"
+                )
+            if last >= self.cos.shape[0]:
+                self._build(min(self.max_position, max(last + 1, 2 * self.cos.shape[0])))
         return self.cos[positions].unsqueeze(1), self.sin_signed[positions].unsqueeze(1)
 
 

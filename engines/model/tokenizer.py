@@ -145,10 +145,13 @@ class Tokenizer:
         for m in merges:
             parts = m.split(" ")
             if len(parts) != 2:
-                raise ModelLoadError(f"{where}bad BPE merge {m!r} (expected two tokens)")
+                raise ModelLoadError(f"{where}bad BPE merge {m[:40]!r} (expected two tokens)")
             pairs.append((parts[0], parts[1]))
-        backend = _Backend(models.BPE(vocab=vocab, merges=pairs,
-                                      ignore_merges=(pre == "llama-bpe")))
+        try:
+            backend = _Backend(models.BPE(vocab=vocab, merges=pairs,
+                                          ignore_merges=(pre == "llama-bpe")))
+        except Exception as e:  # the tokenizers package raises its own Exception type
+            raise ModelLoadError(f"{where}unusable BPE vocabulary or merges: {e}") from None
         byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         if pre in ("gpt2", "default"):
             backend.pre_tokenizer = byte_level
@@ -181,8 +184,10 @@ class Tokenizer:
         if config_path.exists():
             try:
                 config = json.loads(config_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, RecursionError) as e:
                 raise ModelLoadError(f"{config_path}: not valid JSON: {e}") from None
+            if not isinstance(config, dict):
+                raise ModelLoadError(f"{config_path}: expected a JSON object")
 
         def token_id(key: str) -> int | None:
             tok = config.get(key)
@@ -198,6 +203,8 @@ class Tokenizer:
         template = config.get("chat_template")
         template = template if isinstance(template, str) else None
         add_bos = config.get("add_bos_token")
+        if add_bos is not None and not isinstance(add_bos, bool):
+            raise ModelLoadError(f"{config_path}: field 'add_bos_token' must be true or false")
         if add_bos is None:  # no flag: does tokenizer.json's post-processor prepend BOS?
             with_special = backend.encode("a", add_special_tokens=True).ids
             add_bos = bos_id is not None and with_special[:1] == [bos_id]
