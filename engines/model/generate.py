@@ -11,6 +11,7 @@ prefill): the first token of each sequence comes out of the prefill and is not c
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,23 @@ class GenerationResult:
                 "use_cache": self.use_cache}
 
 
+def _token_ids(prompt: list, i: int, vocab_size: int) -> list[int]:
+    """`prompt` as plain ints, each a token id of the model (else ValueError naming it)."""
+    out = []
+    for t in prompt:
+        try:
+            if isinstance(t, bool):
+                raise TypeError
+            t = operator.index(t)  # int, numpy integer, 0-d integer tensor
+        except TypeError:
+            raise ValueError(f"prompt {i} holds {t!r}, not an integer token id") from None
+        if not 0 <= t < vocab_size:
+            raise ValueError(f"prompt {i} holds token id {t}, outside the model's vocabulary "
+                             f"[0, {vocab_size})")
+        out.append(t)
+    return out
+
+
 def generate(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int = 32,
              sampling: SamplingParams = GREEDY, stop_token_ids: Sequence[int] = (),
              use_cache: bool = True, block_size: int = 16) -> GenerationResult:
@@ -66,11 +84,14 @@ def generate(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int
     Generation of a sequence stops at any of `stop_token_ids` (not included in its output).
     The KV cache holds exactly the blocks the prompts and their outputs can need.
     """
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
+        raise ValueError(f"max_new_tokens must be an integer, got {max_new_tokens!r}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     prompts = [list(p) for p in prompts]
     if not prompts or any(not p for p in prompts):
         raise ValueError("every prompt needs at least one token")
+    prompts = [_token_ids(p, i, model.config.vocab_size) for i, p in enumerate(prompts)]
     limit = model.config.max_position
     longest = max(len(p) for p in prompts) + max_new_tokens - 1
     if longest > limit:

@@ -2,10 +2,13 @@
 
 Nucleus sampling keeps the smallest set of most likely tokens whose probabilities sum to at
 least top_p, renormalises, and draws from it. A given seed gives the same draws every run.
+Logits holding NaN or +inf (a broken model or weights) are refused with a ValueError, in
+both modes: NaN never reaches `torch.multinomial`, and greedy never returns a NaN's index.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -20,10 +23,16 @@ class SamplingParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        for name in ("temperature", "top_p"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:
@@ -43,9 +52,21 @@ class Sampler:
     def __call__(self, logits: torch.Tensor) -> list[int]:
         """One token id per row of `logits` [n, vocab]."""
         p = self.params
+        bad = torch.isnan(logits) | torch.isposinf(logits)
+        if bool(bad.any()):
+            row = int(bad.any(dim=-1).nonzero()[0, 0])
+            raise ValueError(f"logits row {row} holds NaN or +inf: the model's numbers are "
+                             "broken (check its weights and config), nothing to sample from")
         if p.greedy:
             return logits.argmax(dim=-1).tolist()
-        probs = torch.softmax(logits.float().cpu() / p.temperature, dim=-1)
+        x = logits.float().cpu()
+        probs = torch.softmax(x / p.temperature, dim=-1)
+        if not bool(torch.isfinite(probs).all()):  # x / T overflowed: a tiny temperature
+            x = x.double()
+            probs = torch.softmax((x - x.max(dim=-1, keepdim=True).values) / p.temperature,
+                                  dim=-1).float()
+        if not bool(torch.isfinite(probs).all()):
+            raise ValueError("a logits row is -inf for every token: nothing to sample from")
         if p.top_p < 1:
             sorted_p, order = probs.sort(dim=-1, descending=True)
             before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
