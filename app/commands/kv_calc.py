@@ -26,13 +26,18 @@ def register(sub) -> None:
 def run(args) -> int:
     from inferlab.engines.hardware.presets import load_hardware_preset
     from inferlab.engines.model.config import load_hf_config, load_model_preset
-    from inferlab.engines.roofline.memory import plan_memory
+    from inferlab.engines.roofline.memory import (
+        MAX_BATCH,
+        MAX_CONTEXT,
+        check_count,
+        check_positive,
+        plan_memory,
+    )
     from inferlab.engines.roofline.units import format_bytes
 
-    if args.context < 1 or args.batch < 1:
-        raise ValueError("--context and --batch must be at least 1")
-    if not 0 < args.utilization <= 1:
-        raise ValueError("--utilization must be in (0, 1]")
+    check_count("--context", args.context, MAX_CONTEXT)
+    check_count("--batch", args.batch, MAX_BATCH)
+    check_positive("--utilization", args.utilization, 1.0)
     cfg = load_hf_config(args.config) if args.config else load_model_preset(args.model)
     gpu = load_hardware_preset(args.gpu)
     plan = plan_memory(cfg, context=args.context, batch=args.batch,

@@ -13,7 +13,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferlab.engines.dtypes import bytes_per_element
-from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.model.config import FIELD_LIMITS, ModelConfig
+
+# The largest request a user may ask to plan (kv-calc's --context and --batch): a model's
+# longest context, a million requests. `plan_memory` itself takes any 64-bit count, so that
+# the max_batch / max_context it answers can be planned in turn.
+MAX_CONTEXT = FIELD_LIMITS["max_position"][2]
+MAX_BATCH = 2**20
+MAX_COUNT = 2**63 - 1
+MAX_BYTES = 2**64  # device memory
+MAX_BW_BYTES_PER_S = 1e18
+
+
+def check_count(name: str, value: object, high: int) -> int:
+    """`value` if it is an integer in [1, high], else ValueError naming `name` and the range."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+        raise ValueError(f"{name} must be an integer in [1, {high:,}], got {value!r}")
+    return value
+
+
+def check_positive(name: str, value: object, high: float = math.inf) -> float:
+    """`value` if it is a finite number in (0, high], else ValueError naming `name`."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not (number and (isinstance(value, int) or math.isfinite(value)) and 0 < value <= high):
+        raise ValueError(f"{name} must be a finite number in (0, {high:g}], got {value!r}")
+    return value
 
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "fp16") -> int:
@@ -97,11 +121,15 @@ def plan_memory(cfg: ModelConfig, context: int, batch: int, weight_dtype: str = 
 
     budget = ⌊device_memory_bytes × utilization⌋ (default: an 80 GB card at 90 %);
     total = weights + batch × context × kv_bytes_per_token; fits when total ≤ budget.
+    Every input is checked (type, finiteness, range) before use, so every number of the plan
+    is finite.
     """
-    if context < 1 or batch < 1:
-        raise ValueError(f"context and batch must be >= 1, got {context}, {batch}")
-    if not 0 < utilization <= 1:
-        raise ValueError(f"utilization must be in (0, 1], got {utilization}")
+    check_count("context", context, MAX_COUNT)
+    check_count("batch", batch, MAX_COUNT)
+    check_positive("utilization", utilization, 1.0)
+    check_positive("device_memory_bytes", device_memory_bytes, MAX_BYTES)
+    if bw_bytes_per_s is not None:
+        check_positive("bw_bytes_per_s", bw_bytes_per_s, MAX_BW_BYTES_PER_S)
     per_token = kv_bytes_per_token(cfg, kv_dtype)
     per_request = per_token * context
     kv_total = per_request * batch
