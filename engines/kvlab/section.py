@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
+from inferlab.engines.trace.thinning import keep_every
 
 # The KV lab's run: settings, what the run is (KVRunInfo), every sequence (SeqInfo) and the
 # per-step records. Each step keeps its pool state while n_blocks × steps stays under
@@ -54,7 +55,7 @@ def kv_section(settings: dict, info, seq_infos, records) -> dict:
     if info is None:
         return section(settings, {}, {"steps": 0})
     n = max(len(records), 1)
-    every = max(1, -(-info.n_blocks * n // KV_POOL_CELLS_LIMIT))
+    every = keep_every(n, info.n_blocks, KV_POOL_CELLS_LIMIT)
     steps = [step_to_dict(r, with_pool=(i % every == 0 or i == len(records) - 1))
              for i, r in enumerate(records)]
     state = {"run": asdict(info), "sequences": [asdict(s) for s in seq_infos], "steps": steps,
