@@ -127,7 +127,7 @@ def _run(args) -> int:
     inputs = p.pack_tensors(arrays, in_specs)
     plan = None
     if args.planner:
-        from inferlab.engines.mcu.planners import plan_model
+        from inferlab.engines.mcu.model_planners import plan_model
 
         plan = plan_model(model, args.planner)
     digest = hashlib.sha256(data).hexdigest()

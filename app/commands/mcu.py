@@ -20,7 +20,7 @@ DEFAULT_PLANNER = "tflm-greedy"
 
 
 def register(sub) -> None:
-    from inferlab.engines.mcu.planners import planner_names
+    from inferlab.engines.mcu.model_planners import planner_names
 
     names = ", ".join(planner_names())
     p = sub.add_parser("mcu", help="microcontroller arenas: plan a .tflite model, run it")
@@ -65,7 +65,7 @@ def _load(path: str):
 
 
 def _plan(args) -> int:
-    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.model_planners import plan_model
 
     model = _load(args.model)
     t0 = time.perf_counter()
@@ -99,7 +99,7 @@ def _invoke(args) -> int:
     import numpy as np
 
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
-    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.model_planners import plan_model
 
     model = _load(args.model)
     if len(args.input) != len(model.inputs):
@@ -150,7 +150,7 @@ def _invoke(args) -> int:
 
 
 def _reorder(args) -> int:
-    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.model_planners import plan_model
     from inferlab.engines.mcu.reorder import write_reordered
 
     with open(args.model, "rb") as f:

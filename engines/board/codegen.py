@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.engines.mcu.graph import Model, load_model
-from inferlab.engines.mcu.interpreter import ArenaInterpreter, op_macs
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.kernels.common import (
     OpContext,
     UnsupportedOpError,
@@ -48,7 +48,9 @@ from inferlab.engines.mcu.kernels.fixed_point import activation_range, quantize_
 from inferlab.engines.mcu.kernels.fully_connected import per_tensor_multiplier
 from inferlab.engines.mcu.kernels.softmax import softmax_params
 from inferlab.engines.mcu.lifetimes import model_buffers
-from inferlab.engines.mcu.planners import Plan, plan_buffers
+from inferlab.engines.mcu.op_costs import op_macs
+from inferlab.engines.mcu.plan import Plan
+from inferlab.engines.mcu.planners import plan_buffers
 
 _DTYPES = {"int8": "FW_INT8", "int16": "FW_INT16", "int32": "FW_INT32",
            "float32": "FW_FLOAT32", "uint8": "FW_UINT8"}

@@ -21,7 +21,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from inferlab.engines.board import protocol as p
 
@@ -101,8 +101,6 @@ class BoardInfo:
         )
 
     def to_dict(self) -> dict:
-        from dataclasses import asdict
-
         return asdict(self)
 
 

@@ -22,7 +22,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferlab.engines.board.emulator import Emulator, find_qemu
 from inferlab.engines.board.link import BoardDisconnected, BoardError, BoardLink
+from inferlab.engines.board.toolchain import (
+    QEMU_TARGET,
+    ToolMissing,
+    build_firmware,
+    default_out_dir,
+    require_tools,
+)
+from inferlab.engines.board.virtual_board import serve
+from inferlab.engines.mcu.planners import PLANNERS
 
 VIRTUAL = "virtual"
 PORT = "port"
@@ -54,8 +64,6 @@ def firmware_planner(planner: str) -> tuple[str, str]:
     The firmware holds TFLM's own buffers at planned offsets: only buffer planners (linear,
     tflm-greedy, best) go into it; reordered, aliased and patch-based plans do not.
     """
-    from inferlab.engines.mcu.planners import PLANNERS
-
     if planner in PLANNERS:
         return planner, ""
     return FIRMWARE_PLANNER, (f"the {planner} plan reorders, aliases or patches, which the "
@@ -65,9 +73,6 @@ def firmware_planner(planner: str) -> tuple[str, str]:
 def emulator_missing() -> str:
     """"" when QEMU and the Arm cross compiler are installed, else what is missing and the
     exact command that installs it."""
-    from inferlab.engines.board.emulator import find_qemu
-    from inferlab.engines.board.toolchain import QEMU_TARGET, ToolMissing, require_tools
-
     try:
         find_qemu()
         require_tools(QEMU_TARGET)
@@ -118,8 +123,6 @@ class BoardSession:
             self._stop_emulator()
             if self.server is None or not self.server.running or self.choice != choice:
                 self._stop_server()
-                from inferlab.engines.board.virtual_board import serve
-
                 self.server = serve(choice.target, "socket")
             url = self.server.url
         elif choice.kind == EMULATED:
@@ -192,9 +195,6 @@ class BoardSession:
 
     def _start_emulator(self, choice: BoardChoice, progress) -> None:
         """Build the firmware for the choice's model and plan, start QEMU, wait for HELLO."""
-        from inferlab.engines.board.emulator import Emulator
-        from inferlab.engines.board.toolchain import QEMU_TARGET, build_firmware, default_out_dir
-
         with self._lock:
             epoch = self._epoch
         name = Path(choice.model).stem

@@ -31,7 +31,12 @@ from inferlab.engines.board.boards import (
     fit_check,
     load_board,
 )
-from inferlab.engines.mcu.interpreter import op_macs
+from inferlab.engines.mcu.graph import ModelError, load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.lifetimes import model_buffers
+from inferlab.engines.mcu.op_costs import op_macs
+from inferlab.engines.mcu.plan import Plan
+from inferlab.engines.mcu.planners import PLANNERS, conflicts, lower_bound_bytes, plan_buffers
 
 DEFAULT_MAX_PAYLOAD = 2048
 
@@ -48,8 +53,6 @@ class _Refuse(Exception):
 
 def arena_runner(model, plan) -> Runner:
     """Run `model` with the arena interpreter at `plan`'s offsets (the default factory)."""
-    from inferlab.engines.mcu.interpreter import ArenaInterpreter
-
     interp = ArenaInterpreter(model, plan)
 
     def run(inputs):
@@ -72,8 +75,6 @@ class VirtualBoard:
         if not p.MIN_PAYLOAD_BYTES <= max_payload <= p.MAX_PAYLOAD_BYTES:
             raise ValueError(f"max_payload must be in {p.MIN_PAYLOAD_BYTES}.."
                              f"{p.MAX_PAYLOAD_BYTES}, got {max_payload}")
-        from inferlab.engines.mcu.planners import PLANNERS
-
         if planner not in PLANNERS:
             raise ValueError(f"unknown planner {planner!r}; expected one of "
                              f"{', '.join(PLANNERS)}")
@@ -119,10 +120,6 @@ class VirtualBoard:
             raise ValueError(self._sram_message(self.plan.arena_bytes))
 
     def _install(self, model_bytes: bytes) -> None:
-        from inferlab.engines.mcu.graph import ModelError, load_model
-        from inferlab.engines.mcu.lifetimes import model_buffers
-        from inferlab.engines.mcu.planners import plan_buffers
-
         self._clear_model()
         try:
             model = load_model(model_bytes)
@@ -314,8 +311,6 @@ class VirtualBoard:
         return p.PlanAck(len(entries), n, arena, self.arena_limit_bytes, complete).pack()
 
     def _activate_plan(self, arena: int, offsets: list[int]) -> None:
-        from inferlab.engines.mcu.planners import Plan, conflicts, lower_bound_bytes
-
         self._plan_part = None
         clash = conflicts(self._buffers, offsets)
         if clash:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from inferlab.engines.mcu.graph import ELEMENT_BYTES, Model
 from inferlab.engines.mcu.lifetimes import Buffer, is_planned, model_buffers, tensor_lifetimes
-from inferlab.engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
+from inferlab.engines.mcu.plan import Plan
+from inferlab.engines.mcu.planners import PLANNERS, arena_bytes, lower_bound_bytes
 
 VIEW_OPS = frozenset({"RESHAPE"})
 IN_PLACE_OPS = frozenset({"ADD", "SOFTMAX", "QUANTIZE"})

@@ -25,7 +25,10 @@ from pathlib import Path
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import Model, load_model
 from inferlab.engines.mcu.inputs import random_input
-from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.op_costs import op_macs
+from inferlab.engines.mcu.patching import patch_applicable
 
 REPEATS = 3
 
@@ -41,8 +44,6 @@ def _fastest_ms(fn, repeats: int = REPEATS):
 
 
 def _invoke_ms(model: Model, plan) -> tuple[float | None, str | None]:
-    from inferlab.engines.mcu.interpreter import ArenaInterpreter
-
     try:
         interp = ArenaInterpreter(model, plan)
     except ValueError as exc:  # UnsupportedOpError and friends
@@ -55,9 +56,6 @@ def _invoke_ms(model: Model, plan) -> tuple[float | None, str | None]:
 
 def bench_model(model: Model) -> dict:
     """Every figure of one model."""
-    from inferlab.engines.mcu.interpreter import op_macs
-    from inferlab.engines.mcu.patching import patch_applicable
-
     greedy = plan_model(model, "tflm-greedy")
     plan_ms, best = _fastest_ms(lambda: plan_model(model, "best"))
     aliased = plan_model(model, "aliased")

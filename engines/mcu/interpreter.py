@@ -26,9 +26,7 @@ A plan may also fix the execution order (`Plan.op_order`, operator reordering) o
 first layers a spatial patch at a time (`Plan.patch`, engines.mcu.patching): the operators
 then run in that order, each patch's tiles at their planned offsets in the same arena.
 `last_op_times_s` stays one figure per operator (stored order), summed over its patches.
-
-`op_macs(model, i)` counts an operator's multiply-accumulates for per-op tables and cycle
-estimates.
+An operator's multiply-accumulates are `engines.mcu.op_costs.op_macs`.
 """
 
 from __future__ import annotations
@@ -41,9 +39,10 @@ import numpy as np
 from inferlab.engines.mcu.graph import Model
 from inferlab.engines.mcu.kernels import KERNELS, OpContext, UnsupportedOpError
 from inferlab.engines.mcu.lifetimes import is_planned
-from inferlab.engines.mcu.planners import Plan
+from inferlab.engines.mcu.patching import bind_patch_schedule
+from inferlab.engines.mcu.plan import Plan
 
-__all__ = ["ArenaInterpreter", "UnsupportedOpError", "op_macs", "supported_ops"]
+__all__ = ["ArenaInterpreter", "UnsupportedOpError", "supported_ops"]
 
 _ARRAY_DTYPES = {
     "int8",
@@ -141,8 +140,6 @@ class ArenaInterpreter:
     def _bind_schedule(self) -> list[tuple[int, Callable[[], None]]]:
         model, plan = self.model, self.plan
         if plan.patch is not None:
-            from inferlab.engines.mcu.patching import bind_patch_schedule
-
             return bind_patch_schedule(model, plan, self.arena, self.arrays)
         order = plan.op_order if plan.op_order is not None else range(len(model.operators))
         if sorted(order) != list(range(len(model.operators))):
@@ -216,40 +213,3 @@ class ArenaInterpreter:
             elif not (arr.dtype.kind == "f" and view.dtype.kind == "f"):
                 raise ValueError(f"input {k} ({t.name!r}) is {view.dtype}; got {arr.dtype}")
         view[...] = arr.reshape(view.shape)
-
-
-# ---- MAC counts ---------------------------------------------------------------------------
-
-
-def op_macs(model: Model, op_index: int) -> int:
-    """Multiply-accumulates of one operator, as its reference kernel performs them.
-
-    CONV_2D: outputs x KH x KW x filter depth (taps in the padding are counted, as a
-    cycle model of a padded kernel would). DEPTHWISE_CONV_2D: outputs x KH x KW.
-    FULLY_CONNECTED: outputs x accum depth. Pooling: outputs x window (one add or compare
-    per tap). ADD: one per output. SOFTMAX, QUANTIZE, DEQUANTIZE: one per element.
-    RESHAPE and anything else: 0.
-    """
-    op = model.operators[op_index]
-    tensors = model.tensors
-
-    def shape_in(k: int) -> tuple[int, ...]:
-        return tensors[op.inputs[k]].shape
-
-    out = tensors[op.outputs[0]] if op.outputs else None
-    n_out = out.elements if out is not None else 0
-    if op.op == "CONV_2D":
-        _, kh, kw, fcin = shape_in(1)
-        return n_out * kh * kw * fcin
-    if op.op == "DEPTHWISE_CONV_2D":
-        _, kh, kw, _ = shape_in(1)
-        return n_out * kh * kw
-    if op.op == "FULLY_CONNECTED":
-        return n_out * shape_in(1)[-1]
-    if op.op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        return (
-            n_out * int(op.options.get("filter_height", 1)) * int(op.options.get("filter_width", 1))
-        )
-    if op.op in ("ADD", "SOFTMAX", "QUANTIZE", "DEQUANTIZE"):
-        return n_out
-    return 0

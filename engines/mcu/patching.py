@@ -28,75 +28,20 @@ smallest arena, preferring less recomputation among equal arenas.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from inferlab.engines.mcu.graph import Model, ModelError
-from inferlab.engines.mcu.kernels import REGION_KERNELS, OpContext, Window
+from inferlab.engines.mcu.kernels import KERNELS, REGION_KERNELS, OpContext, Window
 from inferlab.engines.mcu.kernels.common import pad_before
 from inferlab.engines.mcu.lifetimes import Buffer, align_up, scheduled_buffers
-from inferlab.engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
+from inferlab.engines.mcu.op_costs import op_macs
+from inferlab.engines.mcu.plan import PatchStage, Plan, Tile
+from inferlab.engines.mcu.planners import PLANNERS, arena_bytes, lower_bound_bytes
 
 MAX_GRID = 8  # patches per side tried by the search
 MAX_MAC_OVERHEAD = 0.2  # recomputation allowed, as a share of the whole model's MACs
 SHORTLIST = 4  # candidates (by lower bound) that are planned in full
-
-
-@dataclass(frozen=True)
-class Tile:
-    """Patch `patch`'s region of operator `op`'s output: rows [r0, r1), columns [c0, c1).
-
-    `buffer` is its index in `Plan.buffers`; None for the stage's last operator, whose
-    tiles are written straight into the whole output tensor."""
-
-    patch: int
-    op: int
-    rows: tuple[int, int]
-    cols: tuple[int, int]
-    buffer: int | None
-
-
-@dataclass(frozen=True)
-class PatchStage:
-    """Operators `ops` (consecutive, a chain) run patch by patch on a `grid` of patches."""
-
-    ops: tuple[int, ...]
-    grid: tuple[int, int]
-    tiles: tuple[Tile, ...]  # patch-major, then in `ops` order
-    tiled_tensors: tuple[int, ...]  # the stage's inner tensors: never held whole
-    macs: int  # multiply-accumulates of the stage run patch by patch
-    plain_macs: int  # ... run whole
-
-    @property
-    def patches(self) -> int:
-        return self.grid[0] * self.grid[1]
-
-    @property
-    def mac_overhead(self) -> float:
-        """Extra work from overlapping patches: macs / plain_macs - 1."""
-        return self.macs / self.plain_macs - 1 if self.plain_macs else 0.0
-
-    def to_dict(self) -> dict:
-        return {
-            "ops": list(self.ops),
-            "grid": list(self.grid),
-            "patches": self.patches,
-            "tiled_tensors": list(self.tiled_tensors),
-            "macs": self.macs,
-            "plain_macs": self.plain_macs,
-            "mac_overhead": round(self.mac_overhead, 4),
-            "tiles": [
-                {
-                    "patch": t.patch,
-                    "op": t.op,
-                    "rows": list(t.rows),
-                    "cols": list(t.cols),
-                    "buffer": t.buffer,
-                }
-                for t in self.tiles
-            ],
-        }
 
 
 # ---- which operators can form a stage ----------------------------------------------------
@@ -221,8 +166,6 @@ def _tensor_bytes(model: Model, tensor: int, rows, cols) -> int:
 
 def _macs_per_pixel(model: Model, ops: Sequence[int]) -> dict[int, int]:
     """Operator -> multiply-accumulates per output pixel (all channels)."""
-    from inferlab.engines.mcu.interpreter import op_macs
-
     out = {}
     for i in ops:
         _, h, w, _ = model.tensors[model.operators[i].outputs[0]].shape
@@ -340,8 +283,6 @@ def plan_patch_based(
     whose recomputation adds at most `max_mac_overhead` of the whole model's MACs (None:
     any); fewer MACs first among equal arenas. Raises `ModelError` (a ValueError) when the
     model has no stage to patch."""
-    from inferlab.engines.mcu.interpreter import op_macs
-
     total = sum(op_macs(model, i) for i in range(len(model.operators)))
     candidates = []
     chain = stage_chain(model)
@@ -392,8 +333,6 @@ def bind_patch_schedule(model: Model, plan: Plan, arena: bytearray, arrays):
     """(operator index, run) in execution order for `ArenaInterpreter`: the operators
     before the stage, the stage patch by patch (each tile a view at its planned offset in
     `arena`), then the rest. `arrays` holds the whole tensors' views."""
-    from inferlab.engines.mcu.kernels import KERNELS
-
     stage = plan.patch
     ops = model.operators
     if any(i >= len(ops) for i in stage.ops) or stage.ops != tuple(

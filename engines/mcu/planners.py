@@ -16,24 +16,19 @@ MicroMemoryPlanner sees only buffer requirements and never an operator:
 The arena a plan needs is max(offset + size). No plan can beat the lower bound: the
 largest total size of buffers live at the same step.
 
-Beyond TFLM, `MODEL_PLANNERS` change the buffers before placing them (in-place aliasing,
-operator reordering, patch-based execution); `plan_model` runs either kind by name.
+`plan_buffers` runs one by name and returns a `Plan` (`engines.mcu.plan`). Beyond TFLM, the
+model-level planners change the buffers before placing them (in-place aliasing, operator
+reordering, patch-based execution): `engines.mcu.model_planners.plan_model` runs either kind
+by name.
 """
 
 from __future__ import annotations
 
 import bisect
-import importlib
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from inferlab.engines.mcu.graph import Model, load_model
-from inferlab.engines.mcu.lifetimes import Buffer, model_buffers
-
-if TYPE_CHECKING:
-    from inferlab.engines.mcu.patching import PatchStage
+from inferlab.engines.mcu.lifetimes import Buffer
+from inferlab.engines.mcu.plan import Plan
 
 Planner = Callable[[Sequence[Buffer]], list[int]]
 
@@ -266,85 +261,6 @@ def _exact_search(
     return best[0]
 
 
-# ---- the plan record -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One planner's arena layout for one model: what `inferlab mcu plan --json` prints.
-
-    The optional fields are set by the model-level planners (`MODEL_PLANNERS`), which change
-    the buffers before placing them; a plain plan leaves them at their defaults:
-
-    - `op_order`: the operators' execution order (None: stored order); step j + 1 runs
-      operator op_order[j].
-    - `aliases`: (tensor, onto) pairs: `tensor` shares `onto`'s bytes (an in-place op);
-      both appear in `buffers` at the same offset, so such pairs overlap on purpose.
-    - `patch`: a patch-based stage (`engines.mcu.patching.PatchStage`): its operators run
-      a spatial patch at a time, its inner tensors are never whole and their patch tiles
-      are the buffers with `tensor` None named "patch ...".
-    - `step_labels`: what runs at each step from 0, when steps are not one per operator.
-    """
-
-    planner: str
-    buffers: tuple[Buffer, ...]
-    offsets: tuple[int, ...]
-    arena_bytes: int
-    lower_bound_bytes: int
-    op_order: tuple[int, ...] | None = None
-    aliases: tuple[tuple[int, int], ...] = ()
-    patch: PatchStage | None = None
-    step_labels: tuple[str, ...] | None = None
-
-    def to_dict(self) -> dict:
-        out = {
-            "planner": self.planner,
-            "arena_bytes": self.arena_bytes,
-            "lower_bound_bytes": self.lower_bound_bytes,
-            "buffers": [
-                {
-                    "name": b.name,
-                    "tensor": b.tensor,
-                    "offset": o,
-                    "size": b.size,
-                    "first": b.first,
-                    "last": b.last,
-                }
-                for b, o in zip(self.buffers, self.offsets, strict=True)
-            ],
-        }
-        if self.op_order is not None:
-            out["op_order"] = list(self.op_order)
-        if self.aliases:
-            out["aliases"] = [{"tensor": t, "onto": o} for t, o in self.aliases]
-        if self.patch is not None:
-            out["patch"] = self.patch.to_dict()
-        if self.step_labels is not None:
-            out["step_labels"] = list(self.step_labels)
-        return out
-
-    def high_water_by_step(self) -> list[tuple[int, int]]:
-        """(step, highest arena byte in use) for every step from the first to the last."""
-        if not self.buffers:
-            return []
-        lo = min(b.first for b in self.buffers)
-        hi = max(b.last for b in self.buffers)
-        return [
-            (
-                t,
-                max(
-                    (
-                        o + b.size
-                        for b, o in zip(self.buffers, self.offsets, strict=True)
-                        if b.live_at(t)
-                    ),
-                    default=0,
-                ),
-            )
-            for t in range(lo, hi + 1)
-        ]
-
-
 def plan_buffers(buffers: Sequence[Buffer], planner: str = "tflm-greedy") -> Plan:
     """Run one of `PLANNERS` by name on a buffer list."""
     try:
@@ -362,34 +278,3 @@ def plan_buffers(buffers: Sequence[Buffer], planner: str = "tflm-greedy") -> Pla
         arena_bytes=arena_bytes(buffers, offsets),
         lower_bound_bytes=lower_bound_bytes(buffers),
     )
-
-
-# Model-level planners: they change the buffers themselves before placing them with
-# `plan_best`, so they need the model, not a buffer list. name -> (module, function); each
-# function is `fn(model) -> Plan`, and `ArenaInterpreter` runs the plans they return.
-MODEL_PLANNERS: dict[str, tuple[str, str]] = {
-    "aliased": ("inferlab.engines.mcu.aliasing", "plan_aliased"),
-    "reordered": ("inferlab.engines.mcu.reorder", "plan_reordered"),
-    "patch-based": ("inferlab.engines.mcu.patching", "plan_patch_based"),
-}
-
-
-def planner_names() -> tuple[str, ...]:
-    """Every name `plan_model` takes: the buffer planners, then the model-level ones."""
-    return (*PLANNERS, *MODEL_PLANNERS)
-
-
-def plan_model(
-    model_or_path: Model | str | os.PathLike | bytes, planner: str = "tflm-greedy"
-) -> Plan:
-    """Plan subgraph 0 of a model (a `Model`, a `.tflite` path or its bytes) with a buffer
-    planner (`PLANNERS`) or a model-level one (`MODEL_PLANNERS`)."""
-    model = model_or_path if isinstance(model_or_path, Model) else load_model(model_or_path)
-    if planner in MODEL_PLANNERS:
-        module, function = MODEL_PLANNERS[planner]
-        return getattr(importlib.import_module(module), function)(model)
-    if planner not in PLANNERS:
-        raise ValueError(
-            f"unknown planner {planner!r}; expected one of {', '.join(planner_names())}"
-        )
-    return plan_buffers(model_buffers(model), planner)

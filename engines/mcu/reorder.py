@@ -35,7 +35,8 @@ from inferlab.engines.mcu.lifetimes import (
     scheduled_buffers,
     scratch_requests,
 )
-from inferlab.engines.mcu.planners import PLANNERS, Plan, arena_bytes, lower_bound_bytes
+from inferlab.engines.mcu.plan import Plan
+from inferlab.engines.mcu.planners import PLANNERS, arena_bytes, lower_bound_bytes
 
 DEFAULT_BEAM = 256  # down-sets kept per layer before the search stops being exact
 

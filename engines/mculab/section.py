@@ -17,10 +17,10 @@ MCU_HOST_REPEATS = 5  # host runs: one warm-up, then the best of this many invoc
 
 
 def mcu_plan(model, planner: str):
-    """(Plan, milliseconds it took) for one planner of `engines.mcu.planners.PLANNERS`."""
+    """(Plan, milliseconds it took) for one planner of `engines.mcu.model_planners.planner_names`."""
     import time
 
-    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.model_planners import plan_model
 
     t0 = time.perf_counter()
     plan = plan_model(model, planner)
@@ -86,7 +86,7 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
 
 def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
     """One OpRow per operator: output shape, MACs (`op_macs`), cycles = MACs × cycles/MAC."""
-    from inferlab.engines.mcu.interpreter import op_macs
+    from inferlab.engines.mcu.op_costs import op_macs
     from inferlab.engines.mculab.records import OpRow
 
     rows = []
@@ -102,10 +102,9 @@ def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
 
 def mcu_planner_names() -> list[str]:
     """Every planner the engines offer: TFLM-style buffer planners, then model-level ones."""
-    from inferlab.engines.mcu import planners
+    from inferlab.engines.mcu.model_planners import planner_names
 
-    names = getattr(planners, "planner_names", None)
-    return list(names()) if names is not None else list(planners.PLANNERS)
+    return list(planner_names())
 
 
 def mcu_plans(model, settings: dict):

@@ -165,7 +165,7 @@ def test_virtual_board_command_rejects_bad_options(capsys):
 
 def test_board_run_output_equals_the_arena_interpreter(capsys, board_url, tmp_path):
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
-    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.model_planners import plan_model
 
     path = MODELS_DIR / "micro_speech_quantized.tflite"
     model = load_model(path)

@@ -12,7 +12,7 @@ from inferlab.app.cli import main
 from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
-from inferlab.engines.mcu.planners import plan_model, planner_names
+from inferlab.engines.mcu.model_planners import plan_model, planner_names
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS_DIR = examples_dir()

@@ -20,8 +20,8 @@ from inferlab.engines.board.link import BoardLink, BoardRefused
 from inferlab.engines.board.virtual_board import VirtualBoard
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.inputs import random_input
-from inferlab.engines.mcu.interpreter import op_macs
-from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.op_costs import op_macs
 from tests.firmware.fwtools import HostBoard, error_of, model_path, sha256_hex, tflm_outputs
 
 STEM = "micro_speech_quantized"

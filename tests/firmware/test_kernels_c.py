@@ -16,7 +16,7 @@ from inferlab.engines.board import protocol as p
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.inputs import random_input
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
-from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.model_planners import plan_model
 from tests.firmware.fwtools import SHARED_MODELS, model_path, tflm_outputs
 from tests.firmware.kernel_cases import all_cases
 

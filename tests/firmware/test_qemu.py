@@ -22,7 +22,7 @@ from inferlab.engines.board.emulator import Emulator
 from inferlab.engines.board.link import BoardLink
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.inputs import random_input
-from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.model_planners import plan_model
 from tests.firmware.fwtools import ROOT, model_path, need_tools, sha256_hex, tflm_outputs
 
 SEEDS = {"hello_world_int8": 4, "micro_speech_quantized": 3, "person_detect": 2}

@@ -12,7 +12,7 @@ import pytest
 from inferlab.engines.board.codegen import CodegenError, board_config_h, generate, write_if_changed
 from inferlab.engines.board.toolchain import FirmwareBuildError, build_firmware, tflm_head_tail
 from inferlab.engines.mcu.graph import load_model
-from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.model_planners import plan_model
 from tests.engines.mcu.test_interpreter import model_path
 
 

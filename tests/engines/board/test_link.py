@@ -86,7 +86,7 @@ def test_hello_load_run_round_trip(serve, transport):
 
 def test_large_input_and_plan_travel_in_chunks(serve):
     """micro_speech: 1,960 input bytes and a multi-part plan through 64-byte payloads."""
-    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.model_planners import plan_model
 
     data = (MODELS_DIR / "micro_speech_quantized.tflite").read_bytes()
     model = load_model(data)
@@ -216,7 +216,7 @@ def test_refusals_carry_code_and_numbers(serve):
             link.run(b"\x00")
         assert e.value.code == p.ErrorCode.NO_MODEL
         link.load(data)
-        from inferlab.engines.mcu.planners import plan_model
+        from inferlab.engines.mcu.model_planners import plan_model
 
         plan = plan_model(load_model(data))
         entries = [(i * 12_000, b.size) for i, b in enumerate(plan.buffers)]
@@ -268,8 +268,9 @@ def test_pty_is_raw_and_survives_host_reconnects(serve):
 def test_end_to_end_equals_the_arena_interpreter(serve, stem, board_id):
     """LOAD over a pty, RUN seeded random inputs on the real arena interpreter: the board's
     output equals running the interpreter directly, bit for bit."""
-    from inferlab.engines.mcu.interpreter import ArenaInterpreter, op_macs
-    from inferlab.engines.mcu.planners import plan_model
+    from inferlab.engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.mcu.model_planners import plan_model
+    from inferlab.engines.mcu.op_costs import op_macs
 
     data = (MODELS_DIR / f"{stem}.tflite").read_bytes()
     model = load_model(data)

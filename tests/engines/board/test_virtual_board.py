@@ -12,7 +12,7 @@ from inferlab.engines.board import protocol as p
 from inferlab.engines.board.boards import load_board
 from inferlab.engines.board.virtual_board import VirtualBoard
 from inferlab.engines.mcu.inputs import random_input
-from inferlab.engines.mcu.interpreter import op_macs
+from inferlab.engines.mcu.op_costs import op_macs
 from tests.engines.board.virtual_boards import hang_guard, plus_one_interpreter
 from tests.engines.mcu.mcu_testdata import MODELS_DIR
 

@@ -17,7 +17,8 @@ from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.lifetimes import model_buffers
-from inferlab.engines.mcu.planners import conflicts, plan_model
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.planners import conflicts
 from tests.engines.mcu.mcu_int8_graphs import Int8Graph, random_branchy_graph
 
 MODELS_DIR = examples_dir()

@@ -15,13 +15,9 @@ import pytest
 
 from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import load_model
-from inferlab.engines.mcu.interpreter import (
-    ArenaInterpreter,
-    UnsupportedOpError,
-    op_macs,
-    supported_ops,
-)
-from inferlab.engines.mcu.planners import plan_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter, UnsupportedOpError, supported_ops
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.op_costs import op_macs
 
 MODELS_DIR = examples_dir()
 INT8_MODELS = ("hello_world_int8", "micro_speech_quantized", "person_detect")

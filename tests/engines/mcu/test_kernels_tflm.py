@@ -23,7 +23,7 @@ runtime = pytest.importorskip(
 from inferlab.engines.mcu.graph import load_model  # noqa: E402
 from inferlab.engines.mcu.interpreter import ArenaInterpreter  # noqa: E402
 from inferlab.engines.mcu.kernels import common  # noqa: E402
-from inferlab.engines.mcu.planners import plan_model  # noqa: E402
+from inferlab.engines.mcu.model_planners import plan_model  # noqa: E402
 from tests.engines.mcu.tflite_builder import ACT, PADDING, one_op_model  # noqa: E402
 
 

@@ -10,16 +10,16 @@ from hypothesis import strategies as st
 
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.lifetimes import Buffer
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.plan import Plan
 from inferlab.engines.mcu.planners import (
     PLANNERS,
-    Plan,
     arena_bytes,
     conflicts,
     lower_bound_bytes,
     plan_best,
     plan_buffers,
     plan_linear,
-    plan_model,
     plan_tflm_greedy,
 )
 from tests.engines.mcu.mcu_testdata import MODELS_DIR

@@ -14,7 +14,8 @@ import pytest
 
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.lifetimes import model_buffers
-from inferlab.engines.mcu.planners import PLANNERS, conflicts, plan_buffers, plan_model
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.planners import PLANNERS, conflicts, plan_buffers
 from tests.engines.mcu.mcu_testdata import (
     model_paths,
     random_graph,

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 
 from inferlab.engines.mcu.examples import example_path, examples_dir
 from inferlab.engines.mcu.graph import ModelError, load_model
-from inferlab.engines.mcu.interpreter import ArenaInterpreter, op_macs
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.kernels import REGION_KERNELS, OpContext
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.op_costs import op_macs
 from inferlab.engines.mcu.patching import (
     MAX_MAC_OVERHEAD,
     op_window,
@@ -28,7 +30,7 @@ from inferlab.engines.mcu.patching import (
     stage_candidates,
     stage_chain,
 )
-from inferlab.engines.mcu.planners import conflicts, plan_model
+from inferlab.engines.mcu.planners import conflicts
 from tests.engines.mcu.mcu_int8_graphs import Int8Graph
 
 MODELS_DIR = examples_dir()

@@ -27,7 +27,8 @@ from inferlab.engines.mcu.lifetimes import (
     scheduled_lifetimes,
     tensor_lifetimes,
 )
-from inferlab.engines.mcu.planners import conflicts, lower_bound_bytes, plan_model, plan_tflm_greedy
+from inferlab.engines.mcu.model_planners import plan_model
+from inferlab.engines.mcu.planners import conflicts, lower_bound_bytes, plan_tflm_greedy
 from inferlab.engines.mcu.reorder import (
     best_order,
     dependencies,
