@@ -5,7 +5,7 @@
     inferlab mcu reorder MODEL.tflite --output OUT.tflite [--json]
 
 P is a buffer planner (linear, tflm-greedy, best) or a model-level one that changes the
-buffers first (aliased, reordered, patch-based); see `engines.mcu.planners.planner_names`.
+buffers first (aliased, reordered, patch-based); see `engines.mcu.model_planners.planner_names`.
 `reorder` writes the model with its operators stored in the memory-saving order, so that
 TFLM itself (which runs stored order) runs that schedule.
 """

@@ -8,7 +8,7 @@ fit check is the one formula every caller uses:
 
 with the margins (what is left, negative when it does not fit). Cycle estimates are
 `macs x cycles_per_mac_int8` (`BoardPreset.cycles_for`), with an op's MACs as the
-interpreter counts them (`engines.mcu.interpreter.op_macs`: pooling taps and per-element
+interpreter counts them (`engines.mcu.op_costs.op_macs`: pooling taps and per-element
 work of ADD / SOFTMAX / QUANTIZE count as MACs): an order-of-magnitude figure for plain C
 kernels; each preset's `notes` states its assumption.
 """

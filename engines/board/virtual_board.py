@@ -9,7 +9,7 @@ runtime's code is refused at LOAD_BEGIN; an arena larger than SRAM minus the run
 RAM is refused (PLAN_TOO_LARGE, with the numbers) at PLAN and at RUN. Models run on the
 arena interpreter (`engines.mcu.interpreter.ArenaInterpreter`) at the active plan's
 offsets. RESULT reports host-measured time per op and cycles *estimated* for the preset
-(`interpreter.op_macs(...) x cycles_per_mac_int8`); the CYCLES_MEASURED flag stays clear.
+(`op_costs.op_macs(...) x cycles_per_mac_int8`); the CYCLES_MEASURED flag stays clear.
 A model with an operator the interpreter lacks is refused at LOAD_END (BAD_MODEL).
 """
 

@@ -1,4 +1,4 @@
-/* A compiled-in model: what engines/mcu/codegen.py writes into model.c.
+/* A compiled-in model: what engines/board/codegen.py writes into model.c.
  *
  * Everything here is const and stays in flash (weights, operator parameters, the plan),
  * except three small RAM arrays the model struct points at: the active plan's offsets,

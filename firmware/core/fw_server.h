@@ -1,4 +1,4 @@
-/* The board end of InferLab's wire protocol v1 (engines/mcu/PROTOCOL.md) for a firmware
+/* The board end of InferLab's wire protocol v1 (engines/board/PROTOCOL.md) for a firmware
  * with a compiled-in model: HELLO, PLAN, INPUT, RUN, READ_OUTPUT, READ_TIMINGS; LOAD_* are
  * answered UNSUPPORTED (the model lives in flash; rebuild to change it).
  *

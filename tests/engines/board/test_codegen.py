@@ -1,4 +1,4 @@
-"""engines/mcu/codegen.py: what the generated C holds (no compiler needed here; the
+"""engines/board/codegen.py: what the generated C holds (no compiler needed here; the
 firmware tests compile and run it)."""
 
 from __future__ import annotations

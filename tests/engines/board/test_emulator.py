@@ -1,4 +1,4 @@
-"""engines/mcu/emulator.py: QEMU's command line, missing tools, start and stop."""
+"""engines/board/emulator.py: QEMU's command line, missing tools, start and stop."""
 
 from __future__ import annotations
 
