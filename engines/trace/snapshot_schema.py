@@ -2,6 +2,10 @@
 
 `validate_snapshot_dict` raises `SnapshotError` with a message that names the source (a
 path) and the field at fault, so a user who opens a bad file learns what is wrong with it.
+Before the fields, every value of the document is walked (without recursion): nesting at
+most MAX_DEPTH deep, numbers finite and within a double's range (1e999 parses as inf, and
+a 400-digit integer converts to no float), strings valid Unicode (JSON's "\ud800" escape
+decodes to a lone surrogate that no UTF-8 writer accepts).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import sys
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -19,6 +24,8 @@ SCHEMA_VERSION = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 LAB_PARTS = ("settings", "state", "metrics")
 LAB_ID_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+MAX_DEPTH = 64  # containers inside containers; a snapshot's own layout uses about six
+MAX_NUMBER = sys.float_info.max
 
 
 class SnapshotError(ValueError):
@@ -38,6 +45,7 @@ def validate_snapshot_dict(data: object, source: str) -> None:
             else ""
         )
         fail(f"top level is {_kind(data)}, expected a JSON object{hint}")
+    _check_values(data, fail)
     if "traceEvents" not in data:
         fail("missing 'traceEvents': not a Chrome trace, so not an InferLab snapshot")
     if "inferlab" not in data:
@@ -50,12 +58,94 @@ def validate_snapshot_dict(data: object, source: str) -> None:
     _check_info(info, fail)
 
 
+def _check_values(data: object, fail: Fail) -> None:
+    """Every value below `data`: depth, numbers and strings (see the module docstring).
+
+    Iterative, and fast on big traces: values are dispatched on their exact type, and the
+    path to a bad value is only worked out (from the parents, by identity) to report it.
+    """
+    stack: list[tuple] = [(data, 0, None)]  # (container, depth, parent entry)
+    while stack:
+        entry = stack.pop()
+        container, depth, _ = entry
+        if depth >= MAX_DEPTH:
+            fail(f"{_path(entry)} is nested more than {MAX_DEPTH} levels deep")
+        if type(container) is dict or isinstance(container, dict):
+            try:
+                keys = "".join(container)
+            except TypeError:  # non-string keys (a writer's; json.dumps converts them)
+                keys = "".join(k for k in container if isinstance(k, str))
+            if not keys.isascii() and not all(
+                    _is_unicode(k) for k in container if isinstance(k, str)):
+                fail(f"{_path(entry)} has a key that is not valid Unicode (a lone surrogate)")
+            values = container.values()
+        else:
+            values = container
+        for value in values:
+            t = type(value)
+            if t is str:
+                if not value.isascii() and not _is_unicode(value):
+                    fail(f"{_path(entry, value)} is a string that is not valid Unicode (a "
+                         "lone surrogate)")
+            elif t is float:
+                if value - value != 0.0:  # inf - inf and NaN - NaN are NaN
+                    fail(f"{_path(entry, value)} is {value}, not a finite number (a literal "
+                         "like 1e999 overflows)")
+            elif t is int:
+                if value > MAX_NUMBER or value < -MAX_NUMBER:
+                    fail(f"{_path(entry, value)} is an integer of {len(str(abs(value)))} "
+                         "digits, past the range of a JSON number (±1.8e308)")
+            elif t is dict or t is list or t is tuple or isinstance(value, dict | list | tuple):
+                if value:
+                    stack.append((value, depth + 1, entry))
+            elif isinstance(value, float | int | str) and not isinstance(value, bool):
+                stack.append(([_plain(value)], depth, entry))  # a subclass: check its value
+
+
+def _plain(value: object) -> object:
+    for t in (str, int, float):
+        if isinstance(value, t):
+            return t(value)
+    return value
+
+
+def _is_unicode(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _path(entry: tuple, value: object = None) -> str:
+    """Where a walk's container `entry` (and `value` inside it) sits, spelled as the other
+    messages spell fields: inferlab.labs.kv.state, traceEvents[3].args."""
+    chain = []
+    while entry is not None:
+        chain.append(entry)
+        entry = entry[2]
+    parts: list[str] = []
+    for parent, child in zip(chain[::-1], [*chain[-2::-1], None], strict=True):
+        target = child[0] if child is not None else value
+        if child is None and value is None:
+            break
+        items = parent[0].items() if isinstance(parent[0], dict) else enumerate(parent[0])
+        key = next((k for k, v in items if v is target), "?")
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{str(key)[:40]}")
+    return "".join(parts).lstrip(".") or "the top level"
+
+
 def _check_schema(schema: object, fail: Fail) -> None:
     if schema is None:
         fail(f"inferlab.schema is missing; this InferLab reads {SCHEMA}")
     if schema == SCHEMA:
         return
-    name, _, version = str(schema).partition("/")
+    if not isinstance(schema, str):
+        fail(f"inferlab.schema is {_kind(schema)}, not a supported schema; this InferLab "
+             f"reads {SCHEMA}")
+    name, _, version = schema.partition("/")
     if name == SCHEMA_NAME and version.isdigit() and int(version) > SCHEMA_VERSION:
         fail(
             f"inferlab.schema is {schema!r}: written by a newer InferLab; "
@@ -89,7 +179,8 @@ def _check_info(info: dict, fail: Fail) -> None:
         fail("inferlab.app_version is missing or not a string")
     created = info.get("created_utc")
     if not isinstance(created, str) or not _is_iso8601(created):
-        fail(f"inferlab.created_utc is {created!r}, expected an ISO 8601 date-time string")
+        shown = repr(created) if isinstance(created, str) and len(created) <= 40 else _kind(created)
+        fail(f"inferlab.created_utc is {shown}, expected an ISO 8601 date-time string")
     if not isinstance(info.get("host"), dict):
         fail(f"inferlab.host is {_kind(info.get('host'))}, expected an object")
     devices = info.get("devices")
