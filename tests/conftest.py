@@ -8,6 +8,8 @@ import tempfile
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # QSettings() without a file writes under XDG_CONFIG_HOME: keep tests away from the user's.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="inferlab-test-config-")
+# Firmware builds go to the user's cache folder (platformdirs: XDG_CACHE_HOME): the same.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="inferlab-test-cache-")
 
 import pytest  # noqa: E402
 

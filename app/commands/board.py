@@ -3,7 +3,7 @@
     inferlab board list [--json]
     inferlab board info --port URL [--json]
     inferlab board run --port URL --model M.tflite [--input IN.npy] [--planner P] [--json]
-    inferlab board build --model M.tflite --target T [--preset P] --out DIR [--json]
+    inferlab board build --model M.tflite --target T [--preset P] [--out DIR] [--json]
     inferlab board emulate --model M.tflite [--preset P] [--out DIR]
 
 URL is anything pyserial opens: /dev/ttyACM0, COM3, socket://host:port, a virtual board's pty.
@@ -199,8 +199,9 @@ def _register_firmware(actions) -> None:
     build.add_argument("--target", required=True, choices=TARGETS, help="firmware port")
     build.add_argument("--preset", help="board preset whose SRAM/flash cap the image "
                                         "(default: the port's board, else nrf52840)")
-    build.add_argument("--out", required=True, metavar="DIR", help="folder for the sources "
-                                                                    "and the image")
+    build.add_argument("--out", metavar="DIR", help="folder for the sources and the image "
+                                                    "(default: the user's cache folder, "
+                                                    "e.g. ~/.cache/inferlab/firmware)")
     build.add_argument("--planner", default="tflm-greedy", choices=BOARD_PLANNERS,
                        help="arena planner (default tflm-greedy)")
     build.add_argument("--json", action="store_true", help="print JSON")
@@ -211,8 +212,8 @@ def _register_firmware(actions) -> None:
                        help=".tflite model file, or a shipped example's name (person_detect)")
     emu.add_argument("--preset", default="nrf52840", help="board preset whose memory the "
                                                           "emulated board has (default nrf52840)")
-    emu.add_argument("--out", metavar="DIR", help="build folder (default under "
-                                                  "firmware/build/images)")
+    emu.add_argument("--out", metavar="DIR", help="build folder (default: the user's cache "
+                                                  "folder, e.g. ~/.cache/inferlab/firmware)")
     emu.add_argument("--planner", default="tflm-greedy", choices=BOARD_PLANNERS,
                      help="arena planner")
     emu.add_argument("--wall-clock", action="store_true",

@@ -86,7 +86,7 @@ class BoardSession:
 
     def __init__(self, timeout_s: float = 2.0, images_dir: str | Path | None = None):
         """`images_dir`: where emulated boards' firmware is built (default: the firmware
-        tooling's own folder under firmware/build/images)."""
+        build folder in the user's cache, `toolchain.default_out_dir`)."""
         self.timeout_s = timeout_s
         self.images_dir = Path(images_dir) if images_dir is not None else None
         self.choice: BoardChoice | None = None

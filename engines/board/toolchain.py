@@ -15,16 +15,26 @@ SRAM, bytes over). An arena larger than the whole SRAM is refused before compili
 Ports: `host` (a process on stdio; cc), `qemu-mps2-an386` (the emulated Cortex-M4) and
 `nrf52840` (a real board; compiles here, flashed by the user). Missing tools raise
 `ToolMissing` with the exact install command (`install_command()`).
+
+The firmware's sources are the repository's `firmware/` folder (INFERLAB_FIRMWARE_DIR
+points at another copy). Nothing is written next to them: builds go to the user's cache
+folder (`build_dir()`, under platformdirs' `user_cache_dir("inferlab")`, e.g.
+~/.cache/inferlab/firmware/<key> on Linux): the objects
+that do not depend on the model in `obj/`, each model's sources and image in `images/`
+unless an `out_dir` is given.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from platformdirs import user_cache_dir
 
 from inferlab.engines.board import codegen
 from inferlab.engines.board.boards import BoardPreset, load_board
@@ -157,8 +167,7 @@ def build_firmware(model: str | os.PathLike | bytes, target: str = QEMU_TARGET,
     gen.write(out)
     codegen.write_if_changed(out / "board_config.h", codegen.board_config_h(
         board.id, board_name(target, board), sram, flash))
-    cmd = [tools["make"], "-C", str(FIRMWARE_DIR), f"TARGET={target}", f"MODEL_DIR={out}",
-           f"-j{max(1, jobs)}"]
+    cmd = make_command(target, out, jobs=jobs, make=tools["make"])
     env = dict(os.environ)
     if target == "host":
         env["HOST_CC"] = tools["cc"]
@@ -185,9 +194,29 @@ def build_firmware(model: str | os.PathLike | bytes, target: str = QEMU_TARGET,
         stack_bytes=sections.get(".stack", 0), sections=sections)
 
 
+def build_dir() -> Path:
+    """Where builds of this copy of the firmware go: user_cache_dir("inferlab")/firmware/KEY.
+
+    KEY is a hash of the sources' folder: make decides what to rebuild from timestamps, which
+    holds within one copy of the sources, so two copies (a clone and an installed InferLab)
+    never share objects."""
+    key = hashlib.sha256(str(FIRMWARE_DIR).encode()).hexdigest()[:12]
+    return Path(user_cache_dir("inferlab")) / "firmware" / key
+
+
+def make_command(target: str, model_dir: str | os.PathLike, *goals: str, jobs: int = 2,
+                 make: str = "make", sanitize: bool = False) -> list[str]:
+    """The `make` command line that builds `goals` (default: the image) of the firmware for
+    `target` with the model in `model_dir`, objects kept in `build_dir()/obj`."""
+    return [make, "-C", str(FIRMWARE_DIR), f"TARGET={target}", f"MODEL_DIR={model_dir}",
+            f"BUILD_DIR={build_dir() / 'obj'}", *(["SANITIZE=1"] if sanitize else []),
+            *goals, f"-j{max(1, jobs)}"]
+
+
 def default_out_dir(model_name: str, target: str, preset_id: str) -> Path:
+    """A model's build folder when none is given: build_dir()/images/MODEL-TARGET-PRESET."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name) or "model"
-    return FIRMWARE_DIR / "build" / "images" / f"{safe}-{target}-{preset_id}"
+    return build_dir() / "images" / f"{safe}-{target}-{preset_id}"
 
 
 def section_sizes(image: Path, size_tool: str | None = None) -> dict[str, int]:

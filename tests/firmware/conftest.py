@@ -1,5 +1,6 @@
 """Session-wide firmware builds, shared by the firmware tests (compiled once per run; the
-model-independent objects are cached in firmware/build/)."""
+model-independent objects are cached in the build folder, `toolchain.build_dir()`, under the
+test run's own XDG_CACHE_HOME)."""
 
 from __future__ import annotations
 

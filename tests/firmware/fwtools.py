@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from inferlab.engines.board import protocol as p
-from inferlab.engines.board.toolchain import FIRMWARE_DIR, ToolMissing, require_tools
+from inferlab.engines.board.toolchain import ToolMissing, make_command, require_tools
 from inferlab.engines.mcu.examples import example_path, examples_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,9 +176,7 @@ def build_lib(models: dict[str, bytes], out_dir: Path) -> FirmwareLib:
     out_dir.mkdir(parents=True, exist_ok=True)
     for symbol, data in models.items():
         generate(data, symbol=symbol).write(out_dir, stem=symbol)
-    result = subprocess.run(["make", "-C", str(FIRMWARE_DIR), "TARGET=host",
-                             f"MODEL_DIR={out_dir}", "lib", "-j2"],
-                            capture_output=True, text=True)
+    result = subprocess.run(make_command("host", out_dir, "lib"), capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return FirmwareLib(out_dir / "libfirmware.so")
 

@@ -251,7 +251,7 @@ def test_random_frames_under_sanitizers(tmp_path):
     import numpy as np
 
     from inferlab.engines.board.codegen import board_config_h, generate
-    from inferlab.engines.board.toolchain import FIRMWARE_DIR
+    from inferlab.engines.board.toolchain import make_command
     from tests.firmware.fwtools import need_tools
 
     need_tools("host")
@@ -259,8 +259,8 @@ def test_random_frames_under_sanitizers(tmp_path):
     generate(path).write(tmp_path)
     (tmp_path / "board_config.h").write_text(board_config_h("nrf52840", "sanitized", 262144,
                                                             1048576))
-    result = subprocess.run(["make", "-C", str(FIRMWARE_DIR), "TARGET=host", "SANITIZE=1",
-                             f"MODEL_DIR={tmp_path}", "-j2"], capture_output=True, text=True)
+    result = subprocess.run(make_command("host", tmp_path, sanitize=True), capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     board = HostBoard(tmp_path / "firmware", pty=False)
     try:
