@@ -14,6 +14,7 @@ from inferlab.app.labs.stepped import SteppedLab
 from inferlab.engines.kvlab.scenarios import SCENARIOS
 from inferlab.engines.kvlab.section import (
     KV_DEFAULTS,
+    KV_SETTINGS,
     kv_metrics,
     kv_section,
     kv_trace_step,
@@ -33,6 +34,7 @@ class KVLab(SteppedLab):
     lab_id = "kv"
     task_name = "KV lab"
     defaults = KV_DEFAULTS
+    settings_table = KV_SETTINGS
     auto_steps = AUTO_STEPS
     empty_snapshot_text = ("This snapshot holds no KV run.",
                            "Read-only snapshot: the KV lab had not run when it was taken.")

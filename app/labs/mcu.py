@@ -18,6 +18,7 @@ from inferlab.engines.mcu.examples import default_model, example_models, example
 from inferlab.engines.mculab.section import (
     MCU_DEFAULTS,
     MCU_NO_COMPARE,
+    MCU_SETTINGS,
     mcu_board_plan,
     mcu_host_run,
     mcu_op_spans,
@@ -28,6 +29,7 @@ from inferlab.engines.mculab.section import (
     mcu_with_runs,
     read_mcu_section,
 )
+from inferlab.engines.settings import clean_settings
 from inferlab.engines.trace.snapshot import lab_section
 from inferlab.views.mcu_connect_dialog import ConnectDialog
 from inferlab.views.mcu_view import McuView
@@ -53,7 +55,8 @@ class McuLab(Lab):
         self._auto_ran = False
         self._waiting = False  # for other work to end before the first host run
         self._connecting: BoardChoice | None = None  # the board a connect task is for
-        self._settings = self._valid(dict(MCU_DEFAULTS) | self.saved_settings())
+        self._settings = self._valid(clean_settings(self.saved_settings(), MCU_SETTINGS,
+                                                    MCU_DEFAULTS))
         self._refresh_choices()
         self.view.set_settings(self._settings)
         self.view.settings_changed.connect(self._on_settings)

@@ -16,12 +16,14 @@ from inferlab.engines.model.config import (
 )
 from inferlab.engines.roofline.memory_section import (
     MEMORY_DEFAULTS,
+    MEMORY_SETTINGS,
     memory_plans,
     memory_section,
     preset_target,
     read_memory_section,
 )
 from inferlab.engines.roofline.units import format_bytes
+from inferlab.engines.settings import clean_settings
 from inferlab.views.memory_view import MemoryView
 
 LOCAL = "local"  # target id of the selected compute device (with its measured bandwidth)
@@ -52,7 +54,7 @@ class MemoryLab(Lab):
         self.view = MemoryView()
         self.widget = self.view
         self.imported: dict[str, object] = {}
-        self._settings = dict(MEMORY_DEFAULTS) | self.saved_settings()
+        self._settings = clean_settings(self.saved_settings(), MEMORY_SETTINGS, MEMORY_DEFAULTS)
         self._refresh_choices()
         self.view.set_settings(self._settings)
         self._settings = self.view.settings()

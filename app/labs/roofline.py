@@ -10,9 +10,11 @@ from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_s
 from inferlab.engines.roofline.formulas import attainable_flops
 from inferlab.engines.roofline.section import (
     ROOFLINE_DEFAULTS,
+    ROOFLINE_SETTINGS,
     read_roofline_section,
     roofline_section,
 )
+from inferlab.engines.settings import clean_settings
 from inferlab.views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
 from inferlab.views.roofline_view import RooflineView
 
@@ -85,7 +87,8 @@ class RooflineLab(Lab):
         self.presets = all_hardware_presets()
         self.view.set_choices([(p.id, p.name) for p in self.presets],
                               [(m, load_model_preset(m).name) for m in list_model_presets()])
-        self._settings = dict(ROOFLINE_DEFAULTS) | self.saved_settings()
+        self._settings = clean_settings(self.saved_settings(), ROOFLINE_SETTINGS,
+                                        ROOFLINE_DEFAULTS)
         self.view.set_settings(self._settings)
         self._settings = self.view.settings()
         self.points: dict[str, list] = {}

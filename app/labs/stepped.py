@@ -33,6 +33,7 @@ import time
 from PySide6.QtCore import QTimer, Signal
 
 from inferlab.app.labs.base import Lab
+from inferlab.engines.settings import clean_settings
 
 DRAW_INTERVAL_MS = 33  # the screen rate: records arriving faster are drawn together
 
@@ -44,6 +45,7 @@ class SteppedLab(Lab):
     auto_steps = 6
     """Steps run when the lab is first shown, so it opens on something to look at."""
     defaults: dict = {}
+    settings_table: dict = {}  # field -> engines.settings.Setting: remembered settings are cleaned
     task_name = ""
     empty_snapshot_text = ("This snapshot holds no run of this lab.",
                            "Read-only snapshot: the lab had not run when it was taken.")
@@ -63,7 +65,8 @@ class SteppedLab(Lab):
         self._pause = threading.Event()
         self._after_task = None  # what to start once the current task has ended
         self._dirty = False
-        self._settings = self.valid_settings(dict(self.defaults) | self.saved_settings())
+        self._settings = self.valid_settings(
+            clean_settings(self.saved_settings(), self.settings_table, self.defaults))
         view.step_requested.connect(self.step)
         view.run_toggled.connect(self.toggle_run)
         view.reset_requested.connect(lambda: self.reset())

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from inferlab.engines.hardware.microbench import MeasuredRoofs
 from inferlab.engines.hardware.telemetry import TelemetryHistory
+from inferlab.engines.settings import Setting, check_settings
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
+
+HARDWARE_DEFAULTS = {"sample_hz": 2.0}
+HARDWARE_SETTINGS = {"sample_hz": Setting("float", 1.0, 10.0), "device": Setting("str")}
 
 
 def hardware_section(settings: dict, devices, history: TelemetryHistory | None, roofs: dict) -> dict:
@@ -18,6 +22,8 @@ def hardware_section(settings: dict, devices, history: TelemetryHistory | None, 
 
 
 def read_hardware_section(sec: dict) -> tuple[list[dict], TelemetryHistory | None, dict]:
+    check_settings(sec.get("settings") or {}, HARDWARE_SETTINGS, HARDWARE_DEFAULTS,
+                   "labs.hardware.settings")
     state = section_field(sec, "state", "labs.hardware")
     devices = section_field(state, "devices", "labs.hardware.state")
     if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
+from inferlab.engines.settings import Setting, check_settings
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 from inferlab.engines.trace.thinning import keep_every
@@ -11,6 +13,12 @@ from inferlab.engines.trace.thinning import keep_every
 # KV_POOL_CELLS_LIMIT; past that only every k-th step's (and the last) is kept.
 KV_DEFAULTS = {"scenario": "shared-prompt", "model": "auto", "block_size": 16, "n_blocks": 0}
 KV_POOL_CELLS_LIMIT = 400_000
+KV_SETTINGS = {  # the view's ranges
+    "scenario": Setting("str", choices=SCENARIO_NAMES),
+    "model": Setting("str"),
+    "block_size": Setting("int", 1, 1024),
+    "n_blocks": Setting("int", 0, 1_000_000),
+}
 
 
 def kv_metrics(records) -> dict:
@@ -67,7 +75,8 @@ def read_kv_section(sec: dict):
     """(settings, KVRunInfo or None, [SeqInfo], [KVStepRecord]); ValueError names a bad field."""
     from inferlab.engines.kvlab.records import info_from_dict, seq_info_from_dict, step_from_dict
 
-    settings = dict(KV_DEFAULTS) | dict(section_field(sec, "settings", "labs.kv"))
+    settings = check_settings(section_field(sec, "settings", "labs.kv"), KV_SETTINGS, KV_DEFAULTS,
+                              "labs.kv.settings")
     state = section_field(sec, "state", "labs.kv")
     if not state:
         return settings, None, [], []

@@ -4,6 +4,7 @@ Built here without Qt, so that the lab and `inferlab run mcu` write the same sec
 
 from __future__ import annotations
 
+from inferlab.engines.settings import Setting, check_settings
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 
@@ -13,6 +14,14 @@ from inferlab.engines.trace.snapshot import section_field
 MCU_DEFAULTS = {"model": "", "planner": "tflm-greedy", "compare": "patch-based", "board": "nrf52840",
                 "seed": 0, "y_to_sram": False}
 MCU_NO_COMPARE = "none"
+MCU_SETTINGS = {
+    "model": Setting("str"),
+    "planner": Setting("str", choices=lambda: mcu_planner_names()),
+    "compare": Setting("str", choices=lambda: [*mcu_planner_names(), MCU_NO_COMPARE]),
+    "board": Setting("str", choices=lambda: _board_ids()),
+    "seed": Setting("int", 0, 2**32 - 1),
+    "y_to_sram": Setting("bool"),
+}
 MCU_HOST_REPEATS = 5  # host runs: one warm-up, then the best of this many invocations
 
 
@@ -231,7 +240,14 @@ def read_mcu_section(sec: dict):
     ValueError names a bad field."""
     from inferlab.engines.mculab.records import McuState
 
-    settings = section_field(sec, "settings", "labs.mcu")
+    settings = check_settings(section_field(sec, "settings", "labs.mcu"), MCU_SETTINGS,
+                              MCU_DEFAULTS, "labs.mcu.settings")
     raw = section_field(sec, "state", "labs.mcu")
     state = McuState.from_dict(raw) if raw else None
-    return dict(MCU_DEFAULTS) | dict(settings), state
+    return settings, state
+
+
+def _board_ids() -> list[str]:
+    from inferlab.engines.board.boards import list_boards
+
+    return [b.id for b in list_boards()]

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from inferlab.engines.dtypes import DTYPE_NAMES
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.roofline.memory import attention_variants, plan_memory
+from inferlab.engines.settings import Setting, check_settings
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 
 MEMORY_DEFAULTS = {"model": "llama-3-8b", "context": 8192, "batch": 1, "weight_dtype": "fp16",
                    "kv_dtype": "fp16", "target": "h100-sxm", "utilization": 0.9}
+MEMORY_SETTINGS = {  # the view's ranges
+    "model": Setting("str"),
+    "context": Setting("int", 1, 10_000_000),
+    "batch": Setting("int", 1, 100_000),
+    "weight_dtype": Setting("str", choices=DTYPE_NAMES),
+    "kv_dtype": Setting("str", choices=DTYPE_NAMES),
+    "target": Setting("str"),
+    "utilization": Setting("float", 0.05, 1.0),
+}
 
 
 def preset_target(preset) -> dict:
@@ -45,4 +56,5 @@ def read_memory_section(sec: dict) -> tuple[dict, ModelConfig, dict]:
     target = section_field(state, "target", "labs.memory.state")
     for key in ("label", "memory_bytes"):
         section_field(target, key, "labs.memory.state.target")
-    return dict(MEMORY_DEFAULTS) | dict(settings), cfg, target
+    settings = check_settings(settings, MEMORY_SETTINGS, MEMORY_DEFAULTS, "labs.memory.settings")
+    return settings, cfg, target

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+from inferlab.engines.dtypes import DTYPE_NAMES
 from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
 from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.settings import Setting, check_settings
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 
 ROOFLINE_DEFAULTS = {"dtype": "fp32", "presets": [], "model": "smollm2-135m", "context": 1024,
                      "weight_dtype": "fp32", "kv_dtype": "fp32"}
+
+
+def _hardware_ids():
+    from inferlab.engines.hardware.presets import list_hardware_presets
+
+    return list_hardware_presets()
+
+
+ROOFLINE_SETTINGS = {
+    "dtype": Setting("str", choices=DTYPE_NAMES),
+    "presets": Setting("str-list", choices=_hardware_ids),
+    "model": Setting("str"),
+    "context": Setting("int", 1, 1_000_000),  # the view's range
+    "weight_dtype": Setting("str", choices=DTYPE_NAMES),
+    "kv_dtype": Setting("str", choices=DTYPE_NAMES),
+}
 
 
 def roofline_section(settings: dict, roofs: MeasuredRoofs | None, points, model_config=None) -> dict:
@@ -31,4 +49,6 @@ def read_roofline_section(sec: dict):
     points = [MeasuredPoint.from_dict(p) for p in state.get("measured_points") or []]
     cfg_raw = state.get("model_config")
     cfg = ModelConfig.from_dict(cfg_raw) if cfg_raw else None
-    return dict(ROOFLINE_DEFAULTS) | dict(settings), roofs, points, cfg
+    settings = check_settings(settings, ROOFLINE_SETTINGS, ROOFLINE_DEFAULTS,
+                              "labs.roofline.settings")
+    return settings, roofs, points, cfg

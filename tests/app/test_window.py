@@ -174,3 +174,17 @@ def test_about_names_versions(make_window):
 
     text = make_window().about_text()
     assert qVersion() in text and "torch" in text and "CUDA" in text
+
+
+def test_snapshot_settings_out_of_range_are_reported_not_drawn(make_window, tmp_path):
+    window = make_window()
+    path = window.export_snapshot(tmp_path / "snap.json")
+    data = json.loads(path.read_text())
+    data["inferlab"]["labs"]["memory"]["settings"]["context"] = 10**30
+    data["inferlab"]["labs"]["roofline"]["settings"]["presets"] = ["no-such-gpu"]
+    path.write_text(json.dumps(data))
+    window.open_snapshot(path)
+    assert "labs.memory.settings.context: expected an integer in 1..10,000,000" in \
+        window.snapshot_problems["memory"]
+    assert "labs.roofline.settings.presets" in window.snapshot_problems["roofline"]
+    assert window.lab("hardware").read_only and not window.lab("memory").read_only
