@@ -10,11 +10,14 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from inferlab.app.worker import Task
 from inferlab.engines.trace.recorder import TraceRecorder
 
+DISCOVERY_WAIT_MS = 300_000  # importing torch on a busy machine: seconds, never minutes
+
 
 class AppContext(QObject):
     """Shared, observable application state. Labs read it and listen to its signals."""
 
     device_changed = Signal(str)
+    devices_changed = Signal()  # the device list arrived (see `discover_in_background`)
     roofs_changed = Signal(str)  # device id whose measured roofs changed
     task_started = Signal(str)
     task_progress = Signal(str, float, str)  # task name, fraction, message
@@ -22,24 +25,80 @@ class AppContext(QObject):
     board_changed = Signal(str)
 
     def __init__(self, settings: QSettings | None = None, devices=None, quick: bool = False,
-                 parent=None):
-        """`quick`: measure with small sizes (tests, screenshots of snapshots)."""
+                 parent=None, discover: bool = True):
+        """`quick`: measure with small sizes (tests, screenshots of snapshots).
+
+        `devices`: the device list (default: discovered now, which imports torch). With
+        `discover=False` the list stays empty until `set_devices` or `discover_in_background`
+        fills it: the window can paint before torch is imported.
+        """
         super().__init__(parent)
         self.quick = quick
-        from inferlab.engines.hardware.discovery import discover_devices
-
         self.settings = settings if settings is not None else QSettings()
-        self.devices = list(devices) if devices is not None else discover_devices()
         self.recorder = TraceRecorder()
         self._roofs: dict[str, object] = {}
         self._tasks: list[Task] = []
+        self._discovery: Task | None = None
+        self.discovery_error: str | None = None
         self.board = "no board"
-        saved = str(self.settings.value("device", "cpu"))
-        self.device_id = saved if saved in self.device_ids() else self.devices[0].id
+        self.devices: list = []
+        self.device_id = str(self.settings.value("device", "cpu"))  # until the list is known
+        if devices is not None:
+            self.set_devices(devices)
+        elif discover:
+            from inferlab.engines.hardware.discovery import discover_devices
+
+            self.set_devices(discover_devices())
 
     # devices ---------------------------------------------------------------------------
     def device_ids(self) -> list[str]:
         return [d.id for d in self.devices]
+
+    def set_devices(self, devices) -> None:
+        """The device list is known: keep the saved device if present, else the first."""
+        self.devices = list(devices)
+        saved = str(self.settings.value("device", "cpu"))
+        self.device_id = saved if saved in self.device_ids() else self.devices[0].id
+        self.devices_changed.emit()
+
+    def discover_in_background(self) -> None:
+        """Discover the devices on a worker thread (torch is imported there, not on the GUI
+        thread); `devices_changed` says when they are known. Not a task: no progress bar, and
+        labs waiting for idle are not held up."""
+        if self.devices or self._discovery is not None:
+            return
+
+        def work(_progress, _should_stop):
+            from inferlab.engines.hardware.discovery import discover_devices
+
+            return discover_devices()
+
+        self._discovery = Task("Detecting devices", work, parent=self)
+        self._discovery.finished.connect(self._discovered)
+        self._discovery.failed.connect(self._discovery_failed)
+        self._discovery.start()
+
+    def wait_for_devices(self) -> None:
+        """Return once the device list is known: wait for a discovery running in the
+        background, or discover now. Raises what discovery raised."""
+        from PySide6.QtCore import QCoreApplication
+
+        if self._discovery is not None:
+            self._discovery.wait(DISCOVERY_WAIT_MS)
+            QCoreApplication.sendPostedEvents(self._discovery)
+            QCoreApplication.sendPostedEvents(self)
+        if not self.devices:
+            from inferlab.engines.hardware.discovery import discover_devices
+
+            self.set_devices(discover_devices())
+
+    def _discovered(self, devices) -> None:
+        if not self.devices:
+            self.set_devices(devices)
+
+    def _discovery_failed(self, message: str) -> None:
+        self.discovery_error = message
+        self.devices_changed.emit()  # still empty: listeners show the error
 
     def device(self, device_id: str | None = None):
         wanted = device_id or self.device_id
@@ -120,9 +179,13 @@ class AppContext(QObject):
             task.stop()
 
     def wait_for_tasks(self, timeout_ms: int = 60000) -> None:
-        """Wait for every task's thread, then deliver its queued result and `done` here."""
+        """Wait for every task's thread, then deliver its queued result and `done` here. A
+        device discovery still running is waited for too (it cannot be stopped), so that no
+        thread outlives the window."""
         from PySide6.QtCore import QCoreApplication
 
+        if self._discovery is not None:
+            self._discovery.wait(DISCOVERY_WAIT_MS)
         for task in list(self._tasks):
             task.wait(timeout_ms)
             QCoreApplication.sendPostedEvents(task)

@@ -22,9 +22,9 @@ def display_available(environ=os.environ, platform: str = sys.platform) -> bool:
     return bool(environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"))
 
 
-def create_application(argv: list[str] | None = None):
-    """The one QApplication, with pyqtgraph configured the way every view expects."""
-    import pyqtgraph as pg
+def create_application(argv: list[str] | None = None, plots: bool = True):
+    """The one QApplication. `plots`: also configure pyqtgraph the way every view expects
+    (imports it); `launch` leaves that to the window, after its first paint."""
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance()
@@ -36,20 +36,32 @@ def create_application(argv: list[str] | None = None):
     from inferlab.app import __version__
 
     app.setApplicationVersion(__version__)
-    pg.setConfigOptions(antialias=True, background="w", foreground="k")
+    if plots:
+        configure_plots()
     return app
 
 
+def configure_plots() -> None:
+    """pyqtgraph's options for every view: antialiased, black on white."""
+    import pyqtgraph as pg
+
+    pg.setConfigOptions(antialias=True, background="w", foreground="k")
+
+
 def launch() -> int:
-    """`inferlab` with no arguments: open the main window and run the event loop."""
+    """`inferlab` with no arguments: open the main window and run the event loop.
+
+    The window paints its sidebar, menus and device bar first; torch (device discovery, on a
+    worker thread), pyqtgraph and the labs come after that first paint (`deferred=True`).
+    """
     if not display_available():
         print(NO_DISPLAY_MESSAGE, file=sys.stderr)
         return 2
-    app = create_application()
+    app = create_application(plots=False)
     from inferlab.app.main_window import MainWindow
 
-    window = MainWindow()
-    window.show()
+    window = MainWindow(deferred=True)
     if os.environ.get("INFERLAB_EXIT_AFTER_PAINT"):
-        window.quit_after_first_paint()
+        window.quit_after_first_paint(wait_for_labs=os.environ["INFERLAB_EXIT_AFTER_PAINT"] == "labs")
+    window.show()
     return app.exec()

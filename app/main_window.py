@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import html
+import sys
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -27,23 +28,41 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.app import snapshot_io
 from inferlab.app.context import AppContext
-from inferlab.app.export import export_widget
 from inferlab.app.labs import registry
+
+START_FALLBACK_MS = 1000  # deferred start-up begins at first paint, or this long after show
 
 
 class MainWindow(QMainWindow):
-    """Labs in a sidebar; the device bar on top; progress of background work below."""
+    """Labs in a sidebar; the device bar on top; progress of background work below.
 
-    def __init__(self, context: AppContext | None = None, settings: QSettings | None = None):
+    The sidebar, menus and device bar come from the registry alone; each lab's page is a
+    placeholder until its controller is built. `deferred=False` (tests, screenshots, benches):
+    the constructor builds every lab, after the device list. `deferred=True` (`inferlab`):
+    the constructor builds only that shell, so the first paint imports neither torch nor
+    pyqtgraph; after it the devices are discovered on a worker thread and the labs are built
+    one per event-loop turn, the current lab first (a lab that draws before the device list
+    is known says so with `needs_devices = False`). `labs`, `lab(id)`, `current_lab()` and
+    the snapshot functions build what they need at once.
+    """
+
+    lab_built = Signal(str)  # lab id: its controller and page now exist
+    startup_finished = Signal()  # deferred start-up: every lab is built
+
+    def __init__(self, context: AppContext | None = None, settings: QSettings | None = None,
+                 deferred: bool = False):
         super().__init__()
-        self.context = context or AppContext(settings=settings)
+        self.context = context or AppContext(settings=settings, discover=not deferred)
         self.settings = self.context.settings
         self.setWindowTitle("InferLab")
         self.resize(1280, 800)
-        self.labs = [registry.resolve(spec.controller)(self.context, parent=self)
-                     for spec in registry.LABS]
+        self.specs = registry.LABS
+        self._labs: dict = {}  # lab id -> controller, once built
+        self._deferred = deferred
+        self._started = False  # deferred start-up began
+        self._step_pending = False
+        self._closing = False
         self._snapshot_path: Path | None = None
         self.snapshot_problems: dict[str, str] = {}  # lab id -> why the open snapshot's section was not shown
 
@@ -52,6 +71,11 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_menus()
         self._connect_context()
+        if deferred:
+            self._start_trigger = _OnFirstPaint(
+                self, lambda: QTimer.singleShot(0, self._start_deferred))
+        else:
+            self.build_all_labs()
         self._restore_window_state()
 
     # construction ---------------------------------------------------------------------------
@@ -63,11 +87,8 @@ class MainWindow(QMainWindow):
         self.device_combo = QComboBox()
         self.device_combo.setToolTip("The device engines run on (torch device). "
                                      "Switching re-targets measurements and models.")
-        for info in self.context.devices:
-            self.device_combo.addItem(f"{info.id} — {info.name}", info.id)
-        self.device_combo.setCurrentIndex(self.context.device_ids().index(self.context.device_id))
-        self.device_combo.currentIndexChanged.connect(
-            lambda i: self.context.set_device(self.device_combo.itemData(i)))
+        self._fill_device_combo()
+        self.device_combo.currentIndexChanged.connect(self._on_device_row)
         bar.addWidget(self.device_combo)
         spacer = QWidget()
         spacer.setSizePolicy(spacer.sizePolicy().horizontalPolicy().Expanding,
@@ -84,12 +105,12 @@ class MainWindow(QMainWindow):
         self.sidebar.setObjectName("lab_list")
         self.sidebar.setFixedWidth(160)
         self.stack = QStackedWidget()
-        for index, lab in enumerate(self.labs, start=1):
-            item = QListWidgetItem(lab.title)
-            item.setData(Qt.UserRole, lab.lab_id)
-            item.setToolTip(f"{lab.summary}\nCtrl+{index}")
+        for index, spec in enumerate(self.specs, start=1):
+            item = QListWidgetItem(spec.title)
+            item.setData(Qt.UserRole, spec.id)
+            item.setToolTip(f"{spec.summary}\nCtrl+{index}")
             self.sidebar.addItem(item)
-            self.stack.addWidget(lab.widget)
+            self.stack.addWidget(_placeholder(f"Loading {spec.title}…"))
         self.sidebar.currentRowChanged.connect(self._on_lab_row)
 
         self.banner = QFrame()
@@ -144,8 +165,8 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Quit", QKeySequence.Quit, self.close)
 
         view_menu = self.menuBar().addMenu("&View")
-        for index, lab in enumerate(self.labs, start=1):
-            self._action(view_menu, lab.title, f"Ctrl+{index}",
+        for index, spec in enumerate(self.specs, start=1):
+            self._action(view_menu, spec.title, f"Ctrl+{index}",
                          lambda _=False, i=index - 1: self.sidebar.setCurrentRow(i))
         view_menu.addSeparator()
         self._action(view_menu, "Back to &live data", "Esc", self._escape)
@@ -168,6 +189,7 @@ class MainWindow(QMainWindow):
         ctx.task_progress.connect(self._on_task_progress)
         ctx.task_ended.connect(self._on_task_ended)
         ctx.device_changed.connect(self._on_device_changed)
+        ctx.devices_changed.connect(self._on_devices_known)
         ctx.board_changed.connect(self._show_board)
 
     def _restore_window_state(self) -> None:
@@ -175,32 +197,151 @@ class MainWindow(QMainWindow):
         if geometry is not None:
             self.restoreGeometry(geometry)
         last = str(self.settings.value("window/lab", "hardware"))
-        ids = [lab.lab_id for lab in self.labs]
+        ids = [spec.id for spec in self.specs]
         self.sidebar.setCurrentRow(ids.index(last) if last in ids else 0)
 
     # labs -------------------------------------------------------------------------------------
+    @property
+    def labs(self) -> list:
+        """Every lab controller, in sidebar order (builds those not built yet)."""
+        self.build_all_labs()
+        return [self._labs[spec.id] for spec in self.specs]
+
     def lab(self, lab_id: str):
-        for lab in self.labs:
-            if lab.lab_id == lab_id:
-                return lab
-        raise ValueError(f"unknown lab {lab_id!r}; labs: {', '.join(lab.lab_id for lab in self.labs)}")
+        """The controller of `lab_id` (built now if it was not yet)."""
+        return self._ensure_lab(self._spec(lab_id))
 
     def current_lab(self):
-        return self.labs[max(self.sidebar.currentRow(), 0)]
+        return self._ensure_lab(self.specs[max(self.sidebar.currentRow(), 0)])
 
     def show_lab(self, lab_id: str) -> None:
-        self.sidebar.setCurrentRow([lab.lab_id for lab in self.labs].index(self.lab(lab_id).lab_id))
+        self.sidebar.setCurrentRow(self.specs.index(self._spec(lab_id)))
+
+    def build_all_labs(self) -> None:
+        for spec in self.specs:
+            self._ensure_lab(spec)
+
+    def _spec(self, lab_id: str):
+        for spec in self.specs:
+            if spec.id == lab_id:
+                return spec
+        raise ValueError(f"unknown lab {lab_id!r}; labs: {', '.join(s.id for s in self.specs)}")
+
+    def _ensure_lab(self, spec):
+        if spec.id not in self._labs:
+            controller = registry.resolve(spec.controller)
+            if getattr(controller, "needs_devices", True):
+                self.context.wait_for_devices()
+            self._build_lab(spec, controller)
+        return self._labs[spec.id]
+
+    def _build_lab(self, spec, controller) -> None:
+        """Build a lab's controller and put its widget where its placeholder was."""
+        if self._deferred:
+            from inferlab.app.gui import configure_plots
+
+            configure_plots()  # before the first view: launch() left it to the window
+        lab = controller(self.context, parent=self)
+        self._labs[spec.id] = lab
+        row = self.specs.index(spec)
+        placeholder = self.stack.widget(row)
+        self.stack.insertWidget(row, lab.widget)
+        self.stack.removeWidget(placeholder)
+        placeholder.deleteLater()
+        if row == self.sidebar.currentRow():
+            self.stack.setCurrentIndex(row)
+            if not lab.read_only:
+                lab.activated()
+        self.lab_built.emit(spec.id)
 
     def _on_lab_row(self, row: int) -> None:
         if row < 0:
             return
         self.stack.setCurrentIndex(row)
-        lab = self.labs[row]
-        self.settings.setValue("window/lab", lab.lab_id)
-        if not lab.read_only:
+        spec = self.specs[row]
+        self.settings.setValue("window/lab", spec.id)
+        lab = self._labs.get(spec.id)
+        if lab is None:
+            self._schedule_startup_step()  # deferred start-up: this lab is built next
+        elif not lab.read_only:
             lab.activated()
 
+    # deferred start-up ----------------------------------------------------------------------
+    def _start_deferred(self) -> None:
+        """After the first paint: discover the devices off the GUI thread, build the labs."""
+        if self._started or self._closing:
+            return
+        self._started = True
+        self.statusBar().showMessage("Detecting devices…")
+        self.context.discover_in_background()
+        self._schedule_startup_step()
+
+    def _schedule_startup_step(self) -> None:
+        if self._started and not self._step_pending and not self._closing:
+            self._step_pending = True
+            QTimer.singleShot(0, self._startup_step)
+
+    def _startup_step(self) -> None:
+        """Build one lab: the current one first, the others in sidebar order. Before the
+        device list is known only the current lab is tried, and only if it draws without."""
+        self._step_pending = False
+        if self._closing:
+            return
+        pending = [spec for spec in self.specs if spec.id not in self._labs]
+        if not pending:
+            self.statusBar().clearMessage()
+            self.startup_finished.emit()
+            return
+        current = self.specs[max(self.sidebar.currentRow(), 0)]
+        spec = current if current in pending else pending[0]
+        if not self.context.devices:
+            if spec is not current:
+                return  # devices_changed resumes
+            controller = registry.resolve(spec.controller)
+            if getattr(controller, "needs_devices", True):
+                return
+        else:
+            controller = registry.resolve(spec.controller)
+        self._build_lab(spec, controller)
+        self._schedule_startup_step()
+
+    @property
+    def started_up(self) -> bool:
+        """Every lab is built."""
+        return all(spec.id in self._labs for spec in self.specs)
+
     # device and board ---------------------------------------------------------------------------
+    def _fill_device_combo(self) -> None:
+        combo = self.device_combo
+        combo.blockSignals(True)
+        combo.clear()
+        for info in self.context.devices:
+            combo.addItem(f"{info.id} — {info.name}", info.id)
+        if self.context.devices:
+            combo.setCurrentIndex(self.context.device_ids().index(self.context.device_id))
+        elif self.context.discovery_error:
+            combo.addItem(f"no devices: {self.context.discovery_error}")
+        else:
+            combo.addItem("detecting devices…")
+        combo.setEnabled(bool(self.context.devices))
+        combo.blockSignals(False)
+
+    def _on_device_row(self, row: int) -> None:
+        device_id = self.device_combo.itemData(row)
+        if device_id is not None:
+            self.context.set_device(device_id)
+
+    def _on_devices_known(self) -> None:
+        self._fill_device_combo()
+        if not self.context.devices:
+            self.statusBar().showMessage(f"Device discovery failed: {self.context.discovery_error}")
+            return
+        self.statusBar().showMessage(f"Devices: {', '.join(self.context.device_ids())}", 4000)
+        lab = self._labs.get(self.specs[max(self.sidebar.currentRow(), 0)].id)
+        if lab is not None and not lab.read_only:
+            lab.activated()  # its default work may have waited for a device
+        self._schedule_startup_step()
+
     def _on_device_changed(self, device_id: str) -> None:
         index = self.context.device_ids().index(device_id)
         if self.device_combo.currentIndex() != index:
@@ -238,11 +379,15 @@ class MainWindow(QMainWindow):
 
     # snapshots ---------------------------------------------------------------------------------
     def export_snapshot(self, path: str | Path) -> Path:
+        from inferlab.app import snapshot_io
+
         snapshot = snapshot_io.collect_snapshot(self.context, self.labs, self.current_lab().lab_id)
         return snapshot_io.save(path, snapshot)
 
     def open_snapshot(self, path: str | Path) -> None:
         """Show a snapshot read-only in every lab it has. Raises SnapshotError / ValueError."""
+        from inferlab.app import snapshot_io
+
         snapshot = snapshot_io.load(path)
         restored, problems = snapshot_io.restore_labs(self.labs, snapshot)
         self._snapshot_path = Path(path)
@@ -259,7 +404,7 @@ class MainWindow(QMainWindow):
             self.show_lab(snapshot.active_lab)
 
     def show_live(self) -> None:
-        for lab in self.labs:
+        for lab in self._labs.values():
             if lab.read_only:
                 lab.show_live()
         self._snapshot_path = None
@@ -292,11 +437,13 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Snapshot written to {written} (opens in Perfetto too)", 8000)
 
     def export_view(self, path: str | Path) -> Path:
+        from inferlab.app.export import export_widget
+
         return export_widget(self.current_lab().export_widget(), path)
 
     def export_view_dialog(self) -> None:
-        lab = self.current_lab()
-        default = str(Path(self._last_dir()) / f"inferlab-{lab.lab_id}.png")
+        lab_id = self.specs[max(self.sidebar.currentRow(), 0)].id
+        default = str(Path(self._last_dir()) / f"inferlab-{lab_id}.png")
         path, _ = QFileDialog.getSaveFileName(self, "Export view", default,
                                               "PNG image (*.png);;SVG vector image (*.svg)")
         if not path:
@@ -327,14 +474,44 @@ class MainWindow(QMainWindow):
         QMessageBox.about(self, "About InferLab", self.about_text())
 
     # life cycle -----------------------------------------------------------------------------------
-    def quit_after_first_paint(self) -> None:
-        """For the start-up benchmark: print seconds since process start at first paint, quit."""
-        self._paint_probe = _FirstPaintProbe(self)
-        self.installEventFilter(self._paint_probe)
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().showEvent(event)
+        if self._deferred and not self._started:
+            QTimer.singleShot(START_FALLBACK_MS, self._start_deferred)  # if no paint comes
+
+    def quit_after_first_paint(self, wait_for_labs: bool = False) -> None:
+        """For the start-up bench and tests: at first paint print the seconds since the
+        process started and whether torch was imported by then; with `wait_for_labs` go on
+        (deferred start-up) to print when the current lab and then every lab was built; close."""
+        from inferlab.app.benches.gui import seconds_since_process_start
+
+        def report(**figures) -> None:
+            for key, value in figures.items():
+                print(f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}", flush=True)
+
+        def first_paint() -> None:
+            report(first_paint_s=seconds_since_process_start(),
+                   torch_imported_at_first_paint="torch" in sys.modules)
+            if not wait_for_labs or self.started_up:
+                QTimer.singleShot(0, self.close)
+
+        def lab_built(lab_id: str) -> None:
+            if lab_id == self.specs[max(self.sidebar.currentRow(), 0)].id:
+                report(current_lab=lab_id, current_lab_ready_s=seconds_since_process_start())
+
+        def labs_ready() -> None:
+            report(labs_ready_s=seconds_since_process_start(), labs=",".join(lab.lab_id for lab in self.labs))
+            QTimer.singleShot(0, self.close)
+
+        self._paint_probe = _OnFirstPaint(self, first_paint)
+        if wait_for_labs:
+            self.lab_built.connect(lab_built)
+            self.startup_finished.connect(labs_ready)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        self._closing = True
         self.settings.setValue("window/geometry", self.saveGeometry())
-        for lab in self.labs:
+        for lab in self._labs.values():
             lab.save_settings()
             lab.shutdown()
         self.context.cancel_tasks()
@@ -342,13 +519,24 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
 
-class _FirstPaintProbe(QObject):
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
-        if event.type() == QEvent.Paint and not getattr(self, "_seen", False):
-            self._seen = True
-            import psutil
+def _placeholder(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("lab_placeholder")
+    label.setAlignment(Qt.AlignCenter)
+    label.setStyleSheet("color: #777")
+    return label
 
-            started = psutil.Process().create_time()
-            print(f"first_paint_s={time.time() - started:.3f}", flush=True)
-            QTimer.singleShot(0, obj.close)
+
+class _OnFirstPaint(QObject):
+    """Calls `callback` once, when `widget` gets its first paint event (before it paints)."""
+
+    def __init__(self, widget: QWidget, callback):
+        super().__init__(widget)
+        self._callback = callback
+        widget.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Paint:
+            obj.removeEventFilter(self)
+            self._callback()
         return False

@@ -111,6 +111,13 @@ class HardwareView(QWidget):
             rows.append((key.replace("_", " ").capitalize(), _fmt(value)))
         self.facts.set_rows(rows)
 
+    def render_no_device(self, message: str) -> None:
+        """No device to describe yet (`message`: why); nothing to measure on."""
+        self.facts.set_rows([("Device", message)])
+        self.roofs_table.set_rows([])
+        self.roofs_note.setText("Not measured yet.")
+        self.measure_button.setEnabled(False)
+
     def render_roofs(self, roofs, busy: bool = False) -> None:
         self.measure_button.setEnabled(not busy)
         if roofs is None:

@@ -14,7 +14,12 @@ REFRESH_MS = 250  # the charts redraw at 4 Hz; samples arrive at 1–10 Hz
 
 
 class HardwareLab(Lab):
+    """Device facts, live telemetry, measured roofs. Built before the device list is known
+    (the window's first lab at start-up): CPU and RAM telemetry start at once, the device
+    facts and the GPUs' charts follow when the list arrives, as in nvitop."""
+
     lab_id = "hardware"
+    needs_devices = False
 
     def __init__(self, context, parent=None):
         super().__init__(context, parent)
@@ -23,8 +28,7 @@ class HardwareLab(Lab):
         saved = self.saved_settings()
         self.sample_hz = float(min(10.0, max(1.0, saved.get("sample_hz", 2.0))))
         self.view.rate.setValue(int(self.sample_hz))
-        self.sampler = TelemetrySampler(hz=self.sample_hz, capacity=600)
-        self.sampler.start()
+        self.sampler = self._start_sampler()
         self._snapshot_history = None
         self._measuring = False
         self.timer = QTimer(self)
@@ -34,16 +38,36 @@ class HardwareLab(Lab):
         self.view.measure_requested.connect(self.measure)
         self.view.rate_changed.connect(self._set_rate)
         context.device_changed.connect(lambda _d: self._render_device())
+        context.devices_changed.connect(self._on_devices_known)
         context.roofs_changed.connect(lambda _d: self._render_device())
         self._render_device()
 
+    def _start_sampler(self) -> TelemetrySampler:
+        """Sample the host and every GPU of the device list (none while it is unknown)."""
+        gpus = None if self.context.devices else []  # None: every CUDA device torch sees
+        sampler = TelemetrySampler(hz=self.sample_hz, capacity=600, gpus=gpus)
+        sampler.start()
+        return sampler
+
+    def _on_devices_known(self) -> None:
+        if not self.sampler.gpu_ids and any(d.kind == "cuda" for d in self.context.devices):
+            self.sampler.stop()  # started before the list: watch its GPUs from now on
+            self.sampler = self._start_sampler()
+        self._render_device()
+
     def activated(self) -> None:
-        """Measure the roofs once, at first sight, unless other work is running."""
-        if self.context.roofs() is None and not self.context.running_tasks():
+        """Measure the roofs once, at first sight, unless other work is running (or the
+        device list is not known yet: the window calls again when it is)."""
+        if self.context.devices and self.context.roofs() is None and not self.context.running_tasks():
             self.measure()
 
     def _render_device(self) -> None:
         if self.read_only:
+            return
+        if not self.context.devices:
+            error = self.context.discovery_error
+            self.view.render_no_device(f"device discovery failed: {error}" if error
+                                       else "detecting devices…")
             return
         self.view.render_device(self.context.device().to_dict())
         self.view.render_roofs(self.context.roofs(), busy=self._measuring)
@@ -58,7 +82,7 @@ class HardwareLab(Lab):
         self.sampler.set_rate(hz)
 
     def measure(self) -> None:
-        if self._measuring or self.read_only:
+        if self._measuring or self.read_only or not self.context.devices:
             return
         device = self.context.device_id
         self._measuring = True
