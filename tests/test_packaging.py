@@ -47,9 +47,19 @@ def test_wheel_installs_one_top_level_name(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"inferlab"}
-    # every folder's code and the assets' data are inside it
+    # every folder's code and the assets' data are inside it, the firmware's sources too
     for needed in ("inferlab/app/cli.py", "inferlab/engines/kv/block_manager.py",
-                   "inferlab/views/kv_view.py", "inferlab/assets/models/smollm2-135m.json"):
+                   "inferlab/views/kv_view.py", "inferlab/assets/models/smollm2-135m.json",
+                   "inferlab/assets/tflite/person_detect.tflite", "inferlab/firmware/Makefile",
+                   "inferlab/firmware/main.c", "inferlab/firmware/core/fw_server.c",
+                   "inferlab/firmware/ports/cortex-m/link.ld.in"):
         assert needed in names
+    # every firmware source (build/ is a make run by hand's output), and no build output
+    sources = [f.relative_to(ROOT).as_posix() for f in (ROOT / "firmware").rglob("*")
+               if f.is_file() and f.relative_to(ROOT / "firmware").parts[0] != "build"
+               and (f.suffix in (".c", ".h", ".md") or f.name in ("Makefile", "link.ld.in"))]
+    assert len(sources) > 20 and all(f"inferlab/{f}" in names for f in sources)
+    assert not [n for n in names if n.startswith("inferlab/firmware/") and
+                n.endswith((".o", ".d", ".so", ".elf", ".su"))]
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "inferlab = inferlab.app.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()

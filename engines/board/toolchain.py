@@ -16,10 +16,11 @@ Ports: `host` (a process on stdio; cc), `qemu-mps2-an386` (the emulated Cortex-M
 `nrf52840` (a real board; compiles here, flashed by the user). Missing tools raise
 `ToolMissing` with the exact install command (`install_command()`).
 
-The firmware's sources are the repository's `firmware/` folder (INFERLAB_FIRMWARE_DIR
-points at another copy). Nothing is written next to them: builds go to the user's cache
-folder (`build_dir()`, under platformdirs' `user_cache_dir("inferlab")`, e.g.
-~/.cache/inferlab/firmware/<key> on Linux): the objects
+The firmware's sources ship inside the package (`inferlab.firmware`, the repository's
+`firmware/` folder), so an installed InferLab builds from any working directory; the
+INFERLAB_FIRMWARE_DIR environment variable points at another copy. Nothing is written next to
+them: builds go to the user's cache folder (`build_dir()`, under platformdirs'
+`user_cache_dir("inferlab")`, e.g. ~/.cache/inferlab/firmware/<key> on Linux): the objects
 that do not depend on the model in `obj/`, each model's sources and image in `images/`
 unless an `out_dir` is given.
 """
@@ -27,6 +28,7 @@ unless an `out_dir` is given.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import os
 import re
 import shutil
@@ -39,8 +41,9 @@ from platformdirs import user_cache_dir
 from inferlab.engines.board import codegen
 from inferlab.engines.board.boards import BoardPreset, load_board
 
+# A real folder: `make -C` runs there (package data is installed unzipped).
 FIRMWARE_DIR = Path(os.environ.get("INFERLAB_FIRMWARE_DIR")
-                    or Path(__file__).resolve().parents[2] / "firmware")
+                    or str(importlib.resources.files("inferlab.firmware"))).resolve()
 TARGETS = ("host", "qemu-mps2-an386", "nrf52840")
 ARM_TARGETS = ("qemu-mps2-an386", "nrf52840")
 QEMU_TARGET = "qemu-mps2-an386"
