@@ -51,7 +51,6 @@ class McuLab(Lab):
         self.model_bytes = b""
         self.plans: list = []  # (Plan, ms) for the planners drawn, the chosen one first
         self._model_path = None
-        self._busy = False
         self._auto_ran = False
         self._waiting = False  # for other work to end before the first host run
         self._connecting: BoardChoice | None = None  # the board a connect task is for
@@ -160,7 +159,7 @@ class McuLab(Lab):
             state = mcu_with_runs(state, self.state.host_run, self.state.board_run)
         self.state = state
         self.view.draw(state)
-        if not self._busy:
+        if not self.busy():
             self.view.set_status(f"{self.model.name}: {len(self.model.operators)} ops, "
                                  f"{len(self.plans[0][0].buffers)} arena buffers; planned in "
                                  f"{sum(ms for _, ms in self.plans):.1f} ms." + (f" {note}" if note else ""),
@@ -216,13 +215,10 @@ class McuLab(Lab):
         self.session.close()
 
     def _start(self, name: str, work, on_result) -> None:
-        self._busy = True
         self.view.set_busy(True)
-        task = self.context.run_task(name, work, on_result, self._on_error)
-        task.done.connect(self._done)
+        self.run_task(name, work, on_result, self._on_error, on_end=self._done)
 
     def _done(self) -> None:
-        self._busy = False
         self._connecting = None  # after _connected / _on_error, or a cancelled connect
         if not self.read_only:
             self.view.set_busy(False)
@@ -241,13 +237,9 @@ class McuLab(Lab):
                              error=True)
 
     # runs -----------------------------------------------------------------------------------
-    @property
-    def busy(self) -> bool:
-        return self._busy
-
     def run_host(self) -> None:
         """Run the arena interpreter (chosen plan, seeded random input) in a worker."""
-        if self._busy or self.read_only:
+        if self.busy() or self.read_only:
             return
         self.ensure_loaded()
         if self.state is None:
@@ -295,7 +287,7 @@ class McuLab(Lab):
 
         The emulated board is first built for the current model and plan and started on QEMU
         (reconnecting rebuilds it when the model or the planner changed)."""
-        if self._busy or self.read_only:
+        if self.busy() or self.read_only:
             return
         if choice is None and self.session.choice is not None and self.session.emulated:
             choice = self.emulated_choice(self.session.choice.target)
@@ -348,7 +340,7 @@ class McuLab(Lab):
 
     def disconnect_board(self) -> None:
         """Close the link; stops the virtual board or QEMU too."""
-        if self._busy:
+        if self.busy():
             return
         emulated = self.session.emulator is not None
         self.session.close()
@@ -361,7 +353,7 @@ class McuLab(Lab):
 
         An emulated board built for another model is rebuilt for this one and restarted first
         (as a real board would be reflashed); a changed plan goes to it with PLAN."""
-        if self._busy or self.read_only or self.state is None:
+        if self.busy() or self.read_only or self.state is None:
             return
         if self.state.note:
             self.view.set_status(self.state.note, error=True)

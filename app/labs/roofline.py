@@ -92,7 +92,6 @@ class RooflineLab(Lab):
         self.view.set_settings(self._settings)
         self._settings = self.view.settings()
         self.points: dict[str, list] = {}
-        self._busy = False
         self._auto_started = False
         self._replay = None
         self.view.settings_changed.connect(self._on_settings)
@@ -141,7 +140,7 @@ class RooflineLab(Lab):
         # Until the user hovers, explain the first modelled decode step (the memory-bound case).
         self._default_point = next((p for p in scene.points if not p.measured), None)
         self.view.formula.draw(*self._main, point=self._default_point)
-        if not self._busy and not self.read_only:
+        if not self.busy() and not self.read_only:
             self.view.set_busy(False, "" if roofs is not None else
                                "Not measured yet: press the button to measure this device.")
 
@@ -149,11 +148,10 @@ class RooflineLab(Lab):
         self.view.formula.draw(*self._main, point=point or self._default_point)
 
     def measure(self) -> None:
-        if self._busy or self.read_only:
+        if self.busy() or self.read_only:
             return
         device = self.context.device_id
         dtype = self._settings["dtype"] if self._settings["dtype"] in ("fp32", "bf16", "fp16") else "fp32"
-        self._busy = True
         self.view.set_busy(True, f"Measuring {device}…")
 
         def work(progress, should_stop):
@@ -173,11 +171,9 @@ class RooflineLab(Lab):
             self.points[roofs.device] = points
             self.context.set_roofs(roofs)
 
-        task = self.context.run_task(f"Measuring roofline on {device}", work, result)
-        task.done.connect(self._measure_done)
+        self.run_task(f"Measuring roofline on {device}", work, result, on_end=self._measure_done)
 
     def _measure_done(self) -> None:
-        self._busy = False
         self.view.set_busy(False, "")
         self.redraw()
 

@@ -30,7 +30,7 @@ MICRO = MODELS / "micro_speech_quantized.tflite"
 def wait_idle(qtbot, window, timeout_ms=30000):
     """Until no task runs and the MCU lab has handled its last task's result."""
     lab = window.lab("mcu")
-    qtbot.waitUntil(lambda: not window.context.running_tasks() and not lab.busy, timeout=timeout_ms)
+    qtbot.waitUntil(lambda: not window.context.running_tasks() and not lab.busy(), timeout=timeout_ms)
 
 
 @pytest.fixture
@@ -291,7 +291,7 @@ def test_snapshot_shows_the_same_plans_read_only(qtbot, lab_window, make_window,
     assert replay.view.ops_table.rowCount() == 31
     assert replay.view.ops_table.item(5, 6).text() == lab.view.ops_table.item(5, 6).text()
     replay.run_host()  # refused while read-only
-    assert not replay.busy
+    assert not replay.busy()
     other.show_live()
     assert not replay.read_only and replay.view.run_host_button.isEnabled()
 

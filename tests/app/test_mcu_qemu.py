@@ -37,7 +37,7 @@ def qemu_children() -> list[int]:
 
 def wait_idle(qtbot, window, timeout_ms=60000):
     lab = window.lab("mcu")
-    qtbot.waitUntil(lambda: not window.context.running_tasks() and not lab.busy, timeout=timeout_ms)
+    qtbot.waitUntil(lambda: not window.context.running_tasks() and not lab.busy(), timeout=timeout_ms)
 
 
 @pytest.fixture
