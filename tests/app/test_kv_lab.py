@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -130,17 +129,20 @@ def test_a_100k_block_grid_draws(qtbot):
     colors = np.arange(len(pool.seq_ids))
     grid.draw(pool, colors)
     grid.viewport().repaint()
-    times = []
+    drawn = []
     for k in range(5):
-        t0 = time.perf_counter()
         grid.draw(pool, colors, None if k % 2 else 3)
         grid.viewport().repaint()
-        times.append(time.perf_counter() - t0)
+        assert np.array_equal(grid.image_item.image, grid.image)  # reached the one ImageItem
+        drawn.append(grid.image.copy())
     rows, cols = grid.image.shape
     assert rows * cols >= 100_000 and grid.codes.shape == (100_000,)
     assert 1.2 < cols / rows < 3.5  # wrapped to the widget's shape, cells square
     assert not grid.id_items and not grid.border_item.xData.size  # no per-cell items
-    assert min(times) < 0.25  # goal 16 ms (bench kv reports it); generous on shared CPUs
+    # Each update drew the cells anew: the selection toggle shows, and comes back exactly
+    # (its time is `grid_render_ms_100k` in `inferlab bench kv`).
+    assert not np.array_equal(drawn[0], drawn[1])
+    assert np.array_equal(drawn[0], drawn[2]) and np.array_equal(drawn[1], drawn[3])
     counts = np.bincount(pool.state, minlength=4)
     assert counts[USED] and counts[SHARED] and counts[CACHED_FREE]
 
