@@ -1,7 +1,8 @@
 """A non-editable install works from any folder: the CLI plans a shipped model and builds the
 board firmware from the sources shipped inside the package, into the user's cache folder.
 
-The wheel is built from this checkout and installed (`--no-deps`) into a fresh venv. Rather
+The wheel is built from a copy of this working tree (so that no build/ folder of the checkout,
+stale files included, goes into it) and installed (`--no-deps`) into a fresh venv. Rather
 than install torch, numpy and Qt again, a `.pth` file appends this venv's site-packages to
 the new one's path: a `.pth` path line only extends sys.path (the `.pth` files there, such as
 the editable install's finder of this checkout, are not run), so every `inferlab` module
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -41,9 +43,12 @@ def ok(done) -> str:
 def installed(tmp_path_factory):
     """(the venv's python, its bin folder, an env for it, an empty working folder, the venv)."""
     tmp = tmp_path_factory.mktemp("install")
+    source = tmp / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "out", "*.egg-info", "__pycache__", ".*_cache"))
     wheels = tmp / "wheels"
-    ok(run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, ROOT],
-           ROOT, os.environ))
+    ok(run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, source],
+           source, os.environ))
     (wheel,) = wheels.glob("inferlab-*.whl")
     venv = tmp / "venv"
     ok(run([sys.executable, "-m", "venv", venv], tmp, os.environ))
