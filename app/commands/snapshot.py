@@ -12,7 +12,7 @@ from inferlab.engines.roofline.memory_section import (
     memory_section,
     preset_target,
 )
-from inferlab.engines.roofline.section import ROOFLINE_DEFAULTS, roofline_section
+from inferlab.engines.rooflinelab.section import ROOFLINE_DEFAULTS, roofline_section
 
 
 def register(sub) -> None:

@@ -60,7 +60,7 @@ LABS: tuple[LabSpec, ...] = (
             "their achieved FLOP/s. The formula sits beside the plot with the live numbers "
             "substituted."),
         controller="inferlab.app.labs.roofline:RooflineLab",
-        read_section="inferlab.engines.roofline.section:read_roofline_section",
+        read_section="inferlab.engines.rooflinelab.section:read_roofline_section",
         bench="inferlab.app.benches.roofline:run_roofline_bench",
     ),
     LabSpec(

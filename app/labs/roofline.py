@@ -8,7 +8,7 @@ from inferlab.engines.hardware.presets import all_hardware_presets
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
 from inferlab.engines.roofline.formulas import attainable_flops
-from inferlab.engines.roofline.section import (
+from inferlab.engines.rooflinelab.section import (
     ROOFLINE_DEFAULTS,
     ROOFLINE_SETTINGS,
     read_roofline_section,

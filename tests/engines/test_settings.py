@@ -54,7 +54,7 @@ def _section(settings, state):
 @pytest.mark.parametrize(("reader", "section", "message"), [
     ("inferlab.engines.roofline.memory_section:read_memory_section",
      _section({"context": 10**30}, {}), r"labs\.memory\.settings\.context: expected an integer in 1\.\.10,000,000"),
-    ("inferlab.engines.roofline.section:read_roofline_section",
+    ("inferlab.engines.rooflinelab.section:read_roofline_section",
      _section({"dtype": "fp99"}, {}), r"labs\.roofline\.settings\.dtype: expected one of fp32"),
     ("inferlab.engines.kvlab.section:read_kv_section",
      _section({"block_size": -1}, {}), r"labs\.kv\.settings\.block_size: expected an integer in 1\.\.1,024"),
