@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         return launch()
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `inferlab ... | head`: the reader left; nothing went wrong here
+        sys.stderr.close()
+        return 0
     except (UserError, ValueError, OSError) as exc:
         # The errors a user can cause; anything else (a KeyError, a TypeError) is a bug and
         # keeps its traceback.
