@@ -289,7 +289,6 @@ class MainWindow(QMainWindow):
             return
         pending = [spec for spec in self.specs if spec.id not in self._labs]
         if not pending:
-            self.statusBar().clearMessage()
             self.startup_finished.emit()
             return
         current = self.specs[max(self.sidebar.currentRow(), 0)]
@@ -332,9 +331,15 @@ class MainWindow(QMainWindow):
             self.context.set_device(device_id)
 
     def _on_devices_known(self) -> None:
+        if self._closing:
+            return  # a discovery that ended as the window closed: start nothing
         self._fill_device_combo()
         if not self.context.devices:
-            self.statusBar().showMessage(f"Device discovery failed: {self.context.discovery_error}")
+            why = f"device discovery failed: {self.context.discovery_error}"
+            self.statusBar().showMessage(why[0].upper() + why[1:])
+            for row, spec in enumerate(self.specs):
+                if spec.id not in self._labs:
+                    self.stack.widget(row).setText(f"Cannot open {spec.title}: {why}")
             return
         self.statusBar().showMessage(f"Devices: {', '.join(self.context.device_ids())}", 4000)
         lab = self._labs.get(self.specs[max(self.sidebar.currentRow(), 0)].id)

@@ -31,6 +31,7 @@ class HardwareLab(Lab):
         self.sampler = self._start_sampler()
         self._snapshot_history = None
         self._measuring = False
+        self._shut_down = False
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self.refresh_telemetry)
@@ -50,6 +51,8 @@ class HardwareLab(Lab):
         return sampler
 
     def _on_devices_known(self) -> None:
+        if self._shut_down:
+            return
         if not self.sampler.gpu_ids and any(d.kind == "cuda" for d in self.context.devices):
             self.sampler.stop()  # started before the list: watch its GPUs from now on
             self.sampler = self._start_sampler()
@@ -126,5 +129,6 @@ class HardwareLab(Lab):
         self.refresh_telemetry()
 
     def shutdown(self) -> None:
+        self._shut_down = True
         self.timer.stop()
         self.sampler.stop()

@@ -93,6 +93,37 @@ def test_a_lab_asked_for_during_start_up_is_built_at_once(qtbot, deferred_window
     assert window.started_up and path.exists()
 
 
+def test_a_failed_device_discovery_is_shown(qtbot, deferred_window, monkeypatch):
+    from inferlab.engines.hardware import discovery
+
+    def broken():
+        raise RuntimeError("no /proc/cpuinfo")
+
+    monkeypatch.setattr(discovery, "discover_devices", broken)
+    window = deferred_window()
+    window.show()
+    qtbot.waitUntil(lambda: window.context.discovery_error is not None, timeout=60000)
+    qtbot.waitUntil(lambda: "hardware" in window._labs, timeout=60000)
+    assert window.device_combo.currentText() == "no devices: no /proc/cpuinfo"
+    assert "discovery failed: no /proc/cpuinfo" in window.lab("hardware").view.facts.item(0, 1).text()
+    memory = window._spec("memory")
+    page = window.stack.widget(window.specs.index(memory))
+    assert page.text() == f"Cannot open {memory.title}: device discovery failed: no /proc/cpuinfo"
+    assert not window.context.running_tasks()
+
+
+def test_a_device_list_arriving_after_close_starts_nothing(qtbot, deferred_window):
+    from inferlab.engines.hardware.discovery import discover_devices
+
+    window = deferred_window()
+    window.lab("hardware")  # built, as at start-up, before the devices are known
+    assert not window.context.devices
+    window.close()
+    window.context.set_devices(discover_devices())  # as a discovery ending during close
+    assert not window.context.running_tasks()  # no roof measurement began
+    assert "detecting" in window.device_combo.currentText()
+
+
 def test_the_hardware_lab_draws_before_the_device_list(qtbot, settings_path):
     from inferlab.app.labs.hardware import HardwareLab
     from inferlab.engines.hardware.discovery import discover_devices
