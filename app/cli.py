@@ -64,12 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        # The window: it paints before any command module (numpy, planners, ...) is imported.
         from inferlab.app.gui import launch
 
         return launch()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `inferlab ... | head`: the reader left; nothing went wrong here

@@ -230,7 +230,7 @@ class MainWindow(QMainWindow):
     def _ensure_lab(self, spec):
         if spec.id not in self._labs:
             controller = registry.resolve(spec.controller)
-            if getattr(controller, "needs_devices", True):
+            if controller.needs_devices:
                 self.context.wait_for_devices()
             self._build_lab(spec, controller)
         return self._labs[spec.id]
@@ -297,7 +297,7 @@ class MainWindow(QMainWindow):
             if spec is not current:
                 return  # devices_changed resumes
             controller = registry.resolve(spec.controller)
-            if getattr(controller, "needs_devices", True):
+            if controller.needs_devices:
                 return
         else:
             controller = registry.resolve(spec.controller)

@@ -13,8 +13,6 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="inferlab-test-cache-")
 
 import pytest  # noqa: E402
 
-SHARED_MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models")
-
 
 @pytest.fixture
 def settings_path(tmp_path):

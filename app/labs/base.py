@@ -16,6 +16,8 @@ class Lab(QObject):
     """
 
     lab_id = ""
+    needs_devices = True
+    """False: the window may build this lab before the device list is known (start-up)."""
 
     def __init__(self, context, parent=None):
         super().__init__(parent)

@@ -6,8 +6,14 @@ from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.microbench import measure_roofs
-from inferlab.engines.hardware.section import hardware_section, read_hardware_section
+from inferlab.engines.hardware.section import (
+    HARDWARE_DEFAULTS,
+    HARDWARE_SETTINGS,
+    hardware_section,
+    read_hardware_section,
+)
 from inferlab.engines.hardware.telemetry import TelemetrySampler
+from inferlab.engines.settings import clean_settings
 from inferlab.views.hardware_view import HardwareView
 
 REFRESH_MS = 250  # the charts redraw at 4 Hz; samples arrive at 1–10 Hz
@@ -25,12 +31,11 @@ class HardwareLab(Lab):
         super().__init__(context, parent)
         self.view = HardwareView()
         self.widget = self.view
-        saved = self.saved_settings()
-        self.sample_hz = float(min(10.0, max(1.0, saved.get("sample_hz", 2.0))))
+        saved = clean_settings(self.saved_settings(), HARDWARE_SETTINGS, HARDWARE_DEFAULTS)
+        self.sample_hz = float(saved["sample_hz"])
         self.view.rate.setValue(int(self.sample_hz))
         self.sampler = self._start_sampler()
         self._snapshot_history = None
-        self._measuring = False
         self._shut_down = False
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -73,7 +78,7 @@ class HardwareLab(Lab):
                                        else "detecting devices…")
             return
         self.view.render_device(self.context.device().to_dict())
-        self.view.render_roofs(self.context.roofs(), busy=self._measuring)
+        self.view.render_roofs(self.context.roofs(), busy=self.busy())
 
     def refresh_telemetry(self) -> None:
         if self.read_only or not self.view.isVisible():
@@ -85,20 +90,15 @@ class HardwareLab(Lab):
         self.sampler.set_rate(hz)
 
     def measure(self) -> None:
-        if self._measuring or self.read_only or not self.context.devices:
+        if self.busy() or self.read_only or not self.context.devices:
             return
         device = self.context.device_id
-        self._measuring = True
-        self._render_device()
 
         def work(progress, should_stop):
             return measure_roofs(device, quick=self.context.quick, progress=progress, should_stop=should_stop)
 
-        task = self.context.run_task(f"Measuring roofs on {device}", work, self.context.set_roofs)
-        task.done.connect(self._measure_done)
-
-    def _measure_done(self) -> None:
-        self._measuring = False
+        self.run_task(f"Measuring roofs on {device}", work, self.context.set_roofs,
+                      on_end=self._render_device)
         self._render_device()
 
     # settings and snapshots -----------------------------------------------------------------
