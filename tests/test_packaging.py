@@ -7,7 +7,6 @@ repository (pytest puts its root on sys.path) and break for a user, so the sourc
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 import zipfile
@@ -15,24 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.import_scan import offending_imports
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("app", "engines", "views", "assets")
 
 
 def test_sources_import_only_through_inferlab():
-    offenders = []
-    for folder in (*FOLDERS, "tests"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    roots = [alias.name.partition(".")[0] for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    roots = [node.module.partition(".")[0]]
-                else:
-                    continue
-                if any(root in FOLDERS for root in roots):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    offenders = offending_imports([ROOT / f for f in (*FOLDERS, "tests")], FOLDERS, ROOT)
     assert offenders == [], f"bare top-level imports (use inferlab.<folder>): {offenders}"
 
 

@@ -6,12 +6,13 @@ editing this file. A module that catches the ImportError and carries on still fa
 attempt is recorded. A static scan also catches Qt imports hidden inside functions.
 """
 
-import ast
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.import_scan import offending_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("PySide6", "shiboken6", "pyqtgraph", "PySide2", "PyQt5", "PyQt6", "qtpy")
@@ -92,16 +93,5 @@ def test_every_engines_module_imports_with_qt_blocked():
 
 def test_no_engines_source_mentions_a_qt_import():
     """Catches imports the runtime check cannot reach (inside functions, behind flags)."""
-    offenders = []
-    for path in sorted((ROOT / "engines").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                roots = [alias.name.partition(".")[0] for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                roots = [node.module.partition(".")[0]]
-            else:
-                continue
-            if any(root in BLOCKED for root in roots):
-                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    offenders = offending_imports([ROOT / "engines"], BLOCKED, ROOT)
     assert offenders == [], f"Qt imported in engines/: {offenders}"
