@@ -87,10 +87,10 @@ def read_json_file(path: Path, error: type[Exception] = ConfigError) -> Any:
             raise error(f"{path}: {size:,} bytes, too big for a JSON config (limit "
                         f"{MAX_CONFIG_BYTES:,})")
         text = path.read_bytes().decode("utf-8")
-    except OSError as e:
-        raise error(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise error(f"{path}: not valid JSON: not UTF-8 text (byte {e.start})") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise error(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     try:
         return json.loads(text)
     except RecursionError:

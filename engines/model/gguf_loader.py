@@ -86,8 +86,9 @@ class GGUFFile:
         try:
             with open(self.path, "rb") as f:
                 magic = f.read(4)
-        except OSError as e:
-            raise ModelLoadError(f"{where}: cannot read: {e.strerror or e}") from None
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+            raise ModelLoadError(f"{where}: cannot read: {getattr(e, 'strerror', None) or e}"
+                                 ) from None
         if magic != GGUF_MAGIC:
             raise ModelLoadError(f"{where}: not a GGUF file (starts with {magic!r}, "
                                  f"expected {GGUF_MAGIC!r})")

@@ -185,8 +185,9 @@ def read_snapshot(path: str | os.PathLike, max_bytes: int = MAX_SNAPSHOT_BYTES) 
                 f"{max_bytes / 2**20:.0f} MiB limit for snapshots; refusing to load it"
             )
         raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise SnapshotError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise SnapshotError(f"{source}: cannot read: {getattr(exc, 'strerror', None) or exc}"
+                            ) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
