@@ -78,6 +78,33 @@ def test_kv_calc_config_missing_field_is_named(capsys, tmp_path):
     assert code == 2 and "num_hidden_layers" in err
 
 
+@pytest.mark.parametrize("field, value, accepted", [
+    ("hidden_size", 10**30, "an integer in [1, 262,144]"),
+    ("hidden_size", 1e30, "an integer in [1, 262,144]"),
+    ("num_key_value_heads", 0, "an integer in [1, 4,096]"),
+    ("num_hidden_layers", 2.5, "an integer in [1, 4,096]"),
+    ("rope_theta", float("nan"), "a finite number in [1, 1e+18]"),
+])
+def test_kv_calc_refuses_absurd_config_sizes(capsys, tmp_path, field, value, accepted):
+    config = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+              "intermediate_size": 512, "vocab_size": 1000, field: value}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, err = run_cli(capsys, "kv-calc", "--config", str(path), "--json")
+    assert code == 2 and out == ""
+    assert f"{path}: field {field!r} must be {accepted}, got" in err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--context", str(10**12)], "--context must be an integer in [1, 268,435,456]"),
+    (["--batch", str(2**21)], "--batch must be an integer in [1, 1,048,576]"),
+    (["--utilization", "nan"], "--utilization must be a finite number in (0, 1]"),
+])
+def test_kv_calc_refuses_absurd_request_sizes(capsys, argv, fragment):
+    code, out, err = run_cli(capsys, "kv-calc", *argv)
+    assert code == 2 and out == "" and fragment in err
+
+
 def test_roofline_quick_json(capsys):
     code, out, _ = run_cli(capsys, "roofline", "--device", "cpu", "--quick", "--json")
     data = json.loads(out)
