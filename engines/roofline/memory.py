@@ -32,11 +32,15 @@ def check_count(name: str, value: object, high: int) -> int:
     return value
 
 
-def check_positive(name: str, value: object, high: float = math.inf) -> float:
-    """`value` if it is a finite number in (0, high], else ValueError naming `name`."""
+def check_positive(name: str, value: object, high: float = math.inf,
+                   zero_ok: bool = False) -> float:
+    """`value` if it is a finite number in (0, high] ([0, high] when `zero_ok`), else
+    ValueError naming `name` and the range."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not (number and (isinstance(value, int) or math.isfinite(value)) and 0 < value <= high):
-        raise ValueError(f"{name} must be a finite number in (0, {high:g}], got {value!r}")
+    finite = number and (isinstance(value, int) or math.isfinite(value))
+    if not (finite and (0 <= value if zero_ok else 0 < value) and value <= high):
+        raise ValueError(f"{name} must be a finite number in {'[' if zero_ok else '('}0, "
+                         f"{high:g}], got {value!r}")
     return value
 
 
@@ -127,9 +131,9 @@ def plan_memory(cfg: ModelConfig, context: int, batch: int, weight_dtype: str = 
     check_count("context", context, MAX_COUNT)
     check_count("batch", batch, MAX_COUNT)
     check_positive("utilization", utilization, 1.0)
-    check_positive("device_memory_bytes", device_memory_bytes, MAX_BYTES)
+    check_positive("device_memory_bytes", device_memory_bytes, MAX_BYTES, zero_ok=True)
     if bw_bytes_per_s is not None:
-        check_positive("bw_bytes_per_s", bw_bytes_per_s, MAX_BW_BYTES_PER_S)
+        check_positive("bw_bytes_per_s", bw_bytes_per_s, MAX_BW_BYTES_PER_S, zero_ok=True)
     per_token = kv_bytes_per_token(cfg, kv_dtype)
     per_request = per_token * context
     kv_total = per_request * batch
