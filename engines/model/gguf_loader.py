@@ -227,6 +227,9 @@ def gguf_config(g: GGUFFile, id: str | None = None) -> ModelConfig:
         embd = g.tensors.get("token_embd.weight")
         if embd is None:
             raise ModelLoadError(f"{g.path}: missing tensor 'token_embd.weight'")
+        if len(tensor_shape(embd)) != 2:
+            raise ModelLoadError(f"{g.path}: tensor 'token_embd.weight' has shape "
+                                 f"{tensor_shape(embd)}, expected (vocab_size, d_model)")
         vocab = tensor_shape(embd)[0]
     try:
         return ModelConfig(
