@@ -59,13 +59,15 @@ _LAYER = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
 
 def write_fuzz_gguf(path: Path, overrides: dict | None = None) -> Path:
     """The fuzz GGUF (1 layer, d_model 32, vocab 32, tied; Q8_0 MLP); `overrides` replace
-    metadata entries: key -> (value, type[, item type])."""
+    metadata entries: key -> (value, type[, item type]), or None to leave the key out."""
     import gguf
 
     c = FUZZ_CONFIG
     w = gguf.GGUFWriter(str(path), "llama")
-    for key, (value, vtype, *sub) in (gguf_metadata() | (overrides or {})).items():
-        w.add_key_value(key, value, vtype, sub[0] if sub else None)
+    for key, entry in (gguf_metadata() | (overrides or {})).items():
+        if entry is not None:
+            value, vtype, *sub = entry
+            w.add_key_value(key, value, vtype, sub[0] if sub else None)
     names = {"model.embed_tokens.weight": "token_embd.weight",
              "model.norm.weight": "output_norm.weight"}
     for i in range(c.n_layers):

@@ -40,8 +40,8 @@ from tests.engines.model.model_files import write_tiny_hf_folder
 from tests.engines.model.small_gguf import gguf_metadata, put, write_fuzz_gguf
 
 SEED = 20240601
-# Random cases per kind. With the field-by-field patches (1,027) and rebuilds (264) the GGUF
-# test runs 3,291 cases; the HF folder test 2,600; the config.json test 3,000.
+# Random cases per kind. With the field-by-field patches (1,027, and 441 of the tensor infos
+# of a file without llama.vocab_size) and the rebuilds (285), the GGUF test runs 3,753 cases; the HF folder test 2,600; the config.json test 3,000.
 N_GGUF_RANDOM_FLIPS = 1500
 N_GGUF_DATA_FLIPS = 200
 N_GGUF_CUTS = 300
@@ -51,14 +51,37 @@ N_CONFIG_JSON = 3000
 
 # ---- GGUF ----------------------------------------------------------------------------------
 
-def gguf_patches(data: bytes, path: Path):
-    """(label, bytes) for every in-place patch of every field of the header."""
+def gguf_patches(data: bytes, path: Path, tensors_only: bool = False):
+    """(label, bytes) for every in-place patch of every field of the header (of the tensor
+    infos only, with `tensors_only`)."""
     from gguf import GGUFReader
-    from gguf import GGUFValueType as V
 
     r = GGUFReader(path)
-    size = len(data)
-    huge = (size, size * 8, 2**40, 2**63, 2**64 - 1)
+    huge = (len(data), len(data) * 8, 2**40, 2**63, 2**64 - 1)
+    if not tensors_only:
+        yield from _metadata_patches(data, r, huge)
+    for t in r.tensors:
+        off = t.field.offset
+        ndim_off = off + 8 + len(t.name.encode())
+        n_dims = len(t.shape)
+        type_off = ndim_off + 4 + 8 * n_dims
+        for v in (0, len(data), 2**63):
+            yield f"{t.name}: name length = {v}", put(data, off, "Q", v)
+        for v in (0, 1, 3, 4, 5, 2**32 - 1):
+            yield f"{t.name}: n_dims = {v}", put(data, ndim_off, "I", v)
+        for d in range(n_dims):
+            for v in (0, 1, 3, 2**31, 2**32, 2**63, 2**64 - 1):
+                yield f"{t.name}: dim {d} = {v}", put(data, ndim_off + 4 + 8 * d, "Q", v)
+        for v in (0, 1, 2, 3, 6, 8, 10, 14, 16, 30, 31, 39, 99, 2**31):
+            yield f"{t.name}: type = {v}", put(data, type_off, "I", v)
+        for v in (1, 32, len(data), 2**63, 2**64 - 32):
+            yield f"{t.name}: data offset = {v}", put(data, type_off + 4, "Q", v)
+
+
+def _metadata_patches(data: bytes, r, huge: tuple):
+    """Patches of the header's counts and of every metadata entry's type, value, length."""
+    from gguf import GGUFValueType as V
+
     for off, fmt, values, what in (
         (4, "I", (0, 1, 2, 4, 2**32 - 1, 0x03000000), "version"),
         (8, "Q", (0, len(r.tensors) - 1, len(r.tensors) + 1, *huge), "tensor count"),
@@ -95,27 +118,11 @@ def gguf_patches(data: bytes, path: Path):
                 yield f"{name}: array length = {v}", put(data, value_off + 4, "Q", v)
             for t in (*range(14), 99):
                 yield f"{name}: item type = {t}", put(data, value_off, "I", t)
-    for t in r.tensors:
-        off = t.field.offset
-        n_name = len(t.name.encode())
-        ndim_off = off + 8 + n_name
-        n_dims = len(t.shape)
-        type_off = ndim_off + 4 + 8 * n_dims
-        for v in (0, size, 2**63):
-            yield f"{t.name}: name length = {v}", put(data, off, "Q", v)
-        for v in (0, 1, 3, 4, 5, 2**32 - 1):
-            yield f"{t.name}: n_dims = {v}", put(data, ndim_off, "I", v)
-        for d in range(n_dims):
-            for v in (0, 1, 3, 2**31, 2**32, 2**63, 2**64 - 1):
-                yield f"{t.name}: dim {d} = {v}", put(data, ndim_off + 4 + 8 * d, "Q", v)
-        for v in (0, 1, 2, 3, 6, 8, 10, 14, 16, 30, 31, 39, 99, 2**31):
-            yield f"{t.name}: type = {v}", put(data, type_off, "I", v)
-        for v in (1, 32, size, 2**63, 2**64 - 32):
-            yield f"{t.name}: data offset = {v}", put(data, type_off + 4, "Q", v)
 
 
 def gguf_rebuilds():
-    """(label, overrides) replacing each metadata value by zero, NaN, huge, or a wrong type."""
+    """(label, overrides) replacing each metadata value by zero, NaN, huge, or a wrong type,
+    or leaving it out."""
     from gguf import GGUFValueType as V
 
     values = ((0, V.UINT32), (2**32 - 1, V.UINT32), (2**63, V.UINT64), (-1, V.INT32),
@@ -125,6 +132,8 @@ def gguf_rebuilds():
     for key in ["general.architecture", *gguf_metadata()]:
         for value, vtype in values:
             yield f"rebuilt: {key} = {value!r} ({vtype.name})", {key: (value, vtype)}
+        if key != "general.architecture":  # GGUFWriter always writes that one
+            yield f"rebuilt without {key}", {key: None}
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +173,12 @@ def test_fuzz_gguf(fuzz_gguf, tmp_path):
             load_gguf(case_path)
         return label, call
 
+    no_vocab = write_fuzz_gguf(tmp_path / "no-vocab.gguf", {"llama.vocab_size": None})
+
     def cases():
         yield from (loading(label, blob) for label, blob in gguf_patches(data, fuzz_gguf))
+        yield from (loading(f"no llama.vocab_size, {label}", blob) for label, blob in
+                    gguf_patches(no_vocab.read_bytes(), no_vocab, tensors_only=True))
         yield from (rebuilt(label, o) for label, o in gguf_rebuilds())
         for _ in range(N_GGUF_RANDOM_FLIPS):
             yield loading(*flip_bytes(data, rng, 0, header_end))
