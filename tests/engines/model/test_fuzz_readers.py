@@ -41,7 +41,8 @@ from tests.engines.model.small_gguf import gguf_metadata, put, write_fuzz_gguf
 
 SEED = 20240601
 # Random cases per kind. With the field-by-field patches (1,027, and 441 of the tensor infos
-# of a file without llama.vocab_size) and the rebuilds (285), the GGUF test runs 3,753 cases; the HF folder test 2,600; the config.json test 3,000.
+# of a file without llama.vocab_size) and the rebuilds (285), the GGUF test runs 3,753
+# cases; the HF folder test 2,600; the config.json test 3,000.
 N_GGUF_RANDOM_FLIPS = 1500
 N_GGUF_DATA_FLIPS = 200
 N_GGUF_CUTS = 300
