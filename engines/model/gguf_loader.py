@@ -256,7 +256,7 @@ def gguf_hf_name(g: GGUFFile, name: str) -> str:
         m = re.fullmatch(r"blk\.(\d+)\.(.+)", name)
         if m is None or m.group(2) not in _LAYER_NAMES:
             raise ModelLoadError(f"{g.path}: unexpected tensor {show(name, 80)} for a Llama model")
-        hf = f"model.layers.{int(m.group(1))}.{_LAYER_NAMES[m.group(2)]}"
+        hf = f"model.layers.{m.group(1)}.{_LAYER_NAMES[m.group(2)]}"
     return hf
 
 
