@@ -206,7 +206,10 @@ class Tokenizer:
         if add_bos is not None and not isinstance(add_bos, bool):
             raise ModelLoadError(f"{config_path}: field 'add_bos_token' must be true or false")
         if add_bos is None:  # no flag: does tokenizer.json's post-processor prepend BOS?
-            with_special = backend.encode("a", add_special_tokens=True).ids
+            try:
+                with_special = backend.encode("a", add_special_tokens=True).ids
+            except Exception as e:  # the tokenizers package raises its own Exception type
+                raise ModelLoadError(f"{path}: not a usable tokenizer.json: {e}") from None
             add_bos = bos_id is not None and with_special[:1] == [bos_id]
         return cls(backend, eos, bos_id, bool(add_bos), chat_template_from_jinja(template),
                    folder.name)
