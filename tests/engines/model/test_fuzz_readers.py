@@ -27,7 +27,9 @@ from inferlab.engines.model.errors import ModelLoadError
 from inferlab.engines.model.gguf_loader import load_gguf
 from inferlab.engines.model.hf_loader import load_hf_folder
 from inferlab.engines.roofline.memory import plan_memory
-from tests.engines.model.fuzz import (
+from tests.engines.model.model_files import write_tiny_hf_folder
+from tests.engines.model.small_gguf import gguf_metadata, put, write_fuzz_gguf
+from tests.fuzz import (
     BAD_VALUES,
     flip_bytes,
     json_paths,
@@ -36,8 +38,6 @@ from tests.engines.model.fuzz import (
     run_cases,
     truncate,
 )
-from tests.engines.model.model_files import write_tiny_hf_folder
-from tests.engines.model.small_gguf import gguf_metadata, put, write_fuzz_gguf
 
 SEED = 20240601
 # Random cases per kind. With the field-by-field patches (1,027, and 441 of the tensor infos

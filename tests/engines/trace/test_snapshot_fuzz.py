@@ -22,7 +22,7 @@ from inferlab.engines.trace.snapshot import (
     snapshot_from_dict,
     snapshot_to_dict,
 )
-from tests.engines.model.fuzz import json_paths, mutate_json_bytes, run_cases
+from tests.fuzz import json_paths, mutate_json_bytes, run_cases
 
 SEED = 20240602
 N_FILE_CASES = 4000
