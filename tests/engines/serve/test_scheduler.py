@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from inferlab.engines.kv import BlockManager
 from inferlab.engines.model.sampler import GREEDY
 from inferlab.engines.serve.request import FINISHED, WAITING, Request, Sequence
+from inferlab.engines.serve.scheduler import (
+    CONTINUOUS,
+    RequestRefusedError,
+    Scheduler,
+    SchedulerOutput,
+)
 
 
 def test_request_is_frozen_and_checked():
@@ -30,3 +37,214 @@ def test_sequence_counts_prompt_outputs_and_prefill():
     assert not seq.is_finished
     seq.status = FINISHED
     assert seq.is_finished
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+def toks(n: int, start: int = 1000) -> list[int]:
+    """n distinct token ids (no accidental prefix hits)."""
+    return list(range(start, start + n))
+
+
+def fake_token(seq) -> int:
+    """The fake model: the next token is a function of the tokens so far (so a recompute
+    after a preemption samples exactly what an uninterrupted run would)."""
+    return 100 + (sum(seq.token_ids) * 31 + seq.num_tokens) % 50
+
+
+def step(sched: Scheduler, now_s: float, eos_id: int | None = None) -> SchedulerOutput:
+    out = sched.schedule(now_s)
+    sampled = {sid: fake_token(sched.seqs[sid]) for sid in out.sample_ids}
+    sched.update(out, sampled, now_s, eos_id)
+    return out
+
+
+def shape(out: SchedulerOutput) -> tuple:
+    return out.decodes, tuple(tuple(c) for c in out.prefills), out.preempted, out.num_batched_tokens
+
+
+def make(policy: str, n_blocks: int = 16, block_size: int = 4, prefix: bool = False, **kw):
+    mgr = BlockManager(n_blocks, block_size=block_size, enable_prefix_caching=prefix)
+    return Scheduler(policy, mgr, **kw), mgr
+
+
+def run_alone(prompt: list[int], max_new: int) -> list[int]:
+    sched, _ = make(CONTINUOUS, n_blocks=64)
+    sched.add(Request("x", prompt, max_new))
+    t = 0
+    while sched.has_unfinished:
+        step(sched, t)
+        t += 1
+    return sched.seqs["x"].output_ids
+
+
+# ---- continuous (vLLM v1) ---------------------------------------------------------------------
+
+
+def test_continuous_decodes_first_then_chunked_prefills():
+    sched, mgr = make(CONTINUOUS, max_num_batched_tokens=8)
+    sched.add(Request("a", toks(5), 3))
+    sched.add(Request("b", toks(9, 2000), 2))
+    # iteration 1: a's whole prompt (5), b's first chunk takes the 3 tokens left
+    out = step(sched, 0.0)
+    assert shape(out) == ((), (("a", 0, 5), ("b", 0, 3)), (), 8)
+    assert out.sample_ids == ("a",)
+    assert mgr.block_table("a") == [0, 1] and mgr.block_table("b") == [2]
+    # iteration 2: a decodes first, b's partial prefill continues with the other 6 (and samples)
+    out = step(sched, 1.0)
+    assert shape(out) == (("a",), (("b", 3, 6),), (), 7)
+    assert out.sample_ids == ("a", "b")
+    assert mgr.block_table("b") == [2, 3, 4]
+    # iteration 3: both decode; a reaches its 3 tokens, b its 2
+    out = step(sched, 2.0)
+    assert shape(out) == (("a", "b"), (), (), 2)
+    a, b = sched.seqs["a"], sched.seqs["b"]
+    assert a.is_finished and b.is_finished and not sched.has_unfinished
+    assert a.token_times_s == [0.0, 1.0, 2.0] and b.token_times_s == [1.0, 2.0]
+    assert (a.first_scheduled_s, b.first_scheduled_s, b.finish_s) == (0.0, 0.0, 2.0)
+    assert [s.seq_id for s in sched.finished] == ["a", "b"]
+    assert mgr.n_free_blocks == 16 and sched.kv_usage == 0.0
+
+
+def test_continuous_waits_for_the_partial_prefill_before_new_admissions():
+    sched, _ = make(CONTINUOUS, max_num_batched_tokens=4)
+    sched.add(Request("a", toks(10), 1))
+    sched.add(Request("b", toks(2, 2000), 1))
+    assert shape(step(sched, 0)) == ((), (("a", 0, 4),), (), 4)
+    assert shape(step(sched, 1)) == ((), (("a", 4, 4),), (), 4)
+    # a's last 2 tokens, then b is admitted into the 2 tokens left; both finish at once
+    assert shape(step(sched, 2)) == ((), (("a", 8, 2), ("b", 0, 2)), (), 4)
+    assert not sched.has_unfinished
+
+
+def test_continuous_max_num_seqs_caps_the_running_set():
+    sched, _ = make(CONTINUOUS, max_num_seqs=2)
+    for i in range(3):
+        sched.add(Request(f"r{i}", toks(2, 1000 * (i + 1)), 2))
+    assert shape(step(sched, 0)) == ((), (("r0", 0, 2), ("r1", 0, 2)), (), 4)
+    assert [s.seq_id for s in sched.waiting] == ["r2"]
+    # r0 and r1 finish in this iteration; r2 only comes in the next
+    assert shape(step(sched, 1)) == (("r0", "r1"), (), (), 2)
+    assert shape(step(sched, 2)) == ((), (("r2", 0, 2),), (), 2)
+
+
+def test_continuous_preempts_the_newest_and_resumes_it_with_its_outputs():
+    sched, mgr = make(CONTINUOUS, n_blocks=4, block_size=2)
+    sched.add(Request("a", toks(3), 4))
+    sched.add(Request("b", toks(3, 2000), 4))
+    assert shape(step(sched, 0)) == ((), (("a", 0, 3), ("b", 0, 3)), (), 6)
+    assert shape(step(sched, 1)) == (("a", "b"), (), (), 2)
+    assert mgr.n_free_blocks == 0
+    b_before = list(sched.seqs["b"].output_ids)
+    # a's next token needs a third block: b (the newest) is preempted by recompute
+    out = step(sched, 2)
+    assert shape(out) == (("a",), (), ("b",), 1)
+    b = sched.seqs["b"]
+    assert (b.status, b.num_computed_tokens, b.num_prefill_tokens, b.preemptions) == \
+        ("preempted", 0, 5, 1)
+    assert b.output_ids == b_before and "b" not in mgr
+    assert [s.seq_id for s in sched.waiting] == ["b"]
+    # b waits (its 5 tokens need 3 blocks, 1 is free) while a finishes
+    assert shape(step(sched, 3)) == (("a",), (), (), 1)
+    assert sched.seqs["a"].is_finished
+    # b re-prefills prompt + its 2 outputs, samples its 3rd token, then decodes its 4th
+    out = step(sched, 4)
+    assert shape(out) == ((), (("b", 0, 5),), (), 5) and out.sample_ids == ("b",)
+    assert shape(step(sched, 5)) == (("b",), (), (), 1)
+    assert b.is_finished and b.token_times_s == [0, 1, 4, 5]
+    assert b.output_ids == run_alone(toks(3, 2000), 4)
+    assert sched.num_preemptions == 1 and mgr.n_free_blocks == 4
+
+
+def test_continuous_a_sequence_may_preempt_itself():
+    # a has room in its last block, b (the newest) needs a new one: it preempts itself
+    sched, mgr = make(CONTINUOUS, n_blocks=3, block_size=2)
+    sched.add(Request("a", toks(3), 3))
+    sched.add(Request("b", toks(2, 2000), 3))
+    assert shape(step(sched, 0)) == ((), (("a", 0, 3), ("b", 0, 2)), (), 5)
+    assert mgr.n_free_blocks == 0
+    assert shape(step(sched, 1)) == (("a",), (), ("b",), 1)
+    assert shape(step(sched, 2)) == (("a",), (), (), 1)  # b waits: needs 2 blocks, 0 free
+    assert sched.seqs["a"].is_finished
+    assert shape(step(sched, 3)) == ((), (("b", 0, 3),), (), 3)
+    assert shape(step(sched, 4)) == (("b",), (), (), 1)
+    assert sched.seqs["b"].output_ids == run_alone(toks(2, 2000), 3)
+
+
+def test_two_preemptions_requeue_the_older_victim_first():
+    # c needs a block; c is not the newest: e then d are preempted, d ends up in front
+    sched, mgr = make(CONTINUOUS, n_blocks=4, block_size=2)
+    sched.add(Request("c", toks(2), 5))  # 1 block, full
+    sched.add(Request("d", toks(1, 2000), 5))  # 1 block, room for 1
+    sched.add(Request("e", toks(1, 3000), 5))
+    step(sched, 0)
+    assert mgr.n_free_blocks == 1
+    # c takes the free block; d and e fill theirs
+    assert shape(step(sched, 1)) == (("c", "d", "e"), (), (), 3)
+    assert mgr.n_free_blocks == 0
+    # c fills its 2nd block; d and e each need a new block: e (newest) goes, then d is
+    # served by e's block
+    out = step(sched, 2)
+    assert shape(out) == (("c", "d"), (), ("e",), 2)
+    out = step(sched, 3)  # c needs a block now: d is the newest running
+    assert shape(out) == (("c",), (), ("d",), 1)
+    assert [s.seq_id for s in sched.waiting] == ["d", "e"]
+    t = 4
+    while sched.has_unfinished:
+        step(sched, t)
+        t += 1
+    assert [s.seq_id for s in sched.finished] == ["c", "d", "e"]
+    for sid, n_prompt, start in (("c", 2, 1000), ("d", 1, 2000), ("e", 1, 3000)):
+        assert sched.seqs[sid].output_ids == run_alone(toks(n_prompt, start), 5)
+    assert mgr.n_free_blocks == 4
+
+
+def test_refused_at_submit_with_the_numbers():
+    sched, _ = make(CONTINUOUS, n_blocks=4, block_size=4)
+    with pytest.raises(RequestRefusedError,
+                       match=r"prompt 10 \+ max_new_tokens 7 = 17 tokens needs 5 KV blocks "
+                             r"of 4 tokens, but the pool has 4 blocks \(16 tokens\)"):
+        sched.add(Request("big", toks(10), 7))
+    assert isinstance(RequestRefusedError("x"), ValueError)
+    sched.add(Request("ok", toks(10), 6))  # 16 tokens: exactly the pool
+    with pytest.raises(ValueError, match="already"):
+        sched.add(Request("ok", toks(1), 1))
+    assert [s.seq_id for s in sched.waiting] == ["ok"]
+
+
+def test_eos_finishes_unless_ignore_eos():
+    sched, _ = make(CONTINUOUS)
+    sched.add(Request("a", toks(3), 5))
+    sched.add(Request("b", toks(3), 5, ignore_eos=True))
+    eos = fake_token(sched.seqs["a"])  # both would sample this first
+    step(sched, 0, eos_id=eos)
+    a, b = sched.seqs["a"], sched.seqs["b"]
+    assert a.is_finished and a.output_ids == [eos] and not b.is_finished
+    while sched.has_unfinished:
+        step(sched, 1, eos_id=eos)
+    assert len(b.output_ids) == 5
+
+
+def test_update_checks_its_inputs():
+    sched, _ = make(CONTINUOUS)
+    sched.add(Request("a", toks(3), 2))
+    out = sched.schedule(0)
+    with pytest.raises(RuntimeError, match="twice"):
+        sched.schedule(0)
+    with pytest.raises(ValueError, match="missing"):
+        sched.update(out, {}, 0)
+    with pytest.raises(ValueError, match="not sampling"):
+        sched.update(out, {"a": 1, "zz": 2}, 0)
+    sched.update(out, {"a": 1}, 0)
+    with pytest.raises(RuntimeError, match="last schedule"):
+        sched.update(out, {"a": 1}, 0)
+
+
+def test_prefix_hits_count_as_computed():
+    sched, mgr = make(CONTINUOUS, prefix=True)
+    sched.add(Request("a", toks(9), 1))
+    step(sched, 0)  # a's two full blocks are cached when it finishes
+    sched.add(Request("b", toks(9), 1))
+    assert shape(step(sched, 1)) == ((), (("b", 8, 1),), (), 1)
+    assert mgr.prefix_hit_tokens == 8

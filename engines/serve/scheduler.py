@@ -1,0 +1,368 @@
+"""The batching scheduler: which sequences run in the next iteration, and how many tokens each.
+
+The engine loop is `out = scheduler.schedule(now_s)`, run the model on `out`, then
+`scheduler.update(out, sampled, now_s)`. Blocks are reserved in `schedule` (through the paged
+`BlockManager`, prefix caching included); K/V counts advance, tokens are appended and finished
+sequences free their blocks in `update`.
+
+Policies (`POLICIES`):
+
+    continuous              vLLM v1: running sequences first (one token per decode; the one
+                            prefill still in progress continues with a chunk), then waiting
+                            requests FCFS take prefill chunks from the token budget left,
+                            chunked when they do not fit. Blocks are reserved chunk by chunk.
+                            A decode the pool cannot serve preempts the newest running
+                            sequence (recompute) until it fits or preempts itself; no request
+                            is admitted in an iteration that preempted.
+    continuous-no-chunking  vLLM v0's default: prefill-first. If the first waiting requests fit
+                            whole (budget and pool), the iteration is prefill-only; otherwise
+                            every running sequence decodes. A prefill is never split.
+    static                  a fixed batch: it starts when `static_batch_size` requests wait (or
+                            the oldest has waited `static_timeout_s`, or arrivals are closed),
+                            prefills in one iteration, then decodes until EVERY member has
+                            finished; nobody joins meanwhile, so finished members leave idle
+                            slots (bubbles). Its blocks for prompt + max_new_tokens are checked
+                            at the start, so a static batch never preempts.
+
+Preemption is vLLM's recompute: the victim's blocks are freed, its computed count drops to 0,
+its outputs stay, and it waits at the FRONT of the queue to re-prefill prompt + outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.serve.request import (
+    FINISHED,
+    PREEMPTED,
+    RUNNING,
+    Request,
+    Sequence,
+)
+
+CONTINUOUS = "continuous"
+NO_CHUNKING = "continuous-no-chunking"
+STATIC = "static"
+POLICIES = (CONTINUOUS, NO_CHUNKING, STATIC)
+
+
+class RequestRefusedError(ValueError):
+    """A request this scheduler can never run (too large for the pool or the token budget)."""
+
+
+class PrefillChunk(NamedTuple):
+    """Prompt tokens [start, start + n_tokens) of `seq_id` computed this iteration."""
+
+    seq_id: str
+    start: int
+    n_tokens: int
+
+
+@dataclass(frozen=True)
+class SchedulerOutput:
+    """One iteration's batch. `sample_ids` produce a token this iteration: the decodes and the
+    prefills whose last chunk this is."""
+
+    policy: str
+    now_s: float
+    prefills: tuple[PrefillChunk, ...]
+    decodes: tuple[str, ...]
+    preempted: tuple[str, ...]
+    sample_ids: tuple[str, ...]
+    num_batched_tokens: int
+
+    @property
+    def seq_ids(self) -> tuple[str, ...]:
+        """Every sequence in the batch: decodes first, then prefills."""
+        return (*self.decodes, *(c.seq_id for c in self.prefills))
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.prefills and not self.decodes
+
+
+class Scheduler:
+    """Queues, the token budget and block reservation for one policy over one BlockManager."""
+
+    def __init__(
+        self,
+        policy: str,
+        block_manager: BlockManager,
+        max_num_batched_tokens: int = 2048,
+        max_num_seqs: int = 128,
+        static_batch_size: int = 8,
+        static_timeout_s: float | None = None,
+    ) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        if max_num_batched_tokens < 1 or max_num_seqs < 1 or static_batch_size < 1:
+            raise ValueError("max_num_batched_tokens, max_num_seqs and static_batch_size "
+                             "must be >= 1")
+        if policy == STATIC and static_batch_size > min(max_num_seqs, max_num_batched_tokens):
+            raise ValueError(
+                f"static_batch_size {static_batch_size} exceeds max_num_seqs {max_num_seqs} "
+                f"or max_num_batched_tokens {max_num_batched_tokens}: its decodes would not fit"
+            )
+        self.policy = policy
+        self.blocks = block_manager
+        self.block_size = block_manager.block_size
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.static_batch_size = static_batch_size
+        self.static_timeout_s = static_timeout_s
+        self.arrivals_closed = False
+        self.seqs: dict[str, Sequence] = {}
+        self._waiting: list[Sequence] = []
+        self._running: list[Sequence] = []
+        self._finished: list[Sequence] = []
+        self._pending: SchedulerOutput | None = None
+        self.num_iterations = 0
+        self.num_preemptions = 0
+
+    # ---- the lab's view ----------------------------------------------------------------------
+    @property
+    def waiting(self) -> list[Sequence]:
+        """Waiting sequences, the next admitted first (preempted ones at the front)."""
+        return list(self._waiting)
+
+    @property
+    def running(self) -> list[Sequence]:
+        """Running sequences, oldest admission first (the newest is preempted first)."""
+        return list(self._running)
+
+    @property
+    def finished(self) -> list[Sequence]:
+        return list(self._finished)
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of the pool's blocks held by sequences (cached-free blocks count as free)."""
+        n = self.blocks.n_blocks
+        return (n - self.blocks.n_free_blocks) / n
+
+    @property
+    def has_unfinished(self) -> bool:
+        return bool(self._waiting or self._running)
+
+    # ---- arrivals ----------------------------------------------------------------------------
+    def add(self, request: Request) -> Sequence:
+        """Queue an arrived request; refuse (RequestRefusedError) one that can never run."""
+        if self.arrivals_closed:
+            raise RuntimeError("arrivals are closed")
+        rid = request.request_id
+        if rid in self.seqs:
+            raise ValueError(f"request {rid!r} was already added")
+        n_prompt, n_new = len(request.prompt_ids), request.max_new_tokens
+        total = n_prompt + n_new
+        need = self.blocks.blocks_needed(total)
+        pool = self.blocks.n_blocks
+        if need > pool:
+            raise RequestRefusedError(
+                f"request {rid!r}: prompt {n_prompt} + max_new_tokens {n_new} = {total} tokens "
+                f"needs {need} KV blocks of {self.block_size} tokens, but the pool has {pool} "
+                f"blocks ({pool * self.block_size} tokens); it can never run"
+            )
+        budget = self.max_num_batched_tokens
+        if self.policy != CONTINUOUS and n_prompt > budget:
+            raise RequestRefusedError(
+                f"request {rid!r}: its prompt of {n_prompt} tokens exceeds "
+                f"max_num_batched_tokens={budget}, and policy {self.policy!r} never splits a "
+                "prefill; it can never run"
+            )
+        if self.policy == NO_CHUNKING and total - 1 > budget:
+            raise RequestRefusedError(
+                f"request {rid!r}: prompt {n_prompt} + up to {n_new - 1} outputs = "
+                f"{total - 1} tokens, which a recompute after a preemption re-prefills in one "
+                f"iteration, exceed max_num_batched_tokens={budget} (policy {self.policy!r} "
+                "never splits a prefill)"
+            )
+        seq = Sequence(request)
+        self.seqs[rid] = seq
+        self._waiting.append(seq)
+        return seq
+
+    def close_arrivals(self) -> None:
+        """No more requests will come: a static batch need not wait to fill up."""
+        self.arrivals_closed = True
+
+    # ---- one iteration -----------------------------------------------------------------------
+    def schedule(self, now_s: float) -> SchedulerOutput:
+        """Choose the next iteration's batch and reserve its KV slots."""
+        if self._pending is not None:
+            raise RuntimeError("schedule() called twice without update()")
+        self._batch = _Batch(self.max_num_batched_tokens)
+        if self.policy == CONTINUOUS:
+            self._schedule_continuous()
+        elif self.policy == NO_CHUNKING:
+            self._schedule_no_chunking()
+        else:
+            self._schedule_static(now_s)
+        b = self._batch
+        for sid in b.seq_ids():
+            seq = self.seqs[sid]
+            if seq.first_scheduled_s is None:
+                seq.first_scheduled_s = now_s
+        out = SchedulerOutput(
+            policy=self.policy, now_s=now_s, prefills=tuple(b.prefills),
+            decodes=tuple(b.decodes), preempted=tuple(b.preempted),
+            sample_ids=tuple(b.sample_ids), num_batched_tokens=b.num_tokens)
+        self._pending = out
+        self.num_iterations += 1
+        return out
+
+    def update(
+        self, output: SchedulerOutput, sampled: dict[str, int], now_s: float,
+        eos_id: int | None = None,
+    ) -> list[Sequence]:
+        """The model ran `output`: advance K/V counts, append `sampled` tokens (one per
+        `output.sample_ids`, stamped `now_s`), finish at max_new_tokens or EOS (unless
+        ignore_eos; the EOS token is kept, as vLLM does) and free finished sequences' blocks.
+        Returns the sequences finished now."""
+        if output is not self._pending:
+            raise RuntimeError("update() must get the output of the last schedule()")
+        missing = [sid for sid in output.sample_ids if sid not in sampled]
+        extra = sorted(set(sampled) - set(output.sample_ids))
+        if missing or extra:
+            raise ValueError(f"sampled tokens do not match the batch: missing {missing}, "
+                             f"not sampling this iteration {extra}")
+        self._pending = None
+        for chunk in output.prefills:
+            self._computed(self.seqs[chunk.seq_id], chunk.n_tokens)
+        for sid in output.decodes:
+            self._computed(self.seqs[sid], 1)
+        done = []
+        for sid in output.sample_ids:
+            seq = self.seqs[sid]
+            token = int(sampled[sid])
+            seq.output_ids.append(token)
+            seq.token_times_s.append(now_s)
+            eos = eos_id is not None and token == eos_id and not seq.request.ignore_eos
+            if eos or len(seq.output_ids) >= seq.request.max_new_tokens:
+                seq.status = FINISHED
+                seq.finish_s = now_s
+                self.blocks.free(sid)
+                self._running.remove(seq)
+                self._finished.append(seq)
+                done.append(seq)
+        return done
+
+    def _computed(self, seq: Sequence, n_tokens: int) -> None:
+        seq.num_computed_tokens += n_tokens
+        self.blocks.mark_computed(seq.seq_id, seq.num_computed_tokens)
+
+    # ---- reservation, shared by the policies ---------------------------------------------------
+    def _reserve_decode(self, seq: Sequence) -> bool:
+        """Reserve the slot of the token `seq` feeds back, preempting the newest running
+        sequences while the pool has no block for it. False if `seq` preempted itself."""
+        while not self.blocks.can_append(seq.seq_id, 1):
+            victim = self._running[-1]
+            self._preempt(victim)
+            if victim is seq:
+                return False
+        self.blocks.append_token(seq.seq_id, seq.output_ids[-1])
+        self._batch.decode(seq.seq_id)
+        return True
+
+    def _reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
+        """Reserve the next `n_tokens` prefill tokens of `seq` (prefix hits free on the first
+        chunk) if the pool has them now; False (nothing changed) if not."""
+        sid, tokens = seq.seq_id, seq.token_ids[: seq.num_prefill_tokens]
+        if sid not in self.blocks:
+            if not self.blocks.can_allocate(tokens, n_tokens):
+                return False
+            seq.num_computed_tokens = self.blocks.allocate(sid, tokens, n_tokens)
+        else:
+            if not self.blocks.can_append(sid, n_tokens):
+                return False
+            start = seq.num_computed_tokens
+            self.blocks.append_tokens(sid, tokens[start : start + n_tokens])
+        start = seq.num_computed_tokens
+        n = self.blocks.num_tokens(sid) - start
+        self._batch.prefill(PrefillChunk(sid, start, n),
+                            samples=start + n == seq.num_prefill_tokens)
+        return True
+
+    def _admit(self, seq: Sequence) -> None:
+        self._waiting.remove(seq)
+        seq.status = RUNNING
+        self._running.append(seq)
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.blocks.free(seq.seq_id)
+        self._running.remove(seq)
+        seq.status = PREEMPTED
+        seq.num_computed_tokens = 0
+        seq.num_prefill_tokens = seq.num_tokens
+        seq.preemptions += 1
+        self._waiting.insert(0, seq)
+        self._batch.preempted.append(seq.seq_id)
+        self.num_preemptions += 1
+
+    # ---- continuous (vLLM v1) -----------------------------------------------------------------
+    def _schedule_continuous(self) -> None:
+        b = self._batch
+        # Running first, oldest first. The only prefill still in progress is always the newest
+        # running sequence (admission stops when a chunk uses up the budget or the pool), so
+        # the decodes come before it.
+        for seq in list(self._running):
+            if seq.status != RUNNING:  # preempted just now for an older sequence
+                continue
+            if b.budget_left == 0:
+                break
+            if seq.is_prefilling:
+                n = min(seq.num_remaining_prefill_tokens, b.budget_left)
+                while not self._reserve_prefill(seq, n):
+                    victim = self._running[-1]
+                    self._preempt(victim)
+                    if victim is seq:
+                        break
+            else:
+                self._reserve_decode(seq)
+        if b.preempted:
+            return
+        while self._waiting and b.budget_left and len(self._running) < self.max_num_seqs:
+            seq = self._waiting[0]
+            n = min(seq.num_remaining_prefill_tokens, b.budget_left)
+            if not self._reserve_prefill(seq, n):
+                return
+            self._admit(seq)
+
+    # ---- continuous-no-chunking (vLLM v0) -----------------------------------------------------
+    def _schedule_no_chunking(self) -> None:
+        raise NotImplementedError
+
+    # ---- static ----------------------------------------------------------------------------------
+    def _schedule_static(self, now_s: float) -> None:
+        raise NotImplementedError
+
+
+class _Batch:
+    """The iteration being built."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.prefills: list[PrefillChunk] = []
+        self.decodes: list[str] = []
+        self.preempted: list[str] = []
+        self.sample_ids: list[str] = []
+        self.num_tokens = 0
+
+    @property
+    def budget_left(self) -> int:
+        return self.budget - self.num_tokens
+
+    def decode(self, seq_id: str) -> None:
+        self.decodes.append(seq_id)
+        self.sample_ids.append(seq_id)
+        self.num_tokens += 1
+
+    def prefill(self, chunk: PrefillChunk, samples: bool) -> None:
+        self.prefills.append(chunk)
+        if samples:
+            self.sample_ids.append(chunk.seq_id)
+        self.num_tokens += chunk.n_tokens
+
+    def seq_ids(self) -> list[str]:
+        return [*self.decodes, *(c.seq_id for c in self.prefills)]
