@@ -331,11 +331,51 @@ class Scheduler:
 
     # ---- continuous-no-chunking (vLLM v0) -----------------------------------------------------
     def _schedule_no_chunking(self) -> None:
-        raise NotImplementedError
+        b = self._batch
+        while self._waiting and len(self._running) < self.max_num_seqs:
+            seq = self._waiting[0]
+            n = seq.num_remaining_prefill_tokens
+            if n > b.budget_left or not self._reserve_prefill(seq, n):
+                break
+            self._admit(seq)
+        if b.prefills:  # prefill-only iteration: the running sequences' decodes wait
+            return
+        self._decode_all()
+
+    def _decode_all(self) -> None:
+        b = self._batch
+        for seq in list(self._running):
+            if seq.status != RUNNING:  # preempted just now for an older sequence
+                continue
+            if b.budget_left == 0:
+                break
+            self._reserve_decode(seq)
 
     # ---- static ----------------------------------------------------------------------------------
     def _schedule_static(self, now_s: float) -> None:
-        raise NotImplementedError
+        if self._running:  # the batch decodes until its last member finishes
+            self._decode_all()
+            return
+        if not self._waiting or not self._static_batch_ready(now_s):
+            return
+        # a new batch: FCFS while the members' prompts fit the budget and their whole
+        # prompt + max_new_tokens fit the pool (then no decode of theirs can run out of blocks)
+        b = self._batch
+        free = self.blocks.n_free_blocks
+        for seq in self._waiting[: self.static_batch_size]:
+            request = seq.request
+            need = self.blocks.blocks_needed(len(request.prompt_ids) + request.max_new_tokens)
+            n = seq.num_remaining_prefill_tokens
+            if n > b.budget_left or need > free or not self._reserve_prefill(seq, n):
+                break
+            free -= need
+            self._admit(seq)
+
+    def _static_batch_ready(self, now_s: float) -> bool:
+        if len(self._waiting) >= self.static_batch_size or self.arrivals_closed:
+            return True
+        timeout = self.static_timeout_s
+        return timeout is not None and now_s - self._waiting[0].request.arrival_s >= timeout
 
 
 class _Batch:

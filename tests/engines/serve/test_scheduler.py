@@ -9,6 +9,8 @@ from inferlab.engines.model.sampler import GREEDY
 from inferlab.engines.serve.request import FINISHED, WAITING, Request, Sequence
 from inferlab.engines.serve.scheduler import (
     CONTINUOUS,
+    NO_CHUNKING,
+    STATIC,
     RequestRefusedError,
     Scheduler,
     SchedulerOutput,
@@ -248,3 +250,109 @@ def test_prefix_hits_count_as_computed():
     sched.add(Request("b", toks(9), 1))
     assert shape(step(sched, 1)) == ((), (("b", 8, 1),), (), 1)
     assert mgr.prefix_hit_tokens == 8
+
+
+# ---- continuous-no-chunking (vLLM v0) ---------------------------------------------------------
+
+
+def test_no_chunking_refuses_what_it_cannot_prefill_whole():
+    sched, _ = make(NO_CHUNKING, max_num_batched_tokens=8)
+    with pytest.raises(RequestRefusedError,
+                       match=r"prompt of 9 tokens exceeds max_num_batched_tokens=8"):
+        sched.add(Request("long", toks(9), 1))
+    with pytest.raises(RequestRefusedError,
+                       match=r"prompt 5 \+ up to 4 outputs = 9 tokens, which a recompute"):
+        sched.add(Request("grows", toks(5), 5))
+    sched.add(Request("ok", toks(5), 4))  # a recompute re-prefills at most 8 tokens
+    chunked, _ = make(CONTINUOUS, max_num_batched_tokens=8)
+    chunked.add(Request("long", toks(9), 1))  # the continuous policy chunks it
+
+
+def test_no_chunking_iterations_are_prefill_only_or_decode_only():
+    sched, _ = make(NO_CHUNKING, max_num_batched_tokens=8)
+    sched.add(Request("a", toks(5), 4))
+    assert shape(step(sched, 0)) == ((), (("a", 0, 5),), (), 5)
+    sched.add(Request("b", toks(6, 2000), 2))
+    sched.add(Request("c", toks(3, 3000), 2))
+    # b fits whole; c would make 9 > 8 and is never split: it waits; a's decode waits too
+    assert shape(step(sched, 1)) == ((), (("b", 0, 6),), (), 6)
+    assert shape(step(sched, 2)) == ((), (("c", 0, 3),), (), 3)
+    # nothing waits now: every running sequence decodes
+    assert shape(step(sched, 3)) == (("a", "b", "c"), (), (), 3)
+    assert sched.seqs["b"].is_finished and sched.seqs["c"].is_finished
+    assert shape(step(sched, 4)) == (("a",), (), (), 1)
+    assert shape(step(sched, 5)) == (("a",), (), (), 1)
+    assert sched.seqs["a"].token_times_s == [0, 3, 4, 5]  # stalled behind two prefills
+    assert not sched.has_unfinished
+
+
+def test_no_chunking_preempts_on_decode_and_reprefills_whole():
+    sched, mgr = make(NO_CHUNKING, n_blocks=3, block_size=2)
+    sched.add(Request("a", toks(3), 3))
+    sched.add(Request("b", toks(2, 2000), 3))
+    assert shape(step(sched, 0)) == ((), (("a", 0, 3), ("b", 0, 2)), (), 5)
+    assert shape(step(sched, 1)) == (("a",), (), ("b",), 1)
+    assert shape(step(sched, 2)) == (("a",), (), (), 1)  # b's 3 tokens need 2 blocks, 0 free
+    assert shape(step(sched, 3)) == ((), (("b", 0, 3),), (), 3)
+    assert shape(step(sched, 4)) == (("b",), (), (), 1)
+    assert sched.seqs["b"].output_ids == run_alone(toks(2, 2000), 3)
+    assert mgr.n_free_blocks == 3
+
+
+# ---- static -----------------------------------------------------------------------------------
+
+
+def test_static_batch_runs_until_every_member_finishes():
+    sched, mgr = make(STATIC, static_batch_size=2)
+    sched.add(Request("a", toks(3), 1))
+    assert step(sched, 0).is_empty  # one request waits for a second
+    sched.add(Request("b", toks(4, 2000), 3))
+    assert shape(step(sched, 1)) == ((), (("a", 0, 3), ("b", 0, 4)), (), 7)
+    assert sched.seqs["a"].is_finished  # its slot now idles: a bubble
+    sched.add(Request("c", toks(2, 3000), 1))
+    sched.add(Request("d", toks(2, 4000), 1))
+    assert shape(step(sched, 2)) == (("b",), (), (), 1)  # c and d may not join
+    assert shape(step(sched, 3)) == (("b",), (), (), 1)
+    assert sched.seqs["b"].is_finished and mgr.n_free_blocks == 16
+    assert shape(step(sched, 4)) == ((), (("c", 0, 2), ("d", 0, 2)), (), 4)
+    assert not sched.has_unfinished
+
+
+def test_static_batch_starts_on_timeout_or_closed_arrivals():
+    sched, _ = make(STATIC, static_batch_size=4, static_timeout_s=2.0)
+    sched.add(Request("a", toks(3), 1, arrival_s=0.5))
+    assert step(sched, 1.0).is_empty and step(sched, 2.4).is_empty
+    assert shape(step(sched, 2.5)) == ((), (("a", 0, 3),), (), 3)
+    sched.add(Request("b", toks(3), 1, arrival_s=3.0))
+    assert step(sched, 3.0).is_empty
+    sched.close_arrivals()
+    assert shape(step(sched, 3.1)) == ((), (("b", 0, 3),), (), 3)
+    with pytest.raises(RuntimeError, match="closed"):
+        sched.add(Request("c", toks(3), 1))
+
+
+def test_static_batch_takes_only_what_fits_its_whole_length():
+    # a's prompt + max_new_tokens needs 3 of the 4 blocks: b (2 blocks) waits for the next batch
+    sched, mgr = make(STATIC, n_blocks=4, block_size=4, static_batch_size=2)
+    sched.add(Request("a", toks(4), 8))
+    sched.add(Request("b", toks(4, 2000), 4))
+    assert shape(step(sched, 0)) == ((), (("a", 0, 4),), (), 4)
+    t = 1
+    while not sched.seqs["a"].is_finished:
+        out = step(sched, t)
+        assert shape(out) == (("a",), (), (), 1)
+        t += 1
+    assert t == 8 and sched.num_preemptions == 0
+    sched.close_arrivals()
+    assert shape(step(sched, t)) == ((), (("b", 0, 4),), (), 4)
+
+
+def test_static_checks_its_batch_size_and_prompts():
+    mgr = BlockManager(16, block_size=4)
+    with pytest.raises(ValueError, match="static_batch_size 9 exceeds max_num_seqs 8"):
+        Scheduler(STATIC, mgr, max_num_seqs=8, static_batch_size=9)
+    with pytest.raises(ValueError, match="unknown policy"):
+        Scheduler("fifo", mgr)
+    sched = Scheduler(STATIC, mgr, max_num_batched_tokens=8, static_batch_size=2)
+    with pytest.raises(RequestRefusedError, match="prompt of 9 tokens exceeds"):
+        sched.add(Request("long", toks(9), 1))
