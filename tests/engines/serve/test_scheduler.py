@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from inferlab.engines.kv import BlockManager
 from inferlab.engines.model.sampler import GREEDY
-from inferlab.engines.serve.request import FINISHED, WAITING, Request, Sequence
+from inferlab.engines.serve.request import FINISHED, RUNNING, WAITING, Request, Sequence
 from inferlab.engines.serve.scheduler import (
     CONTINUOUS,
     NO_CHUNKING,
@@ -49,10 +52,14 @@ def toks(n: int, start: int = 1000) -> list[int]:
     return list(range(start, start + n))
 
 
-def fake_token(seq) -> int:
+def fake_next(token_ids: list[int]) -> int:
     """The fake model: the next token is a function of the tokens so far (so a recompute
     after a preemption samples exactly what an uninterrupted run would)."""
-    return 100 + (sum(seq.token_ids) * 31 + seq.num_tokens) % 50
+    return 100 + (sum(token_ids) * 31 + len(token_ids)) % 50
+
+
+def fake_token(seq) -> int:
+    return fake_next(seq.token_ids)
 
 
 def step(sched: Scheduler, now_s: float, eos_id: int | None = None) -> SchedulerOutput:
@@ -356,3 +363,178 @@ def test_static_checks_its_batch_size_and_prompts():
     sched = Scheduler(STATIC, mgr, max_num_batched_tokens=8, static_batch_size=2)
     with pytest.raises(RequestRefusedError, match="prompt of 9 tokens exceeds"):
         sched.add(Request("long", toks(9), 1))
+
+
+def test_a_partial_prefill_the_pool_cannot_extend_preempts_itself():
+    # budget 4, blocks of 2, 4 blocks: a decodes in 2 blocks; b's second chunk finds no block
+    sched, mgr = make(CONTINUOUS, n_blocks=4, block_size=2, max_num_batched_tokens=4)
+    sched.add(Request("a", toks(3), 4))
+    assert shape(step(sched, 0)) == ((), (("a", 0, 3),), (), 3)
+    sched.add(Request("b", toks(6, 2000), 1))
+    assert shape(step(sched, 1)) == (("a",), (("b", 0, 3),), (), 4)
+    assert mgr.n_free_blocks == 0  # a: 2 blocks (4 tokens), b: 2 blocks (3 tokens)
+    # a's 5th token needs a block: b (newest, mid-prefill) is preempted, nothing admitted
+    assert shape(step(sched, 2)) == (("a",), (), ("b",), 1)
+    assert sched.seqs["b"].num_prefill_tokens == 6 and sched.seqs["b"].output_ids == []
+    while sched.has_unfinished:
+        step(sched, 3)
+    assert sched.seqs["b"].output_ids == run_alone(toks(6, 2000), 1)
+
+
+# ---- the state machine ------------------------------------------------------------------------
+
+PREFIXES = ([], [1, 2, 3, 4], [1, 2, 3, 4, 5, 6, 7, 8])
+
+
+def expected_outputs(prompt: tuple[int, ...], max_new: int) -> list[int]:
+    tokens = list(prompt)
+    for _ in range(max_new):
+        tokens.append(fake_next(tokens))
+    return tokens[len(prompt):]
+
+
+def play(config: dict, actions: list) -> list[tuple]:
+    """Replay `actions` on a fresh scheduler; the trace of every iteration."""
+    sched, _ = make(config["policy"], **config["kw"])
+    trace = []
+    for kind, arg in actions:
+        if kind == "add":
+            sched.add(arg)
+        elif kind == "close":
+            sched.close_arrivals()
+        else:
+            trace.append(shape(step(sched, arg)))
+    trace.append(tuple((s.seq_id, tuple(s.output_ids), tuple(s.token_times_s))
+                       for s in sched.finished))
+    return trace
+
+
+class SchedulerMachine(RuleBasedStateMachine):
+    """Random arrivals and iterations on random pools, every policy; invariants each step."""
+
+    @initialize(
+        policy=st.sampled_from([CONTINUOUS, NO_CHUNKING, STATIC]),
+        n_blocks=st.integers(2, 12),
+        block_size=st.integers(1, 4),
+        budget=st.integers(1, 16),
+        max_num_seqs=st.integers(1, 6),
+        batch=st.integers(1, 6),
+        timeout=st.sampled_from([None, 0.0, 3.0]),
+        prefix=st.booleans(),
+    )
+    def setup(self, policy, n_blocks, block_size, budget, max_num_seqs, batch, timeout,
+              prefix):
+        kw = dict(n_blocks=n_blocks, block_size=block_size, prefix=prefix,
+                  max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
+                  static_batch_size=min(batch, max_num_seqs, budget), static_timeout_s=timeout)
+        self.config = {"policy": policy, "kw": kw}
+        self.sched, self.mgr = make(policy, **kw)
+        self.actions: list = []
+        self.added: dict[str, Request] = {}
+        self.now = 0.0
+        self.seen_preempted: set[str] = set()
+
+    @precondition(lambda self: not self.sched.arrivals_closed)
+    @rule(prefix=st.sampled_from(PREFIXES), tail=st.lists(st.integers(0, 3), max_size=12),
+          max_new=st.integers(1, 8))
+    def arrive(self, prefix, tail, max_new):
+        prompt = prefix + tail or [0]
+        req = Request(f"r{len(self.added)}-{len(self.actions)}", prompt, max_new,
+                      arrival_s=self.now, ignore_eos=True)
+        sched, p, budget = self.sched, len(prompt), self.sched.max_num_batched_tokens
+        refuse = (self.mgr.blocks_needed(p + max_new) > self.mgr.n_blocks
+                  or (sched.policy != CONTINUOUS and p > budget)
+                  or (sched.policy == NO_CHUNKING and p + max_new - 1 > budget))
+        if refuse:
+            with pytest.raises(RequestRefusedError, match=req.request_id):
+                sched.add(req)
+            return
+        sched.add(req)
+        self.added[req.request_id] = req
+        self.actions.append(("add", req))
+
+    @rule()
+    def iterate(self):
+        self.iterate_once()
+
+    @rule()
+    def close(self):
+        self.sched.close_arrivals()
+        self.actions.append(("close", None))
+
+    def iterate_once(self) -> SchedulerOutput:
+        sched = self.sched
+        before = {s.seq_id: s.num_computed_tokens for s in sched.running}
+        out = sched.schedule(self.now)
+        assert out.num_batched_tokens == len(out.decodes) + sum(c.n_tokens for c in out.prefills)
+        assert out.num_batched_tokens <= sched.max_num_batched_tokens
+        assert len(sched.running) <= sched.max_num_seqs
+        if sched.policy == STATIC:
+            assert len(sched.running) <= sched.static_batch_size
+        ids = out.seq_ids
+        assert len(ids) == len(set(ids)), "a sequence scheduled twice in one iteration"
+        assert not set(ids) & set(out.preempted)
+        for sid in ids:
+            assert sched.seqs[sid].status == RUNNING
+        for sid in out.decodes:
+            seq = sched.seqs[sid]
+            assert not seq.is_prefilling and before[sid] == seq.num_computed_tokens
+            assert self.mgr.num_tokens(sid) == seq.num_computed_tokens + 1
+        for chunk in out.prefills:
+            seq = sched.seqs[chunk.seq_id]
+            assert chunk.start == seq.num_computed_tokens and chunk.n_tokens >= 1
+            assert chunk.start + chunk.n_tokens <= seq.num_prefill_tokens
+            assert self.mgr.num_tokens(chunk.seq_id) == chunk.start + chunk.n_tokens
+        if sched.policy == NO_CHUNKING:
+            assert not (out.prefills and out.decodes), "v0 mixes prefill and decode"
+        self.seen_preempted.update(out.preempted)
+        sampled = {sid: fake_token(sched.seqs[sid]) for sid in out.sample_ids}
+        sched.update(out, sampled, self.now)
+        self.actions.append(("step", self.now))
+        self.now += 1.0
+        return out
+
+    @invariant()
+    def every_request_is_in_exactly_one_place(self):
+        if not hasattr(self, "sched"):
+            return
+        sched = self.sched
+        places = [s.seq_id for s in (*sched.waiting, *sched.running, *sched.finished)]
+        assert sorted(places) == sorted(self.added)
+        for seq in sched.running:
+            table = self.mgr.block_table(seq.seq_id)
+            assert self.mgr.num_tokens(seq.seq_id) == seq.num_computed_tokens
+            assert seq.num_computed_tokens <= len(table) * self.mgr.block_size
+            assert len(table) == self.mgr.blocks_needed(seq.num_computed_tokens)
+        for seq in sched.waiting:
+            assert seq.seq_id not in self.mgr and seq.num_computed_tokens == 0
+        for seq in sched.finished:
+            assert seq.seq_id not in self.mgr
+            assert len(seq.output_ids) == seq.request.max_new_tokens
+        assert sorted(self.mgr.seq_ids) == sorted(s.seq_id for s in sched.running)
+
+    def teardown(self):
+        if not hasattr(self, "sched"):
+            return
+        self.close()
+        for _ in range(2000):
+            if not self.sched.has_unfinished:
+                break
+            self.iterate_once()
+        sched = self.sched
+        assert not sched.has_unfinished, f"stuck: {sched.waiting} {sched.running}"
+        for rid, req in self.added.items():
+            seq = sched.seqs[rid]
+            assert seq.output_ids == expected_outputs(req.prompt_ids, req.max_new_tokens)
+            assert len(seq.token_times_s) == req.max_new_tokens
+            assert seq.token_times_s == sorted(seq.token_times_s)
+        for rid in self.seen_preempted:
+            assert sched.seqs[rid].is_finished and sched.seqs[rid].preemptions >= 1
+        assert self.mgr.n_free_blocks == self.mgr.n_blocks and self.mgr.seq_ids == []
+        assert play(self.config, self.actions) == play(self.config, self.actions)
+
+
+SchedulerMachine.TestCase.settings = settings(
+    max_examples=80, stateful_step_count=40, deadline=None
+)
+test_scheduler_state_machine = SchedulerMachine.TestCase
