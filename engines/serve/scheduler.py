@@ -118,6 +118,7 @@ class Scheduler:
         self._running: list[Sequence] = []
         self._finished: list[Sequence] = []
         self._pending: SchedulerOutput | None = None
+        self._batch = _Batch(max_num_batched_tokens)
         self.num_iterations = 0
         self.num_preemptions = 0
 
@@ -137,10 +138,14 @@ class Scheduler:
         return list(self._finished)
 
     @property
+    def kv_used_blocks(self) -> int:
+        """Blocks held by sequences (cached-free blocks count as free)."""
+        return self.blocks.n_blocks - self.blocks.n_free_blocks
+
+    @property
     def kv_usage(self) -> float:
-        """Fraction of the pool's blocks held by sequences (cached-free blocks count as free)."""
-        n = self.blocks.n_blocks
-        return (n - self.blocks.n_free_blocks) / n
+        """kv_used_blocks / the pool's blocks."""
+        return self.kv_used_blocks / self.blocks.n_blocks
 
     @property
     def has_unfinished(self) -> bool:
@@ -148,7 +153,13 @@ class Scheduler:
 
     # ---- arrivals ----------------------------------------------------------------------------
     def add(self, request: Request) -> Sequence:
-        """Queue an arrived request; refuse (RequestRefusedError) one that can never run."""
+        """Queue a request when it arrives (at `request.arrival_s` on the run's clock).
+
+        Refuses, with the numbers, one that can never run: prompt + max_new_tokens needs more
+        blocks than the pool has; or, for the policies that never split a prefill, a prompt
+        over the token budget (and for continuous-no-chunking, prompt + max_new_tokens - 1,
+        the longest re-prefill after a preemption).
+        """
         if self.arrivals_closed:
             raise RuntimeError("arrivals are closed")
         rid = request.request_id
@@ -189,7 +200,9 @@ class Scheduler:
 
     # ---- one iteration -----------------------------------------------------------------------
     def schedule(self, now_s: float) -> SchedulerOutput:
-        """Choose the next iteration's batch and reserve its KV slots."""
+        """Choose the next iteration's batch within the token budget and max_num_seqs, and
+        reserve its KV slots. An empty output means nothing can run now (a static batch
+        waiting to fill, or nothing waiting)."""
         if self._pending is not None:
             raise RuntimeError("schedule() called twice without update()")
         self._batch = _Batch(self.max_num_batched_tokens)
@@ -334,7 +347,7 @@ class Scheduler:
         b = self._batch
         while self._waiting and len(self._running) < self.max_num_seqs:
             seq = self._waiting[0]
-            n = seq.num_remaining_prefill_tokens
+            n = seq.num_remaining_prefill_tokens  # before prefix hits: a safe bound
             if n > b.budget_left or not self._reserve_prefill(seq, n):
                 break
             self._admit(seq)

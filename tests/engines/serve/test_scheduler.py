@@ -100,6 +100,7 @@ def test_continuous_decodes_first_then_chunked_prefills():
     assert shape(out) == ((), (("a", 0, 5), ("b", 0, 3)), (), 8)
     assert out.sample_ids == ("a",)
     assert mgr.block_table("a") == [0, 1] and mgr.block_table("b") == [2]
+    assert sched.kv_used_blocks == 3 and sched.kv_usage == 3 / 16
     # iteration 2: a decodes first, b's partial prefill continues with the other 6 (and samples)
     out = step(sched, 1.0)
     assert shape(out) == (("a",), (("b", 3, 6),), (), 7)
@@ -512,6 +513,13 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert seq.seq_id not in self.mgr
             assert len(seq.output_ids) == seq.request.max_new_tokens
         assert sorted(self.mgr.seq_ids) == sorted(s.seq_id for s in sched.running)
+        # at most one prefill in progress, and it is the newest running sequence
+        prefilling = [s for s in sched.running if s.is_prefilling]
+        assert len(prefilling) <= 1 and (not prefilling or prefilling[0] is sched.running[-1])
+        if sched.policy != CONTINUOUS:
+            assert not prefilling
+        held = {b for s in sched.running for b in self.mgr.block_table(s.seq_id)}
+        assert sched.kv_used_blocks == len(held)
 
     def teardown(self):
         if not hasattr(self, "sched"):
