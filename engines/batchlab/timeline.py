@@ -1,0 +1,326 @@
+"""The batch timeline as arrays: what state each request was in, over what span of the run's clock.
+
+`timeline_segments` turns the lab's records into a Gantt chart's data, one segment per run of
+one request in one state (row = the request's place in arrival order):
+
+    WAITING    arrival -> first scheduled; and, while its prefill is in progress, the iterations
+               between two chunks it was left out of
+    PREFILL    iterations in which it had a prefill chunk (a recompute's re-prefill included)
+    DECODE     iterations in which it fed one token back
+    PREEMPTED  from the iteration that preempted it (recompute) to its next scheduling
+    STALLED    running, past its prefill, but left out of an iteration's batch (a prefill-only
+               iteration of the no-chunking policy makes every decode stall)
+
+Consecutive iterations in the same state merge into one segment ([start of the first, end of the
+last], covering the time between them), so 20,000 decodes of one request are ONE segment. Between
+adjacent iterations in different states the small gap between them stays empty. A gap segment
+spans [end of the last iteration it ran in, start of the next]. A finished request shows nothing
+after its last token: a static batch's bubble is its other rows going on while no new row starts.
+A run cut short ends every unfinished row at the last iteration's end.
+
+Linear in the records (plus a sort): a Python pass reads the batches, numpy does the rest.
+`iteration_strips` gives the per-iteration series drawn under the Gantt chart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
+
+WAITING = 0
+PREFILL = 1
+DECODE = 2
+PREEMPTED = 3
+STALLED = 4
+STATE_NAMES = {WAITING: "waiting", PREFILL: "prefill", DECODE: "decode",
+               PREEMPTED: "preempted", STALLED: "stalled"}
+
+
+@dataclass(frozen=True, eq=False)
+class TimelineSegments:
+    """Segments sorted by (row, start_s); rows are request indices in arrival order."""
+
+    row: np.ndarray  # int32
+    state: np.ndarray  # uint8, one of the state codes above
+    start_s: np.ndarray  # float64, on the run's clock
+    end_s: np.ndarray  # float64
+    request_ids: tuple[str, ...]  # request_ids[row]
+    row_of: dict  # request id -> row
+
+    def __len__(self) -> int:
+        return int(self.row.shape[0])
+
+    def rows(self) -> list[tuple[int, int, float, float]]:
+        """(row, state, start_s, end_s) per segment: for tests and debugging."""
+        columns = (self.row, self.state, self.start_s, self.end_s)
+        return [(int(r), int(s), float(a), float(b)) for r, s, a, b in zip(*columns, strict=True)]
+
+
+@dataclass(frozen=True, eq=False)
+class IterationStrips:
+    """One value per iteration, in record order (preemptions: requests preempted in it)."""
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    batch_size: np.ndarray  # int32
+    prefill_tokens: np.ndarray  # int64
+    decode_tokens: np.ndarray  # int64
+    kv_usage: np.ndarray  # float64, used / total blocks in [0, 1]
+    preemptions: np.ndarray  # int32
+
+
+def arrival_order(requests: Sequence[RequestInfo]) -> list[int]:
+    """Indices of `requests` by arrival time, ties in submission order: row -> index."""
+    return sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
+
+
+def timeline_segments(requests: Sequence[RequestInfo],
+                      iterations: Sequence[IterationRecord]) -> TimelineSegments:
+    """Every request's states over the run (see the module docstring). ValueError if an
+    iteration names a request that is not in `requests`."""
+    order = arrival_order(requests)
+    ids = tuple(requests[i].request_id for i in order)
+    row_of = {rid: row for row, rid in enumerate(ids)}
+    if len(row_of) != len(ids):
+        raise ValueError("request ids must be unique")
+    arrival = np.array([requests[i].arrival_s for i in order], dtype=np.float64)
+    n_rows, n_iter = len(ids), len(iterations)
+    empty = np.zeros(0, np.float64)
+    if n_rows == 0 or n_iter == 0:
+        return TimelineSegments(np.zeros(0, np.int32), np.zeros(0, np.uint8), empty, empty,
+                                ids, row_of)
+    t0 = np.fromiter((it.start_s for it in iterations), np.float64, n_iter)
+    t1 = np.fromiter((it.end_s for it in iterations), np.float64, n_iter)
+
+    def rows_of(names: list[str], where: str) -> np.ndarray:
+        try:
+            return np.fromiter((row_of[n] for n in names), np.int64, len(names))
+        except KeyError as e:
+            raise ValueError(f"{where} names request {e.args[0]!r}, not in the requests") from None
+
+    # ---- the one Python pass: flatten the batches -------------------------------------------
+    pre_ids = [p.request_id for it in iterations for p in it.prefills]
+    pre_end = np.fromiter((p.start + p.n_tokens for it in iterations for p in it.prefills),
+                          np.int64, len(pre_ids))
+    dec_ids = [rid for it in iterations for rid in it.decodes]
+    pmt_ids = [rid for it in iterations for rid in it.preempted]
+    fin_ids = [rid for it in iterations for rid in it.finished]
+    counts = np.array([(len(it.prefills), len(it.decodes), len(it.preempted), len(it.finished))
+                       for it in iterations], dtype=np.int64).reshape(n_iter, 4)
+    k_all = np.arange(n_iter, dtype=np.int64)
+    e_row = np.concatenate([rows_of(pre_ids, "a prefill"), rows_of(dec_ids, "a decode")])
+    e_k = np.concatenate([np.repeat(k_all, counts[:, 0]), np.repeat(k_all, counts[:, 1])])
+    e_state = np.concatenate([np.full(len(pre_ids), PREFILL, np.uint8),
+                              np.full(len(dec_ids), DECODE, np.uint8)])
+    prompt = np.array([requests[i].prompt_tokens for i in order], dtype=np.int64)
+    # past its prefill after this entry: a decode, or a chunk that reached the prompt's end
+    e_done = np.concatenate([pre_end >= prompt[e_row[: len(pre_ids)]],
+                             np.ones(len(dec_ids), bool)])
+    p_row = rows_of(pmt_ids, "a preemption")
+    p_k = np.repeat(k_all, counts[:, 2])
+    finished = np.zeros(n_rows, dtype=bool)
+    finished[rows_of(fin_ids, "a finish")] = True
+
+    # ---- scheduled entries sorted by (row, iteration); one entry per (row, iteration) -----------
+    sort = np.lexsort((e_state, e_k, e_row))  # PREFILL before DECODE in the same iteration
+    e_row, e_k, e_state, e_done = e_row[sort], e_k[sort], e_state[sort], e_done[sort]
+    if e_row.size:
+        keep = np.ones(e_row.size, bool)
+        keep[1:] = (e_row[1:] != e_row[:-1]) | (e_k[1:] != e_k[:-1])
+        e_row, e_k, e_state, e_done = e_row[keep], e_k[keep], e_state[keep], e_done[keep]
+    n_e = e_row.size
+    same_row_next = np.zeros(n_e, bool)  # entry i and i + 1 belong to one request
+    if n_e:
+        same_row_next[:-1] = e_row[1:] == e_row[:-1]
+    first = np.ones(n_e, bool)
+    first[1:] = ~same_row_next[:-1]
+    last = ~same_row_next
+
+    # merged runs of one state over consecutive iterations
+    adjacent = np.zeros(n_e, bool)
+    if n_e:
+        adjacent[:-1] = same_row_next[:-1] & (e_k[1:] == e_k[:-1] + 1) & \
+            (e_state[1:] == e_state[:-1])
+    run_start = np.ones(n_e, bool)
+    run_start[1:] = ~adjacent[:-1]
+    run_end = ~adjacent
+    seg = [(e_row[run_start], e_state[run_start], t0[e_k[run_start]], t1[e_k[run_end]])]
+
+    # leading waits: arrival -> first scheduled; rows never scheduled wait to the end
+    f_row, f_k = e_row[first], e_k[first]
+    seg.append((f_row, np.full(f_row.size, WAITING, np.uint8), arrival[f_row], t0[f_k]))
+    never = np.ones(n_rows, bool)
+    never[f_row] = False
+    never_rows = np.flatnonzero(never)
+    seg.append((never_rows, np.full(never_rows.size, WAITING, np.uint8), arrival[never_rows],
+                np.full(never_rows.size, t1[-1])))
+
+    # gaps between two scheduled iterations of a request, and after the last (if unfinished)
+    inner = np.flatnonzero(same_row_next & ~adjacent)
+    inner = inner[e_k[inner + 1] > e_k[inner] + 1]
+    tail = np.flatnonzero(last & ~finished[e_row] & (e_k < n_iter - 1))
+    g_row = np.concatenate([e_row[inner], e_row[tail]])
+    g_a = np.concatenate([e_k[inner], e_k[tail]])  # the iteration it last ran in
+    g_b = np.concatenate([e_k[inner + 1], np.full(tail.size, n_iter)])  # next one (n_iter: none)
+    g_end = np.concatenate([t0[e_k[inner + 1]], np.full(tail.size, t1[-1])])
+    # left out while its prefill is in progress: waiting; past it: stalled. An inner gap
+    # without a preemption is mid-prefill when a chunk follows it.
+    prev = np.concatenate([inner, tail])
+    left_out = np.where(e_done[prev], STALLED, WAITING).astype(np.uint8)
+    g_state = left_out.copy()
+    g_state[: inner.size] = np.where(e_state[inner + 1] == PREFILL, WAITING, STALLED)
+    # the first preemption p with a <= p < b, if any
+    stride = n_iter + 1
+    p_key = np.sort(p_row * stride + p_k)
+    if p_key.size:
+        pos = np.searchsorted(p_key, g_row * stride + g_a, side="left")
+        candidate = p_key[np.minimum(pos, p_key.size - 1)]
+        hit = (pos < p_key.size) & (candidate < g_row * stride + g_b)
+        p_at = candidate % stride
+    else:
+        hit, p_at = np.zeros(g_row.size, bool), np.zeros(g_row.size, np.int64)
+    plain = ~hit
+    seg.append((g_row[plain], g_state[plain], t1[g_a[plain]], g_end[plain]))
+    # preempted: left out for a while first (p > a + 1), then preempted until rescheduled
+    pre = hit & (p_at > g_a + 1)
+    seg.append((g_row[pre], left_out[pre], t1[g_a[pre]], t0[p_at[pre]]))
+    p_start = np.where(p_at > g_a, t0[np.minimum(p_at, n_iter - 1)], t1[g_a])
+    seg.append((g_row[hit], np.full(int(hit.sum()), PREEMPTED, np.uint8), p_start[hit],
+                g_end[hit]))
+
+    row = np.concatenate([s[0] for s in seg]).astype(np.int32)
+    state = np.concatenate([s[1] for s in seg]).astype(np.uint8)
+    start = np.concatenate([s[2] for s in seg]).astype(np.float64)
+    end = np.concatenate([s[3] for s in seg]).astype(np.float64)
+    scheduled = np.zeros(row.size, bool)
+    scheduled[: seg[0][0].size] = True
+    keep = scheduled | (end > start)  # empty waits (scheduled on arrival) are dropped
+    row, state, start, end = row[keep], state[keep], start[keep], end[keep]
+    order_rs = np.lexsort((start, row))
+    return TimelineSegments(row[order_rs], state[order_rs], start[order_rs], end[order_rs],
+                            ids, row_of)
+
+
+def segment_at(segments: TimelineSegments, row: int, t_s: float) -> int | None:
+    """Index of the segment of `row` that contains time `t_s` (binary search), or None."""
+    lo, hi = np.searchsorted(segments.row, [row, row + 1])
+    if lo == hi:
+        return None
+    i = int(lo + np.searchsorted(segments.start_s[lo:hi], t_s, side="right")) - 1
+    if i < lo or t_s > segments.end_s[i]:
+        return None
+    return i
+
+
+def iteration_strips(iterations: Sequence[IterationRecord]) -> IterationStrips:
+    """The per-iteration series under the timeline, in record order."""
+    n = len(iterations)
+    data = np.array([(it.start_s, it.end_s, it.batch_size, it.prefill_tokens, it.decode_tokens,
+                      it.kv_usage, len(it.preempted)) for it in iterations],
+                    dtype=np.float64).reshape(n, 7)
+    return IterationStrips(
+        start_s=data[:, 0].copy(), end_s=data[:, 1].copy(),
+        batch_size=data[:, 2].astype(np.int32), prefill_tokens=data[:, 3].astype(np.int64),
+        decode_tokens=data[:, 4].astype(np.int64), kv_usage=data[:, 5].copy(),
+        preemptions=data[:, 6].astype(np.int32))
+
+
+# ---- a synthetic schedule, for benchmarks and the view's pictures (not a scheduler) ----------
+def synthetic_schedule(n_requests: int = 60, *, max_iterations: int = 100_000,
+                       max_running: int = 16, token_budget: int = 512, kv_blocks: int = 160,
+                       block_size: int = 16, mean_gap_s: float = 0.05, mean_new_tokens: float = 60.0,
+                       seed: int = 0,
+                       ) -> tuple[list[RequestInfo], list[IterationRecord]]:
+    """A continuous-batching-like run on a simulated clock: staggered (Poisson) arrivals,
+    prefills chunked to the token budget, decodes first, and the newest running request
+    preempted (recompute) when the KV pool has no block for a decode. Iteration time is
+    5 ms + 20 µs per token. Deterministic for a seed; cheap enough for 20,000 iterations."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(mean_gap_s, n_requests))
+    prompts = np.clip(rng.lognormal(5.0, 0.8, n_requests), 8, 4 * token_budget).astype(int)
+    sigma = 0.7
+    outputs = np.clip(rng.lognormal(math.log(mean_new_tokens) - sigma**2 / 2, sigma, n_requests),
+                      2, 8 * mean_new_tokens).astype(int)
+    requests = [RequestInfo(f"r{i:04d}", float(arrivals[i]), int(prompts[i]), int(outputs[i]))
+                for i in range(n_requests)]
+    waiting: list[int] = []
+    running: list[int] = []  # admission order; the last is preempted first
+    computed = [0] * n_requests  # prefill tokens done
+    target = [int(p) for p in prompts]  # tokens to prefill (prompt + outputs after a recompute)
+    made = [0] * n_requests  # output tokens
+    blocks = [0] * n_requests
+    used = 0
+    next_arrival, now, iterations = 0, 0.0, []
+    while len(iterations) < max_iterations:
+        while next_arrival < n_requests and arrivals[next_arrival] <= now:
+            waiting.append(next_arrival)
+            next_arrival += 1
+        if not waiting and not running:
+            if next_arrival >= n_requests:
+                break
+            now = float(arrivals[next_arrival])
+            continue
+        budget, prefills, decodes, preempted = token_budget, [], [], []
+        for i in list(running):
+            if i not in running or not budget:
+                continue
+            if computed[i] < target[i]:
+                n = min(target[i] - computed[i], budget)
+                prefills.append(PrefillSlice(requests[i].request_id, computed[i], n))
+                budget -= n
+                continue
+            need = math.ceil((prompts[i] + made[i] + 1) / block_size)  # after this token
+            while need > blocks[i] and used + need - blocks[i] > kv_blocks:
+                victim = running.pop()
+                used -= blocks[victim]
+                blocks[victim], computed[victim] = 0, 0
+                target[victim] = int(prompts[victim]) + made[victim]
+                waiting.insert(0, victim)
+                preempted.append(requests[victim].request_id)
+                if victim == i:
+                    break
+            if i not in running:
+                continue
+            used += need - blocks[i]
+            blocks[i] = need
+            decodes.append(requests[i].request_id)
+            budget -= 1
+        while not preempted and waiting and budget and len(running) < max_running:
+            i = waiting[0]
+            need = math.ceil(target[i] / block_size)
+            if used + need > kv_blocks:
+                break
+            waiting.pop(0)
+            running.append(i)
+            used += need
+            blocks[i] = need
+            n = min(target[i] - computed[i], budget)
+            prefills.append(PrefillSlice(requests[i].request_id, computed[i], n))
+            budget -= n
+        tokens = token_budget - budget
+        start, now = now, now + 0.005 + 20e-6 * tokens
+        finished = []
+        for p in prefills:
+            i = int(p.request_id[1:])
+            computed[i] += p.n_tokens
+            if computed[i] == target[i]:
+                made[i] += 1
+        for rid in decodes:
+            made[int(rid[1:])] += 1
+        for i in list(running):
+            if made[i] >= outputs[i]:
+                running.remove(i)
+                used -= blocks[i]
+                blocks[i] = 0
+                finished.append(requests[i].request_id)
+        iterations.append(IterationRecord(
+            index=len(iterations), policy="continuous", clock="simulated", start_s=start,
+            end_s=now, prefills=tuple(prefills), decodes=tuple(decodes),
+            preempted=tuple(preempted), finished=tuple(finished), kv_used_blocks=used,
+            kv_total_blocks=kv_blocks, waiting=len(waiting), running=len(running)))
+    return requests, iterations
