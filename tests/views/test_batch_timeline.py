@@ -1,0 +1,152 @@
+"""The batch timeline view, offscreen: one item per state, data straight from the segments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import pyqtgraph.exporters as exporters
+import pytest
+
+from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
+from inferlab.engines.batchlab.timeline import (
+    DECODE,
+    PREEMPTED,
+    PREFILL,
+    STATE_NAMES,
+    synthetic_schedule,
+    timeline_segments,
+)
+from inferlab.views.batch_timeline import BAR_HEIGHT, BatchTimelineView
+
+
+def _it(k, prefills=(), decodes=(), preempted=(), finished=(), clock="simulated"):
+    return IterationRecord(
+        index=k, policy="continuous", clock=clock, start_s=float(k), end_s=k + 0.9,
+        prefills=tuple(PrefillSlice(*p) for p in prefills), decodes=tuple(decodes),
+        preempted=tuple(preempted), finished=tuple(finished), kv_used_blocks=3,
+        kv_total_blocks=8, waiting=0, running=1)
+
+
+REQUESTS = [RequestInfo("A", 0.0, 8, 6), RequestInfo("B", 0.5, 12, 3),
+            RequestInfo("C", 1.5, 4, 3)]
+ITERATIONS = [
+    _it(0, prefills=[("A", 0, 8)]),
+    _it(1, prefills=[("B", 0, 6)], decodes=["A"]),
+    _it(2, decodes=["A"]),
+    _it(3, prefills=[("B", 6, 6)], decodes=["A"]),
+    _it(4, prefills=[("C", 0, 4)], decodes=["A", "B"]),
+    _it(5, decodes=["A", "B"], preempted=["C"], finished=["A", "B"]),
+    _it(6, prefills=[("C", 0, 5)]),
+    _it(7, decodes=["C"], finished=["C"]),
+]
+
+
+@pytest.fixture
+def view(qtbot):
+    v = BatchTimelineView()
+    qtbot.addWidget(v)
+    v.resize(1280, 560)
+    v.show()
+    return v
+
+
+def _decoding_requests(n_segments: int):
+    """`n_segments` requests, each one prefill + one decode segment: 2n segments."""
+    n = n_segments // 2
+    requests = [RequestInfo(f"q{i}", 2.0 * i, 4, 2) for i in range(n)]
+    iterations = []
+    for i in range(n):
+        iterations.append(_it(2 * i, prefills=[(f"q{i}", 0, 4)]))
+        iterations.append(_it(2 * i + 1, decodes=[f"q{i}"], finished=[f"q{i}"]))
+    return requests, iterations
+
+
+def _counts(v: BatchTimelineView):
+    return (len(v.gantt.getViewBox().addedItems), len(v.gantt.items),
+            len(v.graphics.scene().items()))
+
+
+def test_item_count_does_not_grow_with_segments(view):
+    view.draw(*_decoding_requests(10))
+    assert len(view.segments) == 10
+    small = _counts(view)
+    view.draw(*_decoding_requests(5000))
+    assert len(view.segments) == 5000
+    assert _counts(view) == small
+
+
+def test_bars_hold_the_segments_arrays(view):
+    view.draw(REQUESTS, ITERATIONS)
+    seg = timeline_segments(REQUESTS, ITERATIONS)
+    np.testing.assert_array_equal(view.segments.start_s, seg.start_s)
+    for state, bar in view.bars.items():
+        mask = seg.state == state
+        np.testing.assert_array_equal(bar.opts["x0"], seg.start_s[mask])
+        np.testing.assert_array_equal(bar.opts["x1"], seg.end_s[mask])
+        np.testing.assert_allclose(bar.opts["y0"], seg.row[mask] - BAR_HEIGHT / 2)
+    assert len(view.bars[PREEMPTED].opts["x0"]) == 1
+    assert view.preempt_plot.getAxis("bottom").labelText == "time (s, simulated)"
+    x, y = view.batch_curve.getData()
+    assert y.tolist()[:4] == [1, 1, 2, 2]
+
+
+def test_wall_clock_label(view):
+    view.draw(REQUESTS[:1], [_it(0, prefills=[("A", 0, 8)], clock="wall")])
+    assert view.preempt_plot.getAxis("bottom").labelText == "time (s, wall clock)"
+
+
+def test_cursor_follows_current_index(view):
+    view.draw(REQUESTS, ITERATIONS, current_index=2)
+    assert view.cursor_x == pytest.approx(2.9)
+    view.draw(REQUESTS, ITERATIONS, current_index=5)
+    assert view.cursor_x == pytest.approx(5.9)
+    assert all(line.value() == pytest.approx(5.9) for line in view.cursors)
+    view.draw(REQUESTS, ITERATIONS)  # None: the last iteration
+    assert view.cursor_x == pytest.approx(7.9)
+    view.draw(REQUESTS, [])
+    assert view.cursor_x is None
+
+
+def test_hover_lookup_finds_the_request(view):
+    view.draw(REQUESTS, ITERATIONS)
+    i = view.segment_at_point(5.5, 2.1)  # C's row, between its prefills
+    assert i is not None and int(view.segments.state[i]) == PREEMPTED
+    text = view.describe_segment(i)
+    assert text.startswith("C · preempted · 5.000–6.000 s")
+    assert "prompt 4 tokens" in text and "max new 3 tokens" in text
+    i = view.segment_at_point(3.5, 0.9)  # B's second chunk
+    assert view.describe_segment(i).startswith(f"B · {STATE_NAMES[PREFILL]}")
+    assert int(view.segments.state[view.segment_at_point(2.0, 0.0)]) == DECODE
+    assert view.segment_at_point(3.5, 0.5) is None  # between two rows' bars
+    assert view.segment_at_point(-1.0, 0.0) is None
+
+
+def test_hover_through_the_mouse_emits_the_text(view, qtbot):
+    view.draw(REQUESTS, ITERATIONS)
+    view.fit()
+    vb = view.gantt.getViewBox()
+    scene_pos = vb.mapViewToScene(pg.Point(5.5, 2.0))
+    with qtbot.waitSignal(view.hovered, timeout=1000) as blocker:
+        view._on_mouse(scene_pos)
+    assert blocker.args[0].startswith("C · preempted")
+    assert view.info.text().startswith("C · preempted")
+
+
+def test_redraw_reuses_items_and_empty_input(view):
+    view.draw([], [])
+    before = _counts(view)
+    requests, iterations = synthetic_schedule(20, seed=3)
+    view.draw(requests, iterations, current_index=10)
+    assert _counts(view) == before
+    assert sum(len(b.opts["x0"]) for b in view.bars.values()) == len(view.segments)
+
+
+def test_exports_png(view, tmp_path):
+    requests, iterations = synthetic_schedule(60, seed=0)
+    view.draw(requests, iterations, current_index=len(iterations) // 2)
+    out = tmp_path / "timeline.png"
+    exporters.ImageExporter(view.graphics.scene()).export(str(out))
+    assert out.stat().st_size > 10_000
+    out2 = tmp_path / "gantt.png"
+    exporters.ImageExporter(view.gantt).export(str(out2))
+    assert out2.exists()

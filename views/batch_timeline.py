@@ -1,0 +1,398 @@
+"""The batching lab's timeline: a Gantt chart of every request's states, with per-iteration strips.
+
+Rows are requests in arrival order (first arrival at the top), x is the run's clock. Each state
+is ONE `BarGraphItem` holding all of its segments (STYLE.md: many cells, one item), so 10 or
+100,000 segments cost the same number of items; a redraw is `setOpts` on those items. Under the
+chart, strips sharing its x axis: batch size, prefill and decode tokens, KV pool use and
+preemptions, each value held over its iteration's span. A dashed line marks the current
+iteration's end. Hovering finds the segment under the mouse by binary search on the arrays.
+
+It draws records (`draw(requests, iterations, current_index)`); it starts no work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
+
+from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
+from inferlab.engines.batchlab.timeline import (
+    DECODE,
+    PREEMPTED,
+    PREFILL,
+    STALLED,
+    STATE_NAMES,
+    WAITING,
+    IterationStrips,
+    TimelineSegments,
+    iteration_strips,
+    segment_at,
+    synthetic_schedule,
+    timeline_segments,
+)
+from inferlab.views.style import style_plot
+
+STATE_COLORS = {
+    WAITING: "#C9C9C9",    # queued: low-key grey
+    PREFILL: "#009E73",    # green
+    DECODE: "#0072B2",     # blue
+    STALLED: "#9ED3F0",    # a pale decode blue: running, left out of the batch
+    PREEMPTED: "#D55E00",  # vermillion
+}
+STATE_ORDER = (WAITING, PREFILL, DECODE, STALLED, PREEMPTED)
+STATE_LEGEND = {WAITING: "waiting (queued)", PREFILL: "prefill", DECODE: "decode",
+                STALLED: "stalled (running, not in the batch)",
+                PREEMPTED: "preempted (will recompute)"}
+BAR_HEIGHT = 0.8
+"""Of a row's height: the gap between bars keeps neighbouring rows apart."""
+BATCH_COLOR, KV_COLOR, CURSOR_COLOR = "#333333", "#7A4FA0", "#222222"
+LABEL_WIDTH_PX = 128
+AXIS_WIDTH_PX = 52
+
+
+class SwatchSample(pg.ItemSample):
+    """A legend sample: the bar's colour as a bordered square (no line across it)."""
+
+    def paint(self, p, *args):
+        p.setPen(pg.mkPen("#8A8A8A", width=1))
+        p.setBrush(pg.mkBrush(self.item.opts["brush"]))
+        p.drawRect(3, 5, 12, 12)
+
+
+class RequestAxis(pg.AxisItem):
+    """Row numbers written as request ids, integer ticks only."""
+
+    def __init__(self, **kwargs):
+        super().__init__("left", **kwargs)
+        self.ids: tuple[str, ...] = ()
+        self.enableAutoSIPrefix(False)
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
+        levels = super().tickSpacing(minVal, maxVal, size)
+        out = []
+        for spacing, offset in levels:
+            spacing = max(1.0, float(round(spacing))) if spacing >= 0.5 else 1.0
+            if all(spacing != s for s, _o in out):
+                out.append((spacing, offset))
+        return out
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph API
+        out = []
+        for v in values:
+            r = int(round(v))
+            out.append(self.ids[r] if abs(v - r) < 1e-6 and 0 <= r < len(self.ids) else "")
+        return out
+
+
+def step_xy(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray):
+    """A value held over each iteration's [start, end]: x, y and the connect array, broken
+    across idle time (a gap longer than half the median iteration)."""
+    n = start_s.shape[0]
+    x = np.empty(2 * n)
+    x[0::2], x[1::2] = start_s, end_s
+    y = np.repeat(np.asarray(values, dtype=np.float64), 2)
+    connect = np.ones(2 * n, dtype=bool)
+    if n:
+        tol = 0.5 * float(np.median(end_s - start_s))
+        connect[1:-1:2] = (start_s[1:] - end_s[:-1]) <= tol
+        connect[-1] = False
+    return x, y, connect
+
+
+class BatchTimelineView(QWidget):
+    """The Gantt chart and its strips. `hovered(text)` as the mouse moves over segments."""
+
+    hovered = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground("w")
+        self.info = QLabel("Hover over a bar for the request, its state and its span.")
+        self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.info.setStyleSheet("color: #444;")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.info)
+        gl = self.graphics.ci
+        gl.setSpacing(2)
+        gl.setContentsMargins(4, 4, 8, 4)
+
+        # row 0: legend (state colours) and the cursor read-out, above the data
+        top = gl.addLayout(row=0, col=1)
+        self.legend = pg.LegendItem(colCount=len(STATE_ORDER), horSpacing=10, verSpacing=0,
+                                    labelTextSize="9pt", labelTextColor="#222",
+                                    sampleType=SwatchSample)
+        top.addItem(self.legend, row=0, col=0)
+        self.readout = pg.LabelItem("", size="9pt", color="#222", justify="right")
+        top.addItem(self.readout, row=1, col=0)
+
+        # row 1: the Gantt chart
+        self.request_axis = RequestAxis()
+        self.gantt = pg.PlotItem(axisItems={"left": self.request_axis})
+        gl.addItem(self._row_label("requests<br>(arrival order,<br>first at the top)"),
+                   row=1, col=0)
+        gl.addItem(self.gantt, row=1, col=1)
+        self._style(self.gantt, last=False)
+        vb = self.gantt.getViewBox()
+        vb.invertY(True)
+        vb.disableAutoRange()
+        self._follow = True  # fit new data until the user zooms or pans; double-click refits
+        vb.sigRangeChangedManually.connect(self._user_range)
+        self.bars: dict[int, pg.BarGraphItem] = {}
+        for state in STATE_ORDER:
+            c = STATE_COLORS[state]
+            bar = pg.BarGraphItem(x0=[], x1=[], y0=[], height=[], brush=c,
+                                  pen=pg.mkPen(c, width=1))  # 1 px: visible at any zoom
+            self.gantt.addItem(bar)
+            self.bars[state] = bar
+            self.legend.addItem(bar, STATE_LEGEND[state])
+
+        # rows 2-5: strips
+        self.batch_plot = self._strip(2, "batch size<br>(sequences)")
+        self.tokens_plot = self._strip(
+            3, f'tokens / iteration:<br><span style="color:{STATE_COLORS[PREFILL]}">prefill</span>'
+               f', <span style="color:{STATE_COLORS[DECODE]}">decode</span>')
+        self.kv_plot = self._strip(4, "KV pool used (%)")
+        self.preempt_plot = self._strip(
+            5, f'<span style="color:{STATE_COLORS[PREEMPTED]}">preemptions</span><br>'
+               'per iteration',
+            last=True)
+        self.kv_plot.setYRange(0, 100, padding=0.05)
+        self.kv_plot.getViewBox().enableAutoRange(axis="y", enable=False)
+        self.batch_curve = self._curve(self.batch_plot, BATCH_COLOR)
+        self.prefill_curve = self._curve(self.tokens_plot, STATE_COLORS[PREFILL])
+        self.decode_curve = self._curve(self.tokens_plot, STATE_COLORS[DECODE], width=1.5)
+        self.kv_curve = self._curve(self.kv_plot, KV_COLOR)
+        self.preempt_curve = pg.PlotCurveItem(pen=pg.mkPen(STATE_COLORS[PREEMPTED], width=2),
+                                              connect="pairs")
+        self.preempt_plot.addItem(self.preempt_curve)
+        self.plots = (self.gantt, self.batch_plot, self.tokens_plot, self.kv_plot,
+                      self.preempt_plot)
+        self.cursors = []
+        for plot in self.plots:
+            line = pg.InfiniteLine(angle=90, movable=False,
+                                   pen=pg.mkPen(CURSOR_COLOR, width=1, style=Qt.DashLine))
+            line.setVisible(False)
+            plot.addItem(line, ignoreBounds=True)
+            self.cursors.append(line)
+        gl.layout.setRowStretchFactor(1, 10)
+        for plot, height in ((self.batch_plot, 62), (self.tokens_plot, 62), (self.kv_plot, 62),
+                             (self.preempt_plot, 72)):  # the last carries the time axis
+            plot.setMaximumHeight(height)
+            plot.setMinimumHeight(height - 8)
+
+        self.requests: Sequence[RequestInfo] = ()
+        self.iterations: Sequence[IterationRecord] = ()
+        self.segments: TimelineSegments | None = None
+        self.strips: IterationStrips | None = None
+        self._info_by_row: list[RequestInfo] = []
+        self._key = None
+        self.current_index: int | None = None
+        self._hover_text = ""
+        self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
+        self.graphics.scene().sigMouseClicked.connect(self._on_click)
+
+    # ---- construction helpers ----------------------------------------------------------------
+    def _row_label(self, html: str) -> pg.LabelItem:
+        label = pg.LabelItem(html, size="9pt", color="#222", justify="right")
+        label.setFixedWidth(LABEL_WIDTH_PX)
+        return label
+
+    def _style(self, plot: pg.PlotItem, last: bool) -> None:
+        style_plot(plot)
+        plot.setMenuEnabled(False)
+        plot.hideButtons()
+        plot.getAxis("left").setWidth(AXIS_WIDTH_PX)
+        for name in ("left", "bottom"):
+            plot.getAxis(name).setTextPen("#333333")
+            plot.getAxis(name).setPen("#8A8A8A")
+        plot.showGrid(x=True, y=not isinstance(plot.getAxis("left"), RequestAxis), alpha=0.2)
+        if not last:
+            plot.getAxis("bottom").setStyle(showValues=False)
+            plot.getAxis("bottom").setHeight(4)
+        plot.setContentsMargins(0, 0, 0, 0)
+
+    def _strip(self, row: int, html: str, last: bool = False) -> pg.PlotItem:
+        plot = pg.PlotItem()
+        self.graphics.ci.addItem(self._row_label(html), row=row, col=0)
+        self.graphics.ci.addItem(plot, row=row, col=1)
+        self._style(plot, last)
+        plot.setXLink(self.gantt)
+        vb = plot.getViewBox()
+        vb.setMouseEnabled(x=True, y=False)
+        vb.enableAutoRange(axis="x", enable=False)
+        vb.setAutoVisible(y=True)
+        plot.getAxis("left").setTickSpacing()  # automatic, few ticks in a short strip
+        return plot
+
+    @staticmethod
+    def _curve(plot: pg.PlotItem, color: str, width: float = 1.0) -> pg.PlotCurveItem:
+        curve = pg.PlotCurveItem(pen=pg.mkPen(color, width=width), antialias=False)
+        plot.addItem(curve)
+        return curve
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def draw(self, requests: Sequence[RequestInfo], iterations: Sequence[IterationRecord],
+             current_index: int | None = None) -> None:
+        """Redraw from records; `current_index` (into `iterations`; None: the last) places the
+        cursor. The segments are recomputed only when the records change (new sequences or new
+        lengths), so moving the cursor is cheap."""
+        key = (id(requests), len(requests), id(iterations), len(iterations))
+        if key != self._key:
+            self._key = key
+            self.requests, self.iterations = requests, iterations
+            self.segments = timeline_segments(requests, iterations)
+            self.strips = iteration_strips(iterations)
+            by_id = {r.request_id: r for r in requests}
+            self._info_by_row = [by_id[rid] for rid in self.segments.request_ids]
+            self._draw_segments(self.segments)
+            self._draw_strips(self.strips)
+            clock = iterations[0].clock if iterations else "wall"
+            label = "simulated" if clock == "simulated" else "wall clock"
+            self.preempt_plot.setLabel("bottom", f"time (s, {label})")
+            if self._follow:
+                self.fit()
+        self.set_current(current_index)
+
+    def fit(self) -> None:
+        """Show the whole run: every row, arrival of the first to the end of the last."""
+        seg = self.segments
+        n = len(seg.request_ids) if seg is not None else 0
+        vb = self.gantt.getViewBox()
+        if seg is not None and len(seg):
+            lo, hi = float(seg.start_s.min()), float(seg.end_s.max())
+            vb.setXRange(lo, hi if hi > lo else lo + 1.0, padding=0.01)
+        vb.setYRange(-0.5, max(n, 1) - 0.5, padding=0.0)
+        self._follow = True
+
+    def _user_range(self, *_args) -> None:
+        self._follow = False
+
+    def _draw_segments(self, seg: TimelineSegments) -> None:
+        self.request_axis.ids = seg.request_ids
+        self.request_axis.picture = None
+        self.request_axis.update()
+        for state, bar in self.bars.items():
+            mask = seg.state == state
+            rows = seg.row[mask].astype(np.float64)
+            bar.setOpts(x0=seg.start_s[mask], x1=seg.end_s[mask], y0=rows - BAR_HEIGHT / 2,
+                        height=np.full(rows.shape, BAR_HEIGHT))
+        n = len(seg.request_ids)
+        vb = self.gantt.getViewBox()
+        vb.setLimits(yMin=-1.5, yMax=max(n, 1) + 0.5)
+
+    def _draw_strips(self, s: IterationStrips) -> None:
+        for curve, values in ((self.batch_curve, s.batch_size),
+                              (self.prefill_curve, s.prefill_tokens),
+                              (self.decode_curve, s.decode_tokens),
+                              (self.kv_curve, 100.0 * s.kv_usage)):
+            x, y, connect = step_xy(s.start_s, s.end_s, values)
+            curve.setData(x, y, connect=connect, skipFiniteCheck=True)
+        hit = s.preemptions > 0
+        x = np.repeat(0.5 * (s.start_s[hit] + s.end_s[hit]), 2)
+        y = np.zeros(x.shape)
+        y[1::2] = s.preemptions[hit]
+        self.preempt_curve.setData(x, y, connect="pairs", skipFiniteCheck=True)
+        top = max(float(s.preemptions.max()) if s.preemptions.size else 0.0, 1.0)
+        self.preempt_plot.setYRange(0, top, padding=0.1)
+        step = max(1, int(np.ceil(top / 3)))  # counts: integer ticks
+        ticks = [(float(v), str(v)) for v in range(0, int(top) + 1, step)]
+        self.preempt_plot.getAxis("left").setTicks([ticks])
+
+    def set_current(self, index: int | None) -> None:
+        """Move the cursor to iteration `index`'s end (None: the last iteration)."""
+        n = len(self.iterations)
+        if n == 0:
+            self.current_index = None
+            for line in self.cursors:
+                line.setVisible(False)
+            self.readout.setText("no iterations yet")
+            return
+        index = n - 1 if index is None else min(max(int(index), 0), n - 1)
+        self.current_index = index
+        it = self.iterations[index]
+        for line in self.cursors:
+            line.setPos(it.end_s)
+            line.setVisible(True)
+        self.readout.setText(
+            f"dashed line: iteration {it.index} ({index + 1} of {n}), ends at {it.end_s:.3f} s"
+            f" · batch {it.batch_size} · {it.prefill_tokens} prefill + {it.decode_tokens} "
+            f"decode tokens · KV pool {100 * it.kv_usage:.0f}% used · {it.waiting} waiting"
+            " · drag to pan, wheel to zoom, double-click to fit")
+
+    @property
+    def cursor_x(self) -> float | None:
+        return self.cursors[0].value() if self.cursors[0].isVisible() else None
+
+    # ---- hover -----------------------------------------------------------------------------------
+    def segment_at_point(self, x_s: float, y_row: float) -> int | None:
+        """The segment under data point (time, row), or None: the row is the nearest integer
+        and must fall inside the bar's height."""
+        seg = self.segments
+        if seg is None or not len(seg):
+            return None
+        row = int(round(y_row))
+        if abs(y_row - row) > BAR_HEIGHT / 2:
+            return None
+        return segment_at(seg, row, x_s)
+
+    def describe_segment(self, i: int) -> str:
+        seg = self.segments
+        row = int(seg.row[i])
+        info = self._info_by_row[row]
+        a, b = float(seg.start_s[i]), float(seg.end_s[i])
+        return (f"{info.request_id} · {STATE_NAMES[int(seg.state[i])]} · {a:.3f}–{b:.3f} s "
+                f"({b - a:.3f} s) · prompt {info.prompt_tokens} tokens · max new "
+                f"{info.max_new_tokens} tokens · arrived {info.arrival_s:.3f} s")
+
+    def _on_click(self, event) -> None:
+        if event.double() and self.gantt.getViewBox().sceneBoundingRect().contains(
+                event.scenePos()):
+            self.fit()
+
+    def _on_mouse(self, scene_pos) -> None:
+        vb = self.gantt.getViewBox()
+        text = ""
+        if vb.sceneBoundingRect().contains(scene_pos):
+            point = vb.mapSceneToView(scene_pos)
+            i = self.segment_at_point(point.x(), point.y())
+            if i is not None:
+                text = self.describe_segment(i)
+        if text != self._hover_text:
+            self._hover_text = text
+            self.info.setText(text or "Hover over a bar for the request, its state and its span.")
+            self.hovered.emit(text)
+            if text:
+                view_pos = self.graphics.mapFromScene(scene_pos)
+                QToolTip.showText(self.graphics.mapToGlobal(view_pos), text, self.graphics)
+            else:
+                QToolTip.hideText()
+
+
+def bench_timeline(n_requests: int = 2000, n_iterations: int = 20_000) -> dict:
+    """Segments and one full draw + render (offscreen grab at 1280x560) of a synthetic
+    continuous run, in ms. For a look at the cost; no test asserts it."""
+    requests, iterations = synthetic_schedule(
+        n_requests, max_iterations=n_iterations, max_running=64, token_budget=2048,
+        kv_blocks=3000, mean_gap_s=0.01, mean_new_tokens=640)
+    t = time.perf_counter()
+    segments = timeline_segments(requests, iterations)
+    segments_ms = 1e3 * (time.perf_counter() - t)
+    pg.mkQApp()
+    view = BatchTimelineView()
+    view.resize(1280, 560)
+    t = time.perf_counter()
+    view.draw(requests, iterations)
+    view.grab()
+    render_ms = 1e3 * (time.perf_counter() - t)
+    view.deleteLater()
+    return {"segments_ms": segments_ms, "render_ms": render_ms, "segments": len(segments),
+            "iterations": len(iterations), "requests": len(requests)}
