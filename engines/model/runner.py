@@ -11,6 +11,17 @@ block tables, runs the model once and returns each sequence's next-token logits.
     runner.append("a", next_id)      # reserve the new token's slot (copy-on-write if shared)
     logits = runner.step(["a"])      # decode
     runner.free("a")
+
+Chunked prefill reserves a prompt piece by piece and runs each piece when it is reserved:
+
+    runner.reserve("b", prompt_ids[:64])   # the first chunk (a prefix hit skips cached tokens)
+    logits = runner.step(["b"])
+    runner.reserve("b", prompt_ids[64:])   # the rest
+    logits = runner.step(["b"])            # these logits start decoding
+
+A scheduler that owns the reservations (engines/serve: its Scheduler over `runner.blocks`)
+calls `forward` with explicit (seq_id, start, n_tokens) chunks instead, and marks the
+computed tokens itself.
 """
 
 from __future__ import annotations
@@ -50,6 +61,16 @@ class ModelRunner:
         self._n_computed[seq_id] = n_cached
         return n_cached
 
+    def reserve(self, seq_id: object, token_ids: Sequence[int]) -> int:
+        """Reserve the next chunk of a prompt (the first call allocates the sequence); return
+        how many of its tokens the prefix cache held (0 after the first chunk)."""
+        if seq_id not in self._n_computed:
+            return self.add(seq_id, token_ids)
+        cows = self.blocks.append_tokens(seq_id, [int(t) for t in token_ids])
+        if cows:
+            self.cache.copy_blocks(cows)
+        return 0
+
     def append(self, seq_id: object, token_id: int) -> None:
         """Reserve the slot of one more token (copying a shared last block first)."""
         cow = self.blocks.append_token(seq_id, int(token_id))
@@ -80,22 +101,38 @@ class ModelRunner:
         """
         if not seq_ids:
             raise ValueError("step needs at least one sequence")
-        starts, query_lens, tokens = [], [], []
+        chunks = []
         for i, sid in enumerate(seq_ids):
             done, total = self._n_computed[sid], self.blocks.num_tokens(sid)
             n = total - done if max_tokens is None else min(total - done, int(max_tokens[i]))
             if n < 1:
                 raise ValueError(f"sequence {sid!r} has no pending token to run")
-            starts.append(done)
-            query_lens.append(n)
-            tokens.extend(self.blocks.token_ids(sid)[done: done + n])
+            chunks.append((sid, done, n))
+        logits = self.forward(chunks)
+        for sid, start, n in chunks:
+            self._n_computed[sid] = start + n
+            self.blocks.mark_computed(sid, start + n)  # now prefix-cache hits
+        return logits
+
+    def forward(self, chunks: Sequence[tuple[object, int, int]]) -> torch.Tensor:
+        """ONE flat forward over reserved tokens [start, start + n) of each (seq_id, start, n).
+
+        Their K/V before `start` must be in the cache. Writes the chunks' K/V; does not mark
+        them computed (`step` does; a scheduler does it in its update). Returns fp32 logits
+        [len(chunks), vocab]: each chunk's last token.
+        """
+        if not chunks:
+            raise ValueError("forward needs at least one chunk")
+        seq_ids = [sid for sid, _, _ in chunks]
+        starts = [int(start) for _, start, _ in chunks]
+        query_lens = [int(n) for _, _, n in chunks]
+        tokens = []
+        for sid, start, n in zip(seq_ids, starts, query_lens, strict=True):
+            tokens.extend(self.blocks.token_ids(sid)[start: start + n])
         device = self.model.device
         meta = build_attention_metadata(self.blocks, seq_ids, query_lens, device,
                                         query_starts=starts)
         ids = torch.tensor(tokens, dtype=torch.int64, device=device)
         logits = self.model.forward(ids, meta, self.cache)
-        for sid, n in zip(seq_ids, query_lens, strict=True):
-            self._n_computed[sid] += n
-            self.blocks.mark_computed(sid, self._n_computed[sid])  # now prefix-cache hits
         self.last_metadata = meta
         return logits
