@@ -5,4 +5,8 @@
 - `request`: `Request` (frozen, as submitted) and `Sequence` (the scheduler's working state).
 - `scheduler`: `Scheduler` with the `continuous` (vLLM v1, chunked prefill),
   `continuous-no-chunking` (vLLM v0, prefill-first) and `static` batching policies.
+- `engine`: `ServingEngine`, the loop (admit arrivals, schedule, execute, update) handing out
+  one IterationRecord per iteration; `bench_simulator` (simulated requests per wall second).
+- `clock`: the executors: `ModelExecutor` (the real model, wall clock) and `SimulatedExecutor`
+  (the roofline time of each flat batch, no model); `simulated_pool_blocks` sizes the pool.
 """
