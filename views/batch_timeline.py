@@ -165,7 +165,14 @@ class BatchTimelineView(QWidget):
             5, f'<span style="color:{STATE_COLORS[PREEMPTED]}">preemptions</span><br>'
                'per iteration',
             last=True)
-        self.kv_plot.setYRange(0, 100, padding=0.05)
+        self.kv_plot.setYRange(0, 100, padding=0.08)
+        self.kv_plot.getAxis("left").setTicks([[(v, str(v)) for v in (0, 50, 100)],
+                                               [(v, "") for v in (25, 75)]])
+        for plot in (self.kv_plot, self.preempt_plot):
+            # short strips: labels at the edges may overhang (an axis with a grid clips them)
+            plot.showGrid(x=True, y=False, alpha=0.2)
+            plot.getAxis("left").setStyle(hideOverlappingLabels=False,
+                                          textFillLimits=[(0, 0.95), (3, 0.9)])
         self.kv_plot.getViewBox().enableAutoRange(axis="y", enable=False)
         self.batch_curve = self._curve(self.batch_plot, BATCH_COLOR)
         self.prefill_curve = self._curve(self.tokens_plot, STATE_COLORS[PREFILL])
@@ -185,7 +192,7 @@ class BatchTimelineView(QWidget):
             self.cursors.append(line)
         gl.layout.setRowStretchFactor(1, 10)
         for plot, height in ((self.batch_plot, 62), (self.tokens_plot, 62), (self.kv_plot, 62),
-                             (self.preempt_plot, 72)):  # the last carries the time axis
+                             (self.preempt_plot, 80)):  # the last carries the time axis
             plot.setMaximumHeight(height)
             plot.setMinimumHeight(height - 8)
 
@@ -257,7 +264,7 @@ class BatchTimelineView(QWidget):
             self._draw_strips(self.strips)
             clock = iterations[0].clock if iterations else "wall"
             label = "simulated" if clock == "simulated" else "wall clock"
-            self.preempt_plot.setLabel("bottom", f"time (s, {label})")
+            self.preempt_plot.setLabel("bottom", f"time (s, {label})", color="#333333")
             if self._follow:
                 self.fit()
         self.set_current(current_index)
