@@ -84,7 +84,8 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
     - a chunk's attention: attention_prefill_cost(n) (causal within the chunk) plus its n
       queries over the `start` cached tokens: attention_decode_cost(n, start)'s FLOPs, the
       cached K/V read once (start · kv_bytes_per_token);
-    - a decode's attention: attention_decode_cost(1, context).
+    - the decodes' attention: attention_decode_cost(n_decodes, their mean context), which is
+      the sum of each one's attention_decode_cost(1, context) (the cost is linear in context).
     """
     n_tokens = sum(n for _, n in prefills) + len(decode_contexts)
     n_seqs = len(prefills) + len(decode_contexts)
@@ -98,7 +99,9 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
         if start:
             flops = attention_decode_cost(cfg, n, start, dtype, dtype).flops
             parts.append(OpCost("attention over the cached prefix", flops, start * kv_token))
-    parts += [attention_decode_cost(cfg, 1, ctx, dtype, dtype) for ctx in decode_contexts]
+    if decode_contexts:
+        mean_context = sum(decode_contexts) / len(decode_contexts)
+        parts.append(attention_decode_cost(cfg, len(decode_contexts), mean_context, dtype, dtype))
     return sum_costs(f"iteration T={n_tokens} seqs={n_seqs}", parts)
 
 
