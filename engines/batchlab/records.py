@@ -8,9 +8,47 @@ draw them, snapshots store them (`to_dict` / `from_dict`, ValueError naming the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
+from numbers import Integral, Real
 
 from inferlab.engines.presets import dataclass_from_dict
+
+CLOCKS = ("wall", "simulated")
+
+
+def _count(record, name: str) -> None:
+    """An int >= 0 (numpy integers become int: the records stay JSON-able)."""
+    value = getattr(record, name)
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{name}: expected an integer, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name}: must be >= 0, got {value}")
+    object.__setattr__(record, name, int(value))
+
+
+def _seconds(record, name: str) -> None:
+    """A finite real number (stored as float)."""
+    value = getattr(record, name)
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name}: expected a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name}: must be finite, got {value}")
+    object.__setattr__(record, name, float(value))
+
+
+def _text(record, name: str, empty: bool = True) -> None:
+    value = getattr(record, name)
+    if not isinstance(value, str) or (not empty and not value):
+        raise ValueError(f"{name}: expected a {'' if empty else 'non-empty '}string")
+
+
+def _ids(record, name: str) -> None:
+    """A tuple of request ids (a list is taken as one)."""
+    value = getattr(record, name)
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name}: expected a tuple of request ids")
+    object.__setattr__(record, name, tuple(value))
 
 
 @dataclass(frozen=True)
@@ -20,6 +58,13 @@ class RequestInfo:
     prompt_tokens: int
     max_new_tokens: int
     prompt: str = ""  # the text, when the workload has one
+
+    def __post_init__(self) -> None:
+        _text(self, "request_id", empty=False)
+        _seconds(self, "arrival_s")
+        _count(self, "prompt_tokens")
+        _count(self, "max_new_tokens")
+        _text(self, "prompt")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -36,6 +81,11 @@ class PrefillSlice:
     request_id: str
     start: int
     n_tokens: int
+
+    def __post_init__(self) -> None:
+        _text(self, "request_id", empty=False)
+        _count(self, "start")
+        _count(self, "n_tokens")
 
 
 @dataclass(frozen=True)
@@ -55,6 +105,25 @@ class IterationRecord:
     kv_total_blocks: int
     waiting: int  # requests queued after it (arrived, not running)
     running: int
+
+    def __post_init__(self) -> None:
+        _count(self, "index")
+        _text(self, "policy")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock: expected one of {', '.join(CLOCKS)}, got {self.clock!r}")
+        _seconds(self, "start_s")
+        _seconds(self, "end_s")
+        if self.end_s < self.start_s:
+            raise ValueError(f"end_s {self.end_s} is before start_s {self.start_s}")
+        prefills = self.prefills
+        if not isinstance(prefills, (tuple, list)) or not all(
+                isinstance(p, PrefillSlice) for p in prefills):
+            raise ValueError("prefills: expected a tuple of PrefillSlice")
+        object.__setattr__(self, "prefills", tuple(prefills))
+        for name in ("decodes", "preempted", "finished"):
+            _ids(self, name)
+        for name in ("kv_used_blocks", "kv_total_blocks", "waiting", "running"):
+            _count(self, name)
 
     @property
     def duration_s(self) -> float:
