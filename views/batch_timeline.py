@@ -399,7 +399,12 @@ def bench_timeline(n_requests: int = 2000, n_iterations: int = 20_000) -> dict:
     t = time.perf_counter()
     view.draw(requests, iterations)
     view.grab()
-    render_ms = 1e3 * (time.perf_counter() - t)
+    render_ms = 1e3 * (time.perf_counter() - t)  # segments and strips again, then the paint
+    t = time.perf_counter()
+    view.draw(requests, iterations, current_index=len(iterations) // 2)
+    view.grab()
+    cursor_ms = 1e3 * (time.perf_counter() - t)  # the same records: cursor move and repaint
     view.deleteLater()
-    return {"segments_ms": segments_ms, "render_ms": render_ms, "segments": len(segments),
+    return {"segments_ms": segments_ms, "render_ms": render_ms, "cursor_ms": cursor_ms,
+            "segments": len(segments),
             "iterations": len(iterations), "requests": len(requests)}
