@@ -1,0 +1,292 @@
+"""The batching lab's settings, session, snapshot section and trace events.
+
+A session is one seeded workload (`workload.generate`) run through a `ServingEngine`, one
+iteration per `step()`: on the simulated clock by `SimulatedExecutor` (a model config's
+roofline time on a hardware preset, the pool what fits beside the weights), or on the wall
+clock by a real model (`ModelExecutor`; the tiny model by default, kept small: at most
+WALL_MAX_REQUESTS requests, prompts and outputs clipped to WALL_MAX_PROMPT / WALL_MAX_OUTPUT).
+"""
+
+from __future__ import annotations
+
+import time
+
+from inferlab.engines.batchlab.records import CLOCKS, IterationRecord, RequestInfo
+from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
+from inferlab.engines.serve.scheduler import POLICIES
+from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.trace.snapshot import lab_section, section_field
+from inferlab.engines.trace.thinning import keep_every
+
+BATCHING_DEFAULTS = {
+    "policy": "continuous",
+    "clock": "simulated",
+    "model_config": "llama-3-8b",  # the simulated clock's model
+    "hardware": "h100-sxm",  # the simulated clock's device
+    "model": "tiny",  # the wall clock's model (engines.kvlab.models names)
+    "requests": 200,
+    "rate_per_s": 20.0,
+    "prompt_mean": 6.0,  # lognormal, numpy's mean/sigma of the underlying normal: median e^6 ≈ 403
+    "prompt_sigma": 0.5,
+    "output_mean": 5.0,  # median e^5 ≈ 148 tokens
+    "output_sigma": 0.5,
+    "seed": 0,
+    "max_num_batched_tokens": 2048,
+    "max_num_seqs": 128,
+    "static_batch_size": 8,
+    "slo_ttft_s": 1.0,  # goodput: requests meeting both objectives per second
+    "slo_tpot_s": 0.05,
+}
+
+
+def _model_presets():
+    from inferlab.engines.model.config import list_model_presets
+
+    return list_model_presets()
+
+
+def _hardware_presets():
+    from inferlab.engines.hardware.presets import list_hardware_presets
+
+    return list_hardware_presets()
+
+
+BATCHING_SETTINGS = {  # the view's ranges
+    "policy": Setting("str", choices=POLICIES),
+    "clock": Setting("str", choices=CLOCKS),
+    "model_config": Setting("str", choices=_model_presets),
+    "hardware": Setting("str", choices=_hardware_presets),
+    "model": Setting("str"),
+    "requests": Setting("int", 1, 100_000),
+    "rate_per_s": Setting("float", 0.001, 100_000),
+    "prompt_mean": Setting("float", 0, 12),
+    "prompt_sigma": Setting("float", 0, 3),
+    "output_mean": Setting("float", 0, 12),
+    "output_sigma": Setting("float", 0, 3),
+    "seed": Setting("int", 0, 2**31 - 1),
+    "max_num_batched_tokens": Setting("int", 1, 1_000_000),
+    "max_num_seqs": Setting("int", 1, 100_000),
+    "static_batch_size": Setting("int", 1, 100_000),
+    "slo_ttft_s": Setting("float", 0.000001, 3600),
+    "slo_tpot_s": Setting("float", 0.000001, 3600),
+}
+
+BLOCK_SIZE = 16
+WALL_MAX_REQUESTS, WALL_MAX_PROMPT, WALL_MAX_OUTPUT = 32, 64, 32
+ITERATIONS_LIMIT = 50_000
+"""A snapshot keeps every iteration up to this many, then every k-th (and the last)."""
+METRICS_EVERY_S = 0.25
+"""A live session recomputes its metrics at most this often (wall time), and at the end."""
+
+
+def check_batching_settings(settings, where: str = "settings") -> dict:
+    """The settings, strictly checked (ValueError naming the field)."""
+    return check_settings(settings, BATCHING_SETTINGS, BATCHING_DEFAULTS, where)
+
+
+def batching_workload(settings: dict):
+    """The workload spec of `settings` (seeded Poisson arrivals, lognormal lengths)."""
+    from inferlab.engines.serve import workload
+
+    return workload.Workload(
+        int(settings["requests"]), rate_per_s=float(settings["rate_per_s"]),
+        prompt_len=workload.LengthDist.lognormal(settings["prompt_mean"],
+                                                 settings["prompt_sigma"]),
+        output_len=workload.LengthDist.lognormal(settings["output_mean"],
+                                                 settings["output_sigma"]),
+        seed=int(settings["seed"]))
+
+
+def batching_slo(settings: dict) -> SLO:
+    return SLO(ttft_s=float(settings["slo_ttft_s"]), tpot_s=float(settings["slo_tpot_s"]))
+
+
+def batching_metrics(metrics: ServingMetrics, iterations) -> dict:
+    """The serving metrics' dict (seconds) plus iterations and preemptions."""
+    return metrics.to_dict() | {"iterations": len(iterations),
+                                "preemptions": sum(len(r.preempted) for r in iterations)}
+
+
+class BatchingSession:
+    """One run of the lab: `step()` runs the engine to its next iteration and returns its
+    record; `done`, `step_index` (iterations so far), `request_infos()`, `timings()`."""
+
+    def __init__(self, settings: dict, device: str = "cpu", items=None) -> None:
+        from inferlab.engines.kv.block_manager import BlockManager
+        from inferlab.engines.serve import workload
+        from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+        from inferlab.engines.serve.scheduler import Scheduler
+
+        self.settings = settings = check_batching_settings(settings)
+        items = list(items) if items is not None else workload.generate(
+            batching_workload(settings))
+        if settings["clock"] == "simulated":
+            from inferlab.engines.hardware.presets import load_hardware_preset
+            from inferlab.engines.model.config import load_model_preset
+            from inferlab.engines.serve.clock import SimulatedExecutor, simulated_pool_blocks
+
+            cfg = load_model_preset(settings["model_config"])
+            preset = load_hardware_preset(settings["hardware"])
+            blocks = BlockManager(simulated_pool_blocks(cfg, preset, BLOCK_SIZE), BLOCK_SIZE,
+                                  enable_prefix_caching=False)
+            executor = SimulatedExecutor(cfg, preset)
+            self.model_id, self.device = cfg.id, preset.id
+            vocab = cfg.vocab_size
+        else:
+            import dataclasses
+
+            from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
+            from inferlab.engines.model.runner import ModelRunner
+            from inferlab.engines.serve.clock import ModelExecutor
+
+            items = [dataclasses.replace(w, prompt_tokens=min(w.prompt_tokens, WALL_MAX_PROMPT),
+                                         output_tokens=min(w.output_tokens, WALL_MAX_OUTPUT))
+                     for w in items[:WALL_MAX_REQUESTS]]
+            model, _tokenizer = load_lab_model(settings["model"], device)
+            need = sum(-(-(w.prompt_tokens + w.output_tokens) // BLOCK_SIZE) for w in items)
+            runner = ModelRunner(model, n_blocks=max(need, 1), block_size=BLOCK_SIZE,
+                                 enable_prefix_caching=False)
+            blocks = runner.blocks
+            executor = ModelExecutor(runner)
+            self.model_id, self.device = resolve_model_name(settings["model"]), device
+            vocab = model.config.vocab_size
+        self.items = items
+        requests = requests_from_workload(items, vocab)
+        scheduler = Scheduler(settings["policy"], blocks,
+                              max_num_batched_tokens=settings["max_num_batched_tokens"],
+                              max_num_seqs=settings["max_num_seqs"],
+                              static_batch_size=settings["static_batch_size"])
+        self.engine = ServingEngine(scheduler, executor, requests)
+        self._infos = tuple(self.engine.request_infos())
+        self._metrics: dict | None = None
+        self._metrics_at = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.engine.done
+
+    @property
+    def step_index(self) -> int:
+        return len(self.engine.records)
+
+    @property
+    def records(self) -> list[IterationRecord]:
+        return self.engine.records
+
+    def step(self) -> IterationRecord:
+        """Run to the next iteration (idle time is skipped) and return its record."""
+        while not self.engine.done:
+            record = self.engine.step()
+            if record is not None:
+                return record
+        raise RuntimeError("the run has ended: there is no iteration left")
+
+    def request_infos(self) -> tuple[RequestInfo, ...]:
+        return self._infos
+
+    def timings(self):
+        return self.engine.timings()
+
+    def serving_metrics(self) -> ServingMetrics:
+        return summarize(self.timings(), slo=batching_slo(self.settings))
+
+    def metrics(self) -> dict:
+        """`batching_metrics` of the run so far, recomputed at most every METRICS_EVERY_S."""
+        now = time.perf_counter()
+        if self._metrics is None or self.done or now - self._metrics_at >= METRICS_EVERY_S:
+            self._metrics = batching_metrics(self.serving_metrics(), self.records)
+            self._metrics_at = now
+        return self._metrics
+
+    def outputs(self) -> list[dict]:
+        """Per request: id, arrival, output token times and ids (in arrival order)."""
+        seqs = self.engine.scheduler.seqs
+        out = []
+        for info, t in zip(self._infos, self.timings(), strict=True):
+            seq = seqs.get(info.request_id)
+            out.append({"request_id": info.request_id, "arrival_s": t.arrival_s,
+                        "prompt_tokens": t.prompt_tokens,
+                        "token_times_s": list(t.token_times_s),
+                        "output_token_ids": list(seq.output_ids) if seq else []})
+        return out
+
+
+def batching_session(settings: dict, device: str = "cpu", items=None) -> BatchingSession:
+    """A session over `settings` (checked); `items`: WorkloadRequests instead of the seeded
+    workload (a trace)."""
+    return BatchingSession(settings, device, items)
+
+
+def batching_section(settings: dict, requests, iterations, metrics: ServingMetrics | dict
+                     ) -> dict:
+    """The snapshot's `labs.batching`; huge runs keep every k-th iteration (and the last)."""
+    if not requests:
+        return lab_section(settings, {}, {"iterations": 0})
+    n = len(iterations)
+    every = keep_every(n, 1, ITERATIONS_LIMIT)
+    kept = [r.to_dict() for i, r in enumerate(iterations) if i % every == 0 or i == n - 1]
+    state = {"requests": [r.to_dict() for r in requests], "iterations": kept,
+             "iterations_every": every}
+    if isinstance(metrics, ServingMetrics):
+        metrics = batching_metrics(metrics, iterations)
+    return lab_section(settings, state, metrics)
+
+
+def read_batching_section(sec: dict):
+    """(settings, [RequestInfo], [IterationRecord], metrics dict); ValueError names a bad
+    field."""
+    where = "labs.batching"
+    settings = check_batching_settings(section_field(sec, "settings", where), f"{where}.settings")
+    state = section_field(sec, "state", where)
+    metrics = section_field(sec, "metrics", where)
+    if not isinstance(metrics, dict):
+        raise ValueError(f"{where}.metrics: expected an object")
+    if not isinstance(state, dict):
+        raise ValueError(f"{where}.state: expected an object")
+    if not state:
+        return settings, [], [], metrics
+    raw_requests = section_field(state, "requests", f"{where}.state")
+    raw_iterations = section_field(state, "iterations", f"{where}.state")
+    for name, value in (("requests", raw_requests), ("iterations", raw_iterations)):
+        if not isinstance(value, list):
+            raise ValueError(f"{where}.state.{name}: expected a list")
+    requests = []
+    for i, r in enumerate(raw_requests):
+        try:
+            requests.append(RequestInfo.from_dict(r, f"{where}.state.requests[{i}]"))
+        except ValueError as e:
+            raise _named(e, f"{where}.state.requests[{i}]") from None
+    iterations = []
+    for i, r in enumerate(raw_iterations):
+        try:
+            iterations.append(IterationRecord.from_dict(r, f"{where}.state.iterations[{i}]"))
+        except ValueError as e:
+            raise _named(e, f"{where}.state.iterations[{i}]") from None
+    ids = {r.request_id for r in requests}
+    for i, it in enumerate(iterations):
+        unknown = [rid for rid in (*it.decodes, *(p.request_id for p in it.prefills))
+                   if rid not in ids]
+        if unknown:
+            raise ValueError(f"{where}.state.iterations[{i}]: unknown request {unknown[0]!r}")
+    return settings, requests, iterations, metrics
+
+
+def _named(error: ValueError, where: str) -> ValueError:
+    text = str(error)
+    return error if text.startswith(where) else ValueError(f"{where}: {text}")
+
+
+def batching_trace_iteration(recorder, record: IterationRecord, offset_s: float = 0.0) -> None:
+    """One iteration as a span on the run's clock (shifted by `offset_s`, the recorder's time
+    when the run started) plus batch-size and KV-usage counters at its end."""
+    start, end = offset_s + record.start_s, offset_s + record.end_s
+    recorder.add_span(f"iteration {record.index}", start, end, cat="batching",
+                      args={"policy": record.policy, "clock": record.clock,
+                            "prefill_tokens": record.prefill_tokens,
+                            "decode_tokens": record.decode_tokens,
+                            "preempted": len(record.preempted)})
+    recorder.counter("batch size", {"sequences": record.batch_size,
+                                    "prefill tokens": record.prefill_tokens,
+                                    "decode tokens": record.decode_tokens}, ts_s=end,
+                     cat="batching")
+    recorder.counter("KV usage %", {"used": 100 * record.kv_usage}, ts_s=end, cat="batching")

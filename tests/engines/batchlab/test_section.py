@@ -1,0 +1,86 @@
+"""The batching lab's section: a JSON round trip gives the records back, bad settings and
+fields are named, a simulated session runs to its end deterministically."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferlab.engines.serve.metrics import summarize
+from inferlab.engines.servelab.section import (
+    BATCHING_DEFAULTS,
+    batching_section,
+    batching_session,
+    read_batching_section,
+)
+
+SMALL = dict(BATCHING_DEFAULTS, requests=30, rate_per_s=40.0)
+
+
+def run_to_end(settings):
+    session = batching_session(settings)
+    records = []
+    while not session.done:
+        records.append(session.step())
+    return session, records
+
+
+def test_a_simulated_session_runs_to_the_end_deterministically():
+    a, records = run_to_end(SMALL)
+    b, again = run_to_end(SMALL)
+    assert records == again and a.records == records
+    assert [r.index for r in records] == list(range(len(records))) == list(range(a.step_index))
+    assert all(r.clock == "simulated" and r.policy == "continuous" for r in records)
+    assert sum(len(r.finished) for r in records) == 30
+    metrics = a.metrics()
+    assert metrics["completed"] == 30 and metrics["iterations"] == len(records)
+    assert metrics["output_tokens_per_s"] > 0
+    with pytest.raises(RuntimeError, match="ended"):
+        a.step()
+
+
+def test_section_round_trips_through_json():
+    session, records = run_to_end(dict(SMALL, policy="static"))
+    section = batching_section(session.settings, session.request_infos(), records,
+                               session.serving_metrics())
+    settings, requests, iterations, metrics = read_batching_section(
+        json.loads(json.dumps(section)))
+    assert settings == session.settings
+    assert requests == list(session.request_infos())
+    assert iterations == records
+    expected = summarize(session.timings(), slo=None).to_dict()
+    assert metrics["ttft_s"] == expected["ttft_s"]
+    assert metrics["preemptions"] == sum(len(r.preempted) for r in records)
+
+
+def test_an_empty_section_reads_as_no_run():
+    settings, requests, iterations, metrics = read_batching_section(
+        batching_section(dict(BATCHING_DEFAULTS), [], [], {}))
+    assert settings == BATCHING_DEFAULTS and requests == [] and iterations == []
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"policy": "fifo"}, "labs.batching.settings.policy"),
+    ({"requests": 0}, "labs.batching.settings.requests"),
+    ({"rate_per_s": "fast"}, "labs.batching.settings.rate_per_s"),
+    ({"hardware": "abacus"}, "labs.batching.settings.hardware"),
+])
+def test_bad_settings_are_named(change, field):
+    section = batching_section(dict(BATCHING_DEFAULTS) | change, [], [], {})
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        read_batching_section(section)
+    with pytest.raises(ValueError, match=next(iter(change))):
+        batching_session(dict(BATCHING_DEFAULTS) | change)
+
+
+def test_bad_records_are_named():
+    session, records = run_to_end(dict(SMALL, requests=5))
+    section = json.loads(json.dumps(batching_section(
+        session.settings, session.request_infos(), records, session.serving_metrics())))
+    section["state"]["iterations"][2]["end_s"] = -1.0
+    with pytest.raises(ValueError, match=r"iterations\[2\]"):
+        read_batching_section(section)
+    del section["state"]["requests"]
+    with pytest.raises(ValueError, match="missing field 'requests'"):
+        read_batching_section(section)
