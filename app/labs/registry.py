@@ -108,6 +108,24 @@ LABS: tuple[LabSpec, ...] = (
         run="inferlab.engines.kvlab.run:run",
         bench="inferlab.app.benches.kv:run_kv_lab_bench",
     ),
+    LabSpec(
+        id="batching",
+        title="Continuous batching",
+        summary=("Static vs continuous batching of a seeded request stream: every request's "
+                 "timeline, batch size, KV use, TTFT/TPOT/ITL"),
+        description=(
+            "a seeded request stream (Poisson arrivals, lognormal lengths, or a JSONL trace) "
+            "through a vLLM-style scheduler — static batches, continuous batching with or "
+            "without chunked prefill — on a simulated clock (a model's roofline time on an "
+            "H100, say) or the real tiny model's wall clock: every request's waiting, prefill, "
+            "decode and preemption on one timeline, the batch size and KV pool per iteration, "
+            "and TTFT, TPOT, ITL, E2E percentiles, throughput and goodput as vLLM measures "
+            "them."),
+        controller="inferlab.app.labs.batching:BatchingLab",
+        read_section="inferlab.engines.servelab.section:read_batching_section",
+        run_arguments="inferlab.engines.servelab.run:add_arguments",
+        run="inferlab.engines.servelab.run:run",
+    ),
 )
 
 LAB_IDS: tuple[str, ...] = tuple(spec.id for spec in LABS)  # the shipped labs (code reads LABS)

@@ -1,0 +1,122 @@
+"""Batching lab: a seeded request stream through the serving engine, one scheduler iteration a
+step, drawn as a timeline of every request's states beside the run's serving metrics.
+
+A stepped lab (`SteppedLab`): the session (engines/servelab) lives in worker tasks only; each
+iteration's frozen record comes back through a queued signal; the view is redrawn at most at
+the screen rate. The header drawn beside the records is (RequestInfo tuple, metrics dict).
+"""
+
+from __future__ import annotations
+
+from inferlab.app.labs.stepped import SteppedLab
+from inferlab.engines.servelab.section import (
+    BATCHING_DEFAULTS,
+    BATCHING_SETTINGS,
+    batching_metrics,
+    batching_section,
+    batching_trace_iteration,
+    read_batching_section,
+)
+from inferlab.views.batching_view import BatchingView
+
+AUTO_STEPS = 800
+"""Iterations run when the lab is first shown (under a second on the simulated clock):
+enough for the timeline to show arrivals, prefills and decodes interleaving."""
+
+
+class BatchingLab(SteppedLab):
+    lab_id = "batching"
+    task_name = "Batching lab"
+    defaults = BATCHING_DEFAULTS
+    settings_table = BATCHING_SETTINGS
+    auto_steps = AUTO_STEPS
+    empty_snapshot_text = ("This snapshot holds no batching run.",
+                           "Read-only snapshot: the batching lab had not run when it was taken.")
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, BatchingView(), parent)
+        self._trace_offset_s = 0.0
+        self.view.set_settings(self._settings)
+        self.view.set_status("The lab starts its run when it is first shown.")
+
+    @property
+    def requests(self) -> tuple:
+        return self.header[0] if self.header is not None else ()
+
+    @property
+    def metrics(self) -> dict:
+        return self.header[1] if self.header is not None else {}
+
+    # ---- settings ----------------------------------------------------------------------------
+    def valid_settings(self, s: dict) -> dict:
+        if s["static_batch_size"] > s["max_num_seqs"]:
+            s["static_batch_size"] = s["max_num_seqs"]
+        return s
+
+    # ---- the session -------------------------------------------------------------------------
+    def preparing_text(self, settings: dict, device: str) -> str:
+        where = (f"{settings['model_config']} on {settings['hardware']}, simulated"
+                 if settings["clock"] == "simulated" else f"{settings['model']} on {device}")
+        return f"Preparing {settings['requests']} requests ({where})…"
+
+    def open_session(self, settings: dict, device: str, progress):
+        from inferlab.engines.servelab.section import batching_session
+
+        progress(0.1, "generating the workload")
+        session = batching_session(settings, device)
+        self._trace_offset_s = self.context.recorder.now_s()
+        return session
+
+    def header_of(self, session):
+        return session.request_infos(), session.metrics()
+
+    def ready_text(self) -> str:
+        s = self.session
+        if s is None:
+            return ""
+        self._refresh_metrics()
+        m = self.metrics
+        clock = "simulated" if s.settings["clock"] == "simulated" else "wall clock"
+        where = f"{s.model_id} on {s.device} ({clock}, {s.settings['policy']})"
+        if s.done:
+            return (f"{where}: all {m.get('completed', 0)} requests finished after "
+                    f"{m.get('iterations', 0)} iterations. Reset (Ctrl+R) to run it again.")
+        return (f"{where}: iteration {s.step_index} next, {m.get('completed', 0)} of "
+                f"{len(self.requests)} requests finished. Step (N) runs one iteration, "
+                "Run (Space) runs to the end, Ctrl+R resets.")
+
+    def _refresh_metrics(self) -> None:
+        """Between tasks (the worker is not stepping): the metrics of every record so far (a
+        live session recomputes them at most every METRICS_EVERY_S while it runs)."""
+        if self._running or self.header is None or self.read_only:
+            return
+        if self.metrics.get("iterations") != len(self.records):
+            self.header = (self.requests, batching_metrics(self.session.serving_metrics(),
+                                                           self.records))
+            self._dirty = True
+
+    def ended_text(self) -> str:
+        return "Every request has finished: Reset (Ctrl+R) to run it again."
+
+    # ---- records ------------------------------------------------------------------------------
+    def on_record(self, record) -> None:
+        batching_trace_iteration(self.context.recorder, record, self._trace_offset_s)
+
+    def draw(self, header, records) -> None:
+        requests, metrics = header
+        self.view.draw(requests, records, metrics)
+
+    # ---- snapshots ------------------------------------------------------------------------------
+    def snapshot_section(self) -> dict:
+        if self._task is None:  # no worker stepping the session now
+            self._refresh_metrics()
+        return batching_section(self.settings(), self.requests, self.records, self.metrics)
+
+    def replay_parts(self, section: dict):
+        settings, requests, iterations, metrics = read_batching_section(section)
+        return settings, (tuple(requests), metrics) if requests else None, iterations
+
+    def replay_text(self, header, records) -> str:
+        requests, metrics = header
+        return (f"Read-only snapshot: {len(records)} iterations of {len(requests)} requests. "
+                "Drag the iteration slider to replay them.")

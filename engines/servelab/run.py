@@ -1,0 +1,86 @@
+"""`inferlab run batching`: a seeded workload (or a JSONL trace) through the serving engine to
+its end, headless: each iteration a trace span on the run's clock, the serving metrics and
+every request's token times as the summary.
+
+`add_arguments(parser)` adds the lab's options; `run(args, recorder)` returns (section,
+summary). The registry entry (app/labs/registry.py) names both."""
+
+from __future__ import annotations
+
+from inferlab.engines.servelab.section import (
+    BATCHING_DEFAULTS,
+    batching_section,
+    batching_session,
+    batching_trace_iteration,
+    check_batching_settings,
+)
+
+OPTIONS = {"policy": "--policy", "clock": "--clock", "requests": "--requests",
+           "rate_per_s": "--rate", "seed": "--seed", "model_config": "--model-config",
+           "hardware": "--hardware", "model": "--model"}
+
+
+def add_arguments(p) -> None:
+    from inferlab.engines.serve.scheduler import POLICIES
+
+    d = BATCHING_DEFAULTS
+    p.add_argument("--policy", default=d["policy"], choices=POLICIES,
+                   help=f"the batching policy (default {d['policy']})")
+    p.add_argument("--clock", default=d["clock"], choices=("simulated", "wall"),
+                   help="simulated: the roofline time of each batch of --model-config on "
+                        "--hardware; wall: the real --model, small runs (default simulated)")
+    p.add_argument("--requests", type=int, default=d["requests"],
+                   help=f"requests in the seeded workload (default {d['requests']})")
+    p.add_argument("--rate", type=float, default=d["rate_per_s"],
+                   help=f"Poisson arrival rate, requests/s (default {d['rate_per_s']:g})")
+    p.add_argument("--seed", type=int, default=d["seed"], help="workload seed (default 0)")
+    p.add_argument("--model-config", default=d["model_config"],
+                   help=f"the simulated clock's model preset (default {d['model_config']})")
+    p.add_argument("--hardware", default=d["hardware"],
+                   help=f"the simulated clock's hardware preset (default {d['hardware']})")
+    p.add_argument("--model", default=d["model"],
+                   help="the wall clock's model: tiny, smollm2-135m, auto or a path "
+                        f"(default {d['model']})")
+    p.add_argument("--device", default="cpu", help="the wall clock's device (default cpu)")
+    p.add_argument("--workload", default=None, metavar="FILE.jsonl",
+                   help="a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
+                        "instead of the seeded workload")
+
+
+def settings_of(args) -> dict:
+    """The run's settings from its arguments, checked; ValueError names the option."""
+    settings = dict(BATCHING_DEFAULTS, policy=args.policy, clock=args.clock,
+                    requests=args.requests, rate_per_s=args.rate, seed=args.seed,
+                    model_config=args.model_config, hardware=args.hardware, model=args.model)
+    try:
+        return check_batching_settings(settings, "settings")
+    except ValueError as e:
+        text = str(e)
+        for key, option in OPTIONS.items():
+            if text.startswith(f"settings.{key}:"):
+                raise ValueError(option + text[len(f"settings.{key}"):]) from None
+        raise
+
+
+def run(args, recorder):
+    """Run the workload to its end; (section, summary: metrics + per-request timings)."""
+    items = None
+    if args.workload:
+        from inferlab.engines.serve.workload import read_trace
+
+        items = read_trace(args.workload)
+        if not items:
+            raise ValueError(f"--workload {args.workload}: the trace holds no request")
+        args.requests = min(len(items), 100_000)
+    settings = settings_of(args)
+    with recorder.span("prepare the workload and engine", cat="batching",
+                       args={"policy": settings["policy"], "clock": settings["clock"]}):
+        session = batching_session(settings, args.device, items)
+    offset = recorder.now_s()
+    while not session.done:
+        record = session.step()
+        batching_trace_iteration(recorder, record, offset)
+    metrics = session.serving_metrics()
+    section = batching_section(settings, session.request_infos(), session.records, metrics)
+    summary = dict(section["metrics"], requests=session.outputs())
+    return section, summary

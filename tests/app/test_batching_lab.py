@@ -1,0 +1,102 @@
+"""The batching lab: the window shows it, it steps and runs to the end on the simulated clock,
+exports a snapshot that reopens read-only, and `inferlab screenshot --lab batching` renders."""
+
+from __future__ import annotations
+
+import json
+
+from inferlab.app.labs.batching import AUTO_STEPS
+from inferlab.views.batching_view import BatchingView
+
+
+def wait_idle(qtbot, window, timeout_ms=60000):
+    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
+
+
+def open_lab(qtbot, make_window, **settings):
+    window = make_window()
+    lab = window.lab("batching")
+    lab._settings = lab._settings | settings
+    window.show_lab("batching")
+    qtbot.waitUntil(lambda: lab.session is not None, timeout=60000)
+    wait_idle(qtbot, window)
+    return window, lab
+
+
+def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_path):
+    window, lab = open_lab(qtbot, make_window, requests=40)
+    assert window.current_lab() is lab
+    assert len(lab.records) == AUTO_STEPS or lab.session.done
+    n = len(lab.records)
+    if not lab.session.done:
+        lab.view.step_button.click()
+        qtbot.waitUntil(lambda: len(lab.records) == n + 1, timeout=30000)
+        wait_idle(qtbot, window)
+    lab.view.run_button.click()
+    qtbot.waitUntil(lambda: lab.session.done, timeout=60000)
+    wait_idle(qtbot, window)
+    lab.flush()
+    view = lab.view
+    assert [r.index for r in lab.records] == list(range(len(lab.records)))
+    assert sum(len(r.finished) for r in lab.records) == 40
+    assert view.iterations is lab.records and len(view.requests) == 40
+    assert view.metrics_table.rowCount() == 4
+    assert view.metrics_table.item(0, 0).text() == "TTFT (ms)"
+    assert view.metrics_table.item(0, 3).text() != "—"
+    assert "tok/s" in view.metrics_note.text() and "Preemptions" in view.metrics_note.text()
+    assert "all 40 requests finished" in view.status.text()
+
+    path = window.export_snapshot(tmp_path / "batching.json")
+    raw = json.loads(path.read_text())
+    section = raw["inferlab"]["labs"]["batching"]
+    assert len(section["state"]["iterations"]) == len(lab.records)
+    assert section["metrics"]["completed"] == 40
+    names = [e.get("name", "") for e in raw["traceEvents"]]
+    assert sum(n.startswith("iteration ") for n in names) == len(lab.records)
+
+    other = make_window(str(tmp_path / "other.ini"))
+    other.open_snapshot(path)
+    replay = other.lab("batching")
+    assert replay.read_only and not replay.view.step_button.isEnabled()
+    assert list(replay.view.iterations) == lab.records
+    assert replay.view.metrics_table.item(0, 3).text() == view.metrics_table.item(0, 3).text()
+    replay.view.slider.setValue(0)  # replay an earlier iteration
+    assert replay.view.index == 0 and replay.view.step_label.text().startswith("iteration 0 ")
+    other.show_live()
+    assert not replay.read_only
+
+
+def test_a_new_policy_resets_the_run(qtbot, make_window):
+    window, lab = open_lab(qtbot, make_window, requests=20)
+    view = lab.view
+    view.policy.setCurrentIndex(view.policy.findData("static"))
+    qtbot.waitUntil(lambda: lab.session is not None and lab.session.settings["policy"]
+                    == "static", timeout=60000)
+    wait_idle(qtbot, window)
+    assert lab.settings()["policy"] == "static"
+    assert all(r.policy == "static" for r in lab.records)
+
+
+def test_view_draws_nothing_then_records(qtbot):
+    from inferlab.engines.servelab.section import BATCHING_DEFAULTS, batching_session
+
+    view = BatchingView()
+    qtbot.addWidget(view)
+    view.clear("nothing yet")
+    assert view.metrics_table.item(0, 1).text() == "—"
+    session = batching_session(dict(BATCHING_DEFAULTS, requests=5))
+    while not session.done:
+        session.step()
+    view.draw(session.request_infos(), session.records, session.metrics())
+    assert view.slider.maximum() == len(session.records) - 1
+
+
+def test_screenshot_of_the_lab(capsys, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from inferlab.app.cli import main
+
+    png = tmp_path / "batching.png"
+    assert main(["screenshot", "--lab", "batching", "--out", str(png)]) == 0
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (1280, 800)

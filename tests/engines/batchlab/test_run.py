@@ -1,0 +1,71 @@
+"""`inferlab run batching`: a snapshot read_snapshot accepts, whose metrics are summarize() of
+the printed per-request timings; bad arguments give one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferlab.engines.serve.metrics import RequestTiming, summarize
+from inferlab.engines.servelab.section import read_batching_section
+
+
+def test_run_batching_writes_a_snapshot_matching_its_timings(capsys, tmp_path):
+    from inferlab.app.cli import main
+    from inferlab.engines.trace.snapshot import read_snapshot
+
+    out = tmp_path / "batching.json"
+    assert main(["run", "batching", "--requests", "30", "--snapshot", str(out), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["lab"] == "batching"
+    metrics = printed["metrics"]
+    per_request = metrics["requests"]
+    assert len(per_request) == 30
+    assert all(len(r["token_times_s"]) == len(r["output_token_ids"]) > 0 for r in per_request)
+    timings = [RequestTiming(r["arrival_s"], tuple(r["token_times_s"]), r["prompt_tokens"])
+               for r in per_request]
+    expected = summarize(timings).to_dict()
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        for p in ("p50", "p90", "p99"):
+            assert metrics[key][p] == pytest.approx(expected[key][p])
+    assert metrics["output_tokens_per_s"] == pytest.approx(expected["output_tokens_per_s"])
+    assert metrics["preemptions"] >= 0
+
+    snapshot = read_snapshot(out)
+    assert snapshot.active_lab == "batching"
+    settings, requests, iterations, section_metrics = read_batching_section(
+        snapshot.labs["batching"])
+    assert settings["requests"] == 30 and len(requests) == 30
+    assert len(iterations) == section_metrics["iterations"]
+    assert section_metrics["ttft_s"] == metrics["ttft_s"]
+    spans = [e for e in snapshot.trace_events if e.get("name", "").startswith("iteration ")]
+    assert len(spans) == len(iterations)
+
+
+def test_a_trace_file_is_the_workload(capsys, tmp_path):
+    from inferlab.app.cli import main
+    from inferlab.engines.serve.workload import WorkloadRequest, write_trace
+
+    trace = tmp_path / "w.jsonl"
+    write_trace(trace, [WorkloadRequest(0.1 * i, 20 + i, 5) for i in range(6)])
+    out = tmp_path / "b.json"
+    assert main(["run", "batching", "--workload", str(trace), "--policy", "static",
+                 "--snapshot", str(out), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert metrics["completed"] == 6 and metrics["total_output_tokens"] == 30
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--requests", "0"], "--requests: expected an integer in 1..100,000, got 0"),
+    (["--hardware", "abacus"], "--hardware: expected one of"),
+    (["--rate", "-1"], "--rate: expected"),
+    (["--workload", "missing.jsonl"], "missing.jsonl: cannot read"),
+])
+def test_bad_arguments_give_one_line_errors(capsys, tmp_path, argv, message):
+    from inferlab.app.cli import main
+
+    assert main(["run", "batching", *argv, "--snapshot", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+    assert not (tmp_path / "x.json").exists()

@@ -1,0 +1,300 @@
+"""The batching lab's view: its controls, a status line, the request timeline
+(`BatchTimelineView`) and the run's serving metrics.
+
+It draws records (`draw(requests, iterations, metrics)`); its signals ask the lab for work.
+The step slider shows the timeline up to an earlier iteration (the cursor moves there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSlider,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
+from inferlab.views.batch_timeline import BatchTimelineView
+from inferlab.views.fact_table import FactTable
+
+POLICY_LABELS = (
+    ("continuous", "continuous (chunked prefill)",
+     "vLLM v1: every iteration refills the batch; long prompts are prefilled in chunks "
+     "beside the decodes, within the token budget"),
+    ("continuous-no-chunking", "continuous, no chunking",
+     "vLLM v0: a new request's whole prompt is prefilled first, pausing the decodes"),
+    ("static", "static batches",
+     "a batch is formed, run until every request in it has finished, then the next"),
+)
+CLOCK_LABELS = (
+    ("simulated", "simulated (roofline)",
+     "no model runs: each iteration takes the roofline time of its batch for the model "
+     "config on the hardware preset"),
+    ("wall", "wall clock (tiny model)",
+     "the real tiny model runs each batch on this machine; small runs only"),
+)
+LATENCIES = (("ttft_s", "TTFT", "time to first token: first token − arrival"),
+             ("tpot_s", "TPOT", "time per output token after the first"),
+             ("itl_s", "ITL", "inter-token latency, every gap of every request"),
+             ("e2e_s", "E2E", "end-to-end latency: last token − arrival"))
+
+
+def _ms(value) -> str:
+    return "—" if value is None else f"{1e3 * value:,.1f}"
+
+
+def _slo(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value:g} s" if value >= 1 else f"{1e3 * value:g} ms"
+
+
+class BatchingView(QWidget):
+    """Everything the batching lab shows. Signals ask the lab for work; `draw` shows records."""
+
+    settings_changed = Signal(dict)
+    step_requested = Signal()
+    run_toggled = Signal()
+    reset_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._quiet = False
+        self.read_only = False
+        self.requests: Sequence[RequestInfo] = ()
+        self.iterations: Sequence[IterationRecord] = ()
+        self.metrics: dict = {}
+        self.index = -1
+        self._drawn = 0  # iterations at the last draw (the list may grow in place)
+        self._build()
+        self.set_running(False)
+
+    # ---- construction ---------------------------------------------------------------------
+    def _combo(self, items) -> QComboBox:
+        combo = QComboBox()
+        for value, label, tip in items:
+            combo.addItem(label, value)
+            combo.setItemData(combo.count() - 1, tip, Qt.ToolTipRole)
+        combo.currentIndexChanged.connect(self._emit)
+        combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        combo.setMinimumContentsLength(8)
+        return combo
+
+    def _build(self) -> None:
+        self.policy = self._combo(POLICY_LABELS)
+        self.policy.setToolTip("How the scheduler forms each iteration's batch")
+        self.clock = self._combo(CLOCK_LABELS)
+        self.clock.setToolTip("What an iteration's time is: the roofline model's or the "
+                              "real model's on this machine")
+        self.requests_spin = QSpinBox()
+        self.requests_spin.setRange(1, 100_000)
+        self.requests_spin.setSuffix(" req")
+        self.requests_spin.setMinimumWidth(80)
+        self.requests_spin.setToolTip("Requests in the seeded workload (lognormal prompt and "
+                                      "output lengths)")
+        self.rate = QDoubleSpinBox()
+        self.rate.setRange(0.001, 100_000)
+        self.rate.setDecimals(1)
+        self.rate.setSuffix(" req/s")
+        self.rate.setMinimumWidth(90)
+        self.rate.setToolTip("Poisson arrival rate")
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setMinimumWidth(50)
+        self.seed.setToolTip("Workload seed: the same seed gives the same requests")
+        for spin in (self.requests_spin, self.rate, self.seed):
+            spin.editingFinished.connect(self._emit)
+            spin.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+        self.reset_button = QPushButton("Reset")
+        self.reset_button.setToolTip("Start the run again from iteration 0 (Ctrl+R)")
+        self.step_button = QPushButton("Step")
+        self.step_button.setToolTip("Run one scheduler iteration (N)")
+        self.run_button = QPushButton("Run")
+        self.run_button.setToolTip("Run until every request has finished, or pause (Space)")
+        self.reset_button.clicked.connect(self.reset_requested)
+        self.step_button.clicked.connect(self.step_requested)
+        self.run_button.clicked.connect(self.run_toggled)
+
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        for label, widget, stretch in (("Policy", self.policy, 3), ("Clock", self.clock, 2),
+                                       ("Workload", self.requests_spin, 0),
+                                       ("at", self.rate, 0), ("seed", self.seed, 0)):
+            row.addWidget(QLabel(label))
+            row.addWidget(widget, stretch)
+        row.addSpacing(8)
+        for button in (self.reset_button, self.step_button, self.run_button):
+            button.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+            button.setMinimumWidth(40)
+            row.addWidget(button)
+
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setToolTip("Show the run up to an earlier iteration (drag); the latest "
+                               "at the right end")
+        self.slider.setRange(0, 0)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.step_label = QLabel("iteration —")
+        self.step_label.setMinimumWidth(150)
+        slider_row = QHBoxLayout()
+        slider_row.setContentsMargins(0, 0, 0, 0)
+        slider_row.addWidget(QLabel("Show iteration"))
+        slider_row.addWidget(self.slider, 1)
+        slider_row.addWidget(self.step_label)
+
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.timeline = BatchTimelineView()
+        self.metrics_title = QLabel("<b>Serving metrics</b> (finished requests so far)")
+        self.metrics_table = FactTable(("Metric", "p50", "p90", "p99"))
+        header = self.metrics_table.horizontalHeader()
+        for column in (1, 2, 3):
+            header.setSectionResizeMode(column, QHeaderView.Fixed)
+            self.metrics_table.setColumnWidth(column, 58)
+        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setStretchLastSection(False)
+        self.metrics_table.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.metrics_note = QLabel()
+        self.metrics_note.setWordWrap(True)
+        self.metrics_note.setStyleSheet("color: #555")
+        side = QVBoxLayout()
+        side.setContentsMargins(0, 0, 0, 0)
+        side.addWidget(self.metrics_title)
+        side.addWidget(self.metrics_table)
+        side.addWidget(self.metrics_note)
+        side.addStretch(1)
+        side_widget = QWidget()
+        side_widget.setLayout(side)
+        side_widget.setFixedWidth(270)
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.addWidget(self.timeline, 1)
+        body.addWidget(side_widget)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addWidget(self.status)
+        layout.addLayout(body, 1)
+        layout.addLayout(slider_row)
+        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
+                           ("Ctrl+R", self.reset_requested.emit)):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(slot)
+        self.show_metrics({})
+
+    # ---- settings --------------------------------------------------------------------------
+    def set_settings(self, s: dict) -> None:
+        self._quiet = True
+        for combo, key in ((self.policy, "policy"), (self.clock, "clock")):
+            index = combo.findData(s.get(key))
+            if index >= 0:
+                combo.setCurrentIndex(index)
+        self.requests_spin.setValue(int(s.get("requests", 1)))
+        self.rate.setValue(float(s.get("rate_per_s", 1.0)))
+        self.seed.setValue(int(s.get("seed", 0)))
+        self._quiet = False
+
+    def settings(self) -> dict:
+        return {"policy": self.policy.currentData(), "clock": self.clock.currentData(),
+                "requests": self.requests_spin.value(), "rate_per_s": self.rate.value(),
+                "seed": self.seed.value()}
+
+    def _emit(self, *_args) -> None:
+        if not self._quiet:
+            self.settings_changed.emit(self.settings())
+
+    def set_read_only(self, read_only: bool) -> None:
+        self.read_only = read_only
+        for w in (self.policy, self.clock, self.requests_spin, self.rate, self.seed,
+                  self.reset_button, self.step_button, self.run_button):
+            w.setEnabled(not read_only)
+
+    def set_running(self, running: bool) -> None:
+        self.run_button.setText("Pause" if running else "Run")
+        self.step_button.setEnabled(not running and not self.read_only)
+
+    def set_status(self, text: str, error: bool = False) -> None:
+        self.status.setStyleSheet("color: #B71C1C" if error else "color: #555")
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+
+    # ---- drawing -----------------------------------------------------------------------------
+    def clear(self, message: str = "") -> None:
+        self.requests, self.iterations, self.index, self._drawn = (), (), -1, 0
+        self.timeline.draw([], [])
+        self.show_metrics({})
+        self.metrics_note.setText(message)
+        self.slider.setRange(0, 0)
+        self.step_label.setText("iteration —")
+
+    def draw(self, requests: Sequence[RequestInfo], iterations: Sequence[IterationRecord],
+             metrics: dict, index: int | None = None) -> None:
+        """Show a run: its requests, the iterations so far, the metrics of the run so far;
+        the cursor at iteration `index` (default: the latest, or where the slider was)."""
+        follow = self.index < 0 or self.index >= self._drawn - 1
+        self.requests, self.iterations, self.metrics = requests, iterations, metrics
+        n = self._drawn = len(iterations)
+        if index is None:
+            index = n - 1 if follow else min(self.index, n - 1)
+        self.index = index
+        self._quiet = True
+        self.slider.setRange(0, max(n - 1, 0))
+        self.slider.setValue(max(index, 0))
+        self._quiet = False
+        self.show_metrics(metrics)
+        self._show_iteration(index)
+
+    def _on_slider(self, value: int) -> None:
+        if not self._quiet and self.iterations:
+            self.index = value
+            self._show_iteration(value)
+
+    def _show_iteration(self, index: int) -> None:
+        its = self.iterations
+        self.timeline.draw(self.requests, its, index if its else None)
+        if its and index == len(its) - 1:
+            self.timeline.fit()  # following the latest iteration: keep it in view
+        if not its:
+            self.step_label.setText("iteration —")
+            return
+        rec = its[index]
+        unit = "s simulated" if rec.clock == "simulated" else "s"
+        self.step_label.setText(f"iteration {rec.index} / {its[-1].index}, "
+                                f"t = {rec.end_s:.3g} {unit}")
+
+    def show_metrics(self, m: dict) -> None:
+        rows = []
+        for key, name, tip in LATENCIES:
+            d = m.get(key) or {}
+            rows.append((f"{name} (ms)", _ms(d.get("p50")), _ms(d.get("p90")),
+                         _ms(d.get("p99")), {"tip": tip}))
+        self.metrics_table.set_rows(rows)
+        t = self.metrics_table
+        t.setFixedHeight(t.horizontalHeader().height() + sum(
+            t.rowHeight(r) for r in range(t.rowCount())) + 2 * t.frameWidth())
+        done = m.get("completed")
+        tok = m.get("output_tokens_per_s")
+        goodput = m.get("goodput_requests_per_s")
+        slo = m.get("slo_s") or {}
+        lines = [
+            f"Output: <b>{tok:,.0f} tok/s</b>" if tok is not None else "Output: — tok/s",
+            f"Preemptions: <b>{m.get('preemptions', 0)}</b>",
+            ("Goodput: <b>" + (f"{goodput:.2f} req/s</b>" if goodput is not None else "—</b>")
+             + (f"<br>(requests/s with TTFT ≤ {_slo(slo.get('ttft_s'))} and TPOT ≤ "
+                f"{_slo(slo.get('tpot_s'))})" if slo else "")),
+        ]
+        if done is not None:
+            lines.append(f"{done} requests finished, {m.get('iterations', 0)} iterations")
+        self.metrics_note.setText("<br>".join(lines))
