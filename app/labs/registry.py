@@ -125,6 +125,7 @@ LABS: tuple[LabSpec, ...] = (
         read_section="inferlab.engines.servelab.section:read_batching_section",
         run_arguments="inferlab.engines.servelab.run:add_arguments",
         run="inferlab.engines.servelab.run:run",
+        bench="inferlab.app.benches.batching:run_batching_lab_bench",
     ),
 )
 
