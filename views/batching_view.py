@@ -30,19 +30,19 @@ from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.fact_table import FactTable
 
 POLICY_LABELS = (
-    ("continuous", "continuous (chunked prefill)",
+    ("continuous", "continuous, chunked",
      "vLLM v1: every iteration refills the batch; long prompts are prefilled in chunks "
      "beside the decodes, within the token budget"),
     ("continuous-no-chunking", "continuous, no chunking",
      "vLLM v0: a new request's whole prompt is prefilled first, pausing the decodes"),
-    ("static", "static batches",
+    ("static", "static",
      "a batch is formed, run until every request in it has finished, then the next"),
 )
 CLOCK_LABELS = (
-    ("simulated", "simulated (roofline)",
+    ("simulated", "simulated",
      "no model runs: each iteration takes the roofline time of its batch for the model "
      "config on the hardware preset"),
-    ("wall", "wall clock (tiny model)",
+    ("wall", "wall (tiny model)",
      "the real tiny model runs each batch on this machine; small runs only"),
 )
 LATENCIES = (("ttft_s", "TTFT", "time to first token: first token − arrival"),
@@ -89,7 +89,7 @@ class BatchingView(QWidget):
             combo.setItemData(combo.count() - 1, tip, Qt.ToolTipRole)
         combo.currentIndexChanged.connect(self._emit)
         combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        combo.setMinimumContentsLength(8)
+        combo.setMinimumContentsLength(10)
         return combo
 
     def _build(self) -> None:
@@ -168,24 +168,21 @@ class BatchingView(QWidget):
         self.metrics_note = QLabel()
         self.metrics_note.setWordWrap(True)
         self.metrics_note.setStyleSheet("color: #555")
-        side = QVBoxLayout()
-        side.setContentsMargins(0, 0, 0, 0)
-        side.addWidget(self.metrics_title)
-        side.addWidget(self.metrics_table)
-        side.addWidget(self.metrics_note)
-        side.addStretch(1)
-        side_widget = QWidget()
-        side_widget.setLayout(side)
-        side_widget.setFixedWidth(270)
-        body = QHBoxLayout()
-        body.setContentsMargins(0, 0, 0, 0)
-        body.addWidget(self.timeline, 1)
-        body.addWidget(side_widget)
-
+        self.metrics_table.setFixedWidth(330)
+        table_column = QVBoxLayout()
+        table_column.setContentsMargins(0, 0, 0, 0)
+        table_column.addWidget(self.metrics_title)
+        table_column.addWidget(self.metrics_table)
+        metrics_row = QHBoxLayout()  # above the timeline: the timeline gets the full width
+        metrics_row.setContentsMargins(0, 0, 0, 0)
+        metrics_row.addLayout(table_column)
+        metrics_row.addSpacing(12)
+        metrics_row.addWidget(self.metrics_note, 1, Qt.AlignBottom)
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addWidget(self.status)
-        layout.addLayout(body, 1)
+        layout.addLayout(metrics_row)
+        layout.addWidget(self.timeline, 1)
         layout.addLayout(slider_row)
         for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
                            ("Ctrl+R", self.reset_requested.emit)):
@@ -264,6 +261,9 @@ class BatchingView(QWidget):
     def _show_iteration(self, index: int) -> None:
         its = self.iterations
         self.timeline.draw(self.requests, its, index if its else None)
+        # The readout's text sets its minimum width; at 1280 px the whole timeline would grow
+        # past the view and clip its right end (the latest iterations). Let it shrink.
+        self.timeline.readout.setMinimumWidth(0)
         if its and index == len(its) - 1:
             self.timeline.fit()  # following the latest iteration: keep it in view
         if not its:
@@ -289,11 +289,13 @@ class BatchingView(QWidget):
         goodput = m.get("goodput_requests_per_s")
         slo = m.get("slo_s") or {}
         lines = [
-            f"Output: <b>{tok:,.0f} tok/s</b>" if tok is not None else "Output: — tok/s",
-            f"Preemptions: <b>{m.get('preemptions', 0)}</b>",
+            f"Output throughput: <b>{tok:,.0f} tok/s</b>" if tok is not None
+            else "Output throughput: — tok/s",
             ("Goodput: <b>" + (f"{goodput:.2f} req/s</b>" if goodput is not None else "—</b>")
-             + (f"<br>(requests/s with TTFT ≤ {_slo(slo.get('ttft_s'))} and TPOT ≤ "
-                f"{_slo(slo.get('tpot_s'))})" if slo else "")),
+             + (f" (requests meeting TTFT ≤ {_slo(slo.get('ttft_s'))} and TPOT ≤ "
+                f"{_slo(slo.get('tpot_s'))}, per second)" if slo else "")),
+            f"Preemptions: <b>{m.get('preemptions', 0)}</b> (a preempted request recomputes "
+            "its KV cache)",
         ]
         if done is not None:
             lines.append(f"{done} requests finished, {m.get('iterations', 0)} iterations")

@@ -45,6 +45,8 @@ def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_pa
     assert view.metrics_table.item(0, 3).text() != "—"
     assert "tok/s" in view.metrics_note.text() and "Preemptions" in view.metrics_note.text()
     assert "all 40 requests finished" in view.status.text()
+    x_low, x_high = view.timeline.gantt.getViewBox().viewRange()[0]  # the whole run in view
+    assert x_low <= lab.records[0].start_s and x_high >= lab.records[-1].end_s
 
     path = window.export_snapshot(tmp_path / "batching.json")
     raw = json.loads(path.read_text())
