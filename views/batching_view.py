@@ -55,6 +55,9 @@ def _ms(value) -> str:
     return "—" if value is None else f"{1e3 * value:,.1f}"
 
 
+NAV_HINT = " · drag to pan, wheel to zoom, double-click to fit"
+
+
 def _slo(value) -> str:
     if value is None:
         return "—"
@@ -152,6 +155,8 @@ class BatchingView(QWidget):
         slider_row.addWidget(QLabel("Show iteration"))
         slider_row.addWidget(self.slider, 1)
         slider_row.addWidget(self.step_label)
+        self.nav_hint = QLabel("Timeline: drag to pan, wheel to zoom, double-click to fit.")
+        self.nav_hint.setStyleSheet("color: #555")
 
         self.status = QLabel()
         self.status.setWordWrap(True)
@@ -161,14 +166,14 @@ class BatchingView(QWidget):
         header = self.metrics_table.horizontalHeader()
         for column in (1, 2, 3):
             header.setSectionResizeMode(column, QHeaderView.Fixed)
-            self.metrics_table.setColumnWidth(column, 58)
+            self.metrics_table.setColumnWidth(column, 68)
         header.setSectionResizeMode(0, QHeaderView.Stretch)
         header.setStretchLastSection(False)
         self.metrics_table.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.metrics_note = QLabel()
         self.metrics_note.setWordWrap(True)
         self.metrics_note.setStyleSheet("color: #555")
-        self.metrics_table.setFixedWidth(330)
+        self.metrics_table.setFixedWidth(350)
         table_column = QVBoxLayout()
         table_column.setContentsMargins(0, 0, 0, 0)
         table_column.addWidget(self.metrics_title)
@@ -183,6 +188,7 @@ class BatchingView(QWidget):
         layout.addWidget(self.status)
         layout.addLayout(metrics_row)
         layout.addWidget(self.timeline, 1)
+        layout.addWidget(self.nav_hint)
         layout.addLayout(slider_row)
         for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
                            ("Ctrl+R", self.reset_requested.emit)):
@@ -261,9 +267,12 @@ class BatchingView(QWidget):
     def _show_iteration(self, index: int) -> None:
         its = self.iterations
         self.timeline.draw(self.requests, its, index if its else None)
-        # The readout's text sets its minimum width; at 1280 px the whole timeline would grow
-        # past the view and clip its right end (the latest iterations). Let it shrink.
-        self.timeline.readout.setMinimumWidth(0)
+        # The readout's text is its minimum width (pyqtgraph LabelItem): with the navigation
+        # hint it widens the chart past a 1280 px window, clipping the latest iterations. The
+        # hint is under the chart instead (nav_hint).
+        readout = self.timeline.readout
+        if readout.text.endswith(NAV_HINT):
+            readout.setText(readout.text[:-len(NAV_HINT)])
         if its and index == len(its) - 1:
             self.timeline.fit()  # following the latest iteration: keep it in view
         if not its:

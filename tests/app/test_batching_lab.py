@@ -62,6 +62,8 @@ def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_pa
     assert replay.read_only and not replay.view.step_button.isEnabled()
     assert list(replay.view.iterations) == lab.records
     assert replay.view.metrics_table.item(0, 3).text() == view.metrics_table.item(0, 3).text()
+    assert replay.view.timeline.gantt.getViewBox().viewRange()[0][1] >= lab.records[-1].end_s
+    assert replay.view.timeline.readout.minimumWidth() < replay.view.timeline.width()
     replay.view.slider.setValue(0)  # replay an earlier iteration
     assert replay.view.index == 0 and replay.view.step_label.text().startswith("iteration 0 ")
     other.show_live()
