@@ -22,18 +22,24 @@ class CountRecord:
 
 
 class CountSession:
-    """Counts to `n`; each step waits for `gate` when given (so a test can hold a run)."""
+    """Counts to `n`; each step waits for `gate` when given (so a test can hold a run): an
+    Event (open or shut) or a Semaphore (one permit per step)."""
 
-    def __init__(self, n: int, gate: threading.Event | None = None):
+    def __init__(self, n: int, gate=None):
         self.n, self.step_index, self.gate = n, 0, gate
+        self.blocked = threading.Event()  # a step is waiting for its permit
 
     @property
     def done(self) -> bool:
         return self.step_index >= self.n
 
     def step(self) -> CountRecord:
-        if self.gate is not None:
+        if isinstance(self.gate, threading.Event):
             self.gate.wait(10)
+        elif self.gate is not None:
+            self.blocked.set()
+            assert self.gate.acquire(timeout=10), "the test gave no permit for this step"
+            self.blocked.clear()
         self.step_index += 1
         return CountRecord(self.step_index, tuple(range(4)))
 
@@ -149,23 +155,23 @@ def test_drawing_is_throttled_to_the_screen_rate(qtbot, lab):
 
 
 def test_pause_stops_a_run_after_the_step_in_progress(qtbot, lab):
-    lab.gate = threading.Event()
+    lab.gate = threading.Semaphore(0)  # each step needs a permit: the test holds the run
     lab.defaults = {"n": 1000}
     lab._settings = {"n": 1000}
     lab.reset(auto_steps=0)
-    lab.gate.set()
     idle(qtbot, lab)
-    lab.gate.clear()
     lab.toggle_run()
-    qtbot.waitUntil(lambda: lab.view.running, timeout=5000)
-    lab.gate.set()
-    qtbot.waitUntil(lambda: len(lab.records) >= 3, timeout=5000)
-    lab.toggle_run()  # pause
+    assert lab.view.running
+    lab.gate.release(3)
+    qtbot.waitUntil(lambda: len(lab.records) == 3 and lab.session.blocked.is_set(), timeout=5000)
+    lab.toggle_run()  # pause while the 4th step waits for its permit
+    lab.gate.release(1)  # the step in progress completes; the run then stops
     idle(qtbot, lab)
-    held = len(lab.records)
-    assert 3 <= held < 1000 and not lab.view.running and not lab.session.done
+    assert [r.step for r in lab.records] == [1, 2, 3, 4]
+    assert not lab.view.running and not lab.session.done
+    lab.gate.release(5)
     qtbot.wait(100)
-    assert len(lab.records) == held  # nothing runs while paused
+    assert len(lab.records) == 4  # nothing runs while paused
 
 
 def test_speed_limit_paces_a_run_and_it_still_ends(qtbot, lab):
