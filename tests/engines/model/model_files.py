@@ -39,6 +39,38 @@ def quantized_state_dict(config: ModelConfig) -> dict[str, torch.Tensor]:
             sd[name] = torch.from_numpy(dequantize(q, GGMLQuantizationType.Q8_0).copy())
     return sd
 
+LAYER_TENSORS = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
+                 "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+                 "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+                 "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+"""Hugging Face layer tensor -> its GGUF name (blk.N.<name>.weight)."""
+
+
+def add_llama_tensors(w, config: ModelConfig, sd: dict, skip=()) -> None:
+    """`sd`'s tensors into GGUFWriter `w` under llama.cpp's names: Q/K rows permuted as its
+    converter does, MLP matrices Q8_0, the rest F32; names in `skip` left out."""
+    import gguf
+
+    names = {"model.embed_tokens.weight": "token_embd.weight",
+             "model.norm.weight": "output_norm.weight"}
+    for i in range(config.n_layers):
+        names |= {f"model.layers.{i}.{hf}.weight": f"blk.{i}.{gg}.weight"
+                  for hf, gg in LAYER_TENSORS.items()}
+    for hf, name in names.items():
+        if name in skip:
+            continue
+        t = sd[hf]
+        if hf.endswith("q_proj.weight"):
+            t = permute_rope_rows(t, config.n_heads)
+        elif hf.endswith("k_proj.weight"):
+            t = permute_rope_rows(t, config.n_kv_heads)
+        arr = t.numpy().astype(np.float32)
+        if ".mlp." in hf:
+            qtype = gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, arr)
+
 
 def write_tiny_gguf(path: Path, arch: str = "llama", skip: tuple[str, ...] = ()) -> Path:
     """A Llama GGUF of the tiny model (vocab 258, tied): F32 tensors except Q8_0 MLP matrices,
@@ -70,29 +102,7 @@ def write_tiny_gguf(path: Path, arch: str = "llama", skip: tuple[str, ...] = ())
     w.add_token_merges(["h e"])
     w.add_eos_token_id(257)
     w.add_chat_template("{{'<|im_start|>' + message['role'] + '\n'}}<|im_end|>")
-    names = {"model.embed_tokens.weight": "token_embd.weight",
-             "model.norm.weight": "output_norm.weight"}
-    layer = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
-             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
-    for i in range(config.n_layers):
-        for hf, gg in layer.items():
-            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{gg}.weight"
-    for hf, name in names.items():
-        if name in skip:
-            continue
-        t = sd[hf]
-        if hf.endswith("q_proj.weight"):
-            t = permute_rope_rows(t, config.n_heads)
-        elif hf.endswith("k_proj.weight"):
-            t = permute_rope_rows(t, config.n_kv_heads)
-        arr = t.numpy().astype(np.float32)
-        if ".mlp." in hf:
-            qtype = gguf.GGMLQuantizationType.Q8_0
-            w.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
-        else:
-            w.add_tensor(name, arr)
+    add_llama_tensors(w, config, sd, skip)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -9,11 +9,9 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-import numpy as np
-
-from inferlab.engines.model.gguf_loader import permute_rope_rows
 from inferlab.engines.model.tiny import tiny_config, tiny_state_dict
 from inferlab.engines.model.tokenizer import byte_to_unicode
+from tests.engines.model.model_files import add_llama_tensors
 
 FUZZ_CONFIG = tiny_config(n_layers=1, d_model=32, n_heads=2, n_kv_heads=1, d_head=16, d_ff=64,
                           vocab_size=32, tie_embeddings=True, max_position=64)
@@ -51,12 +49,6 @@ def gguf_metadata() -> dict:
     }
 
 
-_LAYER = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
-          "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-          "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-          "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
-
-
 def write_fuzz_gguf(path: Path, overrides: dict | None = None) -> Path:
     """The fuzz GGUF (1 layer, d_model 32, vocab 32, tied; Q8_0 MLP); `overrides` replace
     metadata entries: key -> (value, type[, item type]), or None to leave the key out."""
@@ -68,24 +60,7 @@ def write_fuzz_gguf(path: Path, overrides: dict | None = None) -> Path:
         if entry is not None:
             value, vtype, *sub = entry
             w.add_key_value(key, value, vtype, sub[0] if sub else None)
-    names = {"model.embed_tokens.weight": "token_embd.weight",
-             "model.norm.weight": "output_norm.weight"}
-    for i in range(c.n_layers):
-        names |= {f"model.layers.{i}.{hf}.weight": f"blk.{i}.{gg}.weight"
-                  for hf, gg in _LAYER.items()}
-    sd = tiny_state_dict(c)
-    for hf, name in names.items():
-        t = sd[hf]
-        if hf.endswith("q_proj.weight"):
-            t = permute_rope_rows(t, c.n_heads)
-        elif hf.endswith("k_proj.weight"):
-            t = permute_rope_rows(t, c.n_kv_heads)
-        arr = t.numpy().astype(np.float32)
-        if ".mlp." in hf:
-            q = gguf.GGMLQuantizationType.Q8_0
-            w.add_tensor(name, gguf.quants.quantize(arr, q), raw_dtype=q)
-        else:
-            w.add_tensor(name, arr)
+    add_llama_tensors(w, c, tiny_state_dict(c))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
