@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
 from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.fact_table import FactTable
+from inferlab.views.stepped_controls import SteppedControls
 
 POLICY_LABELS = (
     ("continuous", "continuous, chunked",
@@ -64,7 +65,7 @@ def _slo(value) -> str:
     return f"{value:g} s" if value >= 1 else f"{1e3 * value:g} ms"
 
 
-class BatchingView(QWidget):
+class BatchingView(SteppedControls, QWidget):
     """Everything the batching lab shows. Signals ask the lab for work; `draw` shows records."""
 
     settings_changed = Signal(dict)
@@ -223,15 +224,6 @@ class BatchingView(QWidget):
         for w in (self.policy, self.clock, self.requests_spin, self.rate, self.seed,
                   self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
-
-    def set_running(self, running: bool) -> None:
-        self.run_button.setText("Pause" if running else "Run")
-        self.step_button.setEnabled(not running and not self.read_only)
-
-    def set_status(self, text: str, error: bool = False) -> None:
-        self.status.setStyleSheet("color: #B71C1C" if error else "color: #555")
-        self.status.setText(text)
-        self.status.setVisible(bool(text))
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:

@@ -44,6 +44,7 @@ from inferlab.views.kv_grid import (
     lut_hex,
     seq_color_hex,
 )
+from inferlab.views.stepped_controls import SteppedControls
 
 SEQ_COLUMNS = ("seq", "paged", "contig.", "tokens", "cached", "output so far", "prompt")
 
@@ -85,7 +86,7 @@ def legend_widget() -> QWidget:
     return box
 
 
-class KVView(QWidget):
+class KVView(SteppedControls, QWidget):
     """Everything the KV lab shows. Signals ask the lab for work; `draw` shows records."""
 
     settings_changed = Signal(dict)
@@ -340,15 +341,6 @@ class KVView(QWidget):
         for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.reset_button,
                   self.step_button, self.run_button):
             w.setEnabled(not read_only)
-
-    def set_running(self, running: bool) -> None:
-        self.run_button.setText("Pause" if running else "Run")
-        self.step_button.setEnabled(not running and not self.read_only)
-
-    def set_status(self, text: str, error: bool = False) -> None:
-        self.status.setStyleSheet("color: #B71C1C" if error else "color: #555")
-        self.status.setText(text)
-        self.status.setVisible(bool(text))
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
