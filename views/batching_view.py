@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
@@ -22,13 +22,12 @@ from PySide6.QtWidgets import (
     QSlider,
     QSpinBox,
     QVBoxLayout,
-    QWidget,
 )
 
 from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
 from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.fact_table import FactTable
-from inferlab.views.stepped_controls import SteppedControls
+from inferlab.views.stepped_controls import SteppedView
 
 POLICY_LABELS = (
     ("continuous", "continuous, chunked",
@@ -65,18 +64,12 @@ def _slo(value) -> str:
     return f"{value:g} s" if value >= 1 else f"{1e3 * value:g} ms"
 
 
-class BatchingView(SteppedControls, QWidget):
+class BatchingView(SteppedView):
     """Everything the batching lab shows. Signals ask the lab for work; `draw` shows records."""
-
-    settings_changed = Signal(dict)
-    step_requested = Signal()
-    run_toggled = Signal()
-    reset_requested = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._quiet = False
-        self.read_only = False
         self.requests: Sequence[RequestInfo] = ()
         self.iterations: Sequence[IterationRecord] = ()
         self.metrics: dict = {}

@@ -11,7 +11,7 @@ import html
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -44,7 +44,7 @@ from inferlab.views.kv_grid import (
     lut_hex,
     seq_color_hex,
 )
-from inferlab.views.stepped_controls import SteppedControls
+from inferlab.views.stepped_controls import SteppedView
 
 SEQ_COLUMNS = ("seq", "paged", "contig.", "tokens", "cached", "output so far", "prompt")
 
@@ -86,13 +86,8 @@ def legend_widget() -> QWidget:
     return box
 
 
-class KVView(SteppedControls, QWidget):
+class KVView(SteppedView):
     """Everything the KV lab shows. Signals ask the lab for work; `draw` shows records."""
-
-    settings_changed = Signal(dict)
-    step_requested = Signal()
-    run_toggled = Signal()
-    reset_requested = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -102,7 +97,6 @@ class KVView(SteppedControls, QWidget):
         self.records: list[KVStepRecord] = []
         self.index = -1
         self.selected: str | None = None
-        self.read_only = False
         self._build_controls()
         self._build_body()
         self._build_shortcuts()

@@ -19,10 +19,9 @@ A subclass sets `lab_id`, builds its view and passes it to `__init__`, and provi
     thin_history()                    optional: drop detail from old records
     valid_settings(settings) -> dict  optional: the inputs checked (saved ones, the view's)
 
-The session has `step() -> record`, `done` and `step_index` (steps taken). The view has the signals `step_requested`,
-`run_toggled`, `reset_requested`, `settings_changed(dict)` and the methods `set_settings`,
-`set_status(text, error=False)`, `set_running`, `set_read_only`, `clear(message)`, and a
-`step_button`.
+The session has `step() -> record`, `done` and `step_index` (steps taken). The view is a
+`views.stepped_controls.SteppedView` (its signals, `set_status`, `set_running`) that also has
+`set_settings`, `set_read_only`, `clear(message)` and a `step_button`.
 """
 
 from __future__ import annotations
