@@ -33,26 +33,18 @@ def example_path(stem: str) -> Path:
     return path
 
 
-def resolve_model(text: str) -> Path:
-    """A model named on the command line: a `.tflite` file, or a shipped example's name
-    (`person_detect` or `person_detect.tflite`) when no such file exists."""
-    path = Path(text)
-    if path.is_file():
-        return path
-    stem = path.name[: -len(".tflite")] if path.name.endswith(".tflite") else path.name
-    if path.parent == Path(".") and (examples_dir() / f"{stem}.tflite").is_file():
-        return examples_dir() / f"{stem}.tflite"
-    names = ", ".join(p.stem for p in example_models())
-    raise ValueError(f"{text}: no such file, nor a shipped example model ({names})")
-
-
 def model_argument(text: str) -> str:
-    """A command line's MODEL.tflite: a file, or a shipped example's name (its path then).
+    """A command line's MODEL.tflite: a file, or a shipped example's name (`person_detect` or
+    `person_detect.tflite`, when no such file exists): its path then.
 
     Anything else is passed on as it is, so that opening it fails with the one-line error
     every command prints (argparse, given a type error, would add its usage lines)."""
+    path = Path(text)
+    if path.is_file() or path.parent != Path("."):
+        return text
+    stem = path.name[: -len(".tflite")] if path.name.endswith(".tflite") else path.name
     try:
-        return str(resolve_model(text))
+        return str(example_path(stem))
     except ValueError:
         return text
 
