@@ -14,7 +14,6 @@ import json
 import sys
 
 from inferlab.app import __version__
-from inferlab.engines.mcu.examples import model_argument as tflite_model  # noqa: F401 - commands
 
 # Modules under app/commands, in help order. A missing module is skipped, so labs can land
 # one by one.

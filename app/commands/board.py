@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import sys
 
-from inferlab.app.cli import print_json, tflite_model
+from inferlab.app.cli import print_json
+from inferlab.engines.mcu.examples import model_argument
 from inferlab.engines.mcu.planners import PLANNERS
 
 # Buffer planners only: the firmware and the PLAN message carry TFLM's standard buffers.
@@ -38,7 +39,7 @@ def register(sub) -> None:
 
     run_p = actions.add_parser("run", help="run a .tflite model on a board")
     _port_args(run_p)
-    run_p.add_argument("--model", required=True, type=tflite_model,
+    run_p.add_argument("--model", required=True, type=model_argument,
                        help=".tflite model file, or a shipped example's name (person_detect)")
     run_p.add_argument("--input", action="append", metavar="IN.npy",
                        help="input tensor (.npy, the model's dtype and element count); "
@@ -194,7 +195,7 @@ def _register_firmware(actions) -> None:
     from inferlab.engines.board.toolchain import TARGETS
 
     build = actions.add_parser("build", help="compile a model into the board firmware (C)")
-    build.add_argument("--model", required=True, type=tflite_model,
+    build.add_argument("--model", required=True, type=model_argument,
                        help=".tflite model file, or a shipped example's name (person_detect)")
     build.add_argument("--target", required=True, choices=TARGETS, help="firmware port")
     build.add_argument("--preset", help="board preset whose SRAM/flash cap the image "
@@ -208,7 +209,7 @@ def _register_firmware(actions) -> None:
 
     emu = actions.add_parser("emulate", help="run the firmware for a model on QEMU's "
                                              "Cortex-M4; prints its socket:// URL")
-    emu.add_argument("--model", required=True, type=tflite_model,
+    emu.add_argument("--model", required=True, type=model_argument,
                        help=".tflite model file, or a shipped example's name (person_detect)")
     emu.add_argument("--preset", default="nrf52840", help="board preset whose memory the "
                                                           "emulated board has (default nrf52840)")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import time
 
-from inferlab.app.cli import print_json, tflite_model
+from inferlab.app.cli import print_json
+from inferlab.engines.mcu.examples import model_argument
 
 DEFAULT_PLANNER = "tflm-greedy"
 
@@ -27,14 +28,14 @@ def register(sub) -> None:
     actions = p.add_subparsers(dest="mcu_action", metavar="ACTION", required=True)
 
     plan = actions.add_parser("plan", help="plan the tensor arena (per-tensor offsets)")
-    plan.add_argument("model", metavar="MODEL.tflite", type=tflite_model,
+    plan.add_argument("model", metavar="MODEL.tflite", type=model_argument,
                       help=".tflite model file, or a shipped example's name (person_detect)")
     plan.add_argument("--planner", default=DEFAULT_PLANNER,
                       help=f"one of {names} (default {DEFAULT_PLANNER})")  # fmt: skip
     plan.add_argument("--json", action="store_true", help="print JSON")
 
     inv = actions.add_parser("invoke", help="run the arena interpreter on one input")
-    inv.add_argument("model", metavar="MODEL.tflite", type=tflite_model,
+    inv.add_argument("model", metavar="MODEL.tflite", type=model_argument,
                       help=".tflite model file, or a shipped example's name (person_detect)")
     inv.add_argument("--input", required=True, action="append", metavar="IN.npy",
                      help="input tensor (.npy, the shape and dtype of the model's input); "
@@ -47,7 +48,7 @@ def register(sub) -> None:
 
     reo = actions.add_parser("reorder", help="write the model with its operators reordered "
                                              "for the smallest arena")  # fmt: skip
-    reo.add_argument("model", metavar="MODEL.tflite", type=tflite_model,
+    reo.add_argument("model", metavar="MODEL.tflite", type=model_argument,
                       help=".tflite model file, or a shipped example's name (person_detect)")
     reo.add_argument("--output", required=True, metavar="OUT.tflite", help="file to write")
     reo.add_argument("--json", action="store_true", help="print JSON")

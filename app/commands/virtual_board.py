@@ -10,13 +10,13 @@ from __future__ import annotations
 import signal
 import sys
 
-from inferlab.app.cli import tflite_model
+from inferlab.engines.mcu.examples import model_argument
 
 
 def register(sub) -> None:
     p = sub.add_parser("virtual-board", help="serve a virtual board on a pty (Ctrl-C stops)")
     p.add_argument("--board", default="nrf52840", help="board preset id (default nrf52840)")
-    p.add_argument("--model", type=tflite_model,
+    p.add_argument("--model", type=model_argument,
                    help="hold this .tflite (a file or a shipped example's name) from the start, "
                         "as compiled-in firmware")
     p.add_argument("--socket", type=int, metavar="PORT",
