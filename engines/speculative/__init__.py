@@ -1,0 +1,14 @@
+"""Speculative decoding, headless: drafters propose, the target verifies, and the rejection
+sampler keeps the target's output distribution exactly. No Qt here.
+
+    sampling.py        SamplingSettings (temperature, top-k, top-p) and filtered_probs
+    mass.py            the two operations both samplers share: the residual, the inverse-CDF draw
+    verification.py    the frozen records a verify step hands out (Verification, TokenFate)
+    rejection.py       the exact rejection sampler over K drafted positions; greedy verify
+    tree.py            TokenTree: draft candidates as a tree of parent indices
+    tree_rejection.py  multi-candidate (SpecInfer) rejection sampling over a tree; greedy tree
+    drafter.py         the Drafter protocol and its Proposal
+    ngram.py           NgramDrafter: prompt lookup, no model
+    statistics.py      acceptance rates, alpha, mean acceptance length, the speedup model
+    errors.py          SpeculativeError
+"""

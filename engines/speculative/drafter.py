@@ -1,0 +1,35 @@
+"""The drafter interface: what the verify loop asks of anything that proposes draft tokens.
+
+The n-gram drafter (no model) implements it today; model drafters (a smaller model, the
+target's first layers, a quantized target) will implement the same one method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+
+@dataclass(frozen=True, eq=False)
+class Proposal:
+    """Up to K draft tokens and the distributions they were drawn from.
+
+    q_probs [len(tokens), V]: row i is the (already filtered) q token i was drawn from; None
+    when every token was certain (q one-hot), as for prompt lookup. No tokens: nothing to
+    propose, the loop takes a plain target step.
+    """
+
+    tokens: tuple[int, ...]
+    q_probs: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class Drafter(Protocol):
+    def propose(self, token_ids: Sequence[int], k: int) -> Proposal:
+        """Up to `k` (>= 1) tokens to follow `token_ids` (prompt + output so far, not empty)."""
+        ...

@@ -1,0 +1,113 @@
+"""Speculative decoding's numbers, measured and predicted, in one place.
+
+Measured over verify steps (each step: the accepted flags of the drafts it verified), with
+vLLM's definitions (its spec-decode counters num_drafts, num_draft_tokens,
+num_accepted_tokens):
+
+    acceptance_rate          = num_accepted_tokens / num_draft_tokens
+    mean_acceptance_length   = 1 + num_accepted_tokens / num_drafts   (tokens per verify step,
+                                                                       the bonus/resampled one
+                                                                       included)
+    acceptance rate at i     = steps that accepted draft i / num_drafts
+
+Predicted, from the acceptance rate alpha of one draft (Leviathan et al. 2023):
+
+    alpha                    = E[sum_x min(p(x), q(x))]   (1 - total-variation distance)
+    tokens per target forward E = (1 - alpha^(K+1)) / (1 - alpha)          (K + 1 at alpha 1)
+    speedup                  = E / (K * c + 1),   c = draft forward cost / target forward cost
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from inferlab.engines.speculative.errors import SpeculativeError
+
+
+@dataclass(frozen=True)
+class AcceptanceStats:
+    """Counters over verify steps that drafted at least one token (vLLM's num_drafts)."""
+
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    accepted_per_position: tuple[int, ...]
+    """Steps whose draft at position i was accepted."""
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted drafts / drafted tokens (0 before any draft)."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else 0.0
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """1 + accepted / drafts: tokens emitted per verify step (1 before any draft)."""
+        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else 1.0
+
+    @property
+    def acceptance_rate_by_position(self) -> tuple[float, ...]:
+        """Steps that accepted draft i / all steps, per position i (vLLM's per-position rate)."""
+        return tuple(a / self.num_drafts for a in self.accepted_per_position)
+
+
+def acceptance_stats(steps: Sequence[Sequence[bool]]) -> AcceptanceStats:
+    """Count over `steps`, each the accepted flags of one step's drafts (a run of True first,
+    as `Verification.accepted`); steps that drafted nothing are not drafts and are skipped."""
+    drafts = draft_tokens = accepted = 0
+    per_position: list[int] = []
+    for i, flags in enumerate(steps):
+        flags = [bool(f) for f in flags]
+        if not flags:
+            continue
+        n = next((j for j, f in enumerate(flags) if not f), len(flags))
+        if any(flags[n:]):
+            raise SpeculativeError(f"steps[{i}] accepts a draft after a rejected one: {flags}")
+        drafts += 1
+        draft_tokens += len(flags)
+        accepted += n
+        per_position.extend([0] * (len(flags) - len(per_position)))
+        for j in range(n):
+            per_position[j] += 1
+    return AcceptanceStats(drafts, draft_tokens, accepted, tuple(per_position))
+
+
+def estimate_alpha(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
+    """alpha = mean over positions of sum_x min(p(x), q(x)); target_probs, draft_probs [..., V]
+    of one shape (the p and q each draft was verified and drawn with)."""
+    if target_probs.shape != draft_probs.shape or target_probs.dim() < 1:
+        raise SpeculativeError(f"target_probs {tuple(target_probs.shape)} and draft_probs "
+                               f"{tuple(draft_probs.shape)} must have one shape [..., V]")
+    if target_probs.numel() == 0:
+        raise SpeculativeError("target_probs holds no positions to estimate alpha from")
+    overlap = torch.minimum(target_probs.double(), draft_probs.double()).sum(dim=-1)
+    return float(overlap.mean())
+
+
+def _check_alpha_k(alpha: float, k: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise SpeculativeError(f"k must be an integer >= 1, got {k!r}")
+    if not (isinstance(alpha, int | float) and 0 <= alpha <= 1):
+        raise SpeculativeError(f"alpha must be a number in [0, 1], got {alpha!r}")
+
+
+def expected_tokens_per_forward(alpha: float, k: int) -> float:
+    """E = (1 - alpha^(K+1)) / (1 - alpha), K + 1 at alpha = 1.
+
+    Summed as 1 + alpha + ... + alpha^K, the same number without the cancellation the
+    quotient suffers near alpha = 1.
+    """
+    _check_alpha_k(alpha, k)
+    return math.fsum(alpha**i for i in range(k + 1))
+
+
+def speedup_model(alpha: float, k: int, cost_ratio: float) -> float:
+    """Predicted speedup over plain decoding: E / (K * c + 1), c = draft/target cost ratio."""
+    _check_alpha_k(alpha, k)
+    if not (isinstance(cost_ratio, int | float) and math.isfinite(cost_ratio)
+            and cost_ratio >= 0):
+        raise SpeculativeError(f"cost_ratio must be a finite number >= 0, got {cost_ratio!r}")
+    return expected_tokens_per_forward(alpha, k) / (k * cost_ratio + 1)
