@@ -10,5 +10,6 @@ sampler keeps the target's output distribution exactly. No Qt here.
     drafter.py         the Drafter protocol and its Proposal
     ngram.py           NgramDrafter: prompt lookup, no model
     statistics.py      acceptance rates, alpha, mean acceptance length, the speedup model
+    checks.py          input checks shared by the samplers
     errors.py          SpeculativeError
 """

@@ -216,3 +216,26 @@ def test_distinct_certain_candidates_tree_is_exact_in_distribution(seed):
     g = torch.Generator().manual_seed(500 + seed)
     _check_first_two_tokens(tree.parents, tokens, _rows(tree.parents, tokens, tables_p), q_rows,
                             tables_p, tables_q, g, f"distinct seed {seed}")
+
+
+def test_the_test_catches_siblings_tried_without_the_residual_update():
+    # the power check: trying every i.i.d. sibling against p itself (no residual update
+    # between siblings) over-weights what the draft favours; the same test must reject it
+    vocab, n_trials, width = 10, 100_000, 3
+    (p1, _, _), (q1, _, _) = _tables(0, vocab, SamplingSettings())
+    g = torch.Generator().manual_seed(600)
+    drafts = draw_rows(q1.expand(n_trials, width, vocab), g)
+    u = torch.rand(n_trials, width + 1, generator=g, dtype=torch.float64)
+    emitted = torch.full((n_trials,), -1, dtype=torch.int64)
+    for i in range(width):
+        take = (emitted < 0) & (u[:, i] * q1[drafts[:, i]] < p1[drafts[:, i]])
+        emitted[take] = drafts[take, i]
+    left = emitted < 0
+    residual = (p1 - q1).clamp(min=0)
+    emitted[left] = draw_rows(residual.expand(int(left.sum()), vocab), g)
+    assert chi_square_p_value(emitted, p1) < 1e-6
+    # the real sampler on the same drafts passes
+    out = tree_rejection_sample_batch((-1,) * width, drafts, p1.expand(n_trials, width + 1, vocab),
+                                      q1.expand(n_trials, width, vocab), u)
+    first = torch.where(out.accepted.any(1), (drafts * out.accepted).sum(1), out.last)
+    assert chi_square_p_value(first, p1) > P_MIN
