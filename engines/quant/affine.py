@@ -33,6 +33,9 @@ from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.ranges import abs_max, value_range
 from inferlab.engines.quant.rounding import fma_fp32
 
+SMALLEST_SCALE = torch.finfo(torch.float32).tiny
+"""2^-126: a smaller S (a tensor of tiny subnormals) would make the fp32 1/S overflow."""
+
 
 def int_limits(bits: int) -> tuple[int, int]:
     """(q_min, q_max) of a signed b-bit integer: (-2^(b-1), 2^(b-1) - 1)."""
@@ -78,7 +81,8 @@ def affine_params(alpha: torch.Tensor, beta: torch.Tensor, bits: int = 8,
     """(S, Z) for the range [α, β]: S = (β - α) / (2^b - 1), Z = round(-α / S) + q_min.
 
     A range of width 0 (a constant tensor) is widened to include 0 first, and an all-zero
-    one gets S = 1: any S reconstructs it, and S must not be 0.
+    one gets S = 1: any S reconstructs it, and S must not be 0. S is at least
+    `SMALLEST_SCALE`.
     """
     q_min, q_max = int_limits(bits)
     alpha = torch.as_tensor(alpha, dtype=torch.float32)
@@ -91,17 +95,18 @@ def affine_params(alpha: torch.Tensor, beta: torch.Tensor, bits: int = 8,
     alpha = torch.where(flat, torch.clamp(alpha, max=0.0), alpha)
     beta = torch.where(flat, torch.clamp(beta, min=0.0), beta)
     scale = (beta - alpha) / float(q_max - q_min)
-    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale).clamp(min=SMALLEST_SCALE)
     zero_point = torch.round(-alpha / scale).to(torch.int64) + q_min
     return scale, zero_point
 
 
 def symmetric_params(amax: torch.Tensor, bits: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """(S, 0) with S = max|x| / (2^(b-1) - 1); S = 1 for an all-zero tensor."""
+    """(S, 0) with S = max|x| / (2^(b-1) - 1); S = 1 for an all-zero tensor, and S is at
+    least `SMALLEST_SCALE`."""
     _, q_max = int_limits(bits)
     amax = torch.as_tensor(amax, dtype=torch.float32)
     scale = amax / float(q_max)
-    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale).clamp(min=SMALLEST_SCALE)
     return scale, torch.zeros(scale.shape, dtype=torch.int64)
 
 

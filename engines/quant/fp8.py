@@ -132,10 +132,11 @@ def quantize_fp8(x: torch.Tensor, fmt: str | Fp8Format = "e4m3") -> Fp8Quantized
     """x scaled so that max|x| lands on the format's largest value, then encoded.
 
     The scale multiplies by its fp32 reciprocal, as torch's INT8 kernels do; an all-zero
-    tensor gets S = 1.
+    tensor gets S = 1, and S is at least 2^-126 so that 1/S stays finite.
     """
     fmt = fp8_format(fmt)
     x = check_tensor(x)
     scale = x.abs().amax() / fmt.max_value
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    scale = scale.clamp(min=torch.finfo(torch.float32).tiny)
     return Fp8Quantized(codes=encode_fp8(x * (1.0 / scale), fmt), scale=scale, format=fmt)

@@ -153,6 +153,14 @@ def test_constant_and_zero_tensors_reconstruct():
                                   rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_tiny_range_keeps_a_finite_reciprocal_scale(symmetric):
+    x = torch.tensor([0.0, 1.1754943508222875e-38, -3e-39])
+    w_hat = quantize_uniform(x, symmetric=symmetric).dequantize()
+    assert bool(torch.isfinite(w_hat).all())
+    assert (w_hat - x).abs().max() <= 2.0**-126
+
+
 def test_percentile_range_equals_numpy():
     np = pytest.importorskip("numpy")
     x = nasty((16, 999), 5)
