@@ -110,6 +110,19 @@ def symmetric_params(amax: torch.Tensor, bits: int = 8) -> tuple[torch.Tensor, t
     return scale, torch.zeros(scale.shape, dtype=torch.int64)
 
 
+_FMA_CHUNK = 1 << 20  # fma_fp32 holds a few fp64 copies of its input: bound them
+
+
+def _per_tensor_fma(x: torch.Tensor, inv: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
+    """x · (1/S) + Z rounded once, in chunks of the flattened tensor."""
+    flat = x.reshape(-1)
+    out = torch.empty_like(flat)
+    for start in range(0, flat.numel(), _FMA_CHUNK):
+        part = flat[start: start + _FMA_CHUNK]
+        out[start: start + _FMA_CHUNK] = fma_fp32(part, inv.expand_as(part), zero.expand_as(part))
+    return out.reshape(x.shape)
+
+
 def quantize_affine(x: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor,
                     bits: int = 8, axis: int | None = None,
                     symmetric: bool = False) -> AffineQuantized:
@@ -125,8 +138,7 @@ def quantize_affine(x: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tens
         if scale.numel() != 1 or zero_point.numel() != 1:
             raise QuantError("scale and zero_point must be single values without an axis")
         scale, zero_point = scale.reshape(()), zero_point.reshape(())
-        inv = 1.0 / scale
-        v = fma_fp32(x, inv.expand_as(x), zero_point.to(torch.float32).expand_as(x))
+        v = _per_tensor_fma(x, 1.0 / scale, zero_point.to(torch.float32))
     else:
         axis = check_axis(axis, x.dim())
         channels = x.shape[axis]
