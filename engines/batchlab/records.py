@@ -105,6 +105,12 @@ class IterationRecord:
     kv_total_blocks: int
     waiting: int  # requests queued after it (arrived, not running)
     running: int
+    # Where the iteration's time went, on the run's clock: schedule_s is the host work before
+    # the forward (the previous update and this schedule; 0 on the simulated clock, which
+    # times the batch alone), then the forward and the sampling.
+    schedule_s: float = 0.0
+    forward_s: float = 0.0
+    sample_s: float = 0.0
 
     def __post_init__(self) -> None:
         _count(self, "index")
@@ -124,6 +130,10 @@ class IterationRecord:
             _ids(self, name)
         for name in ("kv_used_blocks", "kv_total_blocks", "waiting", "running"):
             _count(self, name)
+        for name in ("schedule_s", "forward_s", "sample_s"):
+            _seconds(self, name)
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
 
     @property
     def duration_s(self) -> float:

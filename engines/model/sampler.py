@@ -42,6 +42,24 @@ class SamplingParams:
 GREEDY = SamplingParams()
 
 
+def check_logits(logits: torch.Tensor) -> None:
+    """ValueError if a row of `logits` [n, vocab] holds NaN or +inf. One pass: a row's max
+    is NaN if any entry is (amax propagates NaN) and +inf if any entry is."""
+    row_max = logits.amax(dim=-1)
+    bad = torch.isnan(row_max) | torch.isposinf(row_max)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        raise ValueError(f"logits row {row} holds NaN or +inf: the model's numbers are "
+                         "broken (check its weights and config), nothing to sample from")
+
+
+def greedy_tokens(logits: torch.Tensor) -> list[int]:
+    """The argmax of every row of `logits` [n, vocab], checked (a batch's greedy rows at once:
+    a greedy pick needs no generator)."""
+    check_logits(logits)
+    return logits.argmax(dim=-1).tolist()
+
+
 class Sampler:
     """Draws next tokens for a batch of logits rows; owns the seeded generator."""
 
@@ -52,13 +70,9 @@ class Sampler:
     def __call__(self, logits: torch.Tensor) -> list[int]:
         """One token id per row of `logits` [n, vocab]."""
         p = self.params
-        bad = torch.isnan(logits) | torch.isposinf(logits)
-        if bool(bad.any()):
-            row = int(bad.any(dim=-1).nonzero()[0, 0])
-            raise ValueError(f"logits row {row} holds NaN or +inf: the model's numbers are "
-                             "broken (check its weights and config), nothing to sample from")
         if p.greedy:
-            return logits.argmax(dim=-1).tolist()
+            return greedy_tokens(logits)
+        check_logits(logits)
         x = logits.float().cpu()
         probs = torch.softmax(x / p.temperature, dim=-1)
         if not bool(torch.isfinite(probs).all()):  # x / T overflowed: a tiny temperature

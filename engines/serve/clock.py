@@ -1,16 +1,16 @@
 """The executors a ServingEngine runs an iteration on, one per clock.
 
-Both take the scheduler's batch and the sequences, and return `(sampled, duration_s)`:
-`sampled` is one token per `out.sample_ids`, `duration_s` how long the iteration took on
-the executor's `clock`:
+Both take the scheduler's batch and the sequences, and return `(sampled, forward_s,
+sample_s)`: `sampled` is one token per `out.sample_ids`; the two times are how long the
+forward and the sampling took on the executor's `clock`:
 
     ModelExecutor      "wall": the real model (a ModelRunner) runs ONE flat forward over the
                        batch (prefill chunks [start, start + n) and one token per decode),
-                       then samples; duration_s = time.perf_counter() around both.
-    SimulatedExecutor  "simulated": no model. duration_s is the roofline time of the same
-                       flat batch on a device (`mixed_step_cost`); every sampled token is
-                       one fixed id, so with no EOS every request runs to max_new_tokens
-                       (ignore_eos semantics).
+                       then samples; each time is time.perf_counter() around its part.
+    SimulatedExecutor  "simulated": no model. forward_s is the roofline time of the same
+                       flat batch on a device (`mixed_step_cost`), sample_s 0; every sampled
+                       token is one fixed id, so with no EOS every request runs to
+                       max_new_tokens (ignore_eos semantics).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from inferlab.engines.hardware.presets import HardwarePreset
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.model.runner import ModelRunner
-from inferlab.engines.model.sampler import Sampler
+from inferlab.engines.model.sampler import Sampler, greedy_tokens
 from inferlab.engines.roofline import formulas
 from inferlab.engines.roofline.costs import (
     OpCost,
@@ -50,20 +50,27 @@ class ModelExecutor:
         self._samplers: dict[str, Sampler] = {}
 
     def execute(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]
-                ) -> tuple[dict[str, int], float]:
+                ) -> tuple[dict[str, int], float, float]:
         # Preempted sequences need nothing here: the scheduler freed their blocks in the
         # shared BlockManager, and their samplers continue where they were.
         t0 = time.perf_counter()
         chunks = [(sid, seqs[sid].num_computed_tokens, 1) for sid in out.decodes]
         chunks += [(c.seq_id, c.start, c.n_tokens) for c in out.prefills]
         sampled: dict[str, int] = {}
+        t1 = t0
         if chunks:
             logits = self.runner.forward(chunks)
+            t1 = time.perf_counter()
             row = {sid: i for i, (sid, _, _) in enumerate(chunks)}
+            greedy = [sid for sid in out.sample_ids if seqs[sid].request.sampling.greedy]
+            if greedy:  # one argmax over their rows, not one call per sequence
+                tokens = greedy_tokens(logits[[row[sid] for sid in greedy]])
+                sampled.update(zip(greedy, tokens, strict=True))
             for sid in out.sample_ids:
-                i = row[sid]
-                sampled[sid] = self._sampler(seqs[sid])(logits[i: i + 1])[0]
-        return sampled, time.perf_counter() - t0
+                if sid not in sampled:
+                    i = row[sid]
+                    sampled[sid] = self._sampler(seqs[sid])(logits[i: i + 1])[0]
+        return sampled, t1 - t0, time.perf_counter() - t1
 
     def _sampler(self, seq: Sequence) -> Sampler:
         """One seeded sampler per request: its draws do not depend on who shares the batch."""
@@ -131,8 +138,9 @@ class SimulatedExecutor:
         return float(cost.flops / attainable)
 
     def execute(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]
-                ) -> tuple[dict[str, int], float]:
-        return {sid: self.token_id for sid in out.sample_ids}, self.iteration_time_s(out, seqs)
+                ) -> tuple[dict[str, int], float, float]:
+        sampled = {sid: self.token_id for sid in out.sample_ids}
+        return sampled, self.iteration_time_s(out, seqs), 0.0
 
 
 def simulated_pool_blocks(model_config: ModelConfig, preset: HardwarePreset,

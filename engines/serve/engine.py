@@ -2,12 +2,15 @@
 
     admit the requests that have arrived     (scheduler.add; idle: jump to the next arrival)
     out = scheduler.schedule(now)            (the batch, its KV slots reserved)
-    sampled, duration_s = executor.execute(out, seqs)   (the model, or the roofline)
-    now += duration_s
-    scheduler.update(out, sampled, now, eos_id)          (tokens out, finished sequences freed)
+    sampled, forward_s, sample_s = executor.execute(out, seqs)   (the model, or the roofline)
+    scheduler.update(out, sampled, token time, eos_id)   (tokens out, finished sequences freed)
 
 Each step hands out an IterationRecord on the executor's clock ("wall" or "simulated", see
-clock.py); `timings()` feeds metrics.summarize, `request_infos()` the batching lab.
+clock.py); `timings()` feeds metrics.summarize, `request_infos()` the batching lab. On the
+wall clock the scheduler's own time is part of the iteration, as it is in a real server:
+an iteration is [host work: the previous update and this schedule, measured] + forward +
+sample, and its tokens come out at its end. On the simulated clock only the batch is timed (and
+schedule_s is 0, so that a simulated run is the same record for record every time).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class ServingEngine:
         self.now_s = 0.0
         self.records: list[IterationRecord] = []
         self._next = 0  # index of the next request to arrive
+        self._update_s = 0.0  # the scheduler's update after the latest forward, wall seconds
         _check_admissible(scheduler, self.requests)
 
     @property
@@ -52,15 +56,24 @@ class ServingEngine:
         if not sched.has_unfinished and self._next < len(self.requests):
             self.now_s = max(self.now_s, self.requests[self._next].arrival_s)
         self._admit()
+        on_wall = self.executor.clock == "wall"
         start_s = self.now_s
+        t0 = time.perf_counter()
         out = sched.schedule(start_s)
+        # host time between two forwards: the last iteration's update and this schedule
+        schedule_s = self._update_s + time.perf_counter() - t0
+        self._update_s = 0.0
         if out.is_empty:
             sched.update(out, {}, start_s, self.eos_id)
+            if on_wall:
+                self.now_s += schedule_s
             self._wait()
             return None
-        sampled, duration_s = self.executor.execute(out, sched.seqs)
-        self.now_s = start_s + duration_s
+        sampled, forward_s, sample_s = self.executor.execute(out, sched.seqs)
+        self.now_s = start_s + forward_s + sample_s + (schedule_s if on_wall else 0.0)
+        t1 = time.perf_counter()
         finished = sched.update(out, sampled, self.now_s, self.eos_id)
+        self._update_s = time.perf_counter() - t1  # counted in the next iteration
         record = IterationRecord(
             index=len(self.records), policy=sched.policy, clock=self.executor.clock,
             start_s=start_s, end_s=self.now_s,
@@ -68,7 +81,8 @@ class ServingEngine:
             decodes=out.decodes, preempted=out.preempted,
             finished=tuple(s.seq_id for s in finished),
             kv_used_blocks=sched.kv_used_blocks, kv_total_blocks=sched.blocks.n_blocks,
-            waiting=len(sched.waiting), running=len(sched.running))
+            waiting=len(sched.waiting), running=len(sched.running),
+            schedule_s=schedule_s if on_wall else 0.0, forward_s=forward_s, sample_s=sample_s)
         self.records.append(record)
         return record
 

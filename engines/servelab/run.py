@@ -12,6 +12,7 @@ from inferlab.engines.servelab.section import (
     batching_section,
     batching_session,
     batching_trace_iteration,
+    batching_trace_requests,
     check_batching_settings,
 )
 
@@ -80,6 +81,7 @@ def run(args, recorder):
     while not session.done:
         record = session.step()
         batching_trace_iteration(recorder, record, offset)
+    batching_trace_requests(recorder, session.request_infos(), session.records, offset)
     metrics = session.serving_metrics()
     section = batching_section(settings, session.request_infos(), session.records, metrics)
     summary = dict(section["metrics"], requests=session.outputs())

@@ -290,3 +290,21 @@ def batching_trace_iteration(recorder, record: IterationRecord, offset_s: float 
                                     "decode tokens": record.decode_tokens}, ts_s=end,
                      cat="batching")
     recorder.counter("KV usage %", {"used": 100 * record.kv_usage}, ts_s=end, cat="batching")
+    if record.clock == "wall":  # the simulated clock times the batch alone: no phases
+        t = start
+        for phase, seconds in (("schedule", record.schedule_s), ("forward", record.forward_s),
+                               ("sample", record.sample_s)):
+            recorder.add_span(phase, t, t + seconds, cat="batching")
+            t += seconds
+
+
+def batching_trace_requests(recorder, requests, iterations, offset_s: float = 0.0) -> None:
+    """Each request on its own track ("request <id>"): one span per state it was in
+    (waiting, prefill, decode, preempted, stalled: the timeline's segments)."""
+    from inferlab.engines.batchlab.timeline import STATE_NAMES, timeline_segments
+
+    segments = timeline_segments(requests, iterations)
+    for row, state, start_s, end_s in segments.rows():
+        rid = segments.request_ids[row]
+        recorder.add_span(STATE_NAMES[state], offset_s + start_s, offset_s + end_s,
+                          cat="request", track=f"request {rid}")

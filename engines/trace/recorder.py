@@ -43,6 +43,7 @@ class TraceRecorder:
         self._local = threading.local()
         self._events: deque[dict] = deque(maxlen=max_events)
         self._thread_names: dict[int, str] = {}
+        self._tracks: dict[str, int] = {}  # named tracks (add_span's `track`) -> tid
         self._dropped = 0
 
     @property
@@ -82,11 +83,17 @@ class TraceRecorder:
         end_s: float,
         cat: str = "",
         args: Mapping | None = None,
+        track: str | None = None,
     ) -> None:
-        """An X event for a span measured elsewhere, in absolute clock seconds."""
+        """An X event for a span measured elsewhere, in absolute clock seconds; on the
+        calling thread's track, or on the named `track` (its own tid, named like a thread:
+        e.g. one track per request, since Perfetto nests only the spans of one track)."""
         if end_s < start_s:
             raise ValueError(f"span {name!r} ends ({end_s}) before it starts ({start_s})")
-        self._append(self._event(name, "X", start_s, cat, args, dur=_us(end_s - start_s)))
+        event = self._event(name, "X", start_s, cat, args, dur=_us(end_s - start_s))
+        if track is not None:
+            event["tid"] = self._track_tid(track)
+        self._append(event)
 
     def counter(
         self,
@@ -177,6 +184,14 @@ class TraceRecorder:
             if self.max_events is not None and len(self._events) == self.max_events:
                 self._dropped += 1
             self._events.append(event)
+
+    def _track_tid(self, track: str) -> int:
+        with self._lock:
+            tid = self._tracks.get(track)
+            if tid is None:
+                tid = self._tracks[track] = len(self._thread_names) + 1
+                self._thread_names[tid] = track
+        return tid
 
     def _tid(self) -> int:
         """This thread's tid, allocated on its first event; its current name is kept."""

@@ -41,6 +41,40 @@ def test_run_batching_writes_a_snapshot_matching_its_timings(capsys, tmp_path):
     assert section_metrics["ttft_s"] == metrics["ttft_s"]
     spans = [e for e in snapshot.trace_events if e.get("name", "").startswith("iteration ")]
     assert len(spans) == len(iterations)
+    # every request on its own named track, its states as spans that never overlap
+    names = {e["tid"]: e["args"]["name"] for e in snapshot.trace_events
+             if e.get("name") == "thread_name"}
+    by_track: dict[str, list[dict]] = {}
+    for e in snapshot.trace_events:
+        if e.get("cat") == "request":
+            by_track.setdefault(names[e["tid"]], []).append(e)
+    assert sorted(by_track) == sorted(f"request {r.request_id}" for r in requests)
+    for events in by_track.values():
+        assert {e["name"] for e in events} <= {"waiting", "prefill", "decode", "preempted",
+                                                 "stalled"}
+        assert any(e["name"] == "decode" for e in events)
+        ordered = sorted(events, key=lambda e: e["ts"])
+        assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(ordered, ordered[1:]))
+    assert not [e for e in snapshot.trace_events if e.get("name") == "forward"]  # simulated
+
+
+def test_a_wall_clock_run_traces_schedule_forward_sample_inside_each_iteration(capsys,
+                                                                                 tmp_path):
+    from inferlab.app.cli import main
+    from inferlab.engines.trace.snapshot import read_snapshot
+
+    out = tmp_path / "wall.json"
+    assert main(["run", "batching", "--clock", "wall", "--requests", "4",
+                 "--snapshot", str(out), "--json"]) == 0
+    capsys.readouterr()
+    events = read_snapshot(out).trace_events
+    iterations = [e for e in events if e.get("name", "").startswith("iteration ")]
+    assert iterations
+    for it in iterations:
+        inside = [e for e in events if e.get("name") in ("schedule", "forward", "sample")
+                  and e["tid"] == it["tid"] and it["ts"] - 1e-3 <= e["ts"]
+                  and e["ts"] + e["dur"] <= it["ts"] + it["dur"] + 1e-3]
+        assert sorted(e["name"] for e in inside) == ["forward", "sample", "schedule"]
 
 
 def test_a_trace_file_is_the_workload(capsys, tmp_path):

@@ -206,15 +206,15 @@ def test_timings_are_consistent_with_the_records(tiny):
 
 
 class Replay:
-    """A fake executor: the recorded iteration times, a fixed token."""
+    """A fake executor: a simulated clock fed the recorded iteration times, a fixed token."""
 
-    clock = "wall"
+    clock = "simulated"
 
     def __init__(self, durations):
         self.durations = iter(durations)
 
     def execute(self, out, seqs):
-        return {sid: 0 for sid in out.sample_ids}, next(self.durations)
+        return {sid: 0 for sid in out.sample_ids}, next(self.durations), 0.0
 
 
 def test_the_schedule_depends_on_the_iteration_times_not_on_the_executor(tiny):
@@ -227,7 +227,9 @@ def test_the_schedule_depends_on_the_iteration_times_not_on_the_executor(tiny):
     replayed = replay.run()
     assert len(replayed) == len(recorded)
     for a, b in zip(recorded, replayed, strict=True):
-        assert dataclasses.replace(b, start_s=a.start_s, end_s=a.end_s) == a
+        assert dataclasses.replace(b, clock="wall", start_s=a.start_s, end_s=a.end_s,
+                                   schedule_s=a.schedule_s, forward_s=a.forward_s,
+                                   sample_s=a.sample_s) == a
         assert b.start_s == pytest.approx(a.start_s) and b.end_s == pytest.approx(a.end_s)
 
 
@@ -240,3 +242,25 @@ def test_idle_engine_jumps_to_the_next_arrival_and_static_timeout():
     assert [r.request_id for r in engine.request_infos()] == ["a", "b"]
     # the last arrival closes arrivals: its batch starts at once, not after the timeout
     assert records[-2].start_s == 10.0 and records[-1].finished == ("b",)
+
+
+def test_an_iteration_accounts_for_its_time_on_each_clock(tiny):
+    """Wall: the scheduler's host time is inside the iteration (schedule + forward + sample =
+    its span; iterations follow each other with no gap). Simulated: the span is the
+    roofline's forward alone (no host time: the same records every run)."""
+    model, _ = tiny
+    wall, _ = model_engine(model, make_requests(), n_blocks=12, budget=8)
+    records = wall.run()
+    for r in records:
+        assert r.schedule_s > 0 and r.forward_s > 0 and r.sample_s >= 0
+        assert r.schedule_s + r.forward_s + r.sample_s == pytest.approx(r.duration_s)
+    assert all(a.end_s == b.start_s for a, b in zip(records, records[1:]))  # all at t=0
+
+    from inferlab.engines.model.config import load_model_preset
+    from inferlab.engines.serve.clock import SimulatedExecutor
+
+    sim = ServingEngine(Scheduler(CONTINUOUS, BlockManager(64, 4), 8),
+                        SimulatedExecutor(load_model_preset("llama-3-8b"), (1e15, 3e12)),
+                        make_requests())
+    for r in sim.run():
+        assert r.duration_s == pytest.approx(r.forward_s) and r.sample_s == r.schedule_s == 0

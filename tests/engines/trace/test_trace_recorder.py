@@ -180,3 +180,21 @@ def test_many_threads_record_concurrently():
         assert sum(e["tid"] == tid for e in body) == per_thread * 2
     assert [e["ts"] for e in body] == sorted(e["ts"] for e in body)
     assert all(e["ts"] >= 0 and e.get("dur", 0) >= 0 for e in body)
+
+
+def test_named_tracks_get_their_own_tid_and_name_beside_the_threads():
+    rec = TraceRecorder(clock=lambda: 0.0)
+    rec.add_span("on the thread", 0.0, 1.0)
+    rec.add_span("prefill", 0.0, 1.0, track="request a")
+    rec.add_span("decode", 1.0, 2.0, track="request a")
+    rec.add_span("prefill", 0.0, 3.0, track="request b")
+    rec.add_span("again", 1.0, 2.0)
+    events = rec.events()
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    tid = {e["name"] + "@" + names[e["tid"]]: e["tid"] for e in events if e["ph"] == "X"}
+    assert len(set(names)) == len(names) == 3
+    assert tid["prefill@request a"] == tid["decode@request a"] != tid["prefill@request b"]
+    assert names[tid["again@" + threading.current_thread().name]] == \
+        threading.current_thread().name
+    assert tid["on the thread@" + threading.current_thread().name] not in (
+        tid["prefill@request a"], tid["prefill@request b"])
