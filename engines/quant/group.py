@@ -1,6 +1,9 @@
 """Group-wise INT-b quantization: one scale (and minimum) per group of g consecutive weights.
 
-Groups run along the last axis (a weight's input dimension), g dividing its length:
+Groups run along the last axis (a weight's input dimension), g dividing its length, or, with
+`ragged=True`, g consecutive weights from the start of the row and a SHORTER last group
+where g does not divide it (SmolLM2's rows of 576 at g = 128: 4 groups of 128 and one of 64;
+a row shorter than g is one group). Each group, full or short, has its own d (and m):
 
     symmetric:   d = max|x| / (2^(b-1) - 1)      q = round(x / d)       x̂ = d q
     asymmetric:  d = (max x - min x) / (2^b - 1)  q = round((x - m) / d)   x̂ = d q + m,  m = min x
@@ -41,18 +44,25 @@ class GroupQuantized:
     """m per group (asymmetric), like `scales`; None when symmetric."""
     bits: int
     group_size: int
+    """g; the last group of a row is shorter when g does not divide it (`ragged`)."""
 
     @property
     def symmetric(self) -> bool:
         return self.mins is None
 
+    @property
+    def ragged(self) -> bool:
+        """True when the rows' last group is shorter than `group_size`."""
+        return self.q.shape[-1] % self.group_size != 0
+
     def dequantize(self) -> torch.Tensor:
         shape = self.q.shape
-        q = self.q.to(torch.float32).reshape(*shape[:-1], -1, self.group_size)
+        q = pad_last(self.q.to(torch.float32), self.group_size)
+        q = q.reshape(*shape[:-1], -1, self.group_size)
         x = self.scales.to(torch.float32).unsqueeze(-1) * q
         if self.mins is not None:
             x = x + self.mins.to(torch.float32).unsqueeze(-1)
-        return x.reshape(shape)
+        return x.reshape(*shape[:-1], -1)[..., : shape[-1]]
 
     def packed_codes(self) -> torch.Tensor:
         """The INT4 codes two per byte (`pack_int4`); only for 4-bit groups."""
@@ -67,11 +77,29 @@ class GroupQuantized:
         return (self.q.numel() * self.bits + 7) // 8 + self.scales.numel() * per_group
 
 
-def grouped(x: torch.Tensor, group_size: int) -> torch.Tensor:
-    """x as (*leading, n_groups, group_size), the group size checked against the last axis."""
+def n_groups(length: int, group_size: int) -> int:
+    """Groups in a row of `length`: ceil(length / g) (the last one short when ragged)."""
+    return -(-length // group_size)
+
+
+def pad_last(x: torch.Tensor, group_size: int) -> torch.Tensor:
+    """x with its last axis padded to a multiple of g by repeating its last element."""
+    pad = -x.shape[-1] % group_size
+    if not pad:
+        return x
+    return torch.cat([x, x[..., -1:].expand(*x.shape[:-1], pad)], dim=-1)
+
+
+def grouped(x: torch.Tensor, group_size: int, ragged: bool = False) -> torch.Tensor:
+    """x as (*leading, n_groups, group_size), the group size checked against the last axis
+    (which it must divide unless `ragged`: then the last group is padded, see `pad_last`)."""
     if x.dim() == 0:
         raise QuantError("x must have at least one axis to form groups")
-    check_group_size(group_size, x.shape[-1])
+    if ragged:
+        check_group_size(group_size, group_size)  # positive; any row length will do
+        x = pad_last(x, group_size)
+    else:
+        check_group_size(group_size, x.shape[-1])
     return x.reshape(*x.shape[:-1], x.shape[-1] // group_size, group_size)
 
 
@@ -89,14 +117,17 @@ def finite_or_zero(v: torch.Tensor) -> torch.Tensor:
 
 def quantize_groups(x: torch.Tensor, bits: int = 4, group_size: int = 128,
                     symmetric: bool = False, scale_dtype: torch.dtype = torch.float32,
-                    rounding: str = "half_even") -> GroupQuantized:
-    """Quantize `x` in groups of `group_size` along its last axis to `bits`-bit codes."""
+                    rounding: str = "half_even", ragged: bool = False) -> GroupQuantized:
+    """Quantize `x` in groups of `group_size` along its last axis to `bits`-bit codes.
+
+    `ragged` allows a last group shorter than `group_size` in each row; without it a group
+    size that does not divide the last axis is a QuantError."""
     x = check_tensor(x)
     check_bits(bits, 2, 8)
     if scale_dtype not in SCALE_DTYPES:
         raise QuantError(f"scale_dtype must be one of {SCALE_DTYPES}, got {scale_dtype}")
     round_ = rounder(rounding)
-    g = grouped(x, group_size)
+    g = grouped(x, group_size, ragged)
     if symmetric:
         q_max = (1 << (bits - 1)) - 1
         d = g.abs().amax(dim=-1, keepdim=True) / float(q_max)
@@ -108,6 +139,7 @@ def quantize_groups(x: torch.Tensor, bits: int = 4, group_size: int = 128,
         d = (g.amax(dim=-1, keepdim=True) - lo) / float(levels)
         q = round_(finite_or_zero((g - lo) * reciprocal_or_zero(d))).clamp(0, levels).to(torch.uint8)
         mins = lo.squeeze(-1).to(scale_dtype)
-    return GroupQuantized(q=q.reshape(x.shape),
+    q = q.reshape(*x.shape[:-1], -1)[..., : x.shape[-1]].contiguous()
+    return GroupQuantized(q=q,
                           scales=d.squeeze(-1).to(scale_dtype), mins=mins, bits=bits,
                           group_size=group_size)

@@ -3,6 +3,8 @@
 Each is a name and a function from a weight tensor to a quantized record; every record has
 `dequantize()` (the fp32 x̂) and `nbytes` (its storage). Weights are [out, in]: per-channel
 schemes take one scale per output row (axis 0), group schemes group along the input axis.
+"int4-g128" is ragged: a row of 576 (SmolLM2's d_model) is groups of 128, 128, 128, 128, 64;
+the llama.cpp blocks are not (GGUF has no short block: 32 must divide the row).
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("q4_0", "llama.cpp Q4_0: symmetric INT4, groups of 32, fp16 signed scale",
            quantize_q4_0),
     Scheme("q4_1", "llama.cpp Q4_1: INT4, groups of 32, fp16 scale and minimum", quantize_q4_1),
-    Scheme("int4-g128", "INT4 round-to-nearest, groups of 128, fp32 scale and minimum",
-           partial(quantize_groups, bits=4, group_size=128, symmetric=False)),
+    Scheme("int4-g128", "INT4 round-to-nearest, groups of 128 (a row's last group shorter "
+           "where 128 does not divide it), fp32 scale and minimum",
+           partial(quantize_groups, bits=4, group_size=128, symmetric=False, ragged=True)),
 )}
 
 
