@@ -15,15 +15,15 @@ from __future__ import annotations
 from inferlab.engines.servelab.bench import run_batching_bench
 
 
-def run_batching_lab_bench(requests: int = 200, simulator_requests: int = 2000,
+def run_batching_lab_bench(requests: int = 200, simulator_requests: int = 5000,
                            timeline_requests: int = 2000,
-                           timeline_iterations: int = 20_000) -> dict:
+                           timeline_iterations: int = 20_000, real: bool = True) -> dict:
     from PySide6.QtCore import QCoreApplication, QEvent
 
     from inferlab.app.gui import create_application
     from inferlab.app.offscreen import ensure_platform
 
-    figures = run_batching_bench(requests, simulator_requests)
+    figures = run_batching_bench(requests, simulator_requests, real)
     ensure_platform()
     create_application()  # the app's own QApplication, not one pyqtgraph makes and drops
     from inferlab.views.batch_timeline import bench_timeline
