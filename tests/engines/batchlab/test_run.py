@@ -54,7 +54,7 @@ def test_run_batching_writes_a_snapshot_matching_its_timings(capsys, tmp_path):
                                                  "stalled"}
         assert any(e["name"] == "decode" for e in events)
         ordered = sorted(events, key=lambda e: e["ts"])
-        assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(ordered, ordered[1:]))
+        assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(ordered, ordered[1:], strict=False))
     assert not [e for e in snapshot.trace_events if e.get("name") == "forward"]  # simulated
 
 

@@ -254,7 +254,7 @@ def test_an_iteration_accounts_for_its_time_on_each_clock(tiny):
     for r in records:
         assert r.schedule_s > 0 and r.forward_s > 0 and r.sample_s >= 0
         assert r.schedule_s + r.forward_s + r.sample_s == pytest.approx(r.duration_s)
-    assert all(a.end_s == b.start_s for a, b in zip(records, records[1:]))  # all at t=0
+    assert all(a.end_s == b.start_s for a, b in zip(records, records[1:], strict=False))  # all at t=0
 
     from inferlab.engines.model.config import load_model_preset
     from inferlab.engines.serve.clock import SimulatedExecutor
