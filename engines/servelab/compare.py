@@ -1,0 +1,144 @@
+"""Policies side by side on one seeded workload, and the throughput-latency sweep over rate.
+
+    compare_policies(settings, ("static", "continuous"))
+        every policy runs the SAME requests (the settings' workload, generated once) to the
+        end; per policy its metrics and every finished request's TTFT and TPOT (the CDFs)
+    rate_sweep(settings, rates, policies)
+        for each rate (Poisson arrivals, the same seed, lengths and request count) and
+        policy, a full run: achieved output tokens/s against p50/p99 TTFT and TPOT, as
+        guidellm and `vllm bench serve` plot it; `knee` is the largest rate whose p99 TTFT
+        and TPOT both meet the SLOs
+    latency_cdf(values)
+        the empirical CDF: sorted values and the fraction of requests at or below each
+
+Both take `progress(fraction, message)` and `should_stop()` (raising Cancelled through
+engines.hardware.cancel.check_stop) so the lab can run them in a worker with a progress bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.engines.hardware.cancel import check_stop
+from inferlab.engines.serve.metrics import tpot_s, ttft_s
+
+Progress = Callable[[float, str], None]
+MAX_SWEEP_RATES = 24
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """One policy's whole run: its metrics dict (batching_metrics) and per finished request
+    its TTFT and TPOT in seconds (TPOT only for requests of two or more tokens)."""
+
+    policy: str
+    metrics: dict
+    ttft_s: tuple[float, ...]
+    tpot_s: tuple[float, ...]
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "metrics": self.metrics, "ttft_s": list(self.ttft_s),
+                "tpot_s": list(self.tpot_s)}
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    policy: str
+    rate_per_s: float
+    output_tokens_per_s: float
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    goodput_requests_per_s: float
+
+    def meets(self, slo_ttft_s: float, slo_tpot_s: float) -> bool:
+        return self.ttft_p99_s <= slo_ttft_s and self.tpot_p99_s <= slo_tpot_s
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def latency_cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted values, fraction of values <= each): i / n for the i-th smallest."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    return x, np.arange(1, len(x) + 1, dtype=np.float64) / max(len(x), 1)
+
+
+def run_policy(settings: dict, items, device: str = "cpu", should_stop=None) -> PolicyRun:
+    """`settings`' policy over the workload `items` to the end."""
+    from inferlab.engines.servelab.section import batching_metrics, batching_session
+
+    session = batching_session(settings, device, items)
+    while not session.done:
+        check_stop(should_stop)
+        session.step()
+    timings = [t for t in session.timings() if t.ok]
+    tpots = [tpot_s(t) for t in timings if t.output_tokens > 1]
+    return PolicyRun(settings["policy"], batching_metrics(session.serving_metrics(),
+                                                          session.records),
+                     tuple(ttft_s(t) for t in timings), tuple(tpots))
+
+
+def compare_policies(settings: dict, policies: Sequence[str] = ("static", "continuous"),
+                     device: str = "cpu", progress: Progress | None = None,
+                     should_stop=None) -> list[PolicyRun]:
+    """Each policy over the same requests (`settings`' workload), in order."""
+    from inferlab.engines.serve import workload
+    from inferlab.engines.servelab.section import batching_workload, check_batching_settings
+
+    settings = check_batching_settings(settings)
+    items = workload.generate(batching_workload(settings))
+    report = progress or (lambda fraction, message: None)
+    runs = []
+    for i, policy in enumerate(policies):
+        report(i / len(policies), f"running {policy} ({i + 1}/{len(policies)})")
+        runs.append(run_policy(dict(settings, policy=policy), items, device, should_stop))
+    report(1.0, "compared")
+    return runs
+
+
+def sweep_rates(low_per_s: float, high_per_s: float, n: int) -> list[float]:
+    """`n` rates spaced evenly on a log scale from low to high (both included)."""
+    if not (0 < low_per_s <= high_per_s):
+        raise ValueError(f"rates: need 0 < low <= high, got {low_per_s:g} and {high_per_s:g}")
+    if not 1 <= n <= MAX_SWEEP_RATES:
+        raise ValueError(f"rates: between 1 and {MAX_SWEEP_RATES} points, got {n}")
+    if n == 1:
+        return [float(low_per_s)]
+    return [float(r) for r in np.geomspace(low_per_s, high_per_s, n)]
+
+
+def rate_sweep(settings: dict, rates: Sequence[float],
+               policies: Sequence[str] = ("static", "continuous"), device: str = "cpu",
+               progress: Progress | None = None, should_stop=None) -> list[SweepPoint]:
+    """One full run per (rate, policy); points in rate order, policies in the given order."""
+    from inferlab.engines.serve import workload
+    from inferlab.engines.servelab.section import batching_workload, check_batching_settings
+
+    report = progress or (lambda fraction, message: None)
+    total = len(rates) * len(policies)
+    points = []
+    for i, rate in enumerate(rates):
+        s = check_batching_settings(dict(settings, rate_per_s=float(rate)))
+        items = workload.generate(batching_workload(s))
+        for j, policy in enumerate(policies):
+            done = i * len(policies) + j
+            report(done / total, f"{policy} at {rate:.3g} req/s ({done + 1}/{total})")
+            m = run_policy(dict(s, policy=policy), items, device, should_stop).metrics
+            points.append(SweepPoint(
+                policy, float(rate), m["output_tokens_per_s"], m["ttft_s"]["p50"],
+                m["ttft_s"]["p99"], m["tpot_s"]["p50"], m["tpot_s"]["p99"],
+                m["goodput_requests_per_s"]))
+    report(1.0, "swept")
+    return points
+
+
+def knee(points: Sequence[SweepPoint], policy: str, slo_ttft_s: float,
+         slo_tpot_s: float) -> SweepPoint | None:
+    """The highest-rate point of `policy` meeting both SLOs at p99 (None: none does)."""
+    ok = [p for p in points if p.policy == policy and p.meets(slo_ttft_s, slo_tpot_s)]
+    return max(ok, key=lambda p: p.rate_per_s, default=None)

@@ -1,0 +1,80 @@
+"""Policies side by side and the rate sweep (engines/servelab/compare.py), simulated clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferlab.engines.hardware.cancel import Cancelled
+from inferlab.engines.servelab.compare import (
+    SweepPoint,
+    compare_policies,
+    knee,
+    latency_cdf,
+    rate_sweep,
+    sweep_rates,
+)
+from inferlab.engines.servelab.section import BATCHING_DEFAULTS
+
+SMALL = dict(BATCHING_DEFAULTS, requests=40, rate_per_s=10.0)
+
+
+def test_both_policies_run_the_same_requests():
+    messages = []
+    static, continuous = compare_policies(SMALL, progress=lambda f, m: messages.append((f, m)))
+    assert (static.policy, continuous.policy) == ("static", "continuous")
+    for run in (static, continuous):
+        assert run.metrics["completed"] == 40 == len(run.ttft_s)
+        assert 0 < len(run.tpot_s) <= 40 and all(t > 0 for t in run.tpot_s)
+    assert static.metrics["total_output_tokens"] == continuous.metrics["total_output_tokens"]
+    # the point of the lab, on this seeded workload: continuous answers sooner
+    assert np.median(continuous.ttft_s) < np.median(static.ttft_s)
+    assert messages[0][0] == 0.0 and messages[-1] == (1.0, "compared")
+
+
+def test_latency_cdf_by_hand():
+    x, y = latency_cdf([0.3, 0.1, 0.2, 0.2])
+    assert x.tolist() == [0.1, 0.2, 0.2, 0.3] and y.tolist() == [0.25, 0.5, 0.75, 1.0]
+    x, y = latency_cdf([])
+    assert len(x) == len(y) == 0
+
+
+def test_sweep_rates_are_log_spaced_and_checked():
+    assert sweep_rates(1, 100, 3) == pytest.approx([1, 10, 100])
+    assert sweep_rates(5, 5, 1) == [5.0]
+    for bad in ((0, 1, 3), (2, 1, 3), (1, 2, 0), (1, 2, 1000)):
+        with pytest.raises(ValueError, match="rates"):
+            sweep_rates(*bad)
+
+
+def test_a_rate_sweep_gives_one_point_per_rate_and_policy():
+    points = rate_sweep(dict(SMALL, requests=30), [2.0, 20.0])
+    assert [(p.policy, p.rate_per_s) for p in points] == [
+        ("static", 2.0), ("continuous", 2.0), ("static", 20.0), ("continuous", 20.0)]
+    for p in points:
+        assert 0 < p.ttft_p50_s <= p.ttft_p99_s and 0 < p.tpot_p50_s <= p.tpot_p99_s
+    by = {(p.policy, p.rate_per_s): p for p in points}
+    # more offered load, more delivered tokens per second (the same requests, sooner)
+    assert by["continuous", 20.0].output_tokens_per_s > by["continuous", 2.0].output_tokens_per_s
+
+
+def test_the_knee_is_the_highest_rate_meeting_both_slos():
+    def point(rate, ttft, tpot):
+        return SweepPoint("continuous", rate, rate * 100, ttft / 2, ttft, tpot / 2, tpot, rate)
+
+    points = [point(1, 0.1, 0.01), point(2, 0.5, 0.02), point(4, 0.9, 0.06), point(8, 3.0, 0.02)]
+    assert knee(points, "continuous", 1.0, 0.05).rate_per_s == 2
+    assert knee(points, "continuous", 1.0, 0.1).rate_per_s == 4
+    assert knee(points, "continuous", 0.01, 0.05) is None
+    assert knee(points, "static", 1.0, 0.05) is None
+
+
+def test_a_sweep_stops_when_asked():
+    calls = []
+
+    def stop():
+        calls.append(1)
+        return len(calls) > 3
+
+    with pytest.raises(Cancelled):
+        rate_sweep(SMALL, [1.0, 2.0, 4.0], should_stop=stop)
