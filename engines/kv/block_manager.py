@@ -300,6 +300,57 @@ class BlockManager:
         for block in reversed(seq.blocks):
             release(block)
 
+    def truncate(self, seq_id: object, n_tokens: int) -> list[int]:
+        """Roll `seq_id` back to its first `n_tokens` tokens (rejected speculative drafts).
+
+        Blocks past the cut are released, last first (their ids are returned in that order).
+        A block this sequence alone holds that was registered in the prefix cache and no longer
+        lies wholly inside the kept tokens is unregistered first: its slots are about to be
+        rewritten (the kept partial block) or held tokens nobody committed (a released one), so
+        no later prompt may hit it. A registered block another sequence shares keeps its entry:
+        its content stays valid for that holder, and the next append here copies it first.
+        """
+        seq = self._seq(seq_id)
+        n_old = len(seq.token_ids)
+        if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or not 0 <= n_tokens <= n_old:
+            raise ValueError(f"sequence {seq_id!r} has {n_old} reserved tokens; cannot truncate "
+                             f"it to {n_tokens!r}")
+        if n_tokens == n_old:
+            return []
+        bs, pool = self.block_size, self.pool
+        n_full = n_tokens // bs
+        keep = self.blocks_needed(n_tokens)
+        for block in seq.blocks[n_full:]:
+            if block.block_hash is not None and block.ref_count == 1:
+                pool.cache.evict(block)
+        released = seq.blocks[keep:]
+        del seq.blocks[keep:]
+        for block in reversed(released):
+            pool.release(block)
+        if n_tokens % bs:
+            seq.blocks[-1].n_tokens = n_tokens % bs
+        del seq.token_ids[n_tokens:]
+        seq.n_cached_tokens = min(seq.n_cached_tokens, n_tokens)
+        if seq.n_registered > n_full:
+            self._rewind_chain(seq, n_full)
+        return [b.block_id for b in reversed(released)]
+
+    def _rewind_chain(self, seq: _Seq, n_blocks: int) -> None:
+        """Point `seq`'s chain at the end of its first `n_blocks` blocks again: the hashes
+        recomputed, the content ids those blocks' cache entries carry. Stops early where an
+        entry is gone (a twin evicted): `mark_computed` registers from there again."""
+        bs = self.block_size
+        chain_hash, chain_id = ROOT_HASH, ROOT_CONTENT_ID
+        n_ok = 0
+        for index in range(n_blocks):
+            block_tokens = tuple(seq.token_ids[index * bs : (index + 1) * bs])
+            block_hash = self._hash(chain_hash, block_tokens)
+            entry = self.pool.cache.lookup(block_hash, chain_id, block_tokens)
+            if entry is None:
+                break
+            chain_hash, chain_id, n_ok = block_hash, entry.content_id, index + 1
+        seq.chain_hash, seq.chain_id, seq.n_registered = chain_hash, chain_id, n_ok
+
     # ---- prefix cache ----------------------------------------------------------------------------
 
     def mark_computed(self, seq_id: object, n_tokens: int) -> None:

@@ -22,6 +22,16 @@ Chunked prefill reserves a prompt piece by piece and runs each piece when it is 
 A scheduler that owns the reservations (engines/serve: its Scheduler over `runner.blocks`)
 calls `forward` with explicit (seq_id, start, n_tokens) chunks instead, and marks the
 computed tokens itself.
+
+Speculative decoding appends K drafts at once, scores every one of them in the same step and
+rolls the rejected ones back:
+
+    cows = runner.append_tokens("a", [last_id, *drafts])   # copy-on-write pairs, already copied
+    logits = runner.step(["a"], logits=[len(drafts) + 1])  # [K+1, vocab]: p after each token
+    runner.truncate("a", n_kept)   # blocks past the cut back to the pool, stale cache entries gone
+
+`logits` picks the rows a step or forward returns: "last" (one per sequence), "all" (every
+query token, in flat batch order) or a count per sequence (its last n query tokens).
 """
 
 from __future__ import annotations
@@ -71,11 +81,29 @@ class ModelRunner:
             self.cache.copy_blocks(cows)
         return 0
 
-    def append(self, seq_id: object, token_id: int) -> None:
-        """Reserve the slot of one more token (copying a shared last block first)."""
+    def append(self, seq_id: object, token_id: int) -> tuple[int, int] | None:
+        """Reserve the slot of one more token (copying a shared last block first); return the
+        copy-on-write pair (src, dst) it made, or None."""
         cow = self.blocks.append_token(seq_id, int(token_id))
         if cow is not None:
             self.cache.copy_blocks([cow])
+        return cow
+
+    def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """Reserve the slots of several tokens at once (the K drafts): all or nothing. A shared
+        last block is copied first; the copy-on-write pairs (src, dst) made are returned."""
+        cows = self.blocks.append_tokens(seq_id, [int(t) for t in token_ids])
+        if cows:
+            self.cache.copy_blocks(cows)
+        return cows
+
+    def truncate(self, seq_id: object, n_tokens: int) -> list[int]:
+        """Roll `seq_id` back to its first `n_tokens` tokens: the computed count, the block
+        table and the blocks past the cut (returned, as the pool got them back). Cache entries
+        of blocks that held cut tokens are dropped (`BlockManager.truncate`)."""
+        released = self.blocks.truncate(seq_id, n_tokens)
+        self._n_computed[seq_id] = min(self._n_computed[seq_id], n_tokens)
+        return released
 
     def fork(self, parent_id: object, child_id: object) -> None:
         """`child_id` shares all of the parent's blocks (parallel sampling)."""
@@ -93,11 +121,12 @@ class ModelRunner:
     def token_ids(self, seq_id: object) -> list[int]:
         return self.blocks.token_ids(seq_id)
 
-    def step(self, seq_ids: Sequence[object], max_tokens: Sequence[int] | None = None
-             ) -> torch.Tensor:
+    def step(self, seq_ids: Sequence[object], max_tokens: Sequence[int] | None = None,
+             logits: str | Sequence[int] = "last") -> torch.Tensor:
         """Run each sequence's pending tokens (at most `max_tokens[i]`: chunked prefill).
 
-        Returns fp32 logits [len(seq_ids), vocab]: each sequence's last token run.
+        Returns fp32 logits [rows, vocab]: by default each sequence's last token run; other
+        `logits` choices as in `forward`.
         """
         if not seq_ids:
             raise ValueError("step needs at least one sequence")
@@ -108,18 +137,20 @@ class ModelRunner:
             if n < 1:
                 raise ValueError(f"sequence {sid!r} has no pending token to run")
             chunks.append((sid, done, n))
-        logits = self.forward(chunks)
+        out = self.forward(chunks, logits)
         for sid, start, n in chunks:
             self._n_computed[sid] = start + n
             self.blocks.mark_computed(sid, start + n)  # now prefix-cache hits
-        return logits
+        return out
 
-    def forward(self, chunks: Sequence[tuple[object, int, int]]) -> torch.Tensor:
+    def forward(self, chunks: Sequence[tuple[object, int, int]],
+                logits: str | Sequence[int] = "last") -> torch.Tensor:
         """ONE flat forward over reserved tokens [start, start + n) of each (seq_id, start, n).
 
         Their K/V before `start` must be in the cache. Writes the chunks' K/V; does not mark
         them computed (`step` does; a scheduler does it in its update). Returns fp32 logits
-        [len(chunks), vocab]: each chunk's last token.
+        [rows, vocab] in chunk order: "last" each chunk's last token (rows = len(chunks)),
+        "all" every token run, or a count per chunk (1 <= count <= n: its last count tokens).
         """
         if not chunks:
             raise ValueError("forward needs at least one chunk")
@@ -132,7 +163,30 @@ class ModelRunner:
         device = self.model.device
         meta = build_attention_metadata(self.blocks, seq_ids, query_lens, device,
                                         query_starts=starts)
+        index = _logits_index(query_lens, logits)
         ids = torch.tensor(tokens, dtype=torch.int64, device=device)
-        logits = self.model.forward(ids, meta, self.cache)
+        out = self.model.forward(ids, meta, self.cache, logits_index=index)
         self.last_metadata = meta
-        return logits
+        return out
+
+
+def _logits_index(query_lens: list[int], logits: str | Sequence[int]) -> torch.Tensor | str | None:
+    """The model's `logits_index` for a runner's `logits` choice (checked before any work)."""
+    if isinstance(logits, str):
+        if logits == "last":
+            return None
+        if logits == "all":
+            return "all"
+        raise ValueError(f"logits must be 'last', 'all' or a count per chunk, got {logits!r}")
+    counts = list(logits)
+    if len(counts) != len(query_lens):
+        raise ValueError(f"logits needs one count per chunk ({len(query_lens)}), got "
+                         f"{len(counts)}")
+    rows: list[int] = []
+    end = 0
+    for i, (n, count) in enumerate(zip(query_lens, counts, strict=True)):
+        end += n
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= n:
+            raise ValueError(f"logits count {count!r} of chunk {i} must be in [1, {n}]")
+        rows.extend(range(end - count, end))
+    return torch.tensor(rows, dtype=torch.int64)

@@ -9,10 +9,8 @@ distributed exactly as plain sampling with these settings.
     top-k: keep the k most likely tokens (ties broken by position), renormalise
     top-p: keep the smallest most-likely-first set whose mass reaches top_p, renormalise
 
-The temperature and top-p rules are those of `engines/model/sampler.Sampler` (the same
-tiny-temperature fallback, the same top-p boundary: a token is dropped when the tokens more
-likely than it already hold top_p). That sampler has no function returning the filtered
-distribution, so it is computed here; tests check both agree draw for draw.
+The rules live once, in `engines/model/sampler.filtered_probs` (which plain decoding's
+Sampler draws from); this module adds the settings record and SpeculativeError.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from inferlab.engines.model import sampler as model_sampler
 from inferlab.engines.speculative.errors import SpeculativeError
 
 
@@ -59,30 +58,8 @@ def filtered_probs(logits: torch.Tensor, settings: SamplingSettings) -> torch.Te
 
     Greedy settings give the one-hot row of the argmax (the limit of temperature -> 0).
     """
-    bad = torch.isnan(logits) | torch.isposinf(logits)
-    if bool(bad.any()):
-        raise SpeculativeError("logits hold NaN or +inf: the model's numbers are broken")
-    x = logits.float().cpu()
-    if settings.greedy:
-        return torch.zeros_like(x).scatter_(-1, x.argmax(dim=-1, keepdim=True), 1.0)
-    probs = torch.softmax(x / settings.temperature, dim=-1)
-    if not bool(torch.isfinite(probs).all()):  # x / T overflowed: a tiny temperature
-        xd = x.double()
-        probs = torch.softmax((xd - xd.max(dim=-1, keepdim=True).values) / settings.temperature,
-                              dim=-1).float()
-    if not bool(torch.isfinite(probs).all()):
-        raise SpeculativeError("logits: a row is -inf for every token, nothing to sample from")
-    vocab = probs.shape[-1]
-    if 0 < settings.top_k < vocab:
-        # stable sort: among equal probabilities the lower token id is kept, every run alike
-        order = probs.sort(dim=-1, descending=True, stable=True).indices
-        drop = order[..., settings.top_k:]
-        probs = probs.scatter(-1, drop, 0.0)
-        probs = probs / probs.sum(dim=-1, keepdim=True)
-    if settings.top_p < 1:
-        sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
-        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
-        sorted_p = sorted_p.masked_fill(before >= settings.top_p, 0.0)
-        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
-        probs = probs / probs.sum(dim=-1, keepdim=True)
-    return probs
+    try:
+        return model_sampler.filtered_probs(logits, settings.temperature, settings.top_k,
+                                            settings.top_p)
+    except ValueError as e:
+        raise SpeculativeError(f"logits: {e}") from None

@@ -59,3 +59,41 @@ def test_generate_accepts_numpy_and_tensor_ids(tiny):
     a = generate(tiny[0], [np.array([1, 2, 3])], max_new_tokens=3).generations
     b = generate(tiny[0], [torch.tensor([1, 2, 3])], max_new_tokens=3).generations
     assert a == b and a[0].prompt_token_ids == (1, 2, 3)
+
+
+def _inline_top_p_draws(logits, temperature, top_p, seed):
+    """The Sampler's draws before filtered_probs existed (its inline filtering, kept here as
+    the reference): softmax(x / T), the top-p mask, multinomial on the unnormalised rest."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        before = sorted_p.cumsum(dim=-1) - sorted_p
+        sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+    gen = torch.Generator().manual_seed(seed)
+    return torch.multinomial(probs, 1, generator=gen).squeeze(-1).tolist()
+
+
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9), (1.3, 0.5)])
+def test_top_k_zero_draws_what_the_inline_filter_drew(temperature, top_p):
+    logits = torch.randn(2000, 100, generator=torch.Generator().manual_seed(3)) * 3
+    ours = Sampler(SamplingParams(temperature, top_p, seed=5))(logits)
+    assert ours == _inline_top_p_draws(logits, temperature, top_p, 5)
+
+
+def test_top_k_keeps_the_k_most_likely_tokens():
+    from inferlab.engines.model.sampler import filtered_probs
+
+    logits = torch.tensor([[0.5, 0.2, 0.2, 0.1]]).log()
+    assert filtered_probs(logits, 1.0, top_k=2)[0].tolist() == pytest.approx([5 / 7, 2 / 7, 0, 0])
+    assert filtered_probs(logits, 1.0, top_k=3, top_p=0.7)[0].tolist() == pytest.approx(
+        [5 / 7, 2 / 7, 0, 0])  # top-p over the renormalised top-k
+    assert filtered_probs(logits, 0.0)[0].tolist() == [1, 0, 0, 0]
+    draws = Sampler(SamplingParams(1.0, seed=0, top_k=1))(logits.expand(50, 4))
+    assert set(draws) == {0}
+
+
+@pytest.mark.parametrize("top_k", [-1, 2.0, True])
+def test_bad_top_k_is_refused(top_k):
+    with pytest.raises(ValueError, match="top_k must be an integer >= 0"):
+        SamplingParams(1.0, top_k=top_k)
