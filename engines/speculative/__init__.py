@@ -9,6 +9,10 @@ sampler keeps the target's output distribution exactly. No Qt here.
     tree_rejection.py  multi-candidate (SpecInfer) rejection sampling over a tree; greedy tree
     drafter.py         the Drafter protocol and its Proposal
     ngram.py           NgramDrafter: prompt lookup, no model
+    model_drafter.py   ModelDrafter (a smaller model, same tokenizer), LayerSkipDrafter (the
+                       target's first layers + its head, shared weights); each its own cache
+    decoder.py         SpeculativeDecoder: draft K, verify K + 1 in one target forward, roll
+                       back; SpeculativeStep / SpeculativeRun records
     statistics.py      acceptance rates, alpha, mean acceptance length, the speedup model
     checks.py          input checks shared by the samplers
     errors.py          SpeculativeError

@@ -1,7 +1,7 @@
 """The drafter interface: what the verify loop asks of anything that proposes draft tokens.
 
-The n-gram drafter (no model) implements it today; model drafters (a smaller model, the
-target's first layers, a quantized target) will implement the same one method.
+The n-gram drafter (no model) and the model drafters (model_drafter.py: a smaller model, the
+target's first layers) implement it; a quantized self-draft will implement the same.
 """
 
 from __future__ import annotations
@@ -32,4 +32,8 @@ class Proposal:
 class Drafter(Protocol):
     def propose(self, token_ids: Sequence[int], k: int) -> Proposal:
         """Up to `k` (>= 1) tokens to follow `token_ids` (prompt + output so far, not empty)."""
+        ...
+
+    def reset(self) -> None:
+        """Forget any state kept between calls (a new prompt follows)."""
         ...

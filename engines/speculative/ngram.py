@@ -53,6 +53,11 @@ class NgramDrafter:
             for j in reversed(starts.tolist()):
                 yield tuple(ids[j + n : j + n + k].tolist())
 
+    name = "ngram"
+
+    def reset(self) -> None:
+        """Nothing to forget: each lookup reads only the text it is given."""
+
     def propose(self, token_ids: Sequence[int], k: int) -> Proposal:
         """Up to k tokens that followed the longest earlier match; none when nothing matches."""
         return Proposal(next(self._continuations(token_ids, k), ()))

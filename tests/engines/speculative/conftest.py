@@ -1,3 +1,5 @@
-"""torch on one thread for the speculative tests (tests/torch_fixtures.py says why)."""
+"""torch on one thread for the speculative tests (tests/torch_fixtures.py says why); the tiny
+model, and SmolLM2 from the model tests' fixtures for the slow tests."""
 
-from tests.torch_fixtures import _one_torch_thread  # noqa: F401 - fixture
+from tests.engines.model.conftest import smollm2, smollm2_path  # noqa: F401 - fixtures
+from tests.torch_fixtures import _one_torch_thread, tiny  # noqa: F401 - fixtures
