@@ -1,5 +1,6 @@
-"""The batching lab's view: its controls, a status line, the request timeline
-(`BatchTimelineView`) and the run's serving metrics.
+"""The batching lab's view: its controls, a status line, the run's serving metrics, and three
+tabs: the request timeline (`BatchTimelineView`), two policies compared and the rate sweep
+(views/batch_compare.py).
 
 It draws records (`draw(requests, iterations, metrics)`); its signals ask the lab for work.
 The step slider shows the timeline up to an earlier iteration (the cursor moves there).
@@ -21,10 +22,13 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSlider,
     QSpinBox,
+    QTabWidget,
     QVBoxLayout,
+    QWidget,
 )
 
 from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
+from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.fact_table import FactTable
 from inferlab.views.stepped_controls import SteppedView
@@ -177,13 +181,26 @@ class BatchingView(SteppedView):
         metrics_row.addLayout(table_column)
         metrics_row.addSpacing(12)
         metrics_row.addWidget(self.metrics_note, 1, Qt.AlignBottom)
+        timeline_page = QWidget()
+        timeline_layout = QVBoxLayout(timeline_page)
+        timeline_layout.setContentsMargins(0, 0, 0, 0)
+        timeline_layout.addWidget(self.timeline, 1)
+        timeline_layout.addWidget(self.nav_hint)
+        timeline_layout.addLayout(slider_row)
+        self.compare = PolicyCompareView()
+        self.sweep = RateSweepView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(timeline_page, "Timeline")
+        self.tabs.addTab(self.compare, "Compare policies")
+        self.tabs.addTab(self.sweep, "Rate sweep")
+        self.tabs.setTabToolTip(1, "Two policies over the same requests: metrics and latency "
+                                   "CDFs")
+        self.tabs.setTabToolTip(2, "p99 latency against throughput as the request rate grows")
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addWidget(self.status)
         layout.addLayout(metrics_row)
-        layout.addWidget(self.timeline, 1)
-        layout.addWidget(self.nav_hint)
-        layout.addLayout(slider_row)
+        layout.addWidget(self.tabs, 1)
         for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
                            ("Ctrl+R", self.reset_requested.emit)):
             shortcut = QShortcut(QKeySequence(keys), self)
@@ -215,7 +232,8 @@ class BatchingView(SteppedView):
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
         for w in (self.policy, self.clock, self.requests_spin, self.rate, self.seed,
-                  self.reset_button, self.step_button, self.run_button):
+                  self.reset_button, self.step_button, self.run_button, self.compare.button,
+                  self.sweep.button):
             w.setEnabled(not read_only)
 
     # ---- drawing -----------------------------------------------------------------------------

@@ -36,8 +36,12 @@ class BatchingLab(SteppedLab):
     def __init__(self, context, parent=None):
         super().__init__(context, BatchingView(), parent)
         self._trace_offset_s = 0.0
+        self.comparison: list = []  # PolicyRuns of the last comparison (A, B)
+        self.sweep_points: list = []  # SweepPoints of the last sweep
         self.view.set_settings(self._settings)
         self.view.set_status("The lab starts its run when it is first shown.")
+        self.view.compare.compare_requested.connect(self.compare)
+        self.view.sweep.sweep_requested.connect(self.sweep)
 
     @property
     def requests(self) -> tuple:
@@ -97,6 +101,59 @@ class BatchingLab(SteppedLab):
 
     def ended_text(self) -> str:
         return "Every request has finished: Reset (Ctrl+R) to run it again."
+
+    # ---- comparison and sweep (whole runs in a worker, with progress) ---------------------------
+    def compare(self, policies) -> None:
+        from inferlab.engines.servelab.compare import compare_policies
+
+        settings, device = self.settings(), self.context.device_id
+        view = self.view.compare
+        view.set_busy(True, f"Running {' and '.join(policies)} over the same "
+                            f"{settings['requests']} requests…")
+
+        def work(progress, should_stop):
+            return compare_policies(settings, policies, device, progress, should_stop)
+
+        def shown(runs) -> None:
+            self.comparison = list(runs)
+            view.show_runs(runs)
+            a, b = runs
+            view.set_busy(False, f"{a.policy} vs {b.policy}: the same {settings['requests']} "
+                                 f"requests ({settings['clock']} clock).")
+
+        def failed(message: str) -> None:
+            view.set_busy(False, f"Compare failed: {message}")
+
+        self.run_task("Batching lab: compare policies", work, shown, failed,
+                      on_end=lambda: view.set_busy(False))
+
+    def sweep(self, low_per_s: float, high_per_s: float, n_rates: int) -> None:
+        from inferlab.engines.servelab.compare import rate_sweep, sweep_rates
+
+        view = self.view.sweep
+        try:
+            rates = sweep_rates(low_per_s, high_per_s, n_rates)
+        except ValueError as e:
+            view.set_busy(False, str(e))
+            return
+        settings, device = self.settings(), self.context.device_id
+        policies = self.view.compare.policies()
+        view.set_busy(True, f"Sweeping {n_rates} rates × {len(policies)} policies…")
+
+        def work(progress, should_stop):
+            return rate_sweep(settings, rates, policies, device, progress, should_stop)
+
+        def shown(points) -> None:
+            self.sweep_points = list(points)
+            view.show_points(points, settings["slo_ttft_s"], settings["slo_tpot_s"])
+            view.set_busy(False, f"{len(points)} runs of {settings['requests']} requests each "
+                                 f"({settings['clock']} clock).")
+
+        def failed(message: str) -> None:
+            view.set_busy(False, f"Sweep failed: {message}")
+
+        self.run_task("Batching lab: rate sweep", work, shown, failed,
+                      on_end=lambda: view.set_busy(False))
 
     # ---- records ------------------------------------------------------------------------------
     def on_record(self, record) -> None:

@@ -104,3 +104,39 @@ def test_screenshot_of_the_lab(capsys, tmp_path):
     assert main(["screenshot", "--lab", "batching", "--out", str(png)]) == 0
     image = QImage(str(png))
     assert (image.width(), image.height()) == (1280, 800)
+
+
+def test_compare_and_sweep_run_in_a_worker_and_draw(qtbot, make_window):
+    window, lab = open_lab(qtbot, make_window, requests=30)
+    view = lab.view
+    view.tabs.setCurrentWidget(view.compare)
+    view.compare.set_policies("static", "continuous")
+    view.compare.button.click()
+    assert not view.compare.button.isEnabled()  # busy while it runs
+    qtbot.waitUntil(lambda: len(lab.comparison) == 2, timeout=60000)
+    wait_idle(qtbot, window)
+    assert view.compare.button.isEnabled()
+    a, b = lab.comparison
+    assert (a.policy, b.policy) == ("static", "continuous")
+    assert a.metrics["completed"] == b.metrics["completed"] == 30
+    table = view.compare.table
+    assert table.item(0, 0).text() == "TTFT p50 (ms)" and table.item(0, 1).text() != "—"
+    ttft_curves = view.compare.ttft_plot.getPlotItem().listDataItems()
+    assert [len(c.getData()[0]) for c in ttft_curves] == [30, 30]
+
+    view.sweep.low.setValue(2.0)
+    view.sweep.high.setValue(20.0)
+    view.sweep.points_spin.setValue(2)
+    view.sweep.button.click()
+    qtbot.waitUntil(lambda: len(lab.sweep_points) == 4, timeout=60000)
+    wait_idle(qtbot, window)
+    assert {p.rate_per_s for p in lab.sweep_points} == {2.0, 20.0}
+    assert "knee" in view.sweep.note.text()
+    curves = [c for c in view.sweep.ttft_plot.getPlotItem().listDataItems()
+              if len(c.getData()[0]) == 2]
+    assert len(curves) == 2  # one line per policy, one point per rate
+
+    view.sweep.low.setValue(30.0)  # low > high: refused with the reason, nothing runs
+    view.sweep.high.setValue(10.0)
+    view.sweep.button.click()
+    assert "rates" in view.sweep.status.text() and not window.context.running_tasks()
