@@ -54,6 +54,8 @@ class ModelExecutor:
         # Preempted sequences need nothing here: the scheduler freed their blocks in the
         # shared BlockManager, and their samplers continue where they were.
         t0 = time.perf_counter()
+        if out.copies:  # copy-on-write: the shared blocks' K/V into their fresh copies first
+            self.runner.cache.copy_blocks([(c.src, c.dst) for c in out.copies])
         chunks = [(sid, seqs[sid].num_computed_tokens, 1) for sid in out.decodes]
         chunks += [(c.seq_id, c.start, c.n_tokens) for c in out.prefills]
         sampled: dict[str, int] = {}

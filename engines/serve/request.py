@@ -21,6 +21,12 @@ RUNNING = "running"
 PREEMPTED = "preempted"
 FINISHED = "finished"
 
+# why a sequence finished (vLLM's finish reasons)
+LENGTH = "length"
+"""It produced max_new_tokens."""
+STOP = "stop"
+"""It sampled an end-of-sequence id."""
+
 
 @dataclass(frozen=True)
 class Request:
@@ -60,7 +66,11 @@ class Sequence:
     """The run-clock time of every output token, in order."""
     first_scheduled_s: float | None = None
     finish_s: float | None = None
+    finish_reason: str | None = None
+    """LENGTH or STOP once finished."""
     preemptions: int = 0
+    parent_id: str | None = None
+    """The sequence this one was forked from (parallel sampling), else None."""
 
     def __post_init__(self) -> None:
         if not self.num_prefill_tokens:

@@ -26,18 +26,28 @@ Policies (`POLICIES`):
 
 Preemption is vLLM's recompute: the victim's blocks are freed, its computed count drops to 0,
 its outputs stay, and it waits at the FRONT of the queue to re-prefill prompt + outputs.
+
+Parallel sampling forks (vLLM v0's n > 1): right after a parent's prefill, `update(...,
+forks=...)` gives it children that share every block (BlockManager.fork), each with its own
+first token. A shared, partly filled last block is copied on the first append that needs it:
+those copies are in `SchedulerOutput.copies`, and the executor makes them in the cache before
+the forward (the scheduler only reserves; it never touches K/V).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.serve.request import (
     FINISHED,
+    LENGTH,
     PREEMPTED,
     RUNNING,
+    STOP,
     Request,
     Sequence,
 )
@@ -60,10 +70,21 @@ class PrefillChunk(NamedTuple):
     n_tokens: int
 
 
+class BlockCopy(NamedTuple):
+    """Copy-on-write: `seq_id`'s last block `src` was shared, it now owns the fresh block
+    `dst`, and K/V block src must be copied to dst before this iteration's forward."""
+
+    seq_id: str
+    src: int
+    dst: int
+
+
 @dataclass(frozen=True)
 class SchedulerOutput:
     """One iteration's batch. `sample_ids` produce a token this iteration: the decodes and the
-    prefills whose last chunk this is."""
+    prefills whose last chunk this is. `preempted_for[i]` is the sequence whose reservation
+    `preempted[i]` made room for (itself when it preempted itself); `copies` the block copies
+    the reservations need, in the order they were made."""
 
     policy: str
     now_s: float
@@ -72,6 +93,8 @@ class SchedulerOutput:
     preempted: tuple[str, ...]
     sample_ids: tuple[str, ...]
     num_batched_tokens: int
+    preempted_for: tuple[str, ...] = ()
+    copies: tuple[BlockCopy, ...] = ()
 
     @property
     def seq_ids(self) -> tuple[str, ...]:
@@ -220,19 +243,28 @@ class Scheduler:
         out = SchedulerOutput(
             policy=self.policy, now_s=now_s, prefills=tuple(b.prefills),
             decodes=tuple(b.decodes), preempted=tuple(b.preempted),
-            sample_ids=tuple(b.sample_ids), num_batched_tokens=b.num_tokens)
+            sample_ids=tuple(b.sample_ids), num_batched_tokens=b.num_tokens,
+            preempted_for=tuple(b.preempted_for), copies=tuple(b.copies))
         self._pending = out
         self.num_iterations += 1
         return out
 
     def update(
         self, output: SchedulerOutput, sampled: dict[str, int], now_s: float,
-        eos_id: int | None = None,
+        eos_id: int | Collection[int] | None = None, *, keep_eos: bool = True,
+        forks: Mapping[str, Seq[tuple[Request, int]]] | None = None,
     ) -> list[Sequence]:
         """The model ran `output`: advance K/V counts, append `sampled` tokens (one per
-        `output.sample_ids`, stamped `now_s`), finish at max_new_tokens or EOS (unless
-        ignore_eos; the EOS token is kept, as vLLM does) and free finished sequences' blocks.
-        Returns the sequences finished now."""
+        `output.sample_ids`, stamped `now_s`), finish at max_new_tokens or EOS (one id or
+        several; unless ignore_eos) and free finished sequences' blocks. Returns the sequences
+        finished now, in the order they finished.
+
+        The EOS token is kept as the last output, as vLLM does; `keep_eos=False` drops it (the
+        sequence ends before it, as generate() and the KV lab say "end of text").
+        `forks[parent_id]` = [(child request, the child's first token), ...]: the parent's
+        prefill ended in this batch and each child samples its own token from the same logits;
+        the children are forked (`fork`) before any token of the parent is appended, so they
+        share exactly its computed blocks, and their tokens go first."""
         if output is not self._pending:
             raise RuntimeError("update() must get the output of the last schedule()")
         missing = [sid for sid in output.sample_ids if sid not in sampled]
@@ -240,26 +272,80 @@ class Scheduler:
         if missing or extra:
             raise ValueError(f"sampled tokens do not match the batch: missing {missing}, "
                              f"not sampling this iteration {extra}")
+        forks = forks or {}
+        not_sampling = sorted(set(forks) - set(output.sample_ids))
+        if not_sampling:
+            raise ValueError(f"forks of {not_sampling}, which sample nothing this iteration")
+        if eos_id is None:
+            stop_ids: Collection[int] = ()
+        elif isinstance(eos_id, Collection):
+            stop_ids = frozenset(int(t) for t in eos_id)
+        else:
+            stop_ids = (int(eos_id),)
         self._pending = None
         for chunk in output.prefills:
             self._computed(self.seqs[chunk.seq_id], chunk.n_tokens)
         for sid in output.decodes:
             self._computed(self.seqs[sid], 1)
-        done = []
+        done: list[Sequence] = []
         for sid in output.sample_ids:
-            seq = self.seqs[sid]
-            token = int(sampled[sid])
+            for child, token in forks.get(sid, ()):
+                self._sampled(self.fork(sid, child), token, now_s, stop_ids, keep_eos, done)
+            self._sampled(self.seqs[sid], sampled[sid], now_s, stop_ids, keep_eos, done)
+        return done
+
+    def _sampled(self, seq: Sequence, token: int, now_s: float, stop_ids: Collection[int],
+                 keep_eos: bool, done: list[Sequence]) -> None:
+        token = int(token)
+        eos = token in stop_ids and not seq.request.ignore_eos
+        if not eos or keep_eos:
             seq.output_ids.append(token)
             seq.token_times_s.append(now_s)
-            eos = eos_id is not None and token == eos_id and not seq.request.ignore_eos
-            if eos or len(seq.output_ids) >= seq.request.max_new_tokens:
-                seq.status = FINISHED
-                seq.finish_s = now_s
-                self.blocks.free(sid)
-                self._running.remove(seq)
-                self._finished.append(seq)
-                done.append(seq)
-        return done
+        if eos or len(seq.output_ids) >= seq.request.max_new_tokens:
+            seq.status = FINISHED
+            seq.finish_reason = STOP if eos else LENGTH
+            seq.finish_s = now_s
+            self.blocks.free(seq.seq_id)
+            self._running.remove(seq)
+            self._finished.append(seq)
+            done.append(seq)
+
+    def fork(self, parent_id: str, child: Request) -> Sequence:
+        """Parallel sampling: `child` (the parent's prompt, a new id) shares every block of the
+        running `parent_id` (BlockManager.fork: ref counts + 1), copies its outputs and token
+        times, and runs from now on. Only between iterations (after `update`, or inside it
+        through `forks`) and once the parent's prefill is done. The child runs right after the
+        parent and its earlier children: as old as the parent, so preempted before it."""
+        if self._pending is not None:
+            raise RuntimeError("fork() between schedule() and update(): fork after update")
+        parent = self.seqs.get(parent_id)
+        if parent is None or parent.status != RUNNING or parent.is_prefilling:
+            raise ValueError(f"cannot fork {parent_id!r}: only a running sequence whose "
+                             "prefill is done can fork")
+        cid = child.request_id
+        if cid in self.seqs:
+            raise ValueError(f"request {cid!r} was already added")
+        if child.prompt_ids != parent.request.prompt_ids:
+            raise ValueError(f"fork {cid!r} of {parent_id!r}: a child shares the parent's "
+                             "blocks, so it must have the parent's prompt")
+        if child.max_new_tokens <= len(parent.output_ids):
+            raise ValueError(f"fork {cid!r}: max_new_tokens {child.max_new_tokens} is already "
+                             f"reached by the parent's {len(parent.output_ids)} outputs")
+        if len(self._running) >= self.max_num_seqs:
+            raise ValueError(f"fork {cid!r}: {len(self._running)} sequences run, "
+                             f"max_num_seqs={self.max_num_seqs}")
+        self.blocks.fork(parent_id, cid)
+        seq = Sequence(child, status=RUNNING, output_ids=list(parent.output_ids),
+                       num_computed_tokens=parent.num_computed_tokens,
+                       num_prefill_tokens=parent.num_prefill_tokens,
+                       token_times_s=list(parent.token_times_s),
+                       first_scheduled_s=parent.first_scheduled_s, parent_id=parent_id)
+        self.seqs[cid] = seq
+        at = self._running.index(parent) + 1
+        while at < len(self._running) and self._running[at].parent_id == parent_id:
+            at += 1
+        self._running.insert(at, seq)
+        return seq
 
     def _computed(self, seq: Sequence, n_tokens: int) -> None:
         seq.num_computed_tokens += n_tokens
@@ -269,13 +355,16 @@ class Scheduler:
     def _reserve_decode(self, seq: Sequence) -> bool:
         """Reserve the slot of the token `seq` feeds back, preempting the newest running
         sequences while the pool has no block for it. False if `seq` preempted itself."""
-        while not self.blocks.can_append(seq.seq_id, 1):
+        sid = seq.seq_id
+        while not self.blocks.can_append(sid, 1):
             victim = self._running[-1]
-            self._preempt(victim)
+            self._preempt(victim, seq)
             if victim is seq:
                 return False
-        self.blocks.append_token(seq.seq_id, seq.output_ids[-1])
-        self._batch.decode(seq.seq_id)
+        cow = self.blocks.append_token(sid, seq.output_ids[-1])
+        if cow is not None:
+            self._batch.copies.append(BlockCopy(sid, *cow))
+        self._batch.decode(sid)
         return True
 
     def _reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -290,7 +379,8 @@ class Scheduler:
             if not self.blocks.can_append(sid, n_tokens):
                 return False
             start = seq.num_computed_tokens
-            self.blocks.append_tokens(sid, tokens[start : start + n_tokens])
+            cows = self.blocks.append_tokens(sid, tokens[start : start + n_tokens])
+            self._batch.copies.extend(BlockCopy(sid, *c) for c in cows)
         start = seq.num_computed_tokens
         n = self.blocks.num_tokens(sid) - start
         self._batch.prefill(PrefillChunk(sid, start, n),
@@ -302,7 +392,7 @@ class Scheduler:
         seq.status = RUNNING
         self._running.append(seq)
 
-    def _preempt(self, seq: Sequence) -> None:
+    def _preempt(self, seq: Sequence, needed_by: Sequence) -> None:
         self.blocks.free(seq.seq_id)
         self._running.remove(seq)
         seq.status = PREEMPTED
@@ -311,6 +401,7 @@ class Scheduler:
         seq.preemptions += 1
         self._waiting.insert(0, seq)
         self._batch.preempted.append(seq.seq_id)
+        self._batch.preempted_for.append(needed_by.seq_id)
         self.num_preemptions += 1
 
     # ---- continuous (vLLM v1) -----------------------------------------------------------------
@@ -328,7 +419,7 @@ class Scheduler:
                 n = min(seq.num_remaining_prefill_tokens, b.budget_left)
                 while not self._reserve_prefill(seq, n):
                     victim = self._running[-1]
-                    self._preempt(victim)
+                    self._preempt(victim, seq)
                     if victim is seq:
                         break
             else:
@@ -399,6 +490,8 @@ class _Batch:
         self.prefills: list[PrefillChunk] = []
         self.decodes: list[str] = []
         self.preempted: list[str] = []
+        self.preempted_for: list[str] = []
+        self.copies: list[BlockCopy] = []
         self.sample_ids: list[str] = []
         self.num_tokens = 0
 
