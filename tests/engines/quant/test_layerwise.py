@@ -1,0 +1,83 @@
+"""The layer-at-a-time pass: the model's own numbers, and what each linear saw."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from inferlab.engines.model.llama import rms_norm
+from inferlab.engines.model.tiny import tiny_model
+from inferlab.engines.quant import QuantError, quantize_groups
+from inferlab.engines.quant.layerwise import LinearInputs, quantize_layerwise, run_layer
+from inferlab.engines.quant.model_quant import quantize_model
+
+IDS = torch.tensor(list(b"Flour, water, salt and a little yeast go into a bowl."))
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """(model, tokenizer): the seeded tiny model."""
+    return tiny_model()
+
+
+def test_layers_run_alone_reproduce_the_model_exactly(tiny):
+    model, _ = tiny
+    h = model.embed[IDS].float()
+    for lw in model.layers:
+        h = run_layer(model, lw, h)
+    norm = rms_norm(h, (model.config.d_model,), model.final_norm, model.config.norm_eps)
+    assert torch.equal(model.lm_head(norm), model.forward_nocache(IDS, all_logits=True))
+
+
+def test_the_recorded_inputs(tiny):
+    model, _ = tiny
+    lw = model.layers[0]
+    stats = {w: LinearInputs.empty(getattr(lw, w).in_features) for w in ("qkv", "o", "gate_up",
+                                                                         "down")}
+    run_layer(model, lw, model.embed[IDS].float(), stats, keep_rows=True)
+    x = rms_norm(model.embed[IDS].float(), (64,), lw.attn_norm, model.config.norm_eps)
+    assert torch.equal(stats["qkv"].stacked_rows(), x)
+    torch.testing.assert_close(stats["qkv"].gram, x.t() @ x)
+    torch.testing.assert_close(stats["qkv"].hessian(), 2 * x.t() @ x / len(IDS))
+    torch.testing.assert_close(stats["qkv"].abs_mean(), x.abs().mean(0))
+    assert stats["down"].n_rows == len(IDS) and stats["down"].gram.shape == (128, 128)
+
+
+def test_rtn_through_the_layerwise_pass_is_plain_rtn(tiny):
+    model, _ = tiny
+
+    def rtn(name, weight, inputs):
+        return quantize_groups(weight, 4, 32)
+
+    got = quantize_layerwise(model, [IDS.tolist()], rtn, "rtn")
+    ref = quantize_model(model, lambda w: quantize_groups(w, 4, 32))
+    assert [r.error for r in got.linears] == [r.error for r in ref.linears]
+    assert got.weight_bytes == ref.weight_bytes
+
+
+def test_progress_is_reported_per_layer(tiny):
+    model, _ = tiny
+    seen = []
+    quantize_layerwise(model, [IDS.tolist()], lambda n, w, i: quantize_groups(w, 4, 32), "rtn",
+                       progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+@pytest.mark.parametrize("chunks,message", [
+    ([], "calibration is empty"),
+    ([[], []], "calibration is empty"),
+    ([[1, 999]], "calibration token ids must lie in"),
+])
+def test_bad_calibration(tiny, chunks, message):
+    with pytest.raises(QuantError, match=message):
+        quantize_layerwise(tiny[0], chunks, lambda n, w, i: quantize_groups(w, 4, 32), "rtn")
+
+
+def test_non_finite_activations_are_named(tiny):
+    model = copy.copy(tiny[0])
+    model.embed = model.embed.clone()
+    model.embed[7] = torch.inf
+    with pytest.raises(QuantError, match="activations at layers.0.qkv hold non-finite"):
+        quantize_layerwise(model, [[7, 8, 9]], lambda n, w, i: quantize_groups(w, 4, 32), "x")
