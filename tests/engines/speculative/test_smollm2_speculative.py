@@ -1,0 +1,46 @@
+"""Greedy speculative decoding of SmolLM2-135M (the real GGUF, fp32) equals plain greedy
+decoding token for token, for the n-gram and the layer-skip drafters. Slow: loads the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab.engines.model.generate import generate
+from inferlab.engines.speculative.decoder import SpeculativeDecoder
+from inferlab.engines.speculative.model_drafter import LayerSkipDrafter
+from inferlab.engines.speculative.ngram import NgramDrafter
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [
+    "Summarise in two sentences: The lighthouse keeper climbed the stairs every evening, "
+    "lit the lamp, and wrote the weather in his log.",
+    "Rewrite this Python function with a docstring:\ndef area(w, h):\n    return w * h\n",
+    "List the days of the week, one per line.",
+]
+N_NEW = 64
+
+
+@pytest.fixture(scope="module")
+def prompts_and_refs(smollm2):
+    model, tok = smollm2
+    out = []
+    for text in PROMPTS:
+        ids = tok.encode_prompt(text)
+        ref = generate(model, [ids], max_new_tokens=N_NEW).generations[0].token_ids
+        out.append((ids, ref))
+    return out
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "layerskip:8"])
+def test_greedy_speculative_equals_greedy_target_on_smollm2(smollm2, prompts_and_refs, drafter):
+    model, tok = smollm2
+    d = NgramDrafter() if drafter == "ngram" else LayerSkipDrafter(model, 8, tokenizer=tok)
+    decoder = SpeculativeDecoder(model, d, k=4, tokenizer=tok)
+    accepted = 0
+    for ids, ref in prompts_and_refs:
+        run = decoder.generate(ids, N_NEW)
+        assert len(run.token_ids) == N_NEW
+        assert run.token_ids == ref
+        accepted += run.stats.num_accepted_tokens
+    assert accepted > 0  # drafts were kept, so the rollback path ran too
