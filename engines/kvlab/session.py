@@ -1,33 +1,42 @@
 """`KVLabSession`: one scenario run step by step, the real model on the paged cache, the
 contiguous allocator on the same requests beside it.
 
-One `step()` is one engine iteration, as in vLLM's scheduler loop:
+The scheduling is engines/serve's `Scheduler`, the app's one scheduler: policy `continuous`
+over the runner's BlockManager (prefix caching on), the step index as its clock. Its token
+budget is twice the pool's tokens, so a prompt is never chunked (a step's tokens each hold
+their own slot, at most the pool, and a prompt longer than the pool is refused): one that fits
+is admitted whole, as the lab shows it. One `step()` is one engine iteration, as in vLLM:
 
-    1. arrivals: a request that can never fit (longer than the pool or the model's context)
-       is refused with the allocator's message; the others wait (first come, first served)
-    2. every running sequence reserves the slot of the token it sampled last step
-       (copy-on-write if its last block is shared); when no block is free the youngest
-       running sequence is preempted: its blocks are freed and it waits again, to be
-       recomputed (its own freed blocks may still be in the prefix cache)
-    3. waiting sequences are admitted while their prompt fits (prefix hits are free)
-    4. ONE model forward over every running sequence (prefills and decodes in one flat batch)
-    5. each sequence samples its next token; a request with n samples forks right after its
-       prefill (the samples share every block); finished sequences free their blocks
-    6. the contiguous allocator replays the same requests on the same memory: each request
+    1. arrivals: a request that can never fit (longer than the pool: the scheduler refuses
+       it; or longer than the model's context) is refused with the message; the others wait
+       (first come, first served)
+    2. `schedule`: every running sequence reserves the slot of the token it sampled last step
+       (copy-on-write if its last block is shared); when no block is free the newest running
+       sequence is preempted: its blocks are freed and it waits again, to be recomputed (its
+       own freed blocks may still be in the prefix cache). Then waiting sequences are
+       admitted while their prompt fits (prefix hits are free), none in a step that preempted
+    3. the copy-on-write copies, then ONE model forward over the batch (prefills and decodes
+       in one flat batch, `runner.forward` on the scheduler's chunks)
+    4. each sequence samples its next token with its own seeded sampler; a request with n
+       samples forks right after its prefill (the samples share every block, each samples its
+       own first token); `update` ends a sequence at an end-of-text id (not kept) or at
+       max_new_tokens and frees its blocks
+    5. the contiguous allocator replays the same requests on the same memory: each request
        reserves `max_seq_len` slots (first fit) and stores one more token per step, as far as
        the model has produced it
-    7. a frozen `KVStepRecord` is returned
+    6. a frozen `KVStepRecord` is returned; its events are read off the scheduler's output
 
 The session never touches Qt and never knows who watches it.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 
 from inferlab.engines.kv.contiguous import ContiguousAllocator
-from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from inferlab.engines.kv.errors import KVOutOfMemoryError
 from inferlab.engines.kvlab.records import (
     FINISHED,
     PREEMPTED,
@@ -44,21 +53,35 @@ from inferlab.engines.kvlab.records import (
 from inferlab.engines.kvlab.scenarios import PreparedRequest, PreparedScenario, prepare
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.sampler import GREEDY, Sampler, SamplingParams
+from inferlab.engines.serve import request as serve
+from inferlab.engines.serve.request import Request, Sequence
+from inferlab.engines.serve.scheduler import (
+    CONTINUOUS,
+    RequestRefusedError,
+    Scheduler,
+    SchedulerOutput,
+)
 
 MAX_STEPS = 2000
 """A run stops here whatever happens (a guard, not a scenario length)."""
 
+_STATUS = {serve.WAITING: WAITING, serve.RUNNING: RUNNING, serve.PREEMPTED: PREEMPTED,
+           serve.FINISHED: FINISHED}
+"""The scheduler's sequence states in the lab's words (preempted: waiting to recompute)."""
+
 
 class _Seq:
-    """A sequence's mutable life in the session (never handed out: records are)."""
+    """A sequence's life in the lab (never handed out: records are). Its tokens and state are
+    the scheduler's `Sequence` (`sched`, None when refused at arrival)."""
 
-    def __init__(self, info: SeqInfo, req: PreparedRequest, sampler: Sampler) -> None:
+    def __init__(self, info: SeqInfo, req: PreparedRequest, params: SamplingParams) -> None:
         self.info = info
         self.req = req
         self.prompt_ids = list(req.prompt_ids)
-        self.outputs: list[int] = []
-        self.sampler = sampler
-        self.status = WAITING
+        self.params = params
+        self.sampler = Sampler(params)
+        self.sched: Sequence | None = None
+        self.refused = False
         self.n_cached = 0
         self.forked = False
         self.ever_ran = False
@@ -67,6 +90,14 @@ class _Seq:
         self.c_produced = 0
         self.children: list[str] = []
         self.said: dict[str, str] = {}
+
+    @property
+    def outputs(self) -> list[int]:
+        return self.sched.output_ids if self.sched is not None else []
+
+    @property
+    def status(self) -> str:
+        return REFUSED if self.refused or self.sched is None else _STATUS[self.sched.status]
 
     @property
     def done(self) -> bool:
@@ -89,14 +120,17 @@ class KVLabSession:
         self.runner = ModelRunner(model, n_blocks=self.n_blocks, block_size=self.block_size,
                                   enable_prefix_caching=True)
         self.blocks = self.runner.blocks
+        # budget 2 × the pool's tokens: prompts are admitted whole, never chunked (above);
+        # no cap on sequences: the pool is the only limit the lab shows
+        self.scheduler = Scheduler(CONTINUOUS, self.blocks,
+                                   max_num_batched_tokens=2 * self.n_blocks * self.block_size,
+                                   max_num_seqs=sys.maxsize)
         self.bytes_per_slot = self.runner.cache.bytes_per_slot
         self.contiguous = ContiguousAllocator(self.n_blocks * self.block_size, self.max_seq_len,
                                               self.bytes_per_slot)
         self.stop_ids = frozenset(getattr(tokenizer, "eos_token_ids", ()) or ())
         self.max_position = model.config.max_position
         self.seqs: dict[str, _Seq] = {}
-        self.waiting: list[str] = []
-        self.running: list[str] = []
         self.c_waiting: list[str] = []
         self.c_running: list[str] = []
         self._arrivals: dict[int, list[PreparedRequest]] = defaultdict(list)
@@ -104,7 +138,6 @@ class KVLabSession:
             self._arrivals[req.spec.arrival_step].append(req)
         self._last_arrival = max(self._arrivals, default=0)
         self.step_index = 0
-        self.n_preemptions = 0
         self.n_cow_copies = 0
 
     # ---- facts -----------------------------------------------------------------------------
@@ -123,11 +156,25 @@ class KVLabSession:
         return tuple(s.info for s in self.seqs.values())
 
     @property
+    def running(self) -> list[str]:
+        """Running sequence ids, the oldest first (the newest is preempted first)."""
+        return [s.seq_id for s in self.scheduler.running]
+
+    @property
+    def waiting(self) -> list[str]:
+        """Waiting sequence ids, the next admitted first (preempted ones in front)."""
+        return [s.seq_id for s in self.scheduler.waiting]
+
+    @property
+    def n_preemptions(self) -> int:
+        return self.scheduler.num_preemptions
+
+    @property
     def done(self) -> bool:
         """All requests arrived and every one finished or was refused, on both allocators."""
         if self.step_index >= MAX_STEPS:
             return True
-        return (self.step_index > self._last_arrival and not self.waiting and not self.running
+        return (self.step_index > self._last_arrival and not self.scheduler.has_unfinished
                 and not self.c_waiting and not self.c_running)
 
     # ---- the step --------------------------------------------------------------------------
@@ -139,18 +186,34 @@ class KVLabSession:
         events: list[str] = []
         for req in self._arrivals.get(t, ()):
             self._arrive(req, events)
-        self._grow(events)
-        self._admit(events)
-        ran = bool(self.running)
-        if ran:
-            logits = self.runner.step(self.running)
-            self._sample(logits, events)
+        sched = self.scheduler
+        # blocks held before the reservations, oldest running first (preemption events)
+        held = {s.seq_id: len(self.blocks.block_table(s.seq_id)) for s in sched.running}
+        out = sched.schedule(float(t))
+        self._scheduled(out, held, events)
+        sampled: dict[str, int] = {}
+        forks: dict[str, list[tuple[Request, int]]] = {}
+        if not out.is_empty:
+            if out.copies:
+                self.runner.cache.copy_blocks([(c.src, c.dst) for c in out.copies])
+            chunks = [(sid, sched.seqs[sid].num_computed_tokens, 1) for sid in out.decodes]
+            chunks += [(c.seq_id, c.start, c.n_tokens) for c in out.prefills]
+            logits = self.runner.forward(chunks)
+            sampled, forks = self._sample(out, logits, events)
+        held = {sid: len(self.blocks.block_table(sid)) for sid in out.sample_ids}
+        finished = sched.update(out, sampled, float(t), self.stop_ids, keep_eos=False,
+                                forks=forks)
+        for children in forks.values():  # the samples forked in this update
+            for req, _token in children:
+                self.seqs[req.request_id].sched = sched.seqs[req.request_id]
+        self._finished(finished, held, events)
         self._contiguous_step(events)
         record = KVStepRecord(
             step=t, paged=self.blocks.stats(t), contiguous=self.contiguous.stats(t),
             pool=self.blocks.pool_state(), regions=self._regions(),
             contiguous_free=tuple(self.contiguous.free_extents()), seqs=self._seq_steps(),
-            events=tuple(events), ran_model=ran, step_s=time.perf_counter() - t0)
+            events=tuple(events), ran_model=not out.is_empty,
+            step_s=time.perf_counter() - t0)
         self.step_index += 1
         return record
 
@@ -166,35 +229,39 @@ class KVLabSession:
         spec = req.spec
         seq_id = spec.request_id if sample == 0 else f"{spec.request_id}.{sample}"
         if spec.temperature > 0:
-            sampler = Sampler(SamplingParams(spec.temperature, 0.9, spec.seed * 1000 + sample))
+            params = SamplingParams(spec.temperature, 0.9, spec.seed * 1000 + sample)
         else:
-            sampler = Sampler(GREEDY)
+            params = GREEDY
         info = SeqInfo(seq_id=seq_id, request_id=spec.request_id, color=len(self.seqs),
                        user_text=spec.user, system_text=spec.system,
                        prompt_tokens=len(req.prompt_ids), max_new_tokens=spec.max_new_tokens,
                        temperature=spec.temperature, sample=sample)
-        seq = _Seq(info, req, sampler)
+        seq = _Seq(info, req, params)
         self.seqs[seq_id] = seq
         return seq
+
+    def _request(self, seq: _Seq) -> Request:
+        return Request(seq.info.seq_id, seq.prompt_ids, seq.req.spec.max_new_tokens,
+                       arrival_s=float(seq.req.spec.arrival_step), sampling=seq.params)
 
     def _arrive(self, req: PreparedRequest, events: list[str]) -> None:
         seq = self._new_seq(req, 0)
         sid, spec = seq.info.seq_id, req.spec
         total = len(req.prompt_ids) + spec.max_new_tokens
         samples = f" ×{spec.n_samples} samples" if spec.n_samples > 1 else ""
-        try:
-            if total > self.max_position:
-                raise KVCapacityError(
-                    f"a request of {total} tokens is longer than the model's context of "
-                    f"{self.max_position} tokens; it can never run")
-            self.blocks.can_allocate(total)  # KVCapacityError: never fits in the pool
-        except KVCapacityError as exc:
-            seq.status = seq.c_status = REFUSED
-            seq.message = f"refused: {exc} (prompt {len(req.prompt_ids)} + up to " \
-                          f"{spec.max_new_tokens} new tokens)"
+        if total > self.max_position:  # the scheduler knows the pool, not the model
+            seq.message = (f"refused: a request of {total} tokens is longer than the model's "
+                           f"context of {self.max_position} tokens; it can never run (prompt "
+                           f"{len(req.prompt_ids)} + up to {spec.max_new_tokens} new tokens)")
+        else:
+            try:
+                seq.sched = self.scheduler.add(self._request(seq))
+            except RequestRefusedError as exc:  # longer than the whole pool
+                seq.message = f"refused: {exc}"
+        if seq.sched is None:
+            seq.refused, seq.c_status = True, REFUSED
             events.append(f"{sid} {seq.message}")
             return
-        self.waiting.append(sid)
         events.append(f"{sid} arrives{samples}: {len(req.prompt_ids)} prompt tokens, up to "
                       f"{spec.max_new_tokens} new")
         n_slots, region = self.contiguous.n_slots, self.max_seq_len
@@ -212,108 +279,86 @@ class KVLabSession:
         else:
             self.c_waiting.append(sid)
 
-    # ---- 2. growth, preemption ---------------------------------------------------------------
-    def _grow(self, events: list[str]) -> None:
-        for sid in list(self.running):
-            if sid not in self.running:  # preempted for an older sequence just now
-                continue
-            while not self.blocks.can_append(sid, 1):
-                victim = self.running[-1]
-                self._preempt(victim, sid, events)
-                if victim == sid:
-                    break
-            else:
-                seq = self.seqs[sid]
-                cow = self.blocks.append_token(sid, seq.outputs[-1])
-                if cow is not None:
-                    self.runner.cache.copy_blocks([cow])
-                    self.n_cow_copies += 1
-                    events.append(f"{sid} copy-on-write: its last block {cow[0]} was shared; "
-                                  f"copied to block {cow[1]} before adding a token")
+    # ---- 2. what the scheduler did: preemption, copy-on-write, admission ---------------------
+    def _scheduled(self, out: SchedulerOutput, held: dict[str, int], events: list[str]) -> None:
+        # in the order it happened: each running sequence (oldest first) made room for its
+        # next token (preempting the newest) and then copied a shared last block
+        preempted_for = defaultdict(list)
+        for victim, needer in zip(out.preempted, out.preempted_for, strict=True):
+            preempted_for[needer].append(victim)
+        copies = defaultdict(list)
+        for c in out.copies:
+            copies[c.seq_id].append(c)
+        for sid in held:
+            for victim in preempted_for.get(sid, ()):
+                self._preempted(victim, sid, held[victim], events)
+            for c in copies.get(sid, ()):
+                self.n_cow_copies += 1
+                events.append(f"{sid} copy-on-write: its last block {c.src} was shared; "
+                              f"copied to block {c.dst} before adding a token")
+        bs = self.block_size
+        for chunk in out.prefills:
+            sid = chunk.seq_id
+            seq = self.seqs[sid]
+            seq.n_cached, seq.ever_ran = chunk.start, True
+            hit = (f", {seq.n_cached} from the prefix cache ({_blocks(seq.n_cached // bs)})"
+                   if seq.n_cached else "")
+            verb = "re-admitted (recompute)" if seq.sched.preemptions else "admitted"
+            events.append(f"{sid} {verb}: {chunk.start + chunk.n_tokens} tokens in "
+                          f"{_blocks(len(self.blocks.block_table(sid)))}{hit}")
+        waiting = self.scheduler.waiting
+        if waiting:  # the head waits for blocks (FCFS: the others wait behind it)
+            head = self.seqs[waiting[0].seq_id]
+            need = self.blocks.blocks_needed(waiting[0].num_tokens)
+            self._say_once(head, "wait", events,
+                           f"{head.info.seq_id} waits: needs up to {_blocks(need)}, "
+                           f"{self.blocks.n_free_blocks} free")
 
-    def _preempt(self, victim: str, needed_by: str, events: list[str]) -> None:
+    def _preempted(self, victim: str, needed_by: str, n_blocks: int, events: list[str]) -> None:
         seq = self.seqs[victim]
-        n_blocks = len(self.blocks.block_table(victim))
-        self.runner.free(victim)
         seq.said.clear()
-        self.running.remove(victim)
-        seq.status = PREEMPTED
-        self.waiting.insert(0, victim)
-        self.n_preemptions += 1
         why = "no free block for its next token" if victim == needed_by else \
             f"no free block for {needed_by}'s next token"
         seq.message = f"preempted at step {self.step_index} ({why}): recomputed when re-admitted"
         events.append(f"{victim} preempted ({why}): its {_blocks(n_blocks)} freed; it waits "
                       "and is recomputed later")
 
-    # ---- 3. admission ------------------------------------------------------------------------
-    def _admit(self, events: list[str]) -> None:
-        bs = self.block_size
-        while self.waiting:
-            sid = self.waiting[0]
+    # ---- 4. sampling, forks, finishing ------------------------------------------------------
+    def _sample(self, out: SchedulerOutput, logits, events: list[str]
+                ) -> tuple[dict[str, int], dict[str, list[tuple[Request, int]]]]:
+        """Each sequence's token from its own sampler; a request of n samples forks after its
+        prefill: its other n - 1 samples draw their first token from the same logits."""
+        row = {sid: i for i, sid in enumerate(out.seq_ids)}
+        sampled: dict[str, int] = {}
+        forks: dict[str, list[tuple[Request, int]]] = {}
+        for sid in out.sample_ids:
             seq = self.seqs[sid]
-            tokens = seq.prompt_ids + seq.outputs
-            if not self.blocks.can_allocate(tokens):
-                need = self.blocks.blocks_needed(len(tokens))
-                self._say_once(seq, "wait", events,
-                               f"{sid} waits: needs up to {_blocks(need)}, "
-                               f"{self.blocks.n_free_blocks} free")
-                return
-            self.waiting.pop(0)
-            resumed = seq.status == PREEMPTED
-            seq.n_cached = self.runner.add(sid, tokens)
-            seq.status = RUNNING
-            seq.ever_ran = True
-            self.running.append(sid)
-            hit = (f", {seq.n_cached} from the prefix cache ({_blocks(seq.n_cached // bs)})"
-                   if seq.n_cached else "")
-            verb = "re-admitted (recompute)" if resumed else "admitted"
-            events.append(f"{sid} {verb}: {len(tokens)} tokens in "
-                          f"{_blocks(len(self.blocks.block_table(sid)))}{hit}")
-
-    # ---- 5. sampling, forks, finishing ------------------------------------------------------
-    def _sample(self, logits, events: list[str]) -> None:
-        order: list[str] = []
-        finished: list[_Seq] = []
-        for row, sid in enumerate(self.running):
-            seq = self.seqs[sid]
-            row_logits = logits[row: row + 1]
-            order.append(sid)
+            row_logits = logits[row[sid]: row[sid] + 1]
             n = seq.req.spec.n_samples
             if n > 1 and not seq.forked:
                 seq.forked = True
+                children = forks[sid] = []
                 for k in range(1, n):
                     child = self._new_seq(seq.req, k)
-                    cid = child.info.seq_id
-                    self.runner.fork(sid, cid)
-                    child.status, child.ever_ran, child.n_cached = RUNNING, True, seq.n_cached
-                    child.forked = True
-                    seq.children.append(cid)
-                    order.append(cid)
-                    self._accept(child, child.sampler(row_logits)[0], finished)
+                    child.forked, child.ever_ran, child.n_cached = True, True, seq.n_cached
+                    seq.children.append(child.info.seq_id)
+                    children.append((self._request(child), child.sampler(row_logits)[0]))
                 table = self.blocks.block_table(sid)
                 events.append(f"{sid} forks into {n} samples: all {_blocks(len(table))} shared "
                               f"(ref count {n})")
-            self._accept(seq, seq.sampler(row_logits)[0], finished)
-        self.running = [sid for sid in order if self.seqs[sid].status == RUNNING]
-        for seq in finished:
-            sid = seq.info.seq_id
-            n_blocks = len(self.blocks.block_table(sid))
-            self.runner.free(sid)
-            events.append(f"{sid} finished: {len(seq.outputs)} tokens ({seq.message}); "
+            sampled[sid] = seq.sampler(row_logits)[0]
+        return sampled, forks
+
+    def _finished(self, finished: list[Sequence], held: dict[str, int],
+                  events: list[str]) -> None:
+        for s in finished:
+            seq = self.seqs[s.seq_id]
+            seq.message = "end of text" if s.finish_reason == serve.STOP else "length"
+            n_blocks = held.get(s.seq_id, held.get(s.parent_id, 0))
+            events.append(f"{s.seq_id} finished: {len(seq.outputs)} tokens ({seq.message}); "
                           f"{_blocks(n_blocks)} released")
 
-    def _accept(self, seq: _Seq, token: int, finished: list[_Seq]) -> None:
-        if token in self.stop_ids:
-            seq.status, seq.message = FINISHED, "end of text"
-        else:
-            seq.outputs.append(int(token))
-            if len(seq.outputs) >= seq.req.spec.max_new_tokens:
-                seq.status, seq.message = FINISHED, "length"
-        if seq.status == FINISHED:
-            finished.append(seq)
-
-    # ---- 6. the contiguous baseline ---------------------------------------------------------
+    # ---- 5. the contiguous baseline ---------------------------------------------------------
     def _contiguous_step(self, events: list[str]) -> None:
         c = self.contiguous
         for sid in list(self.c_running):
@@ -373,7 +418,7 @@ class KVLabSession:
             seq.said[key] = text
             events.append(text)
 
-    # ---- 7. records ----------------------------------------------------------------------------
+    # ---- 6. records ----------------------------------------------------------------------------
     def _regions(self) -> tuple[ContiguousRegion, ...]:
         c = self.contiguous
         out = []
