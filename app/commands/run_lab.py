@@ -56,6 +56,32 @@ def run(args) -> int:
         print_json({"snapshot": str(path), "lab": args.lab, "metrics": summary})
     else:
         print(path)
-        for key, value in summary.items():
-            print(f"  {key}: {value}")
+        print_summary(summary)
     return 0
+
+
+MAX_LIST_LINES = 20
+
+
+def _text(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return f"({len(value)} values)"
+    if isinstance(value, dict):
+        return " · ".join(f"{k} {_text(v)}" for k, v in value.items())
+    return str(value)
+
+
+def print_summary(summary: dict) -> None:
+    """The summary for a reader: numbers to 4 digits, a dict on one line, a list of records
+    one line each (the first MAX_LIST_LINES; --json prints everything)."""
+    for key, value in summary.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            print(f"  {key}: {len(value)}")
+            for item in value[:MAX_LIST_LINES]:
+                print("    " + "  ".join(f"{k}={_text(v)}" for k, v in item.items()))
+            if len(value) > MAX_LIST_LINES:
+                print(f"    … {len(value) - MAX_LIST_LINES} more (--json prints them all)")
+        else:
+            print(f"  {key}: {_text(value)}")
