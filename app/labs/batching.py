@@ -13,6 +13,7 @@ from inferlab.engines.servelab.section import (
     BATCHING_DEFAULTS,
     BATCHING_SETTINGS,
     batching_metrics,
+    check_batching_settings,
     batching_section,
     batching_trace_iteration,
     read_batching_section,
@@ -38,6 +39,7 @@ class BatchingLab(SteppedLab):
         self._trace_offset_s = 0.0
         self.comparison: list = []  # PolicyRuns of the last comparison (A, B)
         self.sweep_points: list = []  # SweepPoints of the last sweep
+        self._live_compare: tuple = ([], [])  # kept while a snapshot is shown
         self.view.set_settings(self._settings)
         self.view.set_status("The lab starts its run when it is first shown.")
         self.view.compare.compare_requested.connect(self.compare)
@@ -165,9 +167,31 @@ class BatchingLab(SteppedLab):
 
     # ---- snapshots ------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
+        from inferlab.engines.servelab.compare import comparison_state
+
         if self._task is None:  # no worker stepping the session now
             self._refresh_metrics()
-        return batching_section(self.settings(), self.requests, self.records, self.metrics)
+        return batching_section(self.settings(), self.requests, self.records, self.metrics,
+                                comparison_state(self.comparison, self.sweep_points))
+
+    def show_snapshot(self, section: dict) -> None:
+        from inferlab.engines.servelab.compare import read_comparison_state
+
+        if not self.read_only:  # the live results come back with show_live
+            self._live_compare = (self.comparison, self.sweep_points)
+        super().show_snapshot(section)
+        self._show_compare(*read_comparison_state(section["state"]),
+                           check_batching_settings(section["settings"]))
+
+    def show_live(self) -> None:
+        super().show_live()
+        self._show_compare(*self._live_compare, self._settings)
+
+    def _show_compare(self, runs, points, settings: dict) -> None:
+        self.comparison, self.sweep_points = list(runs), list(points)
+        self.view.compare.show_runs(self.comparison)
+        self.view.sweep.show_points(self.sweep_points, settings["slo_ttft_s"],
+                                    settings["slo_tpot_s"])
 
     def replay_parts(self, section: dict):
         settings, requests, iterations, metrics = read_batching_section(section)

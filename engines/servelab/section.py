@@ -217,16 +217,17 @@ def batching_session(settings: dict, device: str = "cpu", items=None) -> Batchin
     return BatchingSession(settings, device, items)
 
 
-def batching_section(settings: dict, requests, iterations, metrics: ServingMetrics | dict
-                     ) -> dict:
-    """The snapshot's `labs.batching`; huge runs keep every k-th iteration (and the last)."""
+def batching_section(settings: dict, requests, iterations, metrics: ServingMetrics | dict,
+                     extras: dict | None = None) -> dict:
+    """The snapshot's `labs.batching`; huge runs keep every k-th iteration (and the last).
+    `extras`: the Compare and Rate sweep results (compare.comparison_state)."""
     if not requests:
-        return lab_section(settings, {}, {"iterations": 0})
+        return lab_section(settings, dict(extras or {}), {"iterations": 0})
     n = len(iterations)
     every = keep_every(n, 1, ITERATIONS_LIMIT)
     kept = [r.to_dict() for i, r in enumerate(iterations) if i % every == 0 or i == n - 1]
     state = {"requests": [r.to_dict() for r in requests], "iterations": kept,
-             "iterations_every": every}
+             "iterations_every": every, **(extras or {})}
     if isinstance(metrics, ServingMetrics):
         metrics = batching_metrics(metrics, iterations)
     return lab_section(settings, state, metrics)
@@ -243,8 +244,11 @@ def read_batching_section(sec: dict):
         raise ValueError(f"{where}.metrics: expected an object")
     if not isinstance(state, dict):
         raise ValueError(f"{where}.state: expected an object")
-    if not state:
-        return settings, [], [], metrics
+    from inferlab.engines.servelab.compare import read_comparison_state
+
+    read_comparison_state(state, f"{where}.state")  # checked here, read by the lab
+    if not {"requests", "iterations", "iterations_every"} & state.keys():  # no run, maybe
+        return settings, [], [], metrics                                    # a comparison
     raw_requests = section_field(state, "requests", f"{where}.state")
     raw_iterations = section_field(state, "iterations", f"{where}.state")
     for name, value in (("requests", raw_requests), ("iterations", raw_iterations)):

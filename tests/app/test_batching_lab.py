@@ -106,7 +106,7 @@ def test_screenshot_of_the_lab(capsys, tmp_path):
     assert (image.width(), image.height()) == (1280, 800)
 
 
-def test_compare_and_sweep_run_in_a_worker_and_draw(qtbot, make_window):
+def test_compare_and_sweep_run_in_a_worker_draw_and_reopen(qtbot, make_window, tmp_path):
     window, lab = open_lab(qtbot, make_window, requests=30)
     view = lab.view
     view.tabs.setCurrentWidget(view.compare)
@@ -140,3 +140,16 @@ def test_compare_and_sweep_run_in_a_worker_and_draw(qtbot, make_window):
     view.sweep.high.setValue(10.0)
     view.sweep.button.click()
     assert "rates" in view.sweep.status.text() and not window.context.running_tasks()
+
+    # a snapshot keeps both tabs; a replay shows them, and going live brings ours back
+    path = window.export_snapshot(tmp_path / "compared.json")
+    other = make_window(str(tmp_path / "other.ini"))
+    other.open_snapshot(path)
+    replay = other.lab("batching")
+    assert replay.read_only and not replay.view.compare.button.isEnabled()
+    assert [r.to_dict() for r in replay.comparison] == [r.to_dict() for r in lab.comparison]
+    assert replay.sweep_points == lab.sweep_points
+    assert replay.view.compare.table.item(0, 1).text() == table.item(0, 1).text()
+    assert replay.view.sweep.note.text() == view.sweep.note.text()
+    other.show_live()
+    assert replay.comparison == [] and replay.view.compare.table.item(0, 1).text() == "—"

@@ -9,9 +9,11 @@ from inferlab.engines.hardware.cancel import Cancelled
 from inferlab.engines.servelab.compare import (
     SweepPoint,
     compare_policies,
+    comparison_state,
     knee,
     latency_cdf,
     rate_sweep,
+    read_comparison_state,
     sweep_rates,
 )
 from inferlab.engines.servelab.section import BATCHING_DEFAULTS
@@ -78,3 +80,28 @@ def test_a_sweep_stops_when_asked():
 
     with pytest.raises(Cancelled):
         rate_sweep(SMALL, [1.0, 2.0, 4.0], should_stop=stop)
+
+
+def test_the_comparison_state_round_trips_and_refuses_bad_fields():
+    import json
+
+    runs = compare_policies(dict(SMALL, requests=8))
+    points = rate_sweep(dict(SMALL, requests=8), [5.0])
+    state = json.loads(json.dumps(comparison_state(runs, points)))
+    back_runs, back_points = read_comparison_state(state)
+    assert [r.to_dict() for r in back_runs] == [r.to_dict() for r in runs]
+    assert back_points == points
+    assert read_comparison_state({}) == ([], [])
+    assert comparison_state([], []) == {}
+    bad = [
+        ({"comparison": [state["comparison"][0]]}, "expected two runs"),
+        ({"sweep": [dict(state["sweep"][0], policy="fifo")]}, r"sweep\[0\]: policy"),
+        ({"sweep": [dict(state["sweep"][0], ttft_p99_s=float("nan"))]}, "ttft_p99_s"),
+        ({"sweep": [dict(state["sweep"][0], extra=1)]}, "unknown field 'extra'"),
+        ({"comparison": [dict(state["comparison"][0], ttft_s=[0.1, -1]),
+                         state["comparison"][1]]}, "ttft_s: expected seconds"),
+        ({"comparison": "both"}, "comparison: expected a list"),
+    ]
+    for raw, message in bad:
+        with pytest.raises(ValueError, match=message):
+            read_comparison_state(raw)
