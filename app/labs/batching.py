@@ -13,9 +13,9 @@ from inferlab.engines.servelab.section import (
     BATCHING_DEFAULTS,
     BATCHING_SETTINGS,
     batching_metrics,
-    check_batching_settings,
     batching_section,
     batching_trace_iteration,
+    check_batching_settings,
     read_batching_section,
 )
 from inferlab.views.batching_view import BatchingView
