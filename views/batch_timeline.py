@@ -29,6 +29,7 @@ from inferlab.engines.batchlab.timeline import (
     STATE_NAMES,
     WAITING,
     IterationStrips,
+    TimelineBuilder,
     TimelineSegments,
     iteration_strips,
     segment_at,
@@ -102,6 +103,30 @@ def step_xy(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray):
         connect[1:-1:2] = (start_s[1:] - end_s[:-1]) <= tol
         connect[-1] = False
     return x, y, connect
+
+
+MAX_STRIP_STEPS = 2000
+"""Strips draw at most this many steps: a longer (visible part of a) run is cut into bins of
+consecutive iterations, each drawn at its peak, so a spike never disappears."""
+
+
+def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
+                  x_range: tuple[float, float] | None = None, max_steps: int = MAX_STRIP_STEPS):
+    """(start, end, value) of the iterations overlapping `x_range` (all: None), at most
+    `max_steps` of them: bins of g consecutive iterations span [first start, last end] at
+    their maximum value."""
+    lo, hi = 0, start_s.shape[0]
+    if x_range is not None and hi:
+        lo = int(np.searchsorted(end_s, x_range[0], side="left"))
+        hi = int(np.searchsorted(start_s, x_range[1], side="right"))
+        lo, hi = max(lo - 1, 0), min(hi + 1, start_s.shape[0])
+    a, b, v = start_s[lo:hi], end_s[lo:hi], np.asarray(values[lo:hi], dtype=np.float64)
+    n = a.shape[0]
+    if n <= max_steps:
+        return a, b, v
+    g = -(-n // max_steps)
+    cut = np.arange(0, n, g)
+    return a[cut], b[np.minimum(cut + g, n) - 1], np.maximum.reduceat(v, cut)
 
 
 class BatchTimelineView(QWidget):
@@ -202,6 +227,9 @@ class BatchTimelineView(QWidget):
         self.strips: IterationStrips | None = None
         self._info_by_row: list[RequestInfo] = []
         self._key = None
+        self._builder = None  # the TimelineBuilder of the drawn records (see _segments)
+        self._built, self._built_requests, self._built_last = 0, None, None
+        self._strip_parts: list[IterationStrips] = []
         self.current_index: int | None = None
         self._hover_text = ""
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
@@ -256,8 +284,7 @@ class BatchTimelineView(QWidget):
         if key != self._key:
             self._key = key
             self.requests, self.iterations = requests, iterations
-            self.segments = timeline_segments(requests, iterations)
-            self.strips = iteration_strips(iterations)
+            self.segments, self.strips = self._segments(requests, iterations)
             by_id = {r.request_id: r for r in requests}
             self._info_by_row = [by_id[rid] for rid in self.segments.request_ids]
             self._draw_segments(self.segments)
@@ -269,6 +296,29 @@ class BatchTimelineView(QWidget):
                 self.fit()
         self.set_current(current_index)
 
+    def _segments(self, requests, iterations) -> tuple[TimelineSegments, IterationStrips]:
+        """Segments and strips, extending the last ones when only records were appended (a
+        live run): the cost of a redraw is then the new records, not the whole run."""
+        b, n = self._builder, self._built
+        grown = (b is not None and requests is self._built_requests and len(iterations) >= n
+                 and (n == 0 or iterations[n - 1] is self._built_last))
+        if not grown:
+            b = self._builder = TimelineBuilder(requests)
+            self._built_requests, n = requests, 0
+            self._strip_parts = []
+        new = iterations[n:]
+        b.extend(new)
+        if new:
+            self._strip_parts.append(iteration_strips(new))
+        if len(self._strip_parts) > 1:  # one set of arrays, extended by concatenation
+            parts = self._strip_parts
+            self._strip_parts = [IterationStrips(*(np.concatenate([getattr(p, f) for p in parts])
+                                                   for f in IterationStrips.__dataclass_fields__))]
+        self._built = len(iterations)
+        self._built_last = iterations[-1] if iterations else None
+        strips = self._strip_parts[0] if self._strip_parts else iteration_strips([])
+        return b.segments(), strips
+
     def fit(self) -> None:
         """Show the whole run: every row, arrival of the first to the end of the last."""
         seg = self.segments
@@ -278,10 +328,13 @@ class BatchTimelineView(QWidget):
             lo, hi = float(seg.start_s.min()), float(seg.end_s.max())
             vb.setXRange(lo, hi if hi > lo else lo + 1.0, padding=0.01)
         vb.setYRange(-0.5, max(n, 1) - 0.5, padding=0.0)
-        self._follow = True
+        if not self._follow:
+            self._follow = True
+            self._draw_strip_curves()
 
     def _user_range(self, *_args) -> None:
         self._follow = False
+        self._draw_strip_curves()  # the peaks of what is now in view
 
     def _draw_segments(self, seg: TimelineSegments) -> None:
         self.request_axis.ids = seg.request_ids
@@ -297,12 +350,24 @@ class BatchTimelineView(QWidget):
         vb.setLimits(yMin=-1.5, yMax=max(n, 1) + 0.5)
 
     def _draw_strips(self, s: IterationStrips) -> None:
+        self._draw_strip_curves()
+        self._draw_preemptions(s)
+
+    def _draw_strip_curves(self, *_args) -> None:
+        """The step curves of what is in view (peaks of bins when that is long); redrawn
+        when the view's x range changes."""
+        s = self.strips
+        if s is None:
+            return
+        x_range = None if self._follow else tuple(self.gantt.getViewBox().viewRange()[0])
         for curve, values in ((self.batch_curve, s.batch_size),
                               (self.prefill_curve, s.prefill_tokens),
                               (self.decode_curve, s.decode_tokens),
                               (self.kv_curve, 100.0 * s.kv_usage)):
-            x, y, connect = step_xy(s.start_s, s.end_s, values)
+            x, y, connect = step_xy(*visible_peaks(s.start_s, s.end_s, values, x_range))
             curve.setData(x, y, connect=connect, skipFiniteCheck=True)
+
+    def _draw_preemptions(self, s: IterationStrips) -> None:
         hit = s.preemptions > 0
         x = np.repeat(0.5 * (s.start_s[hit] + s.end_s[hit]), 2)
         y = np.zeros(x.shape)
@@ -404,7 +469,19 @@ def bench_timeline(n_requests: int = 2000, n_iterations: int = 20_000) -> dict:
     view.draw(requests, iterations, current_index=len(iterations) // 2)
     view.grab()
     cursor_ms = 1e3 * (time.perf_counter() - t)  # the same records: cursor move and repaint
+    # a live run: the records grow by a few iterations between two redraws (the lab redraws
+    # at most every 33 ms); the median redraw + repaint of 20 such updates
+    live = list(iterations[: len(iterations) - 100])
+    view.draw(requests, live)
+    updates = []
+    for k in range(len(live), len(iterations), 5):
+        live.extend(iterations[k: k + 5])
+        t = time.perf_counter()
+        view.draw(requests, live)
+        view.grab()
+        updates.append(1e3 * (time.perf_counter() - t))
     view.deleteLater()
     return {"segments_ms": segments_ms, "render_ms": render_ms, "cursor_ms": cursor_ms,
+            "update_ms": float(np.median(updates)), "update_max_ms": max(updates),
             "segments": len(segments),
             "iterations": len(iterations), "requests": len(requests)}

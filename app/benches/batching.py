@@ -32,4 +32,6 @@ def run_batching_lab_bench(requests: int = 200, simulator_requests: int = 5000,
     QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)  # its view, now
     figures["timeline_render_ms"] = timeline["render_ms"]
     figures["timeline_cursor_ms"] = timeline["cursor_ms"]
+    figures["timeline_update_ms"] = timeline["update_ms"]  # a live redraw after new records
+    figures["timeline_update_max_ms"] = timeline["update_max_ms"]
     return figures

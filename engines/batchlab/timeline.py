@@ -18,7 +18,8 @@ spans [end of the last iteration it ran in, start of the next]. A finished reque
 after its last token: a static batch's bubble is its other rows going on while no new row starts.
 A run cut short ends every unfinished row at the last iteration's end.
 
-Linear in the records (plus a sort): a Python pass reads the batches, numpy does the rest.
+Linear in the records: a Python pass reads the batches into runs (TimelineBuilder, which also
+extends a live timeline with only the new records), numpy does the rest.
 `iteration_strips` gives the per-iteration series drawn under the Gantt chart.
 """
 
@@ -83,127 +84,140 @@ def timeline_segments(requests: Sequence[RequestInfo],
                       iterations: Sequence[IterationRecord]) -> TimelineSegments:
     """Every request's states over the run (see the module docstring). ValueError if an
     iteration names a request that is not in `requests`."""
-    order = arrival_order(requests)
-    ids = tuple(requests[i].request_id for i in order)
-    row_of = {rid: row for row, rid in enumerate(ids)}
-    if len(row_of) != len(ids):
-        raise ValueError("request ids must be unique")
-    arrival = np.array([requests[i].arrival_s for i in order], dtype=np.float64)
-    n_rows, n_iter = len(ids), len(iterations)
-    empty = np.zeros(0, np.float64)
-    if n_rows == 0 or n_iter == 0:
-        return TimelineSegments(np.zeros(0, np.int32), np.zeros(0, np.uint8), empty, empty,
-                                ids, row_of)
-    t0 = np.fromiter((it.start_s for it in iterations), np.float64, n_iter)
-    t1 = np.fromiter((it.end_s for it in iterations), np.float64, n_iter)
+    builder = TimelineBuilder(requests)
+    builder.extend(iterations)
+    return builder.segments()
 
-    def rows_of(names: list[str], where: str) -> np.ndarray:
+
+class TimelineBuilder:
+    """`timeline_segments`, built as the iterations come: `extend(new_records)` reads only
+    the new ones (a Python pass over their batches), `segments()` assembles the segments with
+    numpy from per-request RUNS (consecutive iterations in one state), not from every decode,
+    so a live timeline costs the new records plus the number of segments, not the run's
+    length."""
+
+    def __init__(self, requests: Sequence[RequestInfo]) -> None:
+        order = arrival_order(requests)
+        self.request_ids = tuple(requests[i].request_id for i in order)
+        self.row_of = {rid: row for row, rid in enumerate(self.request_ids)}
+        if len(self.row_of) != len(self.request_ids):
+            raise ValueError("request ids must be unique")
+        self._arrival = np.array([requests[i].arrival_s for i in order], dtype=np.float64)
+        self._prompt = [requests[i].prompt_tokens for i in order]
+        self._t0: list[float] = []
+        self._t1: list[float] = []
+        # closed runs, and the open run of each row: [state, first k, last k, done after it]
+        self._runs: list[tuple[int, int, int, int, bool]] = []  # (row, state, k0, k1, done)
+        self._open: dict[int, list] = {}
+        self._preempted: list[tuple[int, int]] = []  # (row, k)
+        self._finished: set[int] = set()
+        self.n_iterations = 0
+
+    def _row(self, rid: str, where: str) -> int:
         try:
-            return np.fromiter((row_of[n] for n in names), np.int64, len(names))
-        except KeyError as e:
-            raise ValueError(f"{where} names request {e.args[0]!r}, not in the requests") from None
+            return self.row_of[rid]
+        except KeyError:
+            raise ValueError(f"{where} names request {rid!r}, not in the requests") from None
 
-    # ---- the one Python pass: flatten the batches -------------------------------------------
-    pre_ids = [p.request_id for it in iterations for p in it.prefills]
-    pre_end = np.fromiter((p.start + p.n_tokens for it in iterations for p in it.prefills),
-                          np.int64, len(pre_ids))
-    dec_ids = [rid for it in iterations for rid in it.decodes]
-    pmt_ids = [rid for it in iterations for rid in it.preempted]
-    fin_ids = [rid for it in iterations for rid in it.finished]
-    counts = np.array([(len(it.prefills), len(it.decodes), len(it.preempted), len(it.finished))
-                       for it in iterations], dtype=np.int64).reshape(n_iter, 4)
-    k_all = np.arange(n_iter, dtype=np.int64)
-    e_row = np.concatenate([rows_of(pre_ids, "a prefill"), rows_of(dec_ids, "a decode")])
-    e_k = np.concatenate([np.repeat(k_all, counts[:, 0]), np.repeat(k_all, counts[:, 1])])
-    e_state = np.concatenate([np.full(len(pre_ids), PREFILL, np.uint8),
-                              np.full(len(dec_ids), DECODE, np.uint8)])
-    prompt = np.array([requests[i].prompt_tokens for i in order], dtype=np.int64)
-    # past its prefill after this entry: a decode, or a chunk that reached the prompt's end
-    e_done = np.concatenate([pre_end >= prompt[e_row[: len(pre_ids)]],
-                             np.ones(len(dec_ids), bool)])
-    p_row = rows_of(pmt_ids, "a preemption")
-    p_k = np.repeat(k_all, counts[:, 2])
-    finished = np.zeros(n_rows, dtype=bool)
-    finished[rows_of(fin_ids, "a finish")] = True
+    def extend(self, iterations: Sequence[IterationRecord]) -> None:
+        for it in iterations:
+            k = self.n_iterations
+            self._t0.append(it.start_s)
+            self._t1.append(it.end_s)
+            entries: dict[int, tuple[int, bool]] = {}  # row -> (state, past its prefill)
+            for p in it.prefills:
+                row = self._row(p.request_id, "a prefill")
+                entries[row] = (PREFILL, p.start + p.n_tokens >= self._prompt[row])
+            for rid in it.decodes:
+                row = self._row(rid, "a decode")
+                entries.setdefault(row, (DECODE, True))  # a prefill in the same one wins
+            for row, (state, done) in entries.items():
+                run = self._open.get(row)
+                if run is not None and run[0] == state and run[2] == k - 1:
+                    run[2], run[3] = k, done
+                    continue
+                if run is not None:
+                    self._runs.append((row, *run))
+                self._open[row] = [state, k, k, done]
+            self._preempted += [(self._row(rid, "a preemption"), k) for rid in it.preempted]
+            self._finished.update(self._row(rid, "a finish") for rid in it.finished)
+            self.n_iterations += 1
 
-    # ---- scheduled entries sorted by (row, iteration); one entry per (row, iteration) -----------
-    sort = np.lexsort((e_state, e_k, e_row))  # PREFILL before DECODE in the same iteration
-    e_row, e_k, e_state, e_done = e_row[sort], e_k[sort], e_state[sort], e_done[sort]
-    if e_row.size:
-        keep = np.ones(e_row.size, bool)
-        keep[1:] = (e_row[1:] != e_row[:-1]) | (e_k[1:] != e_k[:-1])
-        e_row, e_k, e_state, e_done = e_row[keep], e_k[keep], e_state[keep], e_done[keep]
-    n_e = e_row.size
-    same_row_next = np.zeros(n_e, bool)  # entry i and i + 1 belong to one request
-    if n_e:
-        same_row_next[:-1] = e_row[1:] == e_row[:-1]
-    first = np.ones(n_e, bool)
-    first[1:] = ~same_row_next[:-1]
-    last = ~same_row_next
+    def segments(self) -> TimelineSegments:
+        ids, row_of = self.request_ids, self.row_of
+        n_rows, n_iter = len(ids), self.n_iterations
+        empty = np.zeros(0, np.float64)
+        if n_rows == 0 or n_iter == 0:
+            return TimelineSegments(np.zeros(0, np.int32), np.zeros(0, np.uint8), empty, empty,
+                                    ids, row_of)
+        t0, t1, arrival = np.array(self._t0), np.array(self._t1), self._arrival
+        runs = self._runs + [(row, *run) for row, run in self._open.items()]
+        r = np.array(runs, dtype=np.int64).reshape(len(runs), 5)
+        r = r[np.lexsort((r[:, 2], r[:, 0]))]  # by row, then first iteration
+        r_row, r_state, r_k0, r_k1, r_done = r[:, 0], r[:, 1], r[:, 2], r[:, 3], r[:, 4] == 1
+        n_r = r_row.size
+        same_row_next = np.zeros(n_r, bool)
+        same_row_next[:-1] = r_row[1:] == r_row[:-1]
+        first = np.ones(n_r, bool)
+        first[1:] = ~same_row_next[:-1]
+        last = ~same_row_next
+        seg = [(r_row, r_state, t0[r_k0], t1[r_k1])]
 
-    # merged runs of one state over consecutive iterations
-    adjacent = np.zeros(n_e, bool)
-    if n_e:
-        adjacent[:-1] = same_row_next[:-1] & (e_k[1:] == e_k[:-1] + 1) & \
-            (e_state[1:] == e_state[:-1])
-    run_start = np.ones(n_e, bool)
-    run_start[1:] = ~adjacent[:-1]
-    run_end = ~adjacent
-    seg = [(e_row[run_start], e_state[run_start], t0[e_k[run_start]], t1[e_k[run_end]])]
+        # leading waits: arrival -> first scheduled; rows never scheduled wait to the end
+        f_row, f_k = r_row[first], r_k0[first]
+        seg.append((f_row, np.full(f_row.size, WAITING), arrival[f_row], t0[f_k]))
+        never = np.ones(n_rows, bool)
+        never[f_row] = False
+        never_rows = np.flatnonzero(never)
+        seg.append((never_rows, np.full(never_rows.size, WAITING), arrival[never_rows],
+                    np.full(never_rows.size, t1[-1])))
 
-    # leading waits: arrival -> first scheduled; rows never scheduled wait to the end
-    f_row, f_k = e_row[first], e_k[first]
-    seg.append((f_row, np.full(f_row.size, WAITING, np.uint8), arrival[f_row], t0[f_k]))
-    never = np.ones(n_rows, bool)
-    never[f_row] = False
-    never_rows = np.flatnonzero(never)
-    seg.append((never_rows, np.full(never_rows.size, WAITING, np.uint8), arrival[never_rows],
-                np.full(never_rows.size, t1[-1])))
+        # gaps between two runs of a request (adjacent runs in different states leave the
+        # small gap between their iterations empty), and after the last run if unfinished
+        inner = np.flatnonzero(same_row_next)
+        inner = inner[r_k0[inner + 1] > r_k1[inner] + 1]
+        finished = np.zeros(n_rows, bool)
+        finished[list(self._finished)] = True
+        tail = np.flatnonzero(last & ~finished[r_row] & (r_k1 < n_iter - 1))
+        g_row = np.concatenate([r_row[inner], r_row[tail]])
+        g_a = np.concatenate([r_k1[inner], r_k1[tail]])  # the iteration it last ran in
+        g_b = np.concatenate([r_k0[inner + 1], np.full(tail.size, n_iter)])  # next (n_iter: none)
+        g_end = np.concatenate([t0[r_k0[inner + 1]], np.full(tail.size, t1[-1])])
+        # left out while its prefill is in progress: waiting; past it: stalled. An inner gap
+        # without a preemption is mid-prefill when a chunk follows it.
+        prev = np.concatenate([inner, tail])
+        left_out = np.where(r_done[prev], STALLED, WAITING)
+        g_state = left_out.copy()
+        g_state[: inner.size] = np.where(r_state[inner + 1] == PREFILL, WAITING, STALLED)
+        # the first preemption p with a <= p < b, if any
+        stride = n_iter + 1
+        p_key = np.sort(np.array([row * stride + k for row, k in self._preempted], np.int64))
+        if p_key.size:
+            pos = np.searchsorted(p_key, g_row * stride + g_a, side="left")
+            candidate = p_key[np.minimum(pos, p_key.size - 1)]
+            hit = (pos < p_key.size) & (candidate < g_row * stride + g_b)
+            p_at = candidate % stride
+        else:
+            hit, p_at = np.zeros(g_row.size, bool), np.zeros(g_row.size, np.int64)
+        plain = ~hit
+        seg.append((g_row[plain], g_state[plain], t1[g_a[plain]], g_end[plain]))
+        # preempted: left out for a while first (p > a + 1), then preempted until rescheduled
+        pre = hit & (p_at > g_a + 1)
+        seg.append((g_row[pre], left_out[pre], t1[g_a[pre]], t0[p_at[pre]]))
+        p_start = np.where(p_at > g_a, t0[np.minimum(p_at, n_iter - 1)], t1[g_a])
+        seg.append((g_row[hit], np.full(int(hit.sum()), PREEMPTED), p_start[hit], g_end[hit]))
 
-    # gaps between two scheduled iterations of a request, and after the last (if unfinished)
-    inner = np.flatnonzero(same_row_next & ~adjacent)
-    inner = inner[e_k[inner + 1] > e_k[inner] + 1]
-    tail = np.flatnonzero(last & ~finished[e_row] & (e_k < n_iter - 1))
-    g_row = np.concatenate([e_row[inner], e_row[tail]])
-    g_a = np.concatenate([e_k[inner], e_k[tail]])  # the iteration it last ran in
-    g_b = np.concatenate([e_k[inner + 1], np.full(tail.size, n_iter)])  # next one (n_iter: none)
-    g_end = np.concatenate([t0[e_k[inner + 1]], np.full(tail.size, t1[-1])])
-    # left out while its prefill is in progress: waiting; past it: stalled. An inner gap
-    # without a preemption is mid-prefill when a chunk follows it.
-    prev = np.concatenate([inner, tail])
-    left_out = np.where(e_done[prev], STALLED, WAITING).astype(np.uint8)
-    g_state = left_out.copy()
-    g_state[: inner.size] = np.where(e_state[inner + 1] == PREFILL, WAITING, STALLED)
-    # the first preemption p with a <= p < b, if any
-    stride = n_iter + 1
-    p_key = np.sort(p_row * stride + p_k)
-    if p_key.size:
-        pos = np.searchsorted(p_key, g_row * stride + g_a, side="left")
-        candidate = p_key[np.minimum(pos, p_key.size - 1)]
-        hit = (pos < p_key.size) & (candidate < g_row * stride + g_b)
-        p_at = candidate % stride
-    else:
-        hit, p_at = np.zeros(g_row.size, bool), np.zeros(g_row.size, np.int64)
-    plain = ~hit
-    seg.append((g_row[plain], g_state[plain], t1[g_a[plain]], g_end[plain]))
-    # preempted: left out for a while first (p > a + 1), then preempted until rescheduled
-    pre = hit & (p_at > g_a + 1)
-    seg.append((g_row[pre], left_out[pre], t1[g_a[pre]], t0[p_at[pre]]))
-    p_start = np.where(p_at > g_a, t0[np.minimum(p_at, n_iter - 1)], t1[g_a])
-    seg.append((g_row[hit], np.full(int(hit.sum()), PREEMPTED, np.uint8), p_start[hit],
-                g_end[hit]))
-
-    row = np.concatenate([s[0] for s in seg]).astype(np.int32)
-    state = np.concatenate([s[1] for s in seg]).astype(np.uint8)
-    start = np.concatenate([s[2] for s in seg]).astype(np.float64)
-    end = np.concatenate([s[3] for s in seg]).astype(np.float64)
-    scheduled = np.zeros(row.size, bool)
-    scheduled[: seg[0][0].size] = True
-    keep = scheduled | (end > start)  # empty waits (scheduled on arrival) are dropped
-    row, state, start, end = row[keep], state[keep], start[keep], end[keep]
-    order_rs = np.lexsort((start, row))
-    return TimelineSegments(row[order_rs], state[order_rs], start[order_rs], end[order_rs],
-                            ids, row_of)
+        row = np.concatenate([s[0] for s in seg]).astype(np.int32)
+        state = np.concatenate([s[1] for s in seg]).astype(np.uint8)
+        start = np.concatenate([s[2] for s in seg]).astype(np.float64)
+        end = np.concatenate([s[3] for s in seg]).astype(np.float64)
+        scheduled = np.zeros(row.size, bool)
+        scheduled[:n_r] = True
+        keep = scheduled | (end > start)  # empty waits (scheduled on arrival) are dropped
+        row, state, start, end = row[keep], state[keep], start[keep], end[keep]
+        order_rs = np.lexsort((start, row))
+        return TimelineSegments(row[order_rs], state[order_rs], start[order_rs],
+                                end[order_rs], ids, row_of)
 
 
 def segment_at(segments: TimelineSegments, row: int, t_s: float) -> int | None:

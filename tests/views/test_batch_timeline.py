@@ -150,3 +150,38 @@ def test_exports_png(view, tmp_path):
     out2 = tmp_path / "gantt.png"
     exporters.ImageExporter(view.gantt).export(str(out2))
     assert out2.exists()
+
+
+def test_visible_peaks_bins_consecutive_iterations_at_their_maximum():
+    from inferlab.views.batch_timeline import visible_peaks
+
+    start = np.arange(10.0)
+    end = start + 0.5
+    values = np.array([1, 5, 2, 2, 9, 0, 3, 3, 3, 7])
+    a, b, v = visible_peaks(start, end, values, max_steps=4)  # bins of 3: 0-2, 3-5, 6-8, 9
+    assert a.tolist() == [0, 3, 6, 9] and b.tolist() == [2.5, 5.5, 8.5, 9.5]
+    assert v.tolist() == [5, 9, 3, 7]
+    a, b, v = visible_peaks(start, end, values, x_range=(3.2, 5.2))  # 3..5 and a neighbour
+    assert a.tolist() == [2, 3, 4, 5, 6] and v.tolist() == [2, 2, 9, 0, 3]
+    a, _, v = visible_peaks(start, end, values)
+    assert a.tolist() == start.tolist() and v.tolist() == values.tolist()
+
+
+def test_a_growing_run_is_drawn_as_if_drawn_at_once(view):
+    """Live: the records grow between redraws; the view extends its segments and strips.
+    They equal a fresh view's of the same records, and a replaced history rebuilds."""
+    requests, iterations = synthetic_schedule(80, max_iterations=400, kv_blocks=70)
+    live: list = []
+    for k in range(0, len(iterations), 37):
+        live.extend(iterations[k: k + 37])
+        view.draw(requests, live)
+    fresh = BatchTimelineView()
+    fresh.draw(requests, list(iterations))
+    assert view.segments.rows() == fresh.segments.rows()
+    for field in ("start_s", "end_s", "batch_size", "decode_tokens", "kv_usage", "preemptions"):
+        assert np.array_equal(getattr(view.strips, field), getattr(fresh.strips, field))
+    thinned = live[::2]  # a new list (thin_history): built again from scratch
+    view.draw(requests, thinned)
+    assert view.segments.rows() == timeline_segments(requests, thinned).rows()
+    assert len(view.strips.start_s) == len(thinned)
+    fresh.deleteLater()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
 from inferlab.engines.batchlab.timeline import (
@@ -188,3 +190,25 @@ def test_synthetic_schedule_is_consistent_with_its_segments():
     # segments of one row never overlap
     same = seg.row[1:] == seg.row[:-1]
     assert np.all(seg.start_s[1:][same] >= seg.end_s[:-1][same])
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 40), cuts=st.lists(st.integers(1, 60),
+                                                                      max_size=12))
+def test_a_builder_extended_in_pieces_gives_the_segments_of_the_whole(seed, n, cuts):
+    import random
+
+    from inferlab.engines.batchlab.timeline import TimelineBuilder
+
+    rng = random.Random(seed)
+    requests, iterations = synthetic_schedule(
+        n, max_iterations=300, kv_blocks=rng.randint(20, 60), max_running=rng.randint(1, 8),
+        seed=seed)
+    builder = TimelineBuilder(requests)
+    done = 0
+    for cut in cuts:
+        builder.extend(iterations[done: done + cut])
+        done = min(done + cut, len(iterations))
+        assert builder.segments().rows() == timeline_segments(requests, iterations[:done]).rows()
+    builder.extend(iterations[done:])
+    assert builder.segments().rows() == timeline_segments(requests, iterations).rows()
