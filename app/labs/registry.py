@@ -120,7 +120,8 @@ LABS: tuple[LabSpec, ...] = (
             "H100, say) or the real tiny model's wall clock: every request's waiting, prefill, "
             "decode and preemption on one timeline, the batch size and KV pool per iteration, "
             "and TTFT, TPOT, ITL, E2E percentiles, throughput and goodput as vLLM measures "
-            "them."),
+            "them. Two policies compared on the same requests (metrics, latency CDFs) and a "
+            "rate sweep (p99 latency against achieved throughput, the SLO knee marked)."),
         controller="inferlab.app.labs.batching:BatchingLab",
         read_section="inferlab.engines.servelab.section:read_batching_section",
         run_arguments="inferlab.engines.servelab.run:add_arguments",
