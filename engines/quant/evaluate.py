@@ -1,0 +1,79 @@
+"""A scheme by name on a whole model, and the quantized model's perplexity on held-out text.
+
+    quantize_by_name(model, "int8" | ... | "gptq-int4-g128" | "awq-int4-g128", tokenizer)
+    evaluate_scheme(model, tokenizer, name) -> SchemeResult (perplexity, bytes, SQNR per layer)
+
+The data-free names are `schemes.SCHEMES`; GPTQ and AWQ calibrate on `calibration.py`'s text
+and are scored, like every scheme, on the OTHER text (the held-out passage).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from inferlab.engines.model.perplexity import PerplexityResult, perplexity
+from inferlab.engines.quant.awq import awq_model
+from inferlab.engines.quant.calibration import calibration_chunks, eval_text
+from inferlab.engines.quant.errors import QuantError
+from inferlab.engines.quant.gptq import gptq_model
+from inferlab.engines.quant.model_quant import QuantizedModel, quantize_model
+from inferlab.engines.quant.schemes import SCHEMES
+
+CALIBRATED = ("gptq-int4-g128", "gptq-int4-g128-act", "awq-int4-g128")
+"""Scheme names that need calibration text."""
+NAMES = (*SCHEMES, *CALIBRATED)
+
+
+def quantize_by_name(model, name: str, tokenizer=None, calibration_text: str | None = None,
+                     progress=None) -> QuantizedModel:
+    """`model` quantized with the scheme `name` (one of NAMES); the calibrated ones tokenize
+    `calibration_text` (default the shipped one) with `tokenizer`."""
+    if name in SCHEMES:
+        return quantize_model(model, name)
+    if name not in CALIBRATED:
+        raise QuantError(f"scheme must be one of {', '.join(NAMES)}, got {name!r}")
+    if tokenizer is None:
+        raise QuantError(f"tokenizer is needed to calibrate {name}")
+    chunks = calibration_chunks(tokenizer, calibration_text)
+    if name.startswith("gptq"):
+        return gptq_model(model, chunks, bits=4, group_size=128,
+                          act_order=name.endswith("-act"), progress=progress)
+    return awq_model(model, chunks, bits=4, group_size=128, progress=progress)
+
+
+def held_out_perplexity(model, tokenizer, text: str | None = None) -> PerplexityResult:
+    """Perplexity on `text` (default the shipped held-out passage, never the calibration
+    text)."""
+    text = eval_text() if text is None else text
+    if not text.strip():
+        raise QuantError("eval text is empty")
+    return perplexity(model, tokenizer.encode(text))
+
+
+@dataclass(frozen=True)
+class SchemeResult:
+    """One scheme on one model: quality, size and cost."""
+
+    name: str
+    perplexity: float
+    weight_bytes: int
+    quantize_s: float
+    eval_s: float
+    sqnr_db: dict[str, float]
+    """Per quantized linear."""
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "perplexity": self.perplexity,
+                "weight_bytes": self.weight_bytes, "quantize_seconds": self.quantize_s,
+                "eval_seconds": self.eval_s, "sqnr_db": self.sqnr_db}
+
+
+def evaluate_scheme(model, tokenizer, name: str, eval_text_: str | None = None,
+                    calibration_text: str | None = None, progress=None) -> SchemeResult:
+    """Quantize `model` with `name` and score it on the held-out text."""
+    qm = quantize_by_name(model, name, tokenizer, calibration_text, progress)
+    t0 = time.perf_counter()
+    ppl = held_out_perplexity(qm.model, tokenizer, eval_text_).perplexity
+    return SchemeResult(name, ppl, qm.weight_bytes, qm.quantize_s, time.perf_counter() - t0,
+                        {r.name: r.error.sqnr_db for r in qm.linears})
