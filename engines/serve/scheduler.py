@@ -188,6 +188,16 @@ class Scheduler:
         rid = request.request_id
         if rid in self.seqs:
             raise ValueError(f"request {rid!r} was already added")
+        self._check_runnable(request)
+        seq = Sequence(request)
+        self.seqs[rid] = seq
+        self._waiting.append(seq)
+        return seq
+
+    def _check_runnable(self, request: Request) -> None:
+        """RequestRefusedError, with the numbers, for a request this scheduler can never run
+        (see `add`)."""
+        rid = request.request_id
         n_prompt, n_new = len(request.prompt_ids), request.max_new_tokens
         total = n_prompt + n_new
         need = self.blocks.blocks_needed(total)
@@ -212,10 +222,6 @@ class Scheduler:
                 f"iteration, exceed max_num_batched_tokens={budget} (policy {self.policy!r} "
                 "never splits a prefill)"
             )
-        seq = Sequence(request)
-        self.seqs[rid] = seq
-        self._waiting.append(seq)
-        return seq
 
     def close_arrivals(self) -> None:
         """No more requests will come: a static batch need not wait to fill up."""
@@ -276,6 +282,13 @@ class Scheduler:
         not_sampling = sorted(set(forks) - set(output.sample_ids))
         if not_sampling:
             raise ValueError(f"forks of {not_sampling}, which sample nothing this iteration")
+        n_more = 0
+        for pid, children in forks.items():  # all refusals before anything changes
+            self._check_forks(self.seqs[pid], [c for c, _ in children], n_more)
+            n_more += len(children)
+        all_ids = [c.request_id for children in forks.values() for c, _ in children]
+        if len(all_ids) != len(set(all_ids)):
+            raise ValueError(f"forks name a child twice: {sorted(all_ids)}")
         if eos_id is None:
             stop_ids: Collection[int] = ()
         elif isinstance(eos_id, Collection):
@@ -314,26 +327,18 @@ class Scheduler:
         """Parallel sampling: `child` (the parent's prompt, a new id) shares every block of the
         running `parent_id` (BlockManager.fork: ref counts + 1), copies its outputs and token
         times, and runs from now on. Only between iterations (after `update`, or inside it
-        through `forks`) and once the parent's prefill is done. The child runs right after the
-        parent and its earlier children: as old as the parent, so preempted before it."""
+        through `forks`), once the parent's prefill is done, never in a static batch; a child
+        `add` would refuse is refused the same way, and one over max_num_seqs is a ValueError.
+        The child runs right after the parent and its earlier children: as old as the parent,
+        so preempted before it."""
         if self._pending is not None:
             raise RuntimeError("fork() between schedule() and update(): fork after update")
         parent = self.seqs.get(parent_id)
         if parent is None or parent.status != RUNNING or parent.is_prefilling:
             raise ValueError(f"cannot fork {parent_id!r}: only a running sequence whose "
                              "prefill is done can fork")
+        self._check_forks(parent, [child])
         cid = child.request_id
-        if cid in self.seqs:
-            raise ValueError(f"request {cid!r} was already added")
-        if child.prompt_ids != parent.request.prompt_ids:
-            raise ValueError(f"fork {cid!r} of {parent_id!r}: a child shares the parent's "
-                             "blocks, so it must have the parent's prompt")
-        if child.max_new_tokens <= len(parent.output_ids):
-            raise ValueError(f"fork {cid!r}: max_new_tokens {child.max_new_tokens} is already "
-                             f"reached by the parent's {len(parent.output_ids)} outputs")
-        if len(self._running) >= self.max_num_seqs:
-            raise ValueError(f"fork {cid!r}: {len(self._running)} sequences run, "
-                             f"max_num_seqs={self.max_num_seqs}")
         self.blocks.fork(parent_id, cid)
         seq = Sequence(child, status=RUNNING, output_ids=list(parent.output_ids),
                        num_computed_tokens=parent.num_computed_tokens,
@@ -350,6 +355,30 @@ class Scheduler:
     def _computed(self, seq: Sequence, n_tokens: int) -> None:
         seq.num_computed_tokens += n_tokens
         self.blocks.mark_computed(seq.seq_id, seq.num_computed_tokens)
+
+    def _check_forks(self, parent: Sequence, children: Seq[Request], n_more: int = 0) -> None:
+        """What `fork` refuses, checked for all of a parent's children before any is made
+        (`n_more`: children of other parents forked in the same update)."""
+        pid = parent.seq_id
+        if self.policy == STATIC:
+            raise ValueError("a static batch is fixed when it starts: it cannot fork")
+        ids = [c.request_id for c in children]
+        for child in children:
+            cid = child.request_id
+            if cid in self.seqs or ids.count(cid) > 1:
+                raise ValueError(f"request {cid!r} was already added")
+            if child.prompt_ids != parent.request.prompt_ids:
+                raise ValueError(f"fork {cid!r} of {pid!r}: a child shares the parent's "
+                                 "blocks, so it must have the parent's prompt")
+            if child.max_new_tokens <= len(parent.output_ids):
+                raise ValueError(f"fork {cid!r}: max_new_tokens {child.max_new_tokens} is "
+                                 f"already reached by the parent's {len(parent.output_ids)} "
+                                 "outputs")
+            self._check_runnable(child)
+        n_running = len(self._running) + n_more + len(children)
+        if n_running > self.max_num_seqs:
+            raise ValueError(f"forks of {pid!r}: {n_running} sequences would run, "
+                             f"max_num_seqs={self.max_num_seqs}")
 
     # ---- reservation, shared by the policies ---------------------------------------------------
     def _reserve_decode(self, seq: Sequence) -> bool:

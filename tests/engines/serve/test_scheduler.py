@@ -9,11 +9,20 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from inferlab.engines.kv import BlockManager
 from inferlab.engines.model.sampler import GREEDY
-from inferlab.engines.serve.request import FINISHED, RUNNING, WAITING, Request, Sequence
+from inferlab.engines.serve.request import (
+    FINISHED,
+    LENGTH,
+    RUNNING,
+    STOP,
+    WAITING,
+    Request,
+    Sequence,
+)
 from inferlab.engines.serve.scheduler import (
     CONTINUOUS,
     NO_CHUNKING,
     STATIC,
+    BlockCopy,
     RequestRefusedError,
     Scheduler,
     SchedulerOutput,
@@ -174,7 +183,8 @@ def test_continuous_a_sequence_may_preempt_itself():
     sched.add(Request("b", toks(2, 2000), 3))
     assert shape(step(sched, 0)) == ((), (("a", 0, 3), ("b", 0, 2)), (), 5)
     assert mgr.n_free_blocks == 0
-    assert shape(step(sched, 1)) == (("a",), (), ("b",), 1)
+    out = step(sched, 1)
+    assert shape(out) == (("a",), (), ("b",), 1) and out.preempted_for == ("b",)
     assert shape(step(sched, 2)) == (("a",), (), (), 1)  # b waits: needs 2 blocks, 0 free
     assert sched.seqs["a"].is_finished
     assert shape(step(sched, 3)) == ((), (("b", 0, 3),), (), 3)
@@ -196,9 +206,9 @@ def test_two_preemptions_requeue_the_older_victim_first():
     # c fills its 2nd block; d and e each need a new block: e (newest) goes, then d is
     # served by e's block
     out = step(sched, 2)
-    assert shape(out) == (("c", "d"), (), ("e",), 2)
+    assert shape(out) == (("c", "d"), (), ("e",), 2) and out.preempted_for == ("d",)
     out = step(sched, 3)  # c needs a block now: d is the newest running
-    assert shape(out) == (("c",), (), ("d",), 1)
+    assert shape(out) == (("c",), (), ("d",), 1) and out.preempted_for == ("c",)
     assert [s.seq_id for s in sched.waiting] == ["d", "e"]
     t = 4
     while sched.has_unfinished:
@@ -234,6 +244,23 @@ def test_eos_finishes_unless_ignore_eos():
     while sched.has_unfinished:
         step(sched, 1, eos_id=eos)
     assert len(b.output_ids) == 5
+
+
+def test_eos_ids_as_a_set_and_dropped_unless_kept():
+    sched, _ = make(CONTINUOUS)
+    sched.add(Request("a", toks(3), 5))
+    sched.add(Request("b", toks(2, 2000), 2))
+    eos = fake_token(sched.seqs["a"])
+    assert fake_token(sched.seqs["b"]) not in (eos, 7)
+    out = sched.schedule(0)
+    sampled = {sid: fake_token(sched.seqs[sid]) for sid in out.sample_ids}
+    done = sched.update(out, sampled, 0, {eos, 7}, keep_eos=False)
+    a, b = sched.seqs["a"], sched.seqs["b"]
+    # a ends before its EOS (nothing kept, no token time); b goes on to its length
+    assert done == [a] and a.output_ids == [] and a.token_times_s == []
+    assert a.finish_reason == STOP and a.finish_s == 0
+    step(sched, 1)
+    assert b.is_finished and b.finish_reason == LENGTH and len(b.output_ids) == 2
 
 
 def test_update_checks_its_inputs():
@@ -382,6 +409,84 @@ def test_a_partial_prefill_the_pool_cannot_extend_preempts_itself():
     assert sched.seqs["b"].output_ids == run_alone(toks(6, 2000), 1)
 
 
+# ---- forks (parallel sampling) and copy-on-write --------------------------------------------
+
+
+def test_forks_share_every_block_and_copy_the_shared_last_block_on_append():
+    sched, mgr = make(CONTINUOUS, n_blocks=8, block_size=4)
+    prompt = toks(5)
+    sched.add(Request("a", prompt, 3))
+    out = sched.schedule(0)
+    token = fake_token(sched.seqs["a"])
+    # a's prefill ends here: its two samples a.1, a.2 draw their own first tokens
+    done = sched.update(out, {"a": token}, 0,
+                        forks={"a": [(Request("a.1", prompt, 3), 41), (Request("a.2", prompt, 1), 42)]})
+    a, a1, a2 = (sched.seqs[s] for s in ("a", "a.1", "a.2"))
+    assert done == [a2] and a2.output_ids == [42] and a2.finish_reason == LENGTH
+    assert (a.output_ids, a1.output_ids) == ([token], [41])
+    assert a1.parent_id == "a" and a1.num_computed_tokens == 5 and a1.token_times_s == [0]
+    assert [s.seq_id for s in sched.running] == ["a", "a.1"]
+    assert mgr.block_table("a") == mgr.block_table("a.1") == [0, 1]
+    assert mgr.ref_count(0) == mgr.ref_count(1) == 2  # a.2's share went back when it finished
+    # a appends into the shared, partly filled block 1: it gets a copy (block 2); a.1 is then
+    # the only holder of block 1 and appends in place
+    out = sched.schedule(1)
+    assert out.decodes == ("a", "a.1") and out.copies == (BlockCopy("a", 1, 2),)
+    assert mgr.block_table("a") == [0, 2] and mgr.block_table("a.1") == [0, 1]
+    assert mgr.ref_count(0) == 2 and mgr.ref_count(1) == mgr.ref_count(2) == 1
+    sched.update(out, {"a": 7, "a.1": 8}, 1)
+    assert sched.schedule(2).copies == ()
+
+
+def test_fork_between_iterations_copies_the_outputs_and_runs_after_its_siblings():
+    sched, mgr = make(CONTINUOUS, n_blocks=16, block_size=4)
+    sched.add(Request("a", toks(4), 6))
+    sched.add(Request("b", toks(3, 2000), 6))
+    step(sched, 0)
+    step(sched, 1)
+    a = sched.seqs["a"]
+    c1 = sched.fork("a", Request("a.1", toks(4), 6))
+    c2 = sched.fork("a", Request("a.2", toks(4), 6))
+    assert [s.seq_id for s in sched.running] == ["a", "a.1", "a.2", "b"]
+    assert c1.output_ids == a.output_ids and c1.output_ids is not a.output_ids
+    assert c2.token_times_s == [0, 1] and mgr.block_table("a.2") == mgr.block_table("a")
+    while sched.has_unfinished:
+        step(sched, 2)
+    # fake_next depends on the tokens only: every sample continues as `a` did
+    assert c1.output_ids == c2.output_ids == a.output_ids == run_alone(toks(4), 6)
+    assert mgr.n_free_blocks == 16
+
+
+def test_fork_refuses_what_it_cannot_do():
+    sched, _ = make(CONTINUOUS, n_blocks=4, block_size=4, max_num_seqs=2)
+    sched.add(Request("a", toks(5), 3))
+    out = sched.schedule(0)
+    with pytest.raises(RuntimeError, match="after update"):
+        sched.fork("a", Request("a.1", toks(5), 3))
+    with pytest.raises(ValueError, match="sample nothing"):
+        sched.update(out, {"a": 1}, 0, forks={"zz": []})
+    with pytest.raises(ValueError, match="parent's prompt"):
+        sched.update(out, {"a": 1}, 0, forks={"a": [(Request("a.1", toks(4), 3), 2)]})
+    with pytest.raises(RequestRefusedError, match="a.1"):  # 5 + 20 tokens: never fits
+        sched.update(out, {"a": 1}, 0, forks={"a": [(Request("a.1", toks(5), 20), 2)]})
+    with pytest.raises(ValueError, match="max_num_seqs=2"):
+        sched.update(out, {"a": 1}, 0, forks={"a": [(Request(f"a.{k}", toks(5), 3), 2)
+                                                    for k in (1, 2)]})
+    assert sched.seqs.keys() == {"a"}  # nothing half-done
+    sched.update(out, {"a": 1}, 0)
+    with pytest.raises(ValueError, match="already reached"):
+        sched.fork("a", Request("a.1", toks(5), 1))
+    with pytest.raises(ValueError, match="already added"):
+        sched.fork("a", Request("a", toks(5), 3))
+    with pytest.raises(ValueError, match="cannot fork 'zz'"):
+        sched.fork("zz", Request("a.1", toks(5), 3))
+    static, _ = make(STATIC, static_batch_size=1)
+    static.add(Request("s", toks(2), 3))
+    step(static, 0)
+    with pytest.raises(ValueError, match="static"):
+        static.fork("s", Request("s.1", toks(2), 3))
+
+
 # ---- the state machine ------------------------------------------------------------------------
 
 PREFIXES = ([], [1, 2, 3, 4], [1, 2, 3, 4, 5, 6, 7, 8])
@@ -401,6 +506,8 @@ def play(config: dict, actions: list) -> list[tuple]:
     for kind, arg in actions:
         if kind == "add":
             sched.add(arg)
+        elif kind == "fork":
+            sched.fork(*arg)
         elif kind == "close":
             sched.close_arrivals()
         else:
@@ -434,6 +541,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.added: dict[str, Request] = {}
         self.now = 0.0
         self.seen_preempted: set[str] = set()
+        self.kv: dict[int, list] = {}  # a fake K/V cache: block -> the token id in each slot
 
     @precondition(lambda self: not self.sched.arrivals_closed)
     @rule(prefix=st.sampled_from(PREFIXES), tail=st.lists(st.integers(0, 3), max_size=12),
@@ -453,6 +561,34 @@ class SchedulerMachine(RuleBasedStateMachine):
         sched.add(req)
         self.added[req.request_id] = req
         self.actions.append(("add", req))
+
+    @precondition(lambda self: any(not s.is_prefilling for s in self.sched.running))
+    @rule(data=st.data(), extra=st.integers(0, 4))
+    def fork(self, data, extra):
+        sched = self.sched
+        parents = [s for s in sched.running if not s.is_prefilling]
+        parent = data.draw(st.sampled_from(parents))
+        req = Request(f"{parent.seq_id}.{len(self.actions)}", parent.request.prompt_ids,
+                      len(parent.output_ids) + 1 + extra, ignore_eos=True)
+        p, n = len(req.prompt_ids), req.max_new_tokens
+        if sched.policy == STATIC:
+            error = "static"
+        elif (self.mgr.blocks_needed(p + n) > self.mgr.n_blocks
+                or (sched.policy == NO_CHUNKING and p + n - 1 > sched.max_num_batched_tokens)):
+            error = req.request_id  # refused as `add` would refuse it
+        elif len(sched.running) >= sched.max_num_seqs:
+            error = "max_num_seqs"
+        else:
+            error = ""
+        if error:
+            with pytest.raises(ValueError, match=error):
+                sched.fork(parent.seq_id, req)
+            return
+        table = self.mgr.block_table(parent.seq_id)
+        child = sched.fork(parent.seq_id, req)
+        assert child.output_ids == parent.output_ids and self.mgr.block_table(req.request_id) == table
+        self.added[req.request_id] = req
+        self.actions.append(("fork", (parent.seq_id, req)))
 
     @rule()
     def iterate(self):
@@ -489,11 +625,33 @@ class SchedulerMachine(RuleBasedStateMachine):
         if sched.policy == NO_CHUNKING:
             assert not (out.prefills and out.decodes), "v0 mixes prefill and decode"
         self.seen_preempted.update(out.preempted)
+        self.fake_forward(out)
         sampled = {sid: fake_token(sched.seqs[sid]) for sid in out.sample_ids}
         sched.update(out, sampled, self.now)
         self.actions.append(("step", self.now))
         self.now += 1.0
         return out
+
+    def fake_forward(self, out: SchedulerOutput) -> None:
+        """Copy the blocks as an executor must, write each computed token into its slot, and
+        check every running sequence reads its own tokens back: a missed or wrong copy-on-write
+        (or a shared block written twice) shows here."""
+        sched, mgr, bs = self.sched, self.mgr, self.mgr.block_size
+        empty = [None] * bs
+        for c in out.copies:
+            assert mgr.ref_count(c.dst) == 1 and c.dst in mgr.block_table(c.seq_id)
+            self.kv[c.dst] = list(self.kv.get(c.src, empty))
+        chunks = [(sid, sched.seqs[sid].num_computed_tokens, 1) for sid in out.decodes]
+        chunks += [tuple(c) for c in out.prefills]
+        for sid, start, n in chunks:
+            table, tokens = mgr.block_table(sid), sched.seqs[sid].token_ids
+            for pos in range(start, start + n):
+                self.kv.setdefault(table[pos // bs], list(empty))[pos % bs] = tokens[pos]
+        end = {sid: start + n for sid, start, n in chunks}
+        for seq in sched.running:
+            table, tokens = mgr.block_table(seq.seq_id), seq.token_ids
+            for pos in range(end.get(seq.seq_id, seq.num_computed_tokens)):
+                assert self.kv[table[pos // bs]][pos % bs] == tokens[pos], (seq.seq_id, pos)
 
     @invariant()
     def every_request_is_in_exactly_one_place(self):
