@@ -12,6 +12,8 @@ render time, app/benches/batching.py):
     cost_model_error_median / _p90    |roofline prediction - measured| / measured per
                                       iteration of a wall-clock SmolLM2 run, the cost model
                                       on this device's measured roofs (serve/calibration.py)
+    profiled_cost_model_error_...     the same for ProfiledCostModel (this device's measured
+                                      forwards of the model, interpolated)
 
 The real-model figures (calibration, and `concurrent_bench`'s 32 requests against
 transformers) take minutes; `real=False` leaves them out.
@@ -62,7 +64,11 @@ def cost_model_calibration(model: str = "smollm2-135m", requests: int = 32,
     from inferlab.engines.kvlab.models import load_lab_model
     from inferlab.engines.model.runner import ModelRunner
     from inferlab.engines.serve import workload as wl
-    from inferlab.engines.serve.calibration import PredictingExecutor, prediction_errors
+    from inferlab.engines.serve.calibration import (
+        PredictingExecutor,
+        ProfiledCostModel,
+        prediction_errors,
+    )
     from inferlab.engines.serve.clock import ModelExecutor, SimulatedExecutor
     from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
     from inferlab.engines.serve.scheduler import Scheduler
@@ -76,13 +82,20 @@ def cost_model_calibration(model: str = "smollm2-135m", requests: int = 32,
     runner = ModelRunner(lab_model, n_blocks=n_blocks, enable_prefix_caching=False)
     cost = SimulatedExecutor(lab_model.config, (roofs.peak_flops["fp32"], roofs.bw_bytes_per_s),
                              dtype="fp32")
-    executor = PredictingExecutor(ModelExecutor(runner), cost)
-    ServingEngine(Scheduler("continuous", runner.blocks, 512, 128), executor,
+    budget = 512
+    profiled = ProfiledCostModel.measure(lab_model, token_grid=tuple(
+        n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if n <= budget))
+    executor = PredictingExecutor(PredictingExecutor(ModelExecutor(runner), profiled), cost)
+    ServingEngine(Scheduler("continuous", runner.blocks, budget, 128), executor,
                   requests_from_workload(items, lab_model.config.vocab_size)).run()
     errors = prediction_errors(executor.predictions)
+    profiled_errors = prediction_errors(executor.executor.predictions)
     return {"cost_model_error_median": errors["all"]["median"],
             "cost_model_error_p90": errors["all"]["p90"],
             "cost_model_errors_by_kind": errors,
+            "profiled_cost_model_error_median": profiled_errors["all"]["median"],
+            "profiled_cost_model_error_p90": profiled_errors["all"]["p90"],
+            "profiled_cost_model_errors_by_kind": profiled_errors,
             "cost_model_roofs": {"peak_flops_fp32": roofs.peak_flops["fp32"],
                                  "bandwidth_bytes_per_s": roofs.bw_bytes_per_s}}
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 KEYS = ("throughput_ratio", "continuous_ttft_p99_s", "static_ttft_p99_s",
         "continuous_tpot_p99_s", "static_tpot_p99_s", "simulated_requests_per_s_of_wall")
 
@@ -51,3 +53,30 @@ def test_lab_bench_adds_the_timeline_render(qtbot):
                                      timeline_iterations=200, real=False)
     for key in (*KEYS, "timeline_render_ms"):
         assert math.isfinite(figures[key]) and figures[key] > 0, key
+
+
+def test_the_profiled_cost_model_interpolates_its_profile_by_hand():
+    from inferlab.engines.serve.calibration import ProfiledCostModel
+
+    m = ProfiledCostModel([1, 2, 4], [0.010, 0.012, 0.016], [1, 2], [0.010, 0.020])
+    assert m.predict_s(1, 1) == pytest.approx(0.010)  # one token of one sequence
+    assert m.predict_s(4, 1) == pytest.approx(0.016)  # a 4-token chunk
+    assert m.predict_s(2, 2) == pytest.approx(0.020)  # two decodes: t_decode(2)
+    assert m.predict_s(3, 1) == pytest.approx(0.014)  # between the profiled sizes
+    # 4 tokens over 2 sequences: the chunk, plus the second sequence's extra 0.020 - 0.012
+    assert m.predict_s(4, 2) == pytest.approx(0.016 + 0.008)
+    assert m.predict_s(8, 1) == pytest.approx(0.032)  # past the profile: linear in tokens
+    assert m.predict_s(4, 4) == pytest.approx(0.016 + 2 * 0.008)  # extra per sequence beyond
+    with pytest.raises(ValueError, match="token grid"):
+        ProfiledCostModel([1, 2], [0.1, 0.2], [1, 4], [0.1, 0.4])
+
+
+def test_the_profiled_cost_model_measures_the_tiny_model():
+    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.serve.calibration import ProfiledCostModel
+
+    model, _ = load_lab_model("tiny")
+    m = ProfiledCostModel.measure(model, token_grid=(1, 4, 16), seq_grid=(1, 4), context=8,
+                                  repeats=1)
+    assert m.t_prefill.shape == (3,) and m.t_decode.shape == (2,)
+    assert (m.t_prefill > 0).all() and (m.t_decode > 0).all()
