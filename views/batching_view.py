@@ -46,13 +46,31 @@ CLOCK_LABELS = (
     ("simulated", "simulated",
      "no model runs: each iteration takes the roofline time of its batch for the model "
      "config on the hardware preset"),
-    ("wall", "wall (tiny model)",
-     "the real tiny model runs each batch on this machine; small runs only"),
+    ("wall", "wall (this machine)",
+     "a real model runs each batch on this machine: at most 32 requests, prompts clipped to "
+     "64 tokens and outputs to 32"),
 )
 LATENCIES = (("ttft_s", "TTFT", "time to first token: first token − arrival"),
              ("tpot_s", "TPOT", "time per output token after the first"),
              ("itl_s", "ITL", "inter-token latency, every gap of every request"),
              ("e2e_s", "E2E", "end-to-end latency: last token − arrival"))
+
+
+def _preset_items(kind: str) -> list[tuple[str, str, str]]:
+    """(id, name, id) of the model-config or hardware presets (engines/presets)."""
+    if kind == "model":
+        from inferlab.engines.model.config import list_model_presets, load_model_preset
+
+        return [(i, load_model_preset(i).name, i) for i in list_model_presets()]
+    from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
+
+    return [(i, load_hardware_preset(i).name, i) for i in list_hardware_presets()]
+
+
+def _wall_model_items() -> list[tuple[str, str, str]]:
+    from inferlab.engines.kvlab.models import model_choices
+
+    return [(spec, label, spec) for spec, label in model_choices() if spec != "auto"]
 
 
 def _ms(value) -> str:
@@ -128,6 +146,22 @@ class BatchingView(SteppedView):
         self.step_button.clicked.connect(self.step_requested)
         self.run_button.clicked.connect(self.run_toggled)
 
+        # what the clock runs: a model config on a hardware preset (simulated), or a real
+        # model on this machine (wall)
+        self.model_config = self._combo(_preset_items("model"))
+        self.model_config.setToolTip("The simulated clock's model: its roofline cost per batch")
+        self.hardware = self._combo(_preset_items("hardware"))
+        self.hardware.setToolTip("The simulated clock's device: its datasheet roofs and memory "
+                                 "(the KV pool is what fits beside the weights)")
+        self.wall_model = self._combo(_wall_model_items())
+        self.wall_model.setToolTip("The wall clock's model, run on the device chosen above")
+        self.clock.currentIndexChanged.connect(self._clock_changed)
+        target_row = QHBoxLayout()
+        target_row.setContentsMargins(0, 0, 0, 0)
+        for label, widget in (("Simulated: model", self.model_config), ("on", self.hardware),
+                              ("Wall clock: model", self.wall_model)):
+            target_row.addWidget(QLabel(label))
+            target_row.addWidget(widget, 1)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         for label, widget, stretch in (("Policy", self.policy, 3), ("Clock", self.clock, 2),
@@ -198,6 +232,7 @@ class BatchingView(SteppedView):
         self.tabs.setTabToolTip(2, "p99 latency against throughput as the request rate grows")
         layout = QVBoxLayout(self)
         layout.addLayout(row)
+        layout.addLayout(target_row)
         layout.addWidget(self.status)
         layout.addLayout(metrics_row)
         layout.addWidget(self.tabs, 1)
@@ -209,19 +244,30 @@ class BatchingView(SteppedView):
         self.show_metrics({})
 
     # ---- settings --------------------------------------------------------------------------
+    def _clock_changed(self, *_args) -> None:
+        simulated = self.clock.currentData() == "simulated"
+        for w in (self.model_config, self.hardware):
+            w.setEnabled(simulated and not self.read_only)
+        self.wall_model.setEnabled(not simulated and not self.read_only)
+
     def set_settings(self, s: dict) -> None:
         self._quiet = True
-        for combo, key in ((self.policy, "policy"), (self.clock, "clock")):
+        for combo, key in ((self.policy, "policy"), (self.clock, "clock"),
+                           (self.model_config, "model_config"), (self.hardware, "hardware"),
+                           (self.wall_model, "model")):
             index = combo.findData(s.get(key))
             if index >= 0:
                 combo.setCurrentIndex(index)
         self.requests_spin.setValue(int(s.get("requests", 1)))
         self.rate.setValue(float(s.get("rate_per_s", 1.0)))
         self.seed.setValue(int(s.get("seed", 0)))
+        self._clock_changed()
         self._quiet = False
 
     def settings(self) -> dict:
         return {"policy": self.policy.currentData(), "clock": self.clock.currentData(),
+                "model_config": self.model_config.currentData(),
+                "hardware": self.hardware.currentData(), "model": self.wall_model.currentData(),
                 "requests": self.requests_spin.value(), "rate_per_s": self.rate.value(),
                 "seed": self.seed.value()}
 
@@ -235,6 +281,7 @@ class BatchingView(SteppedView):
                   self.reset_button, self.step_button, self.run_button, self.compare.button,
                   self.sweep.button):
             w.setEnabled(not read_only)
+        self._clock_changed()
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
@@ -300,12 +347,26 @@ class BatchingView(SteppedView):
         tok = m.get("output_tokens_per_s")
         goodput = m.get("goodput_requests_per_s")
         slo = m.get("slo_s") or {}
+        duration = m.get("duration_s")
+        tokens = m.get("total_output_tokens")
+        # each figure as its formula with this run's numbers (as the other labs show them)
+        if tok is not None and duration and tokens is not None:
+            throughput = (f"Output throughput = {tokens:,} tokens ÷ {duration:.3g} s "
+                          f"(first arrival → last token) = <b>{tok:,.0f} tok/s</b>")
+        else:
+            throughput = "Output throughput = output tokens ÷ run time: — tok/s"
+        objectives = (f"TTFT ≤ {_slo(slo.get('ttft_s'))} and TPOT ≤ {_slo(slo.get('tpot_s'))}"
+                      if slo else "the SLOs")
+        if goodput is not None and duration:
+            good = round(goodput * duration)
+            goodput_text = (f"Goodput = {good} of {done} requests meeting {objectives} ÷ "
+                            f"{duration:.3g} s = <b>{goodput:.2f} req/s</b>")
+        else:
+            goodput_text = f"Goodput = requests meeting {objectives} ÷ run time: —"
         lines = [
-            f"Output throughput: <b>{tok:,.0f} tok/s</b>" if tok is not None
-            else "Output throughput: — tok/s",
-            ("Goodput: <b>" + (f"{goodput:.2f} req/s</b>" if goodput is not None else "—</b>")
-             + (f" (requests meeting TTFT ≤ {_slo(slo.get('ttft_s'))} and TPOT ≤ "
-                f"{_slo(slo.get('tpot_s'))}, per second)" if slo else "")),
+            throughput, goodput_text,
+            "TTFT = first token − arrival; TPOT = (E2E − TTFT) ÷ (output tokens − 1); "
+            "ITL: every gap between two tokens, pooled (vLLM's definitions)",
             f"Preemptions: <b>{m.get('preemptions', 0)}</b> (a preempted request recomputes "
             "its KV cache)",
         ]

@@ -153,3 +153,21 @@ def test_compare_and_sweep_run_in_a_worker_draw_and_reopen(qtbot, make_window, t
     assert replay.view.sweep.note.text() == view.sweep.note.text()
     other.show_live()
     assert replay.comparison == [] and replay.view.compare.table.item(0, 1).text() == "—"
+
+
+def test_the_clock_chooses_what_it_runs(qtbot, make_window):
+    window, lab = open_lab(qtbot, make_window, requests=10)
+    view = lab.view
+    assert view.model_config.isEnabled() and not view.wall_model.isEnabled()  # simulated
+    view.hardware.setCurrentIndex(view.hardware.findData("a100-80gb"))
+    qtbot.waitUntil(lambda: lab.session is not None and lab.session.device == "a100-80gb",
+                    timeout=60000)
+    wait_idle(qtbot, window)
+    assert lab.settings()["hardware"] == "a100-80gb"
+    assert "Goodput = " in view.metrics_note.text() and " ÷ " in view.metrics_note.text()
+    view.clock.setCurrentIndex(view.clock.findData("wall"))
+    assert view.wall_model.isEnabled() and not view.hardware.isEnabled()
+    qtbot.waitUntil(lambda: lab.session is not None and lab.session.settings["clock"] == "wall",
+                    timeout=60000)
+    wait_idle(qtbot, window)
+    assert lab.session.model_id == "tiny"
