@@ -168,3 +168,16 @@ def test_a_finished_session_says_so(tiny):
     s.run()
     with pytest.raises(RuntimeError, match="finished"):
         s.step()
+
+
+def test_the_session_runs_on_the_serving_scheduler(run_scenario):
+    from inferlab.engines.serve.scheduler import CONTINUOUS
+
+    s = run_scenario("pressure").session
+    sched = s.scheduler
+    assert sched.policy == CONTINUOUS and sched.blocks is s.blocks
+    assert not sched.has_unfinished and s.n_preemptions == sched.num_preemptions >= 1
+    assert sched.max_num_batched_tokens >= 2 * s.n_blocks * s.block_size  # never chunked
+    fork = run_scenario("fork").session
+    assert fork.scheduler.seqs["r0.1"].parent_id == "r0"
+    assert fork.scheduler.seqs["r0.1"].output_ids == fork.seqs["r0.1"].outputs
