@@ -162,6 +162,10 @@ class BlockManager:
 
     def can_append(self, seq_id: object, n_tokens: int = 1) -> bool:
         """Whether `append_tokens(seq_id, n_tokens ids)` would find its blocks free now."""
+        seq = self._seqs.get(seq_id)
+        if seq is not None and n_tokens == 1:  # fast path (a decode): room in its own block
+            if len(seq.token_ids) % self.block_size and seq.blocks[-1].ref_count == 1:
+                return True
         seq = self._seq(seq_id)
         return self._append_blocks_needed(seq, n_tokens) <= self.pool.n_free
 
@@ -367,7 +371,7 @@ class BlockManager:
                 f"sequence {seq_id!r} has {len(seq.token_ids)} reserved tokens; "
                 f"{n_tokens} cannot be computed"
             )
-        if self.enable_prefix_caching:
+        if self.enable_prefix_caching and n_tokens // self.block_size > seq.n_registered:
             for index in range(seq.n_registered, n_tokens // self.block_size):
                 self._register(seq, index)
 

@@ -15,6 +15,7 @@ forward and the sampling took on the executor's `clock`:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 
@@ -98,8 +99,7 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
     """
     n_tokens = sum(n for _, n in prefills) + len(decode_contexts)
     n_seqs = len(prefills) + len(decode_contexts)
-    by_tokens = {p.name: p for p in decode_step_parts(cfg, n_tokens, 1, dtype, dtype, dtype)}
-    by_seqs = {p.name: p for p in decode_step_parts(cfg, n_seqs, 1, dtype, dtype, dtype)}
+    by_tokens, by_seqs = _step_parts(cfg, n_tokens, dtype), _step_parts(cfg, n_seqs, dtype)
     parts = [by_tokens["linears"], by_tokens["embeddings and norms"], by_tokens["kv write"],
              by_seqs["lm_head"]]
     kv_token = kv_bytes_per_token(cfg, dtype)
@@ -112,6 +112,13 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
         mean_context = sum(decode_contexts) / len(decode_contexts)
         parts.append(attention_decode_cost(cfg, len(decode_contexts), mean_context, dtype, dtype))
     return sum_costs(f"iteration T={n_tokens} seqs={n_seqs}", parts)
+
+
+@functools.lru_cache(maxsize=8192)
+def _step_parts(cfg: ModelConfig, batch: int, dtype: str) -> dict[str, OpCost]:
+    """decode_step_parts by name; cached: a simulated run asks for the same batch sizes
+    thousands of times (the parts are frozen records, shared safely)."""
+    return {p.name: p for p in decode_step_parts(cfg, batch, 1, dtype, dtype, dtype)}
 
 
 class SimulatedExecutor:
