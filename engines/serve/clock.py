@@ -48,6 +48,8 @@ class ModelExecutor:
 
     def __init__(self, runner: ModelRunner) -> None:
         self.runner = runner
+        self.max_tokens = runner.model.config.max_position
+        """A request's prompt + outputs must fit the model's context (RoPE positions)."""
         self._samplers: dict[str, Sampler] = {}
 
     def execute(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]

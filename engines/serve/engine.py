@@ -22,7 +22,7 @@ from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, Req
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.serve.metrics import RequestTiming
 from inferlab.engines.serve.request import Request
-from inferlab.engines.serve.scheduler import Scheduler
+from inferlab.engines.serve.scheduler import RequestRefusedError, Scheduler
 from inferlab.engines.serve.workload import WorkloadRequest
 
 DEFAULT_MAX_ITERATIONS = 10_000_000
@@ -43,7 +43,7 @@ class ServingEngine:
         self.records: list[IterationRecord] = []
         self._next = 0  # index of the next request to arrive
         self._update_s = 0.0  # the scheduler's update after the latest forward, wall seconds
-        _check_admissible(scheduler, self.requests)
+        _check_admissible(scheduler, self.requests, getattr(executor, "max_tokens", None))
 
     @property
     def done(self) -> bool:
@@ -137,9 +137,19 @@ class ServingEngine:
         self.now_s = min(events)
 
 
-def _check_admissible(scheduler: Scheduler, requests: list[Request]) -> None:
+def _check_admissible(scheduler: Scheduler, requests: list[Request],
+                      max_tokens: int | None = None) -> None:
     """Submit every request to a scheduler of the same policy, budget and pool size (empty):
-    its `add` raises what the real one would at arrival."""
+    its `add` raises what the real one would at arrival. A real model also refuses a request
+    longer than its context (`max_tokens`)."""
+    if max_tokens is not None:
+        for r in requests:
+            total = len(r.prompt_ids) + r.max_new_tokens
+            if total > max_tokens:
+                raise RequestRefusedError(
+                    f"request {r.request_id!r}: prompt {len(r.prompt_ids)} + max_new_tokens "
+                    f"{r.max_new_tokens} = {total} tokens, longer than the model's context "
+                    f"of {max_tokens}; it can never run")
     probe = Scheduler(scheduler.policy,
                       BlockManager(scheduler.blocks.n_blocks, scheduler.block_size, False),
                       scheduler.max_num_batched_tokens, scheduler.max_num_seqs,

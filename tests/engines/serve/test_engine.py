@@ -264,3 +264,11 @@ def test_an_iteration_accounts_for_its_time_on_each_clock(tiny):
                         make_requests())
     for r in sim.run():
         assert r.duration_s == pytest.approx(r.forward_s) and r.sample_s == r.schedule_s == 0
+
+
+def test_a_real_model_refuses_a_request_longer_than_its_context(tiny):
+    model, _ = tiny
+    limit = model.config.max_position
+    long = Request("long", [1] * (limit - 2), 3)
+    with pytest.raises(RequestRefusedError, match=f"longer than the model's context of {limit}"):
+        model_engine(model, [long], n_blocks=-(-(limit + 8) // 4), budget=limit)
