@@ -1,0 +1,123 @@
+"""The speculative lab's snapshot section: a session's steps round-trip exactly; a bad field
+is refused with its name; the reader survives thousands of mutated sections (tests/fuzz.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+
+from inferlab.engines.speculative.section import (
+    SPECULATIVE_DEFAULTS,
+    check_speculative_settings,
+    read_speculative_section,
+    speculative_defaults,
+    speculative_metrics,
+    speculative_prompts,
+    speculative_section,
+    speculative_session,
+)
+from inferlab.engines.trace.jsonable import to_jsonable
+from tests.fuzz import json_paths, mutate_json_bytes, run_cases
+
+
+@pytest.fixture(scope="module")
+def section():
+    session = speculative_session(speculative_defaults() | {"max_tokens": 24, "k": 3})
+    while not session.done:
+        session.step()
+    return json.loads(json.dumps(to_jsonable(speculative_section(
+        session.settings, session.header(), session.records)))), session
+
+
+def test_prompts_of_three_kinds_ship():
+    prompts = speculative_prompts()
+    assert {p.kind for p in prompts} == {"summarise", "code", "chat"}
+    assert all(p.title and p.text.strip() and "==" not in p.text for p in prompts)
+    assert "def " in next(p.text for p in prompts if p.kind == "code")
+
+
+def test_a_session_round_trips(section):
+    data, session = section
+    settings, header, steps, metrics = read_speculative_section(data)
+    assert settings == session.settings
+    assert steps == session.records
+    assert header == session.header()
+    assert metrics == speculative_metrics(session.records, 3)
+    assert metrics["tokens"] == 24 and metrics["finish_reason"] == "length"
+    assert data["metrics"] == json.loads(json.dumps(to_jsonable(metrics)))
+
+
+def test_a_section_of_no_run_reads_as_no_header():
+    sec = speculative_section(speculative_defaults(), None, [])
+    settings, header, steps, _ = read_speculative_section(sec)
+    assert header is None and steps == [] and settings["drafter"] == "ngram"
+
+
+@pytest.mark.parametrize(("path", "value", "named"), [
+    (("settings", "k"), 0, "labs.speculative.settings.k: expected an integer in 1..32"),
+    (("settings", "top_p"), 0.0, "labs.speculative.settings.top_p: expected a number in (0, 1]"),
+    (("settings", "drafter"), "eagle", "labs.speculative.settings.drafter: expected ngram"),
+    (("settings", "prompt"), "", "labs.speculative.settings.prompt: expected some text"),
+    (("state", "k"), 0, "labs.speculative.state.k: expected an integer in 1..32"),
+    (("state", "steps", 0, "index"), 5, "labs.speculative.state.steps[0].index: expected 0"),
+    (("state", "steps", 1, "accepted"), [False, True, False],
+     "labs.speculative.state.steps[1].accepted[1]: a draft accepted after a rejected one"),
+    (("state", "steps", 0, "fates"), ["lucky"], "labs.speculative.state.steps[0].fates"),
+    (("state", "steps", 0, "p"), [1.5], "labs.speculative.state.steps[0].p"),
+    (("state", "steps", 0, "token_ids"), [-1], "labs.speculative.state.steps[0].token_ids[0]"),
+    (("state", "steps", 0, "draft_s"), -1, "labs.speculative.state.steps[0].draft_s"),
+    (("state", "steps", 0, "finish_reason"), "stop",
+     "labs.speculative.state.steps[0].finish_reason: a step after it ran"),
+    (("state", "token_texts"), {"x": "a"}, "labs.speculative.state.token_texts['x']"),
+    (("state", "prompt_token_ids"), [], "labs.speculative.state.prompt_token_ids"),
+    (("metrics",), [], "labs.speculative.metrics: expected an object"),
+])
+def test_a_bad_field_is_named(section, path, value, named):
+    data = copy.deepcopy(section[0])
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    if path[-1] == "fates":  # a list as long as the step's tokens
+        value = value * len(node["fates"])
+    if path[-1] in ("p", "token_ids"):
+        value = value + node[path[-1]][1:]
+    if path[-1] == "accepted":
+        node["drafted"] = node["drafted"][:3] + [0] * (3 - len(node["drafted"]))
+    node[path[-1]] = value
+    with pytest.raises(ValueError) as info:
+        read_speculative_section(data)
+    assert named in str(info.value)
+
+
+def test_settings_are_checked_like_the_lab_inputs():
+    good = check_speculative_settings(dict(SPECULATIVE_DEFAULTS, prompt="hi",
+                                           drafter="layerskip:8"))
+    assert good["drafter"] == "layerskip:8"
+    for drafter in ("layerskip:0", "layerskip:", "layerskip:x", "layerskip:٣", "tiny:1"):
+        with pytest.raises(ValueError, match="settings.drafter"):
+            check_speculative_settings(dict(good, drafter=drafter))
+
+
+def test_fuzz_the_section_reader(section):
+    doc = section[0]
+    paths = json_paths(doc)
+    rng = random.Random(20261201)
+
+    def reading(blob: bytes):
+        def call():
+            try:
+                sec = json.loads(blob)
+            except (ValueError, RecursionError):
+                return  # not JSON: the snapshot reader refuses it before any lab reader
+            read_speculative_section(sec)
+        return call
+
+    cases = ((label, reading(blob)) for label, blob in
+             (mutate_json_bytes(doc, rng, paths) for _ in range(1500)))
+    result = run_cases(cases, (ValueError,))
+    print("speculative section fuzz:", result.summary())
+    result.check()
+    assert result.refused > result.cases // 4
