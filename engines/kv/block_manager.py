@@ -232,6 +232,24 @@ class BlockManager:
         cows = self.append_tokens(seq_id, (token_id,))
         return cows[0] if cows else None
 
+    def try_append_token(self, seq_id: object, token_id: int
+                         ) -> tuple[bool, tuple[int, int] | None]:
+        """`append_token` if `can_append(seq_id)`: (True, its copy-on-write pair or None);
+        (False, None), nothing changed, when no block is free. One call per decode: the
+        scheduler's hot path."""
+        seq = self._seqs.get(seq_id)
+        if seq is not None:  # fast path: room in an unshared last block
+            tokens = seq.token_ids
+            if len(tokens) % self.block_size:
+                last = seq.blocks[-1]
+                if last.ref_count == 1:
+                    tokens.append(token_id)
+                    last.n_tokens += 1
+                    return True, None
+        if not self.can_append(seq_id, 1):
+            return False, None
+        return True, self.append_token(seq_id, token_id)
+
     def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
         """Reserve slots for several tokens (chunked prefill, speculative drafts).
 

@@ -99,8 +99,14 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
     - the decodes' attention: attention_decode_cost(n_decodes, their mean context), which is
       the sum of each one's attention_decode_cost(1, context) (the cost is linear in context).
     """
-    n_tokens = sum(n for _, n in prefills) + len(decode_contexts)
-    n_seqs = len(prefills) + len(decode_contexts)
+    return _mixed_cost(cfg, prefills, len(decode_contexts), sum(decode_contexts), dtype)
+
+
+def _mixed_cost(cfg: ModelConfig, prefills, n_decodes: int, decode_context_tokens: int,
+                dtype: str) -> OpCost:
+    """mixed_step_cost from the decodes' count and summed context (all it needs of them)."""
+    n_tokens = sum(n for _, n in prefills) + n_decodes
+    n_seqs = len(prefills) + n_decodes
     by_tokens, by_seqs = _step_parts(cfg, n_tokens, dtype), _step_parts(cfg, n_seqs, dtype)
     parts = [by_tokens["linears"], by_tokens["embeddings and norms"], by_tokens["kv write"],
              by_seqs["lm_head"]]
@@ -110,9 +116,9 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
         if start:
             flops = attention_decode_cost(cfg, n, start, dtype, dtype).flops
             parts.append(OpCost("attention over the cached prefix", flops, start * kv_token))
-    if decode_contexts:
-        mean_context = sum(decode_contexts) / len(decode_contexts)
-        parts.append(attention_decode_cost(cfg, len(decode_contexts), mean_context, dtype, dtype))
+    if n_decodes:
+        mean_context = decode_context_tokens / n_decodes
+        parts.append(attention_decode_cost(cfg, n_decodes, mean_context, dtype, dtype))
     return sum_costs(f"iteration T={n_tokens} seqs={n_seqs}", parts)
 
 
@@ -142,8 +148,8 @@ class SimulatedExecutor:
     def iteration_time_s(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]) -> float:
         if out.is_empty:
             return 0.0
-        cost = mixed_step_cost(self.config, [(c.start, c.n_tokens) for c in out.prefills],
-                               [seqs[sid].num_tokens for sid in out.decodes], self.dtype)
+        cost = _mixed_cost(self.config, [(c.start, c.n_tokens) for c in out.prefills],
+                           len(out.decodes), out.decode_context_tokens, self.dtype)
         intensity = formulas.arithmetic_intensity(cost.flops, cost.bytes_moved)
         attainable = formulas.attainable_flops(self.peak_flops, self.bw_bytes_per_s, intensity)
         return float(cost.flops / attainable)

@@ -95,6 +95,9 @@ class SchedulerOutput:
     num_batched_tokens: int
     preempted_for: tuple[str, ...] = ()
     copies: tuple[BlockCopy, ...] = ()
+    decode_context_tokens: int = 0
+    """Σ of the decodes' token counts (their context after this step): the cost model's
+    input, kept here so that it need not look every decoding sequence up again."""
 
     @property
     def seq_ids(self) -> tuple[str, ...]:
@@ -250,7 +253,8 @@ class Scheduler:
             policy=self.policy, now_s=now_s, prefills=tuple(b.prefills),
             decodes=tuple(b.decodes), preempted=tuple(b.preempted),
             sample_ids=tuple(b.sample_ids), num_batched_tokens=b.num_tokens,
-            preempted_for=tuple(b.preempted_for), copies=tuple(b.copies))
+            preempted_for=tuple(b.preempted_for), copies=tuple(b.copies),
+            decode_context_tokens=b.decode_context_tokens)
         self._pending = out
         self.num_iterations += 1
         return out
@@ -385,15 +389,15 @@ class Scheduler:
         """Reserve the slot of the token `seq` feeds back, preempting the newest running
         sequences while the pool has no block for it. False if `seq` preempted itself."""
         sid = seq.seq_id
-        while not self.blocks.can_append(sid, 1):
+        token = seq.output_ids[-1]
+        while not (done := self.blocks.try_append_token(sid, token))[0]:
             victim = self._running[-1]
             self._preempt(victim, seq)
             if victim is seq:
                 return False
-        cow = self.blocks.append_token(sid, seq.output_ids[-1])
-        if cow is not None:
-            self._batch.copies.append(BlockCopy(sid, *cow))
-        self._batch.decode(sid)
+        if done[1] is not None:
+            self._batch.copies.append(BlockCopy(sid, *done[1]))
+        self._batch.decode(sid, seq.num_tokens)
         return True
 
     def _reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -523,15 +527,17 @@ class _Batch:
         self.copies: list[BlockCopy] = []
         self.sample_ids: list[str] = []
         self.num_tokens = 0
+        self.decode_context_tokens = 0
 
     @property
     def budget_left(self) -> int:
         return self.budget - self.num_tokens
 
-    def decode(self, seq_id: str) -> None:
+    def decode(self, seq_id: str, context_tokens: int) -> None:
         self.decodes.append(seq_id)
         self.sample_ids.append(seq_id)
         self.num_tokens += 1
+        self.decode_context_tokens += context_tokens
 
     def prefill(self, chunk: PrefillChunk, samples: bool) -> None:
         self.prefills.append(chunk)

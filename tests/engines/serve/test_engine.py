@@ -272,3 +272,16 @@ def test_a_real_model_refuses_a_request_longer_than_its_context(tiny):
     long = Request("long", [1] * (limit - 2), 3)
     with pytest.raises(RequestRefusedError, match=f"longer than the model's context of {limit}"):
         model_engine(model, [long], n_blocks=-(-(limit + 8) // 4), budget=limit)
+
+
+def test_the_batch_carries_its_decodes_summed_context():
+    """What the cost model reads instead of looking every decoding sequence up."""
+    sched = Scheduler(CONTINUOUS, BlockManager(64, 4), 64)
+    for i, n in enumerate((3, 5, 9)):
+        sched.add(Request(f"s{i}", list(range(1, n + 1)), 4))
+    out = sched.schedule(0.0)
+    assert out.decode_context_tokens == 0 and len(out.prefills) == 3
+    sched.update(out, dict.fromkeys(out.sample_ids, 7), 1.0)
+    out = sched.schedule(1.0)
+    assert out.decode_context_tokens == sum(sched.seqs[s].num_tokens for s in out.decodes)
+    assert out.decode_context_tokens == (3 + 1) + (5 + 1) + (9 + 1)
