@@ -169,3 +169,103 @@ class PagedKVCache:
         torch.index_select(flat, 0, rows, out=out)
         kv = out.view(2, self.n_kv_heads, -1, self.block_size, self.d_head)
         return kv[0], kv[1]
+
+
+KV_QUANT_DTYPES = {"int8": (torch.int8, 127.0), "fp8-e4m3": (torch.float8_e4m3fn, 448.0)}
+"""Quantized K/V storage: code dtype and the largest code magnitude (INT8 127, E4M3 448)."""
+KV_SCALE_BYTES = 4
+"""One fp32 scale per token per head, for K and for V."""
+
+
+def quantized_kv_bytes_per_slot(n_layers: int, n_kv_heads: int, d_head: int,
+                                code_bytes: float = 1, scale_bytes: int = KV_SCALE_BYTES) -> int:
+    """K and V of one token over all layers when stored as codes plus a per-head scale:
+
+        bytes_per_slot = 2 * n_layers * n_kv_heads * (d_head * code_bytes + scale_bytes)
+
+    (SmolLM2, d_head 64, INT8: 68 bytes per head and token against fp32's 256: 0.27x.)
+    """
+    return int(2 * n_layers * n_kv_heads * (d_head * code_bytes + scale_bytes))
+
+
+class QuantizedPagedKVCache(PagedKVCache):
+    """A `PagedKVCache` that stores K/V as INT8 or FP8 E4M3 codes with one fp32 scale per
+    token per head, and hands out dequantized K/V (in `dtype`) from `gather`:
+
+        s = max|x| / q_max over the head's d_head values (1 where they are all 0)
+        INT8: c = clamp(round(x / s), -127, 127)    E4M3: c = fp8(x / s)    x̂ = s c
+
+    Block layout, slot mapping, `block_rows` and copy-on-write are the parent's; only the
+    element type and the scales differ. `dtype` stays the compute dtype attention sees.
+    """
+
+    def __init__(self, n_layers: int, n_blocks: int, block_size: int = DEFAULT_BLOCK_SIZE,
+                 n_kv_heads: int = 1, d_head: int = 64, dtype: torch.dtype | str = torch.float32,
+                 device: torch.device | str = "cpu", kv_dtype: str = "int8") -> None:
+        if kv_dtype not in KV_QUANT_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {', '.join(KV_QUANT_DTYPES)}, got "
+                             f"{kv_dtype!r}")
+        self.kv_dtype = kv_dtype
+        self.code_dtype, self.q_max = KV_QUANT_DTYPES[kv_dtype]
+        compute = _as_torch_dtype(dtype)
+        super().__init__(n_layers, n_blocks, block_size, n_kv_heads, d_head, self.code_dtype,
+                         device)
+        self.dtype = compute
+        self.scales = torch.ones((n_layers, 2, n_kv_heads, n_blocks, block_size),
+                                 dtype=torch.float32, device=self.device)
+        """[n_layers, 2, n_kv_heads, n_blocks, block_size]: s of every stored token and head."""
+        self._gather_scales: torch.Tensor | None = None
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return quantized_kv_bytes_per_slot(self.n_layers, self.n_kv_heads, self.d_head,
+                                           self.kv.element_size())
+
+    @property
+    def total_bytes(self) -> int:
+        return self.kv.numel() * self.kv.element_size() + self.scales.numel() * KV_SCALE_BYTES
+
+    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [..., d_head] -> (codes, scales [...])."""
+        x = x.to(torch.float32)
+        amax = x.abs().amax(dim=-1)
+        s = torch.where(amax > 0, amax / self.q_max, torch.ones_like(amax))
+        y = x / s[..., None]
+        if self.code_dtype == torch.int8:
+            return torch.round(y).clamp(-127, 127).to(torch.int8), s
+        return y.clamp(-self.q_max, self.q_max).to(self.code_dtype), s
+
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        slots = slots.to(device=self.device, dtype=torch.int64)
+        n_slots = self.n_blocks * self.block_size
+        for which, x in ((0, k), (1, v)):
+            codes, s = self.quantize(x.transpose(0, 1))  # [Hkv, T, D], [Hkv, T]
+            store = self.kv[layer, which].view(self.n_kv_heads, n_slots, self.d_head)
+            # index_copy_ has no fp8 kernel: copy the codes' bytes
+            store.view(torch.uint8).index_copy_(1, slots, codes.view(torch.uint8))
+            self.scales[layer, which].view(self.n_kv_heads, n_slots).index_copy_(1, slots, s)
+
+    def copy_blocks(self, pairs: Iterable[tuple[int, int]]) -> None:
+        pairs = list(pairs)
+        if not pairs:
+            return
+        src = torch.tensor([p[0] for p in pairs], dtype=torch.int64, device=self.device)
+        dst = torch.tensor([p[1] for p in pairs], dtype=torch.int64, device=self.device)
+        codes = self.kv.view(torch.uint8)
+        codes.index_copy_(3, dst, codes.index_select(3, src))
+        self.scales.index_copy_(3, dst, self.scales.index_select(3, src))
+
+    def gather(self, layer: int, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """As `PagedKVCache.gather`, dequantized to `dtype`: x̂ = s c per token and head."""
+        n_rows = rows.numel()
+        row = self.block_size * self.d_head
+        codes = torch.index_select(self.kv[layer].view(torch.uint8).view(-1, row), 0, rows)
+        s = torch.index_select(self.scales[layer].view(-1, self.block_size), 0, rows)
+        codes = codes.view(self.code_dtype).view(n_rows, self.block_size, self.d_head)
+        if self._gather_kv is None or self._gather_kv.numel() < n_rows * row:
+            self._gather_kv = torch.empty(n_rows * row, dtype=self.dtype, device=self.device)
+        out = self._gather_kv[: n_rows * row].view(n_rows, self.block_size, self.d_head)
+        torch.mul(codes.to(torch.float32), s[..., None], out=out) if self.dtype == torch.float32 \
+            else out.copy_(codes.to(torch.float32) * s[..., None])
+        kv = out.view(2, self.n_kv_heads, -1, self.block_size, self.d_head)
+        return kv[0], kv[1]

@@ -104,9 +104,9 @@ def kernel_library() -> ctypes.CDLL | None:
     simd = ["-mavx2", "-mfma"] if {"avx2", "fma"} <= _cpu_flags() else []
     errors = []
     for flags in ([*simd, "-fopenmp"], simd):
-        key = hashlib.sha256(_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
-        path = _cache_dir() / f"lowbit-{key}.so"
         try:
+            key = hashlib.sha256(_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()
+            path = _cache_dir() / f"lowbit-{key[:16]}.so"
             if not path.exists():
                 _build(path, flags)
             lib = ctypes.CDLL(str(path))
