@@ -109,52 +109,51 @@ class BatchingLab(SteppedLab):
         from inferlab.engines.servelab.compare import compare_policies
 
         settings, device = self.settings(), self.context.device_id
-        view = self.view.compare
-        view.set_busy(True, f"Running {' and '.join(policies)} over the same "
-                            f"{settings['requests']} requests…")
 
-        def work(progress, should_stop):
-            return compare_policies(settings, policies, device, progress, should_stop)
-
-        def shown(runs) -> None:
+        def shown(runs) -> str:
             self.comparison = list(runs)
-            view.show_runs(runs)
+            self.view.compare.show_runs(runs)
             a, b = runs
-            view.set_busy(False, f"{a.policy} vs {b.policy}: the same {settings['requests']} "
-                                 f"requests ({settings['clock']} clock).")
+            return (f"{a.policy} vs {b.policy}: the same {settings['requests']} requests "
+                    f"({settings['clock']} clock).")
 
-        def failed(message: str) -> None:
-            view.set_busy(False, f"Compare failed: {message}")
-
-        self.run_task("Batching lab: compare policies", work, shown, failed,
-                      on_end=lambda: view.set_busy(False))
+        self._whole_runs(
+            self.view.compare, "compare policies",
+            f"Running {' and '.join(policies)} over the same {settings['requests']} requests…",
+            lambda progress, stop: compare_policies(settings, policies, device, progress, stop),
+            shown)
 
     def sweep(self, low_per_s: float, high_per_s: float, n_rates: int) -> None:
         from inferlab.engines.servelab.compare import rate_sweep, sweep_rates
 
-        view = self.view.sweep
         try:
             rates = sweep_rates(low_per_s, high_per_s, n_rates)
         except ValueError as e:
-            view.set_busy(False, str(e))
+            self.view.sweep.set_busy(False, str(e))
             return
         settings, device = self.settings(), self.context.device_id
         policies = self.view.compare.policies()
-        view.set_busy(True, f"Sweeping {n_rates} rates × {len(policies)} policies…")
 
-        def work(progress, should_stop):
-            return rate_sweep(settings, rates, policies, device, progress, should_stop)
-
-        def shown(points) -> None:
+        def shown(points) -> str:
             self.sweep_points = list(points)
-            view.show_points(points, settings["slo_ttft_s"], settings["slo_tpot_s"])
-            view.set_busy(False, f"{len(points)} runs of {settings['requests']} requests each "
-                                 f"({settings['clock']} clock).")
+            self.view.sweep.show_points(points, settings["slo_ttft_s"], settings["slo_tpot_s"])
+            return (f"{len(points)} runs of {settings['requests']} requests each "
+                    f"({settings['clock']} clock).")
 
-        def failed(message: str) -> None:
-            view.set_busy(False, f"Sweep failed: {message}")
+        self._whole_runs(
+            self.view.sweep, "rate sweep",
+            f"Sweeping {n_rates} rates × {len(policies)} policies…",
+            lambda progress, stop: rate_sweep(settings, rates, policies, device, progress, stop),
+            shown)
 
-        self.run_task("Batching lab: rate sweep", work, shown, failed,
+    def _whole_runs(self, view, name: str, busy_text: str, work, shown) -> None:
+        """`work(progress, should_stop)` in a worker; `shown(result)` draws it and returns the
+        status line. The tab's button is disabled meanwhile; a failure is said there."""
+        view.set_busy(True, busy_text)
+        self.run_task(f"Batching lab: {name}", work,
+                      lambda result: view.set_busy(False, shown(result)),
+                      lambda message: view.set_busy(False, f"{name.capitalize()} failed: "
+                                                           f"{message}"),
                       on_end=lambda: view.set_busy(False))
 
     # ---- records ------------------------------------------------------------------------------
