@@ -128,6 +128,26 @@ LABS: tuple[LabSpec, ...] = (
         run="inferlab.engines.servelab.run:run",
         bench="inferlab.app.benches.batching:run_batching_lab_bench",
     ),
+    LabSpec(
+        id="speculative",
+        title="Speculative decoding",
+        summary=("Draft K tokens, verify them in one target forward: every token's fate, "
+                 "acceptance by position, tokens per forward against the theory"),
+        description=(
+            "a real model (the seeded tiny model, or SmolLM2-135M-Instruct) decoding one "
+            "prompt speculatively: a drafter (prompt lookup, the target's own first layers, "
+            "or a smaller model) proposes K tokens, the target scores all K + 1 positions in "
+            "one forward through its paged KV cache, and the exact rejection sampler keeps "
+            "the target's distribution. The token stream is coloured by fate (accepted, "
+            "rejected, resampled, bonus; p and q on hover), beside the acceptance rate by "
+            "draft position and tokens per target forward against (1 − α^(K+1)) / (1 − α) "
+            "for the measured α."),
+        controller="inferlab.app.labs.speculative:SpeculativeLab",
+        read_section="inferlab.engines.speculative.section:read_speculative_section",
+        run_arguments="inferlab.engines.speculative.run:add_arguments",
+        run="inferlab.engines.speculative.run:run",
+        bench="inferlab.app.benches.speculative:run_speculative_lab_bench",
+    ),
 )
 
 LAB_IDS: tuple[str, ...] = tuple(spec.id for spec in LABS)  # the shipped labs (code reads LABS)

@@ -1,0 +1,23 @@
+"""`inferlab bench speculative --json`: engines.speculative.bench.run_speculative_bench on
+SmolLM2 greedy (bf16, CPU): per drafter and K of a small sweep, acceptance_rate,
+mean_acceptance_length, tokens_per_target_forward, theory_tokens_per_forward and speedup_wall
+against plain decoding of the same prompts in the same run; hf_prompt_lookup_speedup
+(transformers' prompt lookup, prompt_lookup_num_tokens=10) measured in the same run.
+
+The lab's shipped prompts (assets/text/speculative_prompts.txt) are the bench's prompts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from inferlab.engines.speculative.bench import DEFAULT_DRAFTERS, run_speculative_bench
+
+
+def run_speculative_lab_bench(new_tokens: int = 64, ks: Sequence[int] = (2, 4, 8),
+                              drafters: Sequence[str] = DEFAULT_DRAFTERS,
+                              repeats: int = 1) -> dict:
+    from inferlab.engines.speculative.section import speculative_prompts
+
+    prompts = [p.text for p in speculative_prompts()]
+    return run_speculative_bench(prompts, new_tokens=new_tokens, drafters=drafters, ks=ks,
+                                 repeats=repeats)

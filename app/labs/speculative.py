@@ -1,0 +1,117 @@
+"""Speculative decoding lab: one prompt decoded by a drafter and the target, one draft-verify
+step (draft K, ONE target forward over K + 1 positions, roll back) a step, drawn as the token
+stream coloured by fate beside the acceptance statistics and the theory.
+
+A stepped lab (`SteppedLab`): the session (engines/speculative/section.py) lives in worker
+tasks only; each step's frozen `SpeculativeStep` comes back through a queued signal; the view
+is redrawn at most at the screen rate. The header drawn beside the records is a
+`SpeculativeHeader` (model, drafter, K, the prompt, the text of every token seen).
+"""
+
+from __future__ import annotations
+
+from inferlab.app.labs.stepped import SteppedLab
+from inferlab.engines.settings import clean_settings
+from inferlab.engines.speculative.section import (
+    SPECULATIVE_SETTINGS,
+    parse_drafter,
+    read_speculative_section,
+    speculative_defaults,
+    speculative_section,
+    speculative_trace_step,
+)
+from inferlab.views.speculative_view import SpeculativeView
+
+AUTO_STEPS = 12
+"""Steps run when the lab is first shown: a few lines of coloured tokens to look at."""
+
+
+class SpeculativeLab(SteppedLab):
+    lab_id = "speculative"
+    task_name = "Speculative lab"
+    defaults = speculative_defaults()
+    settings_table = SPECULATIVE_SETTINGS
+    auto_steps = AUTO_STEPS
+    empty_snapshot_text = ("This snapshot holds no speculative run.",
+                           "Read-only snapshot: the speculative lab had not run when it was "
+                           "taken.")
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, SpeculativeView(), parent)
+        self._trace_at_s = 0.0
+        self.view.set_settings(self._settings)
+        self.view.set_status("The lab loads its model when it is first shown.")
+
+    # ---- settings ----------------------------------------------------------------------------
+    def valid_settings(self, s: dict) -> dict:
+        """Fields of a form the view never makes (a hand-edited settings file) get their
+        defaults back; an empty prompt stays, and opening the session says what is wrong."""
+        s = clean_settings(s, self.settings_table, self.defaults)
+        try:
+            parse_drafter(s["drafter"])
+        except ValueError:
+            s["drafter"] = self.defaults["drafter"]
+        if not s["top_p"] > 0:
+            s["top_p"] = self.defaults["top_p"]
+        if not s["model"].strip():
+            s["model"] = self.defaults["model"]
+        return s
+
+    # ---- the session -------------------------------------------------------------------------
+    def preparing_text(self, settings: dict, device: str) -> str:
+        return (f"Loading {settings['model']} on {device} with the {settings['drafter']} "
+                f"drafter, K = {settings['k']}…")
+
+    def open_session(self, settings: dict, device: str, progress):
+        from inferlab.engines.speculative.section import speculative_session
+
+        progress(0.1, "loading the models")
+        session = speculative_session(settings, device)
+        self._trace_at_s = self.context.recorder.now_s()
+        return session
+
+    def header_of(self, session):
+        return session.header()
+
+    def ready_text(self) -> str:
+        s = self.session
+        if s is None or self.header is None:
+            return ""
+        h = self.header
+        mode = ("greedy" if s.settings["temperature"] == 0
+                else f"T = {s.settings['temperature']:g}, top-p = {s.settings['top_p']:g}")
+        where = f"{h.model} on {s.device}, {h.drafter} drafter, K = {h.k}, {mode}"
+        emitted = sum(len(r.token_ids) for r in self.records)
+        if s.done:
+            return (f"{where}: {emitted} tokens in {len(self.records)} target forwards "
+                    f"({s.run().finish_reason}). Reset (Ctrl+R) to decode it again.")
+        return (f"{where}: {emitted} of {s.settings['max_tokens']} tokens after "
+                f"{len(self.records)} target forwards. Step (N) runs one draft-verify step, "
+                "Run (Space) runs to the end, Ctrl+R resets.")
+
+    def ended_text(self) -> str:
+        return "The output is complete: Reset (Ctrl+R) to decode it again."
+
+    # ---- records ------------------------------------------------------------------------------
+    def on_record(self, record) -> None:
+        recorder = self.context.recorder
+        start = max(self._trace_at_s,
+                    recorder.now_s() - record.draft_s - record.target_forward_s)
+        self._trace_at_s = speculative_trace_step(recorder, record, start)
+
+    def draw(self, header, records) -> None:
+        self.view.draw(header, records)
+
+    # ---- snapshots ------------------------------------------------------------------------------
+    def snapshot_section(self) -> dict:
+        return speculative_section(self.settings(), self.header, self.records)
+
+    def replay_parts(self, section: dict):
+        settings, header, steps, _metrics = read_speculative_section(section)
+        return settings, header, steps
+
+    def replay_text(self, header, records) -> str:
+        emitted = sum(len(r.token_ids) for r in records)
+        return (f"Read-only snapshot: {header.model}, {header.drafter} drafter, K = {header.k}: "
+                f"{emitted} tokens in {len(records)} steps. Drag the step slider to replay "
+                "them.")

@@ -1,0 +1,96 @@
+"""`inferlab run speculative`: one prompt decoded speculatively to its end, headless: each step
+a trace span (draft, verify inside it), the run's statistics and its token ids as the summary.
+
+`add_arguments(parser)` adds the lab's options; `run(args, recorder)` returns (section,
+summary). The registry entry (app/labs/registry.py) names both."""
+
+from __future__ import annotations
+
+from inferlab.engines.speculative.section import (
+    SPECULATIVE_DEFAULTS,
+    check_speculative_settings,
+    speculative_defaults,
+    speculative_section,
+    speculative_session,
+    speculative_trace_step,
+)
+
+OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k",
+           "temperature": "--temperature", "top_p": "--top-p", "prompt": "--prompt",
+           "max_tokens": "--max-tokens", "raw": "--raw", "seed": "--seed"}
+
+
+def add_arguments(p) -> None:
+    d = SPECULATIVE_DEFAULTS
+    p.add_argument("--model", default=d["model"],
+                   help=f"the target: tiny, smollm2-135m, auto or a path (default {d['model']})")
+    p.add_argument("--drafter", default=d["drafter"],
+                   help="ngram (prompt lookup), layerskip:N (the target's first N layers) or "
+                        f"tiny (the tiny model, for the tiny target) (default {d['drafter']})")
+    p.add_argument("--k", type=int, default=d["k"],
+                   help=f"draft tokens per step, K (default {d['k']})")
+    p.add_argument("--temperature", type=float, default=d["temperature"],
+                   help="0 for greedy (default 0)")
+    p.add_argument("--top-p", type=float, default=d["top_p"],
+                   help="nucleus sampling, in (0, 1] (default 1)")
+    p.add_argument("--prompt", default=None,
+                   help="the prompt (default: the lab's first shipped prompt)")
+    p.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    p.add_argument("--max-tokens", type=int, default=d["max_tokens"],
+                   help=f"tokens to generate at most (default {d['max_tokens']})")
+    p.add_argument("--seed", type=int, default=d["seed"], help="the verifier's seed (default 0)")
+    p.add_argument("--device", default="cpu", help="where the models run (default cpu)")
+
+
+def _option_error(text: str) -> ValueError:
+    for key, option in OPTIONS.items():
+        if text.startswith(f"settings.{key}:"):
+            return ValueError(option + text[len(f"settings.{key}"):])
+    return ValueError(text)
+
+
+def settings_of(args) -> dict:
+    """The run's settings from its arguments, checked; ValueError names the option."""
+    prompt = speculative_defaults()["prompt"] if args.prompt is None else args.prompt
+    settings = dict(SPECULATIVE_DEFAULTS, model=args.model, drafter=args.drafter, k=args.k,
+                    temperature=args.temperature, top_p=args.top_p, prompt=prompt,
+                    max_tokens=args.max_tokens, raw=bool(args.raw), seed=args.seed)
+    try:
+        return check_speculative_settings(settings, "settings")
+    except ValueError as e:
+        raise _option_error(str(e)) from None
+
+
+def run(args, recorder):
+    """Decode the prompt to its end; (section, summary: statistics + token ids)."""
+    settings = settings_of(args)
+    with recorder.span("load the models and encode the prompt", cat="speculative",
+                       args={"model": settings["model"], "drafter": settings["drafter"]}):
+        try:
+            session = speculative_session(settings, args.device)
+        except ValueError as e:
+            text = str(e)
+            if text.startswith(("drafter:", "prompt:")):
+                raise ValueError(f"--{text}") from None
+            raise
+    while not session.done:
+        start = recorder.now_s()
+        speculative_trace_step(recorder, session.step(), start)
+    header = session.header()
+    section = speculative_section(settings, header, session.records)
+    m = section["metrics"]
+    run_ = session.run()
+    summary = {
+        "token_ids": list(run_.token_ids),
+        "text": session.tokenizer.decode(run_.token_ids),
+        "acceptance_rate": m["acceptance_rate"],
+        "tokens_per_target_forward": m["tokens_per_target_forward"],
+        "target_forwards": m["target_forwards"],
+        "mean_acceptance_length": m["mean_acceptance_length"],
+        "alpha": m["alpha"],
+        "theory_tokens_per_forward": m["theory_tokens_per_forward"],
+        "acceptance_rate_by_position": m["acceptance_rate_by_position"],
+        "finish_reason": run_.finish_reason,
+        "model": header.model, "drafter": header.drafter, "k": header.k,
+    }
+    return section, summary

@@ -1,0 +1,105 @@
+"""The speculative lab: the window shows it, it steps and runs to the end on the tiny model,
+exports a snapshot that reopens read-only, hovering a token names its p and q, and
+`inferlab screenshot --lab speculative` renders."""
+
+from __future__ import annotations
+
+import json
+
+from inferlab.app.labs.speculative import AUTO_STEPS
+from inferlab.engines.speculative.verification import TokenFate
+
+
+def wait_idle(qtbot, window, timeout_ms=120000):
+    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
+
+
+def open_lab(qtbot, make_window, **settings):
+    window = make_window()
+    lab = window.lab("speculative")
+    lab._settings = lab._settings | settings
+    window.show_lab("speculative")
+    qtbot.waitUntil(lambda: lab.session is not None, timeout=120000)
+    wait_idle(qtbot, window)
+    return window, lab
+
+
+def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_path):
+    window, lab = open_lab(qtbot, make_window, max_tokens=40, k=3)
+    assert window.current_lab() is lab
+    assert len(lab.records) == AUTO_STEPS or lab.session.done
+    n = len(lab.records)
+    if not lab.session.done:
+        lab.view.step_button.click()
+        qtbot.waitUntil(lambda: len(lab.records) == n + 1, timeout=60000)
+        wait_idle(qtbot, window)
+    lab.view.run_button.click()
+    qtbot.waitUntil(lambda: lab.session.done, timeout=120000)
+    wait_idle(qtbot, window)
+    lab.flush()
+    view = lab.view
+    assert [r.index for r in lab.records] == list(range(len(lab.records)))
+    assert sum(len(r.token_ids) for r in lab.records) == 40
+    assert view.steps is lab.records
+    assert view.stats.item(0, 1).text() == str(len(lab.records))
+    assert "40 tokens in" in view.status.text()
+    html = view.stream.toHtml()
+    assert "#009e73" in html.lower() or any(f is TokenFate.BONUS for r in lab.records
+                                            for f in r.fates)
+    bars = view.bars.opts["height"]
+    assert len(bars) == len(view.metrics["acceptance_rate_by_position"])
+    assert "theory, K = 3" == view.theory_legend.items[0][1].text
+    # a token's hover text: its fate, p and (for a draft) q
+    step = next(r for r in lab.records if r.token_ids)
+    text = view.describe(f"tok:{step.index}:0:{step.fates[0].value}")
+    assert f"p = {step.p[0]:.3f}" in text
+    accepted = [r for r in lab.records if r.n_accepted]
+    if accepted:
+        assert "q = " in view.describe(f"tok:{accepted[0].index}:0:accepted")
+
+    path = window.export_snapshot(tmp_path / "speculative.json")
+    raw = json.loads(path.read_text())
+    section = raw["inferlab"]["labs"]["speculative"]
+    assert len(section["state"]["steps"]) == len(lab.records)
+    assert section["metrics"]["tokens"] == 40
+    names = [e.get("name", "") for e in raw["traceEvents"]]
+    assert sum(n.startswith("step ") for n in names) == len(lab.records)
+    assert names.count("draft") == names.count("verify") == len(lab.records)
+
+    other = make_window(str(tmp_path / "other.ini"))
+    other.open_snapshot(path)
+    replay = other.lab("speculative")
+    assert replay.read_only and not replay.view.step_button.isEnabled()
+    assert list(replay.view.steps) == lab.records
+    assert replay.view.stream.toPlainText() == view.stream.toPlainText()
+    assert replay.view.stats.item(2, 1).text() == view.stats.item(2, 1).text()
+    replay.view.slider.setValue(0)  # replay the first step
+    assert replay.view.index == 0 and replay.view.step_label.text().startswith("step 0 ")
+    other.show_live()
+    assert not replay.read_only
+
+
+def test_a_new_drafter_resets_the_run_and_a_bad_one_is_named(qtbot, make_window):
+    window, lab = open_lab(qtbot, make_window, max_tokens=12)
+    view = lab.view
+    view.drafter.setCurrentIndex(view.drafter.findData("layerskip"))
+    qtbot.waitUntil(lambda: lab.session is not None
+                    and lab.session.settings["drafter"] == "layerskip:1", timeout=120000)
+    wait_idle(qtbot, window)
+    assert lab.header.drafter == "layerskip:1" and view.layers.isEnabled()
+    assert view.layers.maximum() == 1  # the tiny target has 2 layers
+    view.prompt_edit.setPlainText("   ")
+    view.use_prompt.click()
+    wait_idle(qtbot, window)
+    assert "prompt" in view.status.text() and "#B71C1C" in view.status.styleSheet()
+
+
+def test_screenshot_of_the_lab(capsys, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from inferlab.app.cli import main
+
+    png = tmp_path / "speculative.png"
+    assert main(["screenshot", "--lab", "speculative", "--out", str(png)]) == 0
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (1280, 800)

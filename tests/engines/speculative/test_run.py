@@ -1,0 +1,100 @@
+"""`inferlab run speculative`: a snapshot the reader accepts, with a span per step holding its
+draft and verify spans; greedy output equal to plain greedy decoding; bad options named in a
+one-line error, nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferlab.engines.model.generate import generate
+from inferlab.engines.speculative.section import read_speculative_section
+
+PROMPT = "the cat sat on the mat. the cat sat on the"
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "layerskip:1", "tiny"])
+def test_greedy_run_is_plain_greedy_decoding(capsys, tmp_path, tiny, drafter):
+    from inferlab.app.cli import main
+    from inferlab.engines.trace.snapshot import read_snapshot
+
+    out = tmp_path / "spec.json"
+    assert main(["run", "speculative", "--drafter", drafter, "--k", "3", "--prompt", PROMPT,
+                 "--raw", "--max-tokens", "24", "--snapshot", str(out), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["lab"] == "speculative"
+    m = printed["metrics"]
+    model, tok = tiny
+    ids = tok.encode_prompt(PROMPT, chat=False)
+    plain = generate(model, [ids], max_new_tokens=24).generations[0].token_ids
+    assert m["token_ids"] == list(plain)
+    assert 1 <= m["target_forwards"] <= 24
+    assert m["tokens_per_target_forward"] == pytest.approx(24 / m["target_forwards"])
+    assert 0 <= m["acceptance_rate"] <= 1
+
+    snapshot = read_snapshot(out)
+    assert snapshot.active_lab == "speculative"
+    settings, header, steps, metrics = read_speculative_section(snapshot.labs["speculative"])
+    assert settings["drafter"] == drafter and settings["k"] == 3 and settings["raw"]
+    assert header.prompt_token_ids == tuple(ids)
+    assert [t for s in steps for t in s.token_ids] == m["token_ids"]
+    assert metrics["target_forwards"] == len(steps) == m["target_forwards"]
+    events = snapshot.trace_events
+    spans = [e for e in events if e.get("name", "").startswith("step ")]
+    assert len(spans) == len(steps)
+    for span in spans:  # the draft and the verify forward inside each step's span
+        inside = sorted(e["name"] for e in events if e.get("name") in ("draft", "verify")
+                        and e["tid"] == span["tid"] and span["ts"] - 0.01 <= e["ts"]
+                        and e["ts"] + e["dur"] <= span["ts"] + span["dur"] + 0.01)
+        assert inside == ["draft", "verify"]
+
+
+def test_a_run_with_sampling_is_seeded(capsys, tmp_path):
+    from inferlab.app.cli import main
+
+    outs = []
+    for name in ("a", "b"):
+        assert main(["run", "speculative", "--temperature", "0.8", "--top-p", "0.9",
+                     "--max-tokens", "16", "--snapshot", str(tmp_path / f"{name}.json"),
+                     "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out)["metrics"]["token_ids"])
+    assert outs[0] == outs[1] and len(outs[0]) == 16
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--k", "0"], "--k: expected an integer in 1..32, got 0"),
+    (["--top-p", "0"], "--top-p: expected a number in (0, 1], got 0.0"),
+    (["--top-p", "1.5"], "--top-p: expected a finite number in 0..1, got 1.5"),
+    (["--prompt", "  "], "--prompt: expected some text, got an empty prompt"),
+    (["--drafter", "medusa"], "--drafter: expected ngram, layerskip:N"),
+    (["--drafter", "layerskip:2"], "--drafter: layerskip:2 cannot draft for tiny: n_layers"),
+    (["--max-tokens", "0"], "--max-tokens: expected an integer in 1..1,024, got 0"),
+    (["--temperature", "-1"], "--temperature: expected"),
+])
+def test_bad_options_give_one_line_errors(capsys, tmp_path, argv, message):
+    from inferlab.app.cli import main
+
+    assert main(["run", "speculative", *argv, "--snapshot", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_drafter_with_another_vocabulary_is_refused(monkeypatch):
+    """The tiny drafter (256 byte tokens) for a target of another vocabulary."""
+    from types import SimpleNamespace
+
+    from inferlab.engines.kvlab import models
+    from inferlab.engines.model.tiny import tiny_model
+    from inferlab.engines.speculative import run as spec_run
+
+    wide = tiny_model(vocab_size=300)
+    monkeypatch.setattr(models, "load_lab_model", lambda spec, device="cpu": wide)
+    args = SimpleNamespace(model="wide", drafter="tiny", k=2, temperature=0.0, top_p=1.0,
+                           prompt="hello", raw=True, max_tokens=4, seed=0, device="cpu")
+    from inferlab.engines.trace.recorder import TraceRecorder
+
+    with pytest.raises(ValueError, match=r"^--drafter: tiny cannot draft for wide: its "
+                                         r"vocabulary has 256 tokens, the target's 300"):
+        spec_run.run(args, TraceRecorder())

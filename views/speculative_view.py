@@ -1,0 +1,533 @@
+"""The speculative lab's view: its controls, the token stream coloured by each token's fate,
+the run's statistics, the acceptance rate by draft position, and tokens per target forward
+against the theory curve (1 − α^(K+1)) / (1 − α) for the measured α.
+
+It draws records (`draw(header, steps)`: a `SpeculativeHeader` and `SpeculativeStep`s); its
+signals ask the lab for work. The step slider shows the run up to an earlier step.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QCursor, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QSlider,
+    QSpinBox,
+    QTextBrowser,
+    QToolTip,
+    QVBoxLayout,
+)
+
+from inferlab.engines.speculative.decoder import SpeculativeStep
+from inferlab.engines.speculative.section import (
+    MAX_K,
+    MAX_TOKENS,
+    SpeculativeHeader,
+    parse_drafter,
+    speculative_metrics,
+    speculative_prompts,
+)
+from inferlab.engines.speculative.statistics import expected_tokens_per_forward
+from inferlab.views.fact_table import FactTable
+from inferlab.views.stepped_controls import SteppedView
+from inferlab.views.style import style_plot
+
+FATES = (  # key, colour, legend text, what it means
+    ("accepted", "#009E73", "accepted draft", "a draft token the target accepted"),
+    ("rejected", "#D55E00", "rejected draft", "a draft the target threw away (not emitted; "
+                                              "struck through)"),
+    ("resampled", "#E69F00", "resampled", "the target's own token at the first rejection"),
+    ("bonus", "#0072B2", "bonus", "the target's token after every draft was accepted (or "
+                                  "a step with no draft)"),
+)
+COLOR = {key: c for key, c, _, _ in FATES}
+PROMPT_COLOR = "#8A8A8A"
+PROMPT_TOKENS_SHOWN = 120
+DRAFTERS = (("ngram", "n-gram lookup", "the longest suffix match in prompt + output; "
+             "no model"),
+            ("layerskip", "layer-skip", "the target's first N layers + its final "
+             "norm and head, sharing its weights"),
+            ("tiny", "tiny model", "a smaller model with the same tokenizer: the seeded tiny "
+             "model (1 layer); only for the tiny target"))
+
+
+def _model_items() -> list[tuple[str, str]]:
+    from inferlab.engines.kvlab.models import model_choices
+
+    short = {"tiny": "tiny (random, fast)"}
+    return [(spec, short.get(spec, label)) for spec, label in model_choices() if spec != "auto"]
+
+
+def token_html(text: str, token_id: int) -> str:
+    """One token's text made visible: newlines as ↵, control bytes and lone bytes by id."""
+    if text == "" or "\ufffd" in text or any(ord(c) < 32 and c not in "\n\t" for c in text):
+        return f"<small>⟨{token_id}⟩</small>"
+    return html.escape(text).replace("\n", "↵\n").replace("\t", "⇥")
+
+
+class SpeculativeView(SteppedView):
+    """Everything the speculative lab shows. Signals ask the lab for work; `draw` shows
+    records."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._quiet = False
+        self.header: SpeculativeHeader | None = None
+        self.steps: Sequence[SpeculativeStep] = ()
+        self.index = -1
+        self._drawn = 0
+        self.metrics: dict = {}
+        self.prompts = speculative_prompts()
+        self._build()
+        self.set_running(False)
+
+    # ---- construction ---------------------------------------------------------------------
+    def _spin(self, cls, low, high, tip: str, suffix: str = "", decimals: int | None = None):
+        spin = cls()
+        spin.setRange(low, high)
+        if decimals is not None:
+            spin.setDecimals(decimals)
+            spin.setSingleStep(0.1)
+        if suffix:
+            spin.setSuffix(suffix)
+        spin.setToolTip(tip)
+        spin.editingFinished.connect(self._emit)
+        spin.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+        return spin
+
+    def _build(self) -> None:
+        self.model = QComboBox()
+        for spec, label in _model_items():
+            self.model.addItem(label, spec)
+        self.model.setToolTip("The target model: its outputs are what speculative decoding "
+                              "must reproduce exactly")
+        self.drafter = QComboBox()
+        for key, label, tip in DRAFTERS:
+            self.drafter.addItem(label, key)
+            self.drafter.setItemData(self.drafter.count() - 1, tip, Qt.ToolTipRole)
+        self.drafter.setToolTip("Who proposes the K draft tokens")
+        self.layers = self._spin(QSpinBox, 1, 63, "Layer-skip: the target's first N layers "
+                                 "draft")
+        self.layers.setSuffix(" layers")
+        self.layers.setMinimumWidth(90)
+        self.k = self._spin(QSpinBox, 1, MAX_K, "K: draft tokens per step; the target "
+                            "verifies K + 1 positions in one forward")
+        self.temperature = self._spin(QDoubleSpinBox, 0.0, 10.0, "0: greedy (accept while the "
+                                      "target's argmax agrees); above 0: exact rejection "
+                                      "sampling", decimals=2)
+        self.top_p = self._spin(QDoubleSpinBox, 0.01, 1.0, "Nucleus sampling, applied to p and "
+                                "q alike (ignored when greedy)", decimals=2)
+        self.max_tokens = self._spin(QSpinBox, 1, MAX_TOKENS, "Tokens to generate at most",
+                                     suffix=" tok")
+        self.max_tokens.setMinimumWidth(80)
+        for combo in (self.model, self.drafter):
+            combo.currentIndexChanged.connect(self._emit)
+            combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(14)
+        self.drafter.currentIndexChanged.connect(self._drafter_changed)
+        self.reset_button = QPushButton("Reset")
+        self.reset_button.setToolTip("Decode the prompt again from the start (Ctrl+R)")
+        self.step_button = QPushButton("Step")
+        self.step_button.setToolTip("One draft-verify step: draft K, one target forward (N)")
+        self.run_button = QPushButton("Run")
+        self.run_button.setToolTip("Run to the end of the output, or pause (Space)")
+        self.reset_button.clicked.connect(self.reset_requested)
+        self.step_button.clicked.connect(self.step_requested)
+        self.run_button.clicked.connect(self.run_toggled)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        for label, widget, stretch in (("Model", self.model, 2), ("Drafter", self.drafter, 2),
+                                       ("", self.layers, 0), ("K", self.k, 0)):
+            if label:
+                row.addWidget(QLabel(label))
+            row.addWidget(widget, stretch)
+        row.addSpacing(8)
+        for button in (self.reset_button, self.step_button, self.run_button):
+            button.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+            button.setMinimumWidth(40)
+            row.addWidget(button)
+
+        self.prompt_choice = QComboBox()
+        for p in self.prompts:
+            self.prompt_choice.addItem(f"{p.kind}: {p.title}", p.text)
+        self.prompt_choice.addItem("your own prompt (edit the text)", None)
+        self.prompt_choice.setToolTip("Shipped prompts of three kinds: summarise a passage, "
+                                      "edit code, open chat")
+        self.prompt_choice.currentIndexChanged.connect(self._prompt_chosen)
+        self.prompt_edit = QPlainTextEdit()
+        self.prompt_edit.setToolTip("The prompt; Use prompt decodes it")
+        margin = self.prompt_edit.document().documentMargin()
+        self.prompt_edit.setFixedHeight(int(5 * self.prompt_edit.fontMetrics().lineSpacing() + 2 * margin
+                                            + 2 * self.prompt_edit.frameWidth()) + 2)
+        self.use_prompt = QPushButton("Use prompt")
+        self.use_prompt.setToolTip("Decode the text on the left")
+        self.use_prompt.clicked.connect(self._emit)
+        self.raw = QCheckBox("raw (no chat template)")
+        self.raw.setToolTip("Encode the prompt as it is, as `inferlab generate --raw` does")
+        self.raw.toggled.connect(self._emit)
+        prompt_side = QVBoxLayout()
+        prompt_side.setContentsMargins(0, 0, 0, 0)
+        prompt_side.addWidget(self.prompt_choice)
+        sampling = QHBoxLayout()
+        for label, widget in (("Temperature", self.temperature), ("top-p", self.top_p),
+                              ("Max", self.max_tokens)):
+            sampling.addWidget(QLabel(label))
+            sampling.addWidget(widget)
+        prompt_side.addLayout(sampling)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.raw)
+        buttons.addStretch(1)
+        buttons.addWidget(self.use_prompt)
+        prompt_side.addLayout(buttons)
+        prompt_row = QHBoxLayout()
+        prompt_row.setContentsMargins(0, 0, 0, 0)
+        prompt_row.addWidget(QLabel("Prompt"))
+        prompt_row.addLayout(prompt_side)
+        prompt_row.addWidget(self.prompt_edit, 1)
+
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        legend = QHBoxLayout()
+        legend.setContentsMargins(0, 0, 0, 0)
+        legend.addWidget(QLabel("Tokens:"))
+        self.legend_labels = []
+        for text, colour, tip in ((("prompt", PROMPT_COLOR, "the prompt (its last "
+                                    f"{PROMPT_TOKENS_SHOWN} tokens)"),)
+                                  + tuple((name, c, t) for _, c, name, t in FATES)):
+            strike = "text-decoration: line-through;" if text == "rejected draft" else ""
+            label = QLabel(f"<span style='color:{colour}; font-size: 14pt'>■</span> "
+                           f"<span style='{strike}'>{text}</span>")
+            label.setToolTip(tip)
+            legend.addWidget(label)
+            self.legend_labels.append(label)
+        legend.addWidget(QLabel("<span style='color:#999'>|</span> one step"))
+        self.hover = QLabel("Hover a token for its p (target) and q (draft).")
+        self.hover.setStyleSheet("color: #555")
+        self.hover.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.hover.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        legend.addWidget(self.hover, 1)
+
+        self.stream = QTextBrowser()
+        self.stream.setOpenLinks(False)
+        self.stream.setOpenExternalLinks(False)
+        self.stream.document().setDefaultStyleSheet("a { text-decoration: none; }")
+        self.stream.highlighted.connect(self._hovered)
+        self.stream.anchorClicked.connect(self._hovered)
+        self.stream.setMinimumHeight(120)
+        self.stats = FactTable(("Statistic", "Value"))
+        self.stats.setFixedWidth(360)
+
+        self.position_plot = pg.PlotWidget()
+        p = self.position_plot.getPlotItem()
+        style_plot(p)
+        p.setTitle("Acceptance rate by draft position")
+        p.setLabel("bottom", "draft position i (1 = first draft of a step)")
+        p.setLabel("left", "steps accepting draft i (%)")
+        p.setYRange(0, 100, padding=0.02)
+        p.setMouseEnabled(x=False, y=False)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.6, brush=COLOR["accepted"],
+                                    pen=pg.mkPen(None))
+        p.addItem(self.bars)
+
+        self.theory_plot = pg.PlotWidget()
+        t = self.theory_plot.getPlotItem()
+        style_plot(t)
+        t.setTitle("Tokens per target forward: measured and (1 − α^(K+1)) / (1 − α)")
+        t.setLabel("bottom", "α: per-draft acceptance probability")
+        t.setLabel("left", "tokens per target forward")
+        t.setXRange(0, 1, padding=0.02)
+        t.setMouseEnabled(x=False, y=False)
+        self.theory_legend = t.addLegend(offset=(10, 10))
+        self.theory_curve = t.plot([], [], pen=pg.mkPen("#555555", width=2), name="theory")
+        self.measured_point = t.plot([], [], pen=None, symbol="o", symbolSize=11,
+                                     symbolBrush="#D55E00", symbolPen=None,
+                                     name="measured: forwards that drafted")
+        self.all_point = t.plot([], [], pen=None, symbol="s", symbolSize=9,
+                                symbolBrush="#0072B2", symbolPen=None,
+                                name="measured: every forward")
+        self.theory_note = QLabel()
+        self.theory_note.setWordWrap(True)
+        self.theory_note.setStyleSheet("color: #555")
+
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setToolTip("Show the run up to an earlier step (drag); the latest at the "
+                               "right end")
+        self.slider.setRange(0, 0)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.step_label = QLabel("step —")
+        self.step_label.setMinimumWidth(150)
+        slider_row = QHBoxLayout()
+        slider_row.setContentsMargins(0, 0, 0, 0)
+        slider_row.addWidget(QLabel("Show step"))
+        slider_row.addWidget(self.slider, 1)
+        slider_row.addWidget(self.step_label)
+
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.stream, 1)
+        top.addWidget(self.stats)
+        plots = QHBoxLayout()
+        plots.setContentsMargins(0, 0, 0, 0)
+        plots.addWidget(self.position_plot, 1)
+        plots.addWidget(self.theory_plot, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addLayout(prompt_row)
+        layout.addWidget(self.status)
+        layout.addLayout(legend)
+        layout.addLayout(top, 3)
+        layout.addLayout(slider_row)
+        layout.addLayout(plots, 3)
+        layout.addWidget(self.theory_note)
+        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
+                           ("Ctrl+R", self.reset_requested.emit)):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(slot)
+        self._drafter_changed()
+        self.show_stats({})
+
+    # ---- settings --------------------------------------------------------------------------
+    def _drafter_changed(self, *_args) -> None:
+        self.layers.setEnabled(self.drafter.currentData() == "layerskip" and not self.read_only)
+
+    def _prompt_chosen(self, *_args) -> None:
+        text = self.prompt_choice.currentData()
+        if text is None or self._quiet:
+            return
+        self._quiet = True
+        self.prompt_edit.setPlainText(text)
+        self._quiet = False
+        self._emit()
+
+    def set_settings(self, s: dict) -> None:
+        self._quiet = True
+        index = self.model.findData(s.get("model"))
+        if index >= 0:
+            self.model.setCurrentIndex(index)
+        try:
+            kind, n = parse_drafter(s.get("drafter", "ngram"))
+        except ValueError:
+            kind, n = "ngram", None
+        self.drafter.setCurrentIndex(max(self.drafter.findData(kind), 0))
+        if n is not None:
+            self.layers.setValue(n)
+        self.k.setValue(int(s.get("k", 4)))
+        self.temperature.setValue(float(s.get("temperature", 0.0)))
+        self.top_p.setValue(float(s.get("top_p", 1.0)))
+        self.max_tokens.setValue(int(s.get("max_tokens", 64)))
+        self.raw.setChecked(bool(s.get("raw", False)))
+        prompt = s.get("prompt", "")
+        index = self.prompt_choice.findData(prompt)
+        self.prompt_choice.setCurrentIndex(index if index >= 0
+                                           else self.prompt_choice.count() - 1)
+        self.prompt_edit.setPlainText(prompt)
+        self._drafter_changed()
+        self._quiet = False
+
+    def settings(self) -> dict:
+        kind = self.drafter.currentData()
+        drafter = f"layerskip:{self.layers.value()}" if kind == "layerskip" else kind
+        return {"model": self.model.currentData(), "drafter": drafter, "k": self.k.value(),
+                "temperature": round(self.temperature.value(), 4),
+                "top_p": round(self.top_p.value(), 4), "max_tokens": self.max_tokens.value(),
+                "raw": self.raw.isChecked(), "prompt": self.prompt_edit.toPlainText()}
+
+    def _emit(self, *_args) -> None:
+        if not self._quiet:
+            self.settings_changed.emit(self.settings())
+
+    def set_read_only(self, read_only: bool) -> None:
+        self.read_only = read_only
+        for w in (self.model, self.drafter, self.k, self.temperature, self.top_p,
+                  self.max_tokens, self.prompt_choice, self.use_prompt, self.raw,
+                  self.reset_button, self.step_button, self.run_button):
+            w.setEnabled(not read_only)
+        self.prompt_edit.setReadOnly(read_only)
+        self._drafter_changed()
+
+    # ---- drawing -----------------------------------------------------------------------------
+    def clear(self, message: str = "") -> None:
+        self.header, self.steps, self.index, self._drawn = None, (), -1, 0
+        self.stream.setHtml(f"<p style='color:#555'>{html.escape(message)}</p>")
+        self.slider.setRange(0, 0)
+        self.step_label.setText("step —")
+        self.show_stats({})
+        self.bars.setOpts(x=[], height=[])
+        for item in (self.theory_curve, self.measured_point, self.all_point):
+            item.setData([], [])
+        self.theory_note.setText("")
+
+    def draw(self, header: SpeculativeHeader | None, steps: Sequence[SpeculativeStep],
+             index: int | None = None) -> None:
+        """Show a run: its header and the steps so far, up to step `index` (default: the
+        latest, or where the slider was)."""
+        if header is None:
+            self.clear("")
+            return
+        follow = self.index < 0 or self.index >= self._drawn - 1
+        self.header, self.steps = header, steps
+        n = self._drawn = len(steps)
+        if index is None:
+            index = n - 1 if follow else min(self.index, n - 1)
+        self.index = index
+        if header.n_layers > 1:
+            self.layers.setMaximum(header.n_layers - 1)
+        self._quiet = True
+        self.slider.setRange(0, max(n - 1, 0))
+        self.slider.setValue(max(index, 0))
+        self._quiet = False
+        self._show(index)
+
+    def _on_slider(self, value: int) -> None:
+        if not self._quiet and self.steps:
+            self.index = value
+            self._show(value)
+
+    def _show(self, index: int) -> None:
+        header = self.header
+        steps = list(self.steps[:index + 1]) if self.steps else []
+        self.stream.setHtml(self.stream_html(header, steps))
+        self.stream.verticalScrollBar().setValue(self.stream.verticalScrollBar().maximum())
+        m = self.metrics = speculative_metrics(steps, header.k)
+        self.show_stats(m)
+        self._show_plots(m, header.k)
+        if steps:
+            s = steps[-1]
+            self.step_label.setText(f"step {s.index} / {self.steps[-1].index}: "
+                                    f"{len(s.token_ids)} token(s), {s.n_accepted} of "
+                                    f"{len(s.drafted)} drafts")
+        else:
+            self.step_label.setText("step —")
+
+    def stream_html(self, header: SpeculativeHeader, steps) -> str:
+        prompt = header.prompt_token_ids
+        cut = len(prompt) > PROMPT_TOKENS_SHOWN
+        parts = ["…" if cut else ""]
+        parts += [token_html(header.text(t), t) for t in prompt[-PROMPT_TOKENS_SHOWN:]]
+        out = [f"<span style='color:{PROMPT_COLOR}'>{''.join(parts)}</span>"]
+        for s in steps:
+            out.append("<span style='color:#BBBBBB'>|</span>")
+            n = s.n_accepted
+            pieces = []
+            for j, (t, fate) in enumerate(zip(s.token_ids, s.fates, strict=True)):
+                if j == n and n < len(s.drafted):  # the rejected drafts before the target's
+                    pieces += [self._token(header, d, "rejected", s.index, n + r)
+                               for r, d in enumerate(s.drafted[n:])]
+                pieces.append(self._token(header, t, fate.value, s.index, j))
+            if len(s.token_ids) <= n and n < len(s.drafted):  # cut before its last token
+                pieces += [self._token(header, d, "rejected", s.index, n + r)
+                           for r, d in enumerate(s.drafted[n:])]
+            out.append("".join(pieces))
+        return ("<div style='white-space: pre-wrap; font-family: monospace; "
+                f"font-size: 11pt'>{''.join(out)}</div>")
+
+    def _token(self, header, token_id: int, kind: str, step: int, j: int) -> str:
+        strike = "text-decoration: line-through;" if kind == "rejected" else ""
+        return (f"<a href='tok:{step}:{j}:{kind}' style='color:{COLOR[kind]}; {strike}'>"
+                f"{token_html(header.text(token_id), token_id)}</a>")
+
+    def describe(self, url: str) -> str:
+        """The hover text of a token link `tok:<step>:<position>:<kind>`."""
+        try:
+            _, step, j, kind = url.split(":")
+            s = self.steps[int(step)]
+            j = int(j)
+        except (ValueError, IndexError):
+            return ""
+        h = self.header
+        if kind == "rejected":
+            t = s.drafted[j]
+            tested = "rejected by the target" if j == s.n_accepted else \
+                "never tested (after the first rejection)"
+            return (f"step {s.index}, draft {j + 1}: {h.text(t)!r} (id {t}), {tested}; "
+                    "not emitted")
+        t, p, q = s.token_ids[j], s.p[j], s.q[j]
+        name = {"accepted": f"accepted draft {j + 1}", "resampled": "resampled by the target",
+                "bonus": "bonus token from the target"}[kind]
+        text = f"step {s.index}, {name}: {h.text(t)!r} (id {t}) · p = {p:.3f}"
+        if q is not None:
+            text += f" · q = {q:.3f}"
+            if q > 0:
+                text += f" · min(1, p/q) = {min(1.0, p / q):.3f}"
+        return text
+
+    def _hovered(self, url: QUrl) -> None:
+        text = self.describe(url.toString()) if url.toString() else ""
+        self.hover.setText(text or "Hover a token for its p (target) and q (draft).")
+        if text:
+            QToolTip.showText(QCursor.pos(), text, self.stream)
+
+    def show_stats(self, m: dict) -> None:
+        def f(key, fmt="{:.3f}"):
+            v = m.get(key)
+            return "—" if v is None else fmt.format(v)
+
+        k = self.header.k if self.header is not None else None
+        rows = [
+            ("Target forwards", f("target_forwards", "{:,}"), {"tip": "one per step"}),
+            ("Tokens emitted", f("tokens", "{:,}")),
+            ("Acceptance rate", f("acceptance_rate", "{:.1%}"),
+             {"tip": "accepted drafts ÷ drafted tokens (vLLM's definition)"}),
+            ("α (accepted ÷ drafts tested)", f("alpha"),
+             {"tip": "a step stops testing at its first rejection: the geometric model's "
+                     "per-draft acceptance"}),
+            ("Mean acceptance length", f("mean_acceptance_length", "{:.2f}"),
+             {"tip": "1 + accepted ÷ steps that drafted (vLLM)"}),
+            ("Tokens per target forward", f("tokens_per_target_forward", "{:.2f}"),
+             {"tip": "emitted tokens ÷ target forwards (steps with no draft count too)"}),
+            (f"Theory (1 − α^(K+1))/(1 − α){'' if k is None else f', K = {k}'}",
+             f("theory_tokens_per_forward", "{:.2f}")),
+            ("Draft time (ms)", "—" if "draft_s" not in m else f"{1e3 * m['draft_s']:,.1f}"),
+            ("Target forward time (ms)", "—" if "target_forward_s" not in m
+             else f"{1e3 * m['target_forward_s']:,.1f}"),
+        ]
+        self.stats.set_rows(rows)
+
+    def _show_plots(self, m: dict, k: int) -> None:
+        rates = m.get("acceptance_rate_by_position") or []
+        self.bars.setOpts(x=np.arange(1, len(rates) + 1), height=100 * np.asarray(rates),
+                          width=0.6)
+        n = max(k, len(rates))
+        plot = self.position_plot.getPlotItem()
+        plot.setXRange(0.4, n + 0.6, padding=0)
+        every = max(1, n // 16)
+        plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, n + 1, every)]])
+        alphas = np.linspace(0.0, 1.0, 101)
+        theory = np.array([expected_tokens_per_forward(float(a), k) for a in alphas])
+        self.theory_curve.setData(alphas, theory)
+        self.theory_legend.items[0][1].setText(f"theory, K = {k}")
+        self.theory_plot.getPlotItem().setYRange(1, k + 1, padding=0.05)
+        if not m.get("target_forwards"):
+            self.measured_point.setData([], [])
+            self.all_point.setData([], [])
+            self.theory_note.setText("")
+            return
+        a = m["alpha"]
+        drafting = m["tokens_per_drafting_forward"]
+        if drafting:
+            self.measured_point.setData([a], [drafting])
+        else:
+            self.measured_point.setData([], [])
+        self.all_point.setData([a], [m["tokens_per_target_forward"]])
+        gap = (f"{drafting / m['theory_tokens_per_forward'] - 1:+.0%} from the theory"
+               if drafting else "no step drafted yet")
+        self.theory_note.setText(
+            f"Measured α = {a:.3f} (K = {k}): the theory predicts "
+            f"<b>{m['theory_tokens_per_forward']:.2f}</b> tokens per forward; the forwards "
+            f"that drafted emitted <b>{drafting:.2f}</b> ({gap}), every forward "
+            f"<b>{m['tokens_per_target_forward']:.2f}</b> (a forward with no draft — no n-gram "
+            "match, the last token — emits one).")
