@@ -44,16 +44,22 @@ def _ours(model, ids: list[int]) -> Callable[[int], None]:
     return run
 
 
-def _transformers(path, ids: list[int]) -> Callable[[int], None]:
+def load_transformers_gguf(path, dtype: torch.dtype = torch.float32):
+    """transformers' own model of a local GGUF file (its loader dequantizes it), eval mode:
+    the peer every bench measures beside ours. ImportError without transformers."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the GGUF is local; never reach a hub
     import transformers
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, **{dtype_kw: torch.float32}).eval()
+    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"  # renamed in 4.56
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, **{dtype_kw: dtype}).eval()
+
+
+def _transformers(path, ids: list[int]) -> Callable[[int], None]:
+    model = load_transformers_gguf(path)
     x = torch.tensor([ids])
 
     def run(n: int) -> None:

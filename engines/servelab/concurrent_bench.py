@@ -16,7 +16,6 @@ median, so a machine that gets busier mid-run slows both alike.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
@@ -59,16 +58,6 @@ def run_continuous(model, prompts_ids: list[list[int]], output_tokens: int
     return wall_s, [list(scheduler.seqs[r.request_id].output_ids) for r in requests]
 
 
-def load_transformers(gguf_path, dtype: torch.dtype):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the GGUF is local; never reach a hub
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    return transformers.AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=dtype).eval()
-
-
 def run_transformers(hf_model, prompts_ids: list[list[int]], output_tokens: int,
                      pad_id: int) -> tuple[float, list[list[int]]]:
     """(wall seconds, outputs) of one static batch: left padding, greedy, fixed length."""
@@ -89,6 +78,7 @@ def run_transformers(hf_model, prompts_ids: list[list[int]], output_tokens: int,
 
 def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: str = "fp32",
                          repeats: int = 2, transformers: bool = True) -> dict:
+    from inferlab.engines.model.bench import load_transformers_gguf
     from inferlab.engines.model.llama import resolve_dtype
     from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
@@ -101,7 +91,7 @@ def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: s
                  "prompt_tokens_mean": statistics.fmean(len(p) for p in prompts_ids)}
     if transformers:
         try:
-            hf_model = load_transformers(smollm2_gguf_path(), resolve_dtype(dtype))
+            hf_model = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
         except ImportError as e:
             out["transformers_error"] = f"transformers not installed: {e}"
     ours_s, theirs_s = [], []

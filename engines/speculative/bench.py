@@ -20,7 +20,6 @@ whether it did here too (`outputs_equal`). End-of-sequence is ignored: every run
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -59,15 +58,9 @@ def _alpha(runs) -> float:
 
 
 def _hf(path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype, repeats: int):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the GGUF is local; never reach a hub
-    import transformers
+    from inferlab.engines.model.bench import load_transformers_gguf
 
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, **{dtype_kw: dtype}).eval()
+    model = load_transformers_gguf(path, dtype)
 
     def run(**kw) -> float:
         t0 = time.perf_counter()

