@@ -140,6 +140,7 @@ class AppContext(QObject):
         on_error: Callable | None = None,
     ) -> Task:
         """Run `fn(progress, should_stop)` in a worker thread; results come back here."""
+        collect_garbage_in_gui_thread()
         task = Task(name, fn, parent=self)
         start_s = time.perf_counter()
         self._tasks.append(task)
@@ -195,3 +196,18 @@ class AppContext(QObject):
             self._tasks.remove(task)
         task.wait(1000)  # the thread has emitted `done`; let it return before Qt frees it
         task.deleteLater()
+
+
+_GC = None
+
+
+def collect_garbage_in_gui_thread() -> None:
+    """From the first worker on, Python's cyclic garbage collector runs on a GUI-thread timer
+    (pyqtgraph's GarbageCollector), not in whichever thread allocates: a worker that collects
+    a dead view's Qt objects deletes widgets off the GUI thread, which can hang or crash Qt
+    (seen here: a worker building a KV pool stalled while it collected a closed window)."""
+    global _GC
+    if _GC is None:
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        _GC = GarbageCollector(interval=0.5)
