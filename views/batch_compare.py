@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.servelab.compare import knee, latency_cdf
+from inferlab.engines.servelab.compare import latency_cdf
+from inferlab.engines.servelab.compare_records import knee
 from inferlab.views.axes import LogSIAxis
 from inferlab.views.fact_table import FactTable
 from inferlab.views.style import color, pen, style_plot

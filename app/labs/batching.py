@@ -166,7 +166,7 @@ class BatchingLab(SteppedLab):
 
     # ---- snapshots ------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
-        from inferlab.engines.servelab.compare import comparison_state
+        from inferlab.engines.servelab.compare_records import comparison_state
 
         if self._task is None:  # no worker stepping the session now
             self._refresh_metrics()
@@ -174,7 +174,7 @@ class BatchingLab(SteppedLab):
                                 comparison_state(self.comparison, self.sweep_points))
 
     def show_snapshot(self, section: dict) -> None:
-        from inferlab.engines.servelab.compare import read_comparison_state
+        from inferlab.engines.servelab.compare_records import read_comparison_state
 
         if not self.read_only:  # the live results come back with show_live
             self._live_compare = (self.comparison, self.sweep_points)

@@ -6,8 +6,8 @@
     rate_sweep(settings, rates, policies)
         for each rate (Poisson arrivals, the same seed, lengths and request count) and
         policy, a full run: achieved output tokens/s against p50/p99 TTFT and TPOT, as
-        guidellm and `vllm bench serve` plot it; `knee` is the largest rate whose p99 TTFT
-        and TPOT both meet the SLOs
+        guidellm and `vllm bench serve` plot it (compare_records.knee: the largest rate whose
+        p99 TTFT and TPOT both meet the SLOs)
     latency_cdf(values)
         the empirical CDF: sorted values and the fraction of requests at or below each
 
@@ -17,115 +17,16 @@ engines.hardware.cancel.check_stop) so the lab can run them in a worker with a p
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.serve.metrics import tpot_s, ttft_s
+from inferlab.engines.servelab.compare_records import PolicyRun, SweepPoint
 
 Progress = Callable[[float, str], None]
 MAX_SWEEP_RATES = 24
-
-
-MAX_VALUES = 100_000  # per-request latencies kept per run (the workload's own limit)
-
-
-def _check_policy(policy) -> None:
-    from inferlab.engines.serve.scheduler import POLICIES
-
-    if policy not in POLICIES:
-        raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
-
-
-def _seconds_list(name: str, values) -> tuple[float, ...]:
-    if not isinstance(values, (list, tuple)) or len(values) > MAX_VALUES:
-        raise ValueError(f"{name}: expected a list of at most {MAX_VALUES:,} numbers")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-                math.isfinite(v) and v >= 0):
-            raise ValueError(f"{name}: expected seconds >= 0, got {v!r}")
-    return tuple(float(v) for v in values)
-
-
-@dataclass(frozen=True)
-class PolicyRun:
-    """One policy's whole run: its metrics dict (batching_metrics) and per finished request
-    its TTFT and TPOT in seconds (TPOT only for requests of two or more tokens)."""
-
-    policy: str
-    metrics: dict
-    ttft_s: tuple[float, ...]
-    tpot_s: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        _check_policy(self.policy)
-        if not isinstance(self.metrics, dict):
-            raise ValueError("metrics: expected an object")
-        object.__setattr__(self, "ttft_s", _seconds_list("ttft_s", self.ttft_s))
-        object.__setattr__(self, "tpot_s", _seconds_list("tpot_s", self.tpot_s))
-
-    def to_dict(self) -> dict:
-        return {"policy": self.policy, "metrics": self.metrics, "ttft_s": list(self.ttft_s),
-                "tpot_s": list(self.tpot_s)}
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    policy: str
-    rate_per_s: float
-    output_tokens_per_s: float
-    ttft_p50_s: float
-    ttft_p99_s: float
-    tpot_p50_s: float
-    tpot_p99_s: float
-    goodput_requests_per_s: float
-
-    def __post_init__(self) -> None:
-        _check_policy(self.policy)
-        for name in ("rate_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p99_s",
-                     "tpot_p50_s", "tpot_p99_s", "goodput_requests_per_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
-            object.__setattr__(self, name, float(value))
-
-    def meets(self, slo_ttft_s: float, slo_tpot_s: float) -> bool:
-        return self.ttft_p99_s <= slo_ttft_s and self.tpot_p99_s <= slo_tpot_s
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def comparison_state(runs: Sequence[PolicyRun], points: Sequence[SweepPoint]) -> dict:
-    """What a snapshot keeps of the Compare and Rate sweep tabs (empty parts left out)."""
-    state = {}
-    if runs:
-        state["comparison"] = [r.to_dict() for r in runs]
-    if points:
-        state["sweep"] = [p.to_dict() for p in points]
-    return state
-
-
-def read_comparison_state(state: dict, where: str = "labs.batching.state"
-                          ) -> tuple[list[PolicyRun], list[SweepPoint]]:
-    """The inverse of comparison_state; ValueError naming the bad field."""
-    from inferlab.engines.presets import dataclass_from_dict
-
-    out = []
-    for key, cls in (("comparison", PolicyRun), ("sweep", SweepPoint)):
-        raw = state.get(key, [])
-        if not isinstance(raw, list) or len(raw) > MAX_VALUES:
-            raise ValueError(f"{where}.{key}: expected a list")
-        out.append([dataclass_from_dict(cls, item, f"{where}.{key}[{i}]", ValueError)
-                    for i, item in enumerate(raw)])
-    runs, points = out
-    if runs and len(runs) != 2:
-        raise ValueError(f"{where}.comparison: expected two runs (A and B), got {len(runs)}")
-    return runs, points
 
 
 def latency_cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -201,10 +102,3 @@ def rate_sweep(settings: dict, rates: Sequence[float],
                 m["goodput_requests_per_s"]))
     report(1.0, "swept")
     return points
-
-
-def knee(points: Sequence[SweepPoint], policy: str, slo_ttft_s: float,
-         slo_tpot_s: float) -> SweepPoint | None:
-    """The highest-rate point of `policy` meeting both SLOs at p99 (None: none does)."""
-    ok = [p for p in points if p.policy == policy and p.meets(slo_ttft_s, slo_tpot_s)]
-    return max(ok, key=lambda p: p.rate_per_s, default=None)

@@ -244,7 +244,7 @@ def read_batching_section(sec: dict):
         raise ValueError(f"{where}.metrics: expected an object")
     if not isinstance(state, dict):
         raise ValueError(f"{where}.state: expected an object")
-    from inferlab.engines.servelab.compare import read_comparison_state
+    from inferlab.engines.servelab.compare_records import read_comparison_state
 
     read_comparison_state(state, f"{where}.state")  # checked here, read by the lab
     if not {"requests", "iterations", "iterations_every"} & state.keys():  # no run, maybe

@@ -7,14 +7,16 @@ import pytest
 
 from inferlab.engines.hardware.cancel import Cancelled
 from inferlab.engines.servelab.compare import (
-    SweepPoint,
     compare_policies,
-    comparison_state,
-    knee,
     latency_cdf,
     rate_sweep,
-    read_comparison_state,
     sweep_rates,
+)
+from inferlab.engines.servelab.compare_records import (
+    SweepPoint,
+    comparison_state,
+    knee,
+    read_comparison_state,
 )
 from inferlab.engines.servelab.section import BATCHING_DEFAULTS
 
