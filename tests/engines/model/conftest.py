@@ -12,15 +12,7 @@ import os
 import pytest
 import torch
 
-from tests.torch_fixtures import _one_torch_thread, smollm2_path, tiny  # noqa: F401 - fixtures
-
-
-@pytest.fixture(scope="session")
-def smollm2(smollm2_path):
-    """(model, tokenizer) of SmolLM2-135M-Instruct, dequantized to fp32."""
-    from inferlab.engines.model.gguf_loader import load_gguf
-
-    return load_gguf(smollm2_path, "fp32", "cpu", id="smollm2-135m")
+from tests.torch_fixtures import _one_torch_thread, tiny  # noqa: F401 - fixtures
 
 
 @pytest.fixture(scope="session")

@@ -3,4 +3,4 @@ GGUF byte-exactness test."""
 
 from __future__ import annotations
 
-from tests.torch_fixtures import _one_torch_thread, smollm2_path  # noqa: F401 - fixtures
+from tests.torch_fixtures import _one_torch_thread  # noqa: F401 - fixture

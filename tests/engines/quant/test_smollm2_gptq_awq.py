@@ -22,10 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def smollm2(smollm2_path):
-    from inferlab.engines.model.gguf_loader import load_gguf
-
-    model, tok = load_gguf(smollm2_path)
+def short_smollm2(smollm2):
+    model, tok = smollm2  # shared: copied, never changed
     short = copy.copy(model)
     short.layers = model.layers[:1]
     calibration = token_chunks(tok.encode(calibration_text()), 512)
@@ -47,8 +45,8 @@ def output_error(x, w, w_hat):
     return float(((x @ (w.float() - w_hat.float()).t()) ** 2).mean())
 
 
-def test_int4_g128_is_ragged_on_576_wide_rows(smollm2):
-    model, _, _ = smollm2
+def test_int4_g128_is_ragged_on_576_wide_rows(short_smollm2):
+    model, _, _ = short_smollm2
     qm = quantize_model(model, "int4-g128")
     qkv = qm.report("layers.0.qkv")
     assert qkv.shape == (960, 576)
@@ -57,8 +55,8 @@ def test_int4_g128_is_ragged_on_576_wide_rows(smollm2):
 
 
 @pytest.mark.parametrize("method", ["gptq", "awq"])
-def test_calibrated_beats_rtn_on_held_out_activations(smollm2, method):
-    model, calibration, held_out = smollm2
+def test_calibrated_beats_rtn_on_held_out_activations(short_smollm2, method):
+    model, calibration, held_out = short_smollm2
     make = gptq_model if method == "gptq" else awq_model
     qm = make(model, calibration, bits=4, group_size=128)
     inputs = held_out_inputs(model, held_out)

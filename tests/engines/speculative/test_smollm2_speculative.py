@@ -36,7 +36,9 @@ def prompts_and_refs(smollm2):
 def test_greedy_speculative_equals_greedy_target_on_smollm2(smollm2, prompts_and_refs, drafter):
     model, tok = smollm2
     d = NgramDrafter() if drafter == "ngram" else LayerSkipDrafter(model, 8, tokenizer=tok)
-    decoder = SpeculativeDecoder(model, d, k=4, tokenizer=tok)
+    # layer-skip drafts are rarely accepted (an untrained early exit): K=2 keeps the
+    # wasted drafting small; the rollback path still runs
+    decoder = SpeculativeDecoder(model, d, k=4 if drafter == "ngram" else 2, tokenizer=tok)
     accepted = 0
     for ids, ref in prompts_and_refs:
         run = decoder.generate(ids, N_NEW)
