@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSizePolicy,
-    QSlider,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -175,18 +174,9 @@ class BatchingView(SteppedView):
             button.setMinimumWidth(40)
             row.addWidget(button)
 
-        self.slider = QSlider(Qt.Horizontal)
-        self.slider.setToolTip("Show the run up to an earlier iteration (drag); the latest "
-                               "at the right end")
-        self.slider.setRange(0, 0)
-        self.slider.valueChanged.connect(self._on_slider)
-        self.step_label = QLabel("iteration —")
-        self.step_label.setMinimumWidth(150)
-        slider_row = QHBoxLayout()
-        slider_row.setContentsMargins(0, 0, 0, 0)
-        slider_row.addWidget(QLabel("Show iteration"))
-        slider_row.addWidget(self.slider, 1)
-        slider_row.addWidget(self.step_label)
+        slider_row = self.replay_slider_row(
+            "iteration", "Show the run up to an earlier iteration (drag); the latest at the "
+            "right end", 150)
         self.nav_hint = QLabel("Timeline: drag to pan, wheel to zoom, double-click to fit.")
         self.nav_hint.setStyleSheet("color: #555")
 

@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
-    QSlider,
     QSpinBox,
     QSplitter,
     QTableWidget,
@@ -133,12 +132,8 @@ class KVView(SteppedView):
             combo.setMinimumContentsLength(10)
         for spin in (self.block_size, self.n_blocks):
             spin.editingFinished.connect(self._emit)
-        self.slider = QSlider(Qt.Horizontal)
-        self.slider.setToolTip("Show an earlier step (drag), the latest at the right end")
-        self.slider.setRange(0, 0)
-        self.slider.valueChanged.connect(self._on_slider)
-        self.step_label = QLabel("step —")
-        self.step_label.setMinimumWidth(90)
+        self.slider_row = self.replay_slider_row(
+            "step", "Show an earlier step (drag), the latest at the right end", 90)
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -155,12 +150,6 @@ class KVView(SteppedView):
         for button in (self.reset_button, self.step_button, self.run_button):
             row.addWidget(button)
         self.controls = row
-        slider_row = QHBoxLayout()
-        slider_row.setContentsMargins(0, 0, 0, 0)
-        slider_row.addWidget(QLabel("Show step"))
-        slider_row.addWidget(self.slider, 1)
-        slider_row.addWidget(self.step_label)
-        self.slider_row = slider_row
 
         self.description = QLabel()
         self.description.setWordWrap(True)

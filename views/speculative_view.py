@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
-    QSlider,
     QSpinBox,
     QTextBrowser,
     QToolTip,
@@ -262,18 +261,9 @@ class SpeculativeView(SteppedView):
         self.theory_note.setWordWrap(True)
         self.theory_note.setStyleSheet("color: #555")
 
-        self.slider = QSlider(Qt.Horizontal)
-        self.slider.setToolTip("Show the run up to an earlier step (drag); the latest at the "
-                               "right end")
-        self.slider.setRange(0, 0)
-        self.slider.valueChanged.connect(self._on_slider)
-        self.step_label = QLabel("step —")
-        self.step_label.setMinimumWidth(150)
-        slider_row = QHBoxLayout()
-        slider_row.setContentsMargins(0, 0, 0, 0)
-        slider_row.addWidget(QLabel("Show step"))
-        slider_row.addWidget(self.slider, 1)
-        slider_row.addWidget(self.step_label)
+        slider_row = self.replay_slider_row(
+            "step", "Show the run up to an earlier step (drag); the latest at the right end",
+            150)
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)

@@ -2,13 +2,14 @@
 its Run button toggling to Pause, Step off while a run goes or in a snapshot, and one status
 line (red for errors, hidden when empty).
 
-A view subclasses `SteppedView` and builds `run_button`, `step_button` and `status`.
+A view subclasses `SteppedView` and builds `run_button`, `step_button` and `status`;
+`replay_slider_row` builds the slider that shows an earlier step (it calls `_on_slider`).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QWidget
 
 
 class SteppedView(QWidget):
@@ -29,3 +30,19 @@ class SteppedView(QWidget):
         self.status.setStyleSheet("color: #B71C1C" if error else "color: #555")
         self.status.setText(text)
         self.status.setVisible(bool(text))
+
+    def replay_slider_row(self, unit: str, tip: str, label_width: int) -> QHBoxLayout:
+        """"Show <unit>" [slider] "<unit> —": sets `slider` and `step_label`; a moved slider
+        calls `self._on_slider(value)`."""
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setToolTip(tip)
+        self.slider.setRange(0, 0)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.step_label = QLabel(f"{unit} —")
+        self.step_label.setMinimumWidth(label_width)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel(f"Show {unit}"))
+        row.addWidget(self.slider, 1)
+        row.addWidget(self.step_label)
+        return row
