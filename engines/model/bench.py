@@ -25,7 +25,8 @@ import torch
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper."
 
 
-def _decode_rate(run: Callable[[int], None], new_tokens: int) -> float:
+def decode_rate(run: Callable[[int], None], new_tokens: int) -> float:
+    """(new_tokens - 1) / (t(new_tokens) - t(1)) for `run(n)` generating n tokens."""
     t0 = time.perf_counter()
     run(1)
     t1 = time.perf_counter()
@@ -35,7 +36,8 @@ def _decode_rate(run: Callable[[int], None], new_tokens: int) -> float:
     return (new_tokens - 1) / decode_s if decode_s > 0 else float("nan")
 
 
-def _ours(model, ids: list[int]) -> Callable[[int], None]:
+def generate_runner(model, ids: list[int]) -> Callable[[int], None]:
+    """`run(n)`: greedy `generate` of exactly n tokens after `ids` with our `model`."""
     from inferlab.engines.model.generate import generate
 
     def run(n: int) -> None:
@@ -92,7 +94,7 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
         for dtype in dtypes:
             ours, tok = load_model(model, dtype=dtype)
             ids = tok.encode_prompt(prompt)
-            runs[dtype] = _ours(ours, ids)
+            runs[dtype] = generate_runner(ours, ids)
         tf_error = None
         if transformers:
             gguf = smollm2_gguf_path() if model == SMOLLM2_ID else Path(model)
@@ -105,7 +107,7 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
         rates: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(repeats):
             for name, run in runs.items():
-                rates[name].append(_decode_rate(run, new_tokens))
+                rates[name].append(decode_rate(run, new_tokens))
         med = {name: statistics.median(r) for name, r in rates.items()}
         tf = med.get("transformers")
         out: dict = {

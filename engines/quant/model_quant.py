@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -83,6 +83,8 @@ class QuantizedModel:
     """The whole model as stored: quantized linears packed, the rest at its own dtype."""
     quantize_s: float
     """Wall time of quantizing (and, for GPTQ/AWQ, of capturing calibration activations)."""
+    records: Mapping[str, Quantized] = field(default_factory=dict, repr=False, compare=False)
+    """Linear name -> its quantized record (the codes `runtime.runtime_model` runs)."""
 
     @property
     def quantized_bytes(self) -> int:
@@ -140,7 +142,8 @@ def assemble(model: Llama, records: Mapping[str, Quantized], scheme_name: str,
         rest.append(model.lm_head.weight)
     kept = [lin.weight for name, lin in known.items() if name != LM_HEAD and name not in records]
     weight_bytes = sum(r.nbytes for r in reports) + sum(_nbytes(t) for t in rest + kept)
-    return QuantizedModel(scheme_name, out, tuple(reports), weight_bytes, quantize_s)
+    return QuantizedModel(scheme_name, out, tuple(reports), weight_bytes, quantize_s,
+                          dict(records))
 
 
 def quantize_model(model: Llama, scheme_: str | Scheme | Callable[[torch.Tensor], Quantized],

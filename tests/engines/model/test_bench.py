@@ -8,7 +8,7 @@ from inferlab.engines.model import bench
 def test_decode_rate_excludes_the_first_token(monkeypatch):
     clock = iter([0.0, 1.0, 4.0])  # t(1) = 1 s, t(7) = 3 s -> 6 tokens in 2 s
     monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
-    assert bench._decode_rate(lambda n: None, 7) == 3.0
+    assert bench.decode_rate(lambda n: None, 7) == 3.0
 
 
 def test_tiny_run_reports_every_figure():
