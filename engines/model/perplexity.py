@@ -42,8 +42,13 @@ class PerplexityResult:
                 "perplexity": self.perplexity}
 
 
-def perplexity(model: Llama, token_ids: Sequence[int], window: int = 1024) -> PerplexityResult:
-    """Score `token_ids` (at least 2) with full-recompute forwards of at most `window` tokens."""
+def perplexity(model: Llama, token_ids: Sequence[int], window: int = 1024,
+               paged: bool = False) -> PerplexityResult:
+    """Score `token_ids` (at least 2) with full-recompute forwards of at most `window` tokens.
+
+    `paged`: each window runs as one prefill through the model's own paged KV cache
+    (`model.new_cache`), whose attention reads K/V back from the cache: what a quantized
+    cache (`engines.quant.kv_quant`) stores is what every token attends to, as in decoding."""
     ids = list(token_ids)
     if len(ids) < 2:
         raise ValueError("perplexity needs at least 2 tokens")
@@ -52,10 +57,21 @@ def perplexity(model: Llama, token_ids: Sequence[int], window: int = 1024) -> Pe
     start = 0
     while start < len(ids) - 1:
         chunk = torch.tensor(ids[start: start + window])
-        logits = model.forward_nocache(chunk, all_logits=True)
+        logits = _paged_logits(model, chunk) if paged else \
+            model.forward_nocache(chunk, all_logits=True)
         nll = torch.nn.functional.cross_entropy(logits[:-1], chunk[1:].to(logits.device),
                                                 reduction="sum")
         total += float(nll)
         count += len(chunk) - 1
         start += window - 1
     return PerplexityResult(count, total / count)
+
+
+def _paged_logits(model: Llama, chunk: torch.Tensor) -> torch.Tensor:
+    from inferlab.engines.model.runner import ModelRunner
+
+    block_size = 16
+    runner = ModelRunner(model, n_blocks=-(-len(chunk) // block_size) + 1,
+                         block_size=block_size, enable_prefix_caching=False)
+    runner.add(0, chunk.tolist())
+    return runner.step([0], logits="all")
