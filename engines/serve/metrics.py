@@ -10,6 +10,11 @@ for a request with arrival a and output token times t_1 <= ... <= t_n:
                                          n < 2 and then left out of the TPOT statistics
     ITL  = t_{i+1} - t_i                 inter-token latency, pooled over all requests
 
+A real server's stream arrives in chunks that may carry several tokens each: there
+token_times_s holds one time per chunk and token_count the output token count (the server's
+`usage`), so that TPOT divides by n_out = token_count and ITL is the gap between chunks, as
+`vllm bench serve` measures them.
+
 Percentiles use numpy's default (linear) interpolation, as vLLM does; std is the population
 standard deviation (numpy's default, ddof=0). Only requests with ok=True count as completed;
 a completed request with no output token has no latency and adds only to the token totals.
@@ -38,6 +43,7 @@ class RequestTiming:
     prompt_tokens: int
     ok: bool = True
     error: str = ""
+    token_count: int | None = None  # None: one token per time; else n_out (times are chunks)
 
     def __post_init__(self) -> None:
         times = tuple(float(t) for t in self.token_times_s)
@@ -53,10 +59,13 @@ class RequestTiming:
         if isinstance(self.prompt_tokens, bool) or not isinstance(self.prompt_tokens, int) \
                 or self.prompt_tokens < 0:
             raise ValueError(f"prompt_tokens must be an integer >= 0, got {self.prompt_tokens!r}")
+        c = self.token_count
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
+            raise ValueError(f"token_count must be an integer >= 0 or None, got {c!r}")
 
     @property
     def output_tokens(self) -> int:
-        return len(self.token_times_s)
+        return len(self.token_times_s) if self.token_count is None else self.token_count
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,13 @@
+"""The endpoint lab's engine: a real OpenAI-compatible server under load, watched.
+
+- `url`: the URL check and the one-sentence errors (EndpointError); `scrub` keeps the key out.
+- `sse`: the incremental Server-Sent Events decoder (MalformedSSE).
+- `client`: one streaming request timed chunk by chunk (StreamResult -> RequestTiming).
+- `probe`: before a run, is this an OpenAI-compatible server, which model, which kind.
+- `prompts`: prompt texts of about the workload's length.
+- `scrape`: the server's Prometheus /metrics, every series plus a common set.
+- `load`: EndpointRun, fixed concurrency or arrival times, bounded, cancellable.
+- `sweep`: the guidellm-style rate sweep and its knee.
+- `fake_server`: a local misbehaving OpenAI-compatible server (tests, bench).
+- `bench`: the client's CPU cost per 100 streams against the fake server.
+"""

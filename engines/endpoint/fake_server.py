@@ -1,0 +1,278 @@
+"""A small OpenAI-compatible streaming server that misbehaves on request, for tests and the
+client bench. Not a model: it streams `max_tokens` words "t0 t1 ..." at a fixed pace.
+
+    with FakeServer(token_interval_s=0.01) as server:   # 127.0.0.1, a free port
+        server.url                                      # http://127.0.0.1:PORT
+
+A prompt containing `[fake:MODE]` (or the server's `mode`) picks a behaviour: ok, stall (the
+request is read, nothing is ever answered), reset (3 chunks, then a TCP reset), http500,
+garbage (a 200 whose body is not SSE), json (a 200 application/json completion: stream=true
+ignored), truncated (2 chunks, then the body ends cleanly without [DONE]), notopenai (404 on
+every /v1 path). `api_key` set: requests without that Bearer key get a 401 whose message
+echoes what they sent, as OpenAI's does, so that tests can check the client scrubs it.
+`metrics=True` serves vLLM-named gauges and counters at /metrics; otherwise /metrics is 404.
+`eos_after=N` ends a stream after N tokens (finish "stop") unless the body asks ignore_eos or
+min_tokens. `python -m inferlab.engines.endpoint.fake_server` runs one in its own process
+(the bench measures the client alone that way) and prints "PORT n".
+
+HTTP/1.1 by hand over asyncio streams, keep-alive and chunked bodies: a real server would need
+a framework and cost the bench's CPU figure more than the client under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import struct
+import sys
+import threading
+
+_MODE = re.compile(r"\[fake:([a-z0-9]+)\]")
+REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error"}
+
+
+class FakeServer:
+    def __init__(self, token_interval_s: float = 0.005, ttft_s: float = 0.0,
+                 api_key: str | None = None, mode: str = "ok", metrics: bool = False,
+                 usage: bool = True, eos_after: int | None = None, model: str = "fake-model",
+                 port: int = 0) -> None:
+        self.token_interval_s, self.ttft_s = token_interval_s, ttft_s
+        self.api_key, self.mode, self.metrics, self.usage = api_key, mode, metrics, usage
+        self.eos_after, self.model, self.port = eos_after, model, port
+        self.requests = 0            # completions asked for
+        self.running = 0             # streams open now
+        self.open_connections = 0
+        self.generated_tokens = 0
+        self.bodies: list[dict] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ---- life ---------------------------------------------------------------------------------
+
+    async def serve(self, ready: threading.Event | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port,
+                                                  backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        if ready is not None:
+            ready.set()
+        async with self._server:
+            try:
+                await self._server.serve_forever()
+            except asyncio.CancelledError:
+                pass
+
+    def start(self) -> FakeServer:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.serve(self._ready)),
+                                        name="fake-openai-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the fake server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._server is not None:
+            def close():
+                self._server.close()
+                for task in asyncio.all_tasks():
+                    task.cancel()
+
+            self._loop.call_soon_threadsafe(close)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- HTTP ---------------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        self.open_connections += 1
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                        ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                headers = {k.strip().lower(): v.strip() for k, _, v in
+                           (line.partition(":") for line in lines[1:] if line)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                if not await self._route(method, path, headers, body, reader, writer):
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.open_connections -= 1
+            writer.close()
+
+    def _reply(self, writer, status: int, body: bytes, ctype: str = "application/json") -> None:
+        writer.write(f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
+                     f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n"
+                     .encode() + body)
+
+    async def _route(self, method, path, headers, body, reader, writer) -> bool:
+        """Answer one request; False closes the connection."""
+        if path == "/metrics":
+            if not self.metrics:
+                self._reply(writer, 404, b"Not Found", "text/plain")
+            else:
+                self._reply(writer, 200, self.metrics_text().encode(), "text/plain")
+            await writer.drain()
+            return True
+        if self.mode == "notopenai" or not path.startswith("/v1/"):
+            self._reply(writer, 404, b"<html><body>Not Found</body></html>", "text/html")
+            await writer.drain()
+            return True
+        if self.api_key is not None:
+            given = headers.get("authorization", "")
+            if given != f"Bearer {self.api_key}":
+                msg = {"error": {"message": f"Incorrect API key provided: {given[7:]}"}}
+                self._reply(writer, 401, json.dumps(msg).encode())
+                await writer.drain()
+                return True
+        if path == "/v1/models" and method == "GET":
+            data = {"object": "list", "data": [{"id": self.model, "object": "model",
+                                                "owned_by": "vllm"}]}
+            self._reply(writer, 200, json.dumps(data).encode())
+            await writer.drain()
+            return True
+        if path not in ("/v1/completions", "/v1/chat/completions") or method != "POST":
+            self._reply(writer, 404, b'{"detail": "Not Found"}')
+            await writer.drain()
+            return True
+        req = json.loads(body or b"{}")
+        self.bodies.append(req)
+        self.requests += 1
+        return await self._complete(req, path.endswith("chat/completions"), reader, writer)
+
+    async def _complete(self, req: dict, chat: bool, reader, writer) -> bool:
+        prompt = json.dumps(req.get("messages")) if chat else str(req.get("prompt", ""))
+        found = _MODE.search(prompt)
+        mode = found.group(1) if found else self.mode
+        n = int(req.get("max_tokens") or 16)
+        if self.eos_after is not None and not req.get("ignore_eos") \
+                and not req.get("min_tokens"):
+            n = min(n, self.eos_after)
+        if mode == "stall":  # say nothing until the client hangs up
+            while await reader.read(4096):
+                pass
+            return False
+        if mode == "http500":
+            self._reply(writer, 500, b"Internal Server Error: the fake engine died\nline 2",
+                        "text/plain")
+            await writer.drain()
+            return True
+        if mode == "json":
+            self._reply(writer, 200, json.dumps({"choices": [{"text": "hi"}]}).encode())
+            await writer.drain()
+            return True
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        if mode == "garbage":
+            self._chunk(writer, b"this is not an event stream\n\n")
+            self._chunk(writer, b"")
+            await writer.drain()
+            return True
+        self.running += 1
+        try:
+            return await self._stream(req, chat, mode, n, writer)
+        finally:
+            self.running -= 1
+
+    async def _stream(self, req, chat, mode, n, writer) -> bool:
+        if self.ttft_s:
+            await asyncio.sleep(self.ttft_s)
+        if chat:
+            self._event(writer, {"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+        for i in range(n):
+            if mode == "reset" and i == 3:
+                await writer.drain()
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+                return False
+            if mode == "truncated" and i == 2:
+                self._chunk(writer, b"")
+                await writer.drain()
+                return True
+            piece = f"t{i} "
+            finish = ("length" if n == int(req.get("max_tokens") or 16) else "stop") \
+                if i == n - 1 else None
+            choice = {"index": 0, "finish_reason": finish}
+            choice.update({"delta": {"content": piece}} if chat else {"text": piece})
+            self._event(writer, {"object": "text_completion", "choices": [choice]})
+            self.generated_tokens += 1
+            await writer.drain()
+            if i < n - 1 and self.token_interval_s:
+                await asyncio.sleep(self.token_interval_s)
+        if self.usage and (req.get("stream_options") or {}).get("include_usage"):
+            words = len(str(req.get("prompt", req.get("messages", ""))).split())
+            self._event(writer, {"choices": [], "usage": {
+                "prompt_tokens": words, "completion_tokens": n, "total_tokens": words + n}})
+        self._chunk(writer, b"data: [DONE]\n\n")
+        self._chunk(writer, b"")
+        await writer.drain()
+        return True
+
+    def _event(self, writer, obj: dict) -> None:
+        self._chunk(writer, b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+    @staticmethod
+    def _chunk(writer, data: bytes) -> None:
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def metrics_text(self) -> str:
+        label = f'{{model_name="{self.model}"}}'
+        return "".join([
+            "# TYPE vllm:num_requests_running gauge\n",
+            f"vllm:num_requests_running{label} {self.running}\n",
+            "# TYPE vllm:num_requests_waiting gauge\n",
+            f"vllm:num_requests_waiting{label} 0\n",
+            "# TYPE vllm:kv_cache_usage_perc gauge\n",
+            f"vllm:kv_cache_usage_perc{label} {min(1.0, self.running / 100)}\n",
+            "# TYPE vllm:generation_tokens counter\n",
+            f"vllm:generation_tokens_total{label} {self.generated_tokens}\n",
+        ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--interval", type=float, default=0.005, help="seconds between tokens")
+    p.add_argument("--metrics", action="store_true")
+    args = p.parse_args(argv)
+    server = FakeServer(token_interval_s=args.interval, metrics=args.metrics, port=args.port)
+    ready = threading.Event()
+
+    async def run():
+        task = asyncio.ensure_future(server.serve(ready))
+        while not ready.is_set():
+            await asyncio.sleep(0.01)
+        print(f"PORT {server.port}", flush=True)
+        await task
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

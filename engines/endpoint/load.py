@@ -1,0 +1,382 @@
+"""Load against a real endpoint: the workload's requests, streamed, timed, scored.
+
+    run = EndpointRun(EndpointSettings(url="http://127.0.0.1:8000", concurrency=32),
+                      workload.generate(wl), api_key=os.environ.get("KEY"))
+    result = run.run()            # or run.start() ... run.cancel() ... run.wait()
+
+Two ways to pace it: `concurrency=N` keeps N requests in flight (a new one goes out as one
+ends; arrival times ignored), `concurrency=None` sends each request at its workload arrival
+time (Poisson at a rate, a trace's times) with at most `max_in_flight` open; a request held
+back by that cap goes out late and the result says so. Both stop at `max_requests` and
+`max_duration_s`; requests still streaming then, or when `cancel()` comes, are cancelled,
+their connections closed, and they are counted apart (incomplete), not as failures.
+
+Everything runs on ONE asyncio event loop (in the calling thread for `run`, a worker thread
+for `start`): an open stream costs a socket and a small coroutine, not a thread, so hundreds
+fit on two cores. The same loop polls the server's /metrics (scrape.Scraper).
+
+Metrics are engines.serve.metrics' own: each finished request becomes a RequestTiming
+(client.StreamResult.to_timing) and `summarize` scores them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+
+from inferlab.engines.endpoint.client import (
+    APIS,
+    LENGTH_CONTROLS,
+    SERVER_KINDS,
+    RequestSpec,
+    StreamResult,
+    TokenCounter,
+    make_client,
+    request_body,
+    stream_one,
+)
+from inferlab.engines.endpoint.probe import ProbeResult, probe
+from inferlab.engines.endpoint.prompts import build_prompt, tokens_per_word
+from inferlab.engines.endpoint.scrape import Scraper, ScrapeResult
+from inferlab.engines.endpoint.url import EndpointError, api_root, scrub
+from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
+from inferlab.engines.serve.workload import WorkloadRequest
+
+LATE_S = 0.05  # a request sent this much after its arrival time is "late"
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """Everything a run needs except the API key, which is never part of settings (they go
+    into snapshots)."""
+
+    url: str
+    model: str | None = None
+    api: str = "completions"               # or "chat"
+    server_kind: str = "auto"              # "auto" guesses from /v1/models; see LENGTH_CONTROLS
+    concurrency: int | None = 8            # None: follow the workload's arrival times
+    max_in_flight: int = 256
+    max_requests: int | None = None
+    max_duration_s: float = 600.0
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0           # the longest silence: before the first byte, or
+                                           # between chunks
+    request_timeout_s: float = 600.0
+    scrape_hz: float = 2.0                 # 0: do not scrape /metrics
+    include_usage: bool = True
+    temperature: float | None = 0.0
+    shared_prefix_tokens: int = 0
+    probe: bool = True
+
+    def checked(self) -> EndpointSettings:
+        """Self, or ValueError naming the field (EndpointError for the URL)."""
+        api_root(self.url)
+        if self.api not in APIS:
+            raise ValueError(f"api: expected one of {', '.join(APIS)}, got {self.api!r}")
+        if self.server_kind not in ("auto", *SERVER_KINDS):
+            raise ValueError(f"server_kind: expected auto or one of {', '.join(SERVER_KINDS)}, "
+                             f"got {self.server_kind!r}")
+        for name in ("concurrency", "max_requests"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name}: expected an integer >= 1 or None, got {v!r}")
+        if not isinstance(self.max_in_flight, int) or not 1 <= self.max_in_flight <= 10_000:
+            raise ValueError(f"max_in_flight: expected 1..10000, got {self.max_in_flight!r}")
+        for name in ("max_duration_s", "connect_timeout_s", "read_timeout_s",
+                     "request_timeout_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                    math.isfinite(v) and v > 0):
+                raise ValueError(f"{name}: expected seconds > 0, got {v!r}")
+        if not (self.scrape_hz == 0 or 1 <= self.scrape_hz <= 4):
+            raise ValueError(f"scrape_hz: expected 0 (off) or 1..4, got {self.scrape_hz!r}")
+        return self
+
+    @property
+    def in_flight_cap(self) -> int:
+        return self.concurrency or self.max_in_flight
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class EndpointRunResult:
+    """One run: settings (no key), every request, the serve metrics of the finished ones
+    (failures counted in metrics.failed, by kind in `failures`), the scraped series."""
+
+    settings: EndpointSettings
+    probe: ProbeResult | None
+    results: tuple[StreamResult, ...]
+    metrics: ServingMetrics
+    failures: dict[str, int]
+    incomplete: int                       # cancelled by stop() or the run's max duration
+    not_sent: int
+    scrape: ScrapeResult = field(default_factory=ScrapeResult)
+    notes: tuple[str, ...] = ()
+    stopped: str | None = None            # None, "cancelled" or "max duration"
+
+    def to_dict(self) -> dict:
+        return {"settings": self.settings.to_dict(),
+                "probe": None if self.probe is None else asdict(self.probe),
+                "metrics": self.metrics.to_dict(), "failures": dict(self.failures),
+                "incomplete": self.incomplete, "not_sent": self.not_sent,
+                "stopped": self.stopped, "notes": list(self.notes),
+                "requests": [r.to_dict() for r in self.results],
+                "server_metrics": self.scrape.to_dict()}
+
+
+def length_notes(kind: str, results: Sequence[StreamResult]) -> list[str]:
+    """Where output lengths may not follow the workload, and where they did not."""
+    notes = []
+    controls = LENGTH_CONTROLS[kind]
+    if "ignore_eos" not in controls:
+        told = "min_tokens only" if controls else "neither ignore_eos nor min_tokens"
+        notes.append(f"server kind {kind!r} is sent {told}: outputs may end at EOS before "
+                     "the workload's length")
+    done = [r for r in results if r.ok]
+    short = [r for r in done if r.output_tokens < r.requested_tokens]
+    if short:
+        notes.append(f"{len(short)} of {len(done)} completed requests returned fewer tokens "
+                     "than the workload asked for")
+    return notes
+
+
+class EndpointRun:
+    """One load run. `run()` blocks; `start()` runs it in a daemon thread and `wait()` gives
+    the result; `cancel()` (from any thread) stops it and closes every connection."""
+
+    def __init__(self, settings: EndpointSettings, requests: Sequence[WorkloadRequest],
+                 api_key: str | None = None, count_tokens: TokenCounter | None = None,
+                 slo: SLO | None = None,
+                 on_result: Callable[[StreamResult], None] | None = None) -> None:
+        self.settings = settings.checked()
+        self.root = api_root(settings.url)
+        self.requests = list(requests)[:settings.max_requests]
+        self._key = api_key or None
+        self.count_tokens, self.slo, self.on_result = count_tokens, slo, on_result
+        self._results: list[StreamResult] = []
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: str | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._inflight: set[asyncio.Task] = set()
+        self._thread: threading.Thread | None = None
+        self._outcome: EndpointRunResult | BaseException | None = None
+        self._finished = threading.Event()
+
+    def __repr__(self) -> str:  # the key stays out of reprs, logs and tracebacks
+        return f"EndpointRun({self.root!r}, {len(self.requests)} requests)"
+
+    # ---- control, from any thread -------------------------------------------------------------
+
+    def run(self) -> EndpointRunResult:
+        try:
+            self._outcome = asyncio.run(self._main())
+        except BaseException as e:
+            self._outcome = e
+            raise
+        finally:
+            self._finished.set()
+        return self._outcome
+
+    def start(self) -> None:
+        def target():
+            try:
+                self.run()
+            except BaseException:  # kept for wait() to raise in the caller's thread
+                pass
+
+        self._thread = threading.Thread(target=target, name="endpoint-load", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> EndpointRunResult | None:
+        """The result (None if `timeout` passed first); the run's EndpointError raised here."""
+        if not self._finished.wait(timeout):
+            return None
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
+
+    def cancel(self) -> None:
+        self._stopping = self._stopping or "cancelled"
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._halt, "cancelled")
+            except RuntimeError:  # the loop closed in between: nothing left to stop
+                pass
+
+    def results_so_far(self) -> list[StreamResult]:
+        with self._lock:
+            return list(self._results)
+
+    @property
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    # ---- inside the loop ----------------------------------------------------------------------
+
+    def _halt(self, reason: str) -> None:
+        if self._stopping is None or reason == "cancelled":
+            self._stopping = self._stopping or reason
+        if self._stop_event is not None:
+            self._stop_event.set()
+        for task in list(self._inflight):
+            task.cancel()
+
+    def _record(self, r: StreamResult) -> None:
+        with self._lock:
+            self._results.append(r)
+        if self.on_result is not None:
+            self.on_result(r)
+
+    def _specs(self, model: str, kind: str) -> list[RequestSpec]:
+        s = self.settings
+        per_word = tokens_per_word(self.count_tokens)
+        specs = []
+        for i, req in enumerate(self.requests):
+            prompt = build_prompt(req, i, s.shared_prefix_tokens, per_word)
+            specs.append(RequestSpec(
+                index=i, scheduled_s=req.arrival_s, path=APIS[s.api], prompt=prompt,
+                prompt_tokens=req.prompt_tokens, requested_tokens=req.output_tokens,
+                body=request_body(s.api, model, prompt, req.output_tokens, kind,
+                                  s.include_usage, s.temperature)))
+        return specs
+
+    async def _one(self, client, spec: RequestSpec, clock) -> None:
+        s = self.settings
+        task = asyncio.ensure_future(stream_one(
+            client, spec, clock, chat=s.api == "chat", read_timeout_s=s.read_timeout_s,
+            request_timeout_s=s.request_timeout_s, counter=self.count_tokens,
+            secret=self._key))
+        self._inflight.add(task)  # _halt cancels it; it then returns a "cancelled" result
+        try:
+            self._record(await task)
+        finally:
+            self._inflight.discard(task)
+
+    async def _closed_loop(self, client, specs, clock) -> None:
+        pending = iter(specs)
+
+        async def worker():
+            while self._stopping is None:
+                spec = next(pending, None)
+                if spec is None:
+                    return
+                spec = replace(spec, scheduled_s=clock())
+                await self._one(client, spec, clock)
+
+        await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
+
+    async def _open_loop(self, client, specs, clock, t_start: float) -> None:
+        gate = asyncio.Semaphore(self.settings.max_in_flight)
+        sent: list[asyncio.Task] = []
+
+        async def send(spec):
+            try:
+                await self._one(client, spec, clock)
+            finally:
+                gate.release()
+
+        for spec in specs:
+            spec = replace(spec, scheduled_s=t_start + spec.scheduled_s)
+            delay = spec.scheduled_s - clock()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(self._stop_event.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            if self._stopping is not None:
+                break
+            await gate.acquire()
+            if self._stopping is not None:
+                gate.release()
+                break
+            sent.append(asyncio.ensure_future(send(spec)))
+        await asyncio.gather(*sent)
+
+    async def _main(self) -> EndpointRunResult:
+        s = self.settings
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        t0 = time.perf_counter()
+
+        def clock() -> float:
+            return time.perf_counter() - t0
+
+        async with make_client(self.root, self._key, s.in_flight_cap + 2, s.connect_timeout_s,
+                               s.read_timeout_s) as client:
+            info = None
+            model, kind = s.model, s.server_kind
+            if s.probe:
+                probing = asyncio.ensure_future(probe(client, self.root, s.model, s.api,
+                                                      s.server_kind, s.include_usage, self._key))
+                self._inflight.add(probing)
+                try:
+                    info = await probing
+                except (EndpointError, asyncio.CancelledError):
+                    if self._stopping is None:
+                        raise
+                    return self._result(None, "openai", None)  # cancelled while probing
+                self._inflight.discard(probing)
+                model, kind = info.model, info.server_kind
+            elif not model:
+                raise EndpointError("give a model name (the probe is off)")
+            kind = "openai" if kind == "auto" else kind
+            specs = self._specs(model, kind)
+            if self._stopping is not None:  # cancel() came before the loop ran
+                self._halt(self._stopping)
+            scraper = Scraper(client, clock, s.scrape_hz, self._key) if s.scrape_hz else None
+            scraping = asyncio.ensure_future(scraper.run()) if scraper else None
+            t_start = clock()
+            if s.concurrency:
+                work = asyncio.ensure_future(self._closed_loop(client, specs, clock))
+            else:
+                work = asyncio.ensure_future(self._open_loop(client, specs, clock, t_start))
+            stop = asyncio.ensure_future(self._stop_event.wait())
+            await asyncio.wait({work, stop}, timeout=s.max_duration_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                self._halt("cancelled" if self._stop_event.is_set() else "max duration")
+            await work
+            stop.cancel()
+            if scraper is not None:
+                if self._stopping == "cancelled":
+                    scraping.cancel()  # no last scrape: cancel means now
+                scraper.stop()
+                try:
+                    await scraping
+                except asyncio.CancelledError:
+                    pass
+        return self._result(info, kind, scraper)
+
+    def _result(self, info, kind: str, scraper: Scraper | None) -> EndpointRunResult:
+        results = tuple(sorted(self.results_so_far(), key=lambda r: r.index))
+        finished = [r for r in results if r.error_kind != "cancelled"]
+        sends = [r.send_s for r in finished]
+        duration = max(r.end_s for r in finished) - min(sends) if finished else 0.0
+        metrics = summarize([r.to_timing() for r in finished], duration_s=max(0.0, duration),
+                            slo=self.slo)
+        failures = dict(Counter(r.error_kind for r in finished if not r.ok))
+        notes = length_notes(kind, results)
+        late = [r.send_s - r.scheduled_s for r in results if r.send_s - r.scheduled_s > LATE_S]
+        if late and not self.settings.concurrency:
+            notes.append(f"{len(late)} requests went out more than {LATE_S * 1000:.0f} ms late "
+                         f"(at most {max(late):.3g} s): the in-flight cap "
+                         f"({self.settings.max_in_flight}) or the client's CPU held them back")
+        if any(r.token_source == "chunks" for r in finished if r.ok):
+            notes.append("the server gave no usage: output tokens counted as chunks")
+        scrape = scraper.result() if scraper is not None else ScrapeResult(
+            notes=("scraping off",))
+        not_sent = len(self.requests) - len(results)
+        return EndpointRunResult(
+            settings=self.settings, probe=info, results=results, metrics=metrics,
+            failures=failures, incomplete=len(results) - len(finished), not_sent=not_sent,
+            scrape=scrape, notes=tuple(scrub(n, self._key) for n in notes),
+            stopped=self._stopping)

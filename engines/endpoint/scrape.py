@@ -1,0 +1,242 @@
+"""The server's own Prometheus metrics, polled while the load runs, on the run's clock.
+
+`parse_metrics` reads the text exposition format with prometheus-client's parser and keeps
+every numeric sample, named as the server names it, labels folded in sorted by key:
+`vllm:kv_cache_usage_perc{model_name="x"}`, `vllm:e2e_request_latency_seconds_bucket{le="1.0",
+model_name="x"}`. `Scraper` polls `<root>/metrics` at 1-4 Hz inside the load's event loop;
+an endpoint without /metrics (404) is a normal state: noted once, polling stops.
+
+`COMMON` maps each server's names onto a few series the lab draws as strips: running,
+waiting, kv_usage_frac (0..1), preemptions (cumulative), and the counters that let the client
+check itself against the server (generation tokens, TTFT histogram sum and count). Several
+label sets of one name (a model per label, a data-parallel rank per label) are summed, the KV
+fraction averaged. SGLang exports no preemption count and llama.cpp none either; newer
+llama-server builds dropped kv_cache_usage_ratio (its /slots tells instead; not polled here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from inferlab.engines.endpoint.url import scrub
+
+MIN_HZ, MAX_HZ = 1.0, 4.0
+MAX_SERIES = 5_000          # series kept per run; a runaway exporter is noted, not followed
+MAX_POINTS = 4_000_000      # values kept in all (16 bytes each)
+MAX_BODY_BYTES = 8 << 20
+
+COMMON: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs",
+                "llamacpp:requests_processing"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs",
+                "llamacpp:requests_deferred"),
+    "kv_usage_frac": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                      "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"),
+    "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
+                          "llamacpp:tokens_predicted_total"),
+    "ttft_sum_s": ("vllm:time_to_first_token_seconds_sum",
+                   "sglang:time_to_first_token_seconds_sum"),
+    "ttft_count": ("vllm:time_to_first_token_seconds_count",
+                   "sglang:time_to_first_token_seconds_count"),
+    "itl_sum_s": ("vllm:inter_token_latency_seconds_sum",
+                  "vllm:time_per_output_token_seconds_sum",
+                  "sglang:inter_token_latency_seconds_sum"),
+    "itl_count": ("vllm:inter_token_latency_seconds_count",
+                  "vllm:time_per_output_token_seconds_count",
+                  "sglang:inter_token_latency_seconds_count"),
+}
+_AVERAGED = {"kv_usage_frac"}
+KINDS = {"vllm:": "vllm", "sglang:": "sglang", "llamacpp:": "llama.cpp"}
+
+
+class MetricsFormatError(ValueError):
+    """A /metrics reply that is not Prometheus text."""
+
+
+def _series_name(name: str, labels: dict) -> str:
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{labels[k]}"' for k in sorted(labels))
+    return f"{name}{{{inner}}}"
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Every finite sample of a Prometheus text exposition, by folded series name."""
+    out: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                v = float(s.value)
+                if math.isfinite(v):
+                    out[_series_name(s.name, s.labels)] = v
+    except (ValueError, TypeError, IndexError, KeyError) as e:
+        raise MetricsFormatError(f"not Prometheus text ({str(e)[:80] or type(e).__name__})"
+                                 ) from None
+    return out
+
+
+def base_name(series: str) -> str:
+    return series.split("{", 1)[0]
+
+
+def common_values(values: dict[str, float]) -> dict[str, float]:
+    """The COMMON series found in one scrape (absent ones left out)."""
+    by_base: dict[str, list[float]] = {}
+    for name, v in values.items():
+        by_base.setdefault(base_name(name), []).append(v)
+    out = {}
+    for key, names in COMMON.items():
+        for name in names:
+            if name in by_base:
+                vs = by_base[name]
+                out[key] = sum(vs) / len(vs) if key in _AVERAGED else sum(vs)
+                break
+    return out
+
+
+def server_kind(names) -> str | None:
+    for name in names:
+        for prefix, kind in KINDS.items():
+            if name.startswith(prefix):
+                return kind
+    return None
+
+
+@dataclass(frozen=True)
+class ScrapeResult:
+    """The scraped series: each a (k, 2) array of (time_s, value), on the run's clock."""
+
+    series: dict[str, object] = field(default_factory=dict)
+    common: dict[str, object] = field(default_factory=dict)
+    kind: str | None = None
+    scrapes: int = 0
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "scrapes": self.scrapes, "notes": list(self.notes),
+                "common": {k: v.tolist() for k, v in self.common.items()},
+                "series": {k: v.tolist() for k, v in self.series.items()}}
+
+    def delta(self, key: str) -> tuple[float, float] | None:
+        """(value change, time span) of a common counter between the first and last scrape."""
+        pts = self.common.get(key)
+        if pts is None or len(pts) < 2:
+            return None
+        return float(pts[-1][1] - pts[0][1]), float(pts[-1][0] - pts[0][0])
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.times: dict[str, array] = {}
+        self.values: dict[str, array] = {}
+        self.points = 0
+        self.full = False
+
+    def add(self, name: str, t: float, v: float) -> None:
+        if name not in self.times:
+            if len(self.times) >= MAX_SERIES:
+                self.full = True
+                return
+            self.times[name], self.values[name] = array("d"), array("d")
+        if self.points >= MAX_POINTS:
+            self.full = True
+            return
+        self.times[name].append(t)
+        self.values[name].append(v)
+        self.points += 1
+
+    def arrays(self) -> dict:
+        import numpy as np
+
+        return {k: np.column_stack((np.frombuffer(self.times[k]),
+                                    np.frombuffer(self.values[k]))) for k in self.times}
+
+
+class Scraper:
+    """Polls /metrics in the caller's event loop until `stop()`; `result()` after."""
+
+    def __init__(self, client: httpx.AsyncClient, clock: Callable[[], float], hz: float = 2.0,
+                 secret: str | None = None) -> None:
+        self.client, self.clock, self.secret = client, clock, secret
+        self.period_s = 1.0 / min(MAX_HZ, max(MIN_HZ, float(hz)))
+        self.notes: list[str] = []
+        self.scrapes = 0
+        self.names: set[str] = set()
+        self._all, self._common = _Store(), _Store()
+        self._stop = asyncio.Event()
+        self._gave_up = False
+
+    def _note(self, text: str) -> None:
+        text = scrub(text, self.secret)
+        if text not in self.notes:
+            self.notes.append(text)
+
+    async def scrape_once(self) -> None:
+        """One poll: fetch, parse (off the loop's thread: a big exposition takes
+        milliseconds that would otherwise delay the streams' chunk times), store."""
+        if self._gave_up:
+            return
+        try:
+            resp = await self.client.get("/metrics", timeout=2.0)
+        except httpx.HTTPError as e:
+            self._note(f"/metrics could not be read ({type(e).__name__}); still trying")
+            return
+        t = self.clock()
+        if resp.status_code == 404:
+            self._note("no /metrics")
+            self._gave_up = True
+            return
+        if resp.status_code != 200:
+            self._note(f"/metrics answered HTTP {resp.status_code}; scraping stopped")
+            self._gave_up = True
+            return
+        if len(resp.content) > MAX_BODY_BYTES:
+            self._note(f"/metrics is over {MAX_BODY_BYTES:,} bytes; scraping stopped")
+            self._gave_up = True
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            values = await loop.run_in_executor(None, parse_metrics, resp.text)
+        except MetricsFormatError as e:
+            self._note(f"/metrics is {e}; scraping stopped")
+            self._gave_up = True
+            return
+        self.scrapes += 1
+        self.names.update(values)
+        for name, v in values.items():
+            self._all.add(name, t, v)
+        for name, v in common_values(values).items():
+            self._common.add(name, t, v)
+
+    async def run(self) -> None:
+        """Scrape now and every period until stopped, then once more (the counters' last
+        values, for comparing with the client's own figures)."""
+        while not self._stop.is_set() and not self._gave_up:
+            started = self.clock()
+            await self.scrape_once()
+            wait = self.period_s - (self.clock() - started)
+            try:
+                await asyncio.wait_for(self._stop.wait(), max(0.0, wait))
+            except asyncio.TimeoutError:
+                pass
+        await self.scrape_once()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def result(self) -> ScrapeResult:
+        notes = list(self.notes)
+        if self._all.full:
+            notes.append(f"more than {MAX_SERIES:,} series or {MAX_POINTS:,} values: "
+                         "the rest were not kept")
+        return ScrapeResult(series=self._all.arrays(), common=self._common.arrays(),
+                            kind=server_kind(self.names), scrapes=self.scrapes,
+                            notes=tuple(notes))
