@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -49,20 +50,50 @@ TokenCounter = Callable[[str], "int | Sequence[int]"]
 
 
 def make_client(root: str, api_key: str | None, max_connections: int,
-                connect_timeout_s: float, read_timeout_s: float) -> httpx.AsyncClient:
-    """The run's one HTTP client. The key goes only into its Authorization header, for
-    `root` alone: redirects are not followed and the environment's proxies are not used
-    (trust_env=False), so nothing else ever sees it. No compression: a gzip layer would
-    hold chunks back and skew their arrival times."""
+                connect_timeout_s: float, read_timeout_s: float,
+                tls: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+    """An HTTP client for `root`. The key goes only into its Authorization header: redirects
+    are not followed and the environment's proxies are not used (trust_env=False), so nothing
+    but `root` ever sees it. No compression: a gzip layer would hold chunks back and skew
+    their arrival times. `tls`: one shared context (httpx builds one per client otherwise,
+    ~0.1 s each)."""
     headers = {"Accept-Encoding": "identity"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return httpx.AsyncClient(
         base_url=root, headers=headers, follow_redirects=False, trust_env=False,
+        verify=tls if tls is not None else True,
         timeout=httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s,
                               write=read_timeout_s, pool=read_timeout_s),
         limits=httpx.Limits(max_connections=max_connections,
                             max_keepalive_connections=max_connections))
+
+
+class ClientPool:
+    """One single-connection httpx client per request in flight, reused last-in-first-out.
+
+    Why not one client with N connections: httpcore's pool rescans all its connections,
+    quadratically, whenever a request starts or ends; at 200 streams that cost ~25 ms of CPU
+    per request (measured here). A pool of one connection has nothing to scan, and a reused
+    client keeps its connection alive for the next request."""
+
+    def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
+        self._make = make
+        self._idle: list[httpx.AsyncClient] = []
+        self._all: list[httpx.AsyncClient] = []
+
+    def take(self) -> httpx.AsyncClient:
+        if self._idle:
+            return self._idle.pop()
+        client = self._make()
+        self._all.append(client)
+        return client
+
+    def give_back(self, client: httpx.AsyncClient) -> None:
+        self._idle.append(client)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.aclose() for c in self._all), return_exceptions=True)
 
 
 def count_with(counter: TokenCounter, text: str) -> int:

@@ -43,6 +43,7 @@ class FakeServer:
         self.eos_after, self.model, self.port = eos_after, model, port
         self.requests = 0            # completions asked for
         self.running = 0             # streams open now
+        self.peak_running = 0
         self.open_connections = 0
         self.generated_tokens = 0
         self.bodies: list[dict] = []
@@ -79,13 +80,16 @@ class FakeServer:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._server is not None:
+        if self._loop is not None and self._server is not None and not self._loop.is_closed():
             def close():
                 self._server.close()
                 for task in asyncio.all_tasks():
                     task.cancel()
 
-            self._loop.call_soon_threadsafe(close)
+            try:
+                self._loop.call_soon_threadsafe(close)
+            except RuntimeError:  # the loop closed meanwhile: already stopped
+                pass
         if self._thread is not None:
             self._thread.join(5)
 
@@ -115,6 +119,8 @@ class FakeServer:
                 if not await self._route(method, path, headers, body, reader, writer):
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:  # the server stops: end quietly, not as a logged error
             pass
         finally:
             self.open_connections -= 1
@@ -189,6 +195,7 @@ class FakeServer:
             await writer.drain()
             return True
         self.running += 1
+        self.peak_running = max(self.peak_running, self.running)
         try:
             return await self._stream(req, chat, mode, n, writer)
         finally:

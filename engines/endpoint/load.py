@@ -29,10 +29,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+import httpx
+
 from inferlab.engines.endpoint.client import (
     APIS,
     LENGTH_CONTROLS,
     SERVER_KINDS,
+    ClientPool,
     RequestSpec,
     StreamResult,
     TokenCounter,
@@ -249,8 +252,9 @@ class EndpointRun:
                                   s.include_usage, s.temperature)))
         return specs
 
-    async def _one(self, client, spec: RequestSpec, clock) -> None:
+    async def _one(self, pool: ClientPool, spec: RequestSpec, clock) -> None:
         s = self.settings
+        client = pool.take()
         task = asyncio.ensure_future(stream_one(
             client, spec, clock, chat=s.api == "chat", read_timeout_s=s.read_timeout_s,
             request_timeout_s=s.request_timeout_s, counter=self.count_tokens,
@@ -260,8 +264,9 @@ class EndpointRun:
             self._record(await task)
         finally:
             self._inflight.discard(task)
+            pool.give_back(client)
 
-    async def _closed_loop(self, client, specs, clock) -> None:
+    async def _closed_loop(self, pool, specs, clock) -> None:
         pending = iter(specs)
 
         async def worker():
@@ -270,17 +275,17 @@ class EndpointRun:
                 if spec is None:
                     return
                 spec = replace(spec, scheduled_s=clock())
-                await self._one(client, spec, clock)
+                await self._one(pool, spec, clock)
 
         await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
 
-    async def _open_loop(self, client, specs, clock, t_start: float) -> None:
+    async def _open_loop(self, pool, specs, clock, t_start: float) -> None:
         gate = asyncio.Semaphore(self.settings.max_in_flight)
         sent: list[asyncio.Task] = []
 
         async def send(spec):
             try:
-                await self._one(client, spec, clock)
+                await self._one(pool, spec, clock)
             finally:
                 gate.release()
 
@@ -310,8 +315,19 @@ class EndpointRun:
         def clock() -> float:
             return time.perf_counter() - t0
 
-        async with make_client(self.root, self._key, s.in_flight_cap + 2, s.connect_timeout_s,
-                               s.read_timeout_s) as client:
+        tls = httpx.create_ssl_context()  # one for all clients, http or https
+        pool = ClientPool(lambda: make_client(self.root, self._key, 1, s.connect_timeout_s,
+                                              s.read_timeout_s, tls))
+        try:
+            return await self._drive(pool, clock, tls)
+        finally:
+            await pool.aclose()  # every connection, whatever state its request was left in
+
+    async def _drive(self, pool: ClientPool, clock, tls) -> EndpointRunResult:
+        s = self.settings
+        # the probe and the scraper have a client of their own, off the requests' pool
+        async with make_client(self.root, self._key, 2, s.connect_timeout_s, s.read_timeout_s,
+                               tls) as client:
             info = None
             model, kind = s.model, s.server_kind
             if s.probe:
@@ -336,9 +352,9 @@ class EndpointRun:
             scraping = asyncio.ensure_future(scraper.run()) if scraper else None
             t_start = clock()
             if s.concurrency:
-                work = asyncio.ensure_future(self._closed_loop(client, specs, clock))
+                work = asyncio.ensure_future(self._closed_loop(pool, specs, clock))
             else:
-                work = asyncio.ensure_future(self._open_loop(client, specs, clock, t_start))
+                work = asyncio.ensure_future(self._open_loop(pool, specs, clock, t_start))
             stop = asyncio.ensure_future(self._stop_event.wait())
             await asyncio.wait({work, stop}, timeout=s.max_duration_s,
                                return_when=asyncio.FIRST_COMPLETED)

@@ -34,9 +34,9 @@ def api_root(url: str) -> str:
     if parts.username is not None or parts.password is not None:
         raise EndpointError("the URL holds a user name or password: give the key in the API "
                             "key field instead, so that it is never recorded")
-    if parts.query or parts.fragment:
-        raise EndpointError(f"{shown!r} has a query or fragment: enter only the server's "
-                            "address, like http://127.0.0.1:8000")
+    if parts.query or parts.fragment:  # not echoed: a key may ride in it
+        raise EndpointError("the URL has a query or fragment (?... or #...): enter only the "
+                            "server's address, like http://127.0.0.1:8000")
     try:
         port = parts.port
     except ValueError:

@@ -1,0 +1,73 @@
+"""A misbehaving server: every fault is a counted, named failure, the run goes on, and nothing
+hangs (short timeouts; the whole file takes a few seconds)."""
+
+from __future__ import annotations
+
+import time
+
+from inferlab.engines.endpoint.load import EndpointRun
+from inferlab.engines.serve.workload import WorkloadRequest
+
+from .conftest import quick_settings, requests
+
+FAULTS = {
+    "stall": ("timeout", "timeout after 0.5 s waiting for the first byte"),
+    "reset": ("reset", "connection reset mid-stream after 3 chunks"),
+    "http500": ("http", "HTTP 500: Internal Server Error: the fake engine died"),
+    "garbage": ("malformed", "malformed SSE: line 'this is not an event stream' is not an "
+                             "SSE field"),
+    "truncated": ("truncated", "the stream ended after 2 chunks without [DONE] or a finish "
+                               "reason"),
+    "json": ("not-sse", "the reply is application/json, not a stream of Server-Sent Events"),
+}
+
+
+def test_each_fault_is_counted_and_named_and_the_others_complete(fake_server):
+    server = fake_server()
+    work = []
+    for mode in ["ok", *FAULTS, "ok"]:
+        work += [WorkloadRequest(0.0, 16, 8, prompt=f"[fake:{mode}] hello")] * 2
+    started = time.perf_counter()
+    result = EndpointRun(quick_settings(server.url, concurrency=6, read_timeout_s=0.5),
+                         work).run()
+    assert time.perf_counter() - started < 5
+    by_mode = {}
+    for r in result.results:
+        by_mode.setdefault(work[r.index].prompt.split("]")[0][6:], []).append(r)
+    assert all(r.ok and r.output_tokens == 8 for r in by_mode["ok"])
+    for mode, (kind, text) in FAULTS.items():
+        assert [r.error_kind for r in by_mode[mode]] == [kind] * 2, mode
+        assert all(r.error.startswith(text) for r in by_mode[mode]), by_mode[mode][0].error
+    assert result.failures == {kind: 2 for kind, _ in FAULTS.values()}
+    m = result.metrics
+    assert (m.completed, m.failed, result.incomplete) == (4, 12, 0)
+    assert m.ttft_s.count == 4  # only the completed requests are scored
+
+
+def test_a_wrong_key_fails_every_request_by_name_and_is_scrubbed(fake_server):
+    key = "sk-this-is-the-wrong-key-42"
+    server = fake_server(api_key="sk-the-right-one-000000")
+    result = EndpointRun(quick_settings(server.url, model="fake-model", probe=False,
+                                        concurrency=2), requests(4), api_key=key).run()
+    assert result.failures == {"auth": 4}
+    assert {r.error for r in result.results} == {"HTTP 401: Incorrect API key provided: ***"}
+
+
+def test_the_request_limit_cuts_a_slow_stream(fake_server):
+    server = fake_server(token_interval_s=0.05)
+    result = EndpointRun(quick_settings(server.url, concurrency=1, request_timeout_s=0.3),
+                         requests(1, output_tokens=100)).run()
+    (r,) = result.results
+    assert r.error_kind == "timeout"
+    assert r.error.startswith("timeout after 0.3 s (the request's limit) after ")
+    assert 3 <= len(r.chunk_times_s) <= 7
+
+
+def test_connection_refused_mid_run_is_named(fake_server):
+    server = fake_server()
+    url = server.url
+    server.stop()
+    result = EndpointRun(quick_settings(url, model="m", probe=False, concurrency=2),
+                         requests(3)).run()
+    assert result.failures == {"connect": 3}
+    assert "(connection refused): is the server running?" in result.results[0].error
