@@ -148,6 +148,27 @@ LABS: tuple[LabSpec, ...] = (
         run="inferlab.engines.speculative.run:run",
         bench="inferlab.app.benches.speculative:run_speculative_lab_bench",
     ),
+    LabSpec(
+        id="quant",
+        title="Quantization",
+        summary=("INT8, INT4, FP8, GPTQ, AWQ, 2:4 on a real model: each linear's grid and "
+                 "error, and every scheme's perplexity, memory, decode speed and sample"),
+        description=(
+            "a real model's weights (SmolLM2-135M's Q4_1 file, dequantized: the lab's fp32 "
+            "model) and KV cache quantized with the common schemes — INT8 per channel, FP8 "
+            "E4M3/E5M2, llama.cpp's Q8_0/Q4_0/Q4_1 (byte-exact with `gguf`), INT4 groups of "
+            "128, GPTQ and AWQ calibrated on shipped text, 2:4 and Wanda pruning, INT8/FP8 KV "
+            "— one linear's histogram with the quantization grid over it, its error and "
+            "scales; and per scheme the held-out perplexity against weight memory (the "
+            "Pareto frontier), SQNR per linear, decode tokens/s of the model running the "
+            "stored low-bit codes, and a sample generation beside fp32's."),
+        controller="inferlab.app.labs.quant:QuantLab",
+        read_section="inferlab.engines.quantlab.section:read_quant_section",
+        run_arguments="inferlab.engines.quantlab.run:add_arguments",
+        run="inferlab.engines.quantlab.run:run",
+        bench="inferlab.engines.quantlab.bench:run_quant_bench",
+        screenshot_settle_s=3.0,
+    ),
 )
 
 LAB_IDS: tuple[str, ...] = tuple(spec.id for spec in LABS)  # the shipped labs (code reads LABS)

@@ -1,0 +1,220 @@
+"""Quantization lab: one linear's weights under one scheme (grid, error, scales), and whole-
+model runs of every checked scheme (perplexity, weight and KV bytes, decode tokens/s of the
+model running the stored codes, a sample) side by side.
+
+The session (engines/quantlab/session.py: the model, held-out tokens, the fp32 sample) is
+opened in a worker; the layer drawing is computed on the GUI thread (one matrix, tens of
+milliseconds); each scheme of a run is its own worker task, so results appear one by one and
+Cancel stops between — or inside, through the progress callback — GPTQ's and AWQ's layers.
+"""
+
+from __future__ import annotations
+
+from inferlab.app.labs.base import Lab
+from inferlab.engines.kvlab.models import model_choices
+from inferlab.engines.quantlab.section import (
+    QUANT_DEFAULTS,
+    QUANT_SETTINGS,
+    quant_section,
+    read_quant_section,
+)
+from inferlab.engines.settings import clean_settings
+from inferlab.views.quant_view import QuantView
+
+LAYER_KEYS = ("layer", "linear", "layer_scheme")
+
+
+class QuantLab(Lab):
+    lab_id = "quant"
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, parent)
+        self.view = QuantView()
+        self.widget = self.view
+        self.session = None
+        self.layer = None
+        self.runs: list = []
+        self._opening = None
+        self._queue: list[str] = []
+        self._run_task = None
+        self._settings = clean_settings(self.saved_settings(), QUANT_SETTINGS, QUANT_DEFAULTS)
+        self.view.set_models(model_choices())
+        self.view.set_settings(self._settings)
+        self._settings = self.view.settings()
+        self.view.settings_changed.connect(self._on_settings)
+        self.view.run_requested.connect(self.run_schemes)
+        self.view.cancel_requested.connect(self.cancel)
+        self.view.set_status("The lab loads its model when it is first shown.")
+
+    def settings(self) -> dict:
+        return dict(self._settings)
+
+    # ---- the session --------------------------------------------------------------------
+    def activated(self) -> None:
+        if self.session is None and self._opening is None and not self.read_only:
+            self.open_session()
+
+    def open_session(self) -> None:
+        from inferlab.engines.quantlab.session import QuantSession
+
+        spec, device = self._settings["model"], self.context.device_id
+        self.view.set_status(f"Loading {spec} and tokenizing the held-out text…")
+
+        def work(progress, _should_stop):
+            return QuantSession.open(spec, device, progress=progress)
+
+        self._opening = self.run_task("Quant lab: load the model", work, self._opened,
+                                      self._failed, on_end=self._opening_ended)
+
+    def _opening_ended(self) -> None:
+        self._opening = None
+
+    def _opened(self, session) -> None:
+        if session.model_name != self._resolved(self._settings["model"]):
+            return  # the model was changed while this one loaded: that load follows
+        self.session, self.runs = session, []
+        self.view.set_n_layers(session.n_layers)
+        self._settings["layer"] = min(self._settings["layer"], session.n_layers - 1)
+        self.view.set_settings(self._settings)
+        self.redraw_layer()
+        self.view.draw_runs([], self._runs_note())
+        self.view.set_status(
+            f"{session.model_name}: {session.n_layers} layers, {len(session.eval_ids):,} "
+            "held-out tokens. Pick a layer and scheme, or check schemes and Run.")
+
+    @staticmethod
+    def _resolved(spec: str) -> str:
+        from inferlab.engines.kvlab.models import resolve_model_name
+
+        return resolve_model_name(spec)
+
+    def _failed(self, message: str) -> None:
+        self.view.set_status(f"Failed: {message}")
+
+    def _on_settings(self, settings: dict) -> None:
+        changed = {k for k in settings if settings[k] != self._settings.get(k)}
+        self._settings = settings
+        self.save_settings()
+        if self.read_only:
+            return
+        if "model" in changed:
+            self.cancel()
+            self.session, self.layer, self.runs = None, None, []
+            self.open_session()
+        elif changed & set(LAYER_KEYS):
+            self.redraw_layer()
+
+    # ---- the layer ------------------------------------------------------------------------
+    def redraw_layer(self) -> None:
+        from inferlab.engines.quant.errors import QuantError
+
+        s = self.session
+        if s is None:
+            return
+        try:
+            self.layer = s.analyse(self._settings["layer"], self._settings["linear"],
+                                   self._settings["layer_scheme"])
+        except QuantError as e:
+            self.layer = None
+            self.view.draw_layer(None, str(e))
+            return
+        self.view.draw_layer(self.layer, "GPTQ, AWQ and Wanda need the whole model's "
+                             "calibration: their per-linear SQNR is on the Model tab.")
+
+    # ---- whole-model runs -----------------------------------------------------------------
+    def run_schemes(self) -> None:
+        if self.session is None or self._run_task is not None or self.read_only:
+            return
+        names = list(self._settings["schemes"])
+        if not names:
+            self.view.set_status("Check at least one scheme to run.")
+            return
+        if "fp32" in names:  # the baseline first: the table's Δ and × columns need it
+            names.remove("fp32")
+            names.insert(0, "fp32")
+        self._queue = names
+        self.view.set_busy(True)
+        self._next()
+
+    def _next(self) -> None:
+        if not self._queue:
+            self._run_task = None
+            self.view.set_busy(False)
+            self.view.set_status(f"{len(self.runs)} schemes run on {self.session.model_name}.")
+            return
+        name = self._queue.pop(0)
+        session = self.session
+        decode = self._settings["decode_tokens"] if self._settings["measure_speed"] else None
+        done_before, total = len(self.runs), len(self.runs) + 1 + len(self._queue)
+
+        def work(progress, _should_stop):
+            def scaled(fraction, message=""):
+                progress((done_before + fraction) / max(total, 1), message)
+
+            scaled(0.0, f"{name}: quantizing")
+            return session.run(name, decode, scaled)
+
+        self._run_task = self.run_task(f"Quant lab: {name}", work, self._ran, self._run_failed,
+                                       on_end=self._run_ended)
+        self._run_task.progress.connect(self.view.set_progress)
+
+    def _ran(self, run) -> None:
+        self.runs = [r for r in self.runs if r.scheme != run.scheme] + [run]
+        self.view.draw_runs(self.runs, self._runs_note())
+
+    def _run_failed(self, message: str) -> None:
+        self._queue.clear()
+        self.view.set_status(f"Failed: {message}")
+
+    def _run_ended(self) -> None:
+        task, self._run_task = self._run_task, None
+        if task is not None and task.should_stop():
+            self._queue.clear()
+            self.view.set_busy(False)
+            self.view.set_status("Cancelled.")
+            return
+        if self.session is not None:
+            self._next()
+
+    def cancel(self) -> None:
+        self._queue.clear()
+        if self._run_task is not None:
+            self._run_task.stop()
+
+    def _runs_note(self) -> str:
+        s = self.session
+        if s is None:
+            return ""
+        return (f"{s.model_name}: perplexity on {len(s.eval_ids):,} held-out tokens; decode "
+                "greedy, one stream, prefill excluded, on the codes each scheme stores "
+                "(“Runs as”); “Agrees”: leading tokens of the sample equal to fp32's.")
+
+    # ---- snapshots ------------------------------------------------------------------------
+    def snapshot_section(self) -> dict:
+        s = self.session
+        return quant_section(self.settings(), None if s is None else s.model_name,
+                             0 if s is None else len(s.eval_ids), self.layer, self.runs)
+
+    def show_snapshot(self, section: dict) -> None:
+        settings, model, eval_tokens, layer, runs = read_quant_section(section)
+        self.cancel()
+        self.read_only = True
+        self.view.set_read_only(True)
+        self.view.set_settings(settings)
+        if model is None:
+            self.view.draw_layer(None, "This snapshot holds no quantization run.")
+            self.view.draw_runs([])
+            self.view.set_status("Read-only snapshot: the quantization lab had not run.")
+            return
+        self.view.draw_layer(layer, "")
+        self.view.draw_runs(runs, f"{model}: perplexity on {eval_tokens:,} held-out tokens.")
+        if runs:
+            self.view.tabs.setCurrentWidget(self.view.model_panel)
+        self.view.set_status(f"Read-only snapshot: {model}, {len(runs)} schemes run.")
+
+    def show_live(self) -> None:
+        super().show_live()
+        self.view.set_read_only(False)
+        self.view.set_settings(self._settings)
+        self.view.draw_layer(self.layer, "" if self.layer else "No layer drawn yet.")
+        self.view.draw_runs(self.runs, self._runs_note())

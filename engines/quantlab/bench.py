@@ -1,0 +1,87 @@
+"""`inferlab bench quant --json`: every scheme on SmolLM2 in one run, side by side.
+
+Per scheme: `perplexity` (held-out clocks.txt; GPTQ/AWQ/Wanda calibrate on bread.txt),
+`weight_bytes`, `kv_bytes_per_token`, `decode_tokens_per_s` (greedy, one stream, prefill
+excluded, of the model running the stored codes: `engines.quant.runtime`), `runs_as`,
+`quantize_seconds`, `sqnr_db_mean`/`_min` over the linears, `speedup_vs_fp32`; and
+`fp32_perplexity`, `fp32_decode_tokens_per_s`. GPTQ and AWQ also get `recovered`, the
+fraction of plain RTN-INT4-g128's perplexity increase they win back:
+
+    recovered = (ppl_rtn - ppl_scheme) / (ppl_rtn - ppl_fp32)
+
+Decode speed is timed after every scheme is built, in `rounds` interleaved rounds (fp32,
+int8, ..., fp32, int8, ...), the median per scheme: a machine that gets busier mid-run slows
+every scheme alike instead of whichever ran last. Quantization runs on one torch thread
+(GPTQ's column loop is many small ops, which extra threads on a busy machine slow down).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+
+from inferlab.engines.quantlab.evaluation import FP32, lab_schemes
+
+RTN = "int4-g128"
+RECOVERING = ("gptq-int4-g128", "gptq-int4-g128-act", "awq-int4-g128")
+
+
+def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None = None,
+                    decode_tokens: int = 32, rounds: int = 3, threads: int = 1,
+                    log=None) -> dict:
+    from inferlab.engines.quant.runtime import decode_tokens_per_s
+    from inferlab.engines.quantlab.evaluation import prepare, score
+    from inferlab.engines.quantlab.session import QuantSession
+
+    names = list(lab_schemes() if schemes is None else schemes)
+    if FP32 not in names:
+        names.insert(0, FP32)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        t0 = time.perf_counter()
+        session = QuantSession.open(model)
+        out: dict = {"model": session.model_name, "eval_tokens": len(session.eval_ids),
+                     "load_seconds": time.perf_counter() - t0, "threads": threads,
+                     "decode_tokens": decode_tokens, "rounds": rounds}
+        reference = session.reference()
+        results, running = {}, {}
+        for name in names:
+            p = prepare(session.model, session.tokenizer, name)
+            results[name] = score(p, session.tokenizer, name, session.eval_ids,
+                                  session.prompt_ids, reference, decode_tokens=None)
+            running[name] = p.running
+            del p
+            if log is not None:
+                log(f"{name}: perplexity {results[name].perplexity:.3f}, "
+                    f"{results[name].quantize_s:.1f} s")
+        speeds: dict[str, list[float]] = {n: [] for n in names}
+        for _ in range(max(1, rounds)):
+            for name in names:
+                speeds[name].append(decode_tokens_per_s(running[name], session.prompt_ids,
+                                                        decode_tokens))
+    finally:
+        torch.set_num_threads(before)
+    fp32_speed = statistics.median(speeds[FP32])
+    table = {}
+    for name in names:
+        r = replace(results[name], decode_tokens_per_s=statistics.median(speeds[name]))
+        d = r.to_dict()
+        sqnr = list(d.pop("sqnr_db").values())
+        if sqnr:
+            d["sqnr_db_mean"], d["sqnr_db_min"] = sum(sqnr) / len(sqnr), min(sqnr)
+        d["speedup_vs_fp32"] = r.decode_tokens_per_s / fp32_speed
+        table[name] = d
+    out["fp32_perplexity"] = table[FP32]["perplexity"]
+    out["fp32_decode_tokens_per_s"] = fp32_speed
+    if RTN in table:
+        rtn, fp32 = table[RTN]["perplexity"], out["fp32_perplexity"]
+        for name in RECOVERING:
+            if name in table and rtn != fp32:
+                table[name]["recovered"] = (rtn - table[name]["perplexity"]) / (rtn - fp32)
+    out["schemes"] = table
+    return out

@@ -1,0 +1,181 @@
+"""One scheme on the whole model, as the lab and `inferlab run/bench quant` measure it:
+quality (held-out perplexity, SQNR per linear), size (weight bytes, KV bytes per token),
+speed (greedy decode tokens/s of the model that runs the stored codes) and a sample.
+
+    run_scheme(model, tokenizer, "awq-int4-g128", eval_ids, sample_ids) -> SchemeRun
+
+Names: "fp32" (the model as loaded: SmolLM2's Q4_1 file dequantized), "bf16", every
+weight scheme of `engines.quant.evaluate.NAMES`, and "kv-int8" / "kv-fp8" (the weights as
+loaded, K/V stored as INT8 or FP8 E4M3 codes with a scale per token and head). A KV scheme's
+perplexity runs through the paged cache so that attention reads the codes back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from inferlab.engines.quant.errors import QuantError
+
+FP32 = "fp32"
+BF16 = "bf16"
+KV_SCHEMES = {"kv-int8": "int8", "kv-fp8": "fp8-e4m3"}
+SAMPLE_TOKENS = 24
+"""Greedy tokens of each scheme's sample generation."""
+
+
+def lab_schemes() -> tuple[str, ...]:
+    """Every name `run_scheme` takes, baseline first."""
+    from inferlab.engines.quant.evaluate import NAMES
+
+    return (FP32, BF16, *NAMES, *KV_SCHEMES)
+
+
+def describe(name: str) -> str:
+    """One line on what `name` stores."""
+    from inferlab.engines.quant.schemes import SCHEMES
+
+    if name in SCHEMES:
+        return SCHEMES[name].description
+    return {
+        FP32: "the model as loaded (SmolLM2: its Q4_1 GGUF dequantized to fp32)",
+        BF16: "every linear's weight rounded to bfloat16",
+        "gptq-int4-g128": "GPTQ INT4, groups of 128, Hessian error compensation",
+        "gptq-int4-g128-act": "GPTQ INT4 g128, columns in descending Hessian order",
+        "awq-int4-g128": "AWQ: activation-aware channel scales, clip search, INT4 g128",
+        "kv-int8": "fp32 weights; K/V cached as INT8, one fp32 scale per token and head",
+        "kv-fp8": "fp32 weights; K/V cached as FP8 E4M3, one fp32 scale per token and head",
+    }.get(name, name)
+
+
+@dataclass(frozen=True)
+class SchemeRun:
+    """What one scheme costs and keeps, measured in one run."""
+
+    scheme: str
+    perplexity: float
+    weight_bytes: int
+    kv_bytes_per_token: int
+    decode_tokens_per_s: float | None
+    """None when the run skipped the speed measurement."""
+    runs_as: str
+    """What the decode ran on ("120 on int4 kernel", "fp32 (dequantized)", ...)."""
+    quantize_s: float
+    eval_s: float
+    sample_text: str
+    sample_agree_tokens: int
+    """Leading greedy tokens equal to the fp32 model's sample (all of them for fp32)."""
+    sqnr_db: dict[str, float] = field(default_factory=dict)
+    """Per quantized linear (empty for fp32 and the KV schemes)."""
+
+    def to_dict(self) -> dict:
+        return {"scheme": self.scheme, "perplexity": self.perplexity,
+                "weight_bytes": self.weight_bytes,
+                "kv_bytes_per_token": self.kv_bytes_per_token,
+                "decode_tokens_per_s": self.decode_tokens_per_s, "runs_as": self.runs_as,
+                "quantize_seconds": self.quantize_s, "eval_seconds": self.eval_s,
+                "sample_text": self.sample_text,
+                "sample_agree_tokens": self.sample_agree_tokens, "sqnr_db": dict(self.sqnr_db)}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A scheme applied: the model to score, the model to time, and its sizes."""
+
+    scored: object
+    running: object
+    weight_bytes: int
+    runs_as: str
+    quantize_s: float
+    sqnr_db: dict[str, float]
+    paged: bool
+
+
+def kv_bytes_per_token(model) -> int:
+    """Bytes one token's K/V take in `model`'s own paged cache (codes and scales)."""
+    return int(model.new_cache(1, 1).bytes_per_slot)
+
+
+def prepare(model, tokenizer, name: str, progress: Callable | None = None,
+            calibration_text: str | None = None) -> Prepared:
+    """`model` with the scheme `name` applied (QuantError naming it if unknown)."""
+    from inferlab.engines.quant.cast import quantize_bf16
+    from inferlab.engines.quant.evaluate import NAMES, quantize_by_name
+    from inferlab.engines.quant.kv_quant import kv_quantized
+    from inferlab.engines.quant.model_quant import quantize_model
+    from inferlab.engines.quant.runtime import runtime_model
+
+    if name == FP32:
+        return Prepared(model, model, model.weight_bytes, "fp32", 0.0, {}, False)
+    if name in KV_SCHEMES:
+        t0 = time.perf_counter()
+        kv = kv_quantized(model, KV_SCHEMES[name])
+        return Prepared(kv, kv, model.weight_bytes, f"fp32 weights, {KV_SCHEMES[name]} KV",
+                        time.perf_counter() - t0, {}, True)
+    if name == BF16:
+        qm = quantize_model(model, quantize_bf16)
+    elif name in NAMES:
+        def step(i, n):
+            if progress is not None:
+                progress(i / max(n, 1), f"{name}: layer {i} of {n}")
+
+        qm = quantize_by_name(model, name, tokenizer, calibration_text, step)
+    else:
+        raise QuantError(f"scheme must be one of {', '.join(lab_schemes())}, got {name!r}")
+    try:
+        rt = runtime_model(qm)
+        running, runs_as = rt.model, rt.runs_as
+    except QuantError as e:  # a model on another device or dtype: time the fake-quant one
+        running, runs_as = qm.model, f"fp32 (dequantized: {e})"
+    return Prepared(qm.model, running, qm.weight_bytes, runs_as, qm.quantize_s,
+                    {r.name: r.error.sqnr_db for r in qm.linears}, False)
+
+
+def sample_ids(model, prompt_ids: Sequence[int], n_tokens: int = SAMPLE_TOKENS) -> list[int]:
+    """`n_tokens` greedy tokens after `prompt_ids` (end-of-sequence ignored)."""
+    from inferlab.engines.model.generate import generate
+
+    out = generate(model, [list(prompt_ids)], max_new_tokens=n_tokens)
+    return list(out.generations[0].token_ids)
+
+
+def agree_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def score(p: Prepared, tokenizer, name: str, eval_ids: Sequence[int],
+          prompt_ids: Sequence[int], reference_ids: Sequence[int] | None = None,
+          decode_tokens: int | None = 32, progress: Callable | None = None) -> SchemeRun:
+    """A prepared scheme scored on `eval_ids`, its decode timed (None: skipped) and sampled
+    after `prompt_ids`; `reference_ids` is the fp32 sample the agreement is counted against."""
+    from inferlab.engines.model.perplexity import perplexity
+    from inferlab.engines.quant.runtime import decode_tokens_per_s
+
+    if progress is not None:
+        progress(0.9, f"{name}: perplexity on {len(eval_ids):,} held-out tokens")
+    t0 = time.perf_counter()
+    ppl = perplexity(p.scored, eval_ids, paged=p.paged).perplexity
+    eval_s = time.perf_counter() - t0
+    speed = None
+    if decode_tokens:
+        speed = decode_tokens_per_s(p.running, list(prompt_ids), decode_tokens)
+    ids = sample_ids(p.running, prompt_ids)
+    agree = len(ids) if reference_ids is None else agree_prefix(ids, reference_ids)
+    return SchemeRun(name, ppl, p.weight_bytes, kv_bytes_per_token(p.running), speed,
+                     p.runs_as, p.quantize_s, eval_s, tokenizer.decode(ids), agree, p.sqnr_db)
+
+
+def run_scheme(model, tokenizer, name: str, eval_ids: Sequence[int],
+               prompt_ids: Sequence[int], reference_ids: Sequence[int] | None = None,
+               decode_tokens: int | None = 32, progress: Callable | None = None,
+               calibration_text: str | None = None) -> SchemeRun:
+    """`prepare` then `score`."""
+    p = prepare(model, tokenizer, name, progress, calibration_text)
+    return score(p, tokenizer, name, eval_ids, prompt_ids, reference_ids, decode_tokens,
+                 progress)

@@ -1,0 +1,97 @@
+"""The quantization lab: `inferlab run quant` on the tiny model writes a snapshot the window
+reopens read-only; the live lab draws a layer, runs schemes one by one, cancels, and its
+screenshot renders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferlab.app.cli import main
+
+
+def wait_idle(qtbot, window, timeout_ms=120000):
+    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
+
+
+def test_run_quant_json_and_the_snapshot_reopens(capsys, tmp_path, make_window):
+    snap, text = tmp_path / "quant.json", tmp_path / "eval.txt"
+    text.write_text("The escapement lets the gear train advance one tooth per swing. " * 4)
+    assert main(["run", "quant", "--model", "tiny", "--scheme", "int8", "--decode-tokens", "8",
+                 "--eval-text", str(text), "--snapshot", str(snap), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["metrics"]
+    assert out["scheme"] == "int8" and out["model"] == "tiny"
+    assert out["perplexity"] > 1 and out["fp32_perplexity"] > 1
+    assert out["weight_bytes"] < out["fp32_weight_bytes"]
+    assert set(out["sqnr_db"]) == {f"layers.{i}.{w}" for i in range(2)
+                                   for w in ("qkv", "o", "gate_up", "down")}
+    assert out["decode_tokens_per_s"] > 0 and out["runs_as"] == "8 on int8 kernel"
+    section = json.loads(snap.read_text())["inferlab"]["labs"]["quant"]
+    assert [r["scheme"] for r in section["state"]["runs"]] == ["fp32", "int8"]
+    assert section["state"]["layer"]["scheme"] == "int8"
+
+    window = make_window()
+    window.open_snapshot(snap)
+    lab = window.lab("quant")
+    assert lab.read_only and not lab.view.run_button.isEnabled()
+    assert lab.view.model_panel.table.rowCount() == 2
+    assert lab.view.model_panel.table.item(1, 0).text() == "int8"
+    assert lab.view.tabs.currentWidget() is lab.view.model_panel
+    window.show_live()
+    assert not lab.read_only
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--scheme", "int3"], "--scheme: expected one of"),
+    (["--eval-text", "/no/such/file.txt"], "--eval-text: cannot read"),
+    (["--layer", "9"], "--layer: layer must be in 0..1"),
+])
+def test_run_quant_errors_name_the_option(capsys, tmp_path, argv, message):
+    code = main(["run", "quant", "--model", "tiny", "--no-speed", *argv,
+                 "--snapshot", str(tmp_path / "s.json")])
+    assert code != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_run_quant_scores_a_given_text(capsys, tmp_path):
+    text = tmp_path / "eval.txt"
+    text.write_text("tick tock " * 20, encoding="utf-8")
+    assert main(["run", "quant", "--model", "tiny", "--scheme", "kv-int8", "--no-speed",
+                 "--eval-text", str(text), "--snapshot", str(tmp_path / "s.json"),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["metrics"]
+    assert out["eval_tokens"] == 200 and out["decode_tokens_per_s"] is None
+    assert out["kv_bytes_per_token"] < 512  # the tiny model's fp32 K/V: 2 layers x 2 x 2 x 16 x 4
+
+
+def test_live_lab_draws_runs_and_cancels(qtbot, make_window, tmp_path):
+    window = make_window()
+    lab = window.lab("quant")
+    lab._settings = lab._settings | {"model": "tiny", "schemes": ["int4-g128", "fp32"],
+                                     "decode_tokens": 8, "layer_scheme": "q4_1"}
+    window.show_lab("quant")
+    qtbot.waitUntil(lambda: lab.session is not None, timeout=120000)
+    wait_idle(qtbot, window)
+    assert lab.layer.scheme == "q4_1" and len(lab.layer.levels) == 16
+    lab.view.layer_scheme.setCurrentIndex(lab.view.layer_scheme.findData("fp8-e5m2"))
+    assert lab.layer.scheme == "fp8-e5m2"
+    lab.view.run_button.click()
+    qtbot.waitUntil(lambda: len(lab.runs) == 2, timeout=120000)
+    wait_idle(qtbot, window)
+    assert [r.scheme for r in lab.runs] == ["fp32", "int4-g128"]  # the baseline first
+    table = lab.view.model_panel.table
+    assert table.rowCount() == 2 and table.item(1, 6).text().endswith("×")
+    assert lab.view.run_button.isEnabled() and not lab.view.cancel_button.isEnabled()
+    lab._settings["schemes"] = ["int8", "int8-sym", "q8_0"]
+    lab.run_schemes()
+    lab.cancel()
+    wait_idle(qtbot, window)
+    assert len(lab.runs) <= 3 and "int8-sym" not in [r.scheme for r in lab.runs]
+    assert lab.view.run_button.isEnabled()
+    path = window.export_snapshot(tmp_path / "live.json")
+    section = json.loads(path.read_text())["inferlab"]["labs"]["quant"]
+    assert section["state"]["layer"]["scheme"] == "fp8-e5m2"
+    names = [e.get("name", "") for e in json.loads(path.read_text())["traceEvents"]]
+    assert "Quant lab: int4-g128" in names

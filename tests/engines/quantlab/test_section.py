@@ -1,0 +1,88 @@
+"""The quant lab's snapshot section: what a run writes reads back equal; a malformed section
+(seeded fuzz of a real one) raises a ValueError naming the field, nothing else."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+
+from inferlab.engines.quantlab.section import QUANT_DEFAULTS, quant_section, read_quant_section
+from inferlab.engines.quantlab.session import QuantSession
+
+
+@pytest.fixture(scope="module")
+def section():
+    session = QuantSession.open("tiny", eval_text="A clock counts the swings of a pendulum. " * 3)
+    runs = [session.run(name, decode_tokens=None) for name in ("fp32", "int8", "kv-fp8")]
+    layer = session.analyse(1, "qkv", "q4_0")
+    settings = dict(QUANT_DEFAULTS, model="tiny", schemes=["fp32", "int8", "kv-fp8"])
+    return json.loads(json.dumps(quant_section(settings, session.model_name,
+                                               len(session.eval_ids), layer, runs))), runs, layer
+
+
+def test_a_section_reads_back_equal(section):
+    sec, runs, layer = section
+    settings, model, eval_tokens, got_layer, got_runs = read_quant_section(sec)
+    assert model == "tiny" and eval_tokens == len(b"A clock counts the swings of a pendulum. " * 3)
+    assert got_runs == runs
+    assert got_layer == layer
+    assert settings["schemes"] == ["fp32", "int8", "kv-fp8"]
+    assert sec["metrics"]["fp32_perplexity"] == runs[0].perplexity
+    assert runs[2].kv_bytes_per_token < runs[0].kv_bytes_per_token
+
+
+def test_an_empty_section_is_a_lab_that_had_not_run():
+    sec = quant_section(dict(QUANT_DEFAULTS), None, 0, None, [])
+    assert read_quant_section(sec)[1:] == (None, 0, None, [])
+
+
+def _paths(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:3]):
+            yield from _paths(v, (*path, i))
+
+
+BAD = [None, "x", -1, 1e308 * 10, [], {}, True, 2**70]
+
+
+def test_seeded_fuzz_every_field_gives_a_value_error_or_reads(section):
+    sec = section[0]
+    paths = [p for p in _paths(sec) if p]
+    rng = random.Random(1234)
+    for _ in range(400):
+        bad = copy.deepcopy(sec)
+        path = rng.choice(paths)
+        target = bad
+        for key in path[:-1]:
+            target = target[key]
+        if rng.random() < 0.2 and isinstance(target, dict):
+            del target[path[-1]]
+        else:
+            target[path[-1]] = rng.choice(BAD)
+        try:
+            read_quant_section(bad)
+        except ValueError as e:
+            assert str(e).startswith("labs.quant"), str(e)
+
+
+@pytest.mark.parametrize("path,value,message", [
+    (("state", "runs", 0, "perplexity"), 0.5, "runs[0].perplexity"),
+    (("state", "runs", 1, "scheme"), "int3", "runs[1].scheme: expected one of"),
+    (("state", "layer", "hist_counts"), [1, 2], "hist_edges: expected one more edge"),
+    (("settings", "linear"), "lm_head", "settings.linear: expected one of"),
+])
+def test_named_errors(section, path, value, message):
+    bad = copy.deepcopy(section[0])
+    target = bad
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        read_quant_section(bad)
