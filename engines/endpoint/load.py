@@ -134,6 +134,25 @@ class EndpointRunResult:
                 "server_metrics": self.scrape.to_dict()}
 
 
+def server_agreement(result: EndpointRunResult) -> dict:
+    """The client's figures beside the server's own counters over the same span (the issue's
+    goal: within 10 %). Server TTFT mean = delta(ttft_sum) / delta(ttft_count); server output
+    tokens/s = delta(generation_tokens) / the scrapes' time span. None where the server does
+    not export the counter. The probe's request is not in either: it ends before the first
+    scrape."""
+    m, scrape = result.metrics, result.scrape
+    out = {"client_ttft_mean_s": m.ttft_s.mean, "client_output_tokens_per_s":
+           m.output_tokens_per_s, "server_ttft_mean_s": None,
+           "server_output_tokens_per_s": None}
+    sums, counts = scrape.delta("ttft_sum_s"), scrape.delta("ttft_count")
+    if sums and counts and counts[0] > 0:
+        out["server_ttft_mean_s"] = sums[0] / counts[0]
+    tokens = scrape.delta("generation_tokens")
+    if tokens and tokens[1] > 0:
+        out["server_output_tokens_per_s"] = tokens[0] / tokens[1]
+    return out
+
+
 def length_notes(kind: str, results: Sequence[StreamResult]) -> list[str]:
     """Where output lengths may not follow the workload, and where they did not."""
     notes = []

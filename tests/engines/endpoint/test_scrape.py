@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from inferlab.engines.endpoint.client import make_client
-from inferlab.engines.endpoint.load import EndpointRun
+from inferlab.engines.endpoint.load import EndpointRun, server_agreement
 from inferlab.engines.endpoint.scrape import (
     MetricsFormatError,
     Scraper,
@@ -105,7 +105,8 @@ def test_a_prometheus_client_exporter_is_scraped_live(vllm_exporter):
     assert r.kind == "vllm" and 4 <= r.scrapes <= 8 and r.notes == ()
     running = r.common["running"]
     assert running[0, 1] == 3 and running[-1, 1] == 7
-    assert (running[1:, 0] - running[:-1, 0] > 0.2).all()  # 4 Hz at most
+    gaps = running[1:-1, 0] - running[:-2, 0]  # the last scrape comes at stop(), early
+    assert (gaps > 0.2).all()  # 4 Hz at most
     assert r.common["kv_usage_frac"][-1, 1] == 0.75
     assert r.common["waiting"][-1, 1] == 2
     assert r.delta("preemptions")[0] == 5 and r.delta("generation_tokens")[0] == 100
@@ -134,3 +135,8 @@ def test_the_servers_own_gauges_during_a_run(fake_server):
     assert running[:, 1].max() == 5 and running[-1, 1] == 0  # the last scrape after the run
     assert result.scrape.delta("generation_tokens")[0] == 400
     assert result.to_dict()["server_metrics"]["kind"] == "vllm"
+    figures = server_agreement(result)
+    assert figures["server_ttft_mean_s"] is None  # the fake server has no TTFT histogram
+    # the scrapes' span holds the run and a scrape period either side at most
+    assert 0.6 < figures["server_output_tokens_per_s"] / figures[
+        "client_output_tokens_per_s"] <= 1.05
