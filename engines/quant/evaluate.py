@@ -1,10 +1,12 @@
 """A scheme by name on a whole model, and the quantized model's perplexity on held-out text.
 
-    quantize_by_name(model, "int8" | ... | "gptq-int4-g128" | "awq-int4-g128", tokenizer)
+    quantize_by_name(model, "int8" | ... | "gptq-int4-g128" | "awq-int4-g128" | "wanda-2:4",
+                     tokenizer)
     evaluate_scheme(model, tokenizer, name) -> SchemeResult (perplexity, bytes, SQNR per layer)
 
-The data-free names are `schemes.SCHEMES`; GPTQ and AWQ calibrate on `calibration.py`'s text
-and are scored, like every scheme, on the OTHER text (the held-out passage).
+The data-free names are `schemes.SCHEMES` (with the pruning schemes "sparse-2:4" and
+"unstructured-50%"); GPTQ, AWQ and Wanda calibrate on `calibration.py`'s text and are
+scored, like every scheme, on the OTHER text (the held-out passage).
 """
 
 from __future__ import annotations
@@ -17,12 +19,31 @@ from inferlab.engines.quant.awq import awq_model
 from inferlab.engines.quant.calibration import calibration_chunks, eval_text
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.gptq import gptq_model
+from inferlab.engines.quant.layerwise import LinearInputs, quantize_layerwise
 from inferlab.engines.quant.model_quant import QuantizedModel, quantize_model
+from inferlab.engines.quant.pruning import Sparse24, input_feature_norms, wanda_2_4
 from inferlab.engines.quant.schemes import SCHEMES
 
-CALIBRATED = ("gptq-int4-g128", "gptq-int4-g128-act", "awq-int4-g128")
+CALIBRATED = ("gptq-int4-g128", "gptq-int4-g128-act", "awq-int4-g128", "wanda-2:4")
 """Scheme names that need calibration text."""
 NAMES = (*SCHEMES, *CALIBRATED)
+
+
+def wanda_model(model, chunks, sequential: bool = True, progress=None) -> QuantizedModel:
+    """Every decoder linear of `model` 2:4-pruned by Wanda (`pruning.wanda_2_4`) on the
+    calibration token sequences `chunks`, layer by layer (`layerwise.py`).
+
+    `sequential` (the default) is the paper's schedule: each layer's ‖X_j‖ come from the
+    hidden states that leave the already-pruned layers before it; within a layer all four
+    linears are scored on that layer's dense inputs, as the paper's forward hooks record
+    them. (Here and not in pruning.py: `schemes.py` imports pruning.py, and the layerwise
+    pass imports `schemes.py`.)"""
+
+    def one(name: str, weight, inputs: LinearInputs) -> Sparse24:
+        return wanda_2_4(weight, input_feature_norms(inputs))
+
+    return quantize_layerwise(model, chunks, one, "wanda-2:4", sequential=sequential,
+                              progress=progress)
 
 
 def quantize_by_name(model, name: str, tokenizer=None, calibration_text: str | None = None,
@@ -36,6 +57,8 @@ def quantize_by_name(model, name: str, tokenizer=None, calibration_text: str | N
     if tokenizer is None:
         raise QuantError(f"tokenizer is needed to calibrate {name}")
     chunks = calibration_chunks(tokenizer, calibration_text)
+    if name == "wanda-2:4":
+        return wanda_model(model, chunks, progress=progress)
     if name.startswith("gptq"):
         return gptq_model(model, chunks, bits=4, group_size=128,
                           act_order=name.endswith("-act"), progress=progress)

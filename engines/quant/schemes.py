@@ -1,8 +1,10 @@
-"""The weight-quantization schemes by the names the CLI and the lab use.
+"""The weight-quantization (and pruning) schemes by the names the CLI and the lab use.
 
 Each is a name and a function from a weight tensor to a quantized record; every record has
-`dequantize()` (the fp32 x̂) and `nbytes` (its storage). Weights are [out, in]: per-channel
-schemes take one scale per output row (axis 0), group schemes group along the input axis.
+`dequantize()` (the fp32 x̂) and `nbytes` (its storage); the pruning schemes' records
+(`pruning.py`) also tell their `sparsity`. Weights are [out, in]: per-channel schemes take
+one scale per output row (axis 0), group schemes group along the input axis (so do 2:4's
+groups of 4).
 "int4-g128" is ragged: a row of 576 (SmolLM2's d_model) is groups of 128, 128, 128, 128, 64;
 the llama.cpp blocks are not (GGUF has no short block: 32 must divide the row).
 """
@@ -21,6 +23,7 @@ from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.fp8 import quantize_fp8
 from inferlab.engines.quant.gguf_blocks import quantize_q4_0, quantize_q4_1, quantize_q8_0
 from inferlab.engines.quant.group import quantize_groups
+from inferlab.engines.quant.pruning import magnitude_2_4, prune_unstructured
 
 
 class Quantized(Protocol):
@@ -60,6 +63,10 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("int4-g128", "INT4 round-to-nearest, groups of 128 (a row's last group shorter "
            "where 128 does not divide it), fp32 scale and minimum",
            partial(quantize_groups, bits=4, group_size=128, symmetric=False, ragged=True)),
+    Scheme("sparse-2:4", "2:4 sparsity by magnitude: the 2 largest |w| of every 4 along the "
+           "input kept; fp32 values plus a 2-bit position each", magnitude_2_4),
+    Scheme("unstructured-50%", "half of every row's weights, the smallest |w|, set to 0; "
+           "stored dense fp32", partial(prune_unstructured, sparsity=0.5)),
 )}
 
 
