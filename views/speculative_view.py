@@ -59,6 +59,10 @@ DRAFTERS = (("ngram", "n-gram lookup", "the longest suffix match in prompt + out
              "no model"),
             ("layerskip", "layer-skip", "the target's first N layers + its final "
              "norm and head, sharing its weights"),
+            ("quant:int8", "quantized self-draft (INT8)", "the target itself with INT8 "
+             "weights on the low-bit kernels: nearly the target's tokens, fewer bytes"),
+            ("quant:int4", "quantized self-draft (INT4)", "the target itself with INT4 "
+             "weights in groups of 128: cheaper still, accepted less often"),
             ("tiny", "tiny model", "a smaller model with the same tokenizer: the seeded tiny "
              "model (1 layer); only for the tiny target"))
 
@@ -312,7 +316,8 @@ class SpeculativeView(SteppedView):
             kind, n = parse_drafter(s.get("drafter", "ngram"))
         except ValueError:
             kind, n = "ngram", None
-        self.drafter.setCurrentIndex(max(self.drafter.findData(kind), 0))
+        data = s.get("drafter") if kind == "quant" else kind
+        self.drafter.setCurrentIndex(max(self.drafter.findData(data), 0))
         if n is not None:
             self.layers.setValue(n)
         self.k.setValue(int(s.get("k", 4)))

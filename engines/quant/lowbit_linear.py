@@ -362,24 +362,34 @@ def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
     4: asymmetric RTN in ragged groups of `group_size`), its lm_head `lm_head_bits`-bit
     (None keeps it as it is; a tied embedding then reads rows from the same codes).
 
-    Shares nothing mutable with `model`: norms, embedding and RoPE tables are copies."""
-    if model.dtype != torch.float32 or model.device.type != "cpu":
-        raise QuantError("lowbit_model needs an fp32 model on the CPU")
+    Shares nothing mutable with `model`: norms, embedding and RoPE tables are copies. A bf16
+    or fp16 model is quantized from its weights as they are; the result computes in fp32 (the
+    kernels' domain)."""
+    if not model.dtype.is_floating_point or model.device.type != "cpu":
+        raise QuantError("lowbit_model needs a floating-point model on the CPU")
     out = copy.copy(model)
     out.__class__ = LowBitLlama
+    out.dtype = torch.float32
     out.bits, out.lm_head_bits = bits, lm_head_bits
     out.layers = [replace(lw, attn_norm=lw.attn_norm.clone(), mlp_norm=lw.mlp_norm.clone(),
                           **{w: _lowbit(getattr(lw, w).weight, bits, group_size)
                              for w in LINEARS})
                   for lw in model.layers]
     out.final_norm = model.final_norm.clone()
-    out.rope = copy.deepcopy(model.rope)
+    if model.dtype == torch.float32:
+        out.rope = copy.deepcopy(model.rope)
+    else:
+        from inferlab.engines.model.rope import RopeTables
+
+        c = model.config
+        out.rope = RopeTables(c.d_head, c.max_position, c.rope_theta, torch.float32,
+                              model.device)
     if lm_head_bits is None:
         from inferlab.engines.model.linear import Linear
 
-        out.lm_head = Linear(model.lm_head.weight.clone(), model.lm_head.layout)
-        out.embed = out.lm_head.weight if model.tied else model.embed.clone()
+        out.lm_head = Linear(model.lm_head.weight.float().clone())
+        out.embed = out.lm_head.weight if model.tied else model.embed.float().clone()
     else:
         out.lm_head = _lowbit(model.lm_head.weight, lm_head_bits, group_size)
-        out.embed = out.lm_head if model.tied else model.embed.clone()
+        out.embed = out.lm_head if model.tied else model.embed.float().clone()
     return out

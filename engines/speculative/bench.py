@@ -33,18 +33,15 @@ DEFAULT_PROMPTS = (
     "def area(width, height):\n    return width * height\n",
     "Hi! Can you tell me what a lighthouse does, in a few sentences?",
 )
-DEFAULT_DRAFTERS = ("ngram", "layerskip:8")
+DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
 
 
 def _drafter(spec: str, model, tok):
-    from inferlab.engines.speculative.model_drafter import LayerSkipDrafter
-    from inferlab.engines.speculative.ngram import NgramDrafter
+    """The lab's own drafter for `spec` (greedy, seed 0), its cache sized for the model."""
+    from inferlab.engines.speculative.sampling import GREEDY
+    from inferlab.engines.speculative.section import make_drafter
 
-    if spec == "ngram":
-        return NgramDrafter()
-    if spec.startswith("layerskip:"):
-        return LayerSkipDrafter(model, int(spec.split(":", 1)[1]), tokenizer=tok)
-    raise ValueError(f"unknown drafter {spec!r}; expected ngram or layerskip:N")
+    return make_drafter(spec, model, tok, GREEDY, 0, model.config.max_position)
 
 
 def _alpha(runs) -> float:

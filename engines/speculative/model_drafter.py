@@ -16,11 +16,15 @@ verification reads tokens, not q).
 
     layer_skip_model(target, n)  the target's first n layers + its final norm and head, sharing
                                  the target's weight tensors (no copy)
+    quantized_self_draft(target, bits)   the whole target with INT8 or INT4 weights on the
+                                 low-bit kernels (engines.quant.lowbit_linear); built once per
+                                 target and kept while the target lives
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -35,6 +39,22 @@ from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings, filtered_probs
 
 _SEQ = "draft"
+_QUANTIZED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def quantized_self_draft(target: Llama, bits: int) -> Llama:
+    """The target with `bits`-bit weights (8: symmetric per channel; 4: groups of 128; the
+    lm_head INT8), computing in fp32 on the CPU; SpeculativeError off the CPU."""
+    from inferlab.engines.quant.errors import QuantError
+    from inferlab.engines.quant.lowbit_linear import lowbit_model
+
+    per_target = _QUANTIZED.setdefault(target, {})
+    if bits not in per_target:
+        try:
+            per_target[bits] = lowbit_model(target, bits=bits, group_size=128, lm_head_bits=8)
+        except QuantError as e:
+            raise SpeculativeError(f"quant:int{bits}: {e}") from None
+    return per_target[bits]
 
 
 def _check_count(value: int, name: str) -> None:

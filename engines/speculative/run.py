@@ -25,8 +25,9 @@ def add_arguments(p) -> None:
     p.add_argument("--model", default=d["model"],
                    help=f"the target: tiny, smollm2-135m, auto or a path (default {d['model']})")
     p.add_argument("--drafter", default=d["drafter"],
-                   help="ngram (prompt lookup), layerskip:N (the target's first N layers) or "
-                        f"tiny (the tiny model, for the tiny target) (default {d['drafter']})")
+                   help="ngram (prompt lookup), layerskip:N (the target's first N layers), "
+                        "quant:int8 or quant:int4 (the target with low-bit weights) or tiny "
+                        f"(the tiny model, for the tiny target) (default {d['drafter']})")
     p.add_argument("--k", type=int, default=d["k"],
                    help=f"draft tokens per step, K (default {d['k']})")
     p.add_argument("--temperature", type=float, default=d["temperature"],

@@ -5,6 +5,8 @@ tiny or SmolLM2-135M) with one drafter, one `SpeculativeDecoder.step()` per `ste
 
     ngram          prompt lookup (no model)
     layerskip:N    the target's first N layers + its final norm and head
+    quant:int8     the target with INT8 weights (per channel) on the low-bit kernels
+    quant:int4     the target with INT4 weights (groups of 128): a cheaper, less faithful draft
     tiny           the seeded tiny model (1 layer, other weights): a smaller model with the
                    tiny target's byte tokenizer; SmolLM2 refuses it (another vocabulary)
 
@@ -87,16 +89,23 @@ def speculative_defaults() -> dict:
     return dict(SPECULATIVE_DEFAULTS, prompt=speculative_prompts()[0].text)
 
 
+QUANT_DRAFTERS = {"quant:int8": 8, "quant:int4": 4}
+"""The target itself with INT8 (per channel) or INT4 (groups of 128) weights."""
+
+
 def parse_drafter(spec: str, where: str = "drafter") -> tuple[str, int | None]:
-    """("ngram" | "layerskip" | "tiny", layers or None); ValueError naming `where`."""
+    """("ngram" | "layerskip" | "quant" | "tiny", layers or bits or None); ValueError naming
+    `where`."""
     if spec in ("ngram", "tiny"):
         return spec, None
+    if spec in QUANT_DRAFTERS:
+        return "quant", QUANT_DRAFTERS[spec]
     kind, sep, n = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     if kind == "layerskip" and sep and n.isdigit() and n.isascii() and len(n) <= 4 \
             and int(n) >= 1:
         return kind, int(n)
-    raise ValueError(f"{where}: expected ngram, layerskip:N (N >= 1 layers) or tiny, "
-                     f"got {spec!r}")
+    raise ValueError(f"{where}: expected ngram, layerskip:N (N >= 1 layers), quant:int8, "
+                     f"quant:int4 or tiny, got {spec!r}")
 
 
 def check_speculative_settings(settings, where: str = "settings") -> dict:
@@ -133,6 +142,11 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
     if kind == "layerskip":
         return LayerSkipDrafter(model, n, settings=sampling, seed=seed, tokenizer=tokenizer,
                                 max_tokens=max_tokens)
+    if kind == "quant":
+        from inferlab.engines.speculative.model_drafter import quantized_self_draft
+
+        return ModelDrafter(quantized_self_draft(model, n), settings=sampling, seed=seed,
+                            tokenizer=tokenizer, max_tokens=max_tokens, name=spec)
     from inferlab.engines.model.tiny import tiny_model
 
     draft, draft_tok = tiny_model(seed=1, n_layers=1, device=device)

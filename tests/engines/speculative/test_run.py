@@ -14,7 +14,7 @@ from inferlab.engines.speculative.section import read_speculative_section
 PROMPT = "the cat sat on the mat. the cat sat on the"
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "layerskip:1", "tiny"])
+@pytest.mark.parametrize("drafter", ["ngram", "layerskip:1", "quant:int8", "quant:int4", "tiny"])
 def test_greedy_run_is_plain_greedy_decoding(capsys, tmp_path, tiny, drafter):
     from inferlab.app.cli import main
     from inferlab.engines.trace.snapshot import read_snapshot

@@ -7,7 +7,11 @@ import pytest
 
 from inferlab.engines.model.generate import generate
 from inferlab.engines.speculative.decoder import SpeculativeDecoder
-from inferlab.engines.speculative.model_drafter import LayerSkipDrafter
+from inferlab.engines.speculative.model_drafter import (
+    LayerSkipDrafter,
+    ModelDrafter,
+    quantized_self_draft,
+)
 from inferlab.engines.speculative.ngram import NgramDrafter
 
 pytestmark = pytest.mark.slow
@@ -32,13 +36,16 @@ def prompts_and_refs(smollm2):
     return out
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "layerskip:8"])
+@pytest.mark.parametrize("drafter", ["ngram", "layerskip:8", "quant:int8"])
 def test_greedy_speculative_equals_greedy_target_on_smollm2(smollm2, prompts_and_refs, drafter):
     model, tok = smollm2
-    d = NgramDrafter() if drafter == "ngram" else LayerSkipDrafter(model, 8, tokenizer=tok)
+    if drafter == "quant:int8":
+        d = ModelDrafter(quantized_self_draft(model, 8), tokenizer=tok, name=drafter)
+    else:
+        d = NgramDrafter() if drafter == "ngram" else LayerSkipDrafter(model, 8, tokenizer=tok)
     # layer-skip drafts are rarely accepted (an untrained early exit): K=2 keeps the
     # wasted drafting small; the rollback path still runs
-    decoder = SpeculativeDecoder(model, d, k=4 if drafter == "ngram" else 2, tokenizer=tok)
+    decoder = SpeculativeDecoder(model, d, k=2 if drafter == "layerskip:8" else 4, tokenizer=tok)
     accepted = 0
     for ids, ref in prompts_and_refs:
         run = decoder.generate(ids, N_NEW)
@@ -46,3 +53,12 @@ def test_greedy_speculative_equals_greedy_target_on_smollm2(smollm2, prompts_and
         assert run.token_ids == ref
         accepted += run.stats.num_accepted_tokens
     assert accepted > 0  # drafts were kept, so the rollback path ran too
+
+
+def test_the_int8_self_draft_is_accepted_far_more_than_layer_skip(smollm2, prompts_and_refs):
+    """INT8 weights barely move SmolLM2's greedy tokens, so its drafts are nearly all kept."""
+    model, tok = smollm2
+    d = ModelDrafter(quantized_self_draft(model, 8), tokenizer=tok, name="quant:int8")
+    ids, _ref = prompts_and_refs[0]
+    run = SpeculativeDecoder(model, d, k=4, tokenizer=tok).generate(ids, 32)
+    assert run.stats.num_accepted_tokens / run.stats.num_draft_tokens > 0.8
