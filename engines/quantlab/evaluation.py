@@ -44,6 +44,7 @@ def describe(name: str) -> str:
         "gptq-int4-g128": "GPTQ INT4, groups of 128, Hessian error compensation",
         "gptq-int4-g128-act": "GPTQ INT4 g128, columns in descending Hessian order",
         "awq-int4-g128": "AWQ: activation-aware channel scales, clip search, INT4 g128",
+        "wanda-2:4": "2:4 pruning by |weight| × input norm (Wanda), layers pruned in order",
         "kv-int8": "fp32 weights; K/V cached as INT8, one fp32 scale per token and head",
         "kv-fp8": "fp32 weights; K/V cached as FP8 E4M3, one fp32 scale per token and head",
     }.get(name, name)

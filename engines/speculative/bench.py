@@ -36,24 +36,6 @@ DEFAULT_PROMPTS = (
 DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
 
 
-def _drafter(spec: str, model, tok):
-    """The lab's own drafter for `spec` (greedy, seed 0), its cache sized for the model."""
-    from inferlab.engines.speculative.sampling import GREEDY
-    from inferlab.engines.speculative.section import make_drafter
-
-    return make_drafter(spec, model, tok, GREEDY, 0, model.config.max_position)
-
-
-def _alpha(runs) -> float:
-    accepted = tested = 0
-    for run in runs:
-        for s in run.steps:
-            n = s.n_accepted
-            accepted += n
-            tested += n + (1 if n < len(s.drafted) else 0)
-    return accepted / tested if tested else 0.0
-
-
 def _hf(path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype, repeats: int):
     from inferlab.engines.model.bench import load_transformers_gguf
 
@@ -79,71 +61,36 @@ def run_speculative_bench(prompts: Sequence[str] = DEFAULT_PROMPTS, new_tokens: 
                           drafters: Sequence[str] = DEFAULT_DRAFTERS,
                           ks: Sequence[int] = (2, 4, 8), dtype: str = "bf16",
                           repeats: int = 1, threads: int | None = 1,
-                          transformers: bool = True) -> dict:
+                          transformers: bool = True, model_name: str | None = None) -> dict:
     """Per drafter and K: acceptance_rate, mean_acceptance_length, tokens_per_target_forward,
     alpha, theory_tokens_per_forward, speedup_wall (against plain decoding of the same
-    prompts, this run); and hf_prompt_lookup_speedup. Chat template applied to the prompts."""
-    from inferlab.engines.model.generate import generate
+    prompts, this run); and hf_prompt_lookup_speedup. Chat template applied to the prompts.
+    `model_name`: another `load_model` name (default SmolLM2; transformers only runs that)."""
     from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
-    from inferlab.engines.speculative.decoder import SpeculativeDecoder
-    from inferlab.engines.speculative.statistics import (
-        acceptance_stats,
-        expected_tokens_per_forward,
-    )
+    from inferlab.engines.speculative.sweep import measure_k, plain_decode
 
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        model, tok = load_model(SMOLLM2_ID, dtype=dtype)
+        model_name = model_name or SMOLLM2_ID
+        model, tok = load_model(model_name, dtype=dtype)
         ids = [tok.encode_prompt(p) for p in prompts]
-
-        def plain() -> tuple[float, list[tuple[int, ...]]]:
-            t0 = time.perf_counter()
-            outs = [generate(model, [p], max_new_tokens=new_tokens).generations[0].token_ids
-                    for p in ids]
-            return time.perf_counter() - t0, outs
-
-        plain()  # warm up
+        plain_decode(model, ids, new_tokens)  # warm up
         rows = []
         for spec in drafters:
             for k in ks:
-                decoder = SpeculativeDecoder(model, _drafter(spec, model, tok), k=k,
-                                             tokenizer=tok)
-                plain_s, spec_s, runs, equal = [], [], [], True
-                for _ in range(repeats):
-                    s, refs = plain()
-                    plain_s.append(s)
-                    t0 = time.perf_counter()
-                    runs = [decoder.generate(p, new_tokens) for p in ids]
-                    spec_s.append(time.perf_counter() - t0)
-                    equal &= all(r.token_ids == ref for r, ref in zip(runs, refs, strict=True))
-                st = acceptance_stats([s.accepted for r in runs for s in r.steps])
-                alpha = _alpha(runs)
-                forwards = sum(r.target_forwards for r in runs)
-                emitted = sum(len(r.token_ids) for r in runs)
-                target_s = sum(r.target_forward_s for r in runs)
-                draft_s = sum(r.draft_s for r in runs)
-                rows.append({
-                    "drafter": spec, "k": k,
-                    "acceptance_rate": st.acceptance_rate,
-                    "mean_acceptance_length": st.mean_acceptance_length,
-                    "tokens_per_target_forward": emitted / forwards,
-                    "alpha": alpha,
-                    "theory_tokens_per_forward": expected_tokens_per_forward(alpha, k),
-                    "target_forwards": forwards,
-                    "speedup_wall": statistics.median(plain_s) / statistics.median(spec_s),
-                    "plain_s": statistics.median(plain_s),
-                    "speculative_s": statistics.median(spec_s),
-                    "draft_s": draft_s, "target_forward_s": target_s,
-                    "outputs_equal": equal,
-                })
-        out: dict = {"model": SMOLLM2_ID, "dtype": dtype, "new_tokens": new_tokens,
+                # plain decoding timed right beside each K: a busier machine slows both
+                plain = [plain_decode(model, ids, new_tokens) for _ in range(max(1, repeats))]
+                point = measure_k(model, tok, spec, k, ids, new_tokens,
+                                  [t for t, _ in plain], plain[-1][1], repeats)
+                rows.append(point.to_dict())
+        out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
                      "prompts": len(ids), "threads": torch.get_num_threads(),
                      "repeats": repeats, "results": rows,
                      "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,
                      "hf_prompt_lookup_speedup": None}
-        if transformers:
+        if transformers and model_name == SMOLLM2_ID:
             try:
                 hf_plain, hf_lookup = _hf(smollm2_gguf_path(), ids, new_tokens,
                                           torch.bfloat16 if dtype == "bf16" else torch.float32,

@@ -1,0 +1,142 @@
+"""Speedup against K: the same prompts decoded plainly and speculatively with each K, timed in
+one run, beside the model E / (K·c + 1) with c measured from the same run.
+
+    measure_k(model, tok, drafter_spec, k, prompts, new_tokens, plain_s, refs) -> KPoint
+    k_sweep(settings, ks, device, progress, should_stop) -> KSweep     (the lab's sweep)
+
+`engines/speculative/bench.py` measures its rows with `measure_k` too. The cost ratio c is
+what one draft token cost against one target forward in this run:
+
+    c = (draft seconds / draft tokens proposed) / (target forward seconds / target forwards)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+from inferlab.engines.hardware.cancel import check_stop
+
+DEFAULT_KS = (1, 2, 3, 4, 6, 8)
+
+
+@dataclass(frozen=True)
+class KPoint:
+    drafter: str
+    k: int
+    acceptance_rate: float
+    mean_acceptance_length: float
+    alpha: float
+    tokens_per_target_forward: float
+    theory_tokens_per_forward: float
+    target_forwards: int
+    cost_ratio: float
+    predicted_speedup: float
+    speedup_wall: float
+    plain_s: float
+    speculative_s: float
+    draft_s: float
+    target_forward_s: float
+    outputs_equal: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _alpha(runs) -> float:
+    """Accepted drafts over drafts tested (a step stops testing at its first rejection)."""
+    accepted = tested = 0
+    for run in runs:
+        for s in run.steps:
+            n = s.n_accepted
+            accepted += n
+            tested += n + (1 if n < len(s.drafted) else 0)
+    return accepted / tested if tested else 0.0
+
+
+def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int):
+    """(seconds, outputs): greedy target decoding of every prompt, one after another."""
+    from inferlab.engines.model.generate import generate
+
+    t0 = time.perf_counter()
+    outs = [generate(model, [list(p)], max_new_tokens=new_tokens).generations[0].token_ids
+            for p in prompts]
+    return time.perf_counter() - t0, outs
+
+
+def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[int]],
+              new_tokens: int, plain_s: Sequence[float], refs, repeats: int = 1,
+              drafter=None) -> KPoint:
+    """Decode `prompts` speculatively with K = `k` (`repeats` times, the median wall time)
+    against `plain_s`, the plain decode times of the same prompts in this run."""
+    from inferlab.engines.speculative.decoder import SpeculativeDecoder
+    from inferlab.engines.speculative.sampling import GREEDY
+    from inferlab.engines.speculative.section import make_drafter
+    from inferlab.engines.speculative.statistics import (
+        acceptance_stats,
+        expected_tokens_per_forward,
+        speedup_model,
+    )
+
+    if drafter is None:
+        drafter = make_drafter(drafter_spec, model, tok, GREEDY, 0, model.config.max_position)
+    decoder = SpeculativeDecoder(model, drafter, k=k, tokenizer=tok)
+    spec_s, runs = [], []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        runs = [decoder.generate(list(p), new_tokens) for p in prompts]
+        spec_s.append(time.perf_counter() - t0)
+    equal = all(r.token_ids == ref for r, ref in zip(runs, refs, strict=True))
+    st = acceptance_stats([s.accepted for r in runs for s in r.steps])
+    alpha = _alpha(runs)
+    forwards = sum(r.target_forwards for r in runs)
+    emitted = sum(len(r.token_ids) for r in runs)
+    target_s = sum(r.target_forward_s for r in runs)
+    draft_s = sum(r.draft_s for r in runs)
+    drafted = sum(len(s.drafted) for r in runs for s in r.steps)
+    cost = (draft_s / drafted) / (target_s / forwards) if drafted and target_s else 0.0
+    plain, spec = statistics.median(plain_s), statistics.median(spec_s)
+    return KPoint(drafter_spec, k, st.acceptance_rate, st.mean_acceptance_length, alpha,
+                  emitted / forwards, expected_tokens_per_forward(alpha, k), forwards, cost,
+                  speedup_model(alpha, k, cost), plain / spec, plain, spec, draft_s,
+                  target_s, equal)
+
+
+@dataclass(frozen=True)
+class KSweep:
+    model: str
+    drafter: str
+    new_tokens: int
+    points: tuple[KPoint, ...]
+
+
+def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
+            progress: Callable | None = None, should_stop: Callable | None = None) -> KSweep:
+    """The lab's prompt (its settings: model, drafter, prompt, max_tokens) decoded plainly,
+    then with each K; greedy whatever the lab's temperature, so the outputs must be equal."""
+    from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
+    from inferlab.engines.speculative.sampling import GREEDY
+    from inferlab.engines.speculative.section import check_speculative_settings, make_drafter
+
+    s = check_speculative_settings(settings)
+    report = progress or (lambda _f, _m="": None)
+    report(0.0, f"loading {s['model']}")
+    model, tok = load_lab_model(s["model"], device)
+    ids = [tok.encode_prompt(s["prompt"], chat=not s["raw"])]
+    n = s["max_tokens"]
+    drafter = make_drafter(s["drafter"], model, tok, GREEDY, 0,
+                           len(ids[0]) + n + max(ks) + 1, device)
+    plain_decode(model, ids, min(n, 4))  # warm up
+    report(0.05, "plain decoding (the baseline)")
+    plain_s, refs = plain_decode(model, ids, n)
+    points = []
+    for i, k in enumerate(ks):
+        check_stop(should_stop)
+        report(0.1 + 0.9 * i / len(ks), f"K = {k} ({i + 1} of {len(ks)})")
+        drafter.reset()
+        points.append(measure_k(model, tok, s["drafter"], k, ids, n, [plain_s], refs,
+                                drafter=drafter))
+    report(1.0, "swept")
+    return KSweep(resolve_model_name(s["model"]), s["drafter"], n, tuple(points))

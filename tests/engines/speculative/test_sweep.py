@@ -1,0 +1,45 @@
+"""Speedup against K, measured in one run: one point per K, outputs equal to plain greedy
+decoding, the model's prediction from the run's own α and cost ratio; the bench's rows are
+the same measurement."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab.engines.hardware.cancel import Cancelled
+from inferlab.engines.speculative.section import speculative_defaults
+from inferlab.engines.speculative.statistics import expected_tokens_per_forward, speedup_model
+from inferlab.engines.speculative.sweep import k_sweep
+
+
+@pytest.mark.parametrize("drafter", ["tiny", "quant:int8"])
+def test_a_sweep_on_the_tiny_model(drafter):
+    settings = dict(speculative_defaults(), model="tiny", drafter=drafter, max_tokens=24)
+    seen = []
+    sweep = k_sweep(settings, ks=(1, 3), progress=lambda f, m="": seen.append(f))
+    assert [p.k for p in sweep.points] == [1, 3]
+    assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen)
+    for p in sweep.points:
+        assert p.outputs_equal  # greedy speculative == greedy target
+        assert p.cost_ratio > 0 and p.speedup_wall > 0
+        assert p.theory_tokens_per_forward == pytest.approx(
+            expected_tokens_per_forward(p.alpha, p.k))
+        assert p.predicted_speedup == pytest.approx(speedup_model(p.alpha, p.k, p.cost_ratio))
+        assert 1 <= p.tokens_per_target_forward <= p.k + 1
+    assert sweep.model == "tiny" and sweep.new_tokens == 24
+
+
+def test_a_sweep_stops_when_asked():
+    settings = dict(speculative_defaults(), model="tiny", max_tokens=8)
+    with pytest.raises(Cancelled):
+        k_sweep(settings, ks=(1, 2), should_stop=lambda: True)
+
+
+def test_the_bench_rows():
+    from inferlab.engines.speculative.bench import run_speculative_bench
+
+    out = run_speculative_bench(["Name three colours."], new_tokens=8, drafters=("ngram",),
+                                ks=(2,), dtype="fp32", model_name="tiny")
+    (row,) = out["results"]
+    assert row["drafter"] == "ngram" and row["k"] == 2 and row["outputs_equal"]
+    assert out["best"] == row and row["speedup_wall"] > 0 and out["model"] == "tiny"
