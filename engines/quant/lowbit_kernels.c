@@ -122,6 +122,46 @@ static void int4_rows(const float* xr, const float* xsr, const uint32_t* wp, con
       yr[n] = hsum8(t0) + m0;
       yr[n + 1] = hsum8(t1) + m1;
     }
+  } else if (K % 64 == 0 && g % 32 == 0) {
+    /* Groups of 32 (llama.cpp's Q4 blocks): half a 64-weight block each, lanes 0-3 or 4-7. */
+    const __m256i mask = _mm256_set1_epi32(0xF);
+    for (; n + 2 <= n1; n += 2) {
+      const uint32_t* w0 = wp + n * KW;
+      const uint32_t* w1 = w0 + KW;
+      const char* next = (const char*)(w0 + 4 * KW);
+      for (int64_t c = 0; c < 2 * KW * 4; c += 64) _mm_prefetch(next + c, _MM_HINT_T0);
+      __m256 t0 = _mm256_setzero_ps(), t1 = t0;
+      float m0 = 0.f, m1 = 0.f;
+      for (int64_t j = 0; j < G; ++j) {
+        const int64_t a = j * g, e = a + g < K ? a + g : K;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+        for (int64_t k = a; k < e; k += 32) {
+          const int64_t base = k & ~(int64_t)63;
+          __m256i v0 = _mm256_loadu_si256((const __m256i*)(w0 + base / 8));
+          __m256i v1 = _mm256_loadu_si256((const __m256i*)(w1 + base / 8));
+#define LB_STEP(J, A, B)                                                                 \
+  {                                                                                      \
+    __m256 xv = _mm256_loadu_ps(xr + base + 8 * J);                                      \
+    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v0, 4 * J), \
+                                                            mask)), xv, A);             \
+    B = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v1, 4 * J), \
+                                                            mask)), xv, B);             \
+  }
+          if (k == base) {
+            LB_STEP(0, a0, b0) LB_STEP(1, a1, b1) LB_STEP(2, a0, b0) LB_STEP(3, a1, b1)
+          } else {
+            LB_STEP(4, a0, b0) LB_STEP(5, a1, b1) LB_STEP(6, a0, b0) LB_STEP(7, a1, b1)
+          }
+#undef LB_STEP
+        }
+        t0 = _mm256_fmadd_ps(_mm256_set1_ps(dp[n * G + j]), _mm256_add_ps(a0, a1), t0);
+        t1 = _mm256_fmadd_ps(_mm256_set1_ps(dp[(n + 1) * G + j]), _mm256_add_ps(b0, b1), t1);
+        m0 += mp[n * G + j] * xsr[j];
+        m1 += mp[(n + 1) * G + j] * xsr[j];
+      }
+      yr[n] = hsum8(t0) + m0;
+      yr[n + 1] = hsum8(t1) + m1;
+    }
   }
 #endif
   for (; n < n1; ++n) {

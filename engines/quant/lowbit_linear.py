@@ -215,7 +215,8 @@ class Int4Linear:
         if scales.shape != (n, n_groups) or mins.shape != (n, n_groups):
             raise QuantError(f"scales and mins must have shape ({n}, {n_groups})")
         self.out_features, self.in_features, self.group_size = n, k, group_size
-        self.interleaved = k % 64 == 0 and group_size % 64 == 0
+        # Interleaved codes in 64-weight blocks: the kernel runs groups of 64k and of 32.
+        self.interleaved = k % 64 == 0 and group_size % 32 == 0
         if self.interleaved:
             self.codes = _interleave(u)
         else:  # two per byte, element 2i low nibble (the torch path only)

@@ -12,7 +12,8 @@ model is the same numbers (within fp32 summation order) from the stored codes:
     INT8 per channel, affine (Z ≠ 0)        Int8Linear, minus (S Z) Σx per row: one extra
                                             row sum of x, the codes untouched
     INT4 groups (RTN, GPTQ, Q4_0, Q4_1)     Int4Linear: the kernel where the group size is a
-                                            multiple of 64, its torch path otherwise (Q4's 32)
+                                            multiple of 32 (Q4's blocks, g128), its torch path
+                                            otherwise
     AWQ                                     x / s, then Int4Linear of the codes of W diag(s)
                                             (a deployed model folds 1/s into the norm before)
     anything else (FP8, Q8_0, pruned, bf16) the dequantized fp32 weight: no kernel here for

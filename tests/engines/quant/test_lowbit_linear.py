@@ -37,6 +37,28 @@ def test_equals_dequantize_then_matmul(shape, cls):
         assert _rel_err(layer(x).double(), ref) < 2e-6
 
 
+@pytest.mark.parametrize("group_size", [32, 64, 96, 128])
+def test_int4_group_sizes_on_the_kernel_and_torch_path(monkeypatch, group_size):
+    """Groups of 32 (llama.cpp's Q4 blocks) and of 64k run on the kernel; 96 (neither) on
+    the torch path; all equal dequantize-then-matmul."""
+    from inferlab.engines.quant.gguf_blocks import quantize_q4_1
+    from inferlab.engines.quant.group import quantize_groups
+
+    gen = torch.Generator().manual_seed(group_size)
+    w = torch.randn(130, 576, generator=gen)
+    rec = quantize_q4_1(w) if group_size == 32 else quantize_groups(
+        w, bits=4, group_size=group_size, symmetric=False, ragged=True)
+    layer = Int4Linear.from_groups(rec)
+    assert layer.interleaved == (group_size % 32 == 0)
+    calls = []
+    real = lb._use_kernel
+    monkeypatch.setattr(lb, "_use_kernel", lambda x, ok: calls.append(ok) or real(x, ok))
+    x = torch.randn(3, 576, generator=gen)
+    ref = x.double() @ rec.dequantize().double().t()
+    assert _rel_err(layer(x).double(), ref) < 2e-6
+    assert calls == [layer.interleaved]
+
+
 def test_kernel_builds_here():
     assert lb.kernel_library() is not None, lb.LIB_ERROR
 

@@ -14,7 +14,6 @@ from inferlab.engines.quant.model_quant import QuantizedModel, quantize_model
 from inferlab.engines.quant.runtime import (
     DEQUANTIZED,
     INT4_KERNEL,
-    INT4_TORCH,
     INT8_KERNEL,
     decode_tokens_per_s,
     runtime_model,
@@ -36,7 +35,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("scheme,kind", [
     ("int8", INT8_KERNEL), ("int8-sym", INT8_KERNEL), ("int4-g128", INT4_KERNEL),
-    ("q4_1", INT4_TORCH), ("q4_0", INT4_TORCH), ("fp8-e4m3", DEQUANTIZED),
+    ("q4_1", INT4_KERNEL), ("q4_0", INT4_KERNEL), ("fp8-e4m3", DEQUANTIZED),
     ("q8_0", DEQUANTIZED),
 ])
 def test_runtime_logits_equal_the_fake_quantized_models(model, scheme, kind):
