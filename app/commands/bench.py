@@ -4,6 +4,11 @@ The labs' benches come from the registry; `gui` (the window's start-up and frame
 app's own. A bench whose optional package (`LabSpec.bench_requires`) is not installed is
 reported as not available; any other failure, an import error inside a lab included, is an
 error with its traceback.
+
+A lab's bench may take options (`LabSpec.bench_arguments`, e.g. `bench endpoint --url URL`):
+they are added to this one parser, in a group named for the lab, and that bench is called as
+`bench(args)`. An option given to a bench that does not take it is refused, naming the
+benches that do.
 """
 
 from __future__ import annotations
@@ -23,15 +28,34 @@ def benches() -> dict[str, tuple[str, tuple[str, ...]]]:
     return found | {name: (ref, ()) for name, ref in APP_BENCHES.items()}
 
 
+def _bench_options() -> dict[str, str]:
+    """bench name -> its add_arguments reference (only benches that take options)."""
+    return {spec.id: spec.bench_arguments for spec in registry.LABS
+            if spec.bench and spec.bench_arguments}
+
+
 def register(sub) -> None:
     names = list(benches())
     p = sub.add_parser("bench", help="run a benchmark: " + ", ".join(names) + ", or all")
     p.add_argument("lab", choices=[*names, "all"])
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
+    owners: dict[str, tuple[str, object]] = {}  # option dest -> (its bench, its default)
+    for name, ref in _bench_options().items():
+        before = {a.dest for a in p._actions}
+        resolve(ref)(p.add_argument_group(f"bench {name} options"))
+        owners |= {a.dest: (name, a.default) for a in p._actions if a.dest not in before}
+    p.set_defaults(func=run, bench_option_owners=owners)
 
 
-def _run_one(name: str) -> dict:
+def _misplaced_option(args, names: list[str]) -> str | None:
+    """The first option given (not at its default) that none of the benches run takes."""
+    for dest, (owner, default) in getattr(args, "bench_option_owners", {}).items():
+        if owner not in names and getattr(args, dest, default) != default:
+            return f"--{dest.replace('_', '-')} is an option of bench {owner} only"
+    return None
+
+
+def _run_one(name: str, args=None) -> dict:
     from inferlab.app.offscreen import ensure_platform
 
     ref, requires = benches()[name]
@@ -39,12 +63,17 @@ def _run_one(name: str) -> dict:
     if missing:
         return {"error": f"not available: needs {', '.join(missing)} (not installed)"}
     ensure_platform()
+    if name in _bench_options():
+        return resolve(ref)(args)
     return resolve(ref)()
 
 
 def run(args) -> int:
     names = list(benches()) if args.lab == "all" else [args.lab]
-    results = {name: _run_one(name) for name in names}
+    misplaced = _misplaced_option(args, names)
+    if misplaced:
+        raise ValueError(misplaced)
+    results = {name: _run_one(name, args) for name in names}
     data = results if args.lab == "all" else results[args.lab]
     if args.json:
         print_json(data)

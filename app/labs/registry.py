@@ -26,6 +26,8 @@ class LabSpec:
     run_arguments: str | None = None  # add_arguments(parser) of `inferlab run <id>`
     run: str | None = None  # run(args, recorder) -> (section, summary dict)
     bench: str | None = None  # () -> figures dict, for `inferlab bench <id>`
+    bench_arguments: str | None = None  # add_arguments(parser) of its options; then the
+                                        # bench is called as bench(args)
     bench_requires: tuple[str, ...] = ()  # optional packages the bench needs (absent: reported)
     screenshot_size: tuple[int, int] = (1280, 800)
     screenshot_settle_s: float = 1.5  # event-loop time before waiting for the lab's tasks
@@ -168,6 +170,29 @@ LABS: tuple[LabSpec, ...] = (
         run="inferlab.engines.quantlab.run:run",
         bench="inferlab.engines.quantlab.bench:run_quant_bench",
         screenshot_settle_s=3.0,
+    ),
+    LabSpec(
+        id="endpoint",
+        title="Serving endpoint",
+        summary=("Load-test a real vLLM / SGLang / llama.cpp server: every request's wait "
+                 "and stream, the server's own /metrics, the rate sweep's knee"),
+        description=(
+            "your own OpenAI-compatible server (vLLM, SGLang, llama.cpp, llama-cpp-python, "
+            "…) driven with the batching lab's seeded workloads or a JSONL trace, at a fixed "
+            "concurrency or Poisson arrivals, bounded and cancellable: every request timed "
+            "chunk by chunk from the client's side (waiting until the first token, then "
+            "streaming, on the batching lab's Gantt), the server's Prometheus /metrics "
+            "(running, waiting, KV usage) on the same time axis, TTFT, TPOT, ITL, E2E "
+            "percentiles and goodput, a guidellm-style rate sweep with the SLO knee, and the "
+            "same requests through the in-app engine and the simulated GPU in one table. Only "
+            "the URL you enter is contacted, and only when you press Run; the API key is "
+            "never written anywhere."),
+        controller="inferlab.app.labs.endpoint:EndpointLab",
+        read_section="inferlab.engines.endpoint.section:read_endpoint_section",
+        run_arguments="inferlab.engines.endpoint.run:add_arguments",
+        run="inferlab.engines.endpoint.run:run",
+        bench="inferlab.engines.endpoint.run:bench",
+        bench_arguments="inferlab.engines.endpoint.run:add_bench_arguments",
     ),
 )
 

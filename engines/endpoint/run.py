@@ -1,0 +1,218 @@
+"""`inferlab run endpoint` and `inferlab bench endpoint`: load a real OpenAI-compatible server
+headless.
+
+    inferlab run endpoint --url URL [--model NAME] [--workload FILE | --requests N --rate R |
+                          --concurrency C] [--api-key-env VAR] [--max-seconds S]
+                          [--side-by-side] --snapshot F [--json]
+    inferlab bench endpoint [--url URL] --json
+
+`run` probes the server (one clear sentence and no snapshot when it cannot be used: not
+http(s), unreachable, a refused key, not OpenAI-compatible), runs the workload, and returns
+(section, summary): the metrics and per request ttft_s, e2e_s, output_tokens, chunk_times_s
+(each chunk's arrival, seconds after the request was sent: the first is ttft_s, the last
+e2e_s) and error (None when it succeeded). The key is read from the environment variable named by
+--api-key-env and goes nowhere but the server.
+
+`bench` with --url runs the guidellm-style sweep (sweep.py) against that server; without it,
+the client's overhead against its own fake server (bench.client_overhead).
+"""
+
+from __future__ import annotations
+
+import os
+
+from inferlab.engines.endpoint.section import ENDPOINT_DEFAULTS, check_endpoint_settings
+from inferlab.engines.endpoint.url import api_root
+
+OPTIONS = {"url": "--url", "model": "--model", "requests": "--requests",
+           "rate_per_s": "--rate", "concurrency": "--concurrency", "seed": "--seed",
+           "max_duration_s": "--max-seconds", "slo_ttft_s": "--slo-ttft",
+           "slo_tpot_s": "--slo-tpot", "scrape_hz": "--scrape-hz",
+           "api_key_env": "--api-key-env", "engine_model": "--engine-model",
+           "workload_file": "--workload", "sweep_rates": "--rates"}
+
+
+def _common(p, url_required: bool) -> None:
+    from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
+
+    d = ENDPOINT_DEFAULTS
+    p.add_argument("--url", required=url_required, default=None,
+                   help="the server's root, e.g. http://127.0.0.1:8000 (only it is contacted)")
+    p.add_argument("--model", default="", help="the model name (default: the first the "
+                                               "server lists at /v1/models)")
+    p.add_argument("--api", default=d["api"], choices=tuple(APIS),
+                   help="completions or chat completions (default completions)")
+    p.add_argument("--server-kind", default=d["server_kind"], choices=("auto", *SERVER_KINDS),
+                   help="which length controls to send (default: guessed from /v1/models)")
+    p.add_argument("--api-key-env", default="", metavar="VAR",
+                   help="the environment variable holding the API key (sent as a bearer "
+                        "token to --url only, never recorded)")
+    p.add_argument("--requests", type=int, default=d["requests"],
+                   help=f"requests in the seeded workload (default {d['requests']})")
+    p.add_argument("--seed", type=int, default=d["seed"], help="workload seed (default 0)")
+
+
+def add_arguments(p) -> None:
+    d = ENDPOINT_DEFAULTS
+    _common(p, url_required=True)
+    p.add_argument("--workload", default="", metavar="FILE.jsonl",
+                   help="a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
+                        "instead of the seeded workload")
+    p.add_argument("--rate", type=float, default=None,
+                   help="Poisson arrivals at this many requests/s (instead of --concurrency)")
+    p.add_argument("--concurrency", type=int, default=None,
+                   help=f"keep this many requests in flight (default {d['concurrency']}; "
+                        "a trace or --rate follows its arrival times)")
+    p.add_argument("--max-seconds", type=float, default=d["max_duration_s"],
+                   help=f"stop the run after this long (default {d['max_duration_s']:g} s)")
+    p.add_argument("--slo-ttft", type=float, default=d["slo_ttft_s"],
+                   help=f"goodput's TTFT objective, s (default {d['slo_ttft_s']:g})")
+    p.add_argument("--slo-tpot", type=float, default=d["slo_tpot_s"],
+                   help=f"goodput's TPOT objective, s (default {d['slo_tpot_s']:g})")
+    p.add_argument("--scrape-hz", type=float, default=d["scrape_hz"],
+                   help="polls of /metrics per second, 1-4, or 0 for none (default 2)")
+    p.add_argument("--side-by-side", action="store_true",
+                   help="also run the same requests through the in-app engine (wall clock) "
+                        "and the simulated GPU: one metrics table")
+    p.add_argument("--engine-model", default=d["engine_model"],
+                   help="the side-by-side in-app engine's model: tiny, smollm2-135m or a "
+                        f"path (default {d['engine_model']})")
+
+
+def _checked(settings: dict) -> dict:
+    try:
+        return check_endpoint_settings(settings, "settings")
+    except ValueError as e:
+        text = str(e)
+        for key, option in OPTIONS.items():
+            if text.startswith(f"settings.{key}:"):
+                raise ValueError(option + text[len(f"settings.{key}"):]) from None
+        raise
+
+
+def api_key(var: str) -> str | None:
+    """The key in environment variable `var` ("" or None: no key)."""
+    if not var:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise ValueError(f"--api-key-env: the environment variable {var} is not set")
+    return value
+
+
+def settings_of(args) -> dict:
+    """The lab's settings from the command line, checked; ValueError names the option."""
+    if args.rate is not None and args.concurrency is not None:
+        raise ValueError("give --rate (arrivals) or --concurrency (in flight), not both")
+    paced = args.rate is not None or (args.workload and args.concurrency is None)
+    s = dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model, api=args.api,
+             server_kind=args.server_kind, api_key_env=args.api_key_env,
+             workload_file=args.workload, requests=args.requests, seed=args.seed,
+             max_duration_s=args.max_seconds, slo_ttft_s=args.slo_ttft,
+             slo_tpot_s=args.slo_tpot, scrape_hz=args.scrape_hz,
+             engine_model=args.engine_model)
+    if args.rate is not None:
+        s["rate_per_s"] = args.rate
+    s["concurrency"] = 0 if paced else (args.concurrency if args.concurrency is not None
+                                        else ENDPOINT_DEFAULTS["concurrency"])
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ValueError(f"--concurrency: expected an integer >= 1, got {args.concurrency}")
+    return _checked(s)
+
+
+def run_endpoint(settings: dict, key: str | None, count_tokens=None):
+    """One load run of `settings` (checked): the EndpointRunResult. EndpointError (one
+    sentence) when the server cannot be used."""
+    from inferlab.engines.endpoint.load import EndpointRun
+    from inferlab.engines.endpoint.section import (
+        endpoint_requests,
+        endpoint_slo,
+        run_settings,
+    )
+
+    requests = endpoint_requests(settings)
+    return EndpointRun(run_settings(settings), requests, api_key=key,
+                       count_tokens=count_tokens, slo=endpoint_slo(settings)).run()
+
+
+def request_summary(r) -> dict:
+    return {"index": r.index, "ttft_s": r.ttft_s, "e2e_s": r.e2e_s,
+            "output_tokens": r.output_tokens, "chunk_times_s": [t - r.send_s for t in
+                                                                r.chunk_times_s],
+            "error": r.error}
+
+
+def run(args, recorder):
+    """Run the workload against --url; (section, summary)."""
+    from inferlab.engines.endpoint.section import EndpointRecord, endpoint_section, endpoint_trace
+
+    settings = settings_of(args)
+    api_root(settings["url"])  # a bad URL is said before anything else
+    key = api_key(settings["api_key_env"])
+    offset = recorder.now_s()
+    with recorder.span("endpoint run", cat="endpoint", args={"url": settings["url"]}):
+        result = run_endpoint(settings, key)
+    record = EndpointRecord.of(result)
+    endpoint_trace(recorder, record, offset)
+    side = None
+    if args.side_by_side:
+        from inferlab.engines.endpoint.side_by_side import compare_engines
+
+        with recorder.span("side by side: in-app engine and simulated GPU", cat="endpoint"):
+            side = compare_engines(settings, record)
+    section = endpoint_section(settings, record, side_by_side=side)
+    summary = dict(section["metrics"], model=record.model, server_kind=record.server_kind,
+                   failures=record.failures, incomplete=record.incomplete,
+                   stopped=record.stopped, notes=list(record.notes),
+                   server_metrics=record.scrape_note(), agreement=record.agreement,
+                   requests=[request_summary(r) for r in record.results])
+    if side is not None:
+        summary["side_by_side"] = side_by_side_rows(side)
+    return section, summary
+
+
+def side_by_side_rows(side: dict) -> list[dict]:
+    """One line per column of the side-by-side table (the headline figures)."""
+    rows = []
+    for col in side["columns"].values():
+        m = col["metrics"]
+        rows.append({"engine": col["title"], "completed": m["completed"],
+                     "ttft_p50_s": m["ttft_s"]["p50"], "ttft_p99_s": m["ttft_s"]["p99"],
+                     "tpot_p50_s": m["tpot_s"]["p50"], "e2e_p50_s": m["e2e_s"]["p50"],
+                     "output_tokens_per_s": m["output_tokens_per_s"]})
+    return rows
+
+
+# ---- bench ---------------------------------------------------------------------------------
+
+def add_bench_arguments(p) -> None:
+    p.add_argument("--url", default=None,
+                   help="sweep this server (without it: the client's overhead "
+                        "against its own fake server)")
+    p.add_argument("--model", default="", help="the model name (default: the "
+                                               "server's first)")
+    p.add_argument("--api-key-env", default="", metavar="VAR",
+                   help="the environment variable holding the API key")
+    p.add_argument("--rates", type=int, default=ENDPOINT_DEFAULTS["sweep_rates"],
+                   help="constant rates between the synchronous and throughput "
+                        "runs (default 3)")
+    p.add_argument("--requests", type=int, default=ENDPOINT_DEFAULTS["requests"],
+                   help="requests per sweep point (default 16)")
+
+
+def bench(args) -> dict:
+    """The sweep's figures against --url, or the client's overhead without it."""
+    if getattr(args, "url", None) is None:
+        from inferlab.engines.endpoint.bench import client_overhead
+
+        return {"client_overhead": client_overhead()}
+    from inferlab.engines.endpoint.section import endpoint_slo, endpoint_workload, run_settings
+    from inferlab.engines.endpoint.sweep import endpoint_sweep
+
+    settings = _checked(dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model,
+                             api_key_env=args.api_key_env, sweep_rates=args.rates,
+                             requests=args.requests))
+    sweep = endpoint_sweep(run_settings(settings), endpoint_workload(settings),
+                           api_key=api_key(settings["api_key_env"]),
+                           n_rates=settings["sweep_rates"], slo=endpoint_slo(settings))
+    return sweep.to_dict()
