@@ -237,7 +237,7 @@ class RateSweepView(QWidget):
                 item.plot([p.output_tokens_per_s for p in mine],
                           [1e3 * getattr(p, field) for p in mine], pen=pen(c, width=2),
                           symbol="o", symbolSize=7, symbolBrush=color(c), symbolPen=None,
-                          name=POLICY_NAMES[policy])
+                          name=POLICY_NAMES.get(policy, policy))
                 best = knee(mine, policy, slo_ttft_s, slo_tpot_s)
                 if best is not None:
                     knees[policy] = best
@@ -247,7 +247,7 @@ class RateSweepView(QWidget):
         lines = []
         for policy in policies:
             best = knees.get(policy)
-            name = POLICY_NAMES[policy]
+            name = POLICY_NAMES.get(policy, policy)
             lines.append(f"{name}: knee at <b>{best.rate_per_s:.3g} req/s</b> "
                          f"({best.output_tokens_per_s:,.0f} tok/s) meets both SLOs at p99"
                          if best else f"{name}: no swept rate meets both SLOs at p99")

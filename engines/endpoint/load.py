@@ -191,6 +191,7 @@ class EndpointRun:
         self._thread: threading.Thread | None = None
         self._outcome: EndpointRunResult | BaseException | None = None
         self._finished = threading.Event()
+        self._scraper: Scraper | None = None
 
     def __repr__(self) -> str:  # the key stays out of reprs, logs and tracebacks
         return f"EndpointRun({self.root!r}, {len(self.requests)} requests)"
@@ -237,6 +238,12 @@ class EndpointRun:
     def results_so_far(self) -> list[StreamResult]:
         with self._lock:
             return list(self._results)
+
+    def scrape_so_far(self) -> ScrapeResult:
+        """The server's common series scraped so far (from any thread; empty before the
+        first scrape or with scraping off)."""
+        scraper = self._scraper
+        return ScrapeResult() if scraper is None else scraper.common_so_far()
 
     @property
     def done(self) -> bool:
@@ -368,6 +375,7 @@ class EndpointRun:
             if self._stopping is not None:  # cancel() came before the loop ran
                 self._halt(self._stopping)
             scraper = Scraper(client, clock, s.scrape_hz, self._key) if s.scrape_hz else None
+            self._scraper = scraper
             scraping = asyncio.ensure_future(scraper.run()) if scraper else None
             t_start = clock()
             if s.concurrency:

@@ -232,6 +232,21 @@ class Scraper:
     def stop(self) -> None:
         self._stop.set()
 
+    def common_so_far(self) -> ScrapeResult:
+        """The common series scraped so far, safe to call from another thread while the
+        scraper runs (each array copied whole under the GIL; a pair caught between its time
+        and its value is cut to the shorter)."""
+        import numpy as np
+
+        times, values = dict(self._common.times), dict(self._common.values)
+        common = {}
+        for k in times:
+            t, v = array("d", times[k]), array("d", values[k])
+            n = min(len(t), len(v))
+            common[k] = np.column_stack((np.frombuffer(t, count=n), np.frombuffer(v, count=n)))
+        return ScrapeResult(common=common, kind=server_kind(list(self.names)),
+                            scrapes=self.scrapes, notes=tuple(self.notes))
+
     def result(self) -> ScrapeResult:
         notes = list(self.notes)
         if self._all.full:

@@ -1,0 +1,286 @@
+"""Serving endpoint lab: the user's own OpenAI-compatible server under the batching lab's
+workload, every request timed from the client's side, the server's /metrics beside them.
+
+Nothing is contacted until Run: the lab then probes the URL and runs the workload
+(engines/endpoint: `EndpointRun`) in a worker task; the timeline redraws from the requests
+finished so far four times a second. Stop cancels the run (every connection closed) and keeps
+what finished. The sweep and the side-by-side table are worker tasks of their own.
+
+The API key lives in the view's masked field (or the environment variable it names) and in
+the run's client only: `settings()` never holds it, so neither QSettings, a snapshot, the
+trace nor a log line can.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QTimer
+
+from inferlab.app.labs.base import Lab
+from inferlab.engines.endpoint.section import (
+    ENDPOINT_DEFAULTS,
+    ENDPOINT_SETTINGS,
+    EndpointRecord,
+    check_endpoint_settings,
+    endpoint_section,
+    endpoint_trace,
+    read_endpoint_section,
+)
+from inferlab.engines.settings import clean_settings
+from inferlab.views.endpoint_view import EndpointView
+
+LIVE_DRAW_MS = 250
+
+
+def idle_text(url: str) -> str:
+    return (f"Idle: nothing has been contacted. Run probes {url} (/v1/models and one "
+            "token), then sends the workload; only that URL is ever contacted.")
+
+
+class EndpointLab(Lab):
+    lab_id = "endpoint"
+    needs_devices = False
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, parent)
+        self.view = EndpointView()
+        self.widget = self.view
+        self._settings = clean_settings(self.saved_settings(), ENDPOINT_SETTINGS,
+                                        ENDPOINT_DEFAULTS)
+        self._settings.pop("api_key", None)  # never a setting, whatever a file says
+        self.record: EndpointRecord | None = None
+        self.sweep_result = None
+        self.side: dict | None = None
+        self._live = (None, None, None)  # kept while a snapshot is shown
+        self._run = None                 # the EndpointRun in flight
+        self._task = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(LIVE_DRAW_MS)
+        self._timer.timeout.connect(self._draw_live)
+        self.view.set_settings(self._settings)
+        self.view.settings_changed.connect(self._on_settings)
+        self.view.run_requested.connect(self.run)
+        self.view.stop_requested.connect(self.stop)
+        self.view.metrics.compare_requested.connect(self.compare)
+        self.view.sweep.sweep_requested.connect(self.sweep)
+        self.view.set_status(idle_text(self._settings["url"]))
+        self._draw()
+
+    def settings(self) -> dict:
+        return dict(self._settings)
+
+    def _on_settings(self, settings: dict) -> None:
+        merged = dict(self._settings, **settings)
+        try:
+            self._settings = check_endpoint_settings(merged)
+        except ValueError as e:
+            self.view.set_status(f"Not accepted: {e}")
+            return
+        self.save_settings()
+
+    # ---- the key: the field, else the environment variable it names -----------------------
+    def _key(self) -> str | None:
+        typed = self.view.key_text().strip()
+        if typed:
+            return typed
+        var = self._settings["api_key_env"]
+        if var:
+            value = os.environ.get(var)
+            if not value:
+                raise ValueError(f"the environment variable {var} is not set: type the key "
+                                 "or clear the variable's name")
+            return value
+        return None
+
+    # ---- a run ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        from inferlab.engines.endpoint.load import EndpointRun
+        from inferlab.engines.endpoint.section import endpoint_requests, endpoint_slo, run_settings
+
+        if self.read_only or self._task is not None:
+            return
+        self._on_settings(self.view.settings())
+        s = self._settings
+        try:
+            key = self._key()
+            requests = endpoint_requests(s)
+            run = EndpointRun(run_settings(s), requests, api_key=key, slo=endpoint_slo(s))
+        except (ValueError, OSError) as e:
+            self.view.set_status(f"Cannot run: {e}")
+            return
+        self._run, self.record, self.side = run, None, None
+        total = len(run.requests)
+        self.view.set_running(True)
+        self.view.set_status(f"Probing {run.root}…")
+
+        def work(progress, should_stop):
+            run.start()
+            while (result := run.wait(0.1)) is None:
+                if should_stop():  # the window closes: cancel, and wait for the sockets
+                    run.cancel()
+                done = len(run.results_so_far())
+                progress(done / max(total, 1), f"{done} of {total} requests done…")
+            return result
+
+        self._offset_s = self.context.recorder.now_s()
+        self._task = self.run_task("Endpoint lab: run", work, self._finished, self._failed,
+                                   on_end=self._ended)
+        self._task.progress.connect(self.view.set_progress)
+        self._timer.start()
+
+    def stop(self) -> None:
+        """Cancel the run in flight (its finished requests are kept), or the sweep."""
+        if self._run is not None:
+            self._run.cancel()
+        elif self._task is not None:
+            self._task.stop()
+
+    def _draw_live(self) -> None:
+        from inferlab.engines.serve.metrics import summarize
+
+        run = self._run
+        if run is None:
+            return
+        results = tuple(sorted(run.results_so_far(), key=lambda r: r.index))
+        metrics = summarize([r.to_timing() for r in results if r.error_kind != "cancelled"])
+        self.view.timeline.draw(EndpointRecord(results, metrics.to_dict(),
+                                               scrape=run.scrape_so_far()),
+                                "Waiting for the first request to finish…")
+
+    def _finished(self, result) -> None:
+        self.record = EndpointRecord.of(result)
+        endpoint_trace(self.context.recorder, self.record, self._offset_s)
+        m = self.record.metrics
+        stopped = {"cancelled": " (stopped)", "max duration": " (time limit)"}.get(
+            result.stopped or "", "")
+        fails = ", ".join(f"{n} {k}" for k, n in sorted(self.record.failures.items()))
+        self.view.set_status(
+            f"{self.record.model} at {result.settings.url}{stopped}: {m['completed']} "
+            f"completed, {m['failed']} failed{f' ({fails})' if fails else ''}, "
+            f"{self.record.incomplete} cut off, {self.record.not_sent} not sent.")
+        self._draw()
+
+    def _failed(self, message: str) -> None:
+        self.view.set_status(f"Failed: {message}")
+
+    def _ended(self) -> None:
+        self._timer.stop()
+        self._run, self._task = None, None
+        self.view.set_running(False, self.read_only)
+
+    # ---- sweep and side by side (whole runs in a worker) ---------------------------------------
+    def sweep(self, n_rates: int) -> None:
+        from inferlab.engines.endpoint.section import endpoint_slo, endpoint_workload, run_settings
+        from inferlab.engines.endpoint.sweep import endpoint_sweep
+
+        if self.read_only or self._task is not None:
+            return
+        self._on_settings(dict(self.view.settings(), sweep_rates=n_rates))
+        s = self._settings
+        try:
+            key = self._key()
+            settings, workload = run_settings(s), endpoint_workload(s)
+        except ValueError as e:
+            self.view.sweep.set_busy(False, f"Cannot sweep: {e}")
+            return
+
+        def work(progress, should_stop):
+            return endpoint_sweep(settings, workload, api_key=key, n_rates=n_rates,
+                                  slo=endpoint_slo(s), progress=progress,
+                                  should_stop=should_stop)
+
+        def shown(sweep) -> None:
+            self.sweep_result = sweep
+            self.view.sweep.show_sweep(sweep, s["slo_ttft_s"], s["slo_tpot_s"])
+
+        self._whole("rate sweep", self.view.sweep, "Sweeping…", work, shown)
+
+    def compare(self) -> None:
+        from inferlab.engines.endpoint.side_by_side import compare_engines
+
+        if self.read_only or self._task is not None:
+            return
+        record, s, device = self.record, self.settings(), self.context.device_id
+        if record is None or not record.results:
+            self.view.metrics.set_busy(False, "Run the workload against the server first.")
+            return
+
+        def work(progress, should_stop):
+            return compare_engines(s, record, device, progress, should_stop)
+
+        def shown(side) -> None:
+            self.side = side
+            self.view.metrics.show_side(side)
+
+        self._whole("side by side", self.view.metrics,
+                    f"Running the same {len(record.results)} requests through the in-app "
+                    "engine and the simulated GPU…", work, shown)
+
+    def _whole(self, name: str, panel, busy_text: str, work, shown) -> None:
+        self.view.set_running(True)
+        panel.set_busy(True, busy_text)
+
+        def done(result) -> None:
+            shown(result)
+            panel.set_busy(False, f"{name.capitalize()}: done.")
+
+        self._task = self.run_task(f"Endpoint lab: {name}", work, done,
+                                   lambda message: panel.set_busy(False, f"{name.capitalize()}"
+                                                                  f" failed: {message}"),
+                                   on_end=lambda: (self._ended(), panel.set_busy(False)))
+        self._task.progress.connect(lambda f, m: self.view.set_progress(f, m))
+
+    # ---- drawing and snapshots ----------------------------------------------------------------
+    def _draw(self) -> None:
+        r, s = self.record, self._settings
+        self.view.timeline.draw(r, "No run yet: nothing has been contacted."
+                                if not self.read_only else "This snapshot holds no run.")
+        notes = [] if r is None else [r.scrape_note(), *r.notes]
+        if r is not None and r.agreement.get("server_output_tokens_per_s") is not None:
+            a = r.agreement
+            notes.append(f"Server's own counters: {a['server_output_tokens_per_s']:,.1f} "
+                         f"output tok/s (client {a['client_output_tokens_per_s']:,.1f})" +
+                         (f", mean TTFT {1e3 * a['server_ttft_mean_s']:,.1f} ms (client "
+                          f"{1e3 * a['client_ttft_mean_s']:,.1f})"
+                          if a.get("server_ttft_mean_s") is not None
+                          and a.get("client_ttft_mean_s") is not None else ""))
+        self.view.metrics.show_metrics(r.metrics if r is not None else {}, notes)
+        self.view.metrics.show_side(self.side)
+        self.view.sweep.show_sweep(self.sweep_result, s["slo_ttft_s"], s["slo_tpot_s"])
+
+    def snapshot_section(self) -> dict:
+        return endpoint_section(self.settings(), self.record, self.sweep_result, self.side)
+
+    def show_snapshot(self, section: dict) -> None:
+        settings, record, sweep, side = read_endpoint_section(section)
+        if not self.read_only:
+            self._live = (self.record, self.sweep_result, self.side)
+        self.stop()
+        self.read_only = True
+        self.record, self.sweep_result, self.side = record, sweep, side
+        self.view.set_settings(settings)
+        self.view.set_running(False, read_only=True)
+        s = self._settings
+        self._settings = settings
+        self._draw()
+        self._settings = s
+        if record is None:
+            self.view.set_status("Read-only snapshot: the endpoint lab had not run.")
+        else:
+            self.view.set_status(f"Read-only snapshot: {len(record.results)} requests to "
+                                 f"{settings['url']} ({record.model}).")
+
+    def show_live(self) -> None:
+        super().show_live()
+        self.record, self.sweep_result, self.side = self._live
+        self.view.set_settings(self._settings)
+        self.view.set_running(self._task is not None)
+        self._draw()
+        self.view.set_status(idle_text(self._settings["url"]) if self.record is None else
+                             "Live: the last run.")
+
+    def shutdown(self) -> None:
+        self._timer.stop()
+        if self._run is not None:
+            self._run.cancel()

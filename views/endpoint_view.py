@@ -1,0 +1,242 @@
+"""The endpoint lab's view: the server, workload and limits on the left (the API key masked,
+held by its field alone); Run / Stop, progress and a status line; tabs for the requests'
+timeline with the server's strips, the metrics (and the side-by-side table), the rate sweep.
+
+It draws records and emits requests for work; it contacts nothing.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
+from inferlab.views.endpoint_results import MetricsPanel, SweepPanel
+from inferlab.views.endpoint_timeline import EndpointTimelineView
+
+PACING = (("concurrency", "fixed concurrency"), ("arrivals", "arrival times (Poisson / trace)"))
+
+
+def _spin(low, high, suffix: str, decimals: int | None = None, step: float | None = None):
+    spin = QDoubleSpinBox() if decimals is not None else QSpinBox()
+    spin.setRange(low, high)
+    if decimals is not None:
+        spin.setDecimals(decimals)
+    if step is not None:
+        spin.setSingleStep(step)
+    spin.setSuffix(suffix)
+    return spin
+
+
+class EndpointView(QWidget):
+    settings_changed = Signal(dict)
+    run_requested = Signal()
+    stop_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._quiet = False
+        self._build_controls()
+        self.timeline = EndpointTimelineView()
+        self.metrics = MetricsPanel()
+        self.sweep = SweepPanel()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.timeline, "Requests and server")
+        self.tabs.addTab(self.metrics, "Metrics")
+        self.tabs.addTab(self.sweep, "Rate sweep")
+        layout = QHBoxLayout(self)
+        layout.addWidget(self.left, 0)
+        layout.addWidget(self.tabs, 1)
+        self.set_running(False)
+
+    # ---- construction -------------------------------------------------------------------------
+    def _build_controls(self) -> None:
+        self.url = QLineEdit()
+        self.url.setToolTip("The server's root; only this URL is ever contacted, and only "
+                            "when you press Run")
+        self.model = QLineEdit()
+        self.model.setPlaceholderText("first at /v1/models")
+        self.api = QComboBox()
+        self.api.addItems(list(APIS))
+        self.server_kind = QComboBox()
+        self.server_kind.addItems(["auto", *SERVER_KINDS])
+        self.server_kind.setToolTip("Which length controls are sent (ignore_eos, min_tokens); "
+                                    "auto: guessed from /v1/models")
+        self.api_key = QLineEdit()
+        self.api_key.setEchoMode(QLineEdit.Password)
+        self.api_key.setPlaceholderText("none")
+        self.api_key.setToolTip("Sent as a bearer token to this URL only; kept in memory, "
+                                "never saved, exported or logged")
+        self.api_key_env = QLineEdit()
+        self.api_key_env.setPlaceholderText("or a variable, e.g. OPENAI_API_KEY")
+        self.api_key_env.setToolTip("Read the key from this environment variable when the "
+                                    "field above is empty")
+        server = QGroupBox("Server")
+        f = QFormLayout(server)
+        f.addRow("URL", self.url)
+        f.addRow("Model", self.model)
+        f.addRow("API", self.api)
+        f.addRow("Server kind", self.server_kind)
+        f.addRow("API key", self.api_key)
+        f.addRow("Key from env", self.api_key_env)
+
+        self.workload_file = QLineEdit()
+        self.workload_file.setPlaceholderText("seeded workload (or a .jsonl trace)")
+        self.requests = _spin(1, 10_000, " req")
+        self.rate = _spin(0.001, 100_000, " req/s", 2)
+        self.seed = _spin(0, 2**31 - 1, "")
+        self.pacing = QComboBox()
+        for value, label in PACING:
+            self.pacing.addItem(label, value)
+        self.concurrency = _spin(1, 10_000, " in flight")
+        workload = QGroupBox("Workload (the batching lab's)")
+        f = QFormLayout(workload)
+        f.addRow("Trace", self.workload_file)
+        f.addRow("Requests", self.requests)
+        f.addRow("Rate", self.rate)
+        f.addRow("Seed", self.seed)
+        f.addRow("Pacing", self.pacing)
+        f.addRow("Concurrency", self.concurrency)
+
+        self.slo_ttft = _spin(0.001, 3_600_000, " ms", 1, 50)
+        self.slo_tpot = _spin(0.001, 3_600_000, " ms", 1, 5)
+        self.max_duration = _spin(1, 86_400, " s", 0, 10)
+        self.scrape_hz = _spin(0, 4, " Hz", 0, 1)
+        self.scrape_hz.setToolTip("Polls of the server's /metrics per second (0: none)")
+        limits = QGroupBox("SLOs and limits")
+        f = QFormLayout(limits)
+        f.addRow("TTFT SLO", self.slo_ttft)
+        f.addRow("TPOT SLO", self.slo_tpot)
+        f.addRow("Stop after", self.max_duration)
+        f.addRow("Scrape /metrics", self.scrape_hz)
+
+        self.run_button = QPushButton("Run")
+        self.run_button.setToolTip("Probe the server, then send the workload")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Cancel the requests in flight and close every connection")
+        self.run_button.clicked.connect(self.run_requested)
+        self.stop_button.clicked.connect(self.stop_requested)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.stop_button)
+
+        inner = QWidget()
+        v = QVBoxLayout(inner)
+        v.setContentsMargins(0, 0, 4, 0)
+        for box in (server, workload, limits):
+            v.addWidget(box)
+        v.addLayout(buttons)
+        v.addWidget(self.progress)
+        v.addWidget(self.status)
+        v.addStretch(1)
+        self.left = QScrollArea()
+        self.left.setWidget(inner)
+        self.left.setWidgetResizable(True)
+        self.left.setFrameShape(QScrollArea.NoFrame)
+        self.left.setFixedWidth(330)
+
+        for w in (self.url, self.model, self.api_key_env, self.workload_file):
+            w.editingFinished.connect(self._emit)
+        for w in (self.api, self.server_kind, self.pacing):
+            w.currentIndexChanged.connect(self._emit)
+        for w in (self.requests, self.rate, self.seed, self.concurrency, self.slo_ttft,
+                  self.slo_tpot, self.max_duration, self.scrape_hz):
+            w.editingFinished.connect(self._emit)
+        self.pacing.currentIndexChanged.connect(self._pacing_changed)
+
+    def _pacing_changed(self, *_args) -> None:
+        self.concurrency.setEnabled(self.pacing.currentData() == "concurrency"
+                                    and self.run_button.isEnabled())
+
+    # ---- settings -----------------------------------------------------------------------------
+    def set_settings(self, s: dict) -> None:
+        self._quiet = True
+        try:
+            self.url.setText(s["url"])
+            self.model.setText(s["model"])
+            self.api.setCurrentText(s["api"])
+            self.server_kind.setCurrentText(s["server_kind"])
+            self.api_key_env.setText(s["api_key_env"])
+            self.workload_file.setText(s["workload_file"])
+            self.requests.setValue(int(s["requests"]))
+            self.rate.setValue(float(s["rate_per_s"]))
+            self.seed.setValue(int(s["seed"]))
+            self.pacing.setCurrentIndex(0 if s["concurrency"] else 1)
+            if s["concurrency"]:
+                self.concurrency.setValue(int(s["concurrency"]))
+            self.slo_ttft.setValue(1e3 * float(s["slo_ttft_s"]))
+            self.slo_tpot.setValue(1e3 * float(s["slo_tpot_s"]))
+            self.max_duration.setValue(float(s["max_duration_s"]))
+            self.scrape_hz.setValue(float(s["scrape_hz"]))
+            self.sweep.rates.setValue(int(s["sweep_rates"]))
+        finally:
+            self._quiet = False
+        self._pacing_changed()
+
+    def settings(self) -> dict:
+        """What the controls say (never the key: it is read with `key_text`)."""
+        paced = self.pacing.currentData() == "arrivals"
+        return {
+            "url": self.url.text().strip(), "model": self.model.text().strip(),
+            "api": self.api.currentText(), "server_kind": self.server_kind.currentText(),
+            "api_key_env": self.api_key_env.text().strip(),
+            "workload_file": self.workload_file.text().strip(),
+            "requests": self.requests.value(), "rate_per_s": self.rate.value(),
+            "seed": self.seed.value(), "concurrency": 0 if paced else self.concurrency.value(),
+            "slo_ttft_s": self.slo_ttft.value() / 1e3, "slo_tpot_s": self.slo_tpot.value() / 1e3,
+            "max_duration_s": self.max_duration.value(), "scrape_hz": self.scrape_hz.value(),
+            "sweep_rates": self.sweep.rates.value(),
+        }
+
+    def key_text(self) -> str:
+        return self.api_key.text()
+
+    def _emit(self, *_args) -> None:
+        if not self._quiet:
+            self.settings_changed.emit(self.settings())
+
+    # ---- state --------------------------------------------------------------------------------
+    def set_status(self, text: str) -> None:
+        self.status.setText(text)
+
+    def set_progress(self, fraction: float, message: str = "") -> None:
+        self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 1000))
+        if message:
+            self.status.setText(message)
+
+    def inputs(self):
+        return (self.url, self.model, self.api, self.server_kind, self.api_key,
+                self.api_key_env, self.workload_file, self.requests, self.rate, self.seed,
+                self.pacing, self.concurrency, self.slo_ttft, self.slo_tpot,
+                self.max_duration, self.scrape_hz)
+
+    def set_running(self, running: bool, read_only: bool = False) -> None:
+        for w in self.inputs():
+            w.setEnabled(not running and not read_only)
+        self.run_button.setEnabled(not running and not read_only)
+        self.stop_button.setEnabled(running)
+        self.metrics.compare_button.setEnabled(not running and not read_only)
+        self.sweep.button.setEnabled(not running and not read_only)
+        self._pacing_changed()
+        if not running:
+            self.progress.setValue(0)
