@@ -41,6 +41,7 @@ from inferlab.engines.speculative.section import (
 )
 from inferlab.engines.speculative.statistics import expected_tokens_per_forward
 from inferlab.views.fact_table import FactTable
+from inferlab.views.speculative_sweep import SweepPanel
 from inferlab.views.stepped_controls import SteppedView
 from inferlab.views.style import style_plot
 
@@ -277,6 +278,8 @@ class SpeculativeView(SteppedView):
         plots.setContentsMargins(0, 0, 0, 0)
         plots.addWidget(self.position_plot, 1)
         plots.addWidget(self.theory_plot, 1)
+        self.sweep_panel = SweepPanel()
+        plots.addWidget(self.sweep_panel, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addLayout(prompt_row)
@@ -352,6 +355,7 @@ class SpeculativeView(SteppedView):
                   self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
         self.prompt_edit.setReadOnly(read_only)
+        self.sweep_panel.set_busy(False, read_only)
         self._drafter_changed()
 
     # ---- drawing -----------------------------------------------------------------------------

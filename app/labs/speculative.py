@@ -16,6 +16,7 @@ from inferlab.engines.speculative.section import (
     SPECULATIVE_SETTINGS,
     parse_drafter,
     read_speculative_section,
+    read_speculative_sweep,
     speculative_defaults,
     speculative_section,
     speculative_trace_step,
@@ -39,8 +40,48 @@ class SpeculativeLab(SteppedLab):
     def __init__(self, context, parent=None):
         super().__init__(context, SpeculativeView(), parent)
         self._trace_at_s = 0.0
+        self.sweep = None
+        self._sweep_task = None
         self.view.set_settings(self._settings)
         self.view.set_status("The lab loads its model when it is first shown.")
+        self.view.sweep_panel.sweep_requested.connect(self.run_sweep)
+        self.view.sweep_panel.cancel_requested.connect(self.cancel_sweep)
+
+    # ---- the K sweep -------------------------------------------------------------------------
+    def run_sweep(self) -> None:
+        """Speedup against K for the current settings, in a worker (progress, cancel)."""
+        from inferlab.engines.speculative.sweep import DEFAULT_KS, k_sweep
+
+        if self._sweep_task is not None or self.read_only:
+            return
+        settings, device = self.settings(), self.context.device_id
+        panel = self.view.sweep_panel
+        panel.set_busy(True)
+        panel.set_note(f"Sweeping K = {', '.join(map(str, DEFAULT_KS))}…")
+
+        def work(progress, should_stop):
+            return k_sweep(settings, DEFAULT_KS, device, progress, should_stop)
+
+        def done(sweep) -> None:
+            self.sweep = sweep
+            panel.draw(sweep)
+
+        def failed(message: str) -> None:
+            panel.set_note(f"The sweep failed: {message}")
+
+        def ended() -> None:
+            task, self._sweep_task = self._sweep_task, None
+            panel.set_busy(False, self.read_only)
+            if task is not None and task.should_stop():
+                panel.set_note("Sweep cancelled.")
+
+        self._sweep_task = self.run_task("Speculative lab: sweep K", work, done, failed,
+                                         on_end=ended)
+        self._sweep_task.progress.connect(lambda f, m: panel.set_note(m))
+
+    def cancel_sweep(self) -> None:
+        if self._sweep_task is not None:
+            self._sweep_task.stop()
 
     # ---- settings ----------------------------------------------------------------------------
     def valid_settings(self, s: dict) -> dict:
@@ -104,11 +145,16 @@ class SpeculativeLab(SteppedLab):
 
     # ---- snapshots ------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
-        return speculative_section(self.settings(), self.header, self.records)
+        return speculative_section(self.settings(), self.header, self.records, self.sweep)
 
     def replay_parts(self, section: dict):
         settings, header, steps, _metrics = read_speculative_section(section)
+        self.view.sweep_panel.draw(read_speculative_sweep(section))
         return settings, header, steps
+
+    def show_live(self) -> None:
+        super().show_live()
+        self.view.sweep_panel.draw(self.sweep)
 
     def replay_text(self, header, records) -> str:
         emitted = sum(len(r.token_ids) for r in records)

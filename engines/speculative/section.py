@@ -371,11 +371,18 @@ def step_from_dict(d, where: str, index: int, vocab: int) -> SpeculativeStep:
 
 # ---- the section ---------------------------------------------------------------------------------
 
-def speculative_section(settings: dict, header: SpeculativeHeader | None, steps) -> dict:
-    """The snapshot's `labs.speculative` (no header: the lab had not run)."""
+def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
+                        sweep=None) -> dict:
+    """The snapshot's `labs.speculative` (no header: the lab had not run); `sweep`, a
+    `KSweep`, is kept under state["sweep"]."""
     if header is None:
         return lab_section(settings, {}, {"target_forwards": 0})
-    state = {"model": header.model, "drafter": header.drafter, "k": header.k,
+    extra = {}
+    if sweep is not None:
+        from inferlab.engines.speculative.sweep import sweep_to_dict
+
+        extra["sweep"] = sweep_to_dict(sweep)
+    state = {**extra, "model": header.model, "drafter": header.drafter, "k": header.k,
              "n_layers": header.n_layers,
              "prompt_token_ids": list(header.prompt_token_ids),
              "token_texts": {str(t): text for t, text in sorted(header.token_texts.items())},
@@ -432,7 +439,19 @@ def read_speculative_section(sec):
             raise ValueError(f"{w}.steps[{i}].finish_reason: a step after it ran")
     header = SpeculativeHeader(strings["model"], strings["drafter"], k, tuple(prompt), texts,
                                n_layers)
+    read_speculative_sweep(sec)
     return settings, header, steps, speculative_metrics(steps, k)
+
+
+def read_speculative_sweep(sec):
+    """The section's K sweep (a `KSweep`), or None when it holds none; ValueError names a
+    bad field."""
+    from inferlab.engines.speculative.sweep import sweep_from_dict
+
+    state = sec.get("state") if isinstance(sec, dict) else None
+    if not isinstance(state, dict) or "sweep" not in state:
+        return None
+    return sweep_from_dict(state["sweep"], "labs.speculative.state.sweep")
 
 
 # ---- trace ----------------------------------------------------------------------------------------

@@ -103,3 +103,33 @@ def test_screenshot_of_the_lab(capsys, tmp_path):
     assert main(["screenshot", "--lab", "speculative", "--out", str(png)]) == 0
     image = QImage(str(png))
     assert (image.width(), image.height()) == (1280, 800)
+
+
+def test_the_k_sweep_runs_draws_and_replays(qtbot, make_window, tmp_path):
+    from inferlab.engines.speculative.sweep import DEFAULT_KS
+
+    window, lab = open_lab(qtbot, make_window, max_tokens=16, drafter="tiny")
+    panel = lab.view.sweep_panel
+    panel.sweep_button.click()
+    assert not panel.sweep_button.isEnabled() and panel.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: lab.sweep is not None, timeout=120000)
+    wait_idle(qtbot, window)
+    xs, ys = panel.measured.getData()
+    assert list(xs) == list(DEFAULT_KS) and all(y > 0 for y in ys)
+    assert "best K =" in panel.note.text() and "equal plain greedy" in panel.note.text()
+    assert panel.sweep_button.isEnabled()
+    path = window.export_snapshot(tmp_path / "sweep.json")
+    section = json.loads(path.read_text())["inferlab"]["labs"]["speculative"]
+    assert [p["k"] for p in section["state"]["sweep"]["points"]] == list(DEFAULT_KS)
+    other = make_window(str(tmp_path / "other.ini"))
+    other.open_snapshot(path)
+    replay = other.lab("speculative").view.sweep_panel
+    assert list(replay.measured.getData()[1]) == list(ys)
+    assert not replay.sweep_button.isEnabled()
+    section["state"]["sweep"]["points"][0]["speedup_wall"] = "fast"
+    import pytest
+
+    from inferlab.engines.speculative.section import read_speculative_section
+
+    with pytest.raises(ValueError, match=r"state.sweep.points\[0\].speedup_wall"):
+        read_speculative_section(section)

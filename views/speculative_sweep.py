@@ -1,0 +1,83 @@
+"""The speculative lab's K sweep: measured wall-clock speedup against K beside the model
+E / (K·c + 1), and tokens per target forward against (1 − α^(K+1)) / (1 − α)."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from inferlab.views.style import pen, style_plot
+
+MEASURED = "#D55E00"
+MODEL = "#555555"
+TOKENS = "#0072B2"
+
+
+class SweepPanel(QWidget):
+    sweep_requested = Signal()
+    cancel_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.plot = pg.PlotWidget()
+        p = self.plot.getPlotItem()
+        style_plot(p)
+        p.setTitle("Speedup against K (greedy, this prompt)")
+        p.setLabel("bottom", "K: draft tokens per step")
+        p.setLabel("left", "× plain decoding")
+        p.setMouseEnabled(x=False, y=False)
+        self.legend = p.addLegend(offset=(10, 10))
+        self.measured = p.plot([], [], pen=pen(MEASURED, 2), symbol="o", symbolBrush=MEASURED,
+                               symbolPen=None, name="measured wall clock")
+        self.model = p.plot([], [], pen=pen(MODEL, 2, dashed=True), symbol="t",
+                            symbolBrush=MODEL, symbolPen=None, name="E / (K·c + 1)")
+        self.tokens = p.plot([], [], pen=pen(TOKENS, 1), symbol="s", symbolBrush=TOKENS,
+                             symbolPen=None, name="tokens per target forward")
+        p.addItem(pg.InfiniteLine(1.0, angle=0, pen=pen("#000000", 1, dashed=True)))
+        self.sweep_button = QPushButton("Sweep K")
+        self.sweep_button.setToolTip("Decode the prompt plainly, then speculatively with K = 1, "
+                                     "2, 3, 4, 6, 8 (greedy), timing each in this run")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.sweep_button.clicked.connect(self.sweep_requested)
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self.note = QLabel("Sweep K: how far the speedup follows the model for this drafter.")
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #555")
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.sweep_button)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.note, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(row)
+        layout.addWidget(self.plot, 1)
+        self.sweep = None
+
+    def set_busy(self, busy: bool, read_only: bool = False) -> None:
+        self.sweep_button.setEnabled(not busy and not read_only)
+        self.cancel_button.setEnabled(busy)
+
+    def set_note(self, text: str) -> None:
+        self.note.setText(text)
+
+    def draw(self, sweep) -> None:
+        """A `KSweep` (engines/speculative/sweep.py) or None."""
+        self.sweep = sweep
+        points = () if sweep is None else sweep.points
+        ks = [p.k for p in points]
+        self.measured.setData(ks, [p.speedup_wall for p in points])
+        self.model.setData(ks, [p.predicted_speedup for p in points])
+        self.tokens.setData(ks, [p.tokens_per_target_forward for p in points])
+        if sweep is None or not points:
+            return
+        best = max(points, key=lambda p: p.speedup_wall)
+        c = sum(p.cost_ratio for p in points) / len(points)
+        same = all(p.outputs_equal for p in points)
+        self.note.setText(
+            f"{sweep.drafter} on {sweep.model}, {sweep.new_tokens} tokens: best K = {best.k} "
+            f"at {best.speedup_wall:.2f}× (model {best.predicted_speedup:.2f}×); a draft "
+            f"token costs c = {c:.2f} of a target forward on average; outputs "
+            + ("equal plain greedy's at every K." if same else "DIFFER from plain greedy's."))
