@@ -222,8 +222,8 @@ class EndpointLab(Lab):
         panel.set_busy(True, busy_text)
 
         def done(result) -> None:
-            shown(result)
-            panel.set_busy(False, f"{name.capitalize()}: done.")
+            shown(result)  # the panel says what it shows
+            panel.set_busy(False)
 
         self._task = self.run_task(f"Endpoint lab: {name}", work, done,
                                    lambda message: panel.set_busy(False, f"{name.capitalize()}"

@@ -64,7 +64,7 @@ async def _models(client: httpx.AsyncClient, root: str, has_key: bool, secret: s
         raise EndpointError(f"{host_of(root)} redirects to {where}: enter that URL instead "
                             "(redirects are not followed, so the key goes nowhere else)")
     if resp.status_code != 200:
-        return [], None
+        return [], None, resp.status_code
     try:
         data = resp.json().get("data") or []
         ids = [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
@@ -73,15 +73,18 @@ async def _models(client: httpx.AsyncClient, root: str, has_key: bool, secret: s
     except (ValueError, AttributeError, TypeError):
         raise EndpointError(not_openai(root, "GET /v1/models did not answer a model list")
                             ) from None
-    return ids, owner
+    return ids, owner, 200
 
 
 async def probe(client: httpx.AsyncClient, root: str, model: str | None, api: str,
                 server_kind: str = "auto", include_usage: bool = True,
                 secret: str | None = None) -> ProbeResult:
     """Check the server with the client the run will use; EndpointError says what is wrong."""
-    ids, owner = await _models(client, root, secret is not None, secret)
+    ids, owner, status = await _models(client, root, secret is not None, secret)
     if not model:
+        if status != 200:
+            raise EndpointError(not_openai(root, f"GET /v1/models answered HTTP {status} "
+                                                 "(give a model name to try anyway)"))
         if not ids:
             raise EndpointError(f"give a model name: {host_of(root)} lists none at /v1/models")
         model = ids[0]

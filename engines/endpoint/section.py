@@ -104,6 +104,11 @@ ENDPOINT_SETTINGS = {
 
 def check_endpoint_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked (ValueError naming the field)."""
+    if isinstance(settings, dict):
+        for key, value in settings.items():  # integers no float holds: refused by name
+            if isinstance(value, int) and value.bit_length() > 53 and key in ENDPOINT_SETTINGS:
+                raise ValueError(f"{where}.{key}: expected a number in range, got an integer "
+                                 f"of {value.bit_length()} bits")
     s = check_settings(settings, ENDPOINT_SETTINGS, ENDPOINT_DEFAULTS, where)
     if 0 < s["scrape_hz"] < 1:
         raise ValueError(f"{where}.scrape_hz: expected 0 (off) or 1..4, got {s['scrape_hz']!r}")
@@ -263,6 +268,9 @@ def _num(low: float = 0.0, high: float = math.inf, none: bool = False) -> Callab
     def read(v, where):
         if v is None and none:
             return None
+        if isinstance(v, int) and v.bit_length() > 1000:  # more than a float holds
+            raise ValueError(f"{where}: expected a finite number, got an integer of "
+                             f"{v.bit_length()} bits")
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
                 or not low <= v <= high:
             raise ValueError(f"{where}: expected a finite number in {low:g}..{high:g}, got "
@@ -324,8 +332,8 @@ def read_request(d, where: str, budget: list[int]) -> StreamResult:
         "chunk_times_s": _numbers(f["chunk_times_s"], f"{where}.chunk_times_s", budget[0]),
     }
     budget[0] -= len(out["chunk_times_s"])
-    out["chunk_tokens"] = _numbers(f["chunk_tokens"], f"{where}.chunk_tokens",
-                                   len(out["chunk_times_s"]), lambda x, w: _int(1)(x, w))
+    out["chunk_tokens"] = _numbers(f["chunk_tokens"], f"{where}.chunk_tokens", MAX_CHUNKS,
+                                   lambda x, w: _int(1)(x, w))
     if len(out["chunk_tokens"]) != len(out["chunk_times_s"]):
         raise ValueError(f"{where}.chunk_tokens: expected one count per chunk time")
     times = out["chunk_times_s"]
