@@ -23,9 +23,10 @@ class SweepPanel(QWidget):
         self.plot = pg.PlotWidget()
         p = self.plot.getPlotItem()
         style_plot(p)
-        p.setTitle("Speedup against K (greedy, this prompt)")
+        p.setTitle("Speedup against K (greedy)")
+        p.setXRange(0.5, 8.5, padding=0)
         p.setLabel("bottom", "K: draft tokens per step")
-        p.setLabel("left", "× plain decoding")
+        p.setLabel("left", "× plain decoding · tokens per forward")
         p.setMouseEnabled(x=False, y=False)
         self.legend = p.addLegend(offset=(10, 10))
         self.measured = p.plot([], [], pen=pen(MEASURED, 2), symbol="o", symbolBrush=MEASURED,
