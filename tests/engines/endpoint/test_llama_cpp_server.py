@@ -1,0 +1,88 @@
+"""A REAL OpenAI-compatible server: llama-cpp-python's (the `test` extra) serving the shipped
+SmolLM2 GGUF on 127.0.0.1, a short workload through the lab's engine, completions and chat.
+
+Measured here: it serves one request at a time, streams one token per chunk, has no /metrics
+(a normal state, said plainly), takes `min_tokens` but not `ignore_eos`; started with
+`--interrupt_requests False` so a waiting request does not cut the streaming one off.
+
+Without llama_cpp the test is skipped, except in CI (CI=true), where the extra is installed
+and its absence is a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
+from inferlab.engines.endpoint.section import EndpointRecord
+from inferlab.engines.serve.workload import WorkloadRequest
+
+pytestmark = pytest.mark.slow
+START_TIMEOUT_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server(smollm2_path):
+    if importlib.util.find_spec("llama_cpp") is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("llama-cpp-python is not installed, but CI installs the test extra "
+                        "(llama-cpp-python[server])")
+        pytest.skip("llama-cpp-python[server] (the test extra) is not installed")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path),
+         "--host", "127.0.0.1", "--port", str(port), "--interrupt_requests", "False",
+         "--n_ctx", "2048", "--verbose", "False"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the llama.cpp server exited: {proc.stderr.read()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/v1/models", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the llama.cpp server did not answer /v1/models within "
+                            f"{START_TIMEOUT_S:g} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_a_short_workload_completes_against_llama_cpp(llama_server, api):
+    work = [WorkloadRequest(arrival_s=0.0, prompt_tokens=12, output_tokens=n)
+            for n in (16, 12, 16)]
+    settings = EndpointSettings(url=llama_server, api=api, concurrency=2, scrape_hz=2,
+                                max_duration_s=60, read_timeout_s=30, request_timeout_s=60)
+    result = EndpointRun(settings, work).run()
+    assert result.probe.server_kind == "llama-cpp-python"
+    assert result.metrics.completed == 3 and result.metrics.failed == 0, result.failures
+    for r in result.results:
+        assert r.ok, r.error
+        assert 0 < r.ttft_s < r.e2e_s
+        assert len(r.chunk_times_s) == r.output_tokens > 1
+    record = EndpointRecord.of(result)
+    assert not record.has_metrics and "no /metrics" in record.scrape.notes
+    assert record.scrape_note().startswith("This server exports no /metrics")
+    assert any("min_tokens only" in n for n in result.notes)
