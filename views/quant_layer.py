@@ -3,6 +3,8 @@ over them, the error distribution beside it, the scales as a strip, the numbers 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
@@ -96,7 +98,8 @@ class LayerPanel(QWidget):
         self._draw_scales(sp, a)
         e = a.error
         self.facts.set_rows([
-            ("SQNR", f"{e.sqnr_db:.2f} dB"),
+            ("SQNR", f"{e.sqnr_db:.2f} dB" if math.isfinite(e.sqnr_db)
+             else "∞: every weight lies on the grid (reproduced exactly)"),
             ("MSE", f"{e.mse:.3e}"),
             ("Max |error|", f"{e.max_abs_error:.3e}"),
             ("Stored", f"{format_bytes(a.nbytes)} (fp32: {format_bytes(a.source_bytes)}, "

@@ -50,7 +50,7 @@ class ModelPanel(QWidget):
         self.pareto = pg.PlotWidget()
         pp = self.pareto.getPlotItem()
         pp.setLabel("bottom", "weight memory (MB = 10⁶ bytes)")
-        pp.setLabel("left", "perplexity on held-out text (lower is better)")
+        pp.setLabel("left", "perplexity, held-out (log; lower is better)")
         pp.setTitle("Quality against size")
         pp.setLogMode(y=True)  # pruning without fine-tuning lands 100x above the rest
         style_plot(pp)
@@ -66,7 +66,6 @@ class ModelPanel(QWidget):
         qp.setLabel("bottom", "linear (layer order)")
         qp.setLabel("left", "SQNR (dB)")
         style_plot(qp)
-        self.sqnr_legend = qp.addLegend(offset=(-5, 5), colCount=4)
         self.sqnr_scheme = QComboBox()
         self.sqnr_scheme.setToolTip("The scheme whose per-linear SQNR is drawn")
         self.sqnr_scheme.currentIndexChanged.connect(lambda _i: self._draw_sqnr())
@@ -79,6 +78,9 @@ class ModelPanel(QWidget):
         sqnr_row = QHBoxLayout()
         sqnr_row.addWidget(QLabel("SQNR per linear of"))
         sqnr_row.addWidget(self.sqnr_scheme, 1)
+        sqnr_row.addWidget(QLabel("  ".join(
+            f"<span style='color:{color(k + 4)}; font-size: 13pt'>■</span> {kind}"
+            for k, kind in enumerate(LINEAR_KINDS))))
         sqnr_box = QWidget()
         box = QGridLayout(sqnr_box)
         box.setContentsMargins(0, 0, 0, 0)
@@ -120,9 +122,12 @@ class ModelPanel(QWidget):
         if not runs:
             return
         pts = [(r.weight_bytes / MB, r.perplexity) for r in runs]
+        right = max(x for x, _ in pts)
         for i, (r, (x, y)) in enumerate(zip(runs, pts, strict=True)):
             pp.plot([x], [y], pen=None, symbol="o", symbolSize=10, symbolBrush=color(i))
-            label = pg.TextItem(r.scheme, color=color(i), anchor=(0, 1))
+            # labels of the rightmost points hang to their left, inside the plot
+            label = pg.TextItem(r.scheme, color=color(i), anchor=(1, 1) if x > 0.8 * right
+                                else (0, 1))
             label.setPos(x, math.log10(y))  # items in a log-mode plot sit at log10
             pp.addItem(label)
         front = pareto_front(pts)
@@ -155,21 +160,22 @@ class ModelPanel(QWidget):
     def _draw_sqnr(self) -> None:
         qp = self.sqnr.getPlotItem()
         qp.clear()
-        self.sqnr_legend.clear()
         run = next((r for r in self._runs if r.scheme == self.sqnr_scheme.currentText()), None)
         if run is None or not run.sqnr_db:
             qp.setTitle("SQNR per linear: run a weight scheme")
             return
         names = list(run.sqnr_db)
-        qp.setTitle(f"{run.scheme}: SQNR of each quantized linear against its fp32 weight")
+        exact = [n for n in names if not math.isfinite(run.sqnr_db[n])]
+        qp.setTitle(f"{run.scheme}: SQNR of each quantized linear against its fp32 weight"
+                    + (f" ({len(exact)} reproduced exactly: ∞, not drawn)" if exact else ""))
         for k, kind in enumerate(LINEAR_KINDS):
-            idx = [i for i, n in enumerate(names) if n.rsplit(".", 1)[-1] == kind]
+            idx = [i for i, n in enumerate(names) if n.rsplit(".", 1)[-1] == kind
+                   and math.isfinite(run.sqnr_db[n])]
             if idx:
                 qp.addItem(pg.BarGraphItem(x=np.asarray(idx), height=[run.sqnr_db[names[i]]
                                                                       for i in idx],
-                                           width=0.8, brush=color(k + 4), name=kind))
-                self.sqnr_legend.addItem(pg.BarGraphItem(x=[0], height=[0], width=1,
-                                                         brush=color(k + 4)), kind)
+                                           width=0.8, brush=color(k + 4)))
+
 
     def _draw_table(self) -> None:
         base = next((r for r in self._runs if r.scheme == "fp32"), None)

@@ -200,6 +200,7 @@ class QuantLab(Lab):
         self.cancel()
         self.read_only = True
         self.view.set_read_only(True)
+        self.view.set_n_layers(max(self._settings["layer"], settings["layer"]) + 1)
         self.view.set_settings(settings)
         if model is None:
             self.view.draw_layer(None, "This snapshot holds no quantization run.")
@@ -215,6 +216,8 @@ class QuantLab(Lab):
     def show_live(self) -> None:
         super().show_live()
         self.view.set_read_only(False)
+        if self.session is not None:
+            self.view.set_n_layers(self.session.n_layers)
         self.view.set_settings(self._settings)
         self.view.draw_layer(self.layer, "" if self.layer else "No layer drawn yet.")
         self.view.draw_runs(self.runs, self._runs_note())
