@@ -86,3 +86,21 @@ def test_named_errors(section, path, value, message):
     target[path[-1]] = value
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         read_quant_section(bad)
+
+
+def test_an_exact_reproduction_reads_back_as_infinite_sqnr():
+    """Q4_1 of weights already on a Q4_1 grid (SmolLM2's, dequantized) is exact: SQNR = inf,
+    which JSON stores as null."""
+    import math
+
+    import torch
+
+    from inferlab.engines.quant.schemes import scheme
+    from inferlab.engines.quantlab.layer import analyse_layer
+
+    w = scheme("q4_1").round_trip(torch.randn(8, 64, generator=torch.Generator().manual_seed(3)))
+    layer = analyse_layer(w, "q4_1", "layers.0.o")
+    assert layer.error.sqnr_db == math.inf and layer.error.max_abs_error == 0
+    sec = json.loads(json.dumps(quant_section(dict(QUANT_DEFAULTS), "tiny", 10, layer, []),
+                                allow_nan=True).replace("Infinity", "null"))
+    assert read_quant_section(sec)[3] == layer
