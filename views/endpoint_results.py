@@ -7,6 +7,8 @@ They draw what they are given and emit requests for work; they start none.
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -32,6 +34,12 @@ def _ms(value) -> str:
 
 def _num(value, fmt: str = "{:,.1f}") -> str:
     return "—" if value is None else fmt.format(value)
+
+
+def nice_below(value: float) -> float:
+    """The largest 1, 2 or 5 times a power of ten at or below `value` (> 0)."""
+    decade = 10.0 ** math.floor(math.log10(value))
+    return next(m * decade for m in (5, 2, 1) if m * decade <= value * (1 + 1e-12))
 
 
 def _sentences(notes) -> str:
@@ -173,6 +181,12 @@ class SweepPanel(QWidget):
         points = [p for p in (sweep.points if sweep else ())
                   if p.ttft_p99_s is not None and p.tpot_p99_s is not None]
         self.plot.show_points(points, slo_ttft_s, slo_tpot_s)
+        for plot, field, slo in ((self.plot.ttft_plot, "ttft_p99_s", slo_ttft_s),
+                                 (self.plot.tpot_plot, "tpot_p99_s", slo_tpot_s)):
+            values = [1e3 * getattr(p, field) for p in points if getattr(p, field) > 0]
+            if values:  # a labelled 1-2-5 tick below the lowest point, the SLO inside
+                lo, hi = nice_below(min(values)), max(max(values), 1e3 * slo) * 1.15
+                plot.getPlotItem().setYRange(math.log10(lo), math.log10(hi), padding=0.02)
         if sweep is not None and points:
             parts = [f"{p.strategy} {p.rate_per_s:.3g} req/s → {p.output_tokens_per_s:,.0f} "
                      f"tok/s" for p in sweep.points]

@@ -83,7 +83,7 @@ class EndpointView(QWidget):
         self.api_key.setToolTip("Sent as a bearer token to this URL only; kept in memory, "
                                 "never saved, exported or logged")
         self.api_key_env = QLineEdit()
-        self.api_key_env.setPlaceholderText("or a variable, e.g. OPENAI_API_KEY")
+        self.api_key_env.setPlaceholderText("e.g. OPENAI_API_KEY")
         self.api_key_env.setToolTip("Read the key from this environment variable when the "
                                     "field above is empty")
         server = QGroupBox("Server")

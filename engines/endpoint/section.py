@@ -156,13 +156,13 @@ def run_settings(settings: dict, **overrides):
     from inferlab.engines.endpoint.load import EndpointSettings
 
     s = settings
-    return EndpointSettings(
+    fields = dict(
         url=s["url"], model=s["model"] or None, api=s["api"], server_kind=s["server_kind"],
         concurrency=s["concurrency"] or None, max_in_flight=s["max_in_flight"],
         max_requests=s["requests"], max_duration_s=float(s["max_duration_s"]),
         read_timeout_s=float(s["read_timeout_s"]),
-        request_timeout_s=float(s["request_timeout_s"]), scrape_hz=float(s["scrape_hz"]),
-        **overrides).checked()
+        request_timeout_s=float(s["request_timeout_s"]), scrape_hz=float(s["scrape_hz"]))
+    return EndpointSettings(**(fields | overrides)).checked()
 
 
 # ---- the run's record --------------------------------------------------------------------------
