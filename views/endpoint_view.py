@@ -7,7 +7,7 @@ It draws records and emits requests for work; it contacts nothing.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -30,6 +31,22 @@ from inferlab.views.endpoint_results import MetricsPanel, SweepPanel
 from inferlab.views.endpoint_timeline import EndpointTimelineView
 
 PACING = (("concurrency", "fixed concurrency"), ("arrivals", "arrival times (Poisson / trace)"))
+
+
+def _wall_models() -> list[tuple[str, str]]:
+    from inferlab.engines.kvlab.models import model_choices
+
+    return [(spec, label) for spec, label in model_choices() if spec != "auto"]
+
+
+def _presets(kind: str) -> list[tuple[str, str]]:
+    if kind == "model":
+        from inferlab.engines.model.config import list_model_presets, load_model_preset
+
+        return [(i, load_model_preset(i).name) for i in list_model_presets()]
+    from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
+
+    return [(i, load_hardware_preset(i).name) for i in list_hardware_presets()]
 
 
 def _spin(low, high, suffix: str, decimals: int | None = None, step: float | None = None):
@@ -125,6 +142,24 @@ class EndpointView(QWidget):
         f.addRow("Stop after", self.max_duration)
         f.addRow("Scrape /metrics", self.scrape_hz)
 
+        self.engine_model = QComboBox()
+        self.engine_model.setToolTip("The in-app engine's model, run on this machine's wall "
+                                     "clock")
+        self.model_config = QComboBox()
+        self.model_config.setToolTip("The simulated GPU's model: its roofline time per batch")
+        self.hardware = QComboBox()
+        self.hardware.setToolTip("The simulated GPU")
+        for combo, items in ((self.engine_model, _wall_models()),
+                             (self.model_config, _presets("model")),
+                             (self.hardware, _presets("hardware"))):
+            for value, label in items:
+                combo.addItem(label, value)
+        side = QGroupBox("Side by side with")
+        f = QFormLayout(side)
+        f.addRow("In-app model", self.engine_model)
+        f.addRow("Simulated", self.model_config)
+        f.addRow("on", self.hardware)
+
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Probe the server, then send the workload")
         self.stop_button = QPushButton("Stop")
@@ -143,21 +178,30 @@ class EndpointView(QWidget):
         inner = QWidget()
         v = QVBoxLayout(inner)
         v.setContentsMargins(0, 0, 4, 0)
-        for box in (server, workload, limits):
+        for box in (server, workload, limits, side):
             v.addWidget(box)
-        v.addLayout(buttons)
-        v.addWidget(self.progress)
-        v.addWidget(self.status)
         v.addStretch(1)
-        self.left = QScrollArea()
-        self.left.setWidget(inner)
-        self.left.setWidgetResizable(True)
-        self.left.setFrameShape(QScrollArea.NoFrame)
-        self.left.setFixedWidth(330)
+        scroll = QScrollArea()
+        scroll.setWidget(inner)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        for w in self.inputs():  # long preset names and wide ranges must not widen it
+            w.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+            w.setMinimumWidth(90)
+        self.left = QWidget()
+        lv = QVBoxLayout(self.left)  # Run / Stop stay in view however the form scrolls
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(scroll, 1)
+        lv.addLayout(buttons)
+        lv.addWidget(self.progress)
+        lv.addWidget(self.status)
+        self.left.setFixedWidth(340)
 
         for w in (self.url, self.model, self.api_key_env, self.workload_file):
             w.editingFinished.connect(self._emit)
-        for w in (self.api, self.server_kind, self.pacing):
+        for w in (self.api, self.server_kind, self.pacing, self.engine_model,
+                  self.model_config, self.hardware):
             w.currentIndexChanged.connect(self._emit)
         for w in (self.requests, self.rate, self.seed, self.concurrency, self.slo_ttft,
                   self.slo_tpot, self.max_duration, self.scrape_hz):
@@ -189,6 +233,13 @@ class EndpointView(QWidget):
             self.max_duration.setValue(float(s["max_duration_s"]))
             self.scrape_hz.setValue(float(s["scrape_hz"]))
             self.sweep.rates.setValue(int(s["sweep_rates"]))
+            for combo, key in ((self.engine_model, "engine_model"),
+                               (self.model_config, "model_config"), (self.hardware, "hardware")):
+                i = combo.findData(s[key])
+                if i < 0:  # a path or a name not in the list: shown as it is
+                    combo.addItem(s[key], s[key])
+                    i = combo.count() - 1
+                combo.setCurrentIndex(i)
         finally:
             self._quiet = False
         self._pacing_changed()
@@ -206,6 +257,9 @@ class EndpointView(QWidget):
             "slo_ttft_s": self.slo_ttft.value() / 1e3, "slo_tpot_s": self.slo_tpot.value() / 1e3,
             "max_duration_s": self.max_duration.value(), "scrape_hz": self.scrape_hz.value(),
             "sweep_rates": self.sweep.rates.value(),
+            "engine_model": self.engine_model.currentData(),
+            "model_config": self.model_config.currentData(),
+            "hardware": self.hardware.currentData(),
         }
 
     def key_text(self) -> str:
@@ -228,7 +282,8 @@ class EndpointView(QWidget):
         return (self.url, self.model, self.api, self.server_kind, self.api_key,
                 self.api_key_env, self.workload_file, self.requests, self.rate, self.seed,
                 self.pacing, self.concurrency, self.slo_ttft, self.slo_tpot,
-                self.max_duration, self.scrape_hz)
+                self.max_duration, self.scrape_hz, self.engine_model, self.model_config,
+                self.hardware)
 
     def set_running(self, running: bool, read_only: bool = False) -> None:
         for w in self.inputs():
