@@ -206,6 +206,8 @@ class EndpointTimelineView(QWidget):
         self.no_metrics.setText(note)
         x0 = self.gantt.getViewBox().viewRange()[0][0]
         self.no_metrics.setPos(x0, 0.5)
+        for plot in (self.running_plot, self.kv_plot):  # no numbers where there is no data
+            plot.getAxis("left").setStyle(showValues=not note)
         if note:
             self.running_plot.setYRange(0, 1, padding=0)
         else:

@@ -206,8 +206,8 @@ class EndpointRecord:
         """One plain sentence about the server's /metrics."""
         notes = self.scrape.notes
         if "no /metrics" in notes:
-            return "This server exports no /metrics (a normal state: llama-cpp-python, " \
-                   "OpenAI): the client's own timings are all there is."
+            return "This server exports no /metrics (a normal state): only the client's " \
+                   "own timings."
         if "scraping off" in notes:
             return "Scraping /metrics was off for this run."
         if not self.has_metrics:
