@@ -4,7 +4,10 @@ Per scheme: `perplexity` (held-out clocks.txt; GPTQ/AWQ/Wanda calibrate on bread
 `weight_bytes`, `kv_bytes_per_token`, `decode_tokens_per_s` (greedy, one stream, prefill
 excluded, of the model running the stored codes: `engines.quant.runtime`), `runs_as`,
 `quantize_seconds`, `sqnr_db_mean`/`_min` over the linears, `speedup_vs_fp32`; and
-`fp32_perplexity`, `fp32_decode_tokens_per_s`. GPTQ and AWQ also get `recovered`, the
+`fp32_perplexity`, `fp32_decode_tokens_per_s`; `int8_lm_head_decode`: INT8 and INT4 with the
+lm_head at INT8 too (decode speed; the schemes keep it fp32, as GPTQ and AWQ do); `rss` — the process's resident memory with the
+model at fp32, INT8 and INT4 (INT8 lm_head) on the low-bit kernels, each in a fresh process
+(`engines/quant/rss.py`). GPTQ and AWQ also get `recovered`, the
 fraction of plain RTN-INT4-g128's perplexity increase they win back:
 
     recovered = (ppl_rtn - ppl_scheme) / (ppl_rtn - ppl_fp32)
@@ -32,7 +35,7 @@ RECOVERING = ("gptq-int4-g128", "gptq-int4-g128-act", "awq-int4-g128")
 
 def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None = None,
                     decode_tokens: int = 32, rounds: int = 3, threads: int = 1,
-                    log=None) -> dict:
+                    log=None, rss: bool = True, eval_text: str | None = None) -> dict:
     from inferlab.engines.quant.runtime import decode_tokens_per_s
     from inferlab.engines.quantlab.evaluation import prepare, score
     from inferlab.engines.quantlab.session import QuantSession
@@ -44,7 +47,7 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
     torch.set_num_threads(threads)
     try:
         t0 = time.perf_counter()
-        session = QuantSession.open(model)
+        session = QuantSession.open(model, eval_text=eval_text)
         out: dict = {"model": session.model_name, "eval_tokens": len(session.eval_ids),
                      "load_seconds": time.perf_counter() - t0, "threads": threads,
                      "decode_tokens": decode_tokens, "rounds": rounds}
@@ -59,9 +62,17 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
             if log is not None:
                 log(f"{name}: perplexity {results[name].perplexity:.3f}, "
                     f"{results[name].quantize_s:.1f} s")
-        speeds: dict[str, list[float]] = {n: [] for n in names}
+        # The same codes with the tied 49152 x 576 lm_head (113 MB at fp32, read every
+        # token) at INT8 too: decode speed only, the whole model on the kernels.
+        from inferlab.engines.quant.lowbit_linear import lowbit_model
+
+        head8 = {f"{w}+int8-lm_head": lowbit_model(session.model, bits=b, group_size=128,
+                                                   lm_head_bits=8)
+                 for w, b in (("int8-sym", 8), ("int4-g128", 4))}
+        running.update(head8)
+        speeds: dict[str, list[float]] = {n: [] for n in running}
         for _ in range(max(1, rounds)):
-            for name in names:
+            for name in running:
                 speeds[name].append(decode_tokens_per_s(running[name], session.prompt_ids,
                                                         decode_tokens))
     finally:
@@ -76,6 +87,10 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
             d["sqnr_db_mean"], d["sqnr_db_min"] = sum(sqnr) / len(sqnr), min(sqnr)
         d["speedup_vs_fp32"] = r.decode_tokens_per_s / fp32_speed
         table[name] = d
+    out["int8_lm_head_decode"] = {
+        name: {"decode_tokens_per_s": statistics.median(speeds[name]),
+               "speedup_vs_fp32": statistics.median(speeds[name]) / fp32_speed,
+               "weight_bytes": m.weight_bytes} for name, m in head8.items()}
     out["fp32_perplexity"] = table[FP32]["perplexity"]
     out["fp32_decode_tokens_per_s"] = fp32_speed
     if RTN in table:
@@ -84,4 +99,9 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
             if name in table and rtn != fp32:
                 table[name]["recovered"] = (rtn - table[name]["perplexity"]) / (rtn - fp32)
     out["schemes"] = table
+    if rss:
+        from inferlab.engines.quant.rss import model_rss_bytes
+
+        out["rss"] = {f"{'fp32' if bits == 0 else f'int{bits}'}": model_rss_bytes(model, bits)
+                      for bits in (0, 8, 4)}
     return out
