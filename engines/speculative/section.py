@@ -379,7 +379,7 @@ def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
         return lab_section(settings, {}, {"target_forwards": 0})
     extra = {}
     if sweep is not None:
-        from inferlab.engines.speculative.sweep import sweep_to_dict
+        from inferlab.engines.speculative.sweep_records import sweep_to_dict
 
         extra["sweep"] = sweep_to_dict(sweep)
     state = {**extra, "model": header.model, "drafter": header.drafter, "k": header.k,
@@ -446,7 +446,7 @@ def read_speculative_section(sec):
 def read_speculative_sweep(sec):
     """The section's K sweep (a `KSweep`), or None when it holds none; ValueError names a
     bad field."""
-    from inferlab.engines.speculative.sweep import sweep_from_dict
+    from inferlab.engines.speculative.sweep_records import sweep_from_dict
 
     state = sec.get("state") if isinstance(sec, dict) else None
     if not isinstance(state, dict) or "sweep" not in state:

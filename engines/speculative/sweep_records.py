@@ -1,0 +1,96 @@
+"""The K sweep's records and their snapshot form (state["sweep"] of labs.speculative), apart
+from the sweep itself so that the section reader needs no engine to read them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class KPoint:
+    drafter: str
+    k: int
+    acceptance_rate: float
+    mean_acceptance_length: float
+    alpha: float
+    tokens_per_target_forward: float
+    theory_tokens_per_forward: float
+    target_forwards: int
+    cost_ratio: float
+    predicted_speedup: float
+    speedup_wall: float
+    plain_s: float
+    speculative_s: float
+    draft_s: float
+    target_forward_s: float
+    outputs_equal: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KSweep:
+    model: str
+    drafter: str
+    new_tokens: int
+    points: tuple[KPoint, ...]
+
+
+# ---- the snapshot: state["sweep"] of labs.speculative ---------------------------------------
+
+_FLOATS = ("acceptance_rate", "mean_acceptance_length", "alpha", "tokens_per_target_forward",
+           "theory_tokens_per_forward", "cost_ratio", "predicted_speedup", "speedup_wall",
+           "plain_s", "speculative_s", "draft_s", "target_forward_s")
+MAX_POINTS = 64
+
+
+def sweep_to_dict(sweep: KSweep) -> dict:
+    return {"model": sweep.model, "drafter": sweep.drafter, "new_tokens": sweep.new_tokens,
+            "points": [p.to_dict() for p in sweep.points]}
+
+
+def _number(v, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"{where}: expected a finite number >= 0, got {v!r}"[:200])
+    return float(v)
+
+
+def _count(v, where: str, high: int = 2**31) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= high:
+        raise ValueError(f"{where}: expected an integer in 0..{high}, got {v!r}"[:200])
+    return v
+
+
+def sweep_from_dict(d, where: str) -> KSweep:
+    """A `KSweep` from its dict; ValueError naming the field."""
+    from inferlab.engines.trace.snapshot import section_field
+
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: expected an object")
+    texts = {}
+    for key in ("model", "drafter"):
+        v = section_field(d, key, where)
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"{where}.{key}: expected a name, got {v!r}"[:200])
+        texts[key] = v
+    new_tokens = _count(section_field(d, "new_tokens", where), f"{where}.new_tokens")
+    raw = section_field(d, "points", where)
+    if not isinstance(raw, list) or len(raw) > MAX_POINTS:
+        raise ValueError(f"{where}.points: expected a list of at most {MAX_POINTS} points")
+    points = []
+    for i, p in enumerate(raw):
+        w = f"{where}.points[{i}]"
+        if not isinstance(p, dict):
+            raise ValueError(f"{w}: expected an object")
+        equal = section_field(p, "outputs_equal", w)
+        if not isinstance(equal, bool):
+            raise ValueError(f"{w}.outputs_equal: expected true or false")
+        floats = {k: _number(section_field(p, k, w), f"{w}.{k}") for k in _FLOATS}
+        points.append(KPoint(
+            drafter=texts["drafter"], k=_count(section_field(p, "k", w), f"{w}.k", 1024),
+            target_forwards=_count(section_field(p, "target_forwards", w),
+                                   f"{w}.target_forwards"),
+            outputs_equal=equal, **floats))
+    return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))
