@@ -6,7 +6,8 @@
     PagedKVCache        K/V tensors by block; write at a slot mapping; copy blocks
     PagedAttention      one step's attention through block tables, planned once, run per
                         layer (DecodeAttention batches the one-token sequences)
-    paged_attention_*   decode / prefill attention through block tables, one call
+    paged_attention_*   decode / prefill / masked attention through block tables, one call
+    MaskedAttention     one sequence's queries under an explicit mask (token trees)
     KVStats             one allocator's memory picture per step
     KVPoolState         every block of the paged pool as numpy arrays (the block grid)
 """
@@ -24,7 +25,9 @@ from inferlab.engines.kv.contiguous import ContiguousAllocator
 from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
 from inferlab.engines.kv.paged_attention import (
     DecodeAttention,
+    MaskedAttention,
     paged_attention_decode,
+    paged_attention_masked,
     paged_attention_prefill,
 )
 from inferlab.engines.kv.pool_state import KVPoolState
@@ -41,6 +44,7 @@ __all__ = [
     "KVOutOfMemoryError",
     "KVPoolState",
     "KVStats",
+    "MaskedAttention",
     "PagedAttention",
     "PagedKVCache",
     "blocks_for_budget",
@@ -49,5 +53,6 @@ __all__ = [
     "kv_bytes_per_slot",
     "paged_attention",
     "paged_attention_decode",
+    "paged_attention_masked",
     "paged_attention_prefill",
 ]

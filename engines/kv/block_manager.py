@@ -357,6 +357,31 @@ class BlockManager:
             self._rewind_chain(seq, n_full)
         return [b.block_id for b in reversed(released)]
 
+    def replace_tokens(self, seq_id: object, start: int, token_ids: Sequence[int]) -> None:
+        """Say that reserved slots start, start + 1, ... of `seq_id` now hold `token_ids`: a
+        token tree's accepted nodes whose K/V was copied into the positions they end up at.
+
+        Only slots whose K/V nobody may read through the prefix cache can change: none of them
+        may lie in a block registered there (or found there) or shared with another sequence
+        (ValueError otherwise). Counts, blocks and the free pool are untouched.
+        """
+        seq = self._seq(seq_id)
+        n, n_old = len(token_ids), len(seq.token_ids)
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= n_old - n:
+            raise ValueError(f"sequence {seq_id!r} has {n_old} reserved tokens; cannot replace "
+                             f"{n} of them from position {start!r}")
+        if n == 0:
+            return
+        bs = self.block_size
+        if start < seq.n_registered * bs:
+            raise ValueError(f"sequence {seq_id!r}: position {start} lies in a block of the "
+                             "prefix cache; its tokens cannot change")
+        for block in seq.blocks[start // bs : self.blocks_needed(start + n)]:
+            if block.ref_count > 1 or block.block_hash is not None:
+                raise ValueError(f"sequence {seq_id!r}: block {block.block_id} is shared or "
+                                 "cached; its tokens cannot change")
+        seq.token_ids[start : start + n] = [int(t) for t in token_ids]
+
     def _rewind_chain(self, seq: _Seq, n_blocks: int) -> None:
         """Point `seq`'s chain at the end of its first `n_blocks` blocks again: the hashes
         recomputed, the content ids those blocks' cache entries carry. Stops early where an

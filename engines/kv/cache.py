@@ -139,6 +139,20 @@ class PagedKVCache:
         dst = torch.tensor([p[1] for p in pairs], dtype=torch.int64, device=self.device)
         self.kv.index_copy_(3, dst, self.kv.index_select(3, src))
 
+    def copy_slots(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy single tokens' K/V from flat slots `src` to `dst` ([n] int each), in every layer
+        and head: a token tree's accepted nodes moved to the positions they end up at.
+
+        The sources are read before any destination is written, so the two may overlap.
+        """
+        src = torch.as_tensor(src, dtype=torch.int64).to(self.device)
+        dst = torch.as_tensor(dst, dtype=torch.int64).to(self.device)
+        if src.shape != dst.shape or src.dim() != 1:
+            raise ValueError(f"src and dst must be two 1-d slot lists of one length, got "
+                             f"{tuple(src.shape)} and {tuple(dst.shape)}")
+        flat = self.kv.view(self.n_layers, 2, self.n_kv_heads, -1, self.d_head)
+        flat.index_copy_(3, dst, flat.index_select(3, src))
+
     def block_rows(self, block_ids: torch.Tensor) -> torch.Tensor:
         """Where the K and V of `block_ids` ([n] int) lie in one layer, for `gather`.
 
@@ -254,6 +268,19 @@ class QuantizedPagedKVCache(PagedKVCache):
         codes = self.kv.view(torch.uint8)
         codes.index_copy_(3, dst, codes.index_select(3, src))
         self.scales.index_copy_(3, dst, self.scales.index_select(3, src))
+
+    def copy_slots(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """As `PagedKVCache.copy_slots`: the codes' bytes and the scales."""
+        src = torch.as_tensor(src, dtype=torch.int64).to(self.device)
+        dst = torch.as_tensor(dst, dtype=torch.int64).to(self.device)
+        if src.shape != dst.shape or src.dim() != 1:
+            raise ValueError(f"src and dst must be two 1-d slot lists of one length, got "
+                             f"{tuple(src.shape)} and {tuple(dst.shape)}")
+        codes = self.kv.view(torch.uint8).view(self.n_layers, 2, self.n_kv_heads, -1,
+                                               self.d_head)
+        codes.index_copy_(3, dst, codes.index_select(3, src))
+        scales = self.scales.view(self.n_layers, 2, self.n_kv_heads, -1)
+        scales.index_copy_(3, dst, scales.index_select(3, src))
 
     def gather(self, layer: int, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """As `PagedKVCache.gather`, dequantized to `dtype`: x̂ = s c per token and head."""

@@ -241,3 +241,62 @@ def paged_attention_prefill(
             o = sdpa_gqa(qi, k, v, attn_mask=mask, scale=scale)
         out[a:b] = o.transpose(0, 1)
     return out
+
+
+class MaskedAttention:
+    """Attention for one sequence's new tokens under an explicit boolean mask, through its block
+    table: planned once a step (the block rows to gather, the mask), called once per layer.
+
+    `mask` [T, n_keys] (True: query t attends key j) over the sequence's first n_keys reserved
+    tokens, whose K/V is in the cache (a cached prefix plus these T tokens, already written
+    at their slots). Token trees use it: each node attends the committed prefix, its
+    ancestors and itself, nothing else (a causal mask is the special case of a chain).
+
+        out = SDPA(q [H, T, D], keys [Hkv, n_keys, D], values alike, attn_mask=mask)
+
+    A query row with no key to attend is refused (its softmax would be over nothing).
+    """
+
+    def __init__(self, cache: PagedKVCache, block_table: torch.Tensor,
+                 mask: torch.Tensor) -> None:
+        if mask.dim() != 2 or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a 2-d bool tensor [queries, keys], got "
+                             f"{mask.dtype} of shape {tuple(mask.shape)}")
+        n_keys = mask.shape[1]
+        if n_keys < 1 or not bool(mask.any(dim=1).all()):
+            raise ValueError("every query must attend at least one key")
+        n_blk = -(-n_keys // cache.block_size)
+        table = block_table.reshape(-1)
+        if table.numel() < n_blk:
+            raise ValueError(f"{n_keys} keys need {n_blk} blocks, the table names "
+                             f"{table.numel()}")
+        self.cache = cache
+        self.n_keys = n_keys
+        self.rows = cache.block_rows(table[:n_blk])
+        self.mask = mask.to(cache.device)
+
+    def __call__(self, q: torch.Tensor, layer: int, scale: float | None = None) -> torch.Tensor:
+        """q [T, H, D] -> [T, H, D]."""
+        cache = self.cache
+        _check_heads(q, cache)
+        if q.shape[0] != self.mask.shape[0]:
+            raise ValueError(f"{q.shape[0]} queries for a mask of {self.mask.shape[0]} rows")
+        d_head = q.shape[-1]
+        k, v = cache.gather(layer, self.rows)
+        k = k.reshape(cache.n_kv_heads, -1, d_head)[:, : self.n_keys]
+        v = v.reshape(cache.n_kv_heads, -1, d_head)[:, : self.n_keys]
+        out = sdpa_gqa(q.transpose(0, 1), k, v, attn_mask=self.mask, scale=scale)
+        return out.transpose(0, 1)
+
+
+def paged_attention_masked(
+    q: torch.Tensor,
+    cache: PagedKVCache,
+    layer: int,
+    block_table: torch.Tensor,
+    mask: torch.Tensor,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """One sequence's queries q [T, H, D] over its cached keys under `mask` [T, n_keys] (bool,
+    True: attend), one layer: `MaskedAttention` planned and run once. Returns [T, H, D]."""
+    return MaskedAttention(cache, block_table, mask)(q, layer, scale)

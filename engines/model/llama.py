@@ -15,6 +15,8 @@ goes to, block tables, context lengths), so prefills and decodes of many sequenc
 call; attention reads K/V through the block tables (`engines.kv.PagedAttention`, planned once
 per forward and reused by every layer).
 `forward_nocache` recomputes one whole sequence with plain causal attention: the reference.
+`forward_with` runs tokens at caller-given positions through caller-given attention (token
+trees: a tree mask over the paged cache).
 
 Weights come in as a state dict with Hugging Face's Llama names (`model.layers.0.self_attn.
 q_proj.weight`, ...), whatever file they were read from.
@@ -241,6 +243,29 @@ class Llama:
             x = x[logits_index.to(self.device)]
         elif logits_index != "all":
             raise ValueError(f"logits_index must be a tensor, None or 'all', got {logits_index!r}")
+        return self._logits(x)
+
+    @torch.inference_mode()
+    def forward_with(self, token_ids: torch.Tensor, positions: torch.Tensor, attend, write,
+                     logits_index: torch.Tensor | str = "all") -> torch.Tensor:
+        """Run `token_ids` [T] at caller-given RoPE `positions` [T] with caller-given attention:
+        per layer `write(layer, k, v)` (k, v [T, Hkv, D], after RoPE) then `attend(q, layer)`
+        (q [T, H, D] -> [T, H, D]). A token tree's verify forward: nodes at prefix_len + depth,
+        attending through a tree mask (`engines.kv.MaskedAttention`).
+
+        Returns fp32 logits [n, vocab] for `logits_index` (token indices), or every token's
+        ("all").
+        """
+        if positions.shape != token_ids.shape or token_ids.dim() != 1:
+            raise ValueError(f"token_ids {tuple(token_ids.shape)} and positions "
+                             f"{tuple(positions.shape)} must be two 1-d tensors of one length")
+        cos, sin = self.rope.at(positions.to(self.device))
+        x = self._layers(self.embed[token_ids.to(self.device)], cos, sin, attend, write)
+        if isinstance(logits_index, str):
+            if logits_index != "all":
+                raise ValueError(f"logits_index must be a tensor or 'all', got {logits_index!r}")
+        else:
+            x = x[logits_index.to(self.device)]
         return self._logits(x)
 
     @torch.inference_mode()

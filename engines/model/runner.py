@@ -30,6 +30,13 @@ rolls the rejected ones back:
     logits = runner.step(["a"], logits=[len(drafts) + 1])  # [K+1, vocab]: p after each token
     runner.truncate("a", n_kept)   # blocks past the cut back to the pool, stale cache entries gone
 
+Token trees (several candidate continuations) are verified in one forward with a tree mask,
+then only the accepted path is kept, moved to the slots it ends up in:
+
+    runner.append_tokens("a", [last_id, *tree_tokens])         # the nodes in index order
+    logits = runner.forward_masked("a", start, positions, mask, logits=n_nodes + 1)
+    runner.compact("a", base, [base + node for node in path])  # the rest truncated
+
 `logits` picks the rows a step or forward returns: "last" (one per sequence), "all" (every
 query token, in flat batch order) or a count per sequence (its last n query tokens).
 """
@@ -103,6 +110,73 @@ class ModelRunner:
         of blocks that held cut tokens are dropped (`BlockManager.truncate`)."""
         released = self.blocks.truncate(seq_id, n_tokens)
         self._n_computed[seq_id] = min(self._n_computed[seq_id], n_tokens)
+        return released
+
+    def forward_masked(self, seq_id: object, start: int, positions: torch.Tensor,
+                       mask: torch.Tensor, logits: str | int = "all") -> torch.Tensor:
+        """ONE forward over `seq_id`'s reserved tokens [start, start + n) at RoPE `positions`
+        [n], query t attending the keys mask[t] allows (`mask` [n, start + n], bool, over the
+        sequence's reserved positions; `engines.kv.MaskedAttention`). The K/V before `start`
+        must be in the cache; the forward writes these tokens' K/V at their slots and marks
+        nothing computed (`compact` does, once the tokens to keep are known).
+
+        Returns fp32 logits: "all" (every query) or a count (the last `logits` queries).
+        """
+        from inferlab.engines.kv.paged_attention import MaskedAttention
+
+        n_res = self.blocks.num_tokens(seq_id)
+        n = n_res - start
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < n_res:
+            raise ValueError(f"sequence {seq_id!r} has {n_res} reserved tokens; cannot run "
+                             f"them from position {start!r}")
+        if tuple(positions.shape) != (n,) or tuple(mask.shape) != (n, n_res):
+            raise ValueError(f"running {n} tokens needs positions [{n}] and a mask [{n}, "
+                             f"{n_res}], got {tuple(positions.shape)} and "
+                             f"{tuple(mask.shape)}")
+        index = _logits_index([n], [logits] if not isinstance(logits, str) else logits)
+        device = self.model.device
+        ids = torch.tensor(self.blocks.token_ids(seq_id)[start:], dtype=torch.int64,
+                           device=device)
+        slots = self.blocks.slot_mapping(seq_id, range(start, n_res)).to(device)
+        table = self.blocks.block_table_tensor([seq_id], device=device)[0]
+        attention = MaskedAttention(self.cache, table, mask)
+        cache, scale = self.cache, self.model.scale
+
+        def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+            return attention(q, layer, scale)
+
+        def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+            cache.write(layer, slots, k, v)
+
+        return self.model.forward_with(ids, positions, attend, write,
+                                       "all" if index is None else index)
+
+    def compact(self, seq_id: object, start: int, kept: Sequence[int]) -> list[int]:
+        """Keep, of `seq_id`'s tokens from `start` on, only those at reserved positions `kept`
+        (increasing, each >= start), as positions start, start + 1, ...: a token tree's
+        accepted path after its verify forward. Their K/V is copied into those slots where it
+        is not there already (`PagedKVCache.copy_slots`), their ids follow, every token after
+        them is truncated (blocks back to the pool, stale prefix-cache entries dropped) and the
+        first start + len(kept) tokens are marked computed. Every token before `start` and
+        every kept one must have had its K/V written (`forward_masked`). Returns the blocks
+        released, as `truncate`."""
+        kept = [int(p) for p in kept]
+        n_res = self.blocks.num_tokens(seq_id)
+        if any(b <= a for a, b in zip(kept, kept[1:], strict=False)) or \
+                (kept and not start <= kept[0] <= kept[-1] < n_res):
+            raise ValueError(f"kept positions must increase within [{start}, {n_res}), got "
+                             f"{kept}")
+        n_keep = start + len(kept)
+        moves = [(p, start + j) for j, p in enumerate(kept) if p != start + j]
+        if moves:
+            src = self.blocks.slot_mapping(seq_id, [p for p, _ in moves])
+            dst = self.blocks.slot_mapping(seq_id, [p for _, p in moves])
+            self.cache.copy_slots(src, dst)
+        tokens = self.blocks.token_ids(seq_id)
+        released = self.blocks.truncate(seq_id, n_keep)
+        self.blocks.replace_tokens(seq_id, start, [tokens[p] for p in kept])
+        self._n_computed[seq_id] = n_keep
+        self.blocks.mark_computed(seq_id, n_keep)
         return released
 
     def fork(self, parent_id: object, child_id: object) -> None:

@@ -5,6 +5,10 @@ already committed). Parents come before their children (parents[i] < i), so one 
 the nodes in index order visits every node after its parent; siblings are tried in index
 order. A chain of K drafts is the tree with parents (-1, 0, 1, ..., K-2).
 
+In the verify forward (`tree_attention`) the nodes sit after the committed text in index
+order; node i runs at RoPE position base + level(i) (level 0 right below the root) and
+attends every committed key, its ancestors and itself, nothing else.
+
     root ─ 5 ─ 7          tokens  (5, 7, 9, 3)
          │   └ 9          parents (-1, 0, 0, -1)
          └ 3
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import torch
 
 from inferlab.engines.speculative.errors import SpeculativeError
 
@@ -80,3 +86,43 @@ class TokenTree:
     def depth(self) -> int:
         """The longest root-to-leaf path, in nodes."""
         return max(len(self.path(i)) for i in range(len(self)))
+
+    def levels(self) -> tuple[int, ...]:
+        """Each node's distance below the top level (0: a child of the root)."""
+        out: list[int] = []
+        for parent in self.parents:
+            out.append(0 if parent == ROOT else out[parent] + 1)
+        return tuple(out)
+
+    def ancestor_mask(self) -> torch.Tensor:
+        """bool [N, N]: row i is True at node i and at each of its ancestors."""
+        n = len(self)
+        mask = torch.eye(n, dtype=torch.bool)
+        for i, parent in enumerate(self.parents):
+            if parent != ROOT:
+                mask[i] |= mask[parent]
+        return mask
+
+
+def tree_attention(tree: TokenTree, start: int, n_pending: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions [T], mask [T, start + T]) of one verify forward, T = n_pending + N: the
+    `n_pending` committed tokens not yet run (positions start .., causal), then the tree's
+    nodes in index order. With base = start + n_pending:
+
+        pending token r:  position start + r, attends keys 0 .. start + r
+        node i:           position base + level(i), attends keys 0 .. base - 1 and
+                          base + j for j = i and each ancestor of i
+    """
+    n = len(tree)
+    base = start + n_pending
+    t = n_pending + n
+    positions = torch.empty(t, dtype=torch.int64)
+    positions[:n_pending] = torch.arange(start, base)
+    positions[n_pending:] = base + torch.tensor(tree.levels(), dtype=torch.int64)
+    keys = torch.arange(base + n)
+    mask = torch.zeros(t, base + n, dtype=torch.bool)
+    mask[:n_pending] = keys[None, :] <= positions[:n_pending, None]
+    mask[n_pending:, :base] = True
+    mask[n_pending:, base:] = tree.ancestor_mask()
+    return positions, mask
