@@ -129,16 +129,15 @@ def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
     return a[cut], b[np.minimum(cut + g, n) - 1], np.maximum.reduceat(v, cut)
 
 
-class BatchTimelineView(QWidget):
-    """The Gantt chart and its strips. `hovered(text)` as the mouse moves over segments."""
+class GanttFrame(QWidget):
+    """Requests as rows of bars over time, the legend and a read-out above them, strips on the
+    same time axis below (`_strip`): the frame the batching and endpoint timelines draw in."""
 
-    hovered = Signal(str)
-
-    def __init__(self, parent=None):
+    def __init__(self, hint: str, legend_columns: int, gantt_label: str, parent=None):
         super().__init__(parent)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
-        self.info = QLabel("Hover over a bar for the request, its state and its span.")
+        self.info = QLabel(hint)
         self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.info.setStyleSheet("color: #444;")
         layout = QVBoxLayout(self)
@@ -152,7 +151,7 @@ class BatchTimelineView(QWidget):
 
         # row 0: legend (state colours) and the cursor read-out, above the data
         top = gl.addLayout(row=0, col=1)
-        self.legend = pg.LegendItem(colCount=len(STATE_ORDER), horSpacing=10, verSpacing=0,
+        self.legend = pg.LegendItem(colCount=legend_columns, horSpacing=10, verSpacing=0,
                                     labelTextSize="9pt", labelTextColor="#222",
                                     sampleType=SwatchSample)
         top.addItem(self.legend, row=0, col=0)
@@ -162,10 +161,60 @@ class BatchTimelineView(QWidget):
         # row 1: the Gantt chart
         self.request_axis = RequestAxis()
         self.gantt = pg.PlotItem(axisItems={"left": self.request_axis})
-        gl.addItem(self._row_label("requests<br>(arrival order,<br>first at the top)"),
-                   row=1, col=0)
+        gl.addItem(self._row_label(gantt_label), row=1, col=0)
         gl.addItem(self.gantt, row=1, col=1)
         self._style(self.gantt, last=False)
+        gl.layout.setRowStretchFactor(1, 10)
+
+    # ---- construction helpers ----------------------------------------------------------------
+    def _row_label(self, html: str) -> pg.LabelItem:
+        label = pg.LabelItem(html, size="9pt", color="#222", justify="right")
+        label.setFixedWidth(LABEL_WIDTH_PX)
+        return label
+
+    def _style(self, plot: pg.PlotItem, last: bool) -> None:
+        style_plot(plot)
+        plot.setMenuEnabled(False)
+        plot.hideButtons()
+        plot.getAxis("left").setWidth(AXIS_WIDTH_PX)
+        for name in ("left", "bottom"):
+            plot.getAxis(name).setTextPen("#333333")
+            plot.getAxis(name).setPen("#8A8A8A")
+        plot.showGrid(x=True, y=not isinstance(plot.getAxis("left"), RequestAxis), alpha=0.2)
+        if not last:
+            plot.getAxis("bottom").setStyle(showValues=False)
+            plot.getAxis("bottom").setHeight(4)
+        plot.setContentsMargins(0, 0, 0, 0)
+
+    def _strip(self, row: int, html: str, last: bool = False) -> pg.PlotItem:
+        plot = pg.PlotItem()
+        self.graphics.ci.addItem(self._row_label(html), row=row, col=0)
+        self.graphics.ci.addItem(plot, row=row, col=1)
+        self._style(plot, last)
+        plot.setXLink(self.gantt)
+        vb = plot.getViewBox()
+        vb.setMouseEnabled(x=True, y=False)
+        vb.enableAutoRange(axis="x", enable=False)
+        vb.setAutoVisible(y=True)
+        plot.getAxis("left").setTickSpacing()  # automatic, few ticks in a short strip
+        return plot
+
+    @staticmethod
+    def _curve(plot: pg.PlotItem, color: str, width: float = 1.0) -> pg.PlotCurveItem:
+        curve = pg.PlotCurveItem(pen=pg.mkPen(color, width=width), antialias=False)
+        plot.addItem(curve)
+        return curve
+
+
+class BatchTimelineView(GanttFrame):
+    """The Gantt chart and its strips. `hovered(text)` as the mouse moves over segments."""
+
+    hovered = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__("Hover over a bar for the request, its state and its span.",
+                         len(STATE_ORDER), "requests<br>(arrival order,<br>first at the top)",
+                         parent)
         vb = self.gantt.getViewBox()
         vb.invertY(True)
         vb.disableAutoRange()
@@ -215,7 +264,6 @@ class BatchTimelineView(QWidget):
             line.setVisible(False)
             plot.addItem(line, ignoreBounds=True)
             self.cursors.append(line)
-        gl.layout.setRowStretchFactor(1, 10)
         for plot, height in ((self.batch_plot, 62), (self.tokens_plot, 62), (self.kv_plot, 62),
                              (self.preempt_plot, 80)):  # the last carries the time axis
             plot.setMaximumHeight(height)
@@ -234,45 +282,6 @@ class BatchTimelineView(QWidget):
         self._hover_text = ""
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
         self.graphics.scene().sigMouseClicked.connect(self._on_click)
-
-    # ---- construction helpers ----------------------------------------------------------------
-    def _row_label(self, html: str) -> pg.LabelItem:
-        label = pg.LabelItem(html, size="9pt", color="#222", justify="right")
-        label.setFixedWidth(LABEL_WIDTH_PX)
-        return label
-
-    def _style(self, plot: pg.PlotItem, last: bool) -> None:
-        style_plot(plot)
-        plot.setMenuEnabled(False)
-        plot.hideButtons()
-        plot.getAxis("left").setWidth(AXIS_WIDTH_PX)
-        for name in ("left", "bottom"):
-            plot.getAxis(name).setTextPen("#333333")
-            plot.getAxis(name).setPen("#8A8A8A")
-        plot.showGrid(x=True, y=not isinstance(plot.getAxis("left"), RequestAxis), alpha=0.2)
-        if not last:
-            plot.getAxis("bottom").setStyle(showValues=False)
-            plot.getAxis("bottom").setHeight(4)
-        plot.setContentsMargins(0, 0, 0, 0)
-
-    def _strip(self, row: int, html: str, last: bool = False) -> pg.PlotItem:
-        plot = pg.PlotItem()
-        self.graphics.ci.addItem(self._row_label(html), row=row, col=0)
-        self.graphics.ci.addItem(plot, row=row, col=1)
-        self._style(plot, last)
-        plot.setXLink(self.gantt)
-        vb = plot.getViewBox()
-        vb.setMouseEnabled(x=True, y=False)
-        vb.enableAutoRange(axis="x", enable=False)
-        vb.setAutoVisible(y=True)
-        plot.getAxis("left").setTickSpacing()  # automatic, few ticks in a short strip
-        return plot
-
-    @staticmethod
-    def _curve(plot: pg.PlotItem, color: str, width: float = 1.0) -> pg.PlotCurveItem:
-        curve = pg.PlotCurveItem(pen=pg.mkPen(color, width=width), antialias=False)
-        plot.addItem(curve)
-        return curve
 
     # ---- drawing -------------------------------------------------------------------------------
     def draw(self, requests: Sequence[RequestInfo], iterations: Sequence[IterationRecord],

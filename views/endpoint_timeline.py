@@ -16,20 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from inferlab.engines.batchlab.timeline import DECODE, PREEMPTED, STALLED, WAITING, segment_at
 from inferlab.engines.endpoint.section import request_segments
-from inferlab.views.batch_timeline import (
-    AXIS_WIDTH_PX,
-    BAR_HEIGHT,
-    LABEL_WIDTH_PX,
-    STATE_COLORS,
-    RequestAxis,
-    SwatchSample,
-)
-from inferlab.views.style import style_plot
+from inferlab.views.batch_timeline import BAR_HEIGHT, STATE_COLORS, GanttFrame
 
 STATES = (WAITING, DECODE, PREEMPTED, STALLED)
 LEGEND = {WAITING: "waiting (sent, no token yet)", DECODE: "streaming",
@@ -50,37 +40,12 @@ def held_steps(points: np.ndarray):
     return x, y
 
 
-class EndpointTimelineView(QWidget):
+class EndpointTimelineView(GanttFrame):
+    """Requests sent by the client (waiting, then streaming) over the server's strips."""
+
     def __init__(self, parent=None):
-        super().__init__(parent)
-        self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
-        self.info = QLabel(HINT)
-        self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.info.setStyleSheet("color: #444;")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
-        layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.info)
-        gl = self.graphics.ci
-        gl.setSpacing(2)
-        gl.setContentsMargins(4, 4, 8, 4)
-
-        top = gl.addLayout(row=0, col=1)
-        self.legend = pg.LegendItem(colCount=len(STATES), horSpacing=10, verSpacing=0,
-                                    labelTextSize="9pt", labelTextColor="#222",
-                                    sampleType=SwatchSample)
-        top.addItem(self.legend, row=0, col=0)
-        self.readout = pg.LabelItem("", size="9pt", color="#222", justify="right")
-        top.addItem(self.readout, row=1, col=0)
-
-        self.request_axis = RequestAxis()
-        self.gantt = pg.PlotItem(axisItems={"left": self.request_axis})
-        gl.addItem(self._row_label("requests<br>(workload order,<br>first at the top)"),
-                   row=1, col=0)
-        gl.addItem(self.gantt, row=1, col=1)
-        self._style(self.gantt, last=False)
+        super().__init__(HINT, len(STATES), "requests<br>(workload order,<br>first at the top)",
+                         parent)
         self.gantt.showGrid(x=True, y=False, alpha=0.2)
         self.gantt.getViewBox().invertY(True)
         self.bars: dict[int, pg.BarGraphItem] = {}
@@ -108,7 +73,6 @@ class EndpointTimelineView(QWidget):
         self.kv_curve = self._curve(self.kv_plot, KV_COLOR, 1.5)
         self.no_metrics = pg.TextItem("", color="#555", anchor=(0, 0.5))
         self.running_plot.addItem(self.no_metrics, ignoreBounds=True)
-        gl.layout.setRowStretchFactor(1, 10)
         self.running_plot.setMinimumHeight(70)
         self.running_plot.setMaximumHeight(80)
         self.kv_plot.setMinimumHeight(90)
@@ -119,41 +83,6 @@ class EndpointTimelineView(QWidget):
         self._hover = ""
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
         self.draw(None, "No run yet: nothing has been contacted.")
-
-    # ---- construction (the batching timeline's look) -------------------------------------------
-    def _row_label(self, html: str) -> pg.LabelItem:
-        label = pg.LabelItem(html, size="9pt", color="#222", justify="right")
-        label.setFixedWidth(LABEL_WIDTH_PX)
-        return label
-
-    def _style(self, plot: pg.PlotItem, last: bool) -> None:
-        style_plot(plot)
-        plot.setMenuEnabled(False)
-        plot.hideButtons()
-        plot.getAxis("left").setWidth(AXIS_WIDTH_PX)
-        for name in ("left", "bottom"):
-            plot.getAxis(name).setTextPen("#333333")
-            plot.getAxis(name).setPen("#8A8A8A")
-        if not last:
-            plot.getAxis("bottom").setStyle(showValues=False)
-            plot.getAxis("bottom").setHeight(4)
-        plot.setContentsMargins(0, 0, 0, 0)
-
-    def _strip(self, row: int, html: str, last: bool = False) -> pg.PlotItem:
-        plot = pg.PlotItem()
-        self.graphics.ci.addItem(self._row_label(html), row=row, col=0)
-        self.graphics.ci.addItem(plot, row=row, col=1)
-        self._style(plot, last)
-        plot.showGrid(x=True, y=False, alpha=0.2)
-        plot.setXLink(self.gantt)
-        plot.getViewBox().setMouseEnabled(x=True, y=False)
-        return plot
-
-    @staticmethod
-    def _curve(plot: pg.PlotItem, color: str, width: float = 1.0) -> pg.PlotCurveItem:
-        curve = pg.PlotCurveItem(pen=pg.mkPen(color, width=width), antialias=False)
-        plot.addItem(curve)
-        return curve
 
     # ---- drawing -------------------------------------------------------------------------------
     def draw(self, record, message: str = "") -> None:
