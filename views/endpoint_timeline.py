@@ -68,6 +68,11 @@ class EndpointTimelineView(GanttFrame):
         self.kv_plot.getAxis("left").setTicks([[(v, str(v)) for v in (0, 50, 100)]])
         self.kv_plot.setLabel("bottom", "time since the run started (s, wall clock)",
                               color="#333333")
+        for plot in (self.running_plot, self.kv_plot):
+            # short strips: labels at the edges may overhang (an axis with a grid clips them)
+            plot.showGrid(x=True, y=False, alpha=0.2)
+            plot.getAxis("left").setStyle(hideOverlappingLabels=False,
+                                          textFillLimits=[(0, 0.95), (3, 0.9)])
         self.running_curve = self._curve(self.running_plot, RUNNING_COLOR, 1.5)
         self.waiting_curve = self._curve(self.running_plot, WAITING_COLOR)
         self.kv_curve = self._curve(self.kv_plot, KV_COLOR, 1.5)
