@@ -61,8 +61,9 @@ def run_speculative_bench(prompts: Sequence[str] = DEFAULT_PROMPTS, new_tokens: 
                           drafters: Sequence[str] = DEFAULT_DRAFTERS,
                           ks: Sequence[int] = (2, 4, 8), dtype: str = "bf16",
                           repeats: int = 1, threads: int | None = 1,
-                          transformers: bool = True, model_name: str | None = None) -> dict:
-    """Per drafter and K: acceptance_rate, mean_acceptance_length, tokens_per_target_forward,
+                          transformers: bool = True, model_name: str | None = None,
+                          tree_widths: Sequence[int] = (1,)) -> dict:
+    """Per drafter, K and tree width (`tree_widths` > 1: ngram only): acceptance_rate, mean_acceptance_length, tokens_per_target_forward,
     alpha, theory_tokens_per_forward, speedup_wall (against plain decoding of the same
     prompts, this run); and hf_prompt_lookup_speedup. Chat template applied to the prompts.
     `model_name`: another `load_model` name (default SmolLM2; transformers only runs that)."""
@@ -80,11 +81,14 @@ def run_speculative_bench(prompts: Sequence[str] = DEFAULT_PROMPTS, new_tokens: 
         rows = []
         for spec in drafters:
             for k in ks:
-                # plain decoding timed right beside each K: a busier machine slows both
-                plain = [plain_decode(model, ids, new_tokens) for _ in range(max(1, repeats))]
-                point = measure_k(model, tok, spec, k, ids, new_tokens,
-                                  [t for t, _ in plain], plain[-1][1], repeats)
-                rows.append(point.to_dict())
+                for width in tree_widths if spec == "ngram" else (1,):
+                    # plain decoding timed right beside each row: a busier machine slows both
+                    plain = [plain_decode(model, ids, new_tokens)
+                             for _ in range(max(1, repeats))]
+                    point = measure_k(model, tok, spec, k, ids, new_tokens,
+                                      [t for t, _ in plain], plain[-1][1], repeats,
+                                      tree_width=width)
+                    rows.append(point.to_dict())
         out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
                      "prompts": len(ids), "threads": torch.get_num_threads(),
                      "repeats": repeats, "results": rows,

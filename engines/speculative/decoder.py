@@ -13,6 +13,24 @@ One step, with the text so far = prompt + out (out[-1] not yet run by the target
 
 After every step the target's KV cache holds exactly prompt + out[:-1] (all computed), and a
 model drafter's cache a prefix of the text plus its own last drafts (it rolls back itself).
+
+Token trees (`tree_width` W > 1, a drafter with `propose_candidates`: the n-gram drafter):
+up to W candidate continuations of up to K tokens each, merged by shared prefixes into a
+`TokenTree` of N nodes, are verified in the same ONE forward through the paged cache:
+
+    runner.append_tokens(seq, [out[-1], *tree.tokens])     # the nodes in index order
+    positions, mask = tree_attention(tree, start, pending)  # node i at base + level(i); it
+                                                            # sees the prefix, its ancestors
+    p_root, p_0 .. p_{N-1} = runner.forward_masked(seq, start, positions, mask, N + 1)
+    verdict = verify_tree(tree, p, settings)                # greedy: the argmax path; else
+                                                            # multi-candidate rejection
+    runner.compact(seq, base, [base + i for i in path])     # the path's K/V moved into
+                                                            # place, the rest truncated
+
+so the cache again holds exactly prompt + out[:-1]. A tree step's record keeps the chain
+fields meaningful (`drafted`: the first candidate that starts with the accepted path,
+`accepted` its verdict) and adds the whole tree (`tree_tokens`, `tree_parents`, `tree_path`).
+W = 1 is the chain loop above, unchanged.
 Each step hands out a frozen `SpeculativeStep`; `SpeculativeRun` gathers them with the
 statistics (statistics.py). K is capped by the tokens still to emit (K_eff = min(K, left-1));
 with no draft (the n-gram drafter found no match, or one token left) a step is a plain
@@ -23,7 +41,6 @@ step used: the filtered p and q when sampling; in greedy mode the temperature-1 
 the target's and the draft's logits (argmax has no distribution of its own). q is None for a
 token the target chose (resampled or bonus); 1.0 for a certain draft (prompt lookup).
 
-Quantized self-drafts (the target with INT8/INT4 weights) are not here yet.
 """
 
 from __future__ import annotations
@@ -44,6 +61,8 @@ from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.rejection import verify_drafts
 from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings, filtered_probs
 from inferlab.engines.speculative.statistics import AcceptanceStats, acceptance_stats
+from inferlab.engines.speculative.tree import TokenTree, tree_attention
+from inferlab.engines.speculative.tree_rejection import verify_tree
 from inferlab.engines.speculative.verification import TokenFate, Verification
 
 _SEQ = "target"
@@ -68,6 +87,18 @@ class SpeculativeStep:
     draft_s: float
     finish_reason: str | None = None
     """None while the run goes on; "stop" (a stop token, not emitted) or "length"."""
+    tree_tokens: tuple[int, ...] = ()
+    """A tree step's nodes (their tokens, in index order); empty for a chain step. `drafted`
+    is then the first candidate continuation that starts with the accepted path."""
+    tree_parents: tuple[int, ...] = ()
+    """Each node's parent (-1: below the root, the last committed token)."""
+    tree_path: tuple[int, ...] = ()
+    """The accepted nodes, top level first (their tokens are token_ids[:n_accepted])."""
+
+    @property
+    def tree(self) -> TokenTree | None:
+        """The step's token tree (None: a chain step)."""
+        return TokenTree(self.tree_tokens, self.tree_parents) if self.tree_tokens else None
 
     @property
     def n_accepted(self) -> int:
@@ -90,6 +121,7 @@ class SpeculativeRun:
     drafter: str
     steps: tuple[SpeculativeStep, ...] = field(repr=False)
     wall_s: float = 0.0
+    tree_width: int = 1
 
     @property
     def target_forwards(self) -> int:
@@ -136,14 +168,17 @@ class SpeculativeDecoder:
 
     `settings` apply to target and draft alike (a model drafter must have been built with the
     same); `seed` seeds the verifier's uniforms. `tokenizer` (the target's), when given, is
-    compared with a model drafter's. Bad input raises SpeculativeError naming the parameter
-    before anything runs.
+    compared with a model drafter's. `tree_width` W > 1 verifies up to W candidate
+    continuations as one token tree per step (the drafter must have `propose_candidates`).
+    Bad input raises SpeculativeError naming the parameter before anything runs.
     """
 
     def __init__(self, target: Llama, drafter: Drafter, k: int = 4,
                  settings: SamplingSettings = GREEDY, seed: int = 0,
-                 tokenizer: Tokenizer | None = None, block_size: int = 16) -> None:
+                 tokenizer: Tokenizer | None = None, block_size: int = 16,
+                 tree_width: int = 1) -> None:
         self.k = _check_int(k, "k", 1)
+        self.tree_width = _check_int(tree_width, "tree_width", 1)
         if not isinstance(settings, SamplingSettings):
             raise SpeculativeError(f"settings must be SamplingSettings, got {settings!r}")
         _check_int(seed, "seed", -(2**63))
@@ -164,6 +199,10 @@ class SpeculativeDecoder:
                 f"drafter {name}: its tokenizer ({draft_tok.name or '?'}) differs from the "
                 f"target's ({tokenizer.name or '?'}); a draft model must use the target's "
                 "tokenizer")
+        if self.tree_width > 1 and not callable(getattr(drafter, "propose_candidates", None)):
+            raise SpeculativeError(
+                f"tree_width {tree_width}: drafter {name} proposes one continuation; token "
+                "trees need a drafter with propose_candidates (ngram)")
         draft_settings = getattr(drafter, "settings", None)
         if draft_settings is not None and draft_settings != settings:
             raise SpeculativeError(
@@ -201,6 +240,7 @@ class SpeculativeDecoder:
         stops = frozenset(_token(t, "stop_token_ids") for t in stop_token_ids)
         self.close()
         n_blocks = -(-need // self.block_size) + 1
+        n_blocks += -(-self.k * (self.tree_width - 1) // self.block_size)  # a tree's nodes
         self.runner = ModelRunner(self.target, n_blocks=n_blocks, block_size=self.block_size)
         self.runner.add(_SEQ, prompt)
         reset = getattr(self.drafter, "reset", None)
@@ -222,8 +262,16 @@ class SpeculativeDecoder:
         text = self.prompt + out
         k = min(self.k, self._max_new - len(out) - 1)
         t0 = time.perf_counter()
-        proposal = self.drafter.propose(text, k) if k >= 1 else Proposal(())
-        draft_s = time.perf_counter() - t0
+        if self.tree_width > 1 and k >= 1:
+            candidates = self.drafter.propose_candidates(text, k, self.tree_width)
+            draft_s = time.perf_counter() - t0
+            paths = self._checked_candidates(candidates, k)
+            if paths:
+                return self._tree_step(paths, draft_s)
+            proposal = Proposal(())
+        else:
+            proposal = self.drafter.propose(text, k) if k >= 1 else Proposal(())
+            draft_s = time.perf_counter() - t0
         drafts, q = self._checked(proposal, k)
         pending = [out[-1]] if out else []
         runner.append_tokens(_SEQ, pending + drafts)
@@ -238,15 +286,7 @@ class SpeculativeDecoder:
         p = [float(p_dist[i, t]) for i, t in enumerate(tokens)]
         q_of = [(1.0 if q is None else float(q[i, t])) if f is TokenFate.ACCEPTED else None
                 for i, (t, f) in enumerate(zip(tokens, fates, strict=True))]
-        reason = None
-        for i, t in enumerate(tokens):
-            if t in self._stops:
-                tokens, fates, p, q_of, reason = tokens[:i], fates[:i], p[:i], q_of[:i], "stop"
-                break
-        room = self._max_new - len(out)
-        if len(tokens) >= room:
-            tokens, fates, p, q_of = tokens[:room], fates[:room], p[:room], q_of[:room]
-            reason = reason or "length"
+        tokens, fates, p, q_of, reason = self._cut(tokens, fates, p, q_of)
         out.extend(tokens)
         if reason is None:
             runner.truncate(_SEQ, len(self.prompt) + len(out) - 1)
@@ -261,9 +301,64 @@ class SpeculativeDecoder:
         self.steps.append(record)
         return record
 
+    def _tree_step(self, paths: list[tuple[int, ...]], draft_s: float) -> SpeculativeStep:
+        """Verify the candidates `paths` as one token tree in one target forward; keep the
+        accepted path in the cache, in place."""
+        runner, out = self.runner, self.output
+        tree = TokenTree.from_paths(paths)
+        pending = [out[-1]] if out else []
+        runner.append_tokens(_SEQ, pending + list(tree.tokens))
+        n_pending = runner.pending(_SEQ) - len(tree)  # the whole prompt on the first step
+        base = runner.blocks.num_tokens(_SEQ) - len(tree)
+        start = base - n_pending
+        positions, mask = tree_attention(tree, start, n_pending)
+        t1 = time.perf_counter()
+        logits = runner.forward_masked(_SEQ, start, positions, mask, logits=len(tree) + 1)
+        forward_s = time.perf_counter() - t1
+        verdict = verify_tree(tree, logits, self.settings, generator=self.generator)
+        n_acc = verdict.n_accepted
+        path_tokens = verdict.token_ids[:n_acc]
+        chosen = next(c for c in paths if c[:n_acc] == path_tokens)
+        rows = [0] + [node + 1 for node in verdict.path]  # p before each emitted token
+        p_dist = (torch.softmax(logits.float().cpu(), dim=-1) if self.settings.greedy
+                  else filtered_probs(logits, self.settings))
+        tokens, fates = list(verdict.token_ids), list(verdict.fates)
+        p = [float(p_dist[r, t]) for r, t in zip(rows, tokens, strict=True)]
+        q_of: list[float | None] = [1.0] * n_acc + [None]
+        tokens, fates, p, q_of, reason = self._cut(tokens, fates, p, q_of)
+        out.extend(tokens)
+        if reason is None:
+            runner.compact(_SEQ, base, [base + node for node in verdict.path])
+        else:
+            runner.free(_SEQ)
+            self.finish_reason = reason
+        record = SpeculativeStep(
+            index=len(self.steps), drafted=chosen,
+            accepted=(True,) * n_acc + (False,) * (len(chosen) - n_acc),
+            token_ids=tuple(tokens), fates=tuple(fates), p=tuple(p), q=tuple(q_of),
+            target_tokens=n_pending + len(tree), target_forward_s=forward_s, draft_s=draft_s,
+            finish_reason=reason, tree_tokens=tree.tokens, tree_parents=tree.parents,
+            tree_path=verdict.path)
+        self.steps.append(record)
+        return record
+
+    def _cut(self, tokens: list, fates: list, p: list, q_of: list):
+        """The emitted lists cut before a stop token or at the length limit, and the reason."""
+        reason = None
+        for i, t in enumerate(tokens):
+            if t in self._stops:
+                tokens, fates, p, q_of, reason = tokens[:i], fates[:i], p[:i], q_of[:i], "stop"
+                break
+        room = self._max_new - len(self.output)
+        if len(tokens) >= room:
+            tokens, fates, p, q_of = tokens[:room], fates[:room], p[:room], q_of[:room]
+            reason = reason or "length"
+        return tokens, fates, p, q_of, reason
+
     def result(self) -> SpeculativeRun:
         return SpeculativeRun(tuple(self.prompt), tuple(self.output), self.finish_reason or "",
-                              self.k, self.drafter_name, tuple(self.steps))
+                              self.k, self.drafter_name, tuple(self.steps),
+                              tree_width=self.tree_width)
 
     def close(self) -> None:
         """Drop the current prompt's cache (a finished run has already freed its sequence)."""
@@ -279,7 +374,8 @@ class SpeculativeDecoder:
         run = self.result()
         self.close()
         return SpeculativeRun(run.prompt_token_ids, run.token_ids, run.finish_reason, run.k,
-                              run.drafter, run.steps, time.perf_counter() - t0)
+                              run.drafter, run.steps, time.perf_counter() - t0,
+                              self.tree_width)
 
     # ---- pieces ---------------------------------------------------------------------------------
 
@@ -310,6 +406,22 @@ class SpeculativeDecoder:
             raise SpeculativeError(f"drafter {self.drafter_name}: q_probs must have shape "
                                    f"{(len(drafts), vocab)}, got {tuple(q.shape)}")
         return drafts, q
+
+    def _checked_candidates(self, candidates, k: int) -> list[tuple[int, ...]]:
+        """The candidates' token tuples (empty ones dropped), checked as `_checked` checks one
+        proposal; a tree's candidates must be certain (q one-hot, as prompt lookup's)."""
+        if len(candidates) > self.tree_width:
+            raise SpeculativeError(f"drafter {self.drafter_name} proposed {len(candidates)} "
+                                   f"candidates, more than tree_width {self.tree_width}")
+        paths = []
+        for c in candidates:
+            if c.q_probs is not None:
+                raise SpeculativeError(f"drafter {self.drafter_name}: tree candidates must be "
+                                       "certain (q_probs None), as prompt lookup's are")
+            drafts, _ = self._checked(c, k)
+            if drafts:
+                paths.append(tuple(drafts))
+        return paths
 
     def _verify(self, logits: torch.Tensor, drafts: list[int],
                 q: torch.Tensor | None) -> Verification:

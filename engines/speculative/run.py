@@ -15,7 +15,7 @@ from inferlab.engines.speculative.section import (
     speculative_trace_step,
 )
 
-OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k",
+OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k", "tree_width": "--tree-width",
            "temperature": "--temperature", "top_p": "--top-p", "prompt": "--prompt",
            "max_tokens": "--max-tokens", "raw": "--raw", "seed": "--seed"}
 
@@ -30,6 +30,9 @@ def add_arguments(p) -> None:
                         f"(the tiny model, for the tiny target) (default {d['drafter']})")
     p.add_argument("--k", type=int, default=d["k"],
                    help=f"draft tokens per step, K (default {d['k']})")
+    p.add_argument("--tree-width", type=int, default=d["tree_width"],
+                   help="candidate continuations verified per step as one token tree, 1..8 "
+                        f"(ngram only; default {d['tree_width']}: a chain)")
     p.add_argument("--temperature", type=float, default=d["temperature"],
                    help="0 for greedy (default 0)")
     p.add_argument("--top-p", type=float, default=d["top_p"],
@@ -54,6 +57,7 @@ def settings_of(args) -> dict:
     """The run's settings from its arguments, checked; ValueError names the option."""
     prompt = speculative_defaults()["prompt"] if args.prompt is None else args.prompt
     settings = dict(SPECULATIVE_DEFAULTS, model=args.model, drafter=args.drafter, k=args.k,
+                    tree_width=getattr(args, "tree_width", SPECULATIVE_DEFAULTS["tree_width"]),
                     temperature=args.temperature, top_p=args.top_p, prompt=prompt,
                     max_tokens=args.max_tokens, raw=bool(args.raw), seed=args.seed)
     try:
@@ -93,5 +97,6 @@ def run(args, recorder):
         "acceptance_rate_by_position": m["acceptance_rate_by_position"],
         "finish_reason": run_.finish_reason,
         "model": header.model, "drafter": header.drafter, "k": header.k,
+        "tree_width": header.tree_width,
     }
     return section, summary

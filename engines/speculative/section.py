@@ -10,6 +10,9 @@ tiny or SmolLM2-135M) with one drafter, one `SpeculativeDecoder.step()` per `ste
     tiny           the seeded tiny model (1 layer, other weights): a smaller model with the
                    tiny target's byte tokenizer; SmolLM2 refuses it (another vocabulary)
 
+With `tree_width` W > 1 (ngram only) each step verifies up to W candidate continuations as
+one token tree; a tree step's dict adds `tree_tokens`, `tree_parents` and `tree_path`.
+
 The snapshot section (`labs.speculative`) holds the settings, the run's header (model,
 drafter, prompt ids, the text of every token seen) and every step as a dict, and the
 statistics; `read_speculative_section` reads it strictly (ValueError naming the field).
@@ -30,6 +33,7 @@ from inferlab.engines.trace.snapshot import lab_section, section_field
 
 PROMPTS_FILE = "speculative_prompts.txt"
 MAX_K = 32
+MAX_TREE_WIDTH = 8
 MAX_TOKENS = 1024
 STEPS_LIMIT = MAX_TOKENS  # a step emits at least one token
 
@@ -63,6 +67,7 @@ SPECULATIVE_DEFAULTS = {
     "model": "tiny",  # engines.kvlab.models names: tiny, smollm2-135m, auto, or a path
     "drafter": "ngram",
     "k": 4,
+    "tree_width": 1,  # > 1: token trees of that many n-gram candidates per step
     "temperature": 0.0,  # 0: greedy
     "top_p": 1.0,
     "prompt": "",  # "" here: the first shipped prompt (filled in by speculative_defaults)
@@ -75,6 +80,7 @@ SPECULATIVE_SETTINGS = {
     "model": Setting("str"),
     "drafter": Setting("str"),
     "k": Setting("int", 1, MAX_K),
+    "tree_width": Setting("int", 1, MAX_TREE_WIDTH),  # > 1 needs the ngram drafter
     "temperature": Setting("float", 0, 10),
     "top_p": Setting("float", 0, 1),  # > 0 too: check_speculative_settings
     "prompt": Setting("str"),
@@ -111,7 +117,11 @@ def parse_drafter(spec: str, where: str = "drafter") -> tuple[str, int | None]:
 def check_speculative_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked (ValueError naming the field)."""
     s = check_settings(settings, SPECULATIVE_SETTINGS, SPECULATIVE_DEFAULTS, where)
-    parse_drafter(s["drafter"], f"{where}.drafter")
+    kind, _ = parse_drafter(s["drafter"], f"{where}.drafter")
+    if s["tree_width"] > 1 and kind != "ngram":
+        raise ValueError(f"{where}.tree_width: expected 1 with the {s['drafter']} drafter "
+                         "(token trees are the n-gram drafter's candidates), got "
+                         f"{s['tree_width']}")
     if not s["top_p"] > 0:
         raise ValueError(f"{where}.top_p: expected a number in (0, 1], got {s['top_p']!r}")
     if not s["prompt"].strip():
@@ -165,6 +175,7 @@ class SpeculativeHeader:
     token_texts: dict[int, str] = field(repr=False)
     """id -> text of every token the run saw (prompt, emitted, drafted)."""
     n_layers: int = 0  # the target's (drafter menus)
+    tree_width: int = 1
 
     def text(self, token_id: int) -> str:
         return self.token_texts.get(token_id, f"<{token_id}>")
@@ -192,7 +203,8 @@ class SpeculativeSession:
             drafter = make_drafter(settings["drafter"], model, tok, sampling, settings["seed"],
                                    need, device)
             self.decoder = SpeculativeDecoder(model, drafter, k=settings["k"], settings=sampling,
-                                              seed=settings["seed"], tokenizer=tok)
+                                              seed=settings["seed"], tokenizer=tok,
+                                              tree_width=settings["tree_width"])
         except SpeculativeError as e:
             text = str(e).removeprefix(f"drafter {settings['drafter']}: ")
             raise ValueError(f"drafter: {settings['drafter']} cannot draft for "
@@ -224,12 +236,14 @@ class SpeculativeSession:
             raise RuntimeError("the run has ended: there is no step left")
         record = self.decoder.step()
         self._see(record.drafted)
+        self._see(record.tree_tokens)
         self._see(record.token_ids)
         return record
 
     def header(self) -> SpeculativeHeader:
         return SpeculativeHeader(self.model_id, self.decoder.drafter_name, self.decoder.k,
-                                 tuple(self.decoder.prompt), dict(self._texts), self._n_layers)
+                                 tuple(self.decoder.prompt), dict(self._texts), self._n_layers,
+                                 self.decoder.tree_width)
 
     def run(self):
         return self.decoder.result()
@@ -278,11 +292,54 @@ def speculative_metrics(steps, k: int) -> dict:
 # ---- records as dicts --------------------------------------------------------------------------
 
 def step_to_dict(s: SpeculativeStep) -> dict:
-    return {"index": s.index, "drafted": list(s.drafted), "accepted": list(s.accepted),
-            "token_ids": list(s.token_ids), "fates": [f.value for f in s.fates],
-            "p": list(s.p), "q": list(s.q), "target_tokens": s.target_tokens,
-            "target_forward_s": s.target_forward_s, "draft_s": s.draft_s,
-            "finish_reason": s.finish_reason}
+    d = {"index": s.index, "drafted": list(s.drafted), "accepted": list(s.accepted),
+         "token_ids": list(s.token_ids), "fates": [f.value for f in s.fates],
+         "p": list(s.p), "q": list(s.q), "target_tokens": s.target_tokens,
+         "target_forward_s": s.target_forward_s, "draft_s": s.draft_s,
+         "finish_reason": s.finish_reason}
+    if s.tree_tokens:  # a tree step; a chain step's dict is as it always was
+        d |= {"tree_tokens": list(s.tree_tokens), "tree_parents": list(s.tree_parents),
+              "tree_path": list(s.tree_path)}
+    return d
+
+
+TREE_KEYS = ("tree_tokens", "tree_parents", "tree_path")
+
+
+def _tree_fields(d: dict, where: str, vocab: int, drafted: list[int], n_accepted: int
+                 ) -> dict:
+    """A tree step's three fields, strictly: a valid tree whose path runs down from the
+    root, its tokens the accepted drafts, `drafted` a path of the tree from the root."""
+    from inferlab.engines.speculative.tree import ROOT, TokenTree
+
+    if not any(key in d for key in TREE_KEYS):
+        return {}
+    tokens = [_int(t, f"{where}.tree_tokens[{i}]", 0, vocab - 1)
+              for i, t in enumerate(_list(d, "tree_tokens", where))]
+    if not 1 <= len(tokens) <= MAX_K * MAX_TREE_WIDTH:
+        raise ValueError(f"{where}.tree_tokens: expected 1..{MAX_K * MAX_TREE_WIDTH} nodes, "
+                         f"got {len(tokens)}")
+    parents = [_int(t, f"{where}.tree_parents[{i}]", ROOT, len(tokens))
+               for i, t in enumerate(_list(d, "tree_parents", where, len(tokens)))]
+    try:
+        tree = TokenTree(tuple(tokens), tuple(parents))
+    except SpeculativeError as e:
+        raise ValueError(f"{where}.tree_parents: {e}") from None
+    path = [_int(t, f"{where}.tree_path[{i}]", 0, len(tokens) - 1)
+            for i, t in enumerate(_list(d, "tree_path", where, n_accepted))]
+    for j, node in enumerate(path):
+        if parents[node] != (path[j - 1] if j else ROOT):
+            raise ValueError(f"{where}.tree_path[{j}]: node {node} does not hang below the "
+                             "node before it")
+    node = ROOT
+    for j, t in enumerate(drafted):
+        node = next((i for i in tree.children(node) if tokens[i] == t), None)
+        if node is None:
+            raise ValueError(f"{where}.drafted[{j}]: the drafts are not a path of the tree")
+        if j < n_accepted and node != path[j]:
+            raise ValueError(f"{where}.tree_path[{j}]: not the accepted draft's node")
+    return {"tree_tokens": tuple(tokens), "tree_parents": tuple(parents),
+            "tree_path": tuple(path)}
 
 
 def _int(value, where: str, low: int = 0, high: int = 2**31 - 1) -> int:
@@ -358,6 +415,7 @@ def step_from_dict(d, where: str, index: int, vocab: int) -> SpeculativeStep:
     reason = section_field(d, "finish_reason", where)
     if reason not in (None, "stop", "length"):
         raise ValueError(f"{where}.finish_reason: expected null, stop or length, got {reason!r}")
+    tree = _tree_fields(d, where, vocab, drafted, sum(accepted))
     return SpeculativeStep(
         index=index, drafted=tuple(drafted), accepted=tuple(accepted), token_ids=tuple(tokens),
         fates=tuple(fates), p=tuple(p), q=tuple(q),
@@ -366,7 +424,7 @@ def step_from_dict(d, where: str, index: int, vocab: int) -> SpeculativeStep:
         target_forward_s=_seconds(section_field(d, "target_forward_s", where),
                                   f"{where}.target_forward_s"),
         draft_s=_seconds(section_field(d, "draft_s", where), f"{where}.draft_s"),
-        finish_reason=reason)
+        finish_reason=reason, **tree)
 
 
 # ---- the section ---------------------------------------------------------------------------------
@@ -383,7 +441,7 @@ def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
 
         extra["sweep"] = sweep_to_dict(sweep)
     state = {**extra, "model": header.model, "drafter": header.drafter, "k": header.k,
-             "n_layers": header.n_layers,
+             "tree_width": header.tree_width, "n_layers": header.n_layers,
              "prompt_token_ids": list(header.prompt_token_ids),
              "token_texts": {str(t): text for t, text in sorted(header.token_texts.items())},
              "steps": [step_to_dict(s) for s in steps]}
@@ -411,6 +469,7 @@ def read_speculative_section(sec):
             raise ValueError(f"{w}.{key}: expected a name, got {value!r}")
         strings[key] = value
     k = _int(section_field(state, "k", w), f"{w}.k", 1, MAX_K)
+    width = _int(state.get("tree_width", 1), f"{w}.tree_width", 1, MAX_TREE_WIDTH)
     n_layers = _int(section_field(state, "n_layers", w), f"{w}.n_layers", 0, 100_000)
     texts_raw = section_field(state, "token_texts", w)
     if not isinstance(texts_raw, dict):
@@ -435,10 +494,14 @@ def read_speculative_section(sec):
         if len(s.drafted) > k:
             raise ValueError(f"{w}.steps[{i}].drafted: {len(s.drafted)} drafts, more than "
                              f"k = {k}")
+        if len(s.tree_tokens) > k * width or (s.tree_tokens and width == 1):
+            raise ValueError(f"{w}.steps[{i}].tree_tokens: {len(s.tree_tokens)} nodes; a "
+                             f"tree of width {width} and depth k = {k} holds at most "
+                             f"{k * width if width > 1 else 0}")
         if s.finish_reason is not None and i != len(steps) - 1:
             raise ValueError(f"{w}.steps[{i}].finish_reason: a step after it ran")
     header = SpeculativeHeader(strings["model"], strings["drafter"], k, tuple(prompt), texts,
-                               n_layers)
+                               n_layers, width)
     read_speculative_sweep(sec)
     return settings, header, steps, speculative_metrics(steps, k)
 
@@ -461,10 +524,11 @@ def speculative_trace_step(recorder, record: SpeculativeStep, start_s: float) ->
     (the target's one forward) spans, and acceptance counters at its end; returns its end."""
     draft_end = start_s + record.draft_s
     end = draft_end + record.target_forward_s
-    recorder.add_span(f"step {record.index}", start_s, end, cat="speculative",
-                      args={"drafted": len(record.drafted), "accepted": record.n_accepted,
-                            "emitted": len(record.token_ids),
-                            "target_tokens": record.target_tokens})
+    args = {"drafted": len(record.drafted), "accepted": record.n_accepted,
+            "emitted": len(record.token_ids), "target_tokens": record.target_tokens}
+    if record.tree_tokens:
+        args["tree_nodes"] = len(record.tree_tokens)
+    recorder.add_span(f"step {record.index}", start_s, end, cat="speculative", args=args)
     recorder.add_span("draft", start_s, draft_end, cat="speculative",
                       args={"drafted": len(record.drafted)})
     recorder.add_span("verify", draft_end, end, cat="speculative",

@@ -45,9 +45,10 @@ def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int):
 
 def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[int]],
               new_tokens: int, plain_s: Sequence[float], refs, repeats: int = 1,
-              drafter=None) -> KPoint:
+              drafter=None, tree_width: int = 1) -> KPoint:
     """Decode `prompts` speculatively with K = `k` (`repeats` times, the median wall time)
-    against `plain_s`, the plain decode times of the same prompts in this run."""
+    against `plain_s`, the plain decode times of the same prompts in this run; `tree_width`
+    candidates per step as one token tree."""
     from inferlab.engines.speculative.decoder import SpeculativeDecoder
     from inferlab.engines.speculative.sampling import GREEDY
     from inferlab.engines.speculative.section import make_drafter
@@ -59,7 +60,7 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
 
     if drafter is None:
         drafter = make_drafter(drafter_spec, model, tok, GREEDY, 0, model.config.max_position)
-    decoder = SpeculativeDecoder(model, drafter, k=k, tokenizer=tok)
+    decoder = SpeculativeDecoder(model, drafter, k=k, tokenizer=tok, tree_width=tree_width)
     spec_s, runs = [], []
     for _ in range(max(1, repeats)):
         t0 = time.perf_counter()
@@ -78,7 +79,7 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
     return KPoint(drafter_spec, k, st.acceptance_rate, st.mean_acceptance_length, alpha,
                   emitted / forwards, expected_tokens_per_forward(alpha, k), forwards, cost,
                   speedup_model(alpha, k, cost), plain / spec, plain, spec, draft_s,
-                  target_s, equal)
+                  target_s, equal, tree_width)
 
 
 def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
@@ -106,6 +107,6 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
         report(0.1 + 0.9 * i / len(ks), f"K = {k} ({i + 1} of {len(ks)})")
         drafter.reset()
         points.append(measure_k(model, tok, s["drafter"], k, ids, n, [plain_s], refs,
-                                drafter=drafter))
+                                drafter=drafter, tree_width=s["tree_width"]))
     report(1.0, "swept")
     return KSweep(resolve_model_name(s["model"]), s["drafter"], n, tuple(points))

@@ -25,6 +25,8 @@ class KPoint:
     draft_s: float
     target_forward_s: float
     outputs_equal: bool
+    tree_width: int = 1
+    """Candidates per step verified as one token tree (1: a chain of K drafts)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,6 +65,13 @@ def _count(v, where: str, high: int = 2**31) -> int:
     return v
 
 
+def _width(v, where: str) -> int:
+    """A point's tree width (absent in older snapshots: 1, a chain)."""
+    if _count(v, where, 64) < 1:
+        raise ValueError(f"{where}: expected an integer in 1..64, got {v!r}")
+    return v
+
+
 def sweep_from_dict(d, where: str) -> KSweep:
     """A `KSweep` from its dict; ValueError naming the field."""
     from inferlab.engines.trace.snapshot import section_field
@@ -92,5 +101,6 @@ def sweep_from_dict(d, where: str) -> KSweep:
             drafter=texts["drafter"], k=_count(section_field(p, "k", w), f"{w}.k", 1024),
             target_forwards=_count(section_field(p, "target_forwards", w),
                                    f"{w}.target_forwards"),
-            outputs_equal=equal, **floats))
+            outputs_equal=equal,
+            tree_width=_width(p.get("tree_width", 1), f"{w}.tree_width"), **floats))
     return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))

@@ -71,6 +71,10 @@ def test_a_run_with_sampling_is_seeded(capsys, tmp_path):
     (["--drafter", "layerskip:2"], "--drafter: layerskip:2 cannot draft for tiny: n_layers"),
     (["--max-tokens", "0"], "--max-tokens: expected an integer in 1..1,024, got 0"),
     (["--temperature", "-1"], "--temperature: expected"),
+    (["--tree-width", "0"], "--tree-width: expected an integer in 1..8, got 0"),
+    (["--tree-width", "9"], "--tree-width: expected an integer in 1..8, got 9"),
+    (["--tree-width", "2", "--drafter", "layerskip:1"],
+     "--tree-width: expected 1 with the layerskip:1 drafter (token trees are the n-gram"),
 ])
 def test_bad_options_give_one_line_errors(capsys, tmp_path, argv, message):
     from inferlab.app.cli import main
@@ -98,3 +102,25 @@ def test_a_drafter_with_another_vocabulary_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=r"^--drafter: tiny cannot draft for wide: its "
                                          r"vocabulary has 256 tokens, the target's 300"):
         spec_run.run(args, TraceRecorder())
+
+
+def test_a_tree_run_is_plain_greedy_decoding_and_its_snapshot_holds_the_trees(capsys, tmp_path,
+                                                                             tiny):
+    from inferlab.app.cli import main
+    from inferlab.engines.trace.snapshot import read_snapshot
+
+    out = tmp_path / "tree.json"
+    assert main(["run", "speculative", "--tree-width", "3", "--k", "3", "--prompt", PROMPT,
+                 "--raw", "--max-tokens", "24", "--snapshot", str(out), "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    model, tok = tiny
+    ids = tok.encode_prompt(PROMPT, chat=False)
+    assert m["token_ids"] == list(generate(model, [ids], max_new_tokens=24).generations[0]
+                                  .token_ids)
+    assert m["tree_width"] == 3
+    settings, header, steps, _ = read_speculative_section(
+        read_snapshot(out).labs["speculative"])
+    assert settings["tree_width"] == header.tree_width == 3
+    assert any(s.tree_tokens for s in steps)
+    events = read_snapshot(out).trace_events
+    assert any("tree_nodes" in e.get("args", {}) for e in events)
