@@ -111,6 +111,12 @@ class KVView(SteppedView):
         self.block_size.setRange(1, 1024)
         self.block_size.setSuffix(" tok")
         self.block_size.setToolTip("Tokens per KV block (vLLM's default is 16)")
+        self.kv_dtype = QComboBox()
+        for key, label in (("model", "model dtype"), ("int8", "INT8"), ("fp8-e4m3", "FP8 E4M3")):
+            self.kv_dtype.addItem(label, key)
+        self.kv_dtype.setToolTip("What the pool stores: the model's dtype, or INT8 / FP8 codes "
+                                 "with one fp32 scale per token and head (vLLM's fp8 KV): "
+                                 "fewer bytes per block, attention dequantizes on read")
         self.n_blocks = QSpinBox()
         self.n_blocks.setRange(0, 1_000_000)
         self.n_blocks.setSpecialValueText("auto")
@@ -126,6 +132,7 @@ class KVView(SteppedView):
         self.reset_button.clicked.connect(self.reset_requested)
         self.step_button.clicked.connect(self.step_requested)
         self.run_button.clicked.connect(self.run_toggled)
+        self.kv_dtype.currentIndexChanged.connect(self._emit)
         for combo in (self.scenario, self.model):
             combo.currentIndexChanged.connect(self._emit)
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
@@ -143,7 +150,7 @@ class KVView(SteppedView):
             w.setMinimumWidth(40)
         for label, widget, stretch in (("Scenario", self.scenario, 3), ("Model", self.model, 2),
                                        ("Block", self.block_size, 0),
-                                       ("Pool", self.n_blocks, 0)):
+                                       ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0)):
             row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
         row.addSpacing(8)
@@ -309,11 +316,13 @@ class KVView(SteppedView):
                 combo.setCurrentIndex(index)
         self.block_size.setValue(int(s.get("block_size", 16)))
         self.n_blocks.setValue(int(s.get("n_blocks", 0) or 0))
+        self.kv_dtype.setCurrentIndex(max(0, self.kv_dtype.findData(s.get("kv_dtype", "model"))))
         self._quiet = False
 
     def settings(self) -> dict:
         return {"scenario": self.scenario.currentData(), "model": self.model.currentData(),
-                "block_size": self.block_size.value(), "n_blocks": self.n_blocks.value()}
+                "block_size": self.block_size.value(), "n_blocks": self.n_blocks.value(),
+                "kv_dtype": self.kv_dtype.currentData()}
 
     def _emit(self, *_args) -> None:
         if not self._quiet:
@@ -321,8 +330,8 @@ class KVView(SteppedView):
 
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
-        for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.reset_button,
-                  self.step_button, self.run_button):
+        for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.kv_dtype,
+                  self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
 
     # ---- drawing -----------------------------------------------------------------------------

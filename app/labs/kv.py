@@ -84,11 +84,12 @@ class KVLab(SteppedLab):
                 f"“{SCENARIOS[settings['scenario']].title}”…")
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
+        from inferlab.engines.kvlab.models import resolve_model_name
+        from inferlab.engines.kvlab.section import kv_lab_model
         from inferlab.engines.kvlab.session import KVLabSession
 
         progress(0.05, f"loading {resolve_model_name(settings['model'])}")
-        model, tokenizer = load_lab_model(settings["model"], device)
+        model, tokenizer = kv_lab_model(settings, device)
         progress(0.5, "tokenizing the scenario's requests")
         return KVLabSession(model, tokenizer, settings["scenario"],
                             block_size=settings["block_size"],

@@ -21,6 +21,9 @@ def add_arguments(p) -> None:
                    help="tokens per KV block (default 16)")
     p.add_argument("--blocks", type=int, default=0,
                    help="blocks in the pool (default: sized from the scenario's requests)")
+    p.add_argument("--kv-dtype", default="model", choices=("model", "int8", "fp8-e4m3"),
+                   help="what the pool stores: the model's dtype (default), or INT8 / FP8 "
+                        "codes with a scale per token and head")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="stop after this many steps (default: run the scenario to its end)")
@@ -36,7 +39,7 @@ def run(args, recorder):
     if args.blocks < 0:
         raise ValueError(f"--blocks must not be negative, got {args.blocks}")
     settings = dict(KV_DEFAULTS, model=args.model, scenario=args.scenario,
-                    block_size=args.block_size, n_blocks=args.blocks)
+                    block_size=args.block_size, n_blocks=args.blocks, kv_dtype=args.kv_dtype)
     with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
         from inferlab.engines.kvlab.models import load_lab_model
 

@@ -11,14 +11,31 @@ from inferlab.engines.trace.thinning import keep_every
 # The KV lab's run: settings, what the run is (KVRunInfo), every sequence (SeqInfo) and the
 # per-step records. Each step keeps its pool state while n_blocks × steps stays under
 # KV_POOL_CELLS_LIMIT; past that only every k-th step's (and the last) is kept.
-KV_DEFAULTS = {"scenario": "shared-prompt", "model": "auto", "block_size": 16, "n_blocks": 0}
+KV_DEFAULTS = {"scenario": "shared-prompt", "model": "auto", "block_size": 16, "n_blocks": 0,
+               "kv_dtype": "model"}
+KV_DTYPES = ("model", "int8", "fp8-e4m3")
+"""What the pool stores: the model's own dtype, or INT8 / FP8 E4M3 codes with one fp32 scale
+per token and head (engines.quant.kv_quant; attention dequantizes on read)."""
 KV_POOL_CELLS_LIMIT = 400_000
 KV_SETTINGS = {  # the view's ranges
     "scenario": Setting("str", choices=SCENARIO_NAMES),
     "model": Setting("str"),
     "block_size": Setting("int", 1, 1024),
     "n_blocks": Setting("int", 0, 1_000_000),
+    "kv_dtype": Setting("str", choices=KV_DTYPES),
 }
+
+
+def kv_lab_model(settings: dict, device: str = "cpu"):
+    """(model, tokenizer) the KV lab runs: the settings' model, its cache at `kv_dtype`."""
+    from inferlab.engines.kvlab.models import load_lab_model
+
+    model, tokenizer = load_lab_model(settings["model"], device)
+    if settings.get("kv_dtype", "model") != "model":
+        from inferlab.engines.quant.kv_quant import kv_quantized
+
+        model = kv_quantized(model, settings["kv_dtype"])
+    return model, tokenizer
 
 
 def kv_metrics(records) -> dict:
@@ -100,10 +117,9 @@ def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
 
     `on_step(record)` is called after each step (progress, trace spans).
     """
-    from inferlab.engines.kvlab.models import load_lab_model
     from inferlab.engines.kvlab.session import KVLabSession
 
-    model, tokenizer = load_lab_model(settings["model"], device)
+    model, tokenizer = kv_lab_model(settings, device)
     session = KVLabSession(model, tokenizer, settings["scenario"],
                            block_size=int(settings["block_size"]),
                            n_blocks=int(settings["n_blocks"]) or None)

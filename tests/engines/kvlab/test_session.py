@@ -181,3 +181,19 @@ def test_the_session_runs_on_the_serving_scheduler(run_scenario):
     fork = run_scenario("fork").session
     assert fork.scheduler.seqs["r0.1"].parent_id == "r0"
     assert fork.scheduler.seqs["r0.1"].output_ids == fork.seqs["r0.1"].outputs
+
+
+def test_a_quantized_kv_pool_keeps_the_block_accounting_and_shrinks_the_bytes():
+    """INT8 / FP8 codes change what a slot costs, not how blocks are handed out."""
+    from inferlab.engines.kv.cache import quantized_kv_bytes_per_slot
+    from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_run
+
+    base = dict(KV_DEFAULTS, model="tiny", scenario="shared-prompt")
+    plain, plain_records = kv_run(base)
+    cfg = plain.model.config
+    for kv_dtype in ("int8", "fp8-e4m3"):
+        session, records = kv_run(dict(base, kv_dtype=kv_dtype))
+        assert session.bytes_per_slot == quantized_kv_bytes_per_slot(
+            cfg.n_layers, cfg.n_kv_heads, cfg.d_head, 1) < plain.bytes_per_slot / 3
+        assert [r.paged.slots_reserved for r in records] == \
+            [r.paged.slots_reserved for r in plain_records]
