@@ -36,24 +36,27 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def llama_server(smollm2_path):
+def llama_server(smollm2_path, tmp_path_factory):
     if importlib.util.find_spec("llama_cpp") is None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("llama-cpp-python is not installed, but CI installs the test extra "
                         "(llama-cpp-python[server])")
         pytest.skip("llama-cpp-python[server] (the test extra) is not installed")
     port = _free_port()
+    # the server's log goes to a file: a pipe nobody reads would fill and stall it
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path),
          "--host", "127.0.0.1", "--port", str(port), "--interrupt_requests", "False",
          "--n_ctx", "2048", "--verbose", "False"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"the llama.cpp server exited: {proc.stderr.read()[-2000:]}")
+                pytest.fail(f"the llama.cpp server exited: {log_path.read_text()[-2000:]}")
             try:
                 if httpx.get(f"{url}/v1/models", timeout=1.0).status_code == 200:
                     break
@@ -67,6 +70,7 @@ def llama_server(smollm2_path):
     finally:
         proc.kill()
         proc.wait(10)
+        log.close()
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
