@@ -2,6 +2,9 @@
 the run's statistics, the acceptance rate by draft position, and tokens per target forward
 against the theory curve (1 − α^(K+1)) / (1 − α) for the measured α.
 
+A token-tree step that branched (tree width > 1) ends with a small "tree N" mark; hovering it shows the tree, the
+accepted path in bold green, as a small indented drawing.
+
 It draws records (`draw(header, steps)`: a `SpeculativeHeader` and `SpeculativeStep`s); its
 signals ask the lab for work. The step slider shows the run up to an earlier step.
 """
@@ -34,6 +37,7 @@ from inferlab.engines.speculative.decoder import SpeculativeStep
 from inferlab.engines.speculative.section import (
     MAX_K,
     MAX_TOKENS,
+    MAX_TREE_WIDTH,
     SpeculativeHeader,
     parse_drafter,
     speculative_metrics,
@@ -129,6 +133,10 @@ class SpeculativeView(SteppedView):
         self.layers.setMinimumWidth(90)
         self.k = self._spin(QSpinBox, 1, MAX_K, "K: draft tokens per step; the target "
                             "verifies K + 1 positions in one forward")
+        self.tree_width = self._spin(QSpinBox, 1, MAX_TREE_WIDTH, "Tree width W: up to W "
+                                     "n-gram candidates a step, merged by shared prefixes "
+                                     "into one token tree and verified in the same one "
+                                     "forward (1: a chain of K drafts; n-gram drafter only)")
         self.temperature = self._spin(QDoubleSpinBox, 0.0, 10.0, "0: greedy (accept while the "
                                       "target's argmax agrees); above 0: exact rejection "
                                       "sampling", decimals=2)
@@ -154,7 +162,8 @@ class SpeculativeView(SteppedView):
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         for label, widget, stretch in (("Model", self.model, 2), ("Drafter", self.drafter, 2),
-                                       ("", self.layers, 0), ("K", self.k, 0)):
+                                       ("", self.layers, 0), ("K", self.k, 0),
+                                       ("Tree width", self.tree_width, 0)):
             if label:
                 row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
@@ -300,6 +309,7 @@ class SpeculativeView(SteppedView):
     # ---- settings --------------------------------------------------------------------------
     def _drafter_changed(self, *_args) -> None:
         self.layers.setEnabled(self.drafter.currentData() == "layerskip" and not self.read_only)
+        self.tree_width.setEnabled(self.drafter.currentData() == "ngram" and not self.read_only)
 
     def _prompt_chosen(self, *_args) -> None:
         text = self.prompt_choice.currentData()
@@ -324,6 +334,7 @@ class SpeculativeView(SteppedView):
         if n is not None:
             self.layers.setValue(n)
         self.k.setValue(int(s.get("k", 4)))
+        self.tree_width.setValue(int(s.get("tree_width", 1)))
         self.temperature.setValue(float(s.get("temperature", 0.0)))
         self.top_p.setValue(float(s.get("top_p", 1.0)))
         self.max_tokens.setValue(int(s.get("max_tokens", 64)))
@@ -339,7 +350,9 @@ class SpeculativeView(SteppedView):
     def settings(self) -> dict:
         kind = self.drafter.currentData()
         drafter = f"layerskip:{self.layers.value()}" if kind == "layerskip" else kind
+        width = self.tree_width.value() if kind == "ngram" else 1
         return {"model": self.model.currentData(), "drafter": drafter, "k": self.k.value(),
+                "tree_width": width,
                 "temperature": round(self.temperature.value(), 4),
                 "top_p": round(self.top_p.value(), 4), "max_tokens": self.max_tokens.value(),
                 "raw": self.raw.isChecked(), "prompt": self.prompt_edit.toPlainText()}
@@ -350,7 +363,8 @@ class SpeculativeView(SteppedView):
 
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
-        for w in (self.model, self.drafter, self.k, self.temperature, self.top_p,
+        for w in (self.model, self.drafter, self.k, self.tree_width, self.temperature,
+                  self.top_p,
                   self.max_tokens, self.prompt_choice, self.use_prompt, self.raw,
                   self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
@@ -408,7 +422,9 @@ class SpeculativeView(SteppedView):
             s = steps[-1]
             self.step_label.setText(f"step {s.index} / {self.steps[-1].index}: "
                                     f"{len(s.token_ids)} token(s), {s.n_accepted} of "
-                                    f"{len(s.drafted)} drafts")
+                                    f"{len(s.drafted)} drafts"
+                                    + (f", a tree of {len(s.tree_tokens)} nodes"
+                                       if len(s.tree_tokens) > len(s.drafted) else ""))
         else:
             self.step_label.setText("step —")
 
@@ -430,6 +446,9 @@ class SpeculativeView(SteppedView):
             if len(s.token_ids) <= n and n < len(s.drafted):  # cut before its last token
                 pieces += [self._token(header, d, "rejected", s.index, n + r)
                            for r, d in enumerate(s.drafted[n:])]
+            if len(s.tree_tokens) > len(s.drafted):  # it branched: hover the mark
+                pieces.append(f"<a href='tree:{s.index}' style='color:#777777'><sup>"
+                              f"tree {len(s.tree_tokens)}</sup></a>")
             out.append("".join(pieces))
         return ("<div style='white-space: pre-wrap; font-family: monospace; "
                 f"font-size: 11pt'>{''.join(out)}</div>")
@@ -439,8 +458,44 @@ class SpeculativeView(SteppedView):
         return (f"<a href='tok:{step}:{j}:{kind}' style='color:{COLOR[kind]}; {strike}'>"
                 f"{token_html(header.text(token_id), token_id)}</a>")
 
+    def tree_html(self, s: SpeculativeStep) -> str:
+        """A tree step drawn as indented text: one line per node, the accepted path in bold
+        green, then the token the target added."""
+        tree, h = s.tree, self.header
+        on_path = set(s.tree_path)
+        n_cand = sum(1 for i in range(len(tree)) if not tree.children(i))
+        lines = [f"<b>step {s.index}: a token tree of {len(tree)} nodes from {n_cand} "
+                 f"candidate(s)</b>, {s.n_accepted} accepted", "root (the last token)"]
+
+        def walk(node: int, prefix: str) -> None:
+            kids = tree.children(node)
+            for j, child in enumerate(kids):
+                last = j == len(kids) - 1
+                text = f"“{token_html(h.text(tree.tokens[child]), tree.tokens[child])}”"
+                if child in on_path:
+                    text = f"<b style='color:{COLOR['accepted']}'>✓ {text}</b>"
+                else:
+                    text = f"<span style='color:#888888'>· {text}</span>"
+                lines.append(f"{prefix}{'└─' if last else '├─'} {text}")
+                walk(child, prefix + ("   " if last else "│  "))
+
+        walk(-1, "")
+        if len(s.token_ids) > s.n_accepted:
+            t, fate = s.token_ids[s.n_accepted], s.fates[s.n_accepted]
+            lines.append(f"then “{token_html(h.text(t), t)}” from the target "
+                         f"(<span style='color:{COLOR[fate.value]}'>{fate.value}</span>)")
+        return ("<pre style='font-family: monospace; margin: 0'>" + "\n".join(lines)
+                + "</pre>")
+
     def describe(self, url: str) -> str:
-        """The hover text of a token link `tok:<step>:<position>:<kind>`."""
+        """The hover text of a token link `tok:<step>:<position>:<kind>`, or of a tree step's
+        mark `tree:<step>` (its tree, as `tree_html`)."""
+        if url.startswith("tree:"):
+            try:
+                s = self.steps[int(url[5:])]
+            except (ValueError, IndexError):
+                return ""
+            return self.tree_html(s) if s.tree_tokens else ""
         try:
             _, step, j, kind = url.split(":")
             s = self.steps[int(step)]
@@ -466,7 +521,10 @@ class SpeculativeView(SteppedView):
 
     def _hovered(self, url: QUrl) -> None:
         text = self.describe(url.toString()) if url.toString() else ""
-        self.hover.setText(text or "Hover a token for its p (target) and q (draft).")
+        line = text
+        if text.startswith("<pre"):  # a tree: its first line beside the legend
+            line = html.unescape(text.split("\n", 1)[0].split("</b>", 1)[0].split("<b>")[-1])
+        self.hover.setText(line or "Hover a token for its p (target) and q (draft).")
         if text:
             QToolTip.showText(QCursor.pos(), text, self.stream)
 

@@ -1,6 +1,6 @@
 """Speculative decoding lab: one prompt decoded by a drafter and the target, one draft-verify
-step (draft K, ONE target forward over K + 1 positions, roll back) a step, drawn as the token
-stream coloured by fate beside the acceptance statistics and the theory.
+step (draft K, or a token tree of several candidates; ONE target forward; roll back) a step,
+drawn as the token stream coloured by fate beside the acceptance statistics and the theory.
 
 A stepped lab (`SteppedLab`): the session (engines/speculative/section.py) lives in worker
 tasks only; each step's frozen `SpeculativeStep` comes back through a queued signal; the view
@@ -25,6 +25,10 @@ from inferlab.views.speculative_view import SpeculativeView
 
 AUTO_STEPS = 12
 """Steps run when the lab is first shown: a few lines of coloured tokens to look at."""
+
+
+def _width_text(width: int) -> str:
+    return f", token trees of width {width}" if width > 1 else ""
 
 
 class SpeculativeLab(SteppedLab):
@@ -92,6 +96,8 @@ class SpeculativeLab(SteppedLab):
             parse_drafter(s["drafter"])
         except ValueError:
             s["drafter"] = self.defaults["drafter"]
+        if s["drafter"] != "ngram":  # token trees are the n-gram drafter's candidates
+            s["tree_width"] = 1
         if not s["top_p"] > 0:
             s["top_p"] = self.defaults["top_p"]
         if not s["model"].strip():
@@ -101,7 +107,7 @@ class SpeculativeLab(SteppedLab):
     # ---- the session -------------------------------------------------------------------------
     def preparing_text(self, settings: dict, device: str) -> str:
         return (f"Loading {settings['model']} on {device} with the {settings['drafter']} "
-                f"drafter, K = {settings['k']}…")
+                f"drafter, K = {settings['k']}{_width_text(settings.get('tree_width', 1))}…")
 
     def open_session(self, settings: dict, device: str, progress):
         from inferlab.engines.speculative.section import speculative_session
@@ -121,7 +127,8 @@ class SpeculativeLab(SteppedLab):
         h = self.header
         mode = ("greedy" if s.settings["temperature"] == 0
                 else f"T = {s.settings['temperature']:g}, top-p = {s.settings['top_p']:g}")
-        where = f"{h.model} on {s.device}, {h.drafter} drafter, K = {h.k}, {mode}"
+        where = (f"{h.model} on {s.device}, {h.drafter} drafter, K = {h.k}"
+                 f"{_width_text(h.tree_width)}, {mode}")
         emitted = sum(len(r.token_ids) for r in self.records)
         if s.done:
             return (f"{where}: {emitted} tokens in {len(self.records)} target forwards "
@@ -158,6 +165,6 @@ class SpeculativeLab(SteppedLab):
 
     def replay_text(self, header, records) -> str:
         emitted = sum(len(r.token_ids) for r in records)
-        return (f"Read-only snapshot: {header.model}, {header.drafter} drafter, K = {header.k}: "
-                f"{emitted} tokens in {len(records)} steps. Drag the step slider to replay "
+        return (f"Read-only snapshot: {header.model}, {header.drafter} drafter, K = {header.k}"
+                f"{_width_text(header.tree_width)}: {emitted} tokens in {len(records)} steps. Drag the step slider to replay "
                 "them.")

@@ -133,3 +133,25 @@ def test_the_k_sweep_runs_draws_and_replays(qtbot, make_window, tmp_path):
 
     with pytest.raises(ValueError, match=r"state.sweep.points\[0\].speedup_wall"):
         read_speculative_section(section)
+
+
+def test_token_trees_in_the_lab_draw_and_hover(qtbot, make_window):
+    window, lab = open_lab(qtbot, make_window, max_tokens=40, k=3, tree_width=3)
+    view = lab.view
+    assert lab.session.settings["tree_width"] == 3
+    assert "token trees of width 3" in view.status.text()
+    view.set_settings(lab.settings())
+    assert view.tree_width.value() == 3 and view.tree_width.isEnabled()
+    lab.view.run_button.click()
+    qtbot.waitUntil(lambda: lab.session.done, timeout=120000)
+    wait_idle(qtbot, window)
+    lab.flush()
+    branched = [r for r in lab.records if len(r.tree_tokens) > len(r.drafted)]
+    assert branched and f"tree:{branched[0].index}" in view.stream.toHtml()
+    text = view.describe(f"tree:{branched[0].index}")
+    assert text.startswith("<pre") and f"a token tree of {len(branched[0].tree_tokens)} " \
+        "nodes" in text and text.count("✓") == branched[0].n_accepted
+    assert view.describe("tree:9999") == ""
+    view.drafter.setCurrentIndex(view.drafter.findData("layerskip"))  # trees are ngram's
+    assert not view.tree_width.isEnabled() and view.settings()["tree_width"] == 1
+    assert lab.valid_settings(view.settings() | {"tree_width": 4})["tree_width"] == 1
