@@ -5,14 +5,17 @@ sampler keeps the target's output distribution exactly. No Qt here.
     mass.py            the two operations both samplers share: the residual, the inverse-CDF draw
     verification.py    the frozen records a verify step hands out (Verification, TokenFate)
     rejection.py       the exact rejection sampler over K drafted positions; greedy verify
-    tree.py            TokenTree: draft candidates as a tree of parent indices
+    tree.py            TokenTree: draft candidates as a tree of parent indices; the tree
+                       attention mask and positions of its verify forward
     tree_rejection.py  multi-candidate (SpecInfer) rejection sampling over a tree; greedy tree
     drafter.py         the Drafter protocol and its Proposal
     ngram.py           NgramDrafter: prompt lookup, no model
     model_drafter.py   ModelDrafter (a smaller model, same tokenizer), LayerSkipDrafter (the
                        target's first layers + its head, shared weights); each its own cache
     decoder.py         SpeculativeDecoder: draft K, verify K + 1 in one target forward, roll
-                       back; SpeculativeStep / SpeculativeRun records
+                       back; or (tree_width > 1) a token tree of n-gram candidates verified in
+                       one masked forward, its accepted path kept in place in the cache;
+                       SpeculativeStep / SpeculativeRun records
     statistics.py      acceptance rates, alpha, mean acceptance length, the speedup model
     checks.py          input checks shared by the samplers
     errors.py          SpeculativeError

@@ -39,7 +39,26 @@ def test_the_bench_rows():
     from inferlab.engines.speculative.bench import run_speculative_bench
 
     out = run_speculative_bench(["Name three colours."], new_tokens=8, drafters=("ngram",),
-                                ks=(2,), dtype="fp32", model_name="tiny")
-    (row,) = out["results"]
-    assert row["drafter"] == "ngram" and row["k"] == 2 and row["outputs_equal"]
-    assert out["best"] == row and row["speedup_wall"] > 0 and out["model"] == "tiny"
+                                ks=(2,), dtype="fp32", model_name="tiny", tree_widths=(1, 3))
+    chain, tree = out["results"]
+    for row in (chain, tree):
+        assert row["drafter"] == "ngram" and row["k"] == 2 and row["outputs_equal"]
+        assert row["speedup_wall"] > 0
+    assert (chain["tree_width"], tree["tree_width"]) == (1, 3)
+    assert out["best"] in (chain, tree) and out["model"] == "tiny"
+
+
+def test_a_sweep_of_trees_reads_back_with_its_width():
+    from inferlab.engines.speculative.sweep_records import sweep_from_dict, sweep_to_dict
+
+    settings = dict(speculative_defaults(), model="tiny", max_tokens=12, tree_width=3)
+    sweep = k_sweep(settings, ks=(2,))
+    assert sweep.points[0].tree_width == 3 and sweep.points[0].outputs_equal
+    d = sweep_to_dict(sweep)
+    assert sweep_from_dict(d, "w") == sweep
+    del d["points"][0]["tree_width"]  # an older snapshot: a chain
+    assert sweep_from_dict(d, "w").points[0].tree_width == 1
+    d["points"][0]["tree_width"] = 0
+    with pytest.raises(ValueError, match=r"w.points\[0\].tree_width: expected an integer in "
+                                         r"1..64, got 0"):
+        sweep_from_dict(d, "w")
