@@ -13,8 +13,8 @@ fraction of plain RTN-INT4-g128's perplexity increase they win back:
     recovered = (ppl_rtn - ppl_scheme) / (ppl_rtn - ppl_fp32)
 
 Decode speed is timed after every scheme is built, in `rounds` interleaved rounds (fp32,
-int8, ..., fp32, int8, ...), the median per scheme: a machine that gets busier mid-run slows
-every scheme alike instead of whichever ran last. Quantization runs on one torch thread
+int8, ..., fp32, int8, ..., each round starting at another scheme), the median per scheme: a
+machine that gets busier mid-run slows every scheme alike instead of whichever ran last. Quantization runs on one torch thread
 (GPTQ's column loop is many small ops, which extra threads on a busy machine slow down).
 """
 
@@ -71,8 +71,11 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
                  for w, b in (("int8-sym", 8), ("int4-g128", 4))}
         running.update(head8)
         speeds: dict[str, list[float]] = {n: [] for n in running}
-        for _ in range(max(1, rounds)):
-            for name in running:
+        order = list(running)
+        for r in range(max(1, rounds)):
+            # each round starts one scheme later: no scheme always runs first (or last)
+            k = (r * max(1, len(order) // max(1, rounds))) % len(order)
+            for name in order[k:] + order[:k]:
                 speeds[name].append(decode_tokens_per_s(running[name], session.prompt_ids,
                                                         decode_tokens))
     finally:
