@@ -1,5 +1,6 @@
 """`inferlab bench speculative --json`: engines.speculative.bench.run_speculative_bench on
-SmolLM2 greedy (bf16, CPU): per drafter and K of a small sweep, acceptance_rate,
+SmolLM2 greedy (bf16, CPU): per drafter and K of a small sweep (and, for the n-gram drafter, token
+trees of width 1 and 3), acceptance_rate,
 mean_acceptance_length, tokens_per_target_forward, theory_tokens_per_forward and speedup_wall
 against plain decoding of the same prompts in the same run; hf_prompt_lookup_speedup
 (transformers' prompt lookup, prompt_lookup_num_tokens=10) measured in the same run.
@@ -15,9 +16,9 @@ from inferlab.engines.speculative.bench import DEFAULT_DRAFTERS, run_speculative
 
 def run_speculative_lab_bench(new_tokens: int = 64, ks: Sequence[int] = (2, 4, 8),
                               drafters: Sequence[str] = DEFAULT_DRAFTERS,
-                              repeats: int = 1) -> dict:
+                              repeats: int = 1, tree_widths: Sequence[int] = (1, 3)) -> dict:
     from inferlab.engines.speculative.section import speculative_prompts
 
     prompts = [p.text for p in speculative_prompts()]
     return run_speculative_bench(prompts, new_tokens=new_tokens, drafters=drafters, ks=ks,
-                                 repeats=repeats)
+                                 repeats=repeats, tree_widths=tree_widths)
