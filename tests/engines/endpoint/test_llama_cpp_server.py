@@ -90,3 +90,39 @@ def test_a_short_workload_completes_against_llama_cpp(llama_server, api):
     assert not record.has_metrics and "no /metrics" in record.scrape.notes
     assert record.scrape_note().startswith("This server exports no /metrics")
     assert any("min_tokens only" in n for n in result.notes)
+
+
+@pytest.mark.skipif(not os.environ.get("INFERLAB_LLAMA_SERVER"),
+                    reason="opt-in: INFERLAB_LLAMA_SERVER=path/to/llama-server (llama.cpp's own "
+                           "C++ server, built from the llama-cpp-python sdist's vendor/llama.cpp)")
+def test_client_tokens_per_s_agree_with_llama_servers_own_counters(smollm2_path, tmp_path):
+    """Measured here (16 requests x 64 tokens, 4 slots, 1 thread): client 37.40 output
+    tokens/s, server counter 37.41. llama-server exports no TTFT histogram."""
+    from inferlab.engines.endpoint.load import server_agreement
+
+    port = _free_port()
+    with (tmp_path / "server.log").open("w") as log:
+        proc = subprocess.Popen(
+            [os.environ["INFERLAB_LLAMA_SERVER"], "-m", str(smollm2_path), "--host", "127.0.0.1",
+             "--port", str(port), "--metrics", "-c", "4096", "-np", "4", "-t", "1"],
+            stdout=log, stderr=log)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{url}/v1/models", timeout=1.0).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            work = [WorkloadRequest(arrival_s=0.0, prompt_tokens=64, output_tokens=64)
+                    for _ in range(8)]
+            result = EndpointRun(EndpointSettings(url=url, concurrency=4, scrape_hz=4,
+                                                  max_duration_s=120), work).run()
+        finally:
+            proc.kill()
+            proc.wait(10)
+    assert result.probe.server_kind == "llama.cpp" and result.metrics.completed == 8
+    agree = server_agreement(result)
+    assert agree["server_output_tokens_per_s"] == pytest.approx(
+        agree["client_output_tokens_per_s"], rel=0.10)
