@@ -27,6 +27,7 @@ import numpy as np
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS, StreamResult
 from inferlab.engines.endpoint.scrape import COMMON, ScrapeResult
 from inferlab.engines.serve.metrics import SLO
+from inferlab.engines.servelab.section import batching_slo, batching_workload
 from inferlab.engines.settings import Setting, check_settings
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
@@ -119,21 +120,9 @@ def check_endpoint_settings(settings, where: str = "settings") -> dict:
     return s
 
 
-def endpoint_slo(settings: dict) -> SLO:
-    return SLO(ttft_s=float(settings["slo_ttft_s"]), tpot_s=float(settings["slo_tpot_s"]))
-
-
-def endpoint_workload(settings: dict):
-    """The seeded workload spec of `settings` (Poisson arrivals, lognormal lengths)."""
-    from inferlab.engines.serve import workload
-
-    return workload.Workload(
-        int(settings["requests"]), rate_per_s=float(settings["rate_per_s"]),
-        prompt_len=workload.LengthDist.lognormal(settings["prompt_mean"],
-                                                 settings["prompt_sigma"]),
-        output_len=workload.LengthDist.lognormal(settings["output_mean"],
-                                                 settings["output_sigma"]),
-        seed=int(settings["seed"]))
+# The settings share the batching lab's workload and SLO fields, so its readers read them.
+endpoint_slo = batching_slo
+endpoint_workload = batching_workload
 
 
 def endpoint_requests(settings: dict) -> list:
