@@ -15,6 +15,8 @@ SYS_PKGS := xvfb xauth fonts-dejavu-core libgl1 libegl1 libfontconfig1 libglib2.
 	libxcb-xfixes0 libxcb-xkb1 libxcb-sync1 libxcb-shm0 libxcb-util1
 # The board firmware: host port (gcc), emulated Cortex-M4 (QEMU mps2-an386), cross-compiler.
 SYS_PKGS += make gcc libc6-dev qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi
+# The test extra's llama-cpp-python compiles llama.cpp (C++) on install.
+SYS_PKGS += g++ cmake
 
 
 .PHONY: setup sysdeps run test test-gpu bench lint screenshots clean
