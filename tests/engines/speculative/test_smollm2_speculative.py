@@ -48,7 +48,10 @@ def test_greedy_speculative_equals_greedy_target_on_smollm2(smollm2, prompts_and
     # wasted drafting small; the rollback path still runs
     decoder = SpeculativeDecoder(model, d, k=2 if drafter == "layerskip:8" else 4, tokenizer=tok)
     accepted = 0
-    for ids, ref in prompts_and_refs:
+    # layer-skip: one prompt (its drafts are rejected almost always: each step costs two
+    # forwards for one token, the slowest case here; the tiny-model tests take more prompts)
+    cases = prompts_and_refs[:1] if drafter == "layerskip:8" else prompts_and_refs
+    for ids, ref in cases:
         run = decoder.generate(ids, N_NEW)
         assert len(run.token_ids) == N_NEW
         assert run.token_ids == ref
