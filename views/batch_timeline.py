@@ -205,6 +205,28 @@ class GanttFrame(QWidget):
         plot.addItem(curve)
         return curve
 
+    def _add_bars(self, legend: dict[int, str]) -> None:
+        """One bar item per state (its colour, in the legend as `legend[state]`)."""
+        self.bars: dict[int, pg.BarGraphItem] = {}
+        for state, text in legend.items():
+            c = STATE_COLORS[state]
+            bar = pg.BarGraphItem(x0=[], x1=[], y0=[], height=[], brush=c,
+                                  pen=pg.mkPen(c, width=1))  # 1 px: visible at any zoom
+            self.gantt.addItem(bar)
+            self.bars[state] = bar
+            self.legend.addItem(bar, text)
+
+    def _draw_bars(self, seg: TimelineSegments) -> None:
+        """The request axis's names and every state's bars from `seg`."""
+        self.request_axis.ids = seg.request_ids
+        self.request_axis.picture = None
+        self.request_axis.update()
+        for state, bar in self.bars.items():
+            mask = seg.state == state
+            rows = seg.row[mask].astype(np.float64)
+            bar.setOpts(x0=seg.start_s[mask], x1=seg.end_s[mask], y0=rows - BAR_HEIGHT / 2,
+                        height=np.full(rows.shape, BAR_HEIGHT))
+
 
 class BatchTimelineView(GanttFrame):
     """The Gantt chart and its strips. `hovered(text)` as the mouse moves over segments."""
@@ -220,14 +242,7 @@ class BatchTimelineView(GanttFrame):
         vb.disableAutoRange()
         self._follow = True  # fit new data until the user zooms or pans; double-click refits
         vb.sigRangeChangedManually.connect(self._user_range)
-        self.bars: dict[int, pg.BarGraphItem] = {}
-        for state in STATE_ORDER:
-            c = STATE_COLORS[state]
-            bar = pg.BarGraphItem(x0=[], x1=[], y0=[], height=[], brush=c,
-                                  pen=pg.mkPen(c, width=1))  # 1 px: visible at any zoom
-            self.gantt.addItem(bar)
-            self.bars[state] = bar
-            self.legend.addItem(bar, STATE_LEGEND[state])
+        self._add_bars({state: STATE_LEGEND[state] for state in STATE_ORDER})
 
         # rows 2-5: strips
         self.batch_plot = self._strip(2, "batch size<br>(sequences)")
@@ -346,14 +361,7 @@ class BatchTimelineView(GanttFrame):
         self._draw_strip_curves()  # the peaks of what is now in view
 
     def _draw_segments(self, seg: TimelineSegments) -> None:
-        self.request_axis.ids = seg.request_ids
-        self.request_axis.picture = None
-        self.request_axis.update()
-        for state, bar in self.bars.items():
-            mask = seg.state == state
-            rows = seg.row[mask].astype(np.float64)
-            bar.setOpts(x0=seg.start_s[mask], x1=seg.end_s[mask], y0=rows - BAR_HEIGHT / 2,
-                        height=np.full(rows.shape, BAR_HEIGHT))
+        self._draw_bars(seg)
         n = len(seg.request_ids)
         vb = self.gantt.getViewBox()
         vb.setLimits(yMin=-1.5, yMax=max(n, 1) + 0.5)

@@ -19,7 +19,7 @@ import pyqtgraph as pg
 
 from inferlab.engines.batchlab.timeline import DECODE, PREEMPTED, STALLED, WAITING, segment_at
 from inferlab.engines.endpoint.section import request_segments
-from inferlab.views.batch_timeline import BAR_HEIGHT, STATE_COLORS, GanttFrame
+from inferlab.views.batch_timeline import BAR_HEIGHT, GanttFrame
 
 STATES = (WAITING, DECODE, PREEMPTED, STALLED)
 LEGEND = {WAITING: "waiting (sent, no token yet)", DECODE: "streaming",
@@ -48,14 +48,7 @@ class EndpointTimelineView(GanttFrame):
                          parent)
         self.gantt.showGrid(x=True, y=False, alpha=0.2)
         self.gantt.getViewBox().invertY(True)
-        self.bars: dict[int, pg.BarGraphItem] = {}
-        for state in STATES:
-            c = STATE_COLORS[state]
-            bar = pg.BarGraphItem(x0=[], x1=[], y0=[], height=[], brush=c,
-                                  pen=pg.mkPen(c, width=1))
-            self.gantt.addItem(bar)
-            self.bars[state] = bar
-            self.legend.addItem(bar, LEGEND[state])
+        self._add_bars({state: LEGEND[state] for state in STATES})
         self.message = pg.TextItem("", color="#555", anchor=(0.5, 0.5))
         self.gantt.addItem(self.message, ignoreBounds=True)
 
@@ -95,14 +88,7 @@ class EndpointTimelineView(GanttFrame):
         self.record = record
         results = record.results if record is not None else ()
         seg = self.segments = request_segments(results)
-        self.request_axis.ids = seg.request_ids
-        self.request_axis.picture = None
-        self.request_axis.update()
-        for state, bar in self.bars.items():
-            mask = seg.state == state
-            rows = seg.row[mask].astype(np.float64)
-            bar.setOpts(x0=seg.start_s[mask], x1=seg.end_s[mask], y0=rows - BAR_HEIGHT / 2,
-                        height=np.full(rows.shape, BAR_HEIGHT))
+        self._draw_bars(seg)
         n = len(seg.request_ids)
         if n:
             lo = float(seg.start_s.min())
