@@ -98,3 +98,14 @@ def clean_settings(settings: Mapping | None, table: Mapping[str, Setting],
         except ValueError:
             pass  # the default stays
     return merged
+
+
+def option_error(error: ValueError, options: Mapping[str, str]) -> ValueError:
+    """`error`, raised by checking settings under "settings", with "settings.<key>" replaced
+    by the command-line option that sets <key> (`options`: key -> "--option"), for a CLI's
+    one-line message; `error` itself when no option names its field."""
+    text = str(error)
+    for key, option in options.items():
+        if text.startswith(f"settings.{key}:"):
+            return ValueError(option + text[len(f"settings.{key}"):])
+    return error

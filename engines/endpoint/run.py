@@ -23,6 +23,7 @@ import os
 
 from inferlab.engines.endpoint.section import ENDPOINT_DEFAULTS, check_endpoint_settings
 from inferlab.engines.endpoint.url import api_root
+from inferlab.engines.settings import option_error
 
 OPTIONS = {"url": "--url", "model": "--model", "requests": "--requests",
            "rate_per_s": "--rate", "concurrency": "--concurrency", "seed": "--seed",
@@ -83,11 +84,7 @@ def _checked(settings: dict) -> dict:
     try:
         return check_endpoint_settings(settings, "settings")
     except ValueError as e:
-        text = str(e)
-        for key, option in OPTIONS.items():
-            if text.startswith(f"settings.{key}:"):
-                raise ValueError(option + text[len(f"settings.{key}"):]) from None
-        raise
+        raise option_error(e, OPTIONS) from None
 
 
 def api_key(var: str) -> str | None:

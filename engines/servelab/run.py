@@ -15,6 +15,7 @@ from inferlab.engines.servelab.section import (
     batching_trace_requests,
     check_batching_settings,
 )
+from inferlab.engines.settings import option_error
 
 OPTIONS = {"policy": "--policy", "clock": "--clock", "requests": "--requests",
            "rate_per_s": "--rate", "seed": "--seed", "model_config": "--model-config",
@@ -56,11 +57,7 @@ def settings_of(args) -> dict:
     try:
         return check_batching_settings(settings, "settings")
     except ValueError as e:
-        text = str(e)
-        for key, option in OPTIONS.items():
-            if text.startswith(f"settings.{key}:"):
-                raise ValueError(option + text[len(f"settings.{key}"):]) from None
-        raise
+        raise option_error(e, OPTIONS) from None
 
 
 def run(args, recorder):

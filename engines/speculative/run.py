@@ -6,6 +6,7 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
+from inferlab.engines.settings import option_error
 from inferlab.engines.speculative.section import (
     SPECULATIVE_DEFAULTS,
     check_speculative_settings,
@@ -46,13 +47,6 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="where the models run (default cpu)")
 
 
-def _option_error(text: str) -> ValueError:
-    for key, option in OPTIONS.items():
-        if text.startswith(f"settings.{key}:"):
-            return ValueError(option + text[len(f"settings.{key}"):])
-    return ValueError(text)
-
-
 def settings_of(args) -> dict:
     """The run's settings from its arguments, checked; ValueError names the option."""
     prompt = speculative_defaults()["prompt"] if args.prompt is None else args.prompt
@@ -63,7 +57,7 @@ def settings_of(args) -> dict:
     try:
         return check_speculative_settings(settings, "settings")
     except ValueError as e:
-        raise _option_error(str(e)) from None
+        raise option_error(e, OPTIONS) from None
 
 
 def run(args, recorder):
