@@ -7,20 +7,12 @@ import json
 
 from inferlab.app.labs.batching import AUTO_STEPS
 from inferlab.views.batching_view import BatchingView
-
-
-def wait_idle(qtbot, window, timeout_ms=60000):
-    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
+from tests.app import lab_helpers
+from tests.app.lab_helpers import wait_idle
 
 
 def open_lab(qtbot, make_window, **settings):
-    window = make_window()
-    lab = window.lab("batching")
-    lab._settings = lab._settings | settings
-    window.show_lab("batching")
-    qtbot.waitUntil(lambda: lab.session is not None, timeout=60000)
-    wait_idle(qtbot, window)
-    return window, lab
+    return lab_helpers.open_lab(qtbot, make_window, "batching", 60000, **settings)
 
 
 def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_path):

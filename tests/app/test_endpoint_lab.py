@@ -11,6 +11,7 @@ import pytest
 
 from inferlab.app.cli import main
 from inferlab.engines.endpoint.fake_server import FakeServer
+from tests.app.lab_helpers import wait_idle
 
 KEY = "sk-endpoint-lab-test-KEY-90c1d2"
 
@@ -29,9 +30,6 @@ def server():
     for s in servers:
         s.stop()
 
-
-def wait_idle(qtbot, window, timeout_ms=60000):
-    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
 
 
 def set_fields(lab, url: str, requests: int = 6, key: str = "") -> None:

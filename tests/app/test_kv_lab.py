@@ -30,6 +30,7 @@ from inferlab.views.kv_grid import (
     describe_block,
     owner_code,
 )
+from tests.app.lab_helpers import wait_idle
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -146,9 +147,6 @@ def test_a_100k_block_grid_draws(qtbot):
     counts = np.bincount(pool.state, minlength=4)
     assert counts[USED] and counts[SHARED] and counts[CACHED_FREE]
 
-
-def wait_idle(qtbot, window, timeout_ms=60000):
-    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
 
 
 def test_lab_steps_exports_and_reopens_read_only(qtbot, make_window, tmp_path):

@@ -9,10 +9,7 @@ import json
 import pytest
 
 from inferlab.app.cli import main
-
-
-def wait_idle(qtbot, window, timeout_ms=120000):
-    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
+from tests.app.lab_helpers import wait_idle
 
 
 def test_run_quant_json_and_the_snapshot_reopens(capsys, tmp_path, make_window):
@@ -73,13 +70,13 @@ def test_live_lab_draws_runs_and_cancels(qtbot, make_window, tmp_path):
                                      "decode_tokens": 8, "layer_scheme": "q4_1"}
     window.show_lab("quant")
     qtbot.waitUntil(lambda: lab.session is not None, timeout=120000)
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     assert lab.layer.scheme == "q4_1" and len(lab.layer.levels) == 16
     lab.view.layer_scheme.setCurrentIndex(lab.view.layer_scheme.findData("fp8-e5m2"))
     assert lab.layer.scheme == "fp8-e5m2"
     lab.view.run_button.click()
     qtbot.waitUntil(lambda: len(lab.runs) == 2, timeout=120000)
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     assert [r.scheme for r in lab.runs] == ["fp32", "int4-g128"]  # the baseline first
     table = lab.view.model_panel.table
     assert table.rowCount() == 2 and table.item(1, 6).text().endswith("×")
@@ -87,7 +84,7 @@ def test_live_lab_draws_runs_and_cancels(qtbot, make_window, tmp_path):
     lab._settings["schemes"] = ["int8", "int8-sym", "q8_0"]
     lab.run_schemes()
     lab.cancel()
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     assert len(lab.runs) <= 3 and "int8-sym" not in [r.scheme for r in lab.runs]
     assert lab.view.run_button.isEnabled()
     path = window.export_snapshot(tmp_path / "live.json")

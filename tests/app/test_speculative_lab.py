@@ -8,20 +8,12 @@ import json
 
 from inferlab.app.labs.speculative import AUTO_STEPS
 from inferlab.engines.speculative.verification import TokenFate
-
-
-def wait_idle(qtbot, window, timeout_ms=120000):
-    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
+from tests.app import lab_helpers
+from tests.app.lab_helpers import wait_idle
 
 
 def open_lab(qtbot, make_window, **settings):
-    window = make_window()
-    lab = window.lab("speculative")
-    lab._settings = lab._settings | settings
-    window.show_lab("speculative")
-    qtbot.waitUntil(lambda: lab.session is not None, timeout=120000)
-    wait_idle(qtbot, window)
-    return window, lab
+    return lab_helpers.open_lab(qtbot, make_window, "speculative", 120000, **settings)
 
 
 def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_path):
@@ -32,10 +24,10 @@ def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_pa
     if not lab.session.done:
         lab.view.step_button.click()
         qtbot.waitUntil(lambda: len(lab.records) == n + 1, timeout=60000)
-        wait_idle(qtbot, window)
+        wait_idle(qtbot, window, 120000)
     lab.view.run_button.click()
     qtbot.waitUntil(lambda: lab.session.done, timeout=120000)
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     lab.flush()
     view = lab.view
     assert [r.index for r in lab.records] == list(range(len(lab.records)))
@@ -85,12 +77,12 @@ def test_a_new_drafter_resets_the_run_and_a_bad_one_is_named(qtbot, make_window)
     view.drafter.setCurrentIndex(view.drafter.findData("layerskip"))
     qtbot.waitUntil(lambda: lab.session is not None
                     and lab.session.settings["drafter"] == "layerskip:1", timeout=120000)
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     assert lab.header.drafter == "layerskip:1" and view.layers.isEnabled()
     assert view.layers.maximum() == 1  # the tiny target has 2 layers
     view.prompt_edit.setPlainText("   ")
     view.use_prompt.click()
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     assert "prompt" in view.status.text() and "#B71C1C" in view.status.styleSheet()
 
 
@@ -113,7 +105,7 @@ def test_the_k_sweep_runs_draws_and_replays(qtbot, make_window, tmp_path):
     panel.sweep_button.click()
     assert not panel.sweep_button.isEnabled() and panel.cancel_button.isEnabled()
     qtbot.waitUntil(lambda: lab.sweep is not None, timeout=120000)
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     xs, ys = panel.measured.getData()
     assert list(xs) == list(DEFAULT_KS) and all(y > 0 for y in ys)
     assert "best K =" in panel.note.text() and "equal plain greedy" in panel.note.text()
@@ -144,7 +136,7 @@ def test_token_trees_in_the_lab_draw_and_hover(qtbot, make_window):
     assert view.tree_width.value() == 3 and view.tree_width.isEnabled()
     lab.view.run_button.click()
     qtbot.waitUntil(lambda: lab.session.done, timeout=120000)
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, 120000)
     lab.flush()
     branched = [r for r in lab.records if len(r.tree_tokens) > len(r.drafted)]
     assert branched and f"tree:{branched[0].index}" in view.stream.toHtml()

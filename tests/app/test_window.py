@@ -9,10 +9,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from inferlab.app.labs import LAB_IDS
-
-
-def wait_idle(qtbot, window, timeout_ms=60000):
-    qtbot.waitUntil(lambda: not window.context.running_tasks(), timeout=timeout_ms)
+from tests.app.lab_helpers import wait_idle
 
 
 def test_every_lab_opens(make_window):
