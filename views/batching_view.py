@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QPushButton,
     QSizePolicy,
     QSpinBox,
     QTabWidget,
@@ -135,15 +134,9 @@ class BatchingView(SteppedView):
         for spin in (self.requests_spin, self.rate, self.seed):
             spin.editingFinished.connect(self._emit)
             spin.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
-        self.reset_button = QPushButton("Reset")
-        self.reset_button.setToolTip("Start the run again from iteration 0 (Ctrl+R)")
-        self.step_button = QPushButton("Step")
-        self.step_button.setToolTip("Run one scheduler iteration (N)")
-        self.run_button = QPushButton("Run")
-        self.run_button.setToolTip("Run until every request has finished, or pause (Space)")
-        self.reset_button.clicked.connect(self.reset_requested)
-        self.step_button.clicked.connect(self.step_requested)
-        self.run_button.clicked.connect(self.run_toggled)
+        self.step_buttons("Start the run again from iteration 0 (Ctrl+R)",
+                          "Run one scheduler iteration (N)",
+                          "Run until every request has finished, or pause (Space)")
 
         # what the clock runs: a model config on a hardware preset (simulated), or a real
         # model on this machine (wall)

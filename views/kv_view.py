@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPlainTextEdit,
-    QPushButton,
     QScrollArea,
     QSizePolicy,
     QSpinBox,
@@ -123,15 +122,9 @@ class KVView(SteppedView):
         self.n_blocks.setSuffix(" blocks")
         self.n_blocks.setToolTip("Blocks in the pool; auto sizes it from the scenario's "
                                  "requests. The contiguous allocator gets the same memory.")
-        self.reset_button = QPushButton("Reset")
-        self.reset_button.setToolTip("Start the scenario again from step 0 (Ctrl+R)")
-        self.step_button = QPushButton("Step")
-        self.step_button.setToolTip("Run one engine step: one model forward (N)")
-        self.run_button = QPushButton("Run")
-        self.run_button.setToolTip("Step until the scenario ends, or pause (Space)")
-        self.reset_button.clicked.connect(self.reset_requested)
-        self.step_button.clicked.connect(self.step_requested)
-        self.run_button.clicked.connect(self.run_toggled)
+        self.step_buttons("Start the scenario again from step 0 (Ctrl+R)",
+                          "Run one engine step: one model forward (N)",
+                          "Step until the scenario ends, or pause (Space)")
         self.kv_dtype.currentIndexChanged.connect(self._emit)
         for combo in (self.scenario, self.model):
             combo.currentIndexChanged.connect(self._emit)

@@ -150,15 +150,9 @@ class SpeculativeView(SteppedView):
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(14)
         self.drafter.currentIndexChanged.connect(self._drafter_changed)
-        self.reset_button = QPushButton("Reset")
-        self.reset_button.setToolTip("Decode the prompt again from the start (Ctrl+R)")
-        self.step_button = QPushButton("Step")
-        self.step_button.setToolTip("One draft-verify step: draft K, one target forward (N)")
-        self.run_button = QPushButton("Run")
-        self.run_button.setToolTip("Run to the end of the output, or pause (Space)")
-        self.reset_button.clicked.connect(self.reset_requested)
-        self.step_button.clicked.connect(self.step_requested)
-        self.run_button.clicked.connect(self.run_toggled)
+        self.step_buttons("Decode the prompt again from the start (Ctrl+R)",
+                          "One draft-verify step: draft K, one target forward (N)",
+                          "Run to the end of the output, or pause (Space)")
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         for label, widget, stretch in (("Model", self.model, 2), ("Drafter", self.drafter, 2),

@@ -2,14 +2,14 @@
 its Run button toggling to Pause, Step off while a run goes or in a snapshot, and one status
 line (red for errors, hidden when empty).
 
-A view subclasses `SteppedView` and builds `run_button`, `step_button` and `status`;
-`replay_slider_row` builds the slider that shows an earlier step (it calls `_on_slider`).
+A view subclasses `SteppedView` and builds `status`; `step_buttons` builds `reset_button`,
+`step_button` and `run_button` wired to the signals; `replay_slider_row` builds the slider that shows an earlier step (it calls `_on_slider`).
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
 
 class SteppedView(QWidget):
@@ -30,6 +30,18 @@ class SteppedView(QWidget):
         self.status.setStyleSheet("color: #B71C1C" if error else "color: #555")
         self.status.setText(text)
         self.status.setVisible(bool(text))
+
+    def step_buttons(self, reset_tip: str, step_tip: str, run_tip: str) -> None:
+        """Reset, Step and Run with their tooltips, clicks emitting the lab's signals."""
+        self.reset_button = QPushButton("Reset")
+        self.reset_button.setToolTip(reset_tip)
+        self.step_button = QPushButton("Step")
+        self.step_button.setToolTip(step_tip)
+        self.run_button = QPushButton("Run")
+        self.run_button.setToolTip(run_tip)
+        self.reset_button.clicked.connect(self.reset_requested)
+        self.step_button.clicked.connect(self.step_requested)
+        self.run_button.clicked.connect(self.run_toggled)
 
     def replay_slider_row(self, unit: str, tip: str, label_width: int) -> QHBoxLayout:
         """"Show <unit>" [slider] "<unit> —": sets `slider` and `step_label`; a moved slider
