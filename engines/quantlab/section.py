@@ -58,23 +58,16 @@ def check_quant_settings(settings, where: str = "settings") -> dict:
 # ---- strict field readers ---------------------------------------------------------------------
 
 def _num(low: float = 0.0, high: float = math.inf, none: bool = False) -> Callable:
+    """A reader of a finite number in [low, high] (`Setting`'s check; None allowed if `none`)."""
+    setting = Setting("float", low, high)
+
     def read(v, where):
-        if v is None and none:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
-                or not low <= v <= high:
-            raise ValueError(f"{where}: expected a finite number in {low:g}..{high:g}, got "
-                             f"{v!r}"[:200])
-        return float(v)
+        return None if v is None and none else float(setting.check(v, where))
     return read
 
 
 def _int(low: int = 0, high: int = 2**53) -> Callable:
-    def read(v, where):
-        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-            raise ValueError(f"{where}: expected an integer in {low}..{high}, got {v!r}"[:200])
-        return v
-    return read
+    return Setting("int", low, high).check
 
 
 def _text(v, where):
@@ -115,10 +108,7 @@ def _sqnr_map(v, where):
     return {_text(k, where): _SQNR(x, f"{where}[{k[:40]!r}]") for k, x in v.items()}
 
 
-def _scheme_name(v, where):
-    if v not in lab_schemes():
-        raise ValueError(f"{where}: expected one of {', '.join(lab_schemes())}, got {v!r}"[:300])
-    return v
+_scheme_name = Setting("str", choices=lab_schemes).check
 
 
 RUN_FIELDS = {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from inferlab.engines.settings import Setting
+
 
 @dataclass(frozen=True)
 class KPoint:
@@ -54,22 +56,16 @@ def sweep_to_dict(sweep: KSweep) -> dict:
 
 
 def _number(v, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-        raise ValueError(f"{where}: expected a finite number >= 0, got {v!r}"[:200])
-    return float(v)
+    return float(Setting("float", 0, math.inf).check(v, where))
 
 
 def _count(v, where: str, high: int = 2**31) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= high:
-        raise ValueError(f"{where}: expected an integer in 0..{high}, got {v!r}"[:200])
-    return v
+    return Setting("int", 0, high).check(v, where)
 
 
 def _width(v, where: str) -> int:
     """A point's tree width (absent in older snapshots: 1, a chain)."""
-    if _count(v, where, 64) < 1:
-        raise ValueError(f"{where}: expected an integer in 1..64, got {v!r}")
-    return v
+    return Setting("int", 1, 64).check(v, where)
 
 
 def sweep_from_dict(d, where: str) -> KSweep:
