@@ -42,7 +42,7 @@ def test_wheel_installs_one_top_level_name(tmp_path):
                    "inferlab/assets/tflite/person_detect.tflite", "inferlab/firmware/Makefile",
                    "inferlab/firmware/main.c", "inferlab/firmware/core/fw_server.c",
                    "inferlab/firmware/ports/cortex-m/link.ld.in",
-                   "inferlab/engines/quant/lowbit_kernels.c"):
+                   "inferlab/engines/kernels/lowbit.c", "inferlab/engines/kernels/skinny.c"):
         assert needed in names
     # every firmware source (build/ is a make run by hand's output), and no build output
     sources = [f.relative_to(ROOT).as_posix() for f in (ROOT / "firmware").rglob("*")

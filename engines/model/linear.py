@@ -12,6 +12,11 @@ streams from memory. On x86 CPUs with torch's MKL/oneDNN builds we measured
 
 On CUDA (and where oneDNN is absent) it is plain `F.linear`. The layouts are exactly
 equivalent; only rounding order differs.
+
+Those are the torch path. The native path (engines/kernels, the default on CPU wherever its
+library builds) keeps the weight as it is, [out, in] row-major, and multiplies up to
+`skinny.max_rows(dtype)` rows with a kernel that streams it once; more rows run `F.linear`
+on the same tensor (torch's blocked GEMM reuses each weight load better there).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-LAYOUTS = ("linear", "transposed", "onednn")
+from inferlab.engines import kernels
+from inferlab.engines.kernels.skinny import skinny_linear
+
+LAYOUTS = ("linear", "transposed", "onednn", "native")
 
 
 def _onednn_available() -> bool:
@@ -37,11 +45,15 @@ _ONEDNN: bool | None = None
 
 def default_layout(dtype: torch.dtype, device: torch.device, out_features: int = 1,
                    in_features: int = 0) -> str:
-    """On CPU: fp32 "transposed" when out_features > in_features (else "linear"); bf16
+    """On CPU: "native" when the kernel path is native and its library runs here; else (the
+    torch path) fp32 "transposed" when out_features > in_features (else "linear") and bf16
     "onednn" when oneDNN runs. Elsewhere "linear"."""
     global _ONEDNN
     if device.type != "cpu":
         return "linear"
+    if dtype in (torch.float32, torch.bfloat16) and kernels.current() == "native" and \
+            kernels.native_available():
+        return "native"
     if dtype == torch.float32:
         return "transposed" if out_features > in_features else "linear"
     if dtype == torch.bfloat16:
@@ -73,6 +85,9 @@ class Linear:
             self.weight = self._packed
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.layout == "native":
+            y = skinny_linear(x, self._packed)
+            return F.linear(x, self._packed) if y is None else y
         if self.layout == "transposed":
             return torch.matmul(x, self._packed)
         if self.layout == "onednn":

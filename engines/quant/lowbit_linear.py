@@ -5,9 +5,9 @@
     Int4Linear: y = Σ_groups d · (x_g · u_gᵀ) + m · Σ x_g    u in [0, 15], groups of g along in
 
 Both compute in fp32 from the codes, a group or a row at a time, in a small C kernel
-(`lowbit_kernels.c`: AVX2 + FMA where the CPU has it, OpenMP over output rows), compiled
-once with the system's C compiler into platformdirs' user cache dir and called through
-ctypes. Without a compiler (or on another device or dtype) a torch path dequantizes at most
+(`engines/kernels/lowbit.c`: AVX2 + FMA where the CPU has it, OpenMP over output rows),
+part of the native library that engines/kernels builds once with the system's C compiler into
+the user cache and calls through ctypes. Without a compiler (or on another device or dtype) a torch path dequantizes at most
 `FALLBACK_ROWS` rows at a time and multiplies them: correct, slower, never the whole weight.
 Symmetric INT4 codes q in [-8, 7] are stored as u = q + 8 with m = -8 d.
 
@@ -35,13 +35,7 @@ from __future__ import annotations
 
 import copy
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
@@ -51,77 +45,22 @@ from inferlab.engines.quant.group import GroupQuantized, quantize_groups
 
 FALLBACK_ROWS = 256
 """The torch path dequantizes this many output rows at a time."""
-_SOURCE = Path(__file__).with_name("lowbit_kernels.c")
-_LIB: ctypes.CDLL | None = None
-_LIB_TRIED = False
-LIB_ERROR: str | None = None
-"""Why the kernel library is not in use (None while it is, or before it was tried)."""
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def _cache_dir() -> Path:
-    try:
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("inferlab")) / "lowbit"
-    except ImportError:
-        return Path(tempfile.gettempdir()) / "inferlab-lowbit"
-
-
-def _build(out: Path, flags: list[str]) -> None:
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        raise OSError("no C compiler (gcc or cc) on PATH")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [cc, "-O3", "-shared", "-fPIC", *flags, "-o", str(tmp), str(_SOURCE)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if done.returncode:
-        tmp.unlink(missing_ok=True)
-        raise OSError(f"{' '.join(cmd)} failed: {done.stderr.strip()[:500]}")
-    os.replace(tmp, out)  # atomic: a concurrent build never loads half a file
 
 
 def kernel_library() -> ctypes.CDLL | None:
-    """The compiled kernels (built on first use, then cached on disk), or None when no build
-    works here (`LIB_ERROR` says why)."""
-    global _LIB, _LIB_TRIED, LIB_ERROR
-    if _LIB_TRIED:
-        return _LIB
-    _LIB_TRIED = True
-    if os.environ.get("INFERLAB_LOWBIT_KERNELS", "1") == "0":
-        LIB_ERROR = "disabled by INFERLAB_LOWBIT_KERNELS=0"
-        return None
-    simd = ["-mavx2", "-mfma"] if {"avx2", "fma"} <= _cpu_flags() else []
-    errors = []
-    for flags in ([*simd, "-fopenmp"], simd):
-        try:
-            key = hashlib.sha256(_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()
-            path = _cache_dir() / f"lowbit-{key[:16]}.so"
-            if not path.exists():
-                _build(path, flags)
-            lib = ctypes.CDLL(str(path))
-        except (OSError, subprocess.SubprocessError) as e:
-            errors.append(str(e))
-            continue
-        p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-        lib.lowbit_int8_mm.argtypes = [p, p, p, p, i64, i64, i64, i32]
-        lib.lowbit_int8_mm.restype = None
-        lib.lowbit_int4_mm.argtypes = [p, p, p, p, p, p, i64, i64, i64, i64, i64, i32]
-        lib.lowbit_int4_mm.restype = None
-        _LIB, LIB_ERROR = lib, None
-        return lib
-    LIB_ERROR = "; ".join(errors)
-    return None
+    """The native library's handle (engines/kernels: built on first use, then cached on
+    disk), or None when it does not build here or is turned off (`lib_error()` says why)."""
+    from inferlab.engines.kernels.library import library
+
+    lib = library()
+    return None if lib is None else lib.cdll
+
+
+def lib_error() -> str | None:
+    """Why the native kernels are not in use (None while they are)."""
+    from inferlab.engines.kernels import library as native
+
+    return native.BUILD_ERROR
 
 
 def _nbytes(*tensors: torch.Tensor) -> int:

@@ -60,7 +60,7 @@ def test_int4_group_sizes_on_the_kernel_and_torch_path(monkeypatch, group_size):
 
 
 def test_kernel_builds_here():
-    assert lb.kernel_library() is not None, lb.LIB_ERROR
+    assert lb.kernel_library() is not None, lb.lib_error()
 
 
 def test_torch_fallback_matches_kernel(monkeypatch):

@@ -1,4 +1,4 @@
-/* Weight-only low-bit matrix-vector kernels for engines/quant/lowbit_linear.py (fp32 x).
+/* Weight-only low-bit matrix-vector kernels for engines/quant/lowbit_linear.py (fp32 x); part of the native library (engines/kernels).
  *
  * int8:  y[r, n] = s[n] * sum_k x[r, k] * w[n, k]        w int8 [N, K], s fp32 [N]
  * int4:  y[r, n] = sum_j d[n, j] * sum_{k in group j} u[n, k] x[r, k] + m[n, j] * sum x[r, group j]

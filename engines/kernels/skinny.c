@@ -1,0 +1,172 @@
+/* Skinny matrix products y = x · Wᵀ for a few input rows (decode, K+1 verification, small
+ * batches), the weight W [N, K] row-major as the model stores it (fp32 or bf16 bits):
+ *
+ *   y[m, n] = sum_k x[m, k] * W[n, k]          x fp32 [M, K], y fp32 [M, N]
+ *
+ * Streamed once: output rows are taken NR at a time; a tile of NR weight rows (NR·K values,
+ * in L1/L2) is multiplied by every input row, MR rows of x at a time, before the next tile is
+ * read, so W crosses the memory bus once per call whatever M is. Threads split the tiles in
+ * one parallel region per call.
+ *
+ * One source, several instruction sets: the vectors are GCC vector extensions of IL_VLEN
+ * floats, so the same code builds for AVX-512 (IL_VLEN 16), AVX2 + FMA (8) and plain C
+ * (4: SSE2 on x86-64, NEON on Arm), chosen at run time by engines/kernels/library.py.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#ifndef IL_VLEN
+#define IL_VLEN 4
+#endif
+#ifndef IL_MR
+#define IL_MR 2 /* input rows per register tile: NR·MR accumulators must fit the registers */
+#endif
+#define IL_NR 4 /* weight rows per tile */
+#ifndef IL_PF_TILES
+#define IL_PF_TILES 2 /* software prefetch distance, in tiles */
+#endif
+
+typedef float vf __attribute__((vector_size(IL_VLEN * 4)));
+typedef float vfu __attribute__((vector_size(IL_VLEN * 4), aligned(4)));
+typedef uint16_t vh __attribute__((vector_size(IL_VLEN * 2), aligned(2)));
+typedef uint32_t vu __attribute__((vector_size(IL_VLEN * 4)));
+
+int il_vlen(void) { return IL_VLEN; }
+int il_mr(void) { return IL_MR; }
+
+static inline float il_hsum(vf v) {
+  float s = 0.f;
+  for (int i = 0; i < IL_VLEN; ++i) s += v[i];
+  return s;
+}
+
+/* The lane sums of four vectors at once (a shuffle-add tree, not 4 serial reductions). */
+#define SH __builtin_shufflevector
+static inline void il_hsum4(vf a, vf b, vf c, vf d, float* out) {
+#if IL_VLEN == 16
+  vf ab = SH(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+          SH(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  vf cd = SH(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+          SH(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  vf s = SH(ab, cd, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+         SH(ab, cd, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  s += SH(s, s, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  s += SH(s, s, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  out[0] = s[0], out[1] = s[4], out[2] = s[8], out[3] = s[12];
+#elif IL_VLEN == 8
+  vf ab = SH(a, b, 0, 1, 2, 3, 8, 9, 10, 11) + SH(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+  vf cd = SH(c, d, 0, 1, 2, 3, 8, 9, 10, 11) + SH(c, d, 4, 5, 6, 7, 12, 13, 14, 15);
+  vf s = SH(ab, cd, 0, 1, 4, 5, 8, 9, 12, 13) + SH(ab, cd, 2, 3, 6, 7, 10, 11, 14, 15);
+  s += SH(s, s, 1, 0, 3, 2, 5, 4, 7, 6);
+  out[0] = s[0], out[1] = s[2], out[2] = s[4], out[3] = s[6];
+#elif IL_VLEN == 4
+  vf ab = SH(a, b, 0, 1, 4, 5) + SH(a, b, 2, 3, 6, 7);
+  vf cd = SH(c, d, 0, 1, 4, 5) + SH(c, d, 2, 3, 6, 7);
+  vf s = SH(ab, cd, 0, 2, 4, 6) + SH(ab, cd, 1, 3, 5, 7);
+  out[0] = s[0], out[1] = s[1], out[2] = s[2], out[3] = s[3];
+#else
+  out[0] = il_hsum(a), out[1] = il_hsum(b), out[2] = il_hsum(c), out[3] = il_hsum(d);
+#endif
+}
+#undef SH
+
+static inline vf load_f32(const float* p) { return *(const vfu*)p; }
+static inline vf load_bf16(const uint16_t* p) {
+  vu u = __builtin_convertvector(*(const vh*)p, vu) << 16;
+  return (vf)u;
+}
+static inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* One register tile: R input rows (a constant, R <= IL_MR) × NR weight rows from w0. */
+#define IL_TILE(NAME, R, WT, LOAD, SCALAR)                                                  \
+  static inline void NAME(const float* x, const WT* w0, int64_t K, float* y, int64_t N,     \
+                          const WT* pf) {                                                   \
+    vf acc[R][IL_NR];                                                                       \
+    for (int r = 0; r < R; ++r)                                                             \
+      for (int j = 0; j < IL_NR; ++j) acc[r][j] = (vf){0};                                  \
+    const int64_t KV = K - K % IL_VLEN;                                                     \
+    for (int64_t k = 0; k < KV; k += IL_VLEN) {                                             \
+      vf wv[IL_NR];                                                                         \
+      for (int j = 0; j < IL_NR; ++j) wv[j] = LOAD(w0 + j * K + k);                          \
+      if (pf)                                                                               \
+        for (int j = 0; j < IL_NR; ++j) __builtin_prefetch(pf + j * K + k);                 \
+      for (int r = 0; r < R; ++r) {                                                         \
+        vf xv = load_f32(x + r * K + k);                                                    \
+        for (int j = 0; j < IL_NR; ++j) acc[r][j] += xv * wv[j];                            \
+      }                                                                                     \
+    }                                                                                       \
+    for (int r = 0; r < R; ++r) {                                                           \
+      float s[IL_NR];                                                                       \
+      il_hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s);                              \
+      for (int j = 0; j < IL_NR; ++j) {                                                     \
+        for (int64_t k = KV; k < K; ++k) s[j] += x[r * K + k] * SCALAR(w0[j * K + k]);      \
+        y[r * N + j] = s[j];                                                                \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+/* One weight row against R input rows: the tail of N that does not fill a tile. */
+#define IL_ROW(NAME, WT, LOAD, SCALAR)                                                      \
+  static inline void NAME(const float* x, int64_t R, const WT* w, int64_t K, float* y,      \
+                          int64_t N) {                                                      \
+    const int64_t KV = K - K % IL_VLEN;                                                     \
+    for (int64_t r = 0; r < R; ++r) {                                                       \
+      vf acc = (vf){0};                                                                     \
+      for (int64_t k = 0; k < KV; k += IL_VLEN) acc += load_f32(x + r * K + k) * LOAD(w + k);\
+      float s = il_hsum(acc);                                                               \
+      for (int64_t k = KV; k < K; ++k) s += x[r * K + k] * SCALAR(w[k]);                    \
+      y[r * N] = s;                                                                         \
+    }                                                                                       \
+  }
+
+static inline float f32_id(float v) { return v; }
+#define IL_TILES(T, WT, LOAD, SCALAR)                                                      \
+  IL_TILE(T##_1, 1, WT, LOAD, SCALAR)                                                       \
+  IL_TILE(T##_2, 2, WT, LOAD, SCALAR)                                                       \
+  IL_TILE(T##_3, 3, WT, LOAD, SCALAR)                                                       \
+  IL_TILE(T##_4, 4, WT, LOAD, SCALAR)                                                       \
+  /* R rows of x, R <= IL_MR (<= 4), through the tile of that height */                    \
+  static inline void T(const float* x, int64_t R, const WT* w0, int64_t K, float* y,        \
+                       int64_t N, const WT* pf) {                                           \
+    switch (R) {                                                                            \
+      case 1: T##_1(x, w0, K, y, N, pf); break;                                                 \
+      case 2: T##_2(x, w0, K, y, N, pf); break;                                                 \
+      case 3: T##_3(x, w0, K, y, N, pf); break;                                                 \
+      default: T##_4(x, w0, K, y, N, pf); break;                                                \
+    }                                                                                       \
+  }
+IL_TILES(tile_f32, float, load_f32, f32_id)
+IL_TILES(tile_bf16, uint16_t, load_bf16, bf16_to_f32)
+IL_ROW(row_f32, float, load_f32, f32_id)
+IL_ROW(row_bf16, uint16_t, load_bf16, bf16_to_f32)
+
+/* y [M, N] = x [M, K] · W[N, K]ᵀ. Tiles of NR weight rows are split over `threads`. */
+#define IL_GEMM(NAME, WT, TILE, ROW)                                                        \
+  void NAME(const float* x, const WT* w, float* y, int64_t M, int64_t K, int64_t N,         \
+            int threads) {                                                                  \
+    const int64_t n_tiles = N / IL_NR;                                                      \
+    _Pragma("omp parallel for num_threads(threads) if (threads > 1) schedule(static)")      \
+    for (int64_t t = 0; t <= n_tiles; ++t) {                                                \
+      const int64_t n0 = t * IL_NR;                                                         \
+      if (n0 >= N) continue;                                                                \
+      const WT* w0 = w + n0 * K;                                                            \
+      if (t < n_tiles) {                                                                    \
+        /* the first pass over a tile asks for the tile IL_PF_TILES ahead, line by line as \
+           it goes: a core computing does not issue loads far enough ahead by itself */    \
+        const WT* pf = t + IL_PF_TILES < n_tiles ? w0 + IL_PF_TILES * IL_NR * K : 0;        \
+        for (int64_t m = 0; m < M; m += IL_MR)                                              \
+          TILE(x + m * K, M - m < IL_MR ? M - m : IL_MR, w0, K, y + m * N + n0, N,          \
+               m ? 0 : pf);                                                                 \
+      } else {                                                                              \
+        for (int64_t n = n0; n < N; ++n) ROW(x, M, w + n * K, K, y + n, N);                 \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+IL_GEMM(il_skinny_f32, float, tile_f32, row_f32)
+IL_GEMM(il_skinny_bf16, uint16_t, tile_bf16, row_bf16)

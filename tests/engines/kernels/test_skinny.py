@@ -1,0 +1,162 @@
+"""The skinny matrix-product kernel against torch, on every instruction set this CPU runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.engines import kernels
+from inferlab.engines.kernels import library as native
+from inferlab.engines.kernels.skinny import MAX_SKINNY_ROWS, max_rows, skinny_linear
+from inferlab.engines.model.linear import Linear
+
+
+def _runnable_isas() -> list[str]:
+    flags = native.host_flags()
+    return [isa for isa, needs in native.ISA_NEEDS.items() if needs <= flags]
+
+
+@pytest.fixture(scope="module", params=_runnable_isas())
+def build(request):
+    return native.build(request.param)
+
+
+def _reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x · wᵀ in float64 from the very values the kernel reads (bf16 widens exactly)."""
+    return (x.double() @ w.double().t()).float()
+
+
+def _rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((y - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+
+
+def test_the_host_builds_its_best_isa():
+    lib = native.library()
+    assert lib is not None, native.BUILD_ERROR
+    assert lib.isa == native.isa_for_flags(native.host_flags())
+    assert lib.vlen == {"avx512": 16, "avx2": 8, "portable": 4}[lib.isa]
+
+
+def test_isa_choice_by_flags():
+    assert native.isa_for_flags(frozenset()) == "portable"
+    assert native.isa_for_flags(frozenset({"avx2", "fma", "f16c"})) == "avx2"
+    assert native.isa_for_flags(frozenset({"avx2", "fma"})) == "portable"  # no f16c
+    avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma", "f16c"}
+    assert native.isa_for_flags(frozenset(avx512)) == "avx512"
+    assert native.isa_for_flags(frozenset(avx512 - {"avx512vl"})) == "avx2"
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, MAX_SKINNY_ROWS), k=st.integers(1, 200), n=st.integers(1, 70),
+       bf16=st.booleans(), seed=st.integers(0, 2**16))
+def test_fp32_and_bf16_weights_match_torch(build, m, k, n, bf16, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen)
+    w = torch.randn(n, k, generator=gen)
+    if bf16:
+        w = w.to(torch.bfloat16)
+    y = skinny_linear(x, w, lib=build)
+    if bf16 and m > max_rows(torch.bfloat16):
+        assert y is None  # torch runs these
+        return
+    assert y is not None and y.shape == (m, n) and y.dtype == torch.float32
+    assert _rel_err(y, _reference(x, w)) < 1e-5
+
+
+def test_smollm2_shapes_every_row_count(build):
+    gen = torch.Generator().manual_seed(0)
+    for n, k in ((960, 576), (576, 1536), (3072, 576)):
+        w = torch.randn(n, k, generator=gen)
+        for m in (1, 2, 3, 4, 5, 8, 9, 16):
+            x = torch.randn(m, k, generator=gen)
+            assert _rel_err(skinny_linear(x, w, lib=build), _reference(x, w)) < 1e-5
+
+
+def test_every_build_agrees():
+    isas = _runnable_isas()
+    gen = torch.Generator().manual_seed(1)
+    x, w = torch.randn(5, 131, generator=gen), torch.randn(37, 131, generator=gen)
+    outs = [skinny_linear(x, w, lib=native.build(isa)) for isa in isas]
+    for y in outs[1:]:
+        assert _rel_err(y, outs[0]) < 1e-6
+
+
+def test_out_of_range_is_left_to_torch():
+    w = torch.randn(8, 16)
+    assert skinny_linear(torch.randn(MAX_SKINNY_ROWS + 1, 16), w) is None
+    assert skinny_linear(torch.randn(0, 16), w) is None
+    assert skinny_linear(torch.randn(2, 16), w.half()) is None
+    assert skinny_linear(torch.randn(2, 8), w.t()) is None  # not contiguous
+
+
+def test_batch_dims_and_bf16_activations_keep_their_shape_and_dtype():
+    w = torch.randn(12, 32)
+    x = torch.randn(2, 3, 32)
+    y = skinny_linear(x, w)
+    assert y.shape == (2, 3, 12)
+    assert _rel_err(y, _reference(x.reshape(6, 32), w).view(2, 3, 12)) < 1e-5
+    yb = skinny_linear(x[0, :1].to(torch.bfloat16), w.to(torch.bfloat16))
+    assert yb.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_linear_equals_the_torch_layouts(dtype):
+    gen = torch.Generator().manual_seed(2)
+    w = torch.randn(300, 96, generator=gen).to(dtype)
+    with kernels.use("native"):
+        fast = Linear(w)
+    with kernels.use("torch"):
+        ref = Linear(w)
+    assert fast.layout == "native" and ref.layout != "native"
+    assert torch.equal(fast.weight, w)
+    for m in (1, 2, 5, 40):  # 40 rows: F.linear on the same tensor
+        x = torch.randn(m, 96, generator=gen).to(dtype)
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        assert _rel_err(fast(x).float(), ref(x).float()) < tol
+
+
+def test_the_choice_is_scoped_and_checked():
+    before = kernels.current()
+    with kernels.use("torch"):
+        assert kernels.current() == "torch"
+        with kernels.use("native"):
+            assert kernels.current() == "native"
+        assert kernels.current() == "torch"
+    assert kernels.current() == before
+    with pytest.raises(ValueError, match="native, torch"):
+        kernels.set_kernels("cuda")
+
+
+def test_described_for_benches():
+    d = kernels.describe()
+    assert d["kernels"] in kernels.KERNEL_PATHS
+    assert d["native_isa"] in (*native.ISA_FLAGS, None)
+    with kernels.use("torch"):
+        assert kernels.describe()["native_isa"] is None
+
+
+def test_no_compiler_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(native, "cache_dir", lambda: tmp_path / "cache")
+    with pytest.raises(OSError):
+        native.build("portable")
+    monkeypatch.setattr(native, "_TRIED", False)
+    monkeypatch.setattr(native, "_LIB", None)
+    monkeypatch.setattr(native, "BUILD_ERROR", None)
+    assert native.library() is None and "no-such-cc" in native.BUILD_ERROR
+    # and a layer built now takes torch's layout, which still computes
+    monkeypatch.setattr(kernels, "native_available", lambda: False)
+    layer = Linear(torch.randn(6, 4))
+    assert layer.layout != "native"
+    assert skinny_linear(torch.randn(1, 4), torch.randn(6, 4)) is None
+
+
+def test_turned_off_by_the_environment(monkeypatch):
+    monkeypatch.setattr(native, "_TRIED", False)
+    monkeypatch.setattr(native, "_LIB", None)
+    monkeypatch.setattr(native, "BUILD_ERROR", None)
+    monkeypatch.setenv("INFERLAB_KERNELS", "torch")
+    assert native.library() is None
+    assert "INFERLAB_KERNELS=torch" in native.BUILD_ERROR
