@@ -46,8 +46,9 @@ sysdeps:
 run: setup
 	$(VENV)/bin/inferlab
 
+# -n auto: one pytest-xdist worker per core (each its own QApplication and model loads).
 test: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n auto
 
 test-gpu: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m gpu

@@ -44,6 +44,14 @@ def print_json(data) -> None:
     sys.stdout.write("\n")
 
 
+def add_kernels_option(parser: argparse.ArgumentParser) -> None:
+    """`--kernels native|torch`: which CPU kernel path the command's models are built for
+    (engines/kernels; default: native where its library builds, else torch)."""
+    parser.add_argument("--kernels", choices=("native", "torch"), default=None,
+                        help="CPU kernels: native (C, the default where it builds) or torch "
+                             "(the reference)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="inferlab",
@@ -75,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "kernels", None):
+            from inferlab.engines import kernels
+
+            kernels.set_kernels(args.kernels)
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `inferlab ... | head`: the reader left; nothing went wrong here
         sys.stderr.close()

@@ -1,7 +1,7 @@
 """`inferlab bench LAB --json`: benchmarks whose figures go in notes (ratios, side by side).
 
-The labs' benches come from the registry; `gui` (the window's start-up and frame gaps) is the
-app's own. A bench whose optional package (`LabSpec.bench_requires`) is not installed is
+The labs' benches come from the registry; `gui` (the window's start-up and frame gaps) and
+`runtime` (the native CPU kernels against torch's ops) are the app's own. A bench whose optional package (`LabSpec.bench_requires`) is not installed is
 reported as not available; any other failure, an import error inside a lab included, is an
 error with its traceback.
 
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 
-from inferlab.app.cli import print_json
+from inferlab.app.cli import add_kernels_option, print_json
 from inferlab.app.labs import registry
 from inferlab.app.labs.registry import resolve
 
-APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench"}
+APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench",
+               "runtime": "inferlab.app.benches.runtime:run_runtime_bench"}
 
 
 def benches() -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -39,6 +40,7 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="run a benchmark: " + ", ".join(names) + ", or all")
     p.add_argument("lab", choices=[*names, "all"])
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_kernels_option(p)
     owners: dict[str, tuple[str, object]] = {}  # option dest -> (its bench, its default)
     for name, ref in _bench_options().items():
         before = {a.dest for a in p._actions}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from inferlab.app.cli import print_json
+from inferlab.app.cli import add_kernels_option, print_json
 
 
 def register(sub) -> None:
@@ -27,6 +27,7 @@ def register(sub) -> None:
                    help="torch CPU threads (default: torch's choice; 1 is often fastest on a "
                         "busy machine)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_kernels_option(p)
     p.set_defaults(func=run)
 
 

@@ -14,7 +14,7 @@ show read-only.
 from __future__ import annotations
 
 from inferlab.app import __version__
-from inferlab.app.cli import print_json
+from inferlab.app.cli import add_kernels_option, print_json
 from inferlab.app.labs import registry
 from inferlab.app.labs.registry import lab_spec, resolve
 
@@ -34,6 +34,7 @@ def register(sub) -> None:
         lp.add_argument("--snapshot", required=True, metavar="F.json",
                         help="write the snapshot here (opens in InferLab and Perfetto)")
         lp.add_argument("--json", action="store_true", help="print the lab's metrics as JSON")
+        add_kernels_option(lp)
     p.set_defaults(func=run)
 
 

@@ -53,12 +53,18 @@ def isa_for_flags(flags: set[str] | frozenset[str]) -> str:
     return "portable"
 
 
-def host_flags() -> frozenset[str]:
-    """Every flag of this CPU's /proc/cpuinfo line ("flags" on x86, "Features" on Arm)."""
-    from inferlab.engines.hardware.cpu_info import read_cpuinfo
-
-    info = read_cpuinfo()
-    return frozenset((info.get("flags") or info.get("Features") or "").split())
+def host_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """Every flag of this CPU's first "flags" (x86) or "Features" (Arm) line; none where
+    the file is missing. (Read here, not through engines.hardware, which sits above.)"""
+    try:
+        lines = Path(cpuinfo).read_text(errors="replace").splitlines()
+    except OSError:
+        return frozenset()
+    for line in lines:
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.argtypes = [p, p, p, i64, i64, i64, i32]
         fn.restype = None
+    f32 = ctypes.c_float
+    lib.il_paged_attention_f32.argtypes = [p, p, p, p, p, p, i64, i64, i64, i64, i64, i64, i64,
+                                           f32, i32]
+    lib.il_paged_attention_f32.restype = None
     lib.lowbit_int8_mm.argtypes = [p, p, p, p, i64, i64, i64, i32]
     lib.lowbit_int8_mm.restype = None
     lib.lowbit_int4_mm.argtypes = [p, p, p, p, p, p, i64, i64, i64, i64, i64, i32]

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
+from inferlab.engines import kernels
+from inferlab.engines.kernels import attention as native_attention
+from inferlab.engines.kernels.attention import PagedPlan
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.kv.cache import PagedKVCache
 from inferlab.engines.kv.paged_attention import DecodeAttention, paged_attention_prefill
@@ -110,9 +113,12 @@ def build_attention_metadata(
 class PagedAttention:
     """Attention for one step's flat batch through the paged cache, planned once, called per layer.
 
-    One-token sequences run as one batched decode (`DecodeAttention`, its gather plan built
-    here); the others (prompts, prompt chunks) as prefill. q [T, H, D] in the metadata's flat
-    token order -> [T, H, D].
+    On the native kernel path (engines/kernels), a step whose sequences each run at most
+    `MAX_NATIVE_QUERIES` tokens (decode, K+1 verification, short chunks) over an fp32 cache
+    reads K/V in place through the block tables (`engines.kernels.attention.PagedPlan`).
+    Otherwise one-token sequences run as one batched decode (`DecodeAttention`, its gather plan
+    built here) and the others (prompts, prompt chunks) as prefill. q [T, H, D] in the
+    metadata's flat token order -> [T, H, D].
     """
 
     def __init__(self, meta: AttentionMetadata, cache: PagedKVCache) -> None:
@@ -123,6 +129,11 @@ class PagedAttention:
         """Flat token rows of the decoding sequences (None: every row decodes)."""
         self.prefill: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
         """(token rows, sequence indices, query start locations, context lengths)."""
+        self.native: PagedPlan | None = None
+        if kernels.current() == "native" and native_attention.supports(cache, meta.query_lens):
+            self.native = PagedPlan(cache, meta.block_tables, meta.query_start_loc,
+                                    meta.positions)
+            return
         if meta.is_decode:
             self.decode = DecodeAttention(cache, meta.block_tables, meta.context_lens_host)
             return
@@ -151,6 +162,8 @@ class PagedAttention:
         )
 
     def __call__(self, q: torch.Tensor, layer: int, scale: float | None = None) -> torch.Tensor:
+        if self.native is not None:
+            return self.native(q, layer, scale).to(q.dtype)
         if self.prefill is None:
             assert self.decode is not None
             return self.decode(q, layer, scale)

@@ -1,0 +1,171 @@
+"""`inferlab bench runtime`: the native path against the torch path, side by side in one run.
+
+Both paths' SmolLM2 models are loaded in this process (the kernel choice is taken when a
+layer is built) and measured in turn within each repeat, the median reported:
+
+    verify_cost_ratio_k4      t(forward of 5 tokens) / t(forward of 1 token), same context
+                              (64 cached tokens), through ModelRunner.step
+    decode_tokens_per_s       single-stream greedy decode, as `bench model` measures it
+    decode_vs_transformers    that / transformers' `generate` on the same GGUF and prompt
+    decode_bandwidth_fraction (weight bytes + KV bytes read per token) / time per token,
+                              over `dst.copy_(src)`'s bandwidth (read + write) at the same
+                              thread count: 1.0 is the memory's own rate
+    linears                   each SmolLM2 linear shape, 1/5/9/16 rows: µs per call and the
+                              ratio to one row, torch's best layout against the kernel
+
+The JSON names the CPU's SIMD flags and the build that ran (`kernels.describe()`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from inferlab.engines import kernels
+
+VERIFY_CONTEXT_TOKENS = 64
+ROW_COUNTS = (1, 5, 9, 16)
+
+
+def _median_s(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def step_seconds(model, n_tokens: int, repeats: int = 7,
+                 context_tokens: int = VERIFY_CONTEXT_TOKENS) -> float:
+    """Median seconds of one `ModelRunner.step` scoring `n_tokens` new tokens (all their
+    logits, as a K + 1 verification does) after `context_tokens` cached ones."""
+    from inferlab.engines.model.runner import ModelRunner
+
+    runner = ModelRunner(model, max_tokens=context_tokens + n_tokens + 16,
+                         enable_prefix_caching=False)
+    prompt = [(7 * i + 3) % model.config.vocab_size for i in range(context_tokens)]
+    runner.add("s", prompt)
+    runner.step(["s"])
+    drafts = [(11 * i + 5) % model.config.vocab_size for i in range(n_tokens)]
+
+    def once() -> None:
+        runner.append_tokens("s", drafts)
+        runner.step(["s"], logits=[n_tokens])
+        runner.truncate("s", context_tokens)
+
+    return _median_s(once, repeats)
+
+
+def _linear_table(models: dict, repeats: int) -> list[dict]:
+    """Per linear shape and row count: µs per call summed over the model's 30 layers / 30."""
+    rows = []
+    names = ("qkv", "o", "gate_up", "down")
+    for name in names:
+        layers = {path: [getattr(lw, name) for lw in m.layers] for path, m in models.items()}
+        first = layers["native"][0]
+        for m_rows in ROW_COUNTS:
+            x = torch.randn(m_rows, first.in_features).to(models["native"].dtype)
+            row = {"linear": name, "out": first.out_features, "in": first.in_features,
+                   "rows": m_rows}
+            for path, ls in layers.items():
+                s = _median_s(lambda ls=ls, x=x: [lin(x) for lin in ls], repeats)
+                row[f"{path}_us"] = s / len(ls) * 1e6
+            rows.append(row)
+    for row in rows:
+        one = next(r for r in rows if r["linear"] == row["linear"] and r["rows"] == 1)
+        for path in models:
+            row[f"{path}_vs_1_row"] = row[f"{path}_us"] / one[f"{path}_us"]
+        row["native_speedup"] = row["torch_us"] / row["native_us"]
+    return rows
+
+
+def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads: int = 1,
+                      repeats: int = 3, new_tokens: int = 32,
+                      transformers: bool = True) -> dict:
+    """Every figure above for `model` in `dtype` on `threads` torch threads (restored after)."""
+    from inferlab.engines.hardware.microbench import measure_copy_bandwidth
+    from inferlab.engines.model.bench import decode_rate, generate_runner
+    from inferlab.engines.model.registry import load_model
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        models, tok = {}, None
+        for path in ("native", "torch"):
+            with kernels.use(path):
+                models[path], tok = load_model(model, dtype=dtype)
+        with kernels.use("native"):
+            described = kernels.describe()
+        if described["native_isa"] is None:
+            return {"error": f"the native library does not run here: "
+                             f"{described['native_error']}", **described}
+        prompt_ids = tok.encode_prompt("Write a short story about a lighthouse keeper.")
+        runs = {path: generate_runner(m, prompt_ids) for path, m in models.items()}
+        tf_error = None
+        if transformers:
+            try:
+                runs["transformers"] = _transformers_runner(model, dtype, prompt_ids)
+            except (ImportError, ValueError) as e:
+                tf_error = str(e)
+        verify: dict[str, list[float]] = {p: [] for p in models}
+        decode: dict[str, list[float]] = {p: [] for p in runs}
+        for run in runs.values():
+            run(2)
+        for _ in range(repeats):
+            for path, m in models.items():
+                verify[path].append(step_seconds(m, 5) / step_seconds(m, 1))
+            for path, run in runs.items():
+                decode[path].append(decode_rate(run, new_tokens))
+        med = {p: statistics.median(v) for p, v in decode.items()}
+        copy_bw = measure_copy_bandwidth("cpu", nbytes=256 << 20)
+        m = models["native"]
+        ctx = len(prompt_ids) + new_tokens // 2  # the mean context while decoding
+        kv_read = ctx * m.new_cache(1, 16).bytes_per_slot
+        bytes_per_token = m.weight_bytes + kv_read
+        tf = med.get("transformers")
+        out = {
+            **described, "model": model, "dtype": dtype, "threads": threads,
+            "repeats": repeats, "new_tokens": new_tokens,
+            "verify_cost_ratio_k4": statistics.median(verify["native"]),
+            "verify_cost_ratio_k4_torch": statistics.median(verify["torch"]),
+            "decode_tokens_per_s": med["native"],
+            "decode_tokens_per_s_torch": med["torch"],
+            "native_vs_torch_decode": med["native"] / med["torch"],
+            "transformers_tokens_per_s": tf,
+            "decode_vs_transformers": med["native"] / tf if tf else None,
+            "decode_vs_transformers_torch": med["torch"] / tf if tf else None,
+            "bytes_per_token": bytes_per_token,
+            "copy_bandwidth_bytes_per_s": copy_bw,
+            "decode_bandwidth_fraction": bytes_per_token * med["native"] / copy_bw,
+            "decode_bandwidth_fraction_torch": bytes_per_token * med["torch"] / copy_bw,
+            "linears": _linear_table(models, repeats=5),
+            "samples": {"verify_cost_ratio_k4": verify, "decode_tokens_per_s": decode},
+        }
+        if tf_error:
+            out["transformers_error"] = tf_error
+        return out
+    finally:
+        torch.set_num_threads(before)
+
+
+def _transformers_runner(model: str, dtype: str, ids: list[int]):
+    from inferlab.engines.model.bench import load_transformers_gguf
+    from inferlab.engines.model.registry import SMOLLM2_ID, smollm2_gguf_path
+
+    if model != SMOLLM2_ID:
+        raise ValueError("the transformers peer runs the shipped SmolLM2 GGUF only")
+    from inferlab.engines.model.llama import resolve_dtype
+
+    peer = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
+    x = torch.tensor([ids])
+
+    def run(n: int) -> None:
+        with torch.inference_mode():
+            peer.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+
+    return run

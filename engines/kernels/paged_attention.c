@@ -1,0 +1,104 @@
+/* Paged attention read in place: each query row reads its sequence's K/V through the block
+ * table, block by block, with no gather into a workspace and no padding to the longest
+ * context (engines/kv/cache.py lays a layer out [2, Hkv, n_blocks, block_size, D]).
+ *
+ * For sequence s, KV head h and the g = H / Hkv query heads that share it (GQA: each K/V row
+ * is loaded once for all g), query j of the sequence (flat row qsl[s] + j) attends keys
+ * 0 .. limit - 1, limit = positions[row] + 1 (causal; a decode's one query sees the whole
+ * context):
+ *
+ *   out[row, head] = sum_t softmax_t(scale · q·k_t) v_t         (fp32 accumulation)
+ *
+ * with the online softmax of FlashAttention, taken a block at a time: the block's scores,
+ * their max, one rescale of the running sum and output, then the block's values. Work is
+ * split over (sequence, KV head, query) triples in one parallel region.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifndef IL_VLEN
+#define IL_VLEN 4
+#endif
+#define IL_MAX_GROUP 16  /* query heads per KV head */
+#define IL_MAX_DHEAD 256
+#define IL_MAX_BLOCK 128 /* tokens per block */
+
+typedef float pvf __attribute__((vector_size(IL_VLEN * 4)));
+typedef float pvfu __attribute__((vector_size(IL_VLEN * 4), aligned(4)));
+
+static inline float dot(const float* a, const float* b, int64_t D) {
+  pvf acc = (pvf){0};
+  int64_t d = 0;
+  for (; d + IL_VLEN <= D; d += IL_VLEN) acc += *(const pvfu*)(a + d) * *(const pvfu*)(b + d);
+  float s = 0.f;
+  for (int i = 0; i < IL_VLEN; ++i) s += acc[i];
+  for (; d < D; ++d) s += a[d] * b[d];
+  return s;
+}
+
+static inline void axpy(float* y, float a, const float* x, int64_t D) {
+  int64_t d = 0;
+  for (; d + IL_VLEN <= D; d += IL_VLEN) *(pvfu*)(y + d) += a * *(const pvfu*)(x + d);
+  for (; d < D; ++d) y[d] += a * x[d];
+}
+
+static inline void scal(float* y, float a, int64_t D) {
+  for (int64_t d = 0; d < D; ++d) y[d] *= a;
+}
+
+/* One query row's g heads against one KV head's keys 0..limit-1. */
+static void attend_row(const float* q, const float* k_head, const float* v_head,
+                       const int32_t* table, int64_t limit, int64_t g, int64_t D, int64_t bs,
+                       float scale, float* out) {
+  float m[IL_MAX_GROUP], l[IL_MAX_GROUP], s[IL_MAX_GROUP][IL_MAX_BLOCK];
+  for (int64_t i = 0; i < g; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+    memset(out + i * D, 0, sizeof(float) * D);
+  }
+  for (int64_t t0 = 0; t0 < limit; t0 += bs) {
+    const int64_t n = limit - t0 < bs ? limit - t0 : bs;
+    const int64_t blk = table[t0 / bs];
+    const float* kb = k_head + blk * bs * D;
+    const float* vb = v_head + blk * bs * D;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < g; ++i) s[i][t] = scale * dot(q + i * D, kb + t * D, D);
+    for (int64_t i = 0; i < g; ++i) {
+      float mb = m[i];
+      for (int64_t t = 0; t < n; ++t) mb = s[i][t] > mb ? s[i][t] : mb;
+      const float corr = expf(m[i] - mb); /* 0 on the first block (m = -inf) */
+      l[i] *= corr;
+      scal(out + i * D, corr, D);
+      for (int64_t t = 0; t < n; ++t) {
+        const float p = expf(s[i][t] - mb);
+        l[i] += p;
+        axpy(out + i * D, p, vb + t * D, D);
+      }
+      m[i] = mb;
+    }
+  }
+  for (int64_t i = 0; i < g; ++i) scal(out + i * D, 1.f / l[i], D);
+}
+
+/* q, out [T, H, D]; kv the layer's [2, Hkv, n_blocks, bs, D]; tables int32 [S, max_blocks];
+ * qsl int32 [S + 1] (sequence s's query rows are qsl[s] .. qsl[s+1]-1); positions int64 [T]. */
+void il_paged_attention_f32(const float* q, const float* kv, const int32_t* tables,
+                            const int32_t* qsl, const int64_t* positions, float* out, int64_t S,
+                            int64_t H, int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
+                            int64_t max_blocks, float scale, int threads) {
+  const int64_t g = H / Hkv, T = qsl[S];
+  const int64_t head_stride = n_blocks * bs * D;
+  (void)S;
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1) collapse(2)
+  for (int64_t row = 0; row < T; ++row) {
+    for (int64_t h = 0; h < Hkv; ++h) {
+      int64_t s = 0; /* the row's sequence: qsl is short, a linear search is fine */
+      while (qsl[s + 1] <= row) ++s;
+      const float* k_head = kv + h * head_stride;
+      const float* v_head = kv + (Hkv + h) * head_stride;
+      attend_row(q + (row * H + h * g) * D, k_head, v_head, tables + s * max_blocks,
+                 positions[row] + 1, g, D, bs, scale, out + (row * H + h * g) * D);
+    }
+  }
+}

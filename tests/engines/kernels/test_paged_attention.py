@@ -1,0 +1,109 @@
+"""Paged attention read in place (native) against SDPA on the same keys, gathered by hand."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.engines import kernels
+from inferlab.engines.kernels.attention import MAX_NATIVE_QUERIES, PagedPlan, supports
+from inferlab.engines.kv.attention_metadata import PagedAttention, build_attention_metadata
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.cache import PagedKVCache, QuantizedPagedKVCache
+
+
+def _step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size, n_layers=2):
+    """A pool with random K/V, sequences of `contexts` tokens each running their last
+    `n_queries[i]` tokens; returns (cache, metadata, q)."""
+    gen = torch.Generator().manual_seed(seed)
+    n_blocks = sum(-(-c // block_size) for c in contexts) + 3
+    cache = PagedKVCache(n_layers, n_blocks, block_size, n_kv_heads, d_head)
+    cache.kv.normal_(generator=gen)
+    blocks = BlockManager(n_blocks, block_size, enable_prefix_caching=False)
+    for i, c in enumerate(contexts):  # interleave allocations so tables are not in order
+        blocks.allocate(i, [(7 * i + t) % 50 for t in range(c)])
+    meta = build_attention_metadata(blocks, list(range(len(contexts))), n_queries)
+    q = torch.randn(meta.n_tokens, n_kv_heads * group, d_head, generator=gen)
+    return cache, meta, q
+
+
+def _reference(cache, meta, q, layer, scale):
+    """Per sequence: its keys gathered block by block, SDPA with the causal limit."""
+    out = torch.empty_like(q)
+    starts = meta.query_start_loc.tolist()
+    bs, n_kv = cache.block_size, cache.n_kv_heads
+    group = q.shape[1] // n_kv
+    for i, n_ctx in enumerate(meta.context_lens_host):
+        table = meta.block_tables[i, : -(-n_ctx // bs)].long()
+        k = cache.k[layer][:, table].reshape(n_kv, -1, cache.d_head)[:, :n_ctx]
+        v = cache.v[layer][:, table].reshape(n_kv, -1, cache.d_head)[:, :n_ctx]
+        a, b = starts[i], starts[i + 1]
+        pos = meta.positions[a:b]
+        mask = torch.arange(n_ctx)[None, :] <= pos[:, None]
+        qi = q[a:b].transpose(0, 1)  # [H, n_q, D]
+        k = k.repeat_interleave(group, 0)
+        v = v.repeat_interleave(group, 0)
+        out[a:b] = F.scaled_dot_product_attention(qi, k, v, attn_mask=mask,
+                                                  scale=scale).transpose(0, 1)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16),
+       contexts=st.lists(st.integers(1, 90), min_size=1, max_size=5),
+       n_q=st.integers(1, 5), n_kv_heads=st.integers(1, 3), group=st.sampled_from([1, 3, 8]),
+       d_head=st.sampled_from([4, 16, 20, 64]), block_size=st.sampled_from([1, 4, 16]))
+def test_native_equals_sdpa_on_gathered_keys(seed, contexts, n_q, n_kv_heads, group, d_head,
+                                             block_size):
+    n_queries = [min(n_q, c) for c in contexts]
+    cache, meta, q = _step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size)
+    assert supports(cache, meta.query_lens)
+    with kernels.use("native"):
+        attend = PagedAttention(meta, cache)
+    assert attend.native is not None
+    for layer in range(cache.n_layers):
+        got = attend(q, layer, 0.3)
+        ref = _reference(cache, meta, q, layer, 0.3)
+        assert float((got - ref).abs().max()) < 1e-5 * max(1.0, float(ref.abs().max()))
+
+
+def test_native_equals_the_torch_path_at_smollm2_shapes():
+    contexts = [1, 17, 300, 64, 4096]
+    cache, meta, q = _step(3, contexts, [1] * 5, 3, 3, 64, 16, n_layers=1)
+    with kernels.use("native"):
+        fast = PagedAttention(meta, cache)
+    with kernels.use("torch"):
+        slow = PagedAttention(meta, cache)
+    assert fast.native is not None and slow.native is None
+    assert torch.allclose(fast(q, 0, 0.125), slow(q, 0, 0.125), atol=1e-5, rtol=1e-5)
+
+
+def test_what_the_kernel_does_not_take_goes_to_torch():
+    cache, meta, q = _step(0, [40, 40], [MAX_NATIVE_QUERIES + 1, 1], 1, 1, 16, 16)
+    assert not supports(cache, meta.query_lens)  # a prefill longer than the limit
+    with kernels.use("native"):
+        assert PagedAttention(meta, cache).native is None
+    assert not supports(cache, [])
+    quantized = QuantizedPagedKVCache(1, 4, 16, 1, 16)
+    assert not supports(quantized, [1])
+    bf16 = PagedKVCache(1, 4, 16, 1, 16, dtype=torch.bfloat16)
+    assert not supports(bf16, [1])
+
+
+def test_a_plan_checks_what_it_is_given():
+    cache, meta, q = _step(1, [5], [1], 1, 2, 16, 4)
+    plan = PagedPlan(cache, meta.block_tables, meta.query_start_loc, meta.positions)
+    try:
+        plan(q[:0], 0)
+    except ValueError as e:
+        assert "0 queries for a plan of 1" in str(e)
+    else:
+        raise AssertionError("a wrong query count was accepted")
+    try:
+        PagedPlan(cache, meta.block_tables, torch.tensor([0, 2]), meta.positions)
+    except ValueError as e:
+        assert "does not split" in str(e)
+    else:
+        raise AssertionError("a wrong query_start_loc was accepted")
