@@ -118,7 +118,7 @@ def build(isa: str, openmp: bool = True) -> NativeLibrary:
     """Build (or find in the cache) and load the library for `isa`; raises OSError."""
     flags = [*ISA_FLAGS[isa], *(["-fopenmp"] if openmp else [])]
     digest = hashlib.sha256(" ".join(flags).encode())
-    for src in _sources():
+    for src in [*_sources(), *sorted(SOURCES_DIR.glob("*.h"))]:
         digest.update(src.name.encode() + src.read_bytes())
     path = cache_dir() / f"inferlab-{isa}{'-omp' if openmp else ''}-{digest.hexdigest()[:16]}.so"
     if not path.exists():

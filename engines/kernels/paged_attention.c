@@ -17,15 +17,14 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifndef IL_VLEN
-#define IL_VLEN 4
-#endif
+#include "vector_sums.h"
+
 #define IL_MAX_GROUP 16  /* query heads per KV head */
 #define IL_MAX_DHEAD 256
 #define IL_MAX_BLOCK 128 /* tokens per block */
 
-typedef float pvf __attribute__((vector_size(IL_VLEN * 4)));
-typedef float pvfu __attribute__((vector_size(IL_VLEN * 4), aligned(4)));
+typedef vf pvf;
+typedef vfu pvfu;
 
 static inline float dot(const float* a, const float* b, int64_t D) {
   pvf acc = (pvf){0};
@@ -35,6 +34,50 @@ static inline float dot(const float* a, const float* b, int64_t D) {
   for (int i = 0; i < IL_VLEN; ++i) s += acc[i];
   for (; d < D; ++d) s += a[d] * b[d];
   return s;
+}
+
+/* s[t] = q · k_t for 4 consecutive keys (rows of D floats): one reduction tree for four. */
+static inline void dot4(const float* q, const float* k, int64_t D, float* s) {
+  pvf a0 = (pvf){0}, a1 = a0, a2 = a0, a3 = a0;
+  int64_t d = 0;
+  for (; d + IL_VLEN <= D; d += IL_VLEN) {
+    const pvf qv = *(const pvfu*)(q + d);
+    a0 += qv * *(const pvfu*)(k + d);
+    a1 += qv * *(const pvfu*)(k + D + d);
+    a2 += qv * *(const pvfu*)(k + 2 * D + d);
+    a3 += qv * *(const pvfu*)(k + 3 * D + d);
+  }
+  il_hsum4(a0, a1, a2, a3, s);
+  for (; d < D; ++d)
+    for (int j = 0; j < 4; ++j) s[j] += q[d] * k[j * D + d];
+}
+
+/* e^x lane by lane (x <= 0 here: scores minus their max): 2^(x log2 e) split into an
+ * integer power, set in the exponent bits, and a degree-6 polynomial on [0, 1) (relative
+ * error ~2e-7, below fp32 accumulation's); below -87 it is 0. */
+static inline pvf vexp(pvf x) {
+  typedef int32_t pvi __attribute__((vector_size(IL_VLEN * 4)));
+  const pvf lo = (pvf){0} - 87.0f;
+  const pvi below = x < lo; /* lanes of -1 where true (C has no vector ?:) */
+  x = (pvf)(((pvi)x & ~below) | ((pvi)lo & below));
+  pvf t = x * 1.44269504088896341f;
+  pvi i = __builtin_convertvector(t, pvi);
+  i += __builtin_convertvector(i, pvf) > t; /* -1 where truncation rounded up */ /* floor: truncation rounds up < 0 */
+  pvf f = t - __builtin_convertvector(i, pvf);
+  pvf p = f * 1.535336188319500e-4f + 1.339887440266574e-3f;
+  p = p * f + 9.618437357674640e-3f;
+  p = p * f + 5.550332471162809e-2f;
+  p = p * f + 2.402264791363012e-1f;
+  p = p * f + 6.931472028550421e-1f;
+  p = p * f + 1.0f;
+  pvi bits = (i + 127) << 23;
+  return p * (pvf)bits;
+}
+
+static inline void exp_inplace(float* x, int64_t n) {
+  int64_t t = 0;
+  for (; t + IL_VLEN <= n; t += IL_VLEN) *(pvfu*)(x + t) = vexp(*(const pvfu*)(x + t));
+  for (; t < n; ++t) x[t] = expf(x[t]);
 }
 
 static inline void axpy(float* y, float a, const float* x, int64_t D) {
@@ -62,18 +105,25 @@ static void attend_row(const float* q, const float* k_head, const float* v_head,
     const int64_t blk = table[t0 / bs];
     const float* kb = k_head + blk * bs * D;
     const float* vb = v_head + blk * bs * D;
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t i = 0; i < g; ++i) s[i][t] = scale * dot(q + i * D, kb + t * D, D);
+    for (int64_t i = 0; i < g; ++i) {
+      int64_t t = 0;
+      for (; t + 4 <= n; t += 4) dot4(q + i * D, kb + t * D, D, s[i] + t);
+      for (; t < n; ++t) s[i][t] = dot(q + i * D, kb + t * D, D);
+    }
     for (int64_t i = 0; i < g; ++i) {
       float mb = m[i];
-      for (int64_t t = 0; t < n; ++t) mb = s[i][t] > mb ? s[i][t] : mb;
+      for (int64_t t = 0; t < n; ++t) {
+        s[i][t] *= scale;
+        mb = s[i][t] > mb ? s[i][t] : mb;
+      }
       const float corr = expf(m[i] - mb); /* 0 on the first block (m = -inf) */
       l[i] *= corr;
       scal(out + i * D, corr, D);
+      for (int64_t t = 0; t < n; ++t) s[i][t] -= mb;
+      exp_inplace(s[i], n);
       for (int64_t t = 0; t < n; ++t) {
-        const float p = expf(s[i][t] - mb);
-        l[i] += p;
-        axpy(out + i * D, p, vb + t * D, D);
+        l[i] += s[i][t];
+        axpy(out + i * D, s[i][t], vb + t * D, D);
       }
       m[i] = mb;
     }

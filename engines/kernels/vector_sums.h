@@ -1,0 +1,51 @@
+/* The vector type every kernel of the native library uses, and lane sums over it.
+ *
+ * vf is a GCC vector extension of IL_VLEN floats: the build picks IL_VLEN (16 for AVX-512,
+ * 8 for AVX2, 4 for the portable build) and the compiler emits that instruction set. */
+#ifndef IL_VECTOR_SUMS_H
+#define IL_VECTOR_SUMS_H
+
+#ifndef IL_VLEN
+#define IL_VLEN 4
+#endif
+
+typedef float vf __attribute__((vector_size(IL_VLEN * 4)));
+typedef float vfu __attribute__((vector_size(IL_VLEN * 4), aligned(4)));
+
+static inline float il_hsum(vf v) {
+  float s = 0.f;
+  for (int i = 0; i < IL_VLEN; ++i) s += v[i];
+  return s;
+}
+
+/* The lane sums of four vectors at once (a shuffle-add tree, not 4 serial reductions). */
+#define SH __builtin_shufflevector
+static inline void il_hsum4(vf a, vf b, vf c, vf d, float* out) {
+#if IL_VLEN == 16
+  vf ab = SH(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+          SH(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  vf cd = SH(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+          SH(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  vf s = SH(ab, cd, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+         SH(ab, cd, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  s += SH(s, s, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  s += SH(s, s, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  out[0] = s[0], out[1] = s[4], out[2] = s[8], out[3] = s[12];
+#elif IL_VLEN == 8
+  vf ab = SH(a, b, 0, 1, 2, 3, 8, 9, 10, 11) + SH(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+  vf cd = SH(c, d, 0, 1, 2, 3, 8, 9, 10, 11) + SH(c, d, 4, 5, 6, 7, 12, 13, 14, 15);
+  vf s = SH(ab, cd, 0, 1, 4, 5, 8, 9, 12, 13) + SH(ab, cd, 2, 3, 6, 7, 10, 11, 14, 15);
+  s += SH(s, s, 1, 0, 3, 2, 5, 4, 7, 6);
+  out[0] = s[0], out[1] = s[2], out[2] = s[4], out[3] = s[6];
+#elif IL_VLEN == 4
+  vf ab = SH(a, b, 0, 1, 4, 5) + SH(a, b, 2, 3, 6, 7);
+  vf cd = SH(c, d, 0, 1, 4, 5) + SH(c, d, 2, 3, 6, 7);
+  vf s = SH(ab, cd, 0, 2, 4, 6) + SH(ab, cd, 1, 3, 5, 7);
+  out[0] = s[0], out[1] = s[1], out[2] = s[2], out[3] = s[3];
+#else
+  out[0] = il_hsum(a), out[1] = il_hsum(b), out[2] = il_hsum(c), out[3] = il_hsum(d);
+#endif
+}
+#undef SH
+
+#endif
