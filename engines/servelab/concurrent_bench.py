@@ -7,6 +7,9 @@ static-batch `generate`, same prompts, same dtype, same run.
     transformers_static_tokens_per_s  `generate` on one left-padded batch of the same prompts,
                                       greedy, min_new_tokens = max_new_tokens = output_tokens
     continuous_over_transformers      the ratio (the issue's goal: >= 1.5x)
+    continuous_32_tokens_per_s_torch_kernels  the same engine on a model built for the torch
+                                      kernel path (engines/kernels), beside the native one
+    kernels                           what the native path ran (`kernels.describe()`)
     outputs_equal_requests            requests whose greedy tokens are identical in both
 
 Output tokens/s = requests x output_tokens / wall seconds of the whole run (prefills
@@ -77,33 +80,44 @@ def run_transformers(hf_model, prompts_ids: list[list[int]], output_tokens: int,
 
 
 def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: str = "fp32",
-                         repeats: int = 2, transformers: bool = True) -> dict:
+                         repeats: int = 2, transformers: bool = True,
+                         torch_kernels: bool = True) -> dict:
+    from inferlab.engines import kernels
     from inferlab.engines.model.bench import load_transformers_gguf
     from inferlab.engines.model.llama import resolve_dtype
     from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
     model, tok = load_model(SMOLLM2_ID, dtype=dtype)
+    torch_model = None
+    if torch_kernels and kernels.current() == "native":
+        with kernels.use("torch"):
+            torch_model, _ = load_model(SMOLLM2_ID, dtype=dtype)
     prompts_ids = [tok.encode_prompt(text) for text in bench_prompts(n_requests)]
     total_tokens = n_requests * output_tokens
     hf_model = None
     out: dict = {"model": SMOLLM2_ID, "dtype": dtype, "requests": n_requests,
                  "output_tokens": output_tokens, "threads": torch.get_num_threads(),
-                 "prompt_tokens_mean": statistics.fmean(len(p) for p in prompts_ids)}
+                 "prompt_tokens_mean": statistics.fmean(len(p) for p in prompts_ids),
+                 "kernels": kernels.describe()}
     if transformers:
         try:
             hf_model = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
         except ImportError as e:
             out["transformers_error"] = f"transformers not installed: {e}"
-    ours_s, theirs_s = [], []
+    ours_s, theirs_s, torch_s = [], [], []
     ours_out = theirs_out = None
     for _ in range(repeats):
         wall_s, ours_out = run_continuous(model, prompts_ids, output_tokens)
         ours_s.append(wall_s)
+        if torch_model is not None:
+            torch_s.append(run_continuous(torch_model, prompts_ids, output_tokens)[0])
         if hf_model is not None:
             wall_s, theirs_out = run_transformers(hf_model, prompts_ids, output_tokens,
                                                   tok.eos_token_ids[0])
             theirs_s.append(wall_s)
     out["continuous_32_tokens_per_s"] = total_tokens / statistics.median(ours_s)
+    out["continuous_32_tokens_per_s_torch_kernels"] = (
+        total_tokens / statistics.median(torch_s) if torch_s else None)
     if theirs_s:
         tf_rate = total_tokens / statistics.median(theirs_s)
         out["transformers_static_tokens_per_s"] = tf_rate
