@@ -8,7 +8,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -151,9 +150,10 @@ def test_virtual_board_command_prints_its_pty_and_serves(capsys):
             proc.kill()
             proc.wait(timeout=5)
     assert proc.returncode == 0
-    t0 = time.monotonic()
+    # gone: a clear one-line error naming the port (that it returns at all is the no-hang
+    # check; how fast is not a test's business on a shared machine)
     code, _, err = cli(capsys, "board", "info", "--port", url, "--timeout", "0.2")
-    assert code == 2 and time.monotonic() - t0 < 3  # gone: a clear error, no hang
+    assert code == 2 and url in err and len(err.strip().splitlines()) == 1
 
 
 def test_virtual_board_command_rejects_bad_options(capsys):
