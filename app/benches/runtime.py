@@ -19,25 +19,17 @@ The JSON names the CPU's SIMD flags and the build that ran (`kernels.describe()`
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
 
 import torch
 
 from inferlab.engines import kernels
+from inferlab.engines.hardware.timing import median_call_s
 
 VERIFY_CONTEXT_TOKENS = 64
 ROW_COUNTS = (1, 5, 9, 16)
 
 
-def _median_s(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+CPU = torch.device("cpu")
 
 
 def step_seconds(model, n_tokens: int, repeats: int = 7,
@@ -58,7 +50,7 @@ def step_seconds(model, n_tokens: int, repeats: int = 7,
         runner.step(["s"], logits=[n_tokens])
         runner.truncate("s", context_tokens)
 
-    return _median_s(once, repeats)
+    return median_call_s(once, CPU, repeats=repeats, warmup=1)
 
 
 def _linear_table(models: dict, repeats: int) -> list[dict]:
@@ -73,7 +65,8 @@ def _linear_table(models: dict, repeats: int) -> list[dict]:
             row = {"linear": name, "out": first.out_features, "in": first.in_features,
                    "rows": m_rows}
             for path, ls in layers.items():
-                s = _median_s(lambda ls=ls, x=x: [lin(x) for lin in ls], repeats)
+                s = median_call_s(lambda ls=ls, x=x: [lin(x) for lin in ls], CPU,
+                                  repeats=repeats, warmup=1)
                 row[f"{path}_us"] = s / len(ls) * 1e6
             rows.append(row)
     for row in rows:
@@ -89,7 +82,7 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
                       transformers: bool = True) -> dict:
     """Every figure above for `model` in `dtype` on `threads` torch threads (restored after)."""
     from inferlab.engines.hardware.microbench import measure_copy_bandwidth
-    from inferlab.engines.model.bench import decode_rate, generate_runner
+    from inferlab.engines.model.bench import DEFAULT_PROMPT, decode_rate, generate_runner
     from inferlab.engines.model.registry import load_model
 
     before = torch.get_num_threads()
@@ -104,7 +97,7 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
         if described["native_isa"] is None:
             return {"error": f"the native library does not run here: "
                              f"{described['native_error']}", **described}
-        prompt_ids = tok.encode_prompt("Write a short story about a lighthouse keeper.")
+        prompt_ids = tok.encode_prompt(DEFAULT_PROMPT)
         runs = {path: generate_runner(m, prompt_ids) for path, m in models.items()}
         tf_error = None
         if transformers:
@@ -154,18 +147,10 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
 
 
 def _transformers_runner(model: str, dtype: str, ids: list[int]):
-    from inferlab.engines.model.bench import load_transformers_gguf
+    from inferlab.engines.model.bench import transformers_runner
+    from inferlab.engines.model.llama import resolve_dtype
     from inferlab.engines.model.registry import SMOLLM2_ID, smollm2_gguf_path
 
     if model != SMOLLM2_ID:
         raise ValueError("the transformers peer runs the shipped SmolLM2 GGUF only")
-    from inferlab.engines.model.llama import resolve_dtype
-
-    peer = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
-    x = torch.tensor([ids])
-
-    def run(n: int) -> None:
-        with torch.inference_mode():
-            peer.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False)
-
-    return run
+    return transformers_runner(smollm2_gguf_path(), ids, resolve_dtype(dtype))

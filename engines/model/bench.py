@@ -60,8 +60,11 @@ def load_transformers_gguf(path, dtype: torch.dtype = torch.float32):
         str(path.parent), gguf_file=path.name, **{dtype_kw: dtype}).eval()
 
 
-def _transformers(path, ids: list[int]) -> Callable[[int], None]:
-    model = load_transformers_gguf(path)
+def transformers_runner(path, ids: list[int], dtype: torch.dtype = torch.float32
+                        ) -> Callable[[int], None]:
+    """`run(n)`: transformers' greedy `generate` of exactly n tokens after `ids`, its own
+    model of the GGUF at `path` in `dtype`: the peer beside `generate_runner`."""
+    model = load_transformers_gguf(path, dtype)
     x = torch.tensor([ids])
 
     def run(n: int) -> None:
@@ -99,7 +102,7 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
         if transformers:
             gguf = smollm2_gguf_path() if model == SMOLLM2_ID else Path(model)
             try:
-                runs["transformers"] = _transformers(gguf, ids)
+                runs["transformers"] = transformers_runner(gguf, ids)
             except ImportError as e:
                 tf_error = f"transformers not installed: {e}"
         for run in runs.values():  # warm up allocators and kernels

@@ -112,18 +112,11 @@ class ProfiledCostModel:
                 seq_grid=(1, 2, 4, 8, 16, 32, 64), context: int = 64, repeats: int = 3,
                 block_size: int = 16) -> ProfiledCostModel:
         """Profile `model` on its device (a scratch cache; a warm-up forward per point)."""
-        import time
-
+        from inferlab.engines.hardware.timing import median_call_s
         from inferlab.engines.model.runner import ModelRunner
 
         def timed(run) -> float:
-            run()
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                run()
-                times.append(time.perf_counter() - t0)
-            return float(np.median(times))
+            return median_call_s(run, model.device, repeats=repeats, warmup=1)
 
         per_seq = -(-(max(max(token_grid), context + 1)) // block_size) + 1
         runner = ModelRunner(model, n_blocks=per_seq * (max(seq_grid) + 1),
