@@ -1,9 +1,9 @@
 """`inferlab bench LAB --json`: benchmarks whose figures go in notes (ratios, side by side).
 
 The labs' benches come from the registry; `gui` (the window's start-up and frame gaps) and
-`runtime` (the native CPU kernels against torch's ops) are the app's own. A bench whose optional package (`LabSpec.bench_requires`) is not installed is
-reported as not available; any other failure, an import error inside a lab included, is an
-error with its traceback.
+`runtime` (the native CPU kernels against torch's ops) are the app's own. A bench whose
+optional package (`LabSpec.bench_requires`) is not installed is reported as not available;
+any other failure, an import error inside a lab included, is an error with its traceback.
 
 A lab's bench may take options (`LabSpec.bench_arguments`, e.g. `bench endpoint --url URL`):
 they are added to this one parser, in a group named for the lab, and that bench is called as

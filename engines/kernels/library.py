@@ -131,7 +131,6 @@ def build(isa: str, openmp: bool = True) -> NativeLibrary:
 def _declare(lib: ctypes.CDLL) -> None:
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     lib.il_vlen.restype = i32
-    lib.il_mr.restype = i32
     for name in ("il_skinny_f32", "il_skinny_bf16"):
         fn = getattr(lib, name)
         fn.argtypes = [p, p, p, i64, i64, i64, i32]

@@ -139,7 +139,6 @@ void il_paged_attention_f32(const float* q, const float* kv, const int32_t* tabl
                             int64_t max_blocks, float scale, int threads) {
   const int64_t g = H / Hkv, T = qsl[S];
   const int64_t head_stride = n_blocks * bs * D;
-  (void)S;
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1) collapse(2)
   for (int64_t row = 0; row < T; ++row) {
     for (int64_t h = 0; h < Hkv; ++h) {

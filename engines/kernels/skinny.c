@@ -29,7 +29,6 @@ typedef uint16_t vh __attribute__((vector_size(IL_VLEN * 2), aligned(2)));
 typedef uint32_t vu __attribute__((vector_size(IL_VLEN * 4)));
 
 int il_vlen(void) { return IL_VLEN; }
-int il_mr(void) { return IL_MR; }
 
 static inline vf load_f32(const float* p) { return *(const vfu*)p; }
 static inline vf load_bf16(const uint16_t* p) {

@@ -7,8 +7,9 @@
 Both compute in fp32 from the codes, a group or a row at a time, in a small C kernel
 (`engines/kernels/lowbit.c`: AVX2 + FMA where the CPU has it, OpenMP over output rows),
 part of the native library that engines/kernels builds once with the system's C compiler into
-the user cache and calls through ctypes. Without a compiler (or on another device or dtype) a torch path dequantizes at most
-`FALLBACK_ROWS` rows at a time and multiplies them: correct, slower, never the whole weight.
+the user cache and calls through ctypes. Without a compiler (or on another device or dtype)
+a torch path dequantizes at most `FALLBACK_ROWS` rows at a time and multiplies them:
+correct, slower, never the whole weight.
 Symmetric INT4 codes q in [-8, 7] are stored as u = q + 8 with m = -8 d.
 
 What is fastest here, measured on the 2-core AVX2 development machine (shared, 1 torch
