@@ -138,8 +138,11 @@ class AppContext(QObject):
         fn: Callable,
         on_result: Callable | None = None,
         on_error: Callable | None = None,
+        on_done: Callable | None = None,
     ) -> Task:
-        """Run `fn(progress, should_stop)` in a worker thread; results come back here."""
+        """Run `fn(progress, should_stop)` in a worker thread; results come back here.
+        `on_done()` after the result, error or cancel (all connected before the thread
+        starts: a signal emitted before its slot is connected is lost)."""
         collect_garbage_in_gui_thread()
         task = Task(name, fn, parent=self)
         start_s = time.perf_counter()
@@ -166,6 +169,8 @@ class AppContext(QObject):
         task.failed.connect(lambda msg: finish(f"failed: {msg}"))
         task.cancelled.connect(lambda: finish("cancelled"))
         task.done.connect(forget)
+        if on_done is not None:
+            task.done.connect(on_done)
         self.task_started.emit(name)
         task.start()
         return task

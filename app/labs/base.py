@@ -45,16 +45,19 @@ class Lab(QObject):
         """Run `work(progress, should_stop)` in a worker (`AppContext.run_task`); `on_end()`
         after the result (or error, or cancel) has been delivered. The lab is `busy()` until
         then."""
-        task = self.context.run_task(name, work, on_result, on_error)
-        self._lab_tasks.append(task)
+        made = []
 
         def ended() -> None:
-            if task in self._lab_tasks:
-                self._lab_tasks.remove(task)
+            if made and made[0] in self._lab_tasks:
+                self._lab_tasks.remove(made[0])
             if on_end is not None:
                 on_end()
 
-        task.done.connect(ended)
+        # `ended` goes in before the thread starts: a quick task could otherwise finish
+        # before it is connected, and the lab would read busy for ever.
+        task = self.context.run_task(name, work, on_result, on_error, on_done=ended)
+        made.append(task)
+        self._lab_tasks.append(task)
         return task
 
     def busy(self) -> bool:

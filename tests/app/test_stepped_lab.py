@@ -212,3 +212,25 @@ def test_snapshot_replays_read_only_and_live_comes_back(qtbot, lab):
     assert not lab.read_only and lab.draws[-1] == 2
     lab.show_snapshot(dict(section, state={}))
     assert lab.view.status.startswith("Read-only snapshot: the lab had not run")
+
+
+class FinishedFirstContext(AppContext):
+    """Returns each task only after its thread has ended: the worst schedule a loaded
+    machine can give, where the work is done before the caller connects anything."""
+
+    def run_task(self, *args, **kwargs):
+        task = super().run_task(*args, **kwargs)
+        task.wait(10000)
+        return task
+
+
+def test_a_task_done_before_run_task_returns_still_ends_the_busy_state(qtbot, tmp_path):
+    context = FinishedFirstContext(
+        settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), quick=True)
+    made = CountLab(context)
+    qtbot.addWidget(made.view)
+    made.activated()
+    idle(qtbot, made)
+    assert [r.step for r in made.records] == [1, 2]
+    made.shutdown()
+    context.wait_for_tasks(5000)
