@@ -139,10 +139,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.il_paged_attention_f32.argtypes = [p, p, p, p, p, p, i64, i64, i64, i64, i64, i64, i64,
                                            f32, i32]
     lib.il_paged_attention_f32.restype = None
-    lib.lowbit_int8_mm.argtypes = [p, p, p, p, i64, i64, i64, i32]
-    lib.lowbit_int8_mm.restype = None
-    lib.lowbit_int4_mm.argtypes = [p, p, p, p, p, p, i64, i64, i64, i64, i64, i32]
-    lib.lowbit_int4_mm.restype = None
+    lib.il_skinny_i8.argtypes = [p, p, p, p, i64, i64, i64, i32]
+    lib.il_skinny_i8.restype = None
+    lib.il_int4_lanes.restype = i32
+    lib.il_lowbit_int4.argtypes = [p, p, p, p, p, i64, i64, i64, i64, i64, i32]
+    lib.il_lowbit_int4.restype = None
 
 
 def library() -> NativeLibrary | None:

@@ -1,199 +1,181 @@
-/* Weight-only low-bit matrix-vector kernels for engines/quant/lowbit_linear.py (fp32 x); part of the native library (engines/kernels).
+/* INT4 weight-only skinny products for engines/quant/lowbit_linear.py (fp32 x and y); part of
+ * the native library (engines/kernels). (INT8 codes run in skinny.c, as one more weight type.)
  *
- * int8:  y[r, n] = s[n] * sum_k x[r, k] * w[n, k]        w int8 [N, K], s fp32 [N]
- * int4:  y[r, n] = sum_j d[n, j] * sum_{k in group j} u[n, k] x[r, k] + m[n, j] * sum x[r, group j]
- *        u in [0, 15]; groups of g along k (a row's last group may be shorter).
- *        Codes are stored "lane-interleaved" per 64 weights: 8 uint32 lanes, lane l holding
- *        u[64 b + 8 j + l] in bits 4j..4j+3 (j = 0..7), so one 256-bit load and a shift and
- *        mask per 8 weights give them in order (no byte shuffles).
- * Rows of output are split over `threads` OpenMP threads when built with OpenMP.
+ *   y[m, n] = sum_k x[m, k] * (d[n, k / g] * u[n, k] + mn[n, k / g])
+ *
+ * u in [0, 15], groups of g along k (g a multiple of 32; a row's last group may be shorter),
+ * d and mn fp32 [N, G]. Each weight is dequantized once in registers and multiplied by every
+ * input row, so the codes cross the memory bus once per call, for any number of rows.
+ *
+ * Code layout ("lane-interleaved", K a multiple of 64; L = IL_VLEN lanes): a row is chunks of
+ * 8 L weights in L uint32 words, word t holding weight 8 L c + L j + t in bits 4j..4j+3
+ * (j = 0..7), so one vector load, a shift (and a mask) give L consecutive codes. What does not
+ * fill a chunk (64 weights, with L = 16) is laid out the same with 8 lanes.
+ * With 16 lanes (AVX-512) a code is dequantized by a permute from the 16 values d u + mn of
+ * its group (vpermps: no mask, no int-to-float conversion); otherwise by d * float(u) + mn.
  */
 #include <stdint.h>
-#include <string.h>
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define LB_AVX2 1
-static inline float hsum8(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-static inline __m256 cvt8_i8(const int8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));
-}
-#endif
 
-int lowbit_has_avx2(void) {
-#ifdef LB_AVX2
-  return 1;
+#include "vector_sums.h"
+
+#define I4_NR 4 /* weight rows per tile */
+#ifndef IL_MR
+#define IL_MR 2
+#endif
+#define I4_PF_TILES 2 /* software prefetch distance, in tiles */
+
+typedef uint32_t vu __attribute__((vector_size(IL_VLEN * 4)));
+typedef uint32_t vuu __attribute__((vector_size(IL_VLEN * 4), aligned(4)));
+typedef int32_t vi __attribute__((vector_size(IL_VLEN * 4)));
+typedef float hf __attribute__((vector_size(32)));  /* 8 lanes: the part past the chunks */
+typedef float hfu __attribute__((vector_size(32), aligned(4)));
+typedef uint32_t hu __attribute__((vector_size(32), aligned(4)));
+typedef int32_t hi __attribute__((vector_size(32)));
+
+int il_int4_lanes(void) { return IL_VLEN; }
+
+static inline vf load_x(const float* p) { return *(const vfu*)p; }
+
+/* R input rows (<= IL_MR) × NR weight rows (1 or I4_NR) from w0; both constants once inlined. */
+static inline __attribute__((always_inline)) void int4_tile(
+    const int R, const int NR, const float* x, int64_t K, const uint32_t* w0, const float* d0,
+    const float* m0, int64_t G, int64_t g, float* y, int64_t N, const uint32_t* pf) {
+  const int64_t KW = K / 8, C = K / (8 * IL_VLEN);
+  vf acc[IL_MR][I4_NR];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < NR; ++i) acc[r][i] = (vf){0};
+#if IL_VLEN == 16
+  const vf iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  vf table[I4_NR];
 #else
-  return 0;
+  vf dv[I4_NR], mv[I4_NR];
 #endif
-}
-
-static void int8_rows(const float* xr, const int8_t* wp, const float* sp, float* yr, int64_t K,
-                      int64_t n0, int64_t n1) {
-  int64_t n = n0;
-#ifdef LB_AVX2
-  if (K % 8 == 0) {
-    for (; n + 4 <= n1; n += 4) {
-      const int8_t* w0 = wp + n * K;
-      const char* next = (const char*)(w0 + 8 * K);
-      for (int64_t c = 0; c < 4 * K; c += 64) _mm_prefetch(next + c, _MM_HINT_T0);
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t k = 0; k < K; k += 8) {
-        __m256 xv = _mm256_loadu_ps(xr + k);
-        a0 = _mm256_fmadd_ps(cvt8_i8(w0 + k), xv, a0);
-        a1 = _mm256_fmadd_ps(cvt8_i8(w0 + K + k), xv, a1);
-        a2 = _mm256_fmadd_ps(cvt8_i8(w0 + 2 * K + k), xv, a2);
-        a3 = _mm256_fmadd_ps(cvt8_i8(w0 + 3 * K + k), xv, a3);
-      }
-      yr[n] = hsum8(a0) * sp[n];
-      yr[n + 1] = hsum8(a1) * sp[n + 1];
-      yr[n + 2] = hsum8(a2) * sp[n + 2];
-      yr[n + 3] = hsum8(a3) * sp[n + 3];
-    }
-  }
+  int64_t grp = 0, left = 0; /* the group being read, and how many of its weights remain */
+  for (int64_t c = 0; c < C; ++c) {
+    vu v[I4_NR];
+    for (int i = 0; i < NR; ++i) v[i] = *(const vuu*)(w0 + i * KW + c * IL_VLEN);
+    if (pf)
+      for (int i = 0; i < NR; ++i) __builtin_prefetch(pf + i * KW + c * IL_VLEN);
+    for (int j = 0; j < 8; ++j) {
+      if (left == 0) {
+        for (int i = 0; i < NR; ++i) {
+#if IL_VLEN == 16
+          table[i] = iota * d0[i * G + grp] + m0[i * G + grp];
+#else
+          dv[i] = (vf){0} + d0[i * G + grp];
+          mv[i] = (vf){0} + m0[i * G + grp];
 #endif
-  for (; n < n1; ++n) {
-    const int8_t* wr = wp + n * K;
-    float acc = 0.f;
-    for (int64_t k = 0; k < K; ++k) acc += xr[k] * (float)wr[k];
-    yr[n] = acc * sp[n];
-  }
-}
-
-void lowbit_int8_mm(const float* x, const int8_t* w, const float* s, float* y, int64_t R,
-                    int64_t K, int64_t N, int threads) {
-  for (int64_t r = 0; r < R; ++r) {
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-    for (int64_t c = 0; c < (N + 63) / 64; ++c) {
-      int64_t n0 = c * 64, n1 = n0 + 64 < N ? n0 + 64 : N;
-      int8_rows(x + r * K, w, s, y + r * N, K, n0, n1);
-    }
-  }
-}
-
-/* The code of weight k in a row of lane-interleaved codes (uint32 per 8 weights). */
-static inline uint32_t code_at(const uint32_t* row, int64_t k) {
-  const int64_t b = k / 64, i = k % 64;
-  return (row[b * 8 + (i % 8)] >> (4 * (i / 8))) & 0xF;
-}
-
-static void int4_rows(const float* xr, const float* xsr, const uint32_t* wp, const float* dp,
-                      const float* mp, float* yr, int64_t K, int64_t G, int64_t g, int64_t n0,
-                      int64_t n1) {
-  const int64_t KW = K / 8; /* uint32 words per row */
-  int64_t n = n0;
-#ifdef LB_AVX2
-  if (K % 64 == 0 && g % 64 == 0) {
-    const __m256i mask = _mm256_set1_epi32(0xF);
-    for (; n + 2 <= n1; n += 2) {
-      const uint32_t* w0 = wp + n * KW;
-      const uint32_t* w1 = w0 + KW;
-      const char* next = (const char*)(w0 + 4 * KW);
-      for (int64_t c = 0; c < 2 * KW * 4; c += 64) _mm_prefetch(next + c, _MM_HINT_T0);
-      __m256 t0 = _mm256_setzero_ps(), t1 = t0;
-      float m0 = 0.f, m1 = 0.f;
-      for (int64_t j = 0; j < G; ++j) {
-        const int64_t a = j * g, e = a + g < K ? a + g : K;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-        for (int64_t k = a; k < e; k += 64) {
-          __m256i v0 = _mm256_loadu_si256((const __m256i*)(w0 + k / 8));
-          __m256i v1 = _mm256_loadu_si256((const __m256i*)(w1 + k / 8));
-#define LB_STEP(J, A, B)                                                                 \
-  {                                                                                      \
-    __m256 xv = _mm256_loadu_ps(xr + k + 8 * J);                                         \
-    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v0, 4 * J), \
-                                                            mask)), xv, A);             \
-    B = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v1, 4 * J), \
-                                                            mask)), xv, B);             \
-  }
-          LB_STEP(0, a0, b0) LB_STEP(1, a1, b1) LB_STEP(2, a0, b0) LB_STEP(3, a1, b1)
-          LB_STEP(4, a0, b0) LB_STEP(5, a1, b1) LB_STEP(6, a0, b0) LB_STEP(7, a1, b1)
-#undef LB_STEP
         }
-        t0 = _mm256_fmadd_ps(_mm256_set1_ps(dp[n * G + j]), _mm256_add_ps(a0, a1), t0);
-        t1 = _mm256_fmadd_ps(_mm256_set1_ps(dp[(n + 1) * G + j]), _mm256_add_ps(b0, b1), t1);
-        m0 += mp[n * G + j] * xsr[j];
-        m1 += mp[(n + 1) * G + j] * xsr[j];
+        ++grp, left = g;
       }
-      yr[n] = hsum8(t0) + m0;
-      yr[n + 1] = hsum8(t1) + m1;
+      left -= IL_VLEN;
+      vf wv[I4_NR];
+      for (int i = 0; i < NR; ++i) {
+        const vu u = v[i] >> (4 * j);
+#if IL_VLEN == 16
+        wv[i] = __builtin_shuffle(table[i], (vi)u); /* indices are taken mod 16 */
+#else
+        wv[i] = __builtin_convertvector((vi)(u & 15u), vf) * dv[i] + mv[i];
+#endif
+      }
+      const int64_t k = c * 8 * IL_VLEN + j * IL_VLEN;
+      for (int r = 0; r < R; ++r) {
+        const vf xv = load_x(x + r * K + k);
+        for (int i = 0; i < NR; ++i) acc[r][i] += wv[i] * xv;
+      }
     }
-  } else if (K % 64 == 0 && g % 32 == 0) {
-    /* Groups of 32 (llama.cpp's Q4 blocks): half a 64-weight block each, lanes 0-3 or 4-7. */
-    const __m256i mask = _mm256_set1_epi32(0xF);
-    for (; n + 2 <= n1; n += 2) {
-      const uint32_t* w0 = wp + n * KW;
-      const uint32_t* w1 = w0 + KW;
-      const char* next = (const char*)(w0 + 4 * KW);
-      for (int64_t c = 0; c < 2 * KW * 4; c += 64) _mm_prefetch(next + c, _MM_HINT_T0);
-      __m256 t0 = _mm256_setzero_ps(), t1 = t0;
-      float m0 = 0.f, m1 = 0.f;
-      for (int64_t j = 0; j < G; ++j) {
-        const int64_t a = j * g, e = a + g < K ? a + g : K;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-        for (int64_t k = a; k < e; k += 32) {
-          const int64_t base = k & ~(int64_t)63;
-          __m256i v0 = _mm256_loadu_si256((const __m256i*)(w0 + base / 8));
-          __m256i v1 = _mm256_loadu_si256((const __m256i*)(w1 + base / 8));
-#define LB_STEP(J, A, B)                                                                 \
-  {                                                                                      \
-    __m256 xv = _mm256_loadu_ps(xr + base + 8 * J);                                      \
-    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v0, 4 * J), \
-                                                            mask)), xv, A);             \
-    B = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v1, 4 * J), \
-                                                            mask)), xv, B);             \
   }
-          if (k == base) {
-            LB_STEP(0, a0, b0) LB_STEP(1, a1, b1) LB_STEP(2, a0, b0) LB_STEP(3, a1, b1)
-          } else {
-            LB_STEP(4, a0, b0) LB_STEP(5, a1, b1) LB_STEP(6, a0, b0) LB_STEP(7, a1, b1)
-          }
-#undef LB_STEP
-        }
-        t0 = _mm256_fmadd_ps(_mm256_set1_ps(dp[n * G + j]), _mm256_add_ps(a0, a1), t0);
-        t1 = _mm256_fmadd_ps(_mm256_set1_ps(dp[(n + 1) * G + j]), _mm256_add_ps(b0, b1), t1);
-        m0 += mp[n * G + j] * xsr[j];
-        m1 += mp[(n + 1) * G + j] * xsr[j];
+  float s[IL_MR][I4_NR];
+  for (int r = 0; r < R; ++r) {
+    if (NR == I4_NR)
+      il_hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s[r]);
+    else
+      for (int i = 0; i < NR; ++i) s[r][i] = il_hsum(acc[r][i]);
+  }
+#if IL_VLEN > 8
+  /* the 64-weight blocks past the last chunk: 8 lanes */
+  for (int64_t b = C * IL_VLEN; b < KW; b += 8) {
+    hf acc8[IL_MR][I4_NR];
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < NR; ++i) acc8[r][i] = (hf){0};
+    hu v[I4_NR];
+    for (int i = 0; i < NR; ++i) v[i] = *(const hu*)(w0 + i * KW + b);
+    for (int j = 0; j < 8; ++j) {
+      if (left == 0) ++grp, left = g;
+      left -= 8;
+      hf wv[I4_NR];
+      for (int i = 0; i < NR; ++i)
+        wv[i] = __builtin_convertvector((hi)((v[i] >> (4 * j)) & 15u), hf) *
+                    d0[i * G + grp - 1] + m0[i * G + grp - 1];
+      const int64_t k = b * 8 + j * 8;
+      for (int r = 0; r < R; ++r) {
+        const hf xv = *(const hfu*)(x + r * K + k);
+        for (int i = 0; i < NR; ++i) acc8[r][i] += wv[i] * xv;
       }
-      yr[n] = hsum8(t0) + m0;
-      yr[n + 1] = hsum8(t1) + m1;
     }
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < NR; ++i)
+        for (int l = 0; l < 8; ++l) s[r][i] += acc8[r][i][l];
   }
 #endif
-  for (; n < n1; ++n) {
-    const uint32_t* wr = wp + n * KW;
-    float acc = 0.f;
-    for (int64_t j = 0; j < G; ++j) {
-      const int64_t a = j * g, e = a + g < K ? a + g : K;
-      float dot = 0.f;
-      for (int64_t k = a; k < e; ++k) dot += (float)code_at(wr, k) * xr[k];
-      acc += dp[n * G + j] * dot + mp[n * G + j] * xsr[j];
-    }
-    yr[n] = acc;
-  }
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < NR; ++i) y[r * N + i] = s[r][i];
 }
 
-/* xs: scratch of R * G floats (the group sums of x). K must be a multiple of 8. */
-void lowbit_int4_mm(const float* x, const uint32_t* w, const float* d, const float* m,
-                    float* xs, float* y, int64_t R, int64_t K, int64_t N, int64_t G, int64_t g,
-                    int threads) {
-  for (int64_t r = 0; r < R; ++r) {
-    const float* xr = x + r * K;
-    float* xsr = xs + r * G;
-    for (int64_t j = 0; j < G; ++j) {
-      const int64_t a = j * g, e = a + g < K ? a + g : K;
-      float acc = 0.f;
-      for (int64_t k = a; k < e; ++k) acc += xr[k];
-      xsr[j] = acc;
+#define I4_CALL(R, NR) \
+  int4_tile(R, NR, x, K, w0, d0, m0, G, g, y, N, pf)
+static void int4_rows(int R, int NR, const float* x, int64_t K, const uint32_t* w0,
+                      const float* d0, const float* m0, int64_t G, int64_t g, float* y,
+                      int64_t N, const uint32_t* pf) {
+  if (NR == I4_NR) {
+    switch (R) {
+      case 1: I4_CALL(1, I4_NR); break;
+#if IL_MR >= 2
+      case 2: I4_CALL(2, I4_NR); break;
+#endif
+#if IL_MR >= 3
+      case 3: I4_CALL(3, I4_NR); break;
+#endif
+#if IL_MR >= 4
+      default: I4_CALL(4, I4_NR); break;
+#endif
     }
+  } else {
+    switch (R) {
+      case 1: I4_CALL(1, 1); break;
+#if IL_MR >= 2
+      case 2: I4_CALL(2, 1); break;
+#endif
+#if IL_MR >= 3
+      case 3: I4_CALL(3, 1); break;
+#endif
+#if IL_MR >= 4
+      default: I4_CALL(4, 1); break;
+#endif
+    }
+  }
+}
+#undef I4_CALL
+
+/* y [M, N] = x [M, K] · ŵᵀ. Tiles of I4_NR weight rows are split over `threads` in one
+ * parallel region; each tile meets every input row, IL_MR at a time. */
+void il_lowbit_int4(const float* x, const uint32_t* w, const float* d, const float* mn, float* y,
+                    int64_t M, int64_t K, int64_t N, int64_t G, int64_t g, int threads) {
+  const int64_t KW = K / 8, n_tiles = N / I4_NR;
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-    for (int64_t c = 0; c < (N + 63) / 64; ++c) {
-      int64_t n0 = c * 64, n1 = n0 + 64 < N ? n0 + 64 : N;
-      int4_rows(xr, xsr, w, d, m, y + r * N, K, G, g, n0, n1);
+  for (int64_t t = 0; t <= n_tiles; ++t) {
+    const int64_t n0 = t * I4_NR;
+    if (n0 >= N) continue;
+    if (t < n_tiles) {
+      const uint32_t* pf = t + I4_PF_TILES < n_tiles ? w + (n0 + I4_PF_TILES * I4_NR) * KW : 0;
+      for (int64_t m = 0; m < M; m += IL_MR)
+        int4_rows(M - m < IL_MR ? (int)(M - m) : IL_MR, I4_NR, x + m * K, K, w + n0 * KW,
+                  d + n0 * G, mn + n0 * G, G, g, y + m * N + n0, N, m ? 0 : pf);
+    } else {
+      for (int64_t n = n0; n < N; ++n)
+        for (int64_t m = 0; m < M; m += IL_MR)
+          int4_rows(M - m < IL_MR ? (int)(M - m) : IL_MR, 1, x + m * K, K, w + n * KW,
+                    d + n * G, mn + n * G, G, g, y + m * N + n, N, 0);
     }
   }
 }

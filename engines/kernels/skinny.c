@@ -1,7 +1,9 @@
 /* Skinny matrix products y = x · Wᵀ for a few input rows (decode, K+1 verification, small
- * batches), the weight W [N, K] row-major as the model stores it (fp32 or bf16 bits):
+ * batches), the weight W [N, K] row-major as the model stores it (fp32 or bf16 bits, or int8
+ * codes with one scale per output row, widened to fp32 in registers):
  *
  *   y[m, n] = sum_k x[m, k] * W[n, k]          x fp32 [M, K], y fp32 [M, N]
+ *   y[m, n] = s[n] * sum_k x[m, k] * q[n, k]   (int8: q [N, K], s fp32 [N])
  *
  * Streamed once: output rows are taken NR at a time; a tile of NR weight rows (NR·K values,
  * in L1/L2) is multiplied by every input row, MR rows of x at a time, before the next tile is
@@ -14,6 +16,9 @@
  */
 #include <stdint.h>
 #include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "vector_sums.h"
 
@@ -27,6 +32,8 @@
 
 typedef uint16_t vh __attribute__((vector_size(IL_VLEN * 2), aligned(2)));
 typedef uint32_t vu __attribute__((vector_size(IL_VLEN * 4)));
+typedef int8_t vb __attribute__((vector_size(IL_VLEN), aligned(1)));
+typedef int32_t vi __attribute__((vector_size(IL_VLEN * 4)));
 
 int il_vlen(void) { return IL_VLEN; }
 
@@ -35,6 +42,19 @@ static inline vf load_bf16(const uint16_t* p) {
   vu u = __builtin_convertvector(*(const vh*)p, vu) << 16;
   return (vf)u;
 }
+/* GCC scalarizes a vector int8 -> int32 conversion: the sign-extending load by its name. */
+static inline vf load_i8(const int8_t* p) {
+#if IL_VLEN == 16 && defined(__AVX512F__)
+  return __builtin_convertvector((vi)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)),
+                                 vf);
+#elif IL_VLEN == 8 && defined(__AVX2__)
+  return __builtin_convertvector((vi)_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)),
+                                 vf);
+#else
+  return __builtin_convertvector(__builtin_convertvector(*(const vb*)p, vi), vf);
+#endif
+}
+static inline float i8_to_f32(int8_t q) { return (float)q; }
 static inline float bf16_to_f32(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
   float f;
@@ -45,7 +65,7 @@ static inline float bf16_to_f32(uint16_t h) {
 /* One register tile: R input rows (a constant, R <= IL_MR) × NR weight rows from w0. */
 #define IL_TILE(NAME, R, WT, LOAD, SCALAR)                                                  \
   static inline void NAME(const float* x, const WT* w0, int64_t K, float* y, int64_t N,     \
-                          const WT* pf) {                                                   \
+                          const WT* pf, const float* sc) {                                  \
     vf acc[R][IL_NR];                                                                       \
     for (int r = 0; r < R; ++r)                                                             \
       for (int j = 0; j < IL_NR; ++j) acc[r][j] = (vf){0};                                  \
@@ -65,7 +85,7 @@ static inline float bf16_to_f32(uint16_t h) {
       il_hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s);                              \
       for (int j = 0; j < IL_NR; ++j) {                                                     \
         for (int64_t k = KV; k < K; ++k) s[j] += x[r * K + k] * SCALAR(w0[j * K + k]);      \
-        y[r * N + j] = s[j];                                                                \
+        y[r * N + j] = sc ? s[j] * sc[j] : s[j];                                            \
       }                                                                                     \
     }                                                                                       \
   }
@@ -73,14 +93,14 @@ static inline float bf16_to_f32(uint16_t h) {
 /* One weight row against R input rows: the tail of N that does not fill a tile. */
 #define IL_ROW(NAME, WT, LOAD, SCALAR)                                                      \
   static inline void NAME(const float* x, int64_t R, const WT* w, int64_t K, float* y,      \
-                          int64_t N) {                                                      \
+                          int64_t N, const float* sc) {                                     \
     const int64_t KV = K - K % IL_VLEN;                                                     \
     for (int64_t r = 0; r < R; ++r) {                                                       \
       vf acc = (vf){0};                                                                     \
       for (int64_t k = 0; k < KV; k += IL_VLEN) acc += load_f32(x + r * K + k) * LOAD(w + k);\
       float s = il_hsum(acc);                                                               \
       for (int64_t k = KV; k < K; ++k) s += x[r * K + k] * SCALAR(w[k]);                    \
-      y[r * N] = s;                                                                         \
+      y[r * N] = sc ? s * sc[0] : s;                                                        \
     }                                                                                       \
   }
 
@@ -92,23 +112,26 @@ static inline float f32_id(float v) { return v; }
   IL_TILE(T##_4, 4, WT, LOAD, SCALAR)                                                       \
   /* R rows of x, R <= IL_MR (<= 4), through the tile of that height */                    \
   static inline void T(const float* x, int64_t R, const WT* w0, int64_t K, float* y,        \
-                       int64_t N, const WT* pf) {                                           \
+                       int64_t N, const WT* pf, const float* sc) {                          \
     switch (R) {                                                                            \
-      case 1: T##_1(x, w0, K, y, N, pf); break;                                                 \
-      case 2: T##_2(x, w0, K, y, N, pf); break;                                                 \
-      case 3: T##_3(x, w0, K, y, N, pf); break;                                                 \
-      default: T##_4(x, w0, K, y, N, pf); break;                                                \
+      case 1: T##_1(x, w0, K, y, N, pf, sc); break;                                         \
+      case 2: T##_2(x, w0, K, y, N, pf, sc); break;                                         \
+      case 3: T##_3(x, w0, K, y, N, pf, sc); break;                                         \
+      default: T##_4(x, w0, K, y, N, pf, sc); break;                                        \
     }                                                                                       \
   }
 IL_TILES(tile_f32, float, load_f32, f32_id)
 IL_TILES(tile_bf16, uint16_t, load_bf16, bf16_to_f32)
+IL_TILES(tile_i8, int8_t, load_i8, i8_to_f32)
 IL_ROW(row_f32, float, load_f32, f32_id)
 IL_ROW(row_bf16, uint16_t, load_bf16, bf16_to_f32)
+IL_ROW(row_i8, int8_t, load_i8, i8_to_f32)
 
-/* y [M, N] = x [M, K] · W[N, K]ᵀ. Tiles of NR weight rows are split over `threads`. */
+/* y [M, N] = x [M, K] · W[N, K]ᵀ (times sc[n] when sc is given). Tiles of NR weight rows
+ * are split over `threads`. */
 #define IL_GEMM(NAME, WT, TILE, ROW)                                                        \
-  void NAME(const float* x, const WT* w, float* y, int64_t M, int64_t K, int64_t N,         \
-            int threads) {                                                                  \
+  static void NAME(const float* x, const WT* w, const float* sc, float* y, int64_t M,       \
+                   int64_t K, int64_t N, int threads) {                                     \
     const int64_t n_tiles = N / IL_NR;                                                      \
     _Pragma("omp parallel for num_threads(threads) if (threads > 1) schedule(static)")      \
     for (int64_t t = 0; t <= n_tiles; ++t) {                                                \
@@ -121,12 +144,28 @@ IL_ROW(row_bf16, uint16_t, load_bf16, bf16_to_f32)
         const WT* pf = t + IL_PF_TILES < n_tiles ? w0 + IL_PF_TILES * IL_NR * K : 0;        \
         for (int64_t m = 0; m < M; m += IL_MR)                                              \
           TILE(x + m * K, M - m < IL_MR ? M - m : IL_MR, w0, K, y + m * N + n0, N,          \
-               m ? 0 : pf);                                                                 \
+               m ? 0 : pf, sc ? sc + n0 : 0);                                               \
       } else {                                                                              \
-        for (int64_t n = n0; n < N; ++n) ROW(x, M, w + n * K, K, y + n, N);                 \
+        for (int64_t n = n0; n < N; ++n)                                                    \
+          ROW(x, M, w + n * K, K, y + n, N, sc ? sc + n : 0);                               \
       }                                                                                     \
     }                                                                                       \
   }
 
-IL_GEMM(il_skinny_f32, float, tile_f32, row_f32)
-IL_GEMM(il_skinny_bf16, uint16_t, tile_bf16, row_bf16)
+IL_GEMM(gemm_f32, float, tile_f32, row_f32)
+IL_GEMM(gemm_bf16, uint16_t, tile_bf16, row_bf16)
+IL_GEMM(gemm_i8, int8_t, tile_i8, row_i8)
+
+void il_skinny_f32(const float* x, const float* w, float* y, int64_t M, int64_t K, int64_t N,
+                   int threads) {
+  gemm_f32(x, w, 0, y, M, K, N, threads);
+}
+void il_skinny_bf16(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K,
+                    int64_t N, int threads) {
+  gemm_bf16(x, w, 0, y, M, K, N, threads);
+}
+/* int8 codes, one fp32 scale per output row: any M (no faster path exists for the codes). */
+void il_skinny_i8(const float* x, const int8_t* q, const float* s, float* y, int64_t M,
+                  int64_t K, int64_t N, int threads) {
+  gemm_i8(x, q, s, y, M, K, N, threads);
+}

@@ -4,29 +4,25 @@
     Int8Linear: y = (x · qᵀ) ⊙ s        q int8 [out, in], s fp32 [out] (symmetric per row)
     Int4Linear: y = Σ_groups d · (x_g · u_gᵀ) + m · Σ x_g    u in [0, 15], groups of g along in
 
-Both compute in fp32 from the codes, a group or a row at a time, in a small C kernel
-(`engines/kernels/lowbit.c`: AVX2 + FMA where the CPU has it, OpenMP over output rows),
-part of the native library that engines/kernels builds once with the system's C compiler into
-the user cache and calls through ctypes. Without a compiler (or on another device or dtype)
-a torch path dequantizes at most `FALLBACK_ROWS` rows at a time and multiplies them:
-correct, slower, never the whole weight.
+Both compute in fp32 from the codes on the native library's kernels (engines/kernels: INT8
+in `skinny.c` beside fp32 and bf16, INT4 in `lowbit.c`; AVX-512, AVX2 or portable vectors,
+one OpenMP region per call), each weight dequantized once in registers and multiplied by every
+input row: the codes cross the memory bus once per call however many rows. INT4 codes are
+stored lane-interleaved for the library's vector width (`_interleave`). Without a compiler
+(or on another device or dtype) a torch path dequantizes at most `FALLBACK_ROWS` rows at a
+time and multiplies them: correct, slower, never the whole weight.
 Symmetric INT4 codes q in [-8, 7] are stored as u = q + 8 with m = -8 d.
 
-What is fastest here, measured on the 2-core AVX2 development machine (shared, 1 torch
-thread), SmolLM2-135M's four linears of 30 layers per decoded token, the weights streaming
-from DRAM (each of 30 layers its own tensors), x one row, ms per token, side by side:
+Measured on a 2-vCPU AVX-512 Xeon (1 thread, shared), SmolLM2-135M's four linears of 30
+layers per token from DRAM, ms, against the kernels before they took rows in tiles:
 
-    fp32 GEMV (the Linear's best layout)     32-34
-    torch._weight_int8pack_mm                ~10x slower than fp32 (ENVIRONMENT notes)
-    C++ op via cpp_extension, int8, 2 accumulators, no prefetch      26
-    this kernel, int8 (4 rows at once, software prefetch)            14.6-14.9   (2.2x)
-    C++ op, int4 g128, nibble shuffles (pmovzx)                      19-21
-    this kernel, int4 g128, lane-interleaved codes                   9.1-9.2     (3.6x)
+    rows        1      4      16     32
+    int8      10.8   12.7   33.7   68.4     (before: 12.7, 28.2, 85.1, 160)
+    int4 g128  7.1   12.0   44.9   86.8     (before: 7.2, 27.0, 98.9, 203)
 
-Single matrices that stay in cache favour the kernels less (int8 3072x576: 114 µs against
-fp32's 220 µs; int4 was compute-bound at 304 µs before the interleaved layout). The kernel is
-plain C compiled in under a second; a `torch.utils.cpp_extension` build of the same code took
-~55 s on this machine (its headers), which is why it is not used.
+and whole-model greedy decode: fp32 22.3 tok/s, INT8 52.2 (2.3x), INT4 69.1 (3.1x), INT8
+lm_head for both. (On the earlier AVX2 machine a `torch._weight_int8pack_mm` decode was ~10x
+slower than fp32, and a `torch.utils.cpp_extension` build of a kernel took ~55 s: its headers.)
 
 Accuracy: the kernels sum in a different order than `x @ dequantize().T`; on random and
 SmolLM2 shapes the max |difference| is below 1e-6 of max |y|.
@@ -80,6 +76,28 @@ def _use_kernel(x: torch.Tensor, ok: bool) -> ctypes.CDLL | None:
     return kernel_library()
 
 
+def int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor,
+                scale: torch.Tensor) -> torch.Tensor:
+    """x [M, K] fp32 · (scale ⊙ q)ᵀ on the native kernel of `lib` (`skinny.c`)."""
+    x = x.contiguous()
+    y = torch.empty(x.shape[0], q.shape[0])
+    lib.il_skinny_i8(x.data_ptr(), q.data_ptr(), scale.data_ptr(), y.data_ptr(), x.shape[0],
+                     q.shape[1], q.shape[0], torch.get_num_threads())
+    return y
+
+
+def int4_kernel(lib: ctypes.CDLL, x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
+                mins: torch.Tensor, group_size: int) -> torch.Tensor:
+    """x [M, K] fp32 · ŵᵀ on the native kernel of `lib` (`lowbit.c`), `codes` interleaved
+    for that library's lanes."""
+    x = x.contiguous()
+    y = torch.empty(x.shape[0], codes.shape[0])
+    lib.il_lowbit_int4(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), mins.data_ptr(),
+                       y.data_ptr(), x.shape[0], x.shape[1], codes.shape[0], scales.shape[1],
+                       group_size, torch.get_num_threads())
+    return y
+
+
 class Int8Linear:
     """y = x · (s ⊙ q)ᵀ with q int8 [out, in] and one fp32 scale per output row."""
 
@@ -117,28 +135,49 @@ class Int8Linear:
         lib = _use_kernel(x2, True)
         if lib is None:
             return _chunked(self, x2).reshape(*x.shape[:-1], self.out_features)
-        x2 = x2.contiguous()
-        y = torch.empty(x2.shape[0], self.out_features)
-        lib.lowbit_int8_mm(x2.data_ptr(), self.q.data_ptr(), self.scale.data_ptr(), y.data_ptr(),
-                           x2.shape[0], self.in_features, self.out_features,
-                           torch.get_num_threads())
-        return y.reshape(*x.shape[:-1], self.out_features)
+        return int8_kernel(lib, x2, self.q, self.scale).reshape(*x.shape[:-1],
+                                                                 self.out_features)
 
 
-def _interleave(u: torch.Tensor) -> torch.Tensor:
-    """uint8 codes [N, K] (K a multiple of 64) -> int32 [N, K / 8], lane l of each 64-block
-    holding code 8 j + l in bits 4j..4j+3 (the kernel's layout)."""
+def _lane_parts(k: int, lanes: int) -> list[tuple[int, int, int]]:
+    """(first weight, end, lanes) of a row's two parts: chunks of 8 `lanes` weights, then
+    what does not fill one (64 weights when lanes = 16) in chunks of 8 lanes."""
+    main = k - k % (8 * lanes)
+    return [(a, e, n) for a, e, n in ((0, main, lanes), (main, k, 8)) if e > a]
+
+
+_NIBBLES = torch.arange(8).view(8, 1) * 4  # bit offset of code j in a word
+
+
+def _interleave(u: torch.Tensor, lanes: int) -> torch.Tensor:
+    """uint8 codes [N, K] (K a multiple of 64) -> int32 [N, K / 8] in the kernel's layout:
+    per chunk of 8 `lanes` weights, word t holds weight (chunk start + lanes j + t) in bits
+    4j..4j+3, so a vector of `lanes` words gives `lanes` consecutive codes per shift."""
     n, k = u.shape
-    v = u.to(torch.int64).view(n, k // 64, 8, 8).transpose(2, 3)  # [N, block, lane, j]
-    words = (v << (torch.arange(8) * 4)).sum(-1).reshape(n, k // 8)
+    parts = []
+    for a, e, width in _lane_parts(k, lanes):
+        v = u[:, a:e].to(torch.int64).view(n, -1, 8, width)  # [N, chunk, j, lane]
+        parts.append((v << _NIBBLES).sum(2).reshape(n, -1))
+    words = torch.cat(parts, 1)
     return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32).contiguous()
 
 
-def _deinterleave(words: torch.Tensor, k: int) -> torch.Tensor:
+def _deinterleave(words: torch.Tensor, k: int, lanes: int) -> torch.Tensor:
     n = words.shape[0]
     w = words.to(torch.int64) & 0xFFFFFFFF
-    v = (w.view(n, k // 64, 8, 1) >> (torch.arange(8) * 4)) & 0xF  # [N, block, lane, j]
-    return v.transpose(2, 3).reshape(n, k).to(torch.uint8)
+    parts, at = [], 0
+    for a, e, width in _lane_parts(k, lanes):
+        chunk = w[:, at:at + (e - a) // 8].view(n, -1, 1, width)
+        parts.append(((chunk >> _NIBBLES) & 0xF).reshape(n, e - a))  # [N, chunk, j, lane]
+        at += (e - a) // 8
+    return torch.cat(parts, 1).to(torch.uint8)
+
+
+def _int4_lanes() -> int:
+    """The lanes of the native library's int4 layout (8 where it does not load: any layout
+    serves the torch path, which reads the codes back with `_deinterleave`)."""
+    lib = kernel_library()
+    return int(lib.il_int4_lanes()) if lib is not None else 8
 
 
 class Int4Linear:
@@ -146,7 +185,7 @@ class Int4Linear:
     shorter: ragged g128 on rows of 576), u 4-bit codes, d and m fp32 [out, n_groups]."""
 
     __slots__ = ("codes", "scales", "mins", "group_size", "out_features", "in_features",
-                 "interleaved")
+                 "interleaved", "lanes")
 
     def __init__(self, u: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor,
                  group_size: int) -> None:
@@ -155,10 +194,11 @@ class Int4Linear:
         if scales.shape != (n, n_groups) or mins.shape != (n, n_groups):
             raise QuantError(f"scales and mins must have shape ({n}, {n_groups})")
         self.out_features, self.in_features, self.group_size = n, k, group_size
-        # Interleaved codes in 64-weight blocks: the kernel runs groups of 64k and of 32.
+        # Interleaved codes: the kernel runs rows of 64k weights in groups of 32k.
         self.interleaved = k % 64 == 0 and group_size % 32 == 0
+        self.lanes = _int4_lanes() if self.interleaved else 0
         if self.interleaved:
-            self.codes = _interleave(u)
+            self.codes = _interleave(u, self.lanes)
         else:  # two per byte, element 2i low nibble (the torch path only)
             from inferlab.engines.quant.packing import pack_int4
 
@@ -191,7 +231,7 @@ class Int4Linear:
     def codes_u8(self, rows: slice | torch.Tensor = slice(None)) -> torch.Tensor:
         c = self.codes[rows]
         if self.interleaved:
-            return _deinterleave(c, self.in_features)
+            return _deinterleave(c, self.in_features, self.lanes)
         if c.shape[-1] == self.in_features:
             return c
         from inferlab.engines.quant.packing import unpack_int4
@@ -211,16 +251,9 @@ class Int4Linear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x2 = _as_rows(x, self.in_features)
         lib = _use_kernel(x2, self.interleaved)
-        if lib is None:
+        if lib is None or int(lib.il_int4_lanes()) != self.lanes:
             return _chunked(self, x2).reshape(*x.shape[:-1], self.out_features)
-        x2 = x2.contiguous()
-        r, n_groups = x2.shape[0], self.scales.shape[1]
-        y = torch.empty(r, self.out_features)
-        xs = torch.empty(r, n_groups)
-        lib.lowbit_int4_mm(x2.data_ptr(), self.codes.data_ptr(), self.scales.data_ptr(),
-                           self.mins.data_ptr(), xs.data_ptr(), y.data_ptr(), r,
-                           self.in_features, self.out_features, n_groups, self.group_size,
-                           torch.get_num_threads())
+        y = int4_kernel(lib, x2, self.codes, self.scales, self.mins, self.group_size)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
