@@ -22,7 +22,9 @@
 #ifndef IL_MR
 #define IL_MR 2
 #endif
-#define I4_PF_TILES 2 /* software prefetch distance, in tiles */
+#ifndef I4_PF_TILES
+#define I4_PF_TILES 2 /* software prefetch distance, in tiles (2-32 measured alike) */
+#endif
 
 typedef uint32_t vu __attribute__((vector_size(IL_VLEN * 4)));
 typedef uint32_t vuu __attribute__((vector_size(IL_VLEN * 4), aligned(4)));
@@ -56,6 +58,8 @@ static inline __attribute__((always_inline)) void int4_tile(
     for (int i = 0; i < NR; ++i) v[i] = *(const vuu*)(w0 + i * KW + c * IL_VLEN);
     if (pf)
       for (int i = 0; i < NR; ++i) __builtin_prefetch(pf + i * KW + c * IL_VLEN);
+    /* unrolled: a shift by a constant is one instruction, by a variable count two */
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       if (left == 0) {
         for (int i = 0; i < NR; ++i) {
@@ -100,6 +104,7 @@ static inline __attribute__((always_inline)) void int4_tile(
       for (int i = 0; i < NR; ++i) acc8[r][i] = (hf){0};
     hu v[I4_NR];
     for (int i = 0; i < NR; ++i) v[i] = *(const hu*)(w0 + i * KW + b);
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       if (left == 0) ++grp, left = g;
       left -= 8;
