@@ -2,6 +2,8 @@
 
 - `url`: the URL check and the one-sentence errors (EndpointError); `scrub` keeps the key out.
 - `sse`: the incremental Server-Sent Events decoder (MalformedSSE).
+- `fields`: strict reads of a server's JSON fields (FieldError names the field).
+- `chunks`: one streamed chunk read strictly: only what the client uses, each field checked.
 - `client`: one streaming request timed chunk by chunk (StreamResult -> RequestTiming).
 - `probe`: before a run, is this an OpenAI-compatible server, which model, which kind.
 - `prompts`: prompt texts of about the workload's length.

@@ -13,7 +13,10 @@ model's tokenizer, else one per timed chunk; `token_source` says which.
 
 A request never raises: any failure is `error`, one short named reason ("HTTP 500: ...",
 "timeout after 30 s waiting for the first byte", "connection reset mid-stream after 12
-chunks", "malformed SSE: ..."), with `error_kind` a stable word for counting.
+chunks", "malformed SSE: ..."), with `error_kind` a stable word for counting. Every field of
+a chunk is checked before use (engines/endpoint/chunks.py); a wrong one fails the request as
+malformed SSE does, naming the chunk and the field ("chunk 3: `choices[0].text` is a number,
+not text"). An event with empty data (a proxy's keep-alive) carries nothing and is skipped.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from dataclasses import asdict, dataclass
 
 import httpx
 
+from inferlab.engines.endpoint import fields
+from inferlab.engines.endpoint.chunks import read_chunk
 from inferlab.engines.endpoint.sse import MalformedSSE, SSEDecoder
 from inferlab.engines.endpoint.url import connect_failure, scrub
 from inferlab.engines.serve.metrics import RequestTiming
@@ -195,44 +200,33 @@ class _Stream:
         self.text: list[str] = []
         self.text_chars = 0
         self.status: int | None = None
-        self.usage: dict | None = None
+        self.usage: tuple[int | None, int | None] | None = None  # (prompt, completion)
+        self.events = 0  # events with data, for naming the chunk at fault
         self.finish: str | None = None
         self.done = False
         self.error: tuple[str, str] | None = None
         self.send_s = spec.scheduled_s
 
     def event(self, data: str, now: float) -> None:
+        """One event's data; MalformedSSE, FieldError or _Failed where it is wrong."""
+        if not data or data.isspace():  # a keep-alive: an empty event carries nothing
+            return
+        self.events += 1
         if data.strip() == "[DONE]":
             self.done = True
             return
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            raise MalformedSSE(f"data is not JSON: {data[:60]!r}") from None
-        if not isinstance(obj, dict):
-            raise MalformedSSE(f"data is not a JSON object: {data[:60]!r}")
-        if obj.get("error"):
-            err = obj["error"]
-            message = err.get("message", err) if isinstance(err, dict) else err
-            raise _Failed("server", f"server error mid-stream: {str(message)[:160]}")
-        if isinstance(obj.get("usage"), dict):
-            self.usage = obj["usage"]
-        choices = obj.get("choices")
-        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        chunk = read_chunk(data, self.chat)
+        if chunk.error is not None:
+            raise _Failed("server", f"server error mid-stream: {chunk.error}")
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if not chunk.has_choice:
             return
-        choice = choices[0]
-        finish = choice.get("finish_reason")
-        if finish:
-            self.finish = str(finish)
-        if self.chat:
-            delta = choice.get("delta") or {}
-            piece = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
-            if not piece and ("role" in delta or finish):
-                return
-        else:
-            piece = choice.get("text") or ""
-            if not piece and finish:
-                return
+        if chunk.finish is not None:
+            self.finish = chunk.finish
+        piece = chunk.piece
+        if not piece and (chunk.role or chunk.finish is not None):
+            return  # a chat delta naming the role only, or a closing chunk with no text
         self.times.append(now)
         self.tokens.append(max(1, count_with(self.counter, piece)) if self.counter and piece
                            else 1)
@@ -242,15 +236,15 @@ class _Stream:
 
     def result(self, end_s: float, secret: str | None) -> StreamResult:
         text = "".join(self.text)[:MAX_TEXT_CHARS]
-        usage = self.usage or {}
+        usage_prompt, usage_out = self.usage or (None, None)  # counts, checked by chunks
         out, source = sum(self.tokens), "chunks"
-        if isinstance(usage.get("completion_tokens"), int):
-            out, source = usage["completion_tokens"], "usage"
+        if usage_out is not None:
+            out, source = usage_out, "usage"
         elif self.counter is not None:
             out, source = count_with(self.counter, text), "tokenizer"
         prompt = self.spec.prompt_tokens
-        if isinstance(usage.get("prompt_tokens"), int):
-            prompt = usage["prompt_tokens"]
+        if usage_prompt is not None:
+            prompt = usage_prompt
         elif self.counter is not None:
             prompt = count_with(self.counter, self.spec.prompt)
         kind, error = self.error or (None, None)
@@ -276,13 +270,15 @@ def _first_line(body: bytes) -> str:
     text = body.decode("utf-8", "replace").strip()
     try:  # OpenAI-style {"error": {"message": ...}} bodies: the message is the useful part
         obj = json.loads(text)
-        err = obj.get("error") if isinstance(obj, dict) else None
-        if isinstance(err, dict) and err.get("message"):
-            text = str(err["message"])
-        elif isinstance(obj, dict) and isinstance(obj.get("detail"), str):
-            text = obj["detail"]
-    except ValueError:
-        pass
+    except (ValueError, RecursionError):
+        obj = None
+    err = obj.get("error") if isinstance(obj, dict) else None
+    message = err.get("message") if isinstance(err, dict) else None
+    detail = obj.get("detail") if isinstance(obj, dict) else None
+    for said in (message, detail):  # only clean text replaces the body's own first line
+        if isinstance(said, str) and said.strip() and fields.is_unicode(said):
+            text = said.strip()
+            break
     line = text.splitlines()[0] if text else "(empty body)"
     return line if len(line) <= 160 else line[:157] + "..."
 
@@ -323,6 +319,8 @@ async def _run(client: httpx.AsyncClient, st: _Stream, clock: Callable[[], float
         st.fail(e.kind, str(e))
     except MalformedSSE as e:
         st.fail("malformed", f"{e} (after {st.n} chunks)")
+    except fields.FieldError as e:  # the same failure as malformed SSE, naming the field
+        st.fail("malformed", f"chunk {st.events}: {e}")
     except httpx.ReadTimeout:
         if st.status is None:
             where = "waiting for the first byte"

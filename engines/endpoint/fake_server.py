@@ -8,7 +8,16 @@ A prompt containing `[fake:MODE]` (or the server's `mode`) picks a behaviour: ok
 request is read, nothing is ever answered), reset (3 chunks, then a TCP reset), http500,
 garbage (a 200 whose body is not SSE), json (a 200 application/json completion: stream=true
 ignored), truncated (2 chunks, then the body ends cleanly without [DONE]), notopenai (404 on
-every /v1 path). `api_key` set: requests without that Bearer key get a 401 whose message
+every /v1 path); and the hostile ones: stallmid (2 chunks, then silence), nonutf8 (2 chunks,
+then an event that is not UTF-8), longline (a line longer than the client takes), html (a 200
+text/html page), deepjson (an event nested 100,000 lists deep), http500deep (a 500 whose JSON
+body nests past any parser), keepalive (empty data events and comments between the chunks:
+a normal stream), nodone (a normal stream whose body ends after the finish reason, no [DONE]).
+`edit_chunk(request_body, chat, event_index, chunk)` rewrites every event of every stream
+before it is sent: it returns the object to send (json.dumps, NaN and Infinity allowed) or the
+raw bytes of the event's data. `replies[path]` serves those bytes as a 200 to a GET of `path`
+(/v1/models, /metrics); `faults[path]` makes a GET of it stall, reset, http500, html, nonutf8
+or huge (a body bigger than the client reads). `api_key` set: requests without that Bearer key get a 401 whose message
 echoes what they sent, as OpenAI's does, so that tests can check the client scrubs it.
 `metrics=True` serves vLLM-named gauges and counters at /metrics; otherwise /metrics is 404.
 `eos_after=N` ends a stream after N tokens (finish "stop") unless the body asks ignore_eos or
@@ -28,19 +37,27 @@ import socket
 import struct
 import sys
 import threading
+from collections.abc import Callable
 
 _MODE = re.compile(r"\[fake:([a-z0-9]+)\]")
 REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error"}
+HUGE_BODY_BYTES = 9 << 20       # above what the client reads of /v1/models and /metrics
+LONG_LINE_BYTES = (1 << 20) + 1  # above the client's SSE line limit
+DEEP = 100_000
 
 
 class FakeServer:
     def __init__(self, token_interval_s: float = 0.005, ttft_s: float = 0.0,
                  api_key: str | None = None, mode: str = "ok", metrics: bool = False,
                  usage: bool = True, eos_after: int | None = None, model: str = "fake-model",
-                 port: int = 0) -> None:
+                 port: int = 0,
+                 edit_chunk: Callable[[dict, bool, int, dict], object] | None = None) -> None:
         self.token_interval_s, self.ttft_s = token_interval_s, ttft_s
         self.api_key, self.mode, self.metrics, self.usage = api_key, mode, metrics, usage
         self.eos_after, self.model, self.port = eos_after, model, port
+        self.edit_chunk = edit_chunk
+        self.replies: dict[str, bytes] = {}  # GET path -> a 200 with this body
+        self.faults: dict[str, str] = {}
         self.requests = 0            # completions asked for
         self.running = 0             # streams open now
         self.peak_running = 0
@@ -131,8 +148,52 @@ class FakeServer:
                      f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n"
                      .encode() + body)
 
+    @staticmethod
+    def _reset(writer) -> None:
+        """A TCP reset: close with SO_LINGER 0."""
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    async def _get_fault(self, fault, path, reader, writer) -> bool:
+        ctype = "application/json" if path.startswith("/v1/") else "text/plain"
+        if fault == "stall":
+            while await reader.read(4096):
+                pass
+            return False
+        if fault == "reset":
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: " + ctype.encode()
+                         + b"\r\nContent-Length: 1000\r\n\r\n{")
+            await writer.drain()
+            self._reset(writer)
+            return False
+        if fault == "http500":
+            self._reply(writer, 500, b"Internal Server Error", "text/plain")
+        elif fault == "html":
+            self._reply(writer, 200, b"<html><body><h1>Sign in to the proxy</h1></body></html>",
+                        "text/html")
+        elif fault == "nonutf8":
+            self._reply(writer, 200, b'{"data": [{"id": "\xff\xfe"}]}\n# \xc3\x28\n', ctype)
+        elif fault == "huge":
+            writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\n"
+                         f"Content-Length: {HUGE_BODY_BYTES}\r\n\r\n".encode())
+            for _ in range(HUGE_BODY_BYTES >> 16):
+                writer.write(b" " * (1 << 16))
+                await writer.drain()
+        else:
+            raise ValueError(f"unknown GET fault {fault!r}")
+        await writer.drain()
+        return True
+
     async def _route(self, method, path, headers, body, reader, writer) -> bool:
         """Answer one request; False closes the connection."""
+        if method == "GET" and path in self.faults:
+            return await self._get_fault(self.faults[path], path, reader, writer)
+        if method == "GET" and path in self.replies:
+            ctype = "application/json" if path.startswith("/v1/") else "text/plain"
+            self._reply(writer, 200, self.replies[path], ctype)
+            await writer.drain()
+            return True
         if path == "/metrics":
             if not self.metrics:
                 self._reply(writer, 404, b"Not Found", "text/plain")
@@ -183,6 +244,15 @@ class FakeServer:
                         "text/plain")
             await writer.drain()
             return True
+        if mode == "http500deep":
+            self._reply(writer, 500, b'{"error": ' + b"[" * 5000)
+            await writer.drain()
+            return True
+        if mode == "html":
+            self._reply(writer, 200, b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>",
+                        "text/html")
+            await writer.drain()
+            return True
         if mode == "json":
             self._reply(writer, 200, json.dumps({"choices": [{"text": "hi"}]}).encode())
             await writer.drain()
@@ -197,47 +267,69 @@ class FakeServer:
         self.running += 1
         self.peak_running = max(self.peak_running, self.running)
         try:
-            return await self._stream(req, chat, mode, n, writer)
+            return await self._stream(req, chat, mode, n, reader, writer)
         finally:
             self.running -= 1
 
-    async def _stream(self, req, chat, mode, n, writer) -> bool:
+    async def _stream(self, req, chat, mode, n, reader, writer) -> bool:
         if self.ttft_s:
             await asyncio.sleep(self.ttft_s)
+        events = 0
+
+        def event(obj: dict) -> None:
+            nonlocal events
+            self._event(writer, obj if self.edit_chunk is None
+                        else self.edit_chunk(req, chat, events, obj))
+            events += 1
+
         if chat:
-            self._event(writer, {"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+            event({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
         for i in range(n):
             if mode == "reset" and i == 3:
                 await writer.drain()
-                sock = writer.get_extra_info("socket")
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                writer.transport.abort()
+                self._reset(writer)
                 return False
             if mode == "truncated" and i == 2:
                 self._chunk(writer, b"")
                 await writer.drain()
                 return True
+            if mode == "stallmid" and i == 2:
+                await writer.drain()
+                while await reader.read(4096):  # say nothing more until the client hangs up
+                    pass
+                return False
+            if i == 2 and mode in ("nonutf8", "longline", "deepjson"):
+                self._chunk(writer, {"nonutf8": b"data: {\"t\": \"\xff\xfe\"}\n\n",
+                                     "longline": b"data: " + b"x" * LONG_LINE_BYTES,
+                                     "deepjson": b"data: " + b"[" * DEEP + b"\n\n"}[mode])
+                self._chunk(writer, b"")
+                await writer.drain()
+                return True
+            if mode == "keepalive":
+                self._chunk(writer, b"data:\n\n: ping\n\ndata: \n\ndata:\ndata:\n\n")
             piece = f"t{i} "
             finish = ("length" if n == int(req.get("max_tokens") or 16) else "stop") \
                 if i == n - 1 else None
             choice = {"index": 0, "finish_reason": finish}
             choice.update({"delta": {"content": piece}} if chat else {"text": piece})
-            self._event(writer, {"object": "text_completion", "choices": [choice]})
+            event({"object": "text_completion", "choices": [choice]})
             self.generated_tokens += 1
             await writer.drain()
             if i < n - 1 and self.token_interval_s:
                 await asyncio.sleep(self.token_interval_s)
         if self.usage and (req.get("stream_options") or {}).get("include_usage"):
             words = len(str(req.get("prompt", req.get("messages", ""))).split())
-            self._event(writer, {"choices": [], "usage": {
+            event({"choices": [], "usage": {
                 "prompt_tokens": words, "completion_tokens": n, "total_tokens": words + n}})
-        self._chunk(writer, b"data: [DONE]\n\n")
+        if mode != "nodone":
+            self._chunk(writer, b"data: [DONE]\n\n")
         self._chunk(writer, b"")
         await writer.drain()
         return True
 
-    def _event(self, writer, obj: dict) -> None:
-        self._chunk(writer, b"data: " + json.dumps(obj).encode() + b"\n\n")
+    def _event(self, writer, obj: object) -> None:
+        data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        self._chunk(writer, b"data: " + data + b"\n\n")
 
     @staticmethod
     def _chunk(writer, data: bytes) -> None:

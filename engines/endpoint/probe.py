@@ -3,18 +3,22 @@
 `probe` asks `/v1/models` (the model list; `owned_by` tells vLLM, SGLang and llama.cpp
 apart) and then streams ONE token from the chosen API. Any of the user's mistakes becomes an
 `EndpointError` with one sentence: nothing listening, a key refused, a server that answers
-404 or HTML or JSON where an SSE stream should be. `check_endpoint` is the same from
-synchronous code (the lab's "check" button, the CLI).
+404 or HTML or JSON where an SSE stream should be. The model list is read strictly (a body
+of at most MAX_MODELS_BYTES, UTF-8 JSON, every field it uses checked: `read_model_list`), so a
+wrong field is that sentence too: "GET /v1/models: `data[0].id` is a number, not text".
+`check_endpoint` is the same from synchronous code (the lab's "check" button, the CLI).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 
 import httpx
 
+from inferlab.engines.endpoint import fields
 from inferlab.engines.endpoint.client import (
     APIS,
     LENGTH_CONTROLS,
@@ -36,6 +40,10 @@ from inferlab.engines.endpoint.url import (
 # /v1/models `owned_by` of each server (llama-cpp-python answers "me").
 OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "me": "llama-cpp-python"}
 PROBE_TIMEOUT_S = 30.0
+MAX_MODELS_BYTES = 4 << 20
+MAX_MODELS = 1000            # model ids kept (they go into results and snapshots)
+MAX_MODEL_ID_CHARS = 1024
+MAX_OWNER_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -52,11 +60,53 @@ def guess_kind(owned_by: str | None) -> str:
     return OWNERS.get((owned_by or "").lower(), "openai")
 
 
-async def _models(client: httpx.AsyncClient, root: str, has_key: bool, secret: str | None):
+def read_model_list(value: object) -> tuple[list[str], str | None]:
+    """The model ids (at most MAX_MODELS) and the first `owned_by` of a /v1/models answer;
+    FieldError for a field of the wrong type or range. Absent or null `data`: no models."""
+    if type(value) is not dict:
+        raise fields.FieldError("", f"is {fields.describe(value)}, not an object")
+    ids: list[str] = []
+    owner = None
+    for i, entry in enumerate(fields.items(value.get("data"), "data") or ()):
+        where = f"data[{i}]"
+        if type(entry) is not dict:
+            raise fields.FieldError(where, f"is {fields.describe(entry)}, not an object")
+        model = fields.text(entry.get("id"), f"{where}.id", MAX_MODEL_ID_CHARS)
+        if not model:
+            raise fields.FieldError(f"{where}.id", "is null or empty, not a model name")
+        owned = fields.text(entry.get("owned_by"), f"{where}.owned_by", MAX_OWNER_CHARS)
+        owner = owner or owned or None
+        if len(ids) < MAX_MODELS:
+            ids.append(model)
+    return ids, owner
+
+
+async def _get_models(client: httpx.AsyncClient, timeout_s: float) -> tuple[httpx.Response,
+                                                                               bytes]:
+    """GET /v1/models, the body read to MAX_MODELS_BYTES and one piece more at most."""
+    pieces, size = [], 0
+    async with client.stream("GET", "/v1/models", timeout=timeout_s) as resp:
+        if resp.status_code == 200:
+            async for piece in resp.aiter_bytes():
+                pieces.append(piece)
+                size += len(piece)
+                if size > MAX_MODELS_BYTES:
+                    break
+    return resp, b"".join(pieces)
+
+
+async def _models(client: httpx.AsyncClient, root: str, has_key: bool, secret: str | None,
+                  timeout_s: float = PROBE_TIMEOUT_S):
     try:
-        resp = await client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
-    except httpx.TransportError as e:
+        resp, body = await _get_models(client, timeout_s)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as e:
         raise EndpointError(connect_failure(e, root)) from None
+    except httpx.TimeoutException:
+        raise EndpointError(f"{host_of(root)} did not answer GET /v1/models within "
+                            f"{timeout_s:g} s") from None
+    except httpx.HTTPError as e:  # a reset, a reply that is not HTTP, a broken body encoding
+        raise EndpointError(f"GET /v1/models on {host_of(root)} failed: the connection "
+                            f"closed or the reply was not HTTP ({type(e).__name__})") from None
     if resp.status_code in (401, 403):
         raise EndpointError(refused_key(resp.status_code, root, has_key))
     if 300 <= resp.status_code < 400:
@@ -65,22 +115,31 @@ async def _models(client: httpx.AsyncClient, root: str, has_key: bool, secret: s
                             "(redirects are not followed, so the key goes nowhere else)")
     if resp.status_code != 200:
         return [], None, resp.status_code
+
+    def refuse(why: str) -> EndpointError:
+        return EndpointError(scrub(not_openai(root, f"GET /v1/models {why}"), secret))
+
+    if len(body) > MAX_MODELS_BYTES:
+        raise refuse(f"sent over {MAX_MODELS_BYTES:,} bytes, not a model list")
     try:
-        data = resp.json().get("data") or []
-        ids = [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
-        owner = next((str(m.get("owned_by")) for m in data
-                      if isinstance(m, dict) and m.get("owned_by")), None)
-    except (ValueError, AttributeError, TypeError):
-        raise EndpointError(not_openai(root, "GET /v1/models did not answer a model list")
-                            ) from None
+        value = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise refuse(f"sent bytes that are not UTF-8 (byte {e.start})") from None
+    except (ValueError, RecursionError):
+        raise refuse("did not answer a model list (not JSON)") from None
+    try:
+        ids, owner = read_model_list(value)
+    except fields.FieldError as e:
+        raise refuse(f"did not answer a model list: {e}") from None
     return ids, owner, 200
 
 
 async def probe(client: httpx.AsyncClient, root: str, model: str | None, api: str,
                 server_kind: str = "auto", include_usage: bool = True,
-                secret: str | None = None) -> ProbeResult:
-    """Check the server with the client the run will use; EndpointError says what is wrong."""
-    ids, owner, status = await _models(client, root, secret is not None, secret)
+                secret: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:
+    """Check the server with the client the run will use; EndpointError says what is wrong.
+    `timeout_s` bounds each of its two requests."""
+    ids, owner, status = await _models(client, root, secret is not None, secret, timeout_s)
     if not model:
         if status != 200:
             raise EndpointError(not_openai(root, f"GET /v1/models answered HTTP {status} "
@@ -95,7 +154,7 @@ async def probe(client: httpx.AsyncClient, root: str, model: str | None, api: st
                                                              include_usage))
     t0 = time.perf_counter()
     r = await stream_one(client, spec, lambda: time.perf_counter() - t0, chat=api == "chat",
-                         read_timeout_s=PROBE_TIMEOUT_S, request_timeout_s=PROBE_TIMEOUT_S,
+                         read_timeout_s=timeout_s, request_timeout_s=timeout_s,
                          secret=secret)
     if r.error_kind == "auth":
         raise EndpointError(refused_key(r.http_status, root, secret is not None))

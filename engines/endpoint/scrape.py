@@ -12,6 +12,11 @@ check itself against the server (generation tokens, TTFT histogram sum and count
 label sets of one name (a model per label, a data-parallel rank per label) are summed, the KV
 fraction averaged. SGLang exports no preemption count and llama.cpp none either; newer
 llama-server builds dropped kv_cache_usage_ratio (its /slots tells instead; not polled here).
+
+What the server sends is checked before use: a body of at most MAX_BODY_BYTES, UTF-8, that
+prometheus-client parses (else a note, and scraping stops); samples that are not finite are
+left out; a common value outside its range (COMMON_RANGES: a fraction 0..1, counts and sums
+>= 0) is left out of that scrape, noted once per series with the first such value.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ COMMON: dict[str, tuple[str, ...]] = {
                   "sglang:inter_token_latency_seconds_count"),
 }
 _AVERAGED = {"kv_usage_frac"}
+COMMON_RANGES = {"kv_usage_frac": (0.0, 1.0, "a fraction from 0 to 1")}
+_AT_LEAST_ZERO = (0.0, math.inf, "a finite number >= 0")
 KINDS = {"vllm:": "vllm", "sglang:": "sglang", "llamacpp:": "llama.cpp"}
 
 
@@ -87,19 +94,30 @@ def base_name(series: str) -> str:
     return series.split("{", 1)[0]
 
 
-def common_values(values: dict[str, float]) -> dict[str, float]:
-    """The COMMON series found in one scrape (absent ones left out)."""
+def checked_common(values: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """The COMMON series found in one scrape, and {server name: why} for those left out
+    because they fall outside COMMON_RANGES (a sum of huge values that overflows included)."""
     by_base: dict[str, list[float]] = {}
     for name, v in values.items():
         by_base.setdefault(base_name(name), []).append(v)
-    out = {}
+    out, bad = {}, {}
     for key, names in COMMON.items():
         for name in names:
             if name in by_base:
                 vs = by_base[name]
-                out[key] = sum(vs) / len(vs) if key in _AVERAGED else sum(vs)
+                v = sum(vs) / len(vs) if key in _AVERAGED else sum(vs)
+                low, high, what = COMMON_RANGES.get(key, _AT_LEAST_ZERO)
+                if math.isfinite(v) and low <= v <= high:
+                    out[key] = v
+                else:
+                    bad[name] = f"{name} is {v:.6g}, not {what}"
                 break
-    return out
+    return out, bad
+
+
+def common_values(values: dict[str, float]) -> dict[str, float]:
+    """The COMMON series found in one scrape (absent and out-of-range ones left out)."""
+    return checked_common(values)[0]
 
 
 def server_kind(names) -> str | None:
@@ -164,8 +182,10 @@ class Scraper:
     """Polls /metrics in the caller's event loop until `stop()`; `result()` after."""
 
     def __init__(self, client: httpx.AsyncClient, clock: Callable[[], float], hz: float = 2.0,
-                 secret: str | None = None) -> None:
+                 secret: str | None = None, timeout_s: float = 2.0) -> None:
         self.client, self.clock, self.secret = client, clock, secret
+        self.timeout_s = timeout_s
+        self._bad_common: set[str] = set()
         self.period_s = 1.0 / min(MAX_HZ, max(MIN_HZ, float(hz)))
         self.notes: list[str] = []
         self.scrapes = 0
@@ -185,36 +205,58 @@ class Scraper:
         if self._gave_up:
             return
         try:
-            resp = await self.client.get("/metrics", timeout=2.0)
+            status, body = await self._fetch()
         except httpx.HTTPError as e:
             self._note(f"/metrics could not be read ({type(e).__name__}); still trying")
             return
         t = self.clock()
-        if resp.status_code == 404:
-            self._note("no /metrics")
-            self._gave_up = True
+        if status == 404:
+            self._stop_with("no /metrics")
             return
-        if resp.status_code != 200:
-            self._note(f"/metrics answered HTTP {resp.status_code}; scraping stopped")
-            self._gave_up = True
+        if status != 200:
+            self._stop_with(f"/metrics answered HTTP {status}; scraping stopped")
             return
-        if len(resp.content) > MAX_BODY_BYTES:
-            self._note(f"/metrics is over {MAX_BODY_BYTES:,} bytes; scraping stopped")
-            self._gave_up = True
+        if len(body) > MAX_BODY_BYTES:
+            self._stop_with(f"/metrics is over {MAX_BODY_BYTES:,} bytes; scraping stopped")
+            return
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self._stop_with(f"/metrics is not UTF-8 text (byte {e.start}); scraping stopped")
             return
         loop = asyncio.get_running_loop()
         try:
-            values = await loop.run_in_executor(None, parse_metrics, resp.text)
+            values = await loop.run_in_executor(None, parse_metrics, text)
         except MetricsFormatError as e:
-            self._note(f"/metrics is {e}; scraping stopped")
-            self._gave_up = True
+            self._stop_with(f"/metrics is {e}; scraping stopped")
             return
         self.scrapes += 1
         self.names.update(values)
         for name, v in values.items():
             self._all.add(name, t, v)
-        for name, v in common_values(values).items():
+        common, bad = checked_common(values)
+        for name, v in common.items():
             self._common.add(name, t, v)
+        for name, why in bad.items():
+            if name not in self._bad_common:
+                self._bad_common.add(name)
+                self._note(f"/metrics: {why}; such values are left out")
+
+    async def _fetch(self) -> tuple[int, bytes]:
+        """GET /metrics: the status and the body, read to MAX_BODY_BYTES and a piece more."""
+        pieces, size = [], 0
+        async with self.client.stream("GET", "/metrics", timeout=self.timeout_s) as resp:
+            if resp.status_code == 200:
+                async for piece in resp.aiter_bytes():
+                    pieces.append(piece)
+                    size += len(piece)
+                    if size > MAX_BODY_BYTES:
+                        break
+        return resp.status_code, b"".join(pieces)
+
+    def _stop_with(self, note: str) -> None:
+        self._note(note)
+        self._gave_up = True
 
     async def run(self) -> None:
         """Scrape now and every period until stopped, then once more (the counters' last

@@ -3,6 +3,8 @@ hangs (short timeouts; the whole file takes a few seconds)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from inferlab.engines.endpoint.load import EndpointRun
 from inferlab.engines.serve.workload import WorkloadRequest
 
@@ -10,34 +12,49 @@ from .conftest import quick_settings, requests
 
 FAULTS = {
     "stall": ("timeout", "timeout after 0.5 s waiting for the first byte"),
+    "stallmid": ("timeout", "timeout after 0.5 s with no data after 2 chunks"),
     "reset": ("reset", "connection reset mid-stream after 3 chunks"),
     "http500": ("http", "HTTP 500: Internal Server Error: the fake engine died"),
+    "http500deep": ("http", 'HTTP 500: {"error": [[[['),
     "garbage": ("malformed", "malformed SSE: line 'this is not an event stream' is not an "
                              "SSE field"),
+    "nonutf8": ("malformed", "malformed SSE: not UTF-8 text (byte 7 of an event) (after 2 "
+                             "chunks)"),
+    "longline": ("malformed", "malformed SSE: a line of over 1,048,576 bytes without a line "
+                              "end (after 2 chunks)"),
+    "deepjson": ("malformed", "malformed SSE: data is not JSON: '[[[["),
     "truncated": ("truncated", "the stream ended after 2 chunks without [DONE] or a finish "
                                "reason"),
     "json": ("not-sse", "the reply is application/json, not a stream of Server-Sent Events"),
+    "html": ("not-sse", "the reply is text/html, not a stream of Server-Sent Events"),
 }
+# streams that are odd but whole: keep-alive events with empty data between the chunks, and
+# a body that ends after the finish reason without [DONE]
+WHOLE = ("ok", "keepalive", "nodone")
 
 
 def test_each_fault_is_counted_and_named_and_the_others_complete(fake_server):
     server = fake_server()
     work = []
-    for mode in ["ok", *FAULTS, "ok"]:
+    for mode in ["ok", *FAULTS, *WHOLE]:
         work += [WorkloadRequest(0.0, 16, 8, prompt=f"[fake:{mode}] hello")] * 2
-    result = EndpointRun(quick_settings(server.url, concurrency=6, read_timeout_s=0.5),
-                         work).run()
-    by_mode = {}
-    for r in result.results:
-        by_mode.setdefault(work[r.index].prompt.split("]")[0][6:], []).append(r)
-    assert all(r.ok and r.output_tokens == 8 for r in by_mode["ok"])
-    for mode, (kind, text) in FAULTS.items():
-        assert [r.error_kind for r in by_mode[mode]] == [kind] * 2, mode
-        assert all(r.error.startswith(text) for r in by_mode[mode]), by_mode[mode][0].error
-    assert result.failures == {kind: 2 for kind, _ in FAULTS.values()}
-    m = result.metrics
-    assert (m.completed, m.failed, result.incomplete) == (4, 12, 0)
-    assert m.ttft_s.count == 4  # only the completed requests are scored
+    for api in ("completions", "chat"):
+        result = EndpointRun(quick_settings(server.url, api=api, concurrency=8,
+                                            read_timeout_s=0.5), work).run()
+        by_mode = {}
+        for r in result.results:
+            by_mode.setdefault(work[r.index].prompt.split("]")[0][6:], []).append(r)
+        for mode in WHOLE:
+            assert all(r.ok and r.output_tokens == len(r.chunk_times_s) == 8
+                       and r.text == "t0 t1 t2 t3 t4 t5 t6 t7 " for r in by_mode[mode]), mode
+        for mode, (kind, text) in FAULTS.items():
+            assert [r.error_kind for r in by_mode[mode]] == [kind] * 2, (api, mode)
+            assert all(r.error.startswith(text) for r in by_mode[mode]), by_mode[mode][0].error
+        kinds = Counter(kind for kind, _ in FAULTS.values())
+        assert result.failures == {kind: 2 * n for kind, n in kinds.items()}
+        m = result.metrics
+        assert (m.completed, m.failed, result.incomplete) == (8, 2 * len(FAULTS), 0)
+        assert m.ttft_s.count == 8  # only the completed requests are scored
 
 
 def test_a_wrong_key_fails_every_request_by_name_and_is_scrubbed(fake_server):
