@@ -52,31 +52,9 @@ static inline void dot4(const float* q, const float* k, int64_t D, float* s) {
     for (int j = 0; j < 4; ++j) s[j] += q[d] * k[j * D + d];
 }
 
-/* e^x lane by lane (x <= 0 here: scores minus their max): 2^(x log2 e) split into an
- * integer power, set in the exponent bits, and a degree-6 polynomial on [0, 1) (relative
- * error ~2e-7, below fp32 accumulation's); below -87 it is 0. */
-static inline pvf vexp(pvf x) {
-  typedef int32_t pvi __attribute__((vector_size(IL_VLEN * 4)));
-  const pvf lo = (pvf){0} - 87.0f;
-  const pvi below = x < lo; /* lanes of -1 where true (C has no vector ?:) */
-  x = (pvf)(((pvi)x & ~below) | ((pvi)lo & below));
-  pvf t = x * 1.44269504088896341f;
-  pvi i = __builtin_convertvector(t, pvi);
-  i += __builtin_convertvector(i, pvf) > t; /* -1 where truncation rounded up */ /* floor: truncation rounds up < 0 */
-  pvf f = t - __builtin_convertvector(i, pvf);
-  pvf p = f * 1.535336188319500e-4f + 1.339887440266574e-3f;
-  p = p * f + 9.618437357674640e-3f;
-  p = p * f + 5.550332471162809e-2f;
-  p = p * f + 2.402264791363012e-1f;
-  p = p * f + 6.931472028550421e-1f;
-  p = p * f + 1.0f;
-  pvi bits = (i + 127) << 23;
-  return p * (pvf)bits;
-}
-
 static inline void exp_inplace(float* x, int64_t n) {
   int64_t t = 0;
-  for (; t + IL_VLEN <= n; t += IL_VLEN) *(pvfu*)(x + t) = vexp(*(const pvfu*)(x + t));
+  for (; t + IL_VLEN <= n; t += IL_VLEN) *(pvfu*)(x + t) = il_vexp(*(const pvfu*)(x + t));
   for (; t < n; ++t) x[t] = expf(x[t]);
 }
 

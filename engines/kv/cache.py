@@ -127,6 +127,11 @@ class PagedKVCache:
         self.k[layer].view(shape).index_copy_(1, slots, k.to(self.dtype).transpose(0, 1))
         self.v[layer].view(shape).index_copy_(1, slots, v.to(self.dtype).transpose(0, 1))
 
+    def slot_stores(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer `layer`'s K and V as [n_kv_heads, n_slots, d_head] views (flat slots)."""
+        shape = (self.n_kv_heads, self.n_blocks * self.block_size, self.d_head)
+        return self.k[layer].view(shape), self.v[layer].view(shape)
+
     def copy_blocks(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Copy whole blocks src -> dst in every layer and head (copy-on-write after a fork).
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from inferlab.engines import kernels
+from inferlab.engines.kernels import fused
 from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
 from inferlab.engines.kv.cache import PagedKVCache
 from inferlab.engines.kv.paged_attention import sdpa_gqa
@@ -137,6 +139,11 @@ class Llama:
         self.scale = config.d_head ** -0.5
         self._q_dim = config.n_heads * config.d_head
         self._qk_heads = config.n_heads + config.n_kv_heads
+        # The small ops between the matmuls, fused on the native library (fp32 on the CPU,
+        # when the layers are built for the native path): chosen now, as the layouts are.
+        self.glue = fused.glue() if (self.device.type == "cpu" and self.dtype == torch.float32
+                                     and kernels.current() == "native"
+                                     and config.d_head <= fused.MAX_D_HEAD) else None
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -233,8 +240,16 @@ class Llama:
         def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
             return paged(q, layer, scale)
 
-        def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-            cache.write(layer, slots, k, v)
+        if self.glue is not None and type(cache) is PagedKVCache and \
+                cache.kv.dtype == torch.float32 and cache.device.type == "cpu":
+            glue = self.glue
+            slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
+
+            def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+                glue.write_kv(k, v, slots64, *cache.slot_stores(layer))
+        else:
+            def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+                cache.write(layer, slots, k, v)
 
         x = self._layers(self.embed[token_ids], cos, sin, attend, write)
         if logits_index is None:
@@ -293,6 +308,8 @@ class Llama:
 
     def _layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend, write
                 ) -> torch.Tensor:
+        if self.glue is not None and x.dtype == torch.float32:
+            return self._layers_fused(x, cos, sin, attend, write)
         c = self.config
         n, eps, d_head, d_ff = x.shape[0], c.norm_eps, c.d_head, c.d_ff
         q_dim, qk_heads, d_model = self._q_dim, self._qk_heads, c.d_model
@@ -311,6 +328,30 @@ class Llama:
             gu = lw.gate_up(h)
             x = x + lw.down(F.silu(gu[:, :d_ff]) * gu[:, d_ff:])
         return x
+
+    def _layers_fused(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend,
+                      write) -> torch.Tensor:
+        """`_layers` with the small ops on the native library: each residual add folded into
+        the next RMSNorm, RoPE in place on the QKV product, SwiGLU in one pass (fp32)."""
+        c, glue = self.config, self.glue
+        n, eps, d_head = x.shape[0], c.norm_eps, c.d_head
+        q_dim, qk_dim = self._q_dim, self._qk_heads * d_head
+        x = x.contiguous().clone()  # the residual stream, updated in place
+        h = torch.empty_like(x)
+        cos, sin = cos.contiguous(), sin.contiguous()
+        residual = None
+        for i, lw in enumerate(self.layers):
+            glue.add_rms_norm(x, residual, lw.attn_norm, eps, out=h)
+            qkv = lw.qkv(h)
+            glue.rope(qkv, cos, sin, self._qk_heads, d_head)
+            q = qkv[:, :q_dim].view(n, c.n_heads, d_head)
+            k = qkv[:, q_dim:qk_dim].view(n, c.n_kv_heads, d_head)
+            v = qkv[:, qk_dim:].view(n, c.n_kv_heads, d_head)
+            write(i, k, v)
+            residual = lw.o(attend(q, i).reshape(n, q_dim))
+            glue.add_rms_norm(x, residual, lw.mlp_norm, eps, out=h)
+            residual = lw.down(glue.silu_mul(lw.gate_up(h)))
+        return x.add_(residual) if residual is not None else x
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         x = rms_norm(x, (self.config.d_model,), self.final_norm, self.config.norm_eps)

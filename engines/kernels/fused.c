@@ -1,0 +1,95 @@
+/* The small ops between a decoder layer's matrix products, fused (fp32 rows of T tokens): each
+ * is a handful of torch calls (and their dispatch, allocations and copies) done here in one
+ * pass over the data, which at decode is a few kilobytes.
+ *
+ *   il_add_rms_norm   x += r (when r is given); h = x / sqrt(mean(x²) + eps) * w
+ *   il_rope           rotate-half RoPE in place on the first H heads of each row:
+ *                     x[i] = x[i] cos[i] + x[(i + D/2) mod D] sin_signed[i]
+ *   il_silu_mul       out[t, f] = silu(gu[t, f]) * gu[t, F + f]   (SwiGLU's gate and up)
+ *   il_write_kv       K and V rows of T tokens into a paged fp32 cache at their flat slots
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vector_sums.h"
+
+static inline vf ld(const float* p) { return *(const vfu*)p; }
+static inline void st(float* p, vf v) { *(vfu*)p = v; }
+
+void il_add_rms_norm(float* x, const float* r, const float* w, float* h, int64_t T, int64_t D,
+                     float eps) {
+  const int64_t DV = D - D % IL_VLEN;
+  for (int64_t t = 0; t < T; ++t) {
+    float* xt = x + t * D;
+    float* ht = h + t * D;
+    vf acc = (vf){0};
+    float tail = 0.f;
+    if (r) {
+      const float* rt = r + t * D;
+      for (int64_t i = 0; i < DV; i += IL_VLEN) {
+        const vf v = ld(xt + i) + ld(rt + i);
+        st(xt + i, v);
+        acc += v * v;
+      }
+      for (int64_t i = DV; i < D; ++i) xt[i] += rt[i], tail += xt[i] * xt[i];
+    } else {
+      for (int64_t i = 0; i < DV; i += IL_VLEN) acc += ld(xt + i) * ld(xt + i);
+      for (int64_t i = DV; i < D; ++i) tail += xt[i] * xt[i];
+    }
+    /* as torch: the mean of squares in fp32, then its reciprocal square root */
+    const float inv = 1.0f / sqrtf((il_hsum(acc) + tail) / (float)D + eps);
+    for (int64_t i = 0; i < DV; i += IL_VLEN) st(ht + i, ld(xt + i) * inv * ld(w + i));
+    for (int64_t i = DV; i < D; ++i) ht[i] = xt[i] * inv * w[i];
+  }
+}
+
+/* x: T rows of `stride` floats; heads 0..H-1 of width D (even) at the row's start. cos and
+ * sin_signed: [T, D], the tables at each token's position. */
+void il_rope(float* x, const float* cos_t, const float* sin_t, int64_t T, int64_t H, int64_t D,
+             int64_t stride) {
+  const int64_t half = D / 2;
+  float tmp[512];
+  for (int64_t t = 0; t < T; ++t) {
+    const float* c = cos_t + t * D;
+    const float* s = sin_t + t * D;
+    for (int64_t hd = 0; hd < H; ++hd) {
+      float* v = x + t * stride + hd * D;
+      memcpy(tmp, v, (size_t)D * sizeof(float));
+      int64_t i = 0;
+      for (; i + IL_VLEN <= half; i += IL_VLEN) {
+        st(v + i, ld(tmp + i) * ld(c + i) + ld(tmp + half + i) * ld(s + i));
+        st(v + half + i, ld(tmp + half + i) * ld(c + half + i) + ld(tmp + i) * ld(s + half + i));
+      }
+      for (; i < half; ++i) {
+        v[i] = tmp[i] * c[i] + tmp[half + i] * s[i];
+        v[half + i] = tmp[half + i] * c[half + i] + tmp[i] * s[half + i];
+      }
+    }
+  }
+}
+
+void il_silu_mul(const float* gu, float* out, int64_t T, int64_t F) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float* g = gu + t * 2 * F;
+    const float* u = g + F;
+    float* o = out + t * F;
+    int64_t f = 0;
+    for (; f + IL_VLEN <= F; f += IL_VLEN) {
+      const vf gv = ld(g + f);
+      st(o + f, gv / (1.f + il_vexp(-gv)) * ld(u + f));
+    }
+    for (; f < F; ++f) o[f] = g[f] / (1.f + expf(-g[f])) * u[f];
+  }
+}
+
+/* k, v: T rows of `stride` floats, Hkv heads of D each; kc, vc: [Hkv, n_slots, D]. */
+void il_write_kv(const float* k, const float* v, int64_t stride, const int64_t* slots, float* kc,
+                 float* vc, int64_t T, int64_t Hkv, int64_t D, int64_t n_slots) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < Hkv; ++h) {
+      const int64_t at = (h * n_slots + slots[t]) * D;
+      memcpy(kc + at, k + t * stride + h * D, (size_t)D * sizeof(float));
+      memcpy(vc + at, v + t * stride + h * D, (size_t)D * sizeof(float));
+    }
+}

@@ -1,0 +1,99 @@
+"""The small ops of a decoder layer on the native library (`fused.c`), fp32 on the CPU:
+residual add + RMSNorm, RoPE in place, SwiGLU's silu(gate) * up, and the K/V write into a
+paged cache. At decode each is a few kilobytes of work behind several torch calls (dispatch,
+allocation, a copy for a transpose or a roll); here each is one call.
+
+`glue()` gives the functions bound to the library, or None where it does not load (torch
+runs). Each checks what it is given and raises ValueError rather than read out of bounds.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from inferlab.engines.kernels.library import NativeLibrary, library
+
+MAX_D_HEAD = 512
+"""`il_rope` rotates a head through a stack buffer of this many floats."""
+
+
+def _fp32_rows(*tensors: torch.Tensor) -> None:
+    for t in tensors:
+        if t.dtype != torch.float32 or t.device.type != "cpu" or t.stride(-1) != 1:
+            raise ValueError(f"need fp32 CPU rows with unit stride, got {t.dtype} "
+                             f"{t.device} stride {t.stride()}")
+
+
+class Glue:
+    """The fused ops of one library build."""
+
+    def __init__(self, lib: NativeLibrary) -> None:
+        self.lib = lib.cdll
+
+    def add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+                     eps: float, out: torch.Tensor) -> torch.Tensor:
+        """x += residual (in place, when given); out = rms_norm(x) * weight. x, residual and
+        out [T, D] contiguous, weight [D]."""
+        _fp32_rows(x, weight, out, *(() if residual is None else (residual,)))
+        t, d = x.shape
+        if not (x.is_contiguous() and out.is_contiguous() and out.shape == x.shape
+                and weight.shape == (d,) and (residual is None or (
+                    residual.is_contiguous() and residual.shape == x.shape))):
+            raise ValueError("add_rms_norm: x, residual and out must be contiguous [T, D]")
+        self.lib.il_add_rms_norm(x.data_ptr(), 0 if residual is None else residual.data_ptr(),
+                                 weight.data_ptr(), out.data_ptr(), t, d, eps)
+        return out
+
+    def rope(self, rows: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
+             n_heads: int, d_head: int) -> None:
+        """Rotate the first `n_heads` heads of each row of `rows` [T, width] in place by the
+        tables at each row's position (`RopeTables.at`: [T, 1, d_head] each)."""
+        _fp32_rows(rows, cos, sin_signed)
+        t = rows.shape[0]
+        if (d_head % 2 or d_head > MAX_D_HEAD or n_heads * d_head > rows.shape[1]
+                or cos.numel() != t * d_head or sin_signed.numel() != t * d_head
+                or not cos.is_contiguous() or not sin_signed.is_contiguous()):
+            raise ValueError(f"rope: {n_heads} heads of {d_head} on rows {tuple(rows.shape)}")
+        self.lib.il_rope(rows.data_ptr(), cos.data_ptr(), sin_signed.data_ptr(), t, n_heads,
+                         d_head, rows.stride(0))
+
+    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """[T, 2F] (gate, then up) -> silu(gate) * up [T, F]."""
+        _fp32_rows(gate_up)
+        if not gate_up.is_contiguous() or gate_up.shape[1] % 2:
+            raise ValueError(f"silu_mul: need contiguous [T, 2F], got {tuple(gate_up.shape)}")
+        t, f = gate_up.shape[0], gate_up.shape[1] // 2
+        out = torch.empty(t, f)
+        self.lib.il_silu_mul(gate_up.data_ptr(), out.data_ptr(), t, f)
+        return out
+
+    @staticmethod
+    def checked_slots(slots: torch.Tensor, n_slots: int) -> torch.Tensor:
+        """`slots` as contiguous int64 on the CPU, each checked to lie in 0..n_slots-1 (once
+        per step; `write_kv` then trusts them for every layer)."""
+        slots = slots.to(device="cpu", dtype=torch.int64).contiguous()
+        if slots.numel() and not (0 <= int(slots.min()) and int(slots.max()) < n_slots):
+            raise ValueError(f"write_kv: a slot outside 0..{n_slots - 1}")
+        return slots
+
+    def write_kv(self, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor,
+                 k_store: torch.Tensor, v_store: torch.Tensor) -> None:
+        """k, v [T, Hkv, D] (rows of one stride, heads packed) into stores [Hkv, n_slots, D]
+        at `slots` [T], from `checked_slots`."""
+        _fp32_rows(k, v, k_store, v_store)
+        t, hkv, d = k.shape
+        n_slots = k_store.shape[1]
+        if (v.shape != k.shape or k.stride() != v.stride() or k.stride(1) != d
+                or k_store.shape != (hkv, n_slots, d) or v_store.shape != k_store.shape
+                or not (k_store.is_contiguous() and v_store.is_contiguous())
+                or slots.dtype != torch.int64 or slots.shape != (t,)
+                or not slots.is_contiguous()):
+            raise ValueError("write_kv: shapes, strides or slot dtype do not fit the store")
+        self.lib.il_write_kv(k.data_ptr(), v.data_ptr(), k.stride(0), slots.data_ptr(),
+                             k_store.data_ptr(), v_store.data_ptr(), t, hkv, d, n_slots)
+
+
+def glue(lib: NativeLibrary | None = None) -> Glue | None:
+    """The fused ops on `lib` (default: this CPU's build), or None where none loads."""
+    lib = lib or library()
+    return None if lib is None else Glue(lib)

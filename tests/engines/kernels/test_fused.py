@@ -1,0 +1,110 @@
+"""The fused small ops against the torch ops they replace, on every instruction set this CPU
+runs: RMSNorm (with and without the residual add), RoPE, SwiGLU, the paged K/V write."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.engines.kernels import fused
+from inferlab.engines.kernels import library as native
+from inferlab.engines.kv.cache import PagedKVCache
+from inferlab.engines.model.rope import RopeTables, apply_rope
+
+
+def _runnable_isas() -> list[str]:
+    flags = native.host_flags()
+    return [isa for isa, needs in native.ISA_NEEDS.items() if needs <= flags]
+
+
+@pytest.fixture(scope="module", params=_runnable_isas())
+def glue(request):
+    return fused.glue(native.build(request.param))
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> bool:
+    return bool((a - b).abs().max() <= rel * b.abs().max().clamp_min(1e-30))
+
+
+@settings(max_examples=30, deadline=None)
+@given(t=st.integers(1, 9), d=st.integers(1, 200), residual=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_add_rms_norm_is_torchs(glue, t, d, residual, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x, r = torch.randn(t, d, generator=gen), torch.randn(t, d, generator=gen)
+    w = torch.randn(d, generator=gen)
+    want_x = x + r if residual else x.clone()
+    want = F.rms_norm(want_x, (d,), w, 1e-5)
+    out = torch.empty(t, d)
+    glue.add_rms_norm(x, r if residual else None, w, 1e-5, out)
+    assert torch.equal(x, want_x)  # the residual stream updated in place, exactly
+    assert _close(out, want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(t=st.integers(1, 7), heads=st.integers(1, 5), extra=st.integers(0, 40),
+       half=st.integers(1, 70), seed=st.integers(0, 2**16))
+def test_rope_in_place_is_apply_rope(glue, t, heads, extra, half, seed):
+    d = 2 * half
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randn(t, heads * d + extra, generator=gen)
+    tables = RopeTables(d, 4096, 10000.0)
+    cos, sin = tables.at(torch.randint(0, 4096, (t,), generator=gen))
+    want = rows.clone()
+    want[:, :heads * d] = apply_rope(rows[:, :heads * d].view(t, heads, d), cos, sin).reshape(
+        t, heads * d)
+    glue.rope(rows, cos, sin, heads, d)
+    assert _close(rows, want)
+    assert torch.equal(rows[:, heads * d:], want[:, heads * d:])  # past the heads: untouched
+
+
+@settings(max_examples=30, deadline=None)
+@given(t=st.integers(1, 9), f=st.integers(1, 300), scale=st.sampled_from([1.0, 30.0]),
+       seed=st.integers(0, 2**16))
+def test_silu_mul_is_swiglu(glue, t, f, scale, seed):
+    gen = torch.Generator().manual_seed(seed)
+    gu = torch.randn(t, 2 * f, generator=gen) * scale  # large gates: exp far from 1
+    want = F.silu(gu[:, :f]) * gu[:, f:]
+    got = glue.silu_mul(gu)
+    assert torch.allclose(got, want, rtol=2e-6, atol=1e-6 * float(want.abs().max()))
+
+
+def test_write_kv_is_the_caches_own_write(glue):
+    gen = torch.Generator().manual_seed(5)
+    a, b = PagedKVCache(2, 6, 4, 3, 8), PagedKVCache(2, 6, 4, 3, 8)
+    qkv = torch.randn(5, 4 * 8 + 2 * 3 * 8, generator=gen)  # 4 query heads, then K, then V
+    k = qkv[:, 32:56].view(5, 3, 8)
+    v = qkv[:, 56:].view(5, 3, 8)
+    slots = torch.tensor([0, 7, 3, 23, 12])
+    a.write(1, slots, k, v)
+    glue.write_kv(k, v, glue.checked_slots(slots, 24), *b.slot_stores(1))
+    assert torch.equal(a.kv, b.kv)
+
+
+def test_bad_arguments_are_refused_not_read_out_of_bounds(glue):
+    with pytest.raises(ValueError, match="slot outside"):
+        glue.checked_slots(torch.tensor([0, 24]), 24)
+    with pytest.raises(ValueError, match="slot outside"):
+        glue.checked_slots(torch.tensor([-1]), 24)
+    with pytest.raises(ValueError):
+        glue.silu_mul(torch.randn(2, 5))  # odd width: no gate/up halves
+    with pytest.raises(ValueError):
+        glue.add_rms_norm(torch.randn(2, 4), None, torch.randn(3), 1e-5, torch.empty(2, 4))
+    with pytest.raises(ValueError):
+        glue.rope(torch.randn(1, 16), *RopeTables(16, 8, 1e4).at(torch.tensor([0])), 2, 16)
+    with pytest.raises(ValueError):
+        glue.add_rms_norm(torch.randn(2, 4, dtype=torch.float64), None, torch.randn(4), 1e-5,
+                          torch.empty(2, 4))
+
+
+def test_the_model_takes_the_fused_ops_on_the_native_path_only():
+    from inferlab.engines import kernels
+    from inferlab.engines.model.tiny import tiny_model
+
+    with kernels.use("native"):
+        assert tiny_model().glue is not None
+    with kernels.use("torch"):
+        assert tiny_model().glue is None
