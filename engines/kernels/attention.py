@@ -19,12 +19,21 @@ MAX_NATIVE_QUERIES = 16
 matrix products beat one query row at a time)."""
 MAX_GROUP, MAX_D_HEAD, MAX_BLOCK_SIZE = 16, 256, 128
 """The kernel's fixed scratch limits: query heads per KV head, head width, block size."""
+MAX_QUANT_BLOCK_VALUES = 8192
+"""An INT8 cache's block (block_size · d_head values) is dequantized on the kernel's stack."""
+
+
+def _int8_codes(cache) -> bool:
+    return getattr(cache, "kv_dtype", None) == "int8" and \
+        cache.block_size * cache.d_head <= MAX_QUANT_BLOCK_VALUES
 
 
 def supports(cache, query_lens) -> bool:
     """Whether a step over `cache` (an engines.kv PagedKVCache) with these per-sequence query
-    counts runs natively: fp32 storage on the CPU (INT8/FP8 codes and bf16 run torch)."""
-    return (cache.device.type == "cpu" and cache.kv.dtype == torch.float32
+    counts runs natively: fp32 storage, or INT8 codes with their per-token scales (read and
+    scaled in the kernel), on the CPU with fp32 compute (FP8 codes and bf16 run torch)."""
+    stored = cache.kv.dtype == torch.float32 or _int8_codes(cache)
+    return (cache.device.type == "cpu" and stored and cache.dtype == torch.float32
             and cache.block_size <= MAX_BLOCK_SIZE and cache.d_head <= MAX_D_HEAD
             and len(query_lens) > 0 and max(query_lens) <= MAX_NATIVE_QUERIES
             and library() is not None)
@@ -57,9 +66,15 @@ class PagedPlan:
         out = torch.empty_like(q)
         scale = d_head ** -0.5 if scale is None else float(scale)
         kv = cache.kv[layer]
-        self.lib.cdll.il_paged_attention_f32(
-            q.data_ptr(), kv.data_ptr(), self.tables.data_ptr(), self.qsl.data_ptr(),
-            self.positions.data_ptr(), out.data_ptr(), self.n_seqs, n_heads, cache.n_kv_heads,
-            d_head, cache.n_blocks, cache.block_size, self.tables.shape[1], scale,
-            torch.get_num_threads())
+        common = (self.tables.data_ptr(), self.qsl.data_ptr(), self.positions.data_ptr(),
+                  out.data_ptr(), self.n_seqs, n_heads, cache.n_kv_heads, d_head,
+                  cache.n_blocks, cache.block_size, self.tables.shape[1], scale,
+                  torch.get_num_threads())
+        if kv.dtype == torch.int8:
+            self.lib.cdll.il_paged_attention_i8(q.data_ptr(), kv.data_ptr(),
+                                                cache.scales[layer].data_ptr(), *common)
+        elif kv.dtype == torch.float32:
+            self.lib.cdll.il_paged_attention_f32(q.data_ptr(), kv.data_ptr(), *common)
+        else:
+            raise ValueError(f"no native kernel for a {kv.dtype} cache")
         return out

@@ -7,6 +7,9 @@
  *                     x[i] = x[i] cos[i] + x[(i + D/2) mod D] sin_signed[i]
  *   il_silu_mul       out[t, f] = silu(gu[t, f]) * gu[t, F + f]   (SwiGLU's gate and up)
  *   il_write_kv       K and V rows of T tokens into a paged fp32 cache at their flat slots
+ *   il_write_kv_i8    the same into an INT8 cache: per token and head s = max|x| / 127 (1 for
+ *                     all zeros), codes round(x / s) (half to even) clamped to ±127, as
+ *                     engines/kv/cache.py's QuantizedPagedKVCache.quantize does in torch
  */
 #include <math.h>
 #include <stdint.h>
@@ -91,5 +94,28 @@ void il_write_kv(const float* k, const float* v, int64_t stride, const int64_t* 
       const int64_t at = (h * n_slots + slots[t]) * D;
       memcpy(kc + at, k + t * stride + h * D, (size_t)D * sizeof(float));
       memcpy(vc + at, v + t * stride + h * D, (size_t)D * sizeof(float));
+    }
+}
+
+static void quantize_row(const float* x, int8_t* c, float* s, int64_t D) {
+  float amax = 0.f;
+  for (int64_t d = 0; d < D; ++d) amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
+  const float sc = amax > 0.f ? amax / 127.0f : 1.0f;
+  for (int64_t d = 0; d < D; ++d) {
+    float q = nearbyintf(x[d] / sc);
+    c[d] = (int8_t)(q > 127.f ? 127.f : q < -127.f ? -127.f : q);
+  }
+  *s = sc;
+}
+
+/* k, v as il_write_kv's; kc, vc: int8 [Hkv, n_slots, D]; ks, vs: fp32 [Hkv, n_slots]. */
+void il_write_kv_i8(const float* k, const float* v, int64_t stride, const int64_t* slots,
+                    int8_t* kc, int8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv,
+                    int64_t D, int64_t n_slots) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < Hkv; ++h) {
+      const int64_t at = h * n_slots + slots[t];
+      quantize_row(k + t * stride + h * D, kc + at * D, ks + at, D);
+      quantize_row(v + t * stride + h * D, vc + at * D, vs + at, D);
     }
 }

@@ -92,6 +92,25 @@ class Glue:
         self.lib.il_write_kv(k.data_ptr(), v.data_ptr(), k.stride(0), slots.data_ptr(),
                              k_store.data_ptr(), v_store.data_ptr(), t, hkv, d, n_slots)
 
+    def write_kv_i8(self, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor,
+                    codes: tuple[torch.Tensor, torch.Tensor],
+                    scales: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """As `write_kv` into an INT8 cache: `codes` int8 [Hkv, n_slots, D] each (K, V),
+        `scales` fp32 [Hkv, n_slots] each; quantized per token and head as the cache's own
+        `quantize` does (max|x| / 127, round half to even)."""
+        _fp32_rows(k, v, *scales)
+        t, hkv, d = k.shape
+        n_slots = codes[0].shape[1]
+        if (v.shape != k.shape or k.stride() != v.stride() or k.stride(1) != d
+                or any(c.dtype != torch.int8 or c.shape != (hkv, n_slots, d)
+                       or not c.is_contiguous() for c in codes)
+                or any(s.shape != (hkv, n_slots) or not s.is_contiguous() for s in scales)
+                or slots.dtype != torch.int64 or slots.shape != (t,)):
+            raise ValueError("write_kv_i8: shapes, strides or dtypes do not fit the store")
+        self.lib.il_write_kv_i8(k.data_ptr(), v.data_ptr(), k.stride(0), slots.data_ptr(),
+                                codes[0].data_ptr(), codes[1].data_ptr(), scales[0].data_ptr(),
+                                scales[1].data_ptr(), t, hkv, d, n_slots)
+
 
 def glue(lib: NativeLibrary | None = None) -> Glue | None:
     """The fused ops on `lib` (default: this CPU's build), or None where none loads."""

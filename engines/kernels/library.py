@@ -139,12 +139,16 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.il_paged_attention_f32.argtypes = [p, p, p, p, p, p, i64, i64, i64, i64, i64, i64, i64,
                                            f32, i32]
     lib.il_paged_attention_f32.restype = None
+    lib.il_paged_attention_i8.argtypes = [p, p, p, p, p, p, p, i64, i64, i64, i64, i64, i64,
+                                          i64, f32, i32]
+    lib.il_paged_attention_i8.restype = None
     f32p = ctypes.c_float
     lib.il_add_rms_norm.argtypes = [p, p, p, p, i64, i64, f32p]
     lib.il_rope.argtypes = [p, p, p, i64, i64, i64, i64]
     lib.il_silu_mul.argtypes = [p, p, i64, i64]
     lib.il_write_kv.argtypes = [p, p, i64, p, p, p, i64, i64, i64, i64]
-    for name in ("il_add_rms_norm", "il_rope", "il_silu_mul", "il_write_kv"):
+    lib.il_write_kv_i8.argtypes = [p, p, i64, p, p, p, p, p, i64, i64, i64, i64]
+    for name in ("il_add_rms_norm", "il_rope", "il_silu_mul", "il_write_kv", "il_write_kv_i8"):
         getattr(lib, name).restype = None
     lib.il_skinny_i8.argtypes = [p, p, p, p, i64, i64, i64, i32]
     lib.il_skinny_i8.restype = None

@@ -22,6 +22,7 @@
 #define IL_MAX_GROUP 16  /* query heads per KV head */
 #define IL_MAX_DHEAD 256
 #define IL_MAX_BLOCK 128 /* tokens per block */
+#define IL_MAX_QUANT_BLOCK 8192 /* block_size · d_head of an INT8 cache (dequantized on the stack) */
 
 typedef vf pvf;
 typedef vfu pvfu;
@@ -68,11 +69,25 @@ static inline void scal(float* y, float a, int64_t D) {
   for (int64_t d = 0; d < D; ++d) y[d] *= a;
 }
 
-/* One query row's g heads against one KV head's keys 0..limit-1. */
-static void attend_row(const float* q, const float* k_head, const float* v_head,
-                       const int32_t* table, int64_t limit, int64_t g, int64_t D, int64_t bs,
-                       float scale, float* out) {
+/* rows [n, D] of INT8 codes times one scale per row, into fp32 */
+static inline void dequant_rows(float* dst, const int8_t* c, const float* sc, int64_t n,
+                                int64_t D) {
+  for (int64_t t = 0; t < n; ++t) {
+    int64_t d = 0;
+    for (; d + IL_VLEN <= D; d += IL_VLEN)
+      *(pvfu*)(dst + t * D + d) = il_load_i8(c + t * D + d) * sc[t];
+    for (; d < D; ++d) dst[t * D + d] = (float)c[t * D + d] * sc[t];
+  }
+}
+
+/* One query row's g heads against one KV head's keys 0..limit-1. K/V are fp32, or INT8 codes
+ * (k_scales given: one scale per token) dequantized a block at a time, once for all g heads. */
+static void attend_row(const float* q, const void* k_head, const void* v_head,
+                       const float* k_scales, const float* v_scales, const int32_t* table,
+                       int64_t limit, int64_t g, int64_t D, int64_t bs, float scale,
+                       float* out) {
   float m[IL_MAX_GROUP], l[IL_MAX_GROUP], s[IL_MAX_GROUP][IL_MAX_BLOCK];
+  float kbuf[IL_MAX_QUANT_BLOCK], vbuf[IL_MAX_QUANT_BLOCK];
   for (int64_t i = 0; i < g; ++i) {
     m[i] = -INFINITY;
     l[i] = 0.f;
@@ -81,8 +96,13 @@ static void attend_row(const float* q, const float* k_head, const float* v_head,
   for (int64_t t0 = 0; t0 < limit; t0 += bs) {
     const int64_t n = limit - t0 < bs ? limit - t0 : bs;
     const int64_t blk = table[t0 / bs];
-    const float* kb = k_head + blk * bs * D;
-    const float* vb = v_head + blk * bs * D;
+    const float* kb = (const float*)k_head + blk * bs * D;
+    const float* vb = (const float*)v_head + blk * bs * D;
+    if (k_scales) {
+      dequant_rows(kbuf, (const int8_t*)k_head + blk * bs * D, k_scales + blk * bs, n, D);
+      dequant_rows(vbuf, (const int8_t*)v_head + blk * bs * D, v_scales + blk * bs, n, D);
+      kb = kbuf, vb = vbuf;
+    }
     for (int64_t i = 0; i < g; ++i) {
       int64_t t = 0;
       for (; t + 4 <= n; t += 4) dot4(q + i * D, kb + t * D, D, s[i] + t);
@@ -109,23 +129,44 @@ static void attend_row(const float* q, const float* k_head, const float* v_head,
   for (int64_t i = 0; i < g; ++i) scal(out + i * D, 1.f / l[i], D);
 }
 
-/* q, out [T, H, D]; kv the layer's [2, Hkv, n_blocks, bs, D]; tables int32 [S, max_blocks];
- * qsl int32 [S + 1] (sequence s's query rows are qsl[s] .. qsl[s+1]-1); positions int64 [T]. */
-void il_paged_attention_f32(const float* q, const float* kv, const int32_t* tables,
-                            const int32_t* qsl, const int64_t* positions, float* out, int64_t S,
-                            int64_t H, int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
+/* q, out [T, H, D]; kv the layer's [2, Hkv, n_blocks, bs, D] (fp32, or INT8 codes with
+ * kv_scales [2, Hkv, n_blocks, bs]); tables int32 [S, max_blocks]; qsl int32 [S + 1] (sequence
+ * s's query rows are qsl[s] .. qsl[s+1]-1); positions int64 [T]. */
+static void paged_attention(const float* q, const void* kv, const float* kv_scales,
+                            size_t elem, const int32_t* tables, const int32_t* qsl,
+                            const int64_t* positions, float* out, int64_t S, int64_t H,
+                            int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
                             int64_t max_blocks, float scale, int threads) {
   const int64_t g = H / Hkv, T = qsl[S];
-  const int64_t head_stride = n_blocks * bs * D;
+  const int64_t head_stride = n_blocks * bs * D, scale_stride = n_blocks * bs;
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1) collapse(2)
   for (int64_t row = 0; row < T; ++row) {
     for (int64_t h = 0; h < Hkv; ++h) {
       int64_t s = 0; /* the row's sequence: qsl is short, a linear search is fine */
       while (qsl[s + 1] <= row) ++s;
-      const float* k_head = kv + h * head_stride;
-      const float* v_head = kv + (Hkv + h) * head_stride;
-      attend_row(q + (row * H + h * g) * D, k_head, v_head, tables + s * max_blocks,
+      const char* k_head = (const char*)kv + h * head_stride * elem;
+      const char* v_head = (const char*)kv + (Hkv + h) * head_stride * elem;
+      const float* ks = kv_scales ? kv_scales + h * scale_stride : 0;
+      const float* vs = kv_scales ? kv_scales + (Hkv + h) * scale_stride : 0;
+      attend_row(q + (row * H + h * g) * D, k_head, v_head, ks, vs, tables + s * max_blocks,
                  positions[row] + 1, g, D, bs, scale, out + (row * H + h * g) * D);
     }
   }
+}
+
+void il_paged_attention_f32(const float* q, const float* kv, const int32_t* tables,
+                            const int32_t* qsl, const int64_t* positions, float* out, int64_t S,
+                            int64_t H, int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
+                            int64_t max_blocks, float scale, int threads) {
+  paged_attention(q, kv, 0, sizeof(float), tables, qsl, positions, out, S, H, Hkv, D, n_blocks,
+                  bs, max_blocks, scale, threads);
+}
+
+void il_paged_attention_i8(const float* q, const int8_t* kv, const float* kv_scales,
+                           const int32_t* tables, const int32_t* qsl, const int64_t* positions,
+                           float* out, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                           int64_t n_blocks, int64_t bs, int64_t max_blocks, float scale,
+                           int threads) {
+  paged_attention(q, kv, kv_scales, 1, tables, qsl, positions, out, S, H, Hkv, D, n_blocks, bs,
+                  max_blocks, scale, threads);
 }

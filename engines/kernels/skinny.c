@@ -16,9 +16,6 @@
  */
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 #include "vector_sums.h"
 
@@ -32,8 +29,6 @@
 
 typedef uint16_t vh __attribute__((vector_size(IL_VLEN * 2), aligned(2)));
 typedef uint32_t vu __attribute__((vector_size(IL_VLEN * 4)));
-typedef int8_t vb __attribute__((vector_size(IL_VLEN), aligned(1)));
-typedef int32_t vi __attribute__((vector_size(IL_VLEN * 4)));
 
 int il_vlen(void) { return IL_VLEN; }
 
@@ -42,18 +37,7 @@ static inline vf load_bf16(const uint16_t* p) {
   vu u = __builtin_convertvector(*(const vh*)p, vu) << 16;
   return (vf)u;
 }
-/* GCC scalarizes a vector int8 -> int32 conversion: the sign-extending load by its name. */
-static inline vf load_i8(const int8_t* p) {
-#if IL_VLEN == 16 && defined(__AVX512F__)
-  return __builtin_convertvector((vi)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)),
-                                 vf);
-#elif IL_VLEN == 8 && defined(__AVX2__)
-  return __builtin_convertvector((vi)_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)),
-                                 vf);
-#else
-  return __builtin_convertvector(__builtin_convertvector(*(const vb*)p, vi), vf);
-#endif
-}
+static inline vf load_i8(const int8_t* p) { return il_load_i8(p); }
 static inline float i8_to_f32(int8_t q) { return (float)q; }
 static inline float bf16_to_f32(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;

@@ -6,6 +6,9 @@
 #define IL_VECTOR_SUMS_H
 
 #include <stdint.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #ifndef IL_VLEN
 #define IL_VLEN 4
@@ -49,6 +52,22 @@ static inline void il_hsum4(vf a, vf b, vf c, vf d, float* out) {
 #endif
 }
 #undef SH
+
+/* IL_VLEN int8 values widened to floats (GCC scalarizes a vector int8 -> int32 conversion,
+ * so the sign-extending load is named where the ISA has it). */
+typedef int8_t il_vb_ __attribute__((vector_size(IL_VLEN), aligned(1)));
+typedef int32_t il_vi_ __attribute__((vector_size(IL_VLEN * 4)));
+static inline vf il_load_i8(const int8_t* p) {
+#if IL_VLEN == 16 && defined(__AVX512F__)
+  return __builtin_convertvector((il_vi_)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)),
+                                 vf);
+#elif IL_VLEN == 8 && defined(__AVX2__)
+  return __builtin_convertvector(
+      (il_vi_)_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)), vf);
+#else
+  return __builtin_convertvector(__builtin_convertvector(*(const il_vb_*)p, il_vi_), vf);
+#endif
+}
 
 /* e^x lane by lane: 2^(x log2 e) split into an integer power, set in the exponent bits, and a
  * degree-6 polynomial on [0, 1) (relative error ~2e-7, below fp32 accumulation's); x is

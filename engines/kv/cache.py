@@ -264,6 +264,15 @@ class QuantizedPagedKVCache(PagedKVCache):
             store.view(torch.uint8).index_copy_(1, slots, codes.view(torch.uint8))
             self.scales[layer, which].view(self.n_kv_heads, n_slots).index_copy_(1, slots, s)
 
+    def code_stores(self, layer: int) -> tuple[tuple[torch.Tensor, torch.Tensor],
+                                                 tuple[torch.Tensor, torch.Tensor]]:
+        """Layer `layer`'s ((K codes, V codes) [n_kv_heads, n_slots, d_head],
+        (K scales, V scales) [n_kv_heads, n_slots]) as views over flat slots."""
+        n_slots = self.n_blocks * self.block_size
+        codes = self.kv[layer].view(2, self.n_kv_heads, n_slots, self.d_head)
+        scales = self.scales[layer].view(2, self.n_kv_heads, n_slots)
+        return (codes[0], codes[1]), (scales[0], scales[1])
+
     def copy_blocks(self, pairs: Iterable[tuple[int, int]]) -> None:
         pairs = list(pairs)
         if not pairs:

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from inferlab.engines import kernels
 from inferlab.engines.kernels import fused
 from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
-from inferlab.engines.kv.cache import PagedKVCache
+from inferlab.engines.kv.cache import PagedKVCache, QuantizedPagedKVCache
 from inferlab.engines.kv.paged_attention import sdpa_gqa
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.model.errors import ModelLoadError
@@ -240,14 +240,8 @@ class Llama:
         def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
             return paged(q, layer, scale)
 
-        if self.glue is not None and type(cache) is PagedKVCache and \
-                cache.kv.dtype == torch.float32 and cache.device.type == "cpu":
-            glue = self.glue
-            slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
-
-            def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-                glue.write_kv(k, v, slots64, *cache.slot_stores(layer))
-        else:
+        write = self._native_write(cache, slots)
+        if write is None:
             def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
                 cache.write(layer, slots, k, v)
 
@@ -259,6 +253,20 @@ class Llama:
         elif logits_index != "all":
             raise ValueError(f"logits_index must be a tensor, None or 'all', got {logits_index!r}")
         return self._logits(x)
+
+    def _native_write(self, cache: PagedKVCache, slots: torch.Tensor):
+        """`write(layer, k, v)` on the fused ops for an fp32 or INT8 cache on the CPU (the
+        slots checked once for the whole step), or None: the cache's own `write`."""
+        glue = self.glue
+        if glue is None or cache.device.type != "cpu":
+            return None
+        if type(cache) is PagedKVCache and cache.kv.dtype == torch.float32:
+            slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
+            return lambda layer, k, v: glue.write_kv(k, v, slots64, *cache.slot_stores(layer))
+        if isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype == "int8":
+            slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
+            return lambda layer, k, v: glue.write_kv_i8(k, v, slots64, *cache.code_stores(layer))
+        return None
 
     @torch.inference_mode()
     def forward_with(self, token_ids: torch.Tensor, positions: torch.Tensor, attend, write,

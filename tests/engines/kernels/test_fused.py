@@ -108,3 +108,18 @@ def test_the_model_takes_the_fused_ops_on_the_native_path_only():
         assert tiny_model()[0].glue is not None
     with kernels.use("torch"):
         assert tiny_model()[0].glue is None
+
+
+def test_write_kv_i8_is_the_int8_caches_own_quantizer(glue):
+    from inferlab.engines.kv.cache import QuantizedPagedKVCache
+
+    gen = torch.Generator().manual_seed(9)
+    a, b = (QuantizedPagedKVCache(2, 6, 4, 3, 8) for _ in range(2))
+    qkv = torch.randn(6, 4 * 8 + 2 * 3 * 8, generator=gen) * 5
+    qkv[2, 32:40] = 0.0  # a head of zeros: scale 1, codes 0
+    qkv[3, 32] = 127 * 0.5 / 127  # values on a rounding edge
+    k, v = qkv[:, 32:56].view(6, 3, 8), qkv[:, 56:].view(6, 3, 8)
+    slots = torch.tensor([0, 7, 3, 23, 12, 5])
+    a.write(1, slots, k, v)
+    glue.write_kv_i8(k, v, glue.checked_slots(slots, 24), *b.code_stores(1))
+    assert torch.equal(a.kv, b.kv) and torch.equal(a.scales, b.scales)

@@ -37,6 +37,20 @@ def test_tiny_greedy_tokens_alone(tiny_pair):
     assert [g.token_ids for g in fast.generations] == [g.token_ids for g in slow.generations]
 
 
+def test_tiny_greedy_tokens_on_an_int8_kv_cache(tiny_pair):
+    """The INT8 cache: quantized on write and read in the attention kernel (native) against
+    quantize-in-torch, gather and dequantize, SDPA (torch)."""
+    from inferlab.engines.quant.kv_quant import kv_quantized
+
+    native, reference = tiny_pair
+    prompts = [[(3 * i + 5 * j) % 256 for j in range(5 + 9 * i)] for i in range(3)]
+    with kernels.use("native"):
+        fast = generate(kv_quantized(native, "int8"), prompts, max_new_tokens=40)
+    with kernels.use("torch"):
+        slow = generate(kv_quantized(reference, "int8"), prompts, max_new_tokens=40)
+    assert [g.token_ids for g in fast.generations] == [g.token_ids for g in slow.generations]
+
+
 def test_tiny_in_a_continuous_batch_with_preemption_and_prefix_hits(tiny_pair):
     native, reference = tiny_pair
     got = {}

@@ -86,8 +86,9 @@ def test_what_the_kernel_does_not_take_goes_to_torch():
     with kernels.use("native"):
         assert PagedAttention(meta, cache).native is None
     assert not supports(cache, [])
-    quantized = QuantizedPagedKVCache(1, 4, 16, 1, 16)
-    assert not supports(quantized, [1])
+    assert supports(QuantizedPagedKVCache(1, 4, 16, 1, 16), [1])  # INT8 codes: native
+    assert not supports(QuantizedPagedKVCache(1, 4, 16, 1, 16, kv_dtype="fp8-e4m3"), [1])
+    assert not supports(QuantizedPagedKVCache(1, 4, 128, 1, 128), [1])  # past the stack block
     bf16 = PagedKVCache(1, 4, 16, 1, 16, dtype=torch.bfloat16)
     assert not supports(bf16, [1])
 
@@ -107,3 +108,38 @@ def test_a_plan_checks_what_it_is_given():
         assert "does not split" in str(e)
     else:
         raise AssertionError("a wrong query_start_loc was accepted")
+
+
+def _int8_step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size):
+    """As `_step`, the K/V written through an INT8 cache's own quantizer."""
+    fp32, meta, q = _step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size)
+    cache = QuantizedPagedKVCache(fp32.n_layers, fp32.n_blocks, block_size, n_kv_heads, d_head)
+    slots = torch.arange(fp32.n_blocks * block_size)
+    for layer in range(fp32.n_layers):
+        k, v = (x.view(n_kv_heads, -1, d_head).transpose(0, 1)
+                for x in fp32.slot_stores(layer))
+        cache.write(layer, slots, k, v)
+    return cache, meta, q
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16),
+       contexts=st.lists(st.integers(1, 70), min_size=1, max_size=4),
+       n_q=st.integers(1, 4), n_kv_heads=st.integers(1, 3), group=st.sampled_from([1, 3, 8]),
+       d_head=st.sampled_from([4, 20, 64]), block_size=st.sampled_from([1, 4, 16]))
+def test_int8_codes_read_in_the_kernel_equal_the_torch_path(seed, contexts, n_q, n_kv_heads,
+                                                            group, d_head, block_size):
+    """The torch path gathers and dequantizes (s · c) then runs SDPA; the kernel scales the
+    codes block by block: the same numbers within fp32 rounding."""
+    n_queries = [min(n_q, c) for c in contexts]
+    cache, meta, q = _int8_step(seed, contexts, n_queries, n_kv_heads, group, d_head,
+                                block_size)
+    assert supports(cache, meta.query_lens)
+    with kernels.use("native"):
+        fast = PagedAttention(meta, cache)
+    with kernels.use("torch"):
+        slow = PagedAttention(meta, cache)
+    assert fast.native is not None and slow.native is None
+    for layer in range(cache.n_layers):
+        got, ref = fast(q, layer, 0.3), slow(q, layer, 0.3)
+        assert float((got - ref).abs().max()) < 1e-5 * max(1.0, float(ref.abs().max()))
