@@ -12,6 +12,11 @@ layer is built) and measured in turn within each repeat, the median reported:
                               thread count: 1.0 is the memory's own rate
     linears                   each SmolLM2 linear shape, 1/5/9/16 rows: µs per call and the
                               ratio to one row, torch's best layout against the kernel
+    int4_decode_vs_fp32       INT4-g128 (lm_head INT8) decode / fp32 decode, both native
+    int4_decode_vs_llama_cpp  that INT4 decode / llama.cpp's (llama-cpp-python) on the
+                              shipped GGUF as stored (Q4_1, Q8_0 embedding), same threads
+    kv_int8_decode_vs_fp32_kv decode on an INT8 KV cache / on the fp32 one, native, after a
+                              prompt of KV_CONTEXT_REPEATS times the default one
 
 The JSON names the CPU's SIMD flags and the build that ran (`kernels.describe()`).
 """
@@ -26,6 +31,9 @@ from inferlab.engines import kernels
 from inferlab.engines.hardware.timing import median_call_s
 
 VERIFY_CONTEXT_TOKENS = 64
+KV_CONTEXT_REPEATS = 8
+"""The KV-dtype pair decodes after the default prompt repeated this often (~250 tokens of
+SmolLM2's chat template): long enough that attention reads a real cache."""
 ROW_COUNTS = (1, 5, 9, 16)
 
 
@@ -78,9 +86,10 @@ def _linear_table(models: dict, repeats: int) -> list[dict]:
 
 
 def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads: int = 1,
-                      repeats: int = 3, new_tokens: int = 32,
-                      transformers: bool = True) -> dict:
-    """Every figure above for `model` in `dtype` on `threads` torch threads (restored after)."""
+                      repeats: int = 3, new_tokens: int = 32, transformers: bool = True,
+                      llama_cpp: bool = True) -> dict:
+    """Every figure above for `model` in `dtype` on `threads` torch threads (restored after);
+    `transformers` and `llama_cpp` run those peers (where installed)."""
     from inferlab.engines.hardware.microbench import measure_copy_bandwidth
     from inferlab.engines.model.bench import DEFAULT_PROMPT, decode_rate, generate_runner
     from inferlab.engines.model.registry import load_model
@@ -99,12 +108,18 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
                              f"{described['native_error']}", **described}
         prompt_ids = tok.encode_prompt(DEFAULT_PROMPT)
         runs = {path: generate_runner(m, prompt_ids) for path, m in models.items()}
-        tf_error = None
+        runs.update(_variant_runners(models["native"], prompt_ids))
+        tf_error = llama_error = None
         if transformers:
             try:
                 runs["transformers"] = _transformers_runner(model, dtype, prompt_ids)
             except (ImportError, ValueError) as e:
                 tf_error = str(e)
+        if llama_cpp and "int4" in runs:
+            try:
+                runs["llama_cpp"] = _llama_cpp_runner(model, prompt_ids, threads)
+            except (ImportError, ValueError, OSError) as e:
+                llama_error = str(e) or type(e).__name__
         verify: dict[str, list[float]] = {p: [] for p in models}
         decode: dict[str, list[float]] = {p: [] for p in runs}
         for run in runs.values():
@@ -139,8 +154,11 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
             "linears": _linear_table(models, repeats=5),
             "samples": {"verify_cost_ratio_k4": verify, "decode_tokens_per_s": decode},
         }
+        out.update(_variant_figures(med, tok.encode_prompt(DEFAULT_PROMPT)))
         if tf_error:
             out["transformers_error"] = tf_error
+        if llama_error:
+            out["llama_cpp_error"] = llama_error
         return out
     finally:
         torch.set_num_threads(before)
@@ -154,3 +172,44 @@ def _transformers_runner(model: str, dtype: str, ids: list[int]):
     if model != SMOLLM2_ID:
         raise ValueError("the transformers peer runs the shipped SmolLM2 GGUF only")
     return transformers_runner(smollm2_gguf_path(), ids, resolve_dtype(dtype))
+
+
+def _variant_runners(native, prompt_ids: list[int]) -> dict:
+    """The native model's INT4 twin (fp32 models: its kernels' domain) on the same prompt,
+    and the fp32-KV / INT8-KV pair after a longer one."""
+    from inferlab.engines.model.bench import generate_runner
+    from inferlab.engines.quant.kv_quant import kv_quantized
+    from inferlab.engines.quant.lowbit_linear import lowbit_model
+
+    runs = {}
+    if native.dtype == torch.float32:
+        with kernels.use("native"):
+            runs["int4"] = generate_runner(lowbit_model(native, bits=4, group_size=128,
+                                                        lm_head_bits=8), prompt_ids)
+    long_ids = prompt_ids * KV_CONTEXT_REPEATS
+    runs["fp32_kv_long"] = generate_runner(native, long_ids)
+    runs["int8_kv_long"] = generate_runner(kv_quantized(native, "int8"), long_ids)
+    return runs
+
+
+def _variant_figures(med: dict, prompt_ids: list[int]) -> dict:
+    out = {"kv_context_tokens": len(prompt_ids) * KV_CONTEXT_REPEATS,
+           "kv_int8_decode_tokens_per_s": med["int8_kv_long"],
+           "kv_fp32_decode_tokens_per_s": med["fp32_kv_long"],
+           "kv_int8_decode_vs_fp32_kv": med["int8_kv_long"] / med["fp32_kv_long"]}
+    if "int4" in med:
+        out["int4_decode_tokens_per_s"] = med["int4"]
+        out["int4_decode_vs_fp32"] = med["int4"] / med["native"]
+    llama = med.get("llama_cpp")
+    out["llama_cpp_tokens_per_s"] = llama
+    out["int4_decode_vs_llama_cpp"] = med["int4"] / llama if llama else None
+    return out
+
+
+def _llama_cpp_runner(model: str, ids: list[int], threads: int):
+    from inferlab.engines.model.bench import llama_cpp_runner
+    from inferlab.engines.model.registry import SMOLLM2_ID, smollm2_gguf_path
+
+    if model != SMOLLM2_ID:
+        raise ValueError("the llama.cpp peer runs the shipped SmolLM2 GGUF only")
+    return llama_cpp_runner(smollm2_gguf_path(), ids, threads)

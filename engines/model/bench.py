@@ -74,6 +74,32 @@ def transformers_runner(path, ids: list[int], dtype: torch.dtype = torch.float32
     return run
 
 
+def llama_cpp_runner(path, ids: list[int], threads: int) -> Callable[[int], list[int]]:
+    """`run(n)`: llama.cpp's (llama-cpp-python) greedy decode of exactly n tokens after the
+    token `ids` (the GGUF's own vocabulary, as our tokenizer reads it) on the GGUF at `path`
+    as it is stored (its own quantized kernels), `threads`
+    threads: the peer an INT4 CPU decode is measured against. ImportError without it.
+
+    Prompts are evaluated one token at a time (`n_batch=1`): llama-cpp-python 0.3.36 crashes
+    evaluating a multi-token batch on AVX-512 + AMX Xeons; decode (one token a step) is the
+    same either way and prefill is excluded from the rate."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(str(path), n_ctx=512, n_threads=threads, n_threads_batch=threads,
+                          n_batch=1, verbose=False)
+
+    def run(n: int) -> list[int]:
+        # greedy; the prompt's cache is reset each call (reset=True) and EOS never ends it
+        out = []
+        for tok in llm.generate(ids, top_k=1, temp=0.0, reset=True):
+            out.append(int(tok))
+            if len(out) >= n:
+                break
+        return out
+
+    return run
+
+
 def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
                     model: str = "smollm2-135m",
                     dtypes: Sequence[str] = ("fp32", "bf16"), repeats: int = 3,

@@ -12,13 +12,18 @@ from inferlab.engines import kernels
 
 
 def test_runtime_bench_measures_both_paths_side_by_side():
-    out = run_runtime_bench(model="tiny", repeats=1, new_tokens=4, transformers=False)
+    out = run_runtime_bench(model="tiny", repeats=1, new_tokens=16, transformers=False,
+                            llama_cpp=False)
     assert out["native_isa"] and out["kernels"] == "native" and "cpu_flags" in out
     for key in ("verify_cost_ratio_k4", "verify_cost_ratio_k4_torch", "decode_tokens_per_s",
                 "decode_tokens_per_s_torch", "native_vs_torch_decode",
-                "decode_bandwidth_fraction", "copy_bandwidth_bytes_per_s"):
+                "decode_bandwidth_fraction", "copy_bandwidth_bytes_per_s",
+                "int4_decode_tokens_per_s", "int4_decode_vs_fp32", "kv_int8_decode_vs_fp32_kv"):
         assert out[key] > 0, key
     assert out["decode_vs_transformers"] is None  # no peer asked for
+    assert out["int4_decode_vs_llama_cpp"] is None
+    assert out["kv_int8_decode_vs_fp32_kv"] == pytest.approx(
+        out["kv_int8_decode_tokens_per_s"] / out["kv_fp32_decode_tokens_per_s"])
     assert out["native_vs_torch_decode"] == pytest.approx(
         out["decode_tokens_per_s"] / out["decode_tokens_per_s_torch"])
     rows = {(r["linear"], r["rows"]) for r in out["linears"]}
@@ -37,3 +42,16 @@ def test_kernels_option_picks_the_path_for_the_command(capsys, monkeypatch):
     assert len(json.loads(capsys.readouterr().out)["token_ids"]) == 3
     with pytest.raises(SystemExit):
         main(["generate", "--model", "tiny", "--prompt", "hi", "--kernels", "cuda"])
+
+
+@pytest.mark.slow
+def test_the_llama_cpp_peer_decodes_the_shipped_gguf(smollm2_path, smollm2):
+    """The peer `int4_decode_vs_llama_cpp` divides by really decodes: n tokens, greedy (the
+    same tokens twice), each in the GGUF's vocabulary."""
+    from inferlab.engines.model.bench import llama_cpp_runner
+
+    _model, tok = smollm2
+    run = llama_cpp_runner(smollm2_path, tok.encode_prompt("The capital of France is"), 1)
+    first = run(6)
+    assert len(first) == 6 and run(6) == first
+    assert all(0 <= t < 49152 for t in first)
