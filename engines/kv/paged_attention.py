@@ -60,8 +60,13 @@ def sdpa_gqa(
 ) -> torch.Tensor:
     """`scaled_dot_product_attention` for q [.., H, Lq, D] and k/v [.., Hkv, Lk, D], H = g*Hkv.
 
-    Uses torch's `enable_gqa` where it exists (torch >= 2.5), else repeats K/V heads.
+    Uses torch's `enable_gqa` where it exists (torch >= 2.5), else repeats K/V heads. 3-d
+    inputs run as a batch of one: torch's CPU kernel takes a slower path for 3-d ones
+    (measured 0.75 against 0.37 ms, 9 heads x 100 tokens x 64, one thread).
     """
+    if q.dim() == 3:
+        mask = attn_mask if attn_mask is None or attn_mask.dim() < 3 else attn_mask[None]
+        return sdpa_gqa(q[None], k[None], v[None], mask, is_causal, scale)[0]
     n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
     if n_heads == n_kv_heads:
         return F.scaled_dot_product_attention(
