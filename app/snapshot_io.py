@@ -37,9 +37,12 @@ def load(path: str | Path) -> Snapshot:
 def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
     """Show each lab's section read-only: (lab ids restored, {lab id: why it was not}).
 
-    Every section is checked (settings included) before any view sees it. A bad section is
-    reported and the others still open; when none can be shown, ValueError says why and
-    nothing on screen changes.
+    Every section is read by its lab's strict reader (settings, records, metrics, results:
+    every field its view draws) before any view sees it. A bad section is reported, its
+    error naming the field (the banner shows it), and the others still open; a lab whose
+    drawing refuses the section all the same (a ValueError) is reported the same way and
+    goes back to live data. When none can be shown, ValueError says why and nothing on
+    screen changes.
     """
     by_id = {lab.lab_id: lab for lab in labs}
     known = [lab_id for lab_id in snapshot.labs if lab_id in by_id]
@@ -55,6 +58,17 @@ def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
     good = [lab_id for lab_id in known if lab_id not in problems]
     if not good:
         raise ValueError("; ".join(problems.values()))
+    restored = []
     for lab_id in good:
-        by_id[lab_id].show_snapshot(snapshot.labs[lab_id])
-    return good, problems
+        lab = by_id[lab_id]
+        try:
+            lab.show_snapshot(snapshot.labs[lab_id])
+        except ValueError as exc:
+            problems[lab_id] = str(exc)
+            if lab.read_only:
+                lab.show_live()
+        else:
+            restored.append(lab_id)
+    if not restored:
+        raise ValueError("; ".join(problems.values()))
+    return restored, problems

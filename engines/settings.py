@@ -4,48 +4,105 @@ snapshot's `labs.<id>.settings` all go through the same `Setting` table.
 `check_settings` is strict (ValueError naming the field and the accepted range: snapshot
 reading); `clean_settings` keeps what is valid and puts the default back for the rest
 (settings remembered from an older InferLab, hand-edited files).
+
+The rest of a snapshot section (metrics, records, results) is read with the same checks:
+`read_fields` reads an object field by field with a table of readers (a `Setting`, which is
+callable, or any `reader(value, where) -> value`), `read_list` and `read_map` read lists and
+name -> value objects with a reader per item, `read_dataclass` builds a record whose fields
+are read by their annotations, `read_int_array` checks a long list of integers at numpy's
+speed, and `named` prefixes an error raised by a record's own constructor with the field it
+was read from. A section reader checks every field its lab's view draws, so a view never
+meets a value of the wrong kind, a non-finite number or a count past its range. Every
+refusal is one ValueError
+"<where>: expected ..., got ..." whose <where> is the field's path (labs.batching.metrics.
+ttft_s.p50), what the window's banner shows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+Reader = Callable[[Any, str], Any]
+"""reader(value, where) -> the value read, or ValueError("<where>: ...")."""
+
+INT_LIMIT = 2**63
+"""Integers are refused at or past ±2**63: what numpy holds, and far past any count."""
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One field: its kind, and a closed range (numbers) or the values allowed."""
+    """One field: its kind, and a closed range (numbers) or the values allowed.
 
-    kind: str  # "int", "float", "str", "bool" or "str-list"
+    Kinds: "int", "float", "str", "bool", "str-list" (names), "int-list" and "float-list"
+    (numbers in the range). `none`: null is accepted too (read as None). `max_len`: the
+    longest text, or the most items of a list. A Setting is a reader: `setting(value, where)`
+    is `setting.check(value, where)`."""
+
+    kind: str
     low: float | None = None
     high: float | None = None
     choices: tuple | Callable[[], Any] | None = None  # a callable: asked when checking
+    none: bool = False
+    max_len: int | None = None
+
+    def __call__(self, value, where: str):
+        return self.check(value, where)
 
     def check(self, value, where: str):
         """`value` if it is acceptable, else ValueError("<where>: expected ..., got ...")."""
+        if value is None and self.none:
+            return None
         if self.kind == "bool":
             if not isinstance(value, bool):
-                raise ValueError(f"{where}: expected true or false, got {value!r}")
+                raise ValueError(f"{where}: expected true or false, got {shown(value)}")
             return value
         if self.kind in ("int", "float"):
-            ok = isinstance(value, int) if self.kind == "int" else isinstance(value, int | float)
-            if isinstance(value, bool) or not ok or not math.isfinite(value):
-                raise ValueError(f"{where}: expected {self._range_text()}, got {value!r}")
-            if (self.low is not None and value < self.low) or \
-                    (self.high is not None and value > self.high):
-                raise ValueError(f"{where}: expected {self._range_text()}, got {value!r}")
-            return value
+            return self._check_number(value, where)
+        if self.kind in ("int-list", "float-list"):
+            item = Setting(self.kind[:-5], self.low, self.high)
+            return [item.check(v, f"{where}[{i}]")
+                    for i, v in enumerate(self._check_list(value, where, "numbers"))]
         if self.kind == "str-list":
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"{where}: expected a list of names, got {value!r}")
+            value = self._check_list(value, where, "names")
+            if not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{where}: expected a list of names, got {shown(value)}")
             for v in value:
                 self._check_choice(v, where)
             return list(value)
         if not isinstance(value, str):
-            raise ValueError(f"{where}: expected a name (text), got {value!r}")
+            what = "a name (text)" if self.choices is not None else "text"
+            raise ValueError(f"{where}: expected {what}, got {shown(value)}")
+        if self.max_len is not None and len(value) > self.max_len:
+            raise ValueError(f"{where}: expected text of at most {self.max_len:,} characters, "
+                             f"got {len(value):,}")
         self._check_choice(value, where)
+        return value
+
+    def _check_number(self, value, where: str):
+        ok = isinstance(value, int) if self.kind == "int" else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok:
+            raise ValueError(f"{where}: expected {self._range_text()}, got {shown(value)}")
+        if isinstance(value, int):  # exact: a huge integer converts to no float
+            if not -INT_LIMIT < value < INT_LIMIT:
+                raise ValueError(f"{where}: expected {self._range_text()}, got "
+                                 f"{shown(value)}")
+        elif not math.isfinite(value):
+            raise ValueError(f"{where}: expected {self._range_text()}, got {value!r}")
+        if (self.low is not None and value < self.low) or \
+                (self.high is not None and value > self.high):
+            raise ValueError(f"{where}: expected {self._range_text()}, got {shown(value)}")
+        return value
+
+    def _check_list(self, value, where: str, what: str) -> list:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list of {what}, got {shown(value)}")
+        if self.max_len is not None and len(value) > self.max_len:
+            raise ValueError(f"{where}: expected a list of at most {self.max_len:,} {what}, "
+                             f"got {len(value):,}")
         return value
 
     def _check_choice(self, value: str, where: str) -> None:
@@ -54,15 +111,32 @@ class Setting:
         allowed = tuple(self.choices() if callable(self.choices) else self.choices)
         if value not in allowed:
             raise ValueError(f"{where}: expected one of {', '.join(map(str, allowed))}, "
-                             f"got {value!r}")
+                             f"got {shown(value)}")
 
     def _range_text(self) -> str:
-        noun = "an integer" if self.kind == "int" else "a finite number"
+        noun = "an integer" if self.kind.startswith("int") else "a finite number"
         if self.low is not None and self.high is not None:
             return f"{noun} in {_number(self.low)}..{_number(self.high)}"
         if self.low is not None:
             return f"{noun} >= {_number(self.low)}"
+        if self.high is not None:
+            return f"{noun} <= {_number(self.high)}"
         return noun
+
+
+def shown(value, limit: int = 60) -> str:
+    """`value` as a message shows it: its repr, or for a long one its kind and size."""
+    if isinstance(value, list | dict | str) and len(value) > limit:
+        kind = {list: "a list", dict: "an object", str: "text"}[type(value)]
+        unit = "characters" if isinstance(value, str) else "items"
+        return f"{kind} of {len(value):,} {unit}"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 190:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    try:
+        text = repr(value)
+    except RecursionError:  # a list nested past Python's recursion limit
+        return "a deeply nested list"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _number(value: float) -> str:
@@ -109,3 +183,120 @@ def option_error(error: ValueError, options: Mapping[str, str]) -> ValueError:
         if text.startswith(f"settings.{key}:"):
             return ValueError(option + text[len(f"settings.{key}"):])
     return error
+
+
+# ---- the rest of a snapshot section: objects, lists and maps of checked fields -------------
+
+def read_object(value, where: str) -> dict:
+    """`value` if it is a JSON object, else ValueError naming `where`."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected an object, got {shown(value)}")
+    return value
+
+
+def read_fields(value, fields: Mapping[str, Reader], where: str,
+                optional: Mapping[str, Any] | None = None) -> dict:
+    """Every field of `fields` read from the object `value` by its reader: a field missing
+    is an error, unless `optional` gives its default (used as it is, unread). Fields the
+    table does not name are left out."""
+    read_object(value, where)
+    out = {}
+    for key, read in fields.items():
+        if key in value:
+            out[key] = read(value[key], f"{where}.{key}")
+        elif optional is not None and key in optional:
+            out[key] = optional[key]
+        else:
+            raise ValueError(f"{where}: missing field {key!r}")
+    return out
+
+
+def read_list(value, item: Reader, where: str, max_len: int = 100_000) -> list:
+    """A list of at most `max_len` items, each read by `item` (as "<where>[i]")."""
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: expected a list, got {shown(value)}")
+    if len(value) > max_len:
+        raise ValueError(f"{where}: expected a list of at most {max_len:,} items, got "
+                         f"{len(value):,}")
+    return [item(v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+def read_map(value, item: Reader, where: str, max_len: int = 100_000,
+             keys: Setting | None = None) -> dict:
+    """An object of name -> value, at most `max_len` of them, each value read by `item` (as
+    "<where>[name]"); `keys`: a check of the names too."""
+    read_object(value, where)
+    if len(value) > max_len:
+        raise ValueError(f"{where}: expected at most {max_len:,} entries, got {len(value):,}")
+    out = {}
+    for key, v in value.items():
+        name = f"{where}[{shown(key, 40)}]"
+        if keys is not None:
+            keys.check(key, name)
+        out[key] = item(v, name)
+    return out
+
+
+@contextmanager
+def named(where: str) -> Iterator[None]:
+    """A ValueError raised inside (a record's own check, "field 'x' must be ...") comes out
+    as "<where>: <message>", unless it already names `where`."""
+    try:
+        yield
+    except ValueError as e:
+        text = str(e)
+        if text.startswith(where):
+            raise
+        raise ValueError(f"{where}: {text}") from None
+
+
+_ANNOTATED = {"int": Setting("int"), "float": Setting("float"), "str": Setting("str"),
+              "bool": Setting("bool")}
+
+
+def read_dataclass(cls, value, where: str, fields: Mapping[str, Reader] | None = None):
+    """`cls(**value)` for a dataclass whose fields are read one by one: by `fields[name]`
+    where given, else by the Setting its annotation names ("int", "float", "str", "bool",
+    each with "| None"). A field with a default may be absent; other keys are ignored."""
+    import dataclasses
+
+    read_object(value, where)
+    fields = fields or {}
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in value:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{where}: missing field {f.name!r}")
+            continue
+        read = fields.get(f.name)
+        if read is None:
+            kind = str(f.type).replace(" ", "")
+            optional = kind.endswith("|None")
+            setting = _ANNOTATED[kind.removesuffix("|None")]  # KeyError: give a reader
+            read = Setting(setting.kind, none=True) if optional else setting
+        out[f.name] = read(value[f.name], f"{where}.{f.name}")
+    with named(where):
+        return cls(**out)
+
+
+def read_int_array(value, where: str, low: int, high: int, max_len: int = 10_000_000):
+    """A list of integers in low..high as a 1-D int64 numpy array (checked at numpy's speed:
+    a pool's blocks are many)."""
+    import numpy as np
+
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: expected a list of integers, got {shown(value)}")
+    if len(value) > max_len:
+        raise ValueError(f"{where}: expected at most {max_len:,} integers, got {len(value):,}")
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        array = None
+    if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iub"):
+        raise ValueError(f"{where}: expected a list of integers, got {shown(value)}")
+    array = array.astype(np.int64)
+    if array.size and (array.min() < low or array.max() > high):
+        bad = int(array[(array < low) | (array > high)][0])
+        raise ValueError(f"{where}: expected integers in {_number(low)}..{_number(high)}, got "
+                         f"{bad}")
+    return array

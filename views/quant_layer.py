@@ -65,8 +65,9 @@ class LayerPanel(QWidget):
 
     def draw(self, a, note: str = "") -> None:
         hp, ep, sp = (w.getPlotItem() for w in (self.hist, self.error, self.scales))
-        for item in list(hp.listDataItems()) + list(ep.listDataItems()):
-            item.getViewBox().removeItem(item)
+        for plot in (hp, ep):  # the PlotItem's own removeItem: it forgets the item too
+            for item in list(plot.listDataItems()):
+                plot.removeItem(item)
         for item in [i for i in hp.items if isinstance(i, pg.InfiniteLine)]:
             hp.removeItem(item)
         self.hist_legend.clear()

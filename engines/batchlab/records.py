@@ -8,33 +8,33 @@ draw them, snapshots store them (`to_dict` / `from_dict`, ValueError naming the 
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from numbers import Integral, Real
 
 from inferlab.engines.presets import dataclass_from_dict
+from inferlab.engines.settings import Setting
 
 CLOCKS = ("wall", "simulated")
+
+
+_COUNT = Setting("int", 0)
+_SECONDS = Setting("float")
 
 
 def _count(record, name: str) -> None:
     """An int >= 0 (numpy integers become int: the records stay JSON-able)."""
     value = getattr(record, name)
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name}: expected an integer, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name}: must be >= 0, got {value}")
-    object.__setattr__(record, name, int(value))
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        value = int(value)
+    object.__setattr__(record, name, _COUNT.check(value, name))
 
 
 def _seconds(record, name: str) -> None:
     """A finite real number (stored as float)."""
     value = getattr(record, name)
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name}: expected a number of seconds, got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name}: must be finite, got {value}")
-    object.__setattr__(record, name, float(value))
+    if isinstance(value, Real) and not isinstance(value, bool | int | float):
+        value = float(value)  # a numpy number
+    object.__setattr__(record, name, float(_SECONDS.check(value, name)))
 
 
 def _text(record, name: str, empty: bool = True) -> None:

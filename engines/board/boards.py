@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,11 +50,14 @@ class BoardPreset:
                 raise ValueError(f"board field {name!r} must be a non-empty string")
         for name in ("clock_hz", "sram_bytes", "flash_bytes"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 < v < 2**63:
                 raise ValueError(f"board {self.id}: field {name!r} must be a positive integer, "
                                  f"got {v!r}")
+        if not isinstance(self.notes, str):
+            raise ValueError(f"board {self.id}: field 'notes' must be text, got {self.notes!r}")
         cpm = self.cycles_per_mac_int8
-        if not isinstance(cpm, (int, float)) or isinstance(cpm, bool) or not cpm > 0:
+        if not isinstance(cpm, (int, float)) or isinstance(cpm, bool) or \
+                not 0 < cpm <= sys.float_info.max:  # NaN fails, and an int past a double
             raise ValueError(f"board {self.id}: 'cycles_per_mac_int8' must be > 0, got {cpm!r}")
         object.__setattr__(self, "cycles_per_mac_int8", float(cpm))
         object.__setattr__(self, "usb_ids", tuple((int(v), int(p)) for v, p in self.usb_ids))

@@ -18,7 +18,7 @@ burst of their load then costs one round, not the roof. Run `measure_op_points`
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -216,12 +216,12 @@ def _field(data: dict, name: str):
 
 def _rate(name: str, value) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
+    if not ok or not 0 < value <= sys.float_info.max:  # NaN compares False; a huge int too
         raise ValueError(f"measured roofs: field {name!r} must be a positive number")
     return float(value)
 
 
 def _whole(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
         raise ValueError(f"measured roofs: field {name!r} must be a positive integer")
     return value

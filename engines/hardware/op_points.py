@@ -10,7 +10,7 @@ Two families, both plain `torch.matmul(a, b, out=c)` with FLOPs and bytes from
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,7 +61,7 @@ class MeasuredPoint:
         for name in ("flops", "bytes_moved", "seconds"):
             value = data.get(name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not ok or not math.isfinite(value) or value <= 0:
+            if not ok or not 0 < value <= sys.float_info.max:  # NaN and huge ints: refused
                 raise ValueError(f"measured point: field {name!r} must be a positive number")
             values[name] = float(value)
         return cls(name=data["name"], **values)

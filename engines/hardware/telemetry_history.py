@@ -149,7 +149,7 @@ def _array(name: str, value, ndim: int, rows: int | None = None) -> np.ndarray:
     """`value` as a read-only float64 array of `ndim` dimensions and `rows` rows."""
     try:
         array = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: past a double's range
         raise ValueError(f"telemetry history: field {name!r} is not a numeric array") from None
     if array.ndim != ndim:
         raise ValueError(
@@ -164,7 +164,8 @@ def _array(name: str, value, ndim: int, rows: int | None = None) -> np.ndarray:
 
 
 def _count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+            not 0 <= value < 2**63:
         raise ValueError(f"telemetry history: field {name!r} must be a non-negative integer")
     return int(value)
 
@@ -175,7 +176,7 @@ def _from_list(name: str, value) -> np.ndarray:
         raise ValueError(f"telemetry history: field {name!r} must be a list")
     try:
         return np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: past a double's range
         raise ValueError(f"telemetry history: field {name!r} is not a numeric array") from None
 
 

@@ -11,12 +11,20 @@ readers raise ValueError naming the field that is missing or malformed.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
 from inferlab.engines.kv.pool_state import KVPoolState
 from inferlab.engines.kv.stats import KVStats
+from inferlab.engines.settings import (
+    Setting,
+    read_dataclass,
+    read_fields,
+    read_int_array,
+    read_list,
+    shown,
+)
 
 # sequence status (paged side); the contiguous side uses the same words
 WAITING = "waiting"
@@ -116,30 +124,24 @@ class KVRunInfo:
 
 
 # ---- JSON ------------------------------------------------------------------------------------
-def _need(d: dict, key: str, where: str):
-    if not isinstance(d, dict) or key not in d:
-        raise ValueError(f"{where}: missing field {key!r}")
-    return d[key]
+MAX_BLOCK_SIZE = 1024
+MAX_BLOCKS = 1_000_000  # the lab's own ranges (engines/kvlab/section.py KV_SETTINGS)
+MAX_SEQS = 100_000
+_COUNT = Setting("int", 0)
+_TEXT = Setting("str", max_len=100_000)
 
-
-def _build(cls, d: dict, where: str):
-    """A dataclass from the dict's fields of that name (extra keys ignored)."""
-    if not isinstance(d, dict):
-        raise ValueError(f"{where}: expected an object")
-    kwargs = {}
-    for f in fields(cls):
-        if f.name in d:
-            kwargs[f.name] = d[f.name]
-        elif f.default is MISSING and f.default_factory is MISSING:
-            raise ValueError(f"{where}: missing field {f.name!r}")
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+STATS_FIELDS = {f.name: _COUNT for f in fields(KVStats) if f.type == "int"}
+SEQ_INFO_FIELDS = {"color": _COUNT, "prompt_tokens": _COUNT, "max_new_tokens": _COUNT,
+                   "temperature": Setting("float", 0), "sample": _COUNT}
+SEQ_STEP_FIELDS = {"n_output": _COUNT, "kv_tokens": _COUNT, "n_cached": _COUNT}
+REGION_FIELDS = {"start": _COUNT, "reserved": _COUNT, "filled": _COUNT}
+RUN_INFO_FIELDS = {"block_size": Setting("int", 1, MAX_BLOCK_SIZE),
+                   "n_blocks": Setting("int", 1, MAX_BLOCKS), "max_seq_len": Setting("int", 1),
+                   "bytes_per_slot": _COUNT}
 
 
 def stats_from_dict(d: dict, where: str) -> KVStats:
-    return _build(KVStats, d, where)
+    return read_dataclass(KVStats, d, where, STATS_FIELDS)
 
 
 def pool_to_dict(pool: KVPoolState) -> dict:
@@ -151,29 +153,32 @@ def pool_to_dict(pool: KVPoolState) -> dict:
 
 
 def pool_from_dict(d: dict, where: str) -> KVPoolState:
+    """A pool read back: every block's state, owner (an index into seq_ids, -1 for none),
+    ref count and fill within their ranges; block tables and the free queue name blocks
+    that exist."""
+    from inferlab.engines.kv.pool_state import SHARED
+
+    f = read_fields(d, {"block_size": Setting("int", 1, MAX_BLOCK_SIZE),
+                        "seq_ids": Setting("str-list", max_len=MAX_SEQS)}, where)
+    block_size, seq_ids = f["block_size"], tuple(f["seq_ids"])
+    limits = {"state": (np.uint8, 0, SHARED), "owner": (np.int32, -1, len(seq_ids) - 1),
+              "ref_count": (np.int32, 0, 2**31 - 1), "n_tokens": (np.int32, 0, block_size)}
     arrays = {}
-    n = None
-    for key, dtype in (("state", np.uint8), ("owner", np.int32), ("ref_count", np.int32),
-                       ("n_tokens", np.int32)):
-        try:
-            arr = np.asarray(_need(d, key, where), dtype=dtype)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{where}.{key}: expected a list of integers") from None
-        if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
-            raise ValueError(f"{where}.{key}: expected {n if n is not None else 'n_blocks'} "
-                             "integers")
-        n = arr.shape[0]
-        arrays[key] = arr
-    seq_ids = tuple(_need(d, "seq_ids", where))
-    tables = tuple(tuple(int(b) for b in t) for t in _need(d, "block_tables", where))
+    for key, (dtype, low, high) in limits.items():
+        arr = read_int_array(_need(d, key, where), f"{where}.{key}", low, high, MAX_BLOCKS)
+        if arrays and arr.shape[0] != arrays["state"].shape[0]:
+            raise ValueError(f"{where}.{key}: expected {arrays['state'].shape[0]} integers, "
+                             f"one per block")
+        arrays[key] = arr.astype(dtype)
+    n = arrays["state"].shape[0]
+    tables = read_list(_need(d, "block_tables", where),
+                       lambda v, w: tuple(read_int_array(v, w, 0, n - 1).tolist()),
+                       f"{where}.block_tables", MAX_SEQS)
     if len(tables) != len(seq_ids):
         raise ValueError(f"{where}.block_tables: one table per sequence expected")
-    if any(b < 0 or b >= n for t in tables for b in t):
-        raise ValueError(f"{where}.block_tables: a block id outside 0..{n - 1}")
-    return KVPoolState(block_size=int(_need(d, "block_size", where)), seq_ids=seq_ids,
-                       block_tables=tables,
-                       free_queue=np.asarray(d.get("free_queue", []), dtype=np.int32),
-                       **arrays)
+    free = read_int_array(d.get("free_queue", []), f"{where}.free_queue", 0, n - 1)
+    return KVPoolState(block_size=block_size, seq_ids=seq_ids, block_tables=tuple(tables),
+                       free_queue=free.astype(np.int32), **arrays)
 
 
 def step_to_dict(rec: KVStepRecord, with_pool: bool = True) -> dict:
@@ -185,30 +190,40 @@ def step_to_dict(rec: KVStepRecord, with_pool: bool = True) -> dict:
             "ran_model": rec.ran_model, "step_s": rec.step_s}
 
 
+def _extent(v, where: str) -> tuple[int, int]:
+    if not (isinstance(v, list) and len(v) == 2):
+        raise ValueError(f"{where}: expected [start, length], got {shown(v)}")
+    return _COUNT(v[0], f"{where}[0]"), _COUNT(v[1], f"{where}[1]")
+
+
+STEP_FIELDS = {
+    "step": _COUNT, "paged": stats_from_dict, "contiguous": stats_from_dict,
+    "pool": lambda v, w: pool_from_dict(v, w) if v else None,
+    "regions": lambda v, w: tuple(read_list(v, lambda r, rw: read_dataclass(
+        ContiguousRegion, r, rw, REGION_FIELDS), w, MAX_SEQS)),
+    "contiguous_free": lambda v, w: tuple(read_list(v, _extent, w, MAX_BLOCKS)),
+    "seqs": lambda v, w: tuple(read_list(v, lambda q, qw: read_dataclass(
+        SeqStep, q, qw, SEQ_STEP_FIELDS), w, MAX_SEQS)),
+    "events": lambda v, w: tuple(Setting("str-list", max_len=100_000).check(v, w)),
+    "ran_model": Setting("bool"), "step_s": Setting("float", 0),
+}
+
+
 def step_from_dict(d: dict, where: str) -> KVStepRecord:
-    pool_raw = d.get("pool") if isinstance(d, dict) else None
-    seqs = _need(d, "seqs", where)
-    regions = _need(d, "regions", where)
-    if not isinstance(seqs, list) or not isinstance(regions, list):
-        raise ValueError(f"{where}: seqs and regions must be lists")
-    return KVStepRecord(
-        step=int(_need(d, "step", where)),
-        paged=stats_from_dict(_need(d, "paged", where), f"{where}.paged"),
-        contiguous=stats_from_dict(_need(d, "contiguous", where), f"{where}.contiguous"),
-        pool=pool_from_dict(pool_raw, f"{where}.pool") if pool_raw else None,
-        regions=tuple(_build(ContiguousRegion, r, f"{where}.regions[{i}]")
-                      for i, r in enumerate(regions)),
-        contiguous_free=tuple((int(a), int(b)) for a, b in d.get("contiguous_free", [])),
-        seqs=tuple(_build(SeqStep, s, f"{where}.seqs[{i}]") for i, s in enumerate(seqs)),
-        events=tuple(str(e) for e in d.get("events", [])),
-        ran_model=bool(d.get("ran_model", True)),
-        step_s=float(d.get("step_s", 0.0)),
-    )
+    f = read_fields(d, STEP_FIELDS, where, optional={
+        "pool": None, "contiguous_free": (), "events": (), "ran_model": True, "step_s": 0.0})
+    return KVStepRecord(**f)
 
 
 def info_from_dict(d: dict, where: str) -> KVRunInfo:
-    return _build(KVRunInfo, d, where)
+    return read_dataclass(KVRunInfo, d, where, RUN_INFO_FIELDS)
 
 
 def seq_info_from_dict(d: dict, where: str) -> SeqInfo:
-    return _build(SeqInfo, d, where)
+    return read_dataclass(SeqInfo, d, where, SEQ_INFO_FIELDS)
+
+
+def _need(d: dict, key: str, where: str):
+    if not isinstance(d, dict) or key not in d:
+        raise ValueError(f"{where}: missing field {key!r}")
+    return d[key]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.settings import Setting, check_settings, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 from inferlab.engines.trace.thinning import keep_every
@@ -90,24 +90,31 @@ def kv_section(settings: dict, info, seq_infos, records) -> dict:
 
 def read_kv_section(sec: dict):
     """(settings, KVRunInfo or None, [SeqInfo], [KVStepRecord]); ValueError names a bad field."""
-    from inferlab.engines.kvlab.records import info_from_dict, seq_info_from_dict, step_from_dict
+    from inferlab.engines.kvlab.records import (
+        MAX_SEQS,
+        info_from_dict,
+        seq_info_from_dict,
+        step_from_dict,
+    )
 
+    read_object(sec, "labs.kv")
     settings = check_settings(section_field(sec, "settings", "labs.kv"), KV_SETTINGS, KV_DEFAULTS,
                               "labs.kv.settings")
-    state = section_field(sec, "state", "labs.kv")
+    state = read_object(section_field(sec, "state", "labs.kv"), "labs.kv.state")
     if not state:
         return settings, None, [], []
     info = info_from_dict(section_field(state, "run", "labs.kv.state"), "labs.kv.state.run")
-    seqs = section_field(state, "sequences", "labs.kv.state")
-    steps = section_field(state, "steps", "labs.kv.state")
-    if not isinstance(seqs, list) or not isinstance(steps, list):
-        raise ValueError("labs.kv.state: sequences and steps must be lists")
-    seq_infos = [seq_info_from_dict(s, f"labs.kv.state.sequences[{i}]") for i, s in enumerate(seqs)]
-    records = [step_from_dict(s, f"labs.kv.state.steps[{i}]") for i, s in enumerate(steps)]
+    seq_infos = read_list(section_field(state, "sequences", "labs.kv.state"), seq_info_from_dict,
+                          "labs.kv.state.sequences", MAX_SEQS)
+    records = read_list(section_field(state, "steps", "labs.kv.state"), step_from_dict,
+                        "labs.kv.state.steps", 1_000_000)
     for i, rec in enumerate(records):
-        if rec.pool is not None and rec.pool.n_blocks != info.n_blocks:
-            raise ValueError(f"labs.kv.state.steps[{i}].pool: {rec.pool.n_blocks} blocks, the "
-                             f"run has {info.n_blocks}")
+        pool = rec.pool
+        if pool is not None and (pool.n_blocks, pool.block_size) != (info.n_blocks,
+                                                                      info.block_size):
+            raise ValueError(f"labs.kv.state.steps[{i}].pool: {pool.n_blocks} blocks of "
+                             f"{pool.block_size} tokens, the run has {info.n_blocks} of "
+                             f"{info.block_size}")
     return settings, info, seq_infos, records
 
 

@@ -12,37 +12,24 @@ import dataclasses
 from dataclasses import dataclass
 
 from inferlab.engines.board.boards import BoardPreset, FitCheck
+from inferlab.engines.settings import Setting, read_fields, read_list
 
 GRAPH_INPUT = "graph input"
 SCRATCH = "scratch"
 
 
-def _need(d, key: str, where: str):
-    if not isinstance(d, dict) or key not in d:
-        raise ValueError(f"{where}: missing field {key!r}")
-    return d[key]
+_COUNT = Setting("int", 0)
+_MAYBE_COUNT = Setting("int", 0, none=True)
+_TEXT = Setting("str", max_len=10_000)
+_MS = Setting("float", 0)
+_MAYBE_MS = Setting("float", 0, none=True)
+_SHAPE = Setting("int-list", 0, max_len=16)
 
 
-def _int(d, key: str, where: str) -> int:
-    value = _need(d, key, where)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{where}.{key}: expected an integer, got {value!r}")
-    return value
-
-
-def _opt_float(value, where: str) -> float | None:
-    if value is None:
-        return None
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise ValueError(f"{where}: expected a number or null, got {value!r}")
-    return float(value)
-
-
-def _list(d, key: str, where: str) -> list:
-    value = _need(d, key, where)
-    if not isinstance(value, list):
-        raise ValueError(f"{where}.{key}: expected a list")
-    return value
+def _step_water(v, where: str) -> tuple[int, int]:
+    if not (isinstance(v, list) and len(v) == 2):
+        raise ValueError(f"{where}: expected [step, bytes]")
+    return _COUNT(v[0], f"{where}[0]"), _COUNT(v[1], f"{where}[1]")
 
 
 @dataclass(frozen=True)
@@ -95,18 +82,15 @@ class ArenaTensor:
 
     @classmethod
     def from_dict(cls, d, where: str = "tensor") -> ArenaTensor:
-        shape = d.get("shape", []) if isinstance(d, dict) else []
-        if not isinstance(shape, list) or not all(isinstance(v, int) for v in shape):
-            raise ValueError(f"{where}.shape: expected a list of integers")
-        tensor, producer = d.get("tensor"), d.get("producer")
-        for key, value in (("tensor", tensor), ("producer", producer)):
-            if value is not None and not isinstance(value, int):
-                raise ValueError(f"{where}.{key}: expected an integer or null")
-        return cls(name=str(_need(d, "name", where)), size=_int(d, "size", where),
-                   offset=_int(d, "offset", where), first=_int(d, "first", where),
-                   last=_int(d, "last", where), tensor=tensor, shape=tuple(shape),
-                   dtype=str(d.get("dtype", "")), producer=producer,
-                   kind=str(d.get("kind", GRAPH_INPUT)), alias_of=str(d.get("alias_of", "")))
+        f = read_fields(d, TENSOR_FIELDS, where, optional=TENSOR_OPTIONAL)
+        return cls(**f | {"shape": tuple(f["shape"])})
+
+
+TENSOR_FIELDS = {"name": _TEXT, "size": _COUNT, "offset": _COUNT, "first": _COUNT,
+                 "last": _COUNT, "tensor": _MAYBE_COUNT, "shape": _SHAPE, "dtype": _TEXT,
+                 "producer": _MAYBE_COUNT, "kind": _TEXT, "alias_of": _TEXT}
+TENSOR_OPTIONAL = {"tensor": None, "shape": [], "dtype": "", "producer": None,
+                   "kind": GRAPH_INPUT, "alias_of": ""}
 
 
 @dataclass(frozen=True)
@@ -158,22 +142,20 @@ class ArenaLayout:
 
     @classmethod
     def from_dict(cls, d, where: str = "layout") -> ArenaLayout:
-        tensors = tuple(ArenaTensor.from_dict(t, f"{where}.tensors[{i}]")
-                        for i, t in enumerate(_list(d, "tensors", where)))
-        water = []
-        for i, pair in enumerate(_list(d, "high_water", where)):
-            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) for v in pair)):
-                raise ValueError(f"{where}.high_water[{i}]: expected [step, bytes]")
-            water.append((pair[0], pair[1]))
-        labels = d.get("step_labels", [])
-        if not isinstance(labels, list):
-            raise ValueError(f"{where}.step_labels: expected a list")
-        return cls(planner=str(_need(d, "planner", where)), arena_bytes=_int(d, "arena_bytes", where),
-                   lower_bound_bytes=_int(d, "lower_bound_bytes", where), steps=_int(d, "steps", where),
-                   tensors=tensors, high_water=tuple(water),
-                   plan_ms=_opt_float(d.get("plan_ms", 0.0), f"{where}.plan_ms") or 0.0,
-                   step_labels=tuple(str(v) for v in labels),
-                   stored_order=bool(d.get("stored_order", True)))
+        f = read_fields(d, LAYOUT_FIELDS, where, optional=LAYOUT_OPTIONAL)
+        return cls(**f | {"tensors": tuple(f["tensors"]), "high_water": tuple(f["high_water"]),
+                          "step_labels": tuple(f["step_labels"])})
+
+
+MAX_TENSORS = 100_000
+LAYOUT_FIELDS = {
+    "planner": _TEXT, "arena_bytes": _COUNT, "lower_bound_bytes": _COUNT,
+    "steps": Setting("int", 0, MAX_TENSORS),
+    "tensors": lambda v, w: read_list(v, ArenaTensor.from_dict, w, MAX_TENSORS),
+    "high_water": lambda v, w: read_list(v, _step_water, w, MAX_TENSORS),
+    "plan_ms": _MS, "step_labels": Setting("str-list", max_len=MAX_TENSORS),
+    "stored_order": Setting("bool")}
+LAYOUT_OPTIONAL = {"plan_ms": 0.0, "step_labels": [], "stored_order": True}
 
 
 @dataclass(frozen=True)
@@ -194,15 +176,14 @@ class OpRow:
 
     @classmethod
     def from_dict(cls, d, where: str = "op") -> OpRow:
-        shape = _need(d, "output_shape", where)
-        if not isinstance(shape, list):
-            raise ValueError(f"{where}.output_shape: expected a list")
-        return cls(index=_int(d, "index", where), op=str(_need(d, "op", where)),
-                   output_shape=tuple(int(v) for v in shape), macs=_int(d, "macs", where),
-                   est_cycles=_int(d, "est_cycles", where),
-                   est_us=_opt_float(_need(d, "est_us", where), f"{where}.est_us") or 0.0,
-                   host_us=_opt_float(d.get("host_us"), f"{where}.host_us"),
-                   board_us=_opt_float(d.get("board_us"), f"{where}.board_us"))
+        f = read_fields(d, OP_FIELDS, where, optional={"host_us": None, "board_us": None})
+        return cls(**f | {"output_shape": tuple(f["output_shape"]),
+                          "est_us": f["est_us"] or 0.0})
+
+
+OP_FIELDS = {"index": _COUNT, "op": _TEXT, "output_shape": _SHAPE, "macs": _COUNT,
+             "est_cycles": _COUNT, "est_us": _MAYBE_MS, "host_us": _MAYBE_MS,
+             "board_us": _MAYBE_MS}
 
 
 @dataclass(frozen=True)
@@ -236,20 +217,23 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, d, where: str = "run") -> RunRecord:
-        if not isinstance(d, dict):
-            raise ValueError(f"{where}: expected an object")
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in d.items() if k in known}
-        for key in ("op_us", "output", "output_shape", "op_cycles"):
-            if not isinstance(values.get(key, []), list):
-                raise ValueError(f"{where}.{key}: expected a list")
-            values[key] = tuple(values.get(key, []))
-        for key in ("where", "seed", "total_us"):
-            _need(d, key, where)
-        try:
-            return cls(**values)
-        except TypeError as exc:
-            raise ValueError(f"{where}: {exc}") from None
+        f = read_fields(d, RUN_FIELDS, where, optional=RUN_OPTIONAL)
+        return cls(**f | {k: tuple(f[k]) for k in ("op_us", "output", "output_shape",
+                                                    "op_cycles")})
+
+
+MAX_OUTPUT = 1_000_000
+RUN_FIELDS = {
+    "where": _TEXT, "seed": Setting("int"), "total_us": _MS,
+    "op_us": Setting("float-list", 0, max_len=MAX_TENSORS),
+    "output": Setting("float-list", max_len=MAX_OUTPUT), "output_shape": _SHAPE,
+    "output_dtype": _TEXT, "repeats": Setting("int", 1), "arena_bytes": _COUNT,
+    "round_trip_ms": _MAYBE_MS, "cycles": _MAYBE_COUNT, "cycles_measured": Setting("bool"),
+    "matches_host": Setting("bool", none=True),
+    "op_cycles": Setting("int-list", 0, max_len=MAX_TENSORS)}
+RUN_OPTIONAL = {"output": [], "output_shape": [], "output_dtype": "", "repeats": 1,
+                "arena_bytes": 0, "round_trip_ms": None, "cycles": None,
+                "cycles_measured": False, "matches_host": None, "op_cycles": []}
 
 
 _FIT_FIELDS = ("board", "arena_bytes", "runtime_overhead_bytes", "sram_bytes", "weights_bytes",
@@ -284,21 +268,28 @@ class McuState:
 
     @classmethod
     def from_dict(cls, d, where: str = "labs.mcu.state") -> McuState:
-        board = BoardPreset.from_dict(_need(d, "board", where), origin=f"{where}.board")
-        layouts = tuple(ArenaLayout.from_dict(lay, f"{where}.layouts[{i}]")
-                        for i, lay in enumerate(_list(d, "layouts", where)))
-        if not layouts:
+        f = read_fields(d, STATE_FIELDS, where, optional=STATE_OPTIONAL)
+        board = BoardPreset.from_dict(f["board"], origin=f"{where}.board")
+        if not f["layouts"]:
             raise ValueError(f"{where}.layouts: expected at least one layout")
-        fit_raw = _need(d, "fit", where)
-        fit = FitCheck(**{k: _need(fit_raw, k, f"{where}.fit") for k in _FIT_FIELDS})
-        ops = tuple(OpRow.from_dict(o, f"{where}.ops[{i}]") for i, o in enumerate(_list(d, "ops", where)))
-        runs = [RunRecord.from_dict(d[k], f"{where}.{k}") if d.get(k) is not None else None
-                for k in ("host_run", "board_run")]
-        return cls(model=str(_need(d, "model", where)), model_path=str(d.get("model_path", "")),
-                   model_file_bytes=_int(d, "model_file_bytes", where),
-                   n_operators=_int(d, "n_operators", where), board=board, layouts=layouts,
-                   fit=fit, ops=ops, host_run=runs[0], board_run=runs[1],
-                   note=str(d.get("note", "")), compare_note=str(d.get("compare_note", "")))
+        return cls(**f | {"board": board, "layouts": tuple(f["layouts"]),
+                          "fit": FitCheck(**f["fit"]), "ops": tuple(f["ops"])})
+
+
+def _run(v, where: str) -> RunRecord | None:
+    return None if v is None else RunRecord.from_dict(v, where)
+
+
+STATE_FIELDS = {
+    "model": _TEXT, "model_path": _TEXT, "model_file_bytes": _COUNT, "n_operators": _COUNT,
+    "board": lambda v, w: v,  # BoardPreset.from_dict checks it
+    "layouts": lambda v, w: read_list(v, ArenaLayout.from_dict, w, 100),
+    "fit": lambda v, w: read_fields(v, {"board": _TEXT} | dict.fromkeys(_FIT_FIELDS[1:],
+                                                                          _COUNT), w),
+    "ops": lambda v, w: read_list(v, OpRow.from_dict, w, MAX_TENSORS),
+    "host_run": _run, "board_run": _run, "note": _TEXT, "compare_note": _TEXT}
+STATE_OPTIONAL = {"model_path": "", "host_run": None, "board_run": None, "note": "",
+                  "compare_note": ""}
 
 
 def _kib(nbytes: int) -> str:

@@ -4,7 +4,7 @@ Built here without Qt, so that the lab and `inferlab run mcu` write the same sec
 
 from __future__ import annotations
 
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.settings import Setting, check_settings, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 
@@ -240,9 +240,10 @@ def read_mcu_section(sec: dict):
     ValueError names a bad field."""
     from inferlab.engines.mculab.records import McuState
 
+    read_object(sec, "labs.mcu")
     settings = check_settings(section_field(sec, "settings", "labs.mcu"), MCU_SETTINGS,
                               MCU_DEFAULTS, "labs.mcu.settings")
-    raw = section_field(sec, "state", "labs.mcu")
+    raw = read_object(section_field(sec, "state", "labs.mcu"), "labs.mcu.state")
     state = McuState.from_dict(raw) if raw else None
     return settings, state
 

@@ -140,7 +140,7 @@ LAYER_FIELDS = {
     "hist_edges": _list(_ANY, 10_000), "hist_counts": _list(_int(), 10_000),
     "levels": _list(_ANY, 70_000), "unit": _text, "clip_range": _clip,
     "error_edges": _list(_ANY, 10_000), "error_counts": _list(_int(), 10_000),
-    "scales": _list(_list(_ANY, 100_000), 10_000), "scale_rows": _list(_int(), 10_000),
+    "scales": _list(_list(_ANY, 10_000), 10_000), "scale_rows": _list(_int(), 10_000),
     "scale_label": _text, "error": lambda v, w: _record(v, _ERROR_FIELDS, w),
     "nbytes": _int(1), "source_bytes": _int(1),
 }
@@ -153,6 +153,9 @@ def read_layer_analysis(d, where: str) -> LayerAnalysis:
     for edges, counts in (("hist_edges", "hist_counts"), ("error_edges", "error_counts")):
         if len(f[edges]) != len(f[counts]) + 1:
             raise ValueError(f"{where}.{edges}: expected one more edge than {counts}")
+    scales = f["scales"]
+    if scales and any(len(row) != len(scales[0]) for row in scales):
+        raise ValueError(f"{where}.scales: expected rows of one length (a strip of scales)")
     e = f["error"]
     return LayerAnalysis(
         f["scheme"], f["linear"], tuple(f["shape"]), f["hist_edges"], f["hist_counts"],

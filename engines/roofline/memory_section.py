@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from inferlab.engines.dtypes import DTYPE_NAMES
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.roofline.memory import attention_variants, plan_memory
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.roofline.memory import (
+    MAX_BW_BYTES_PER_S,
+    MAX_BYTES,
+    attention_variants,
+    plan_memory,
+)
+from inferlab.engines.settings import Setting, check_settings, named, read_fields, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 
@@ -49,12 +54,23 @@ def memory_section(settings: dict, model_config: ModelConfig, plan, target: dict
     return section(settings, state, metrics)
 
 
+TARGET_FIELDS = {  # preset_target's, as the plan and the device chooser read them
+    "id": Setting("str", max_len=200), "label": Setting("str", max_len=1000),
+    "memory_bytes": Setting("int", 0, MAX_BYTES),
+    "bw_bytes_per_s": Setting("float", 0, MAX_BW_BYTES_PER_S, none=True),
+}
+
+
 def read_memory_section(sec: dict) -> tuple[dict, ModelConfig, dict]:
+    """(settings, ModelConfig, target); ValueError names the bad field."""
+    read_object(sec, "labs.memory")
     settings = section_field(sec, "settings", "labs.memory")
-    state = section_field(sec, "state", "labs.memory")
-    cfg = ModelConfig.from_dict(section_field(state, "model_config", "labs.memory.state"))
-    target = section_field(state, "target", "labs.memory.state")
-    for key in ("label", "memory_bytes"):
-        section_field(target, key, "labs.memory.state.target")
+    state = read_object(section_field(sec, "state", "labs.memory"), "labs.memory.state")
+    raw_cfg = section_field(state, "model_config", "labs.memory.state")
+    with named("labs.memory.state.model_config"):
+        cfg = ModelConfig.from_dict(raw_cfg)
+    target = read_fields(section_field(state, "target", "labs.memory.state"), TARGET_FIELDS,
+                         "labs.memory.state.target",
+                         optional={"id": "snapshot", "bw_bytes_per_s": None})
     settings = check_settings(settings, MEMORY_SETTINGS, MEMORY_DEFAULTS, "labs.memory.settings")
     return settings, cfg, target

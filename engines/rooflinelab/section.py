@@ -5,7 +5,7 @@ from __future__ import annotations
 from inferlab.engines.dtypes import DTYPE_NAMES
 from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 
@@ -42,13 +42,32 @@ def roofline_section(settings: dict, roofs: MeasuredRoofs | None, points, model_
 
 
 def read_roofline_section(sec: dict):
-    settings = section_field(sec, "settings", "labs.roofline")
-    state = section_field(sec, "state", "labs.roofline")
+    """(settings, MeasuredRoofs or None, [MeasuredPoint], ModelConfig or None); ValueError
+    names the bad field."""
+    where = "labs.roofline"
+    read_object(sec, where)
+    settings = section_field(sec, "settings", where)
+    state = read_object(section_field(sec, "state", where), f"{where}.state")
     raw = state.get("roofs")
-    roofs = MeasuredRoofs.from_dict(raw) if raw else None
-    points = [MeasuredPoint.from_dict(p) for p in state.get("measured_points") or []]
+    roofs = None
+    if raw:
+        with named(f"{where}.state.roofs"):
+            roofs = MeasuredRoofs.from_dict(raw)
+        if "fp32" not in roofs.peak_flops:  # what the plot falls back to for other dtypes
+            raise ValueError(f"{where}.state.roofs.peak_flops: expected an fp32 peak (every "
+                             f"device measures one), got {', '.join(roofs.peak_flops)}")
+    points = read_list(state.get("measured_points") or [], _point,
+                       f"{where}.state.measured_points", 10_000)
     cfg_raw = state.get("model_config")
-    cfg = ModelConfig.from_dict(cfg_raw) if cfg_raw else None
+    cfg = None
+    if cfg_raw:
+        with named(f"{where}.state.model_config"):
+            cfg = ModelConfig.from_dict(cfg_raw)
     settings = check_settings(settings, ROOFLINE_SETTINGS, ROOFLINE_DEFAULTS,
-                              "labs.roofline.settings")
+                              f"{where}.settings")
     return settings, roofs, points, cfg
+
+
+def _point(d, where: str) -> MeasuredPoint:
+    with named(where):
+        return MeasuredPoint.from_dict(d)

@@ -201,6 +201,40 @@ class ServingMetrics:
         }
 
 
+LATENCY_KEYS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+DISTRIBUTION_KEYS = ("mean", "p50", "p90", "p99", "std")
+METRIC_COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens")
+METRIC_RATES = ("duration_s", "request_throughput_per_s", "output_tokens_per_s",
+                "total_tokens_per_s")
+METRIC_KEYS = (*METRIC_COUNTS, *METRIC_RATES, *LATENCY_KEYS, "goodput_requests_per_s", "slo_s")
+
+
+def read_serving_metrics(m, where: str) -> dict:
+    """A `ServingMetrics.to_dict()` read back (a snapshot's metrics), every field checked:
+    counts integers >= 0, rates and seconds finite and >= 0, each latency an object of
+    {mean, p50, p90, p99, std} (null where there were no values), goodput a rate or null,
+    slo_s null or {ttft_s, tpot_s, e2e_s} seconds or null. ValueError names the field
+    under `where`; {} reads as {} (no run). Fields other than these are left out."""
+    from inferlab.engines.settings import Setting, read_fields, read_object
+
+    if not read_object(m, where):
+        return {}
+    count, rate = Setting("int", 0), Setting("float", 0)
+    maybe = Setting("float", 0, none=True)
+
+    def distribution(d, w):
+        return read_fields(d, dict.fromkeys(DISTRIBUTION_KEYS, maybe), w)
+
+    def slo(d, w):
+        return None if d is None else read_fields(d, dict.fromkeys(("ttft_s", "tpot_s", "e2e_s"),
+                                                                   maybe), w)
+
+    fields = (dict.fromkeys(METRIC_COUNTS, count) | dict.fromkeys(METRIC_RATES, rate)
+              | dict.fromkeys(LATENCY_KEYS, distribution)
+              | {"goodput_requests_per_s": maybe, "slo_s": slo})
+    return read_fields(m, fields, where, optional={"slo_s": None})
+
+
 def _per_s(amount: float, duration_s: float) -> float:
     return amount / duration_s if duration_s > 0 else 0.0
 

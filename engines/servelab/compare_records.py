@@ -1,14 +1,17 @@
 """The records of the batching lab's Compare and Rate sweep tabs, and their snapshot state:
 `PolicyRun` (one policy's whole run), `SweepPoint` (one rate and policy), `knee`. Checked
 field by field, so the section reader (section.py) can read them without the runs
-(compare.py) that make them.
+(compare.py) that make them; `read_batching_metrics` reads a run's metrics dict (a
+PolicyRun's, and the section's own).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from inferlab.engines.serve.metrics import METRIC_KEYS, read_serving_metrics
+from inferlab.engines.settings import Setting, read_fields, read_list, read_object
 
 MAX_VALUES = 100_000  # per-request latencies kept per run (the workload's own limit)
 
@@ -20,14 +23,13 @@ def _check_policy(policy) -> None:
         raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
 
 
+_SECONDS_LIST = Setting("float-list", 0, max_len=MAX_VALUES)
+_RATE = Setting("float", 0)
+
+
 def _seconds_list(name: str, values) -> tuple[float, ...]:
-    if not isinstance(values, (list, tuple)) or len(values) > MAX_VALUES:
-        raise ValueError(f"{name}: expected a list of at most {MAX_VALUES:,} numbers")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-                math.isfinite(v) and v >= 0):
-            raise ValueError(f"{name}: expected seconds >= 0, got {v!r}")
-    return tuple(float(v) for v in values)
+    return tuple(float(v) for v in _SECONDS_LIST.check(
+        list(values) if isinstance(values, tuple) else values, name))
 
 
 @dataclass(frozen=True)
@@ -67,17 +69,25 @@ class SweepPoint:
         _check_policy(self.policy)
         for name in ("rate_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p99_s",
                      "tpot_p50_s", "tpot_p99_s", "goodput_requests_per_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
-            object.__setattr__(self, name, float(value))
+            object.__setattr__(self, name, float(_RATE.check(getattr(self, name), name)))
 
     def meets(self, slo_ttft_s: float, slo_tpot_s: float) -> bool:
         return self.ttft_p99_s <= slo_ttft_s and self.tpot_p99_s <= slo_tpot_s
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+BATCHING_COUNTS = {"iterations": Setting("int", 0), "preemptions": Setting("int", 0)}
+
+
+def read_batching_metrics(m, where: str) -> dict:
+    """`section.batching_metrics`' dict read back: the serving metrics (`read_serving_metrics`;
+    none before a run) and the iteration and preemption counts (0 when absent)."""
+    read_object(m, where)
+    served = read_serving_metrics(m, where) if m.keys() & set(METRIC_KEYS) else {}
+    return served | read_fields(m, BATCHING_COUNTS, where, optional=dict.fromkeys(
+        BATCHING_COUNTS, 0))
 
 
 def comparison_state(runs: Sequence[PolicyRun], points: Sequence[SweepPoint]) -> dict:
@@ -95,14 +105,17 @@ def read_comparison_state(state: dict, where: str = "labs.batching.state"
     """The inverse of comparison_state; ValueError naming the bad field."""
     from inferlab.engines.presets import dataclass_from_dict
 
-    out = []
-    for key, cls in (("comparison", PolicyRun), ("sweep", SweepPoint)):
-        raw = state.get(key, [])
-        if not isinstance(raw, list) or len(raw) > MAX_VALUES:
-            raise ValueError(f"{where}.{key}: expected a list")
-        out.append([dataclass_from_dict(cls, item, f"{where}.{key}[{i}]", ValueError)
-                    for i, item in enumerate(raw)])
-    runs, points = out
+    def run(item, w):
+        if isinstance(item, dict) and "metrics" in item:  # the metrics the Compare tab draws
+            item = dict(item, metrics=read_batching_metrics(item["metrics"], f"{w}.metrics"))
+        return dataclass_from_dict(PolicyRun, item, w, ValueError)
+
+    def point(item, w):
+        return dataclass_from_dict(SweepPoint, item, w, ValueError)
+
+    read_object(state, where)
+    runs = read_list(state.get("comparison", []), run, f"{where}.comparison", 100)
+    points = read_list(state.get("sweep", []), point, f"{where}.sweep", MAX_VALUES)
     if runs and len(runs) != 2:
         raise ValueError(f"{where}.comparison: expected two runs (A and B), got {len(runs)}")
     return runs, points

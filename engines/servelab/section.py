@@ -14,7 +14,7 @@ import time
 from inferlab.engines.batchlab.records import CLOCKS, IterationRecord, RequestInfo
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
 from inferlab.engines.serve.scheduler import POLICIES
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
 
@@ -237,47 +237,45 @@ def read_batching_section(sec: dict):
     """(settings, [RequestInfo], [IterationRecord], metrics dict); ValueError names a bad
     field."""
     where = "labs.batching"
+    read_object(sec, where)
     settings = check_batching_settings(section_field(sec, "settings", where), f"{where}.settings")
-    state = section_field(sec, "state", where)
-    metrics = section_field(sec, "metrics", where)
-    if not isinstance(metrics, dict):
-        raise ValueError(f"{where}.metrics: expected an object")
-    if not isinstance(state, dict):
-        raise ValueError(f"{where}.state: expected an object")
-    from inferlab.engines.servelab.compare_records import read_comparison_state
+    state = read_object(section_field(sec, "state", where), f"{where}.state")
+    from inferlab.engines.servelab.compare_records import (
+        read_batching_metrics,
+        read_comparison_state,
+    )
+
+    metrics = read_batching_metrics(section_field(sec, "metrics", where), f"{where}.metrics")
 
     read_comparison_state(state, f"{where}.state")  # checked here, read by the lab
     if not {"requests", "iterations", "iterations_every"} & state.keys():  # no run, maybe
         return settings, [], [], metrics                                    # a comparison
-    raw_requests = section_field(state, "requests", f"{where}.state")
-    raw_iterations = section_field(state, "iterations", f"{where}.state")
-    for name, value in (("requests", raw_requests), ("iterations", raw_iterations)):
-        if not isinstance(value, list):
-            raise ValueError(f"{where}.state.{name}: expected a list")
-    requests = []
-    for i, r in enumerate(raw_requests):
-        try:
-            requests.append(RequestInfo.from_dict(r, f"{where}.state.requests[{i}]"))
-        except ValueError as e:
-            raise _named(e, f"{where}.state.requests[{i}]") from None
-    iterations = []
-    for i, r in enumerate(raw_iterations):
-        try:
-            iterations.append(IterationRecord.from_dict(r, f"{where}.state.iterations[{i}]"))
-        except ValueError as e:
-            raise _named(e, f"{where}.state.iterations[{i}]") from None
-    ids = {r.request_id for r in requests}
+    w = f"{where}.state"
+    requests = read_list(section_field(state, "requests", w), _request, f"{w}.requests")
+    iterations = read_list(section_field(state, "iterations", w), _iteration,
+                           f"{w}.iterations")
+    ids: set[str] = set()
+    for i, r in enumerate(requests):
+        if r.request_id in ids:  # the timeline has one row per request
+            raise ValueError(f"{w}.requests[{i}].request_id: {shown(r.request_id)} is "
+                             f"already the id of an earlier request")
+        ids.add(r.request_id)
     for i, it in enumerate(iterations):
-        unknown = [rid for rid in (*it.decodes, *(p.request_id for p in it.prefills))
-                   if rid not in ids]
+        unknown = [rid for rid in (*it.decodes, *(p.request_id for p in it.prefills),
+                                   *it.preempted, *it.finished) if rid not in ids]
         if unknown:
-            raise ValueError(f"{where}.state.iterations[{i}]: unknown request {unknown[0]!r}")
+            raise ValueError(f"{w}.iterations[{i}]: unknown request {shown(unknown[0])}")
     return settings, requests, iterations, metrics
 
 
-def _named(error: ValueError, where: str) -> ValueError:
-    text = str(error)
-    return error if text.startswith(where) else ValueError(f"{where}: {text}")
+def _request(d, where: str) -> RequestInfo:
+    with named(where):
+        return RequestInfo.from_dict(d, where)
+
+
+def _iteration(d, where: str) -> IterationRecord:
+    with named(where):
+        return IterationRecord.from_dict(d, where)
 
 
 def batching_trace_iteration(recorder, record: IterationRecord, offset_s: float = 0.0) -> None:

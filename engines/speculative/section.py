@@ -21,7 +21,6 @@ statistics; `read_speculative_section` reads it strictly (ValueError naming the 
 from __future__ import annotations
 
 import importlib.resources
-import math
 from dataclasses import dataclass, field
 
 from inferlab.engines.settings import Setting, check_settings
@@ -343,29 +342,19 @@ def _tree_fields(d: dict, where: str, vocab: int, drafted: list[int], n_accepted
 
 
 def _int(value, where: str, low: int = 0, high: int = 2**31 - 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{where}: expected an integer in {low}..{high}, got {value!r}")
-    return value
+    return Setting("int", low, high).check(value, where)
 
 
-def _number(value, low: float, high: float) -> bool:
-    """`value` is a number (not a bool) in low..high; huge ints and NaN are not."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return (low <= value <= high) if isinstance(value, int) else \
-        (math.isfinite(value) and low <= value <= high)
+_SECONDS = Setting("float", 0, 1e9)
+_PROB = Setting("float", 0, 1)
 
 
 def _seconds(value, where: str) -> float:
-    if not _number(value, 0, 1e9):
-        raise ValueError(f"{where}: expected a finite number of seconds >= 0, got {value!r}")
-    return float(value)
+    return float(_SECONDS.check(value, where))
 
 
 def _prob(value, where: str) -> float:
-    if not _number(value, 0, 1):
-        raise ValueError(f"{where}: expected a probability in 0..1, got {value!r}")
-    return float(value)
+    return float(_PROB.check(value, where))
 
 
 def _list(d: dict, key: str, where: str, n: int | None = None) -> list:

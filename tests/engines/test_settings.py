@@ -75,3 +75,94 @@ def test_every_lab_reader_checks_its_settings(reader, section, message):
                             "target": {"label": "x", "memory_bytes": 1}}
     with pytest.raises(ValueError, match=message):
         resolve(reader)(section)
+
+
+# ---- the rest of a section: objects, lists and maps read with the same checks ------------
+
+def test_numbers_past_a_doubles_range_and_huge_integers_are_refused_not_raised():
+    for kind in ("int", "float"):
+        with pytest.raises(ValueError, match=r"w: expected .*got an integer of about 401 digits"):
+            Setting(kind).check(10**400, "w")
+    with pytest.raises(ValueError, match=r"w: expected an integer, got 9223372036854775808"):
+        Setting("int").check(2**63, "w")
+    assert Setting("float", 0, none=True).check(None, "w") is None
+    with pytest.raises(ValueError, match=r"w\[1\]: expected a finite number >= 0, got -1"):
+        Setting("float-list", 0).check([1, -1], "w")
+    with pytest.raises(ValueError, match=r"w: expected text of at most 3 characters, got 4"):
+        Setting("str", max_len=3).check("abcd", "w")
+
+
+def test_a_long_value_is_shown_by_its_size():
+    from inferlab.engines.settings import shown
+
+    assert shown([0] * 1000) == "a list of 1,000 items"
+    assert shown("x" * 100) == "text of 100 characters"
+    assert shown([1, 2]) == "[1, 2]"
+    nested: list = []
+    for _ in range(5000):
+        nested = [nested]
+    assert shown(nested) == "a deeply nested list"  # past the recursion limit: no repr
+
+
+def test_read_fields_names_the_path_of_a_bad_or_missing_field():
+    from inferlab.engines.settings import read_fields, read_list, read_map
+
+    table = {"p50": Setting("float", 0, none=True),
+             "runs": lambda v, w: read_list(v, Setting("int", 0), w, 2),
+             "peaks": lambda v, w: read_map(v, Setting("float", 0), w)}
+    good = {"p50": None, "runs": [1, 2], "peaks": {"fp32": 1.0}, "extra": "dropped"}
+    assert read_fields(good, table, "m") == {"p50": None, "runs": [1, 2], "peaks": {"fp32": 1.0}}
+    assert read_fields({"p50": 1}, table, "m", optional={"runs": [], "peaks": {}})["runs"] == []
+    for bad, message in (
+            (dict(good, p50=[]), r"m\.p50: expected a finite number >= 0, got \[\]"),
+            (dict(good, runs=[1, "x"]), r"m\.runs\[1\]: expected an integer >= 0, got 'x'"),
+            (dict(good, runs=[1, 2, 3]), r"m\.runs: expected a list of at most 2 items, got 3"),
+            (dict(good, peaks={"fp32": math.inf}), r"m\.peaks\['fp32'\]: .* got inf"),
+            ({"runs": [], "peaks": {}}, r"m: missing field 'p50'"),
+            (0.5, r"m: expected an object, got 0\.5")):
+        with pytest.raises(ValueError, match=message):
+            read_fields(bad, table, "m")
+
+
+def test_named_prefixes_a_records_own_error_with_its_field():
+    from inferlab.engines.settings import named
+
+    with pytest.raises(ValueError, match=r"^labs\.x\.state\.roofs: field 'repeats' must be"):
+        with named("labs.x.state.roofs"):
+            raise ValueError("field 'repeats' must be a positive integer")
+    with pytest.raises(ValueError, match=r"^labs\.x\.state\.roofs\.a: bad$"):  # already named
+        with named("labs.x.state.roofs"):
+            raise ValueError("labs.x.state.roofs.a: bad")
+
+
+def test_read_dataclass_reads_each_field_by_its_annotation():
+    from dataclasses import dataclass
+
+    from inferlab.engines.settings import read_dataclass
+
+    @dataclass(frozen=True)
+    class Region:
+        seq_id: str
+        start: int
+        share: float = 0.0
+        note: str | None = None
+
+    assert read_dataclass(Region, {"seq_id": "a", "start": 3, "x": 1}, "r") == Region("a", 3)
+    with pytest.raises(ValueError, match=r"r\.start: expected an integer >= 0, got -1"):
+        read_dataclass(Region, {"seq_id": "a", "start": -1}, "r", {"start": Setting("int", 0)})
+    with pytest.raises(ValueError, match=r"r\.share: expected a finite number, got nan"):
+        read_dataclass(Region, {"seq_id": "a", "start": 0, "share": math.nan}, "r")
+    with pytest.raises(ValueError, match=r"r: missing field 'start'"):
+        read_dataclass(Region, {"seq_id": "a"}, "r")
+
+
+def test_read_int_array_checks_a_whole_list_at_once():
+    from inferlab.engines.settings import read_int_array
+
+    assert read_int_array([0, 3, -1], "w", -1, 3).tolist() == [0, 3, -1]
+    for bad, message in (([0, 4], r"w: expected integers in -1\.\.3, got 4"),
+                         ([0, 1.5], r"w: expected a list of integers, got \[0, 1\.5\]"),
+                         ([[0], [1]], r"w: expected a list of integers"),
+                         ([0, 2**70], r"w: expected a list of integers"), ("0", r"got '0'")):
+        with pytest.raises(ValueError, match=message):
+            read_int_array(bad, "w", -1, 3)
