@@ -181,3 +181,56 @@ def mutate_json_bytes(value, rng: random.Random, paths: list | None = None
         return mutate_json(value, rng, paths)
     raw = json.dumps(value).encode()
     return flip_bytes(raw, rng) if r < 0.9 else truncate(raw, rng)
+
+
+# ---- structure mutators (a parsed value, not its text) ---------------------------------------
+
+DEEP = (8, 64, 300)
+"""Nesting depths put in place of a value: a file's reader refuses more than 64, but a section
+held in memory has no such guard."""
+LONG = (1_000, 20_000)
+"""Lengths a list is stretched to (its own items, repeated)."""
+
+
+def sampled_paths(value, per_list: int = 2, prefix=()) -> list[tuple]:
+    """`json_paths`, walking only the first `per_list` items of each list: every field of a
+    record list is reached without one path per record, so each field is as likely a target."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += sampled_paths(v, per_list, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:per_list]):
+            out += sampled_paths(v, per_list, prefix + (i,))
+    return out
+
+
+def _get(value, path):
+    for key in path:
+        value = value[key]
+    return value
+
+
+def mutate_value(value, rng: random.Random, paths: list | None = None) -> tuple[str, object]:
+    """(label, a copy of `value` with one node changed): replaced by a bad value (BAD_VALUES:
+    every other JSON type, zeros, huge and non-finite numbers), deleted, nested deep, or made
+    a long list. Copies only the nodes on the changed path."""
+    paths = paths if paths is not None else json_paths(value)
+    path = rng.choice(paths)
+    kind = rng.random()
+    if kind < 0.6 or (kind < 0.7 and not path):
+        new = rng.choice(BAD_VALUES)
+        return f"{list(path)} = {str(new)[:20]}", _replace(value, path, new)
+    if kind < 0.7:
+        return f"del {list(path)}", _delete(value, path)
+    if kind < 0.85:
+        depth = rng.choice(DEEP)
+        nested: list = []
+        for _ in range(depth - 1):
+            nested = [nested]
+        return f"{list(path)} nested {depth} deep", _replace(value, path, nested)
+    node = _get(value, path)
+    n = rng.choice(LONG)
+    items = node if isinstance(node, list) and node else [node]
+    return (f"{list(path)} stretched to {n} items",
+            _replace(value, path, [items[i % len(items)] for i in range(n)]))

@@ -1,0 +1,173 @@
+"""A small real snapshot section of every lab, made by the lab's own engines (the tiny model,
+the simulated clock, the fake server, TFLM's hello-world model), as plain JSON: what the
+snapshot fuzz mutates. Each builder returns `labs.<id>` as `json.loads(json.dumps(...))`
+gives it back from a file."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from inferlab.engines.trace.jsonable import to_jsonable
+
+
+def _plain(section: dict) -> dict:
+    return json.loads(json.dumps(to_jsonable(section), allow_nan=False))
+
+
+def hardware() -> dict:
+    from inferlab.engines.hardware.discovery import discover_devices
+    from inferlab.engines.hardware.microbench import MeasuredRoofs
+    from inferlab.engines.hardware.section import HARDWARE_DEFAULTS, hardware_section
+    from inferlab.engines.hardware.telemetry_history import GpuSeries, TelemetryHistory
+
+    t = np.arange(4, dtype=float) * 0.5
+    gpu = GpuSeries("cuda:0", np.array([10.0, 50.0, np.nan, 90.0]), np.full(4, 2.0**30),
+                    np.full(4, 2.0**34), np.array([60.0, 120.0, 180.0, np.nan]),
+                    np.full(4, 1500.0))
+    history = TelemetryHistory(t, np.array([[5.0, 10.0]] * 4), np.full(4, 2.0**32), 2**34,
+                               (gpu,))
+    roofs = MeasuredRoofs("cpu", {"fp32": 1e11, "bf16": 5e10}, 2e10, 256, 2**24, 3)
+    return _plain(hardware_section(dict(HARDWARE_DEFAULTS, device="cpu"), discover_devices(),
+                                   history, {"cpu": roofs}))
+
+
+def roofline() -> dict:
+    from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
+    from inferlab.engines.model.config import load_model_preset
+    from inferlab.engines.rooflinelab.section import ROOFLINE_DEFAULTS, roofline_section
+
+    roofs = MeasuredRoofs("cpu", {"fp32": 1e11, "bf16": 5e10}, 2e10, 256, 2**24, 3)
+    points = [MeasuredPoint("matmul 256", 2 * 256**3, 3 * 4 * 256**2, 1e-3),
+              MeasuredPoint("decode gemv", 2 * 256**2, 4 * 256**2, 1e-4)]
+    settings = dict(ROOFLINE_DEFAULTS, presets=["h100-sxm"])
+    return _plain(roofline_section(settings, roofs, points,
+                                   load_model_preset(settings["model"])))
+
+
+def memory() -> dict:
+    from inferlab.engines.hardware.presets import load_hardware_preset
+    from inferlab.engines.model.config import load_model_preset
+    from inferlab.engines.roofline.memory_section import (
+        MEMORY_DEFAULTS,
+        memory_plans,
+        memory_section,
+        preset_target,
+    )
+
+    settings = dict(MEMORY_DEFAULTS)
+    cfg = load_model_preset(settings["model"])
+    target = preset_target(load_hardware_preset(settings["target"]))
+    plan, _variants = memory_plans(settings, cfg, target)
+    return _plain(memory_section(settings, cfg, plan, target))
+
+
+def mcu() -> dict:
+    import argparse
+
+    from inferlab.engines.mcu.examples import examples_dir
+    from inferlab.engines.mculab.run import add_arguments, run
+    from inferlab.engines.trace.recorder import TraceRecorder
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--model", str(examples_dir() / "hello_world_int8.tflite"),
+                              "--compare", "linear"])
+    section, _summary = run(args, TraceRecorder())
+    return _plain(section)
+
+
+def kv() -> dict:
+    from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_run, kv_section
+
+    settings = dict(KV_DEFAULTS, model="tiny", scenario="fork")
+    session, records = kv_run(settings, max_steps=12)
+    return _plain(kv_section(settings, session.info, session.seq_infos(), records))
+
+
+def batching() -> dict:
+    from inferlab.engines.servelab.compare import compare_policies, rate_sweep
+    from inferlab.engines.servelab.compare_records import comparison_state
+    from inferlab.engines.servelab.section import (
+        BATCHING_DEFAULTS,
+        batching_section,
+        batching_session,
+    )
+
+    settings = dict(BATCHING_DEFAULTS, requests=6, rate_per_s=40.0, prompt_mean=4.0,
+                    output_mean=2.0)
+    session = batching_session(settings)
+    while not session.done:
+        session.step()
+    extras = comparison_state(compare_policies(settings), rate_sweep(settings, [20.0, 80.0]))
+    return _plain(batching_section(session.settings, session.request_infos(), session.records,
+                                   session.serving_metrics(), extras))
+
+
+def speculative() -> dict:
+    from inferlab.engines.speculative.section import (
+        speculative_defaults,
+        speculative_section,
+        speculative_session,
+    )
+    from inferlab.engines.speculative.sweep_records import KPoint, KSweep
+
+    session = speculative_session(speculative_defaults() | {"model": "tiny", "max_tokens": 10,
+                                                             "k": 3})
+    while not session.done:
+        session.step()
+    point = KPoint("ngram", 3, 0.5, 1.5, 0.5, 1.9, 1.875, 6, 0.1, 1.6, 1.4, 0.2, 0.15, 0.01,
+                   0.02, True)
+    sweep = KSweep("tiny", "ngram", 10, (point, KPoint(**dict(point.to_dict(), k=5))))
+    return _plain(speculative_section(session.settings, session.header(), session.records,
+                                      sweep))
+
+
+def quant() -> dict:
+    from inferlab.engines.quantlab.section import QUANT_DEFAULTS, quant_section
+    from inferlab.engines.quantlab.session import QuantSession
+
+    session = QuantSession.open("tiny", eval_text="A clock counts the swings of a pendulum. " * 2)
+    runs = [session.run(name, decode_tokens=None) for name in ("fp32", "int8", "kv-fp8")]
+    layer = session.analyse(1, "qkv", "q4_0")
+    settings = dict(QUANT_DEFAULTS, model="tiny", schemes=["fp32", "int8", "kv-fp8"])
+    return _plain(quant_section(settings, session.model_name, len(session.eval_ids), layer,
+                                runs))
+
+
+def endpoint() -> dict:
+    from inferlab.engines.endpoint.fake_server import FakeServer
+    from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
+    from inferlab.engines.endpoint.section import (
+        ENDPOINT_DEFAULTS,
+        EndpointRecord,
+        endpoint_section,
+    )
+    from inferlab.engines.endpoint.sweep import EndpointSweep, EndpointSweepPoint
+    from inferlab.engines.serve.metrics import SLO
+    from inferlab.engines.serve.workload import WorkloadRequest
+
+    work = [WorkloadRequest(arrival_s=0.0, prompt_tokens=16, output_tokens=5, prompt="")
+            for _ in range(3)]
+    work.append(WorkloadRequest(arrival_s=0.0, prompt_tokens=16, output_tokens=5,
+                                prompt="[fake:http500]"))
+    with FakeServer(token_interval_s=0.002, metrics=True) as server:
+        settings = EndpointSettings(url=server.url, concurrency=2, scrape_hz=4,
+                                    read_timeout_s=1.0, request_timeout_s=10.0,
+                                    max_duration_s=20.0)
+        record = EndpointRecord.of(EndpointRun(settings, work, slo=SLO(ttft_s=1.0)).run())
+    points = (EndpointSweepPoint("synchronous", 2.0, 2.0, 50.0, 0.01, 0.02, 0.005, 0.006, 8,
+                                 0, 2.0),
+              EndpointSweepPoint("throughput", 9.0, 9.0, 200.0, 0.05, 0.2, 0.01, 0.02, 8, 0,
+                                 9.0))
+    sweep = EndpointSweep(points, points[0], SLO(ttft_s=0.5, tpot_s=0.05))
+    side = {"columns": {"endpoint": {"title": "Endpoint", "metrics": record.metrics}},
+            "notes": ["a note"]}
+    return _plain(endpoint_section(dict(ENDPOINT_DEFAULTS), record, sweep, side))
+
+
+BUILDERS = {"hardware": hardware, "roofline": roofline, "memory": memory, "mcu": mcu, "kv": kv,
+            "batching": batching, "speculative": speculative, "quant": quant,
+            "endpoint": endpoint}
+"""Lab id -> builder, one per lab of the registry."""
