@@ -56,6 +56,7 @@ from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tokenizer import Tokenizer
 from inferlab.engines.speculative import mass
+from inferlab.engines.speculative.adaptive_k import AdaptiveK
 from inferlab.engines.speculative.drafter import Drafter, Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.rejection import verify_drafts
@@ -176,7 +177,14 @@ class SpeculativeDecoder:
     def __init__(self, target: Llama, drafter: Drafter, k: int = 4,
                  settings: SamplingSettings = GREEDY, seed: int = 0,
                  tokenizer: Tokenizer | None = None, block_size: int = 16,
-                 tree_width: int = 1) -> None:
+                 tree_width: int = 1, k_policy: AdaptiveK | None = None) -> None:
+        self.k_policy = k_policy
+        if k_policy is not None:
+            if not isinstance(k_policy, AdaptiveK):
+                raise SpeculativeError(f"k_policy must be an AdaptiveK, got {k_policy!r}")
+            if tree_width != 1:
+                raise SpeculativeError("k_policy chooses a chain's length: tree_width must be 1")
+            k = k_policy.k_max  # the most it can choose: what the cache is sized for
         self.k = _check_int(k, "k", 1)
         self.tree_width = _check_int(tree_width, "tree_width", 1)
         if not isinstance(settings, SamplingSettings):
@@ -260,7 +268,8 @@ class SpeculativeDecoder:
             raise SpeculativeError("no prompt is being decoded: call start() first")
         runner, out = self.runner, self.output
         text = self.prompt + out
-        k = min(self.k, self._max_new - len(out) - 1)
+        wanted = self.k if self.k_policy is None else self.k_policy.choose()
+        k = min(wanted, self._max_new - len(out) - 1)
         t0 = time.perf_counter()
         if self.tree_width > 1 and k >= 1:
             candidates = self.drafter.propose_candidates(text, k, self.tree_width)
@@ -299,6 +308,8 @@ class SpeculativeDecoder:
             target_tokens=query, target_forward_s=forward_s, draft_s=draft_s,
             finish_reason=reason)
         self.steps.append(record)
+        if self.k_policy is not None:
+            self.k_policy.observe(len(drafts), verdict.n_accepted, query, forward_s, draft_s)
         return record
 
     def _tree_step(self, paths: list[tuple[int, ...]], draft_s: float) -> SpeculativeStep:

@@ -1,0 +1,136 @@
+"""Choosing K each step: draft as many tokens as pay for themselves on this machine, none when
+drafting does not pay.
+
+With per-draft acceptance α (drafts accepted independently), K drafts yield on average
+
+    E(K) = (1 - α^(K+1)) / (1 - α)        tokens per target forward   (E(0) = 1)
+
+and cost, in units of one plain decode step (a 1-token target forward),
+
+    T(K) = K · c + v(K)                   c: draft cost per token, v(K): the K+1-token forward
+
+so the expected speedup of K over plain decoding is E(K) / T(K). `AdaptiveK` measures all
+three on the run itself: α from the drafts so far (a Beta prior, exponentially forgetting
+old steps), c from the drafter's time per drafted token, v(K) from the target's forward times
+per query length (seeded from a prior curve until a length has been timed). It chooses the
+K in 0..k_max with the largest predicted speedup, 0 (plain decoding) unless some K > 0 beats 1
+by `margin`. Every `probe_every` plain steps it drafts `probe_k` tokens anyway, so a prompt
+that starts copying later is noticed; on a prompt that copies nothing the probes are the only
+cost over plain decoding.
+
+The choice depends only on past steps, never on the draft being verified, so the verifier's
+rejection sampling stays exact for any K (the target's distribution is kept).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_VERIFY_SLOPE = 0.06
+"""Prior for v(K) = 1 + slope · K before a length is timed (the native runtime's
+`verify_cost_ratio_k4` of 1.25 on SmolLM2 fp32 is 1 + 0.0625 · 4)."""
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """E(K): mean tokens emitted per target forward with K drafts accepted independently with
+    probability alpha each (the accepted run, plus the target's own next token)."""
+    if k <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def predicted_speedup(alpha: float, k: int, draft_cost: float, verify_cost: float) -> float:
+    """E(K) / (K · c + v(K)), all costs relative to one plain decode step."""
+    return expected_tokens(alpha, k) / (k * draft_cost + verify_cost)
+
+
+@dataclass
+class AdaptiveK:
+    """A per-step K policy for `SpeculativeDecoder(k_policy=...)`; see the module doc."""
+
+    k_max: int = 8
+    probe_every: int = 8
+    probe_k: int = 2
+    margin: float = 0.05
+    prior_alpha: float = 0.5
+    prior_weight: float = 1.0
+    forget: float = 0.95
+    """At each step that drafted, the counts so far are kept at this weight (recent steps
+    count most)."""
+    chosen: list[int] = field(default_factory=list)
+    """The K chosen for each step so far."""
+    _accepted: float = 0.0
+    _drafted: float = 0.0  # drafts tried: accepted ones, plus the first rejected of a step
+    _forward_s: dict[int, float] = field(default_factory=dict)  # query length -> EWMA s
+    _draft_s_per_token: float | None = None
+    _plain_run: int = 0
+
+    def __post_init__(self) -> None:
+        if self.k_max < 1 or self.probe_every < 1 or not 1 <= self.probe_k <= self.k_max:
+            raise ValueError(f"AdaptiveK needs k_max >= 1, probe_every >= 1 and 1 <= probe_k "
+                             f"<= k_max, got {self.k_max}, {self.probe_every}, {self.probe_k}")
+
+    @property
+    def alpha(self) -> float:
+        """The running acceptance estimate (the prior's mean before any draft)."""
+        return (self._accepted + self.prior_alpha * self.prior_weight) / \
+            (self._drafted + self.prior_weight)
+
+    def verify_cost(self, k: int) -> float:
+        """v(K): the measured forward time of K+1 query tokens over that of 1 (the prior
+        curve for lengths not yet timed)."""
+        one = self._forward_s.get(1)
+        timed = self._forward_s.get(k + 1)
+        if one and timed:
+            return max(1.0, timed / one)
+        return 1.0 + DEFAULT_VERIFY_SLOPE * k
+
+    def draft_cost(self) -> float:
+        """c: the drafter's seconds per drafted token over one plain forward (0 until timed)."""
+        one = self._forward_s.get(1)
+        if self._draft_s_per_token is None or not one:
+            return 0.0
+        return self._draft_s_per_token / one
+
+    def speedups(self) -> dict[int, float]:
+        """Predicted speedup of every K in 0..k_max on what has been measured so far."""
+        a, c = self.alpha, self.draft_cost()
+        return {k: predicted_speedup(a, k, c, self.verify_cost(k) if k else 1.0)
+                for k in range(self.k_max + 1)}
+
+    def choose(self) -> int:
+        """K for the next step."""
+        table = self.speedups()
+        best = max(range(1, self.k_max + 1), key=lambda k: table[k])
+        k = best if table[best] > 1.0 + self.margin else 0
+        if k == 0:
+            self._plain_run += 1
+            if self._plain_run >= self.probe_every:
+                k, self._plain_run = self.probe_k, 0
+        else:
+            self._plain_run = 0
+        self.chosen.append(k)
+        return k
+
+    def observe(self, drafted: int, accepted: int, query_tokens: int, forward_s: float,
+                draft_s: float) -> None:
+        """One step's outcome: drafts proposed and accepted, the target forward's query length
+        and seconds, the drafter's seconds."""
+        # Verification stops at the first rejection: the drafts after it were never tried,
+        # so a step is `accepted` successes and (if it stopped early) one failure.
+        # Plain steps (nothing drafted) leave the estimate as it is: forgetting with no new
+        # evidence would drift it back to the prior and restart drafting that did not pay.
+        trials = accepted + (1 if accepted < drafted else 0)
+        if trials:
+            self._accepted = self._accepted * self.forget + accepted
+            self._drafted = self._drafted * self.forget + trials
+        if forward_s > 0:
+            old = self._forward_s.get(query_tokens)
+            self._forward_s[query_tokens] = forward_s if old is None else \
+                0.7 * old + 0.3 * forward_s
+        if drafted > 0 and draft_s >= 0:
+            per = draft_s / drafted
+            old = self._draft_s_per_token
+            self._draft_s_per_token = per if old is None else 0.7 * old + 0.3 * per

@@ -1,0 +1,126 @@
+"""Adaptive K: the policy's arithmetic by hand, greedy output unchanged whatever K it picks,
+plain decoding where drafts are rejected, long drafts where they are accepted, and the
+target's distribution kept with K changing between steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inferlab.engines.model.generate import generate
+from inferlab.engines.speculative.adaptive_k import AdaptiveK, expected_tokens, predicted_speedup
+from inferlab.engines.speculative.decoder import SpeculativeDecoder
+from inferlab.engines.speculative.drafter import Proposal
+from inferlab.engines.speculative.errors import SpeculativeError
+from inferlab.engines.speculative.model_drafter import ModelDrafter
+from inferlab.engines.speculative.ngram import NgramDrafter
+from inferlab.engines.speculative.sampling import SamplingSettings
+from tests.engines.speculative.chi_square import chi_square_p_value
+
+
+def test_expected_tokens_by_hand():
+    assert expected_tokens(0.5, 0) == 1.0
+    assert expected_tokens(0.5, 1) == pytest.approx(1.5)  # 1 + 0.5
+    assert expected_tokens(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert expected_tokens(1.0, 4) == 5.0
+    assert expected_tokens(0.0, 6) == 1.0
+    # alpha 0.8, K 2: 1.8 / 1.1 speedup with v = 1.1 and free drafts
+    assert predicted_speedup(0.8, 2, 0.0, 1.1) == pytest.approx((1 + 0.8 + 0.64) / 1.1)
+
+
+def _feed(policy: AdaptiveK, steps: int, accept_all: bool, forward_1_s: float = 0.01):
+    for _ in range(steps):
+        k = policy.choose()
+        accepted = k if accept_all else 0
+        policy.observe(k, accepted, k + 1, forward_1_s * (1 + 0.05 * k), 0.0)
+
+
+def test_rejected_drafts_lead_to_plain_decoding_with_probes():
+    policy = AdaptiveK(k_max=6, probe_every=8, probe_k=2)
+    _feed(policy, 80, accept_all=False)
+    late = policy.chosen[40:]
+    assert policy.alpha < 0.1
+    assert late.count(0) >= 0.85 * len(late)  # plain steps, a probe every 8
+    assert set(late) == {0, 2}
+
+
+def test_accepted_drafts_lead_to_long_drafts():
+    policy = AdaptiveK(k_max=6)
+    _feed(policy, 40, accept_all=True)
+    assert policy.alpha > 0.9
+    assert policy.chosen[-10:] == [6] * 10
+
+
+def test_costly_drafts_shorten_k():
+    """With each draft token costing half a forward, alpha 0.7 pays for little: K 1 (1.7 /
+    1.56 at v = 1.06) beats K 2 (2.19 / 2.12) and every longer K."""
+    policy = AdaptiveK(k_max=6, prior_alpha=0.7, prior_weight=1e9)  # alpha pinned at 0.7
+    policy.observe(0, 0, 1, 0.01, 0.0)
+    policy.observe(1, 1, 2, 0.0106, 0.005)  # v(1) = 1.06, c = 0.5
+    table = policy.speedups()
+    assert max(range(1, 7), key=table.get) == 1
+    assert policy.choose() == 1
+
+
+def test_bad_policies_are_refused(tiny):
+    with pytest.raises(ValueError):
+        AdaptiveK(k_max=0)
+    with pytest.raises(ValueError):
+        AdaptiveK(k_max=4, probe_k=5)
+    with pytest.raises(SpeculativeError, match="k_policy"):
+        SpeculativeDecoder(tiny[0], NgramDrafter(), k_policy="auto")
+    with pytest.raises(SpeculativeError, match="tree_width"):
+        SpeculativeDecoder(tiny[0], NgramDrafter(), k_policy=AdaptiveK(), tree_width=2)
+
+
+PROMPTS = [list(b"the cat sat on the mat. the cat sat on the"), list(b"abcabcabc"), [7]]
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "model"])
+def test_greedy_output_is_plain_greedy_output(tiny, drafter):
+    model, tok = tiny
+    for prompt in PROMPTS:
+        plain = generate(model, [prompt], max_new_tokens=40).generations[0].token_ids
+        d = NgramDrafter() if drafter == "ngram" else ModelDrafter(model, tokenizer=tok)
+        policy = AdaptiveK(k_max=5, probe_every=3)
+        dec = SpeculativeDecoder(model, d, k_policy=policy)
+        run = dec.generate(prompt, 40)
+        assert tuple(run.token_ids) == tuple(plain)
+        assert len(set(policy.chosen)) >= 1 and max(policy.chosen) <= 5
+
+
+class _Sampled:
+    """A drafter drawing each draft from a fixed distribution q with its own seed (the draft
+    must be a sample of q, independent of the verifier's uniforms, for exactness)."""
+
+    name = "sampled"
+
+    def __init__(self, q: torch.Tensor, seed: int) -> None:
+        self.q, self.vocab_size = q, q.numel()
+        self.gen = torch.Generator().manual_seed(10_000 + seed)
+
+    def propose(self, token_ids, k: int) -> Proposal:
+        toks = torch.multinomial(self.q, k, replacement=True, generator=self.gen).tolist()
+        return Proposal(tuple(toks), self.q.expand(k, -1).clone())
+
+
+def test_the_first_token_keeps_the_targets_distribution_with_k_changing(tiny):
+    """Sampling at temperature 1: the token after a fixed prompt, over many seeds, with a
+    policy whose K changes between steps, is distributed as the target's softmax."""
+    model, _ = tiny
+    settings = SamplingSettings(temperature=1.0)
+    prompt = list(b"hello")
+    logits = model.forward_nocache(torch.tensor(prompt))[0].float()
+    p = torch.softmax(logits, -1)
+    q = torch.softmax(logits + torch.randn(logits.shape, generator=torch.Generator()
+                                          .manual_seed(0)) * 1.5, -1)
+    firsts, ks = [], set()
+    for seed in range(3000):
+        policy = AdaptiveK(k_max=3, probe_every=1, probe_k=1 + seed % 3, margin=10.0)
+        dec = SpeculativeDecoder(model, _Sampled(q, seed), k_policy=policy, settings=settings,
+                                 seed=seed)
+        dec.start(prompt, 5)
+        firsts.append(dec.step().token_ids[0])
+        ks.update(policy.chosen)
+    assert ks == {1, 2, 3}
+    assert chi_square_p_value(torch.tensor(firsts), p) > 0.001
