@@ -20,7 +20,7 @@ SYS_PKGS += make gcc libc6-dev qemu-system-arm gcc-arm-none-eabi libnewlib-arm-n
 SYS_PKGS += g++ cmake
 
 
-.PHONY: setup setup-test sysdeps run test test-gpu bench lint screenshots clean
+.PHONY: setup setup-test sysdeps run test test-fast test-gpu bench lint screenshots clean
 
 # `setup` is what the window and every lab need; `setup-test` adds the test extra (pytest,
 # the reference peers: transformers, TFLM, llama-cpp-python, which compiles llama.cpp).
@@ -57,6 +57,10 @@ run: setup
 # -n auto: one pytest-xdist worker per core (each its own QApplication and model loads).
 test: setup-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n auto
+
+# The edit loop: everything not marked slow (tests/conftest.py marks the heavy fixtures' tests).
+test-fast: setup-test
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n auto -m "not slow"
 
 test-gpu: setup-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m gpu

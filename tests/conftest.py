@@ -13,6 +13,27 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="inferlab-test-cache-")
 
 import pytest  # noqa: E402
 
+# A test that uses one of these fixtures, directly or through another fixture, is `slow`:
+# `make test` runs it, `make test-fast` (-m "not slow") leaves it out. A heavy test with no such
+# fixture (a subprocess start-up, a whole-window screenshot) carries @pytest.mark.slow itself.
+SLOW_FIXTURES = {
+    "smollm2": "SmolLM2-135M loaded and dequantized to fp32",
+    "hf_smollm2": "transformers' SmolLM2, the logits reference",
+    "llama_server": "a llama.cpp server started on SmolLM2",
+    "firmware_images": "firmware builds (host gcc, arm-none-eabi) and their QEMU runs",
+    "hello_lab": "the MCU lab driving a QEMU-emulated board",
+    "make_window": "a whole MainWindow, every lab in it, driven through the event loop",
+    "clone": "a fresh clone of the repository set up from scratch",
+    "installed": "the package built and installed into a new venv",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def settings_path(tmp_path):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from inferlab.app.labs.batching import AUTO_STEPS
 from inferlab.views.batching_view import BatchingView
 from tests.app import lab_helpers
@@ -87,6 +89,7 @@ def test_view_draws_nothing_then_records(qtbot):
     assert view.slider.maximum() == len(session.records) - 1
 
 
+@pytest.mark.slow  # a whole-window screenshot
 def test_screenshot_of_the_lab(capsys, tmp_path):
     from PySide6.QtGui import QImage
 

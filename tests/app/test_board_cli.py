@@ -130,6 +130,7 @@ def test_board_run_errors_are_one_line(capsys, board_url, tmp_path):
     assert code == 2 and "missing.tflite" in err
 
 
+@pytest.mark.slow  # a subprocess start-up
 def test_virtual_board_command_prints_its_pty_and_serves(capsys):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "inferlab.app.cli", "virtual-board", "--board",

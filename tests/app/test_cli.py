@@ -114,6 +114,7 @@ def test_roofline_quick_json(capsys):
     assert data["knee_flops_per_byte"]["fp32"] == pytest.approx(fp32 / data["bandwidth_bytes_per_s"])
 
 
+@pytest.mark.slow  # a whole-window screenshot
 def test_snapshot_then_screenshot_of_it(capsys, tmp_path):
     from inferlab.engines.trace.snapshot import read_snapshot
 
@@ -128,6 +129,7 @@ def test_snapshot_then_screenshot_of_it(capsys, tmp_path):
     assert code == 0 and png.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # a whole-window screenshot
 def test_screenshot_memory_live(capsys, tmp_path):
     png = tmp_path / "memory.png"
     code, _, _ = run_cli(capsys, "screenshot", "--lab", "memory", "--out", str(png))
@@ -137,6 +139,7 @@ def test_screenshot_memory_live(capsys, tmp_path):
     assert code == 0 and (image.width(), image.height()) == (1280, 800)
 
 
+@pytest.mark.slow  # a subprocess start-up
 def test_window_without_display_fails_fast_with_one_sentence():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     out = subprocess.run([sys.executable, "-m", "inferlab.app.cli"], env=env, capture_output=True,

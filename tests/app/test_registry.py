@@ -66,6 +66,7 @@ def test_one_entry_adds_a_lab_to_the_window(with_toy, make_window, tmp_path):
     assert "labs.toy.state.count" in window.snapshot_problems["toy"]
 
 
+@pytest.mark.slow  # a whole-window screenshot
 def test_one_entry_adds_run_bench_and_screenshot(with_toy, capsys, tmp_path):
     assert main(["run", "toy", "--count", "5", "--snapshot", str(tmp_path / "t.json"),
                  "--json"]) == 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from inferlab.app.labs.speculative import AUTO_STEPS
 from inferlab.engines.speculative.verification import TokenFate
 from tests.app import lab_helpers
@@ -86,6 +88,7 @@ def test_a_new_drafter_resets_the_run_and_a_bad_one_is_named(qtbot, make_window)
     assert "prompt" in view.status.text() and "#B71C1C" in view.status.styleSheet()
 
 
+@pytest.mark.slow  # a whole-window screenshot
 def test_screenshot_of_the_lab(capsys, tmp_path):
     from PySide6.QtGui import QImage
 

@@ -23,12 +23,14 @@ def launch_offscreen(tmp_path, exit_after_paint: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
 
 
+@pytest.mark.slow  # a subprocess start-up
 def test_first_paint_comes_before_torch_is_imported(tmp_path):
     report = launch_offscreen(tmp_path, "1")
     assert float(report["first_paint_s"]) > 0
     assert report["torch_imported_at_first_paint"] == "False"
 
 
+@pytest.mark.slow  # a subprocess start-up
 def test_launch_builds_the_current_lab_first_then_every_lab(tmp_path):
     report = launch_offscreen(tmp_path, "labs")
     assert report["torch_imported_at_first_paint"] == "False"

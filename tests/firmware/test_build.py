@@ -44,6 +44,7 @@ def test_plan_larger_than_the_presets_ram_fails_before_compiling(tmp_path):
     assert "55,296 B" in msg and "32,768 B" in msg and "samd21" in msg
 
 
+@pytest.mark.slow  # an arm-none-eabi build
 def test_plan_that_fits_only_without_the_runtime_fails_at_link_time(tmp_path):
     need_tools("qemu-mps2-an386")
     tight = BoardPreset(id="tight", name="55 KiB board", core="Cortex-M4", clock_hz=64_000_000,
@@ -54,6 +55,7 @@ def test_plan_that_fits_only_without_the_runtime_fails_at_link_time(tmp_path):
     assert "arena 55,296 B" in msg and "57,344 B of SRAM" in msg and "B over" in msg
 
 
+@pytest.mark.slow  # an arm-none-eabi build
 def test_board_build_cli_prints_flash_ram_and_tflm(tmp_path, capsys):
     need_tools("qemu-mps2-an386")
     path = model_path("micro_speech_quantized")

@@ -144,6 +144,7 @@ def test_per_op_cycles_come_from_systick_and_repeat(emulated):
     assert sum(convs) > 0.95 * sum(o.cycles for o in a.ops)
 
 
+@pytest.mark.slow  # a subprocess start-up of QEMU
 def test_board_emulate_prints_the_url_and_stops_on_interrupt(tmp_path):
     need_tools("qemu-mps2-an386")
     cmd = [sys.executable, "-m", "inferlab.app.cli", "board", "emulate", "--model",

@@ -10,6 +10,7 @@ KEYS = ("throughput_ratio", "continuous_ttft_p99_s", "static_ttft_p99_s",
         "continuous_tpot_p99_s", "static_tpot_p99_s", "simulated_requests_per_s_of_wall")
 
 
+@pytest.mark.slow  # a whole bench run
 def test_engine_bench_figures_are_finite_and_positive():
     from inferlab.engines.servelab.bench import run_batching_bench
 
@@ -20,6 +21,7 @@ def test_engine_bench_figures_are_finite_and_positive():
     assert figures["scheduler_overhead_iterations"] > 0
 
 
+@pytest.mark.slow  # a whole bench run
 def test_calibration_compares_every_iteration_of_a_wall_run():
     from inferlab.engines.servelab.bench import cost_model_calibration
 
@@ -46,6 +48,7 @@ def test_prediction_errors_on_hand_worked_iterations():
     assert "prefill-heavy" not in errors
 
 
+@pytest.mark.slow  # a whole bench run
 def test_lab_bench_adds_the_timeline_render(qtbot):
     from inferlab.app.benches.batching import run_batching_lab_bench
 

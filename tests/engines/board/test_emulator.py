@@ -72,6 +72,7 @@ def test_qemu_that_exits_is_reported_with_its_output(tmp_path):
         Emulator(bad, startup_timeout_s=10).start()
 
 
+@pytest.mark.slow  # an arm-none-eabi build run on QEMU
 def test_start_and_stop(tmp_path):
     _need_qemu()
     from tests.firmware.fwtools import model_path, need_tools

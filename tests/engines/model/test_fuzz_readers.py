@@ -154,6 +154,7 @@ def test_fuzz_gguf_base_file_loads(fuzz_gguf):
     assert model.config.vocab_size == 32 and tok.encode("ab") == [30]
 
 
+@pytest.mark.slow  # a fuzz campaign: thousands of files written and read
 def test_fuzz_gguf(fuzz_gguf, tmp_path):
     data = fuzz_gguf.read_bytes()
     from gguf import GGUFReader
@@ -255,6 +256,7 @@ def safetensors_cases(blob: bytes, rng: random.Random, n: int):
             yield truncate(blob, rng)
 
 
+@pytest.mark.slow  # a fuzz campaign: thousands of files written and read
 def test_fuzz_hf_folder(hf_base, tmp_path):
     import shutil
 
@@ -312,6 +314,7 @@ CONFIGS = (
 )
 
 
+@pytest.mark.slow  # a fuzz campaign: thousands of files written and read
 def test_fuzz_config_json(tmp_path):
     rng = random.Random(SEED + 2)
     path = tmp_path / "config.json"

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from inferlab.engines.trace.snapshot import (
     SnapshotError,
     lab_section,
@@ -65,6 +67,7 @@ def writes_again(snapshot) -> None:
     json.dumps(data, allow_nan=False, ensure_ascii=False).encode("utf-8")
 
 
+@pytest.mark.slow  # a fuzz campaign: thousands of files written and read
 def test_fuzz_snapshot_files(tmp_path):
     doc = good_document()
     paths = json_paths(doc)
