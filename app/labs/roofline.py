@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
+from inferlab.engines.hardware.op_points import NATIVE_SUFFIX
 from inferlab.engines.hardware.presets import all_hardware_presets
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
@@ -61,8 +62,10 @@ def build_scene(settings: dict, roofs, points, cfg, presets) -> tuple[RooflineSc
         for length, cost in zip(PREFILL_LENGTHS, prefill_length_sweep(cfg, PREFILL_LENGTHS, 1, wd, kd), strict=True):
             scene_points.append(_analytic(cost, f"prefill L={length}", f"{cfg.name} prefill", peak, bw))
     for point in points:
-        series = "measured GEMV-like (decode)" if point.name.startswith(("gemv", "skinny", "decode")) \
-            else "measured matmul"
+        series = "measured GEMV-like (decode), torch" if point.name.startswith(
+            ("gemv", "skinny", "decode")) else "measured matmul"
+        if point.name.endswith(NATIVE_SUFFIX):
+            series = "measured GEMV-like (decode), native kernels"
         scene_points.append(RooflinePoint(point.name, series, point.flops, point.bytes_moved,
                                           point.achieved_flops_per_s, measured=True,
                                           detail=f"{point.seconds * 1e3:.3f} ms per call"))

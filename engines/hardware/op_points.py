@@ -5,20 +5,29 @@ Two families, both plain `torch.matmul(a, b, out=c)` with FLOPs and bytes from
 
 - square n×n×n matmuls: intensity 2n / (3·bpe) grows with n, from memory- to compute-bound;
 - skinny M×K by K×N matmuls against one weight: a decode step of a batch of M tokens
-  through a K×N layer (M=1 is a GEMV), memory-bound until M nears the ridge point.
+  through a K×N layer (M=1 is a GEMV), memory-bound until M nears the ridge point. On the
+  CPU each is timed twice where the native kernels run (engines/kernels): torch's matmul and
+  the native skinny product on the same weight ("... native kernels"), so both paths of a
+  decode step's matrix products sit on the one measured roofline.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from inferlab.engines import kernels
 from inferlab.engines.dtypes import torch_dtype
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.hardware.discovery import get_device, torch_device
 from inferlab.engines.hardware.timing import median_call_s
+from inferlab.engines.kernels.skinny import max_rows, skinny_linear
 from inferlab.engines.roofline.costs import matmul_cost
+from inferlab.engines.settings import shown
+
+POINT_RANGES = {"flops": (1.0, 1e30), "bytes_moved": (1.0, 1e30), "seconds": (1e-12, 1e6)}
+"""What a snapshot's measured point may hold: its intensity and FLOP/s stay finite and
+positive on the roofline plot's log axes."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +67,12 @@ class MeasuredPoint:
         if not isinstance(data.get("name"), str):
             raise ValueError("measured point: field 'name' must be a string")
         values = {}
-        for name in ("flops", "bytes_moved", "seconds"):
+        for name, (low, high) in POINT_RANGES.items():
             value = data.get(name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not ok or not 0 < value <= sys.float_info.max:  # NaN and huge ints: refused
-                raise ValueError(f"measured point: field {name!r} must be a positive number")
+            if not ok or not low <= value <= high:  # NaN compares False
+                raise ValueError(f"measured point: field {name!r} must be a positive number "
+                                 f"({low:g} to {high:g}), got {shown(value)}")
             values[name] = float(value)
         return cls(name=data["name"], **values)
 
@@ -114,16 +124,39 @@ def measure_op_points(
     kn = sizes.weight_kn
     shapes = [(n, n, n, f"matmul {n}x{n}x{n} {dtype}") for n in sizes.square_n]
     shapes += [(m, kn, kn, f"skinny M={m} K={kn} N={kn} {dtype}") for m in sizes.skinny_m]
+    native = info.kind == "cpu" and _native_runs(dtype)
+    if native:
+        shapes += [(m, kn, kn, f"skinny M={m} K={kn} N={kn} {dtype} {NATIVE_SUFFIX}")
+                   for m in sizes.skinny_m if m <= max_rows(torch_dtype(dtype))]
     report = progress or (lambda fraction, message: None)
     points = []
     for done, (m, n, k, name) in enumerate(shapes):
         check_stop(should_stop)
         report(done / len(shapes), f"{name} on {info.id}")
-        seconds = _time_matmul(info.id, dtype, m, n, k, sizes.repeats, sizes.warmup)
+        timer = _time_native if name.endswith(NATIVE_SUFFIX) else _time_matmul
+        seconds = timer(info.id, dtype, m, n, k, sizes.repeats, sizes.warmup)
         cost = matmul_cost(m, n, k, dtype)
         points.append(MeasuredPoint(name, cost.flops, cost.bytes_moved, seconds))
     report(1.0, f"{len(points)} operations measured on {info.id}")
     return points
+
+
+NATIVE_SUFFIX = "native kernels"
+"""The end of a point's name timed on the native skinny kernel (the rest: torch.matmul)."""
+
+
+def _native_runs(dtype: str) -> bool:
+    return dtype in ("fp32", "bf16") and kernels.native_available()
+
+
+def _time_native(device: str, dtype: str, m: int, n: int, k: int, repeats: int, warmup: int):
+    """Median seconds of the native skinny product x[m×k] · W[n×k]ᵀ (the layout it reads)."""
+    import torch
+
+    kind = torch_dtype(dtype)
+    x = torch.randn(m, k, dtype=torch.float32)
+    w = torch.randn(n, k, dtype=kind)
+    return median_call_s(lambda: skinny_linear(x, w), torch.device("cpu"), repeats, warmup)
 
 
 def _time_matmul(device: str, dtype: str, m: int, n: int, k: int, repeats: int, warmup: int):

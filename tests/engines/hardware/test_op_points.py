@@ -19,7 +19,7 @@ def tiny_sizes(monkeypatch):
 
 def test_points_take_flops_and_bytes_from_matmul_cost(tiny_sizes):
     points = measure_op_points("cpu", "fp32", quick=True)
-    shapes = [(16, 16, 16), (32, 32, 32), (1, 64, 64), (4, 64, 64)]
+    shapes = [(16, 16, 16), (32, 32, 32), (1, 64, 64), (4, 64, 64), (1, 64, 64), (4, 64, 64)]
     assert len(points) == len(shapes)
     for point, (m, n, k) in zip(points, shapes, strict=True):
         cost = matmul_cost(m, n, k, "fp32")
@@ -30,7 +30,15 @@ def test_points_take_flops_and_bytes_from_matmul_cost(tiny_sizes):
         "matmul 32x32x32 fp32",
         "skinny M=1 K=64 N=64 fp32",
         "skinny M=4 K=64 N=64 fp32",
+        "skinny M=1 K=64 N=64 fp32 native kernels",  # the same products on engines/kernels
+        "skinny M=4 K=64 N=64 fp32 native kernels",
     ]
+
+
+def test_without_the_native_library_only_torch_is_timed(tiny_sizes, monkeypatch):
+    monkeypatch.setattr(op_points.kernels, "native_available", lambda: False)
+    names = [p.name for p in measure_op_points("cpu", "fp32", quick=True)]
+    assert not any(n.endswith(op_points.NATIVE_SUFFIX) for n in names) and len(names) == 4
 
 
 def test_quick_cpu_sizes_run_for_real_in_bf16():
@@ -39,12 +47,13 @@ def test_quick_cpu_sizes_run_for_real_in_bf16():
     progress = []
     points = measure_op_points("cpu", "bf16", quick=True, progress=lambda f, m: progress.append(f))
     sizes = op_points.point_sizes("cpu", quick=True)
-    assert len(points) == len(sizes.square_n) + len(sizes.skinny_m)
+    torch_points = [p for p in points if not p.name.endswith(op_points.NATIVE_SUFFIX)]
+    assert len(torch_points) == len(sizes.square_n) + len(sizes.skinny_m)
     assert progress[0] == 0.0 and progress[-1] == 1.0 and progress == sorted(progress)
     for point in points:
         assert point.achieved_flops_per_s > 0
     kn = sizes.weight_kn
-    assert points[-1].flops == matmul_cost(sizes.skinny_m[-1], kn, kn, "bf16").flops
+    assert torch_points[-1].flops == matmul_cost(sizes.skinny_m[-1], kn, kn, "bf16").flops
 
 
 def test_a_dtype_without_a_kernel_is_refused():
