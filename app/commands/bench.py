@@ -9,6 +9,9 @@ A lab's bench may take options (`LabSpec.bench_arguments`, e.g. `bench endpoint 
 they are added to this one parser, in a group named for the lab, and that bench is called as
 `bench(args)`. An option given to a bench that does not take it is refused, naming the
 benches that do.
+
+While benches run, stderr shows which one and for how long when it is a terminal
+(app/cli_progress.py); stdout holds only the figures.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 
 from inferlab.app.cli import add_kernels_option, print_json
+from inferlab.app.cli_progress import CliProgress
 from inferlab.app.labs import registry
 from inferlab.app.labs.registry import resolve
 
@@ -75,7 +79,13 @@ def run(args) -> int:
     misplaced = _misplaced_option(args, names)
     if misplaced:
         raise ValueError(misplaced)
-    results = {name: _run_one(name, args) for name in names}
+    results = {}
+    with CliProgress(f"bench {args.lab}") as progress:
+        for i, name in enumerate(names):
+            if len(names) > 1:
+                progress.describe(f"bench {name}")
+                progress(i / len(names), f"{i + 1} of {len(names)} benches")
+            results[name] = _run_one(name, args)
     data = results if args.lab == "all" else results[args.lab]
     if args.json:
         print_json(data)

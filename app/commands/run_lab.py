@@ -8,13 +8,15 @@
 Every lab whose registry entry names `run_arguments` and `run` gets a sub-command. A lab's
 run function gets (args, trace recorder) and returns (section, summary dict); this module
 writes the snapshot, which File ▸ Open and `inferlab screenshot --snapshot F --lab LAB`
-show read-only.
+show read-only. `args.progress(fraction, message)` is there for the run function to report
+to: a bar on stderr when it is a terminal (app/cli_progress.py), nothing otherwise.
 """
 
 from __future__ import annotations
 
 from inferlab.app import __version__
 from inferlab.app.cli import add_kernels_option, print_json
+from inferlab.app.cli_progress import CliProgress
 from inferlab.app.labs import registry
 from inferlab.app.labs.registry import lab_spec, resolve
 
@@ -47,12 +49,15 @@ def run(args) -> int:
 
     lab_run = resolve(lab_spec(args.lab).run)
     recorder = TraceRecorder()
-    section, summary = lab_run(args, recorder)
-    snapshot = make_snapshot(app_version=__version__, host=host_facts(),
-                             devices=[d.to_dict() for d in discover_devices()],
-                             labs={args.lab: section}, trace_events=recorder.events(),
-                             active_lab=args.lab)
-    path = save(args.snapshot, snapshot)
+    with CliProgress(f"run {args.lab}") as progress:
+        args.progress = progress
+        section, summary = lab_run(args, recorder)
+        progress(None, "writing the snapshot")
+        snapshot = make_snapshot(app_version=__version__, host=host_facts(),
+                                 devices=[d.to_dict() for d in discover_devices()],
+                                 labs={args.lab: section}, trace_events=recorder.events(),
+                                 active_lab=args.lab)
+        path = save(args.snapshot, snapshot)
     if args.json:
         print_json({"snapshot": str(path), "lab": args.lab, "metrics": summary})
     else:

@@ -40,11 +40,19 @@ def run(args, recorder):
         raise ValueError(f"--blocks must not be negative, got {args.blocks}")
     settings = dict(KV_DEFAULTS, model=args.model, scenario=args.scenario,
                     block_size=args.block_size, n_blocks=args.blocks, kv_dtype=args.kv_dtype)
+    progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
+    if progress is not None:
+        progress(None, f"loading {args.model}")
     with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
         from inferlab.engines.kvlab.models import load_lab_model
 
         load_lab_model(args.model, args.device)
-    session, records = kv_run(settings, args.device, args.max_steps,
-                                       on_step=lambda r: kv_trace_step(recorder, r))
+
+    def on_step(record):
+        kv_trace_step(recorder, record)
+        if progress is not None:
+            progress(None, f"step {record.step}")
+
+    session, records = kv_run(settings, args.device, args.max_steps, on_step=on_step)
     section = kv_section(settings, session.info, session.seq_infos(), records)
     return section, section["metrics"]

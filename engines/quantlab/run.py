@@ -68,19 +68,25 @@ def run(args, recorder):
         else QUANT_DEFAULTS["layer_scheme"],
         schemes=schemes, measure_speed=not args.no_speed, decode_tokens=args.decode_tokens))
     text = _eval_text(args.eval_text)
+    progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
     with recorder.span("load the model and tokenize the held-out text", cat="quant",
                        args={"model": args.model}):
-        session = QuantSession.open(args.model, args.device, text)
+        session = QuantSession.open(args.model, args.device, text,
+                                    progress=None if progress is None
+                                    else lambda _fraction, message: progress(None, message))
     try:
         layer = session.analyse(settings["layer"], settings["linear"], settings["layer_scheme"])
     except QuantError as e:
         raise ValueError(f"--layer: {e}") from None
     decode = None if args.no_speed else settings["decode_tokens"]
     runs = []
-    for name in schemes:
+    for i, name in enumerate(schemes):
+        # GPTQ and AWQ report each layer; the schemes share the bar evenly
+        share = None if progress is None else (
+            lambda f, m, i=i: progress((i + f) / len(schemes), m))
         with recorder.span(f"{name}: quantize, score, time, sample", cat="quant",
                            args={"scheme": name}):
-            runs.append(session.run(name, decode))
+            runs.append(session.run(name, decode, share))
     section = quant_section(settings, session.model_name, len(session.eval_ids), layer, runs)
     base, got = runs[0], runs[-1]
     summary = {

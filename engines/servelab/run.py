@@ -71,13 +71,20 @@ def run(args, recorder):
             raise ValueError(f"--workload {args.workload}: the trace holds no request")
         args.requests = min(len(items), 100_000)
     settings = settings_of(args)
+    progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
+    if progress is not None:
+        progress(None, "preparing the workload and engine")
     with recorder.span("prepare the workload and engine", cat="batching",
                        args={"policy": settings["policy"], "clock": settings["clock"]}):
         session = batching_session(settings, args.device, items)
     offset = recorder.now_s()
+    total, finished = len(session.request_infos()), 0
     while not session.done:
         record = session.step()
         batching_trace_iteration(recorder, record, offset)
+        if progress is not None:
+            finished += len(record.finished)
+            progress(finished / max(total, 1), f"{finished:,} of {total:,} requests")
     batching_trace_requests(recorder, session.request_infos(), session.records, offset)
     metrics = session.serving_metrics()
     section = batching_section(settings, session.request_infos(), session.records, metrics)

@@ -63,6 +63,9 @@ def settings_of(args) -> dict:
 def run(args, recorder):
     """Decode the prompt to its end; (section, summary: statistics + token ids)."""
     settings = settings_of(args)
+    progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
+    if progress is not None:
+        progress(None, "loading the models")
     with recorder.span("load the models and encode the prompt", cat="speculative",
                        args={"model": settings["model"], "drafter": settings["drafter"]}):
         try:
@@ -72,9 +75,15 @@ def run(args, recorder):
             if text.startswith(("drafter:", "prompt:")):
                 raise ValueError(f"--{text}") from None
             raise
+    emitted = 0
     while not session.done:
         start = recorder.now_s()
-        speculative_trace_step(recorder, session.step(), start)
+        step = session.step()
+        speculative_trace_step(recorder, step, start)
+        if progress is not None:
+            emitted += len(step.token_ids)
+            progress(emitted / settings["max_tokens"], f"{emitted} of at most "
+                     f"{settings['max_tokens']} tokens")
     header = session.header()
     section = speculative_section(settings, header, session.records)
     m = section["metrics"]
