@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import threading
 
+from inferlab.engines import kernels
 from inferlab.engines.model.registry import MODEL_NAMES, SMOLLM2_ID, load_model, smollm2_gguf_path
 
 AUTO = "auto"
 """SmolLM2 when installed, else tiny."""
 
-_cache: dict[tuple[str, str, str], tuple] = {}
+_cache: dict[tuple[str, str, str, str], tuple] = {}
 _lock = threading.Lock()
 
 
@@ -48,9 +49,11 @@ def model_choices() -> list[tuple[str, str]]:
 
 
 def load_lab_model(spec: str, device: str = "cpu", dtype: str = "fp32"):
-    """(model, tokenizer) for `spec` (auto, a registry name or a path), cached."""
+    """(model, tokenizer) for `spec` (auto, a registry name or a path), cached per kernel
+    path too (`engines.kernels.current()`: a model's layers keep the path they were built
+    for, so a `--kernels torch` run never gets the native model loaded before it)."""
     name = resolve_model_name(spec)
-    key = (name, str(device), dtype)
+    key = (name, str(device), dtype, kernels.current())
     with _lock:
         if key not in _cache:
             _cache[key] = load_model(name, dtype=dtype, device=device)

@@ -88,3 +88,16 @@ def test_smollm2_greedy_tokens_alone_and_batched(smollm2_path):
         _, expected = run_continuous(reference, prompts, 64)
     assert alone == expected
     assert batched == expected
+
+
+def test_the_lab_model_cache_keeps_one_model_per_kernel_path():
+    from inferlab.engines.kvlab.models import load_lab_model
+
+    with kernels.use("native"):
+        native, _ = load_lab_model("tiny")
+        assert load_lab_model("tiny")[0] is native  # cached
+    with kernels.use("torch"):
+        reference, _ = load_lab_model("tiny")
+    assert reference is not native
+    assert native.layers[0].qkv.layout == "native"
+    assert reference.layers[0].qkv.layout != "native" and reference.glue is None
