@@ -71,6 +71,7 @@ class Setting:
             if not all(isinstance(v, str) for v in value):
                 raise ValueError(f"{where}: expected a list of names, got {shown(value)}")
             for v in value:
+                _check_unicode(v, where)
                 self._check_choice(v, where)
             return list(value)
         if not isinstance(value, str):
@@ -79,6 +80,7 @@ class Setting:
         if self.max_len is not None and len(value) > self.max_len:
             raise ValueError(f"{where}: expected text of at most {self.max_len:,} characters, "
                              f"got {len(value):,}")
+        _check_unicode(value, where)
         self._check_choice(value, where)
         return value
 
@@ -122,6 +124,17 @@ class Setting:
         if self.high is not None:
             return f"{noun} <= {_number(self.high)}"
         return noun
+
+
+def _check_unicode(text: str, where: str) -> None:
+    """Text UTF-8 can hold: a lone surrogate ("\\ud800", which JSON's escapes can spell) is
+    refused here, not by whatever draws or encodes it later."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where}: expected text, got a lone surrogate (not valid "
+                             "Unicode)") from None
 
 
 def shown(value, limit: int = 60) -> str:

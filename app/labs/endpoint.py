@@ -237,8 +237,9 @@ class EndpointLab(Lab):
         self.view.timeline.draw(r, "No run yet: nothing has been contacted."
                                 if not self.read_only else "This snapshot holds no run.")
         notes = [] if r is None else [r.scrape_note(), *r.notes]
-        if r is not None and r.agreement.get("server_output_tokens_per_s") is not None:
-            a = r.agreement
+        a = {} if r is None else r.agreement  # the reader checked its numbers, not its keys
+        if a.get("server_output_tokens_per_s") is not None \
+                and a.get("client_output_tokens_per_s") is not None:
             notes.append(f"Server's own counters: {a['server_output_tokens_per_s']:,.1f} "
                          f"output tok/s (client {a['client_output_tokens_per_s']:,.1f})" +
                          (f", mean TTFT {1e3 * a['server_ttft_mean_s']:,.1f} ms (client "

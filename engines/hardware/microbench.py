@@ -18,7 +18,6 @@ burst of their load then costs one round, not the roof. Run `measure_op_points`
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from inferlab.engines.hardware.discovery import get_device, torch_device
 from inferlab.engines.hardware.op_points import MeasuredPoint, measure_op_points
 from inferlab.engines.hardware.timing import median_call_s
 from inferlab.engines.roofline.costs import matmul_cost
+from inferlab.engines.settings import shown
 
 __all__ = [
     "Cancelled",
@@ -214,10 +214,16 @@ def _field(data: dict, name: str):
     return data[name]
 
 
+MAX_RATE = 1e30
+"""FLOP/s and bytes/s a snapshot may hold: 1..1e30, past any device, so that the knee P / W
+and the roofline plot's range stay finite and positive."""
+
+
 def _rate(name: str, value) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not 0 < value <= sys.float_info.max:  # NaN compares False; a huge int too
-        raise ValueError(f"measured roofs: field {name!r} must be a positive number")
+    if not ok or not 1 <= value <= MAX_RATE:  # NaN compares False
+        raise ValueError(f"measured roofs: field {name!r} must be a positive number (1 to "
+                         f"{MAX_RATE:g} per second), got {shown(value)}")
     return float(value)
 
 
