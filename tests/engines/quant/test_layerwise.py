@@ -38,7 +38,8 @@ def test_the_recorded_inputs(tiny):
                                                                          "down")}
     run_layer(model, lw, model.embed[IDS].float(), stats, keep_rows=True)
     x = rms_norm(model.embed[IDS].float(), (64,), lw.attn_norm, model.config.norm_eps)
-    assert torch.equal(stats["qkv"].stacked_rows(), x)
+    # the model's own RMSNorm (the native path's fused one sums in another order): fp32-close
+    torch.testing.assert_close(stats["qkv"].stacked_rows(), x)
     torch.testing.assert_close(stats["qkv"].gram, x.t() @ x)
     torch.testing.assert_close(stats["qkv"].hessian(), 2 * x.t() @ x / len(IDS))
     torch.testing.assert_close(stats["qkv"].abs_mean(), x.abs().mean(0))
