@@ -23,10 +23,10 @@ from tests.app.lab_sections import BUILDERS
 from tests.fuzz import mutate_value, run_cases, sampled_paths
 
 SEED = 20250618
-CASES = {"hardware": 150, "roofline": 150, "memory": 200, "mcu": 200, "kv": 150,
-         "batching": 200, "speculative": 200, "quant": 150, "endpoint": 200}
-"""Cases per lab: every field of its section several times over (the slower views fewer),
-about 20 s for all nine on two cores."""
+CASES = {"hardware": 120, "roofline": 120, "memory": 150, "mcu": 150, "kv": 100,
+         "batching": 150, "speculative": 150, "quant": 100, "endpoint": 150}
+"""Cases per lab: every field of its section several times over (the slower pages fewer),
+about 15 s for all nine on two idle cores."""
 
 
 class DrawError(RuntimeError):
