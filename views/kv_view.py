@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from inferlab.engines.kvlab.records import KVRunInfo, KVStepRecord, SeqInfo
 from inferlab.engines.roofline.units import format_bytes
+from inferlab.views.choices import kernel_choice
 from inferlab.views.kv_contiguous import ContiguousLine, KVCurves
 from inferlab.views.kv_grid import (
     CACHED_CODE,
@@ -116,6 +117,7 @@ class KVView(SteppedView):
         self.kv_dtype.setToolTip("What the pool stores: the model's dtype, or INT8 / FP8 codes "
                                  "with one fp32 scale per token and head (vLLM's fp8 KV): "
                                  "fewer bytes per block, attention dequantizes on read")
+        self.kernels = kernel_choice()
         self.n_blocks = QSpinBox()
         self.n_blocks.setRange(0, 1_000_000)
         self.n_blocks.setSpecialValueText("auto")
@@ -126,6 +128,7 @@ class KVView(SteppedView):
                           "Run one engine step: one model forward (N)",
                           "Step until the scenario ends, or pause (Space)")
         self.kv_dtype.currentIndexChanged.connect(self._emit)
+        self.kernels.currentIndexChanged.connect(self._emit)
         for combo in (self.scenario, self.model):
             combo.currentIndexChanged.connect(self._emit)
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
@@ -143,7 +146,8 @@ class KVView(SteppedView):
             w.setMinimumWidth(40)
         for label, widget, stretch in (("Scenario", self.scenario, 3), ("Model", self.model, 2),
                                        ("Block", self.block_size, 0),
-                                       ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0)):
+                                       ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0),
+                                       ("Kernels", self.kernels, 0)):
             row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
         row.addSpacing(8)
@@ -310,12 +314,13 @@ class KVView(SteppedView):
         self.block_size.setValue(int(s.get("block_size", 16)))
         self.n_blocks.setValue(int(s.get("n_blocks", 0) or 0))
         self.kv_dtype.setCurrentIndex(max(0, self.kv_dtype.findData(s.get("kv_dtype", "model"))))
+        self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
         self._quiet = False
 
     def settings(self) -> dict:
         return {"scenario": self.scenario.currentData(), "model": self.model.currentData(),
                 "block_size": self.block_size.value(), "n_blocks": self.n_blocks.value(),
-                "kv_dtype": self.kv_dtype.currentData()}
+                "kv_dtype": self.kv_dtype.currentData(), "kernels": self.kernels.currentData()}
 
     def _emit(self, *_args) -> None:
         if not self._quiet:
@@ -324,7 +329,7 @@ class KVView(SteppedView):
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
         for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.kv_dtype,
-                  self.reset_button, self.step_button, self.run_button):
+                  self.kernels, self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
 
     # ---- drawing -----------------------------------------------------------------------------

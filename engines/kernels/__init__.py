@@ -26,6 +26,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 KERNEL_PATHS = ("native", "torch")
+KERNEL_SETTING_CHOICES = ("auto", *KERNEL_PATHS)
+"""A lab's `kernels` setting: auto (the process-wide choice: native unless `--kernels torch`
+or INFERLAB_KERNELS=torch), or one path for that lab's model."""
+KERNEL_LABELS = {"auto": "auto", "native": "native kernels", "torch": "torch ops"}
+
+
+@contextmanager
+def chosen(setting: str) -> Iterator[None]:
+    """`use(setting)` for a lab's `kernels` setting; "auto" keeps the current choice."""
+    if setting == "auto":
+        yield
+        return
+    with use(setting):
+        yield
 
 _current: str | None = None
 

@@ -121,7 +121,10 @@ class PagedAttention:
     metadata's flat token order -> [T, H, D].
     """
 
-    def __init__(self, meta: AttentionMetadata, cache: PagedKVCache) -> None:
+    def __init__(self, meta: AttentionMetadata, cache: PagedKVCache,
+                 path: str | None = None) -> None:
+        """`path`: the kernel path ("native" or "torch"; default `engines.kernels.current()`):
+        a model passes the one it was built for."""
         self.meta = meta
         self.cache = cache
         self.decode: DecodeAttention | None = None
@@ -130,7 +133,8 @@ class PagedAttention:
         self.prefill: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
         """(token rows, sequence indices, query start locations, context lengths)."""
         self.native: PagedPlan | None = None
-        if kernels.current() == "native" and native_attention.supports(cache, meta.query_lens):
+        if (path or kernels.current()) == "native" and \
+                native_attention.supports(cache, meta.query_lens):
             self.native = PagedPlan(cache, meta.block_tables, meta.query_start_loc,
                                     meta.positions)
             return

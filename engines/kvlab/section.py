@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from inferlab.engines import kernels
+from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
 from inferlab.engines.settings import Setting, check_settings, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
@@ -12,7 +14,7 @@ from inferlab.engines.trace.thinning import keep_every
 # per-step records. Each step keeps its pool state while n_blocks × steps stays under
 # KV_POOL_CELLS_LIMIT; past that only every k-th step's (and the last) is kept.
 KV_DEFAULTS = {"scenario": "shared-prompt", "model": "auto", "block_size": 16, "n_blocks": 0,
-               "kv_dtype": "model"}
+               "kv_dtype": "model", "kernels": "auto"}
 KV_DTYPES = ("model", "int8", "fp8-e4m3")
 """What the pool stores: the model's own dtype, or INT8 / FP8 E4M3 codes with one fp32 scale
 per token and head (engines.quant.kv_quant; attention dequantizes on read)."""
@@ -23,14 +25,17 @@ KV_SETTINGS = {  # the view's ranges
     "block_size": Setting("int", 1, 1024),
     "n_blocks": Setting("int", 0, 1_000_000),
     "kv_dtype": Setting("str", choices=KV_DTYPES),
+    "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
 }
 
 
 def kv_lab_model(settings: dict, device: str = "cpu"):
-    """(model, tokenizer) the KV lab runs: the settings' model, its cache at `kv_dtype`."""
+    """(model, tokenizer) the KV lab runs: the settings' model on their kernel path, its
+    cache at `kv_dtype`."""
     from inferlab.engines.kvlab.models import load_lab_model
 
-    model, tokenizer = load_lab_model(settings["model"], device)
+    with kernels.chosen(settings.get("kernels", "auto")):
+        model, tokenizer = load_lab_model(settings["model"], device)
     if settings.get("kv_dtype", "model") != "model":
         from inferlab.engines.quant.kv_quant import kv_quantized
 

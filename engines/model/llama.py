@@ -139,10 +139,11 @@ class Llama:
         self.scale = config.d_head ** -0.5
         self._q_dim = config.n_heads * config.d_head
         self._qk_heads = config.n_heads + config.n_kv_heads
-        # The small ops between the matmuls, fused on the native library (fp32 on the CPU,
-        # when the layers are built for the native path): chosen now, as the layouts are.
+        # The kernel path is chosen now, as the layers' layouts are: the small ops between the
+        # matmuls fused on the native library (fp32 on the CPU) and attention follow it.
+        self.kernel_path = kernels.current()
         self.glue = fused.glue() if (self.device.type == "cpu" and self.dtype == torch.float32
-                                     and kernels.current() == "native"
+                                     and self.kernel_path == "native"
                                      and config.d_head <= fused.MAX_D_HEAD) else None
 
     # ---- construction -------------------------------------------------------------------------
@@ -235,7 +236,7 @@ class Llama:
         cos, sin = self.rope.at(positions.to(self.device))
         slots, scale = meta.slot_mapping, self.scale
 
-        paged = PagedAttention(meta, cache)
+        paged = PagedAttention(meta, cache, self.kernel_path)
 
         def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
             return paged(q, layer, scale)

@@ -101,3 +101,17 @@ def test_the_lab_model_cache_keeps_one_model_per_kernel_path():
     assert reference is not native
     assert native.layers[0].qkv.layout == "native"
     assert reference.layers[0].qkv.layout != "native" and reference.glue is None
+
+
+@pytest.mark.parametrize("setting, under, want", [("native", "torch", "native"),
+                                                  ("torch", "native", "torch"),
+                                                  ("auto", "torch", "torch"),
+                                                  ("auto", "native", "native")])
+def test_a_labs_kernels_setting_picks_its_models_path(setting, under, want):
+    from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_lab_model
+
+    with kernels.use(under):
+        model, _ = kv_lab_model(dict(KV_DEFAULTS, model="tiny", kernels=setting))
+    assert model.kernel_path == want
+    assert (model.layers[0].qkv.layout == "native") == (want == "native")
+    assert (model.glue is not None) == (want == "native")
