@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
 from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 from inferlab.views.batch_timeline import BatchTimelineView
+from inferlab.views.choices import kernel_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.stepped_controls import SteppedView
 
@@ -147,11 +148,14 @@ class BatchingView(SteppedView):
                                  "(the KV pool is what fits beside the weights)")
         self.wall_model = self._combo(_wall_model_items())
         self.wall_model.setToolTip("The wall clock's model, run on the device chosen above")
+        self.kernels = kernel_choice()
+        self.kernels.currentIndexChanged.connect(self._emit)
         self.clock.currentIndexChanged.connect(self._clock_changed)
         target_row = QHBoxLayout()
         target_row.setContentsMargins(0, 0, 0, 0)
         for label, widget in (("Simulated: model", self.model_config), ("on", self.hardware),
-                              ("Wall clock: model", self.wall_model)):
+                              ("Wall clock: model", self.wall_model),
+                              ("kernels", self.kernels)):
             target_row.addWidget(QLabel(label))
             target_row.addWidget(widget, 1)
         row = QHBoxLayout()
@@ -232,6 +236,7 @@ class BatchingView(SteppedView):
         for w in (self.model_config, self.hardware):
             w.setEnabled(simulated and not self.read_only)
         self.wall_model.setEnabled(not simulated and not self.read_only)
+        self.kernels.setEnabled(not simulated and not self.read_only)
 
     def set_settings(self, s: dict) -> None:
         self._quiet = True
@@ -241,6 +246,7 @@ class BatchingView(SteppedView):
             index = combo.findData(s.get(key))
             if index >= 0:
                 combo.setCurrentIndex(index)
+        self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
         self.requests_spin.setValue(int(s.get("requests", 1)))
         self.rate.setValue(float(s.get("rate_per_s", 1.0)))
         self.seed.setValue(int(s.get("seed", 0)))
@@ -251,6 +257,7 @@ class BatchingView(SteppedView):
         return {"policy": self.policy.currentData(), "clock": self.clock.currentData(),
                 "model_config": self.model_config.currentData(),
                 "hardware": self.hardware.currentData(), "model": self.wall_model.currentData(),
+                "kernels": self.kernels.currentData(),
                 "requests": self.requests_spin.value(), "rate_per_s": self.rate.value(),
                 "seed": self.seed.value()}
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import time
 
+from inferlab.engines import kernels
 from inferlab.engines.batchlab.records import CLOCKS, IterationRecord, RequestInfo
+from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
 from inferlab.engines.serve.scheduler import POLICIES
 from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object, shown
@@ -24,6 +26,7 @@ BATCHING_DEFAULTS = {
     "model_config": "llama-3-8b",  # the simulated clock's model
     "hardware": "h100-sxm",  # the simulated clock's device
     "model": "tiny",  # the wall clock's model (engines.kvlab.models names)
+    "kernels": "auto",  # the wall clock model's kernel path (engines.kernels)
     "requests": 200,
     "rate_per_s": 20.0,
     "prompt_mean": 6.0,  # lognormal, numpy's mean/sigma of the underlying normal: median e^6 ≈ 403
@@ -57,6 +60,7 @@ BATCHING_SETTINGS = {  # the view's ranges
     "model_config": Setting("str", choices=_model_presets),
     "hardware": Setting("str", choices=_hardware_presets),
     "model": Setting("str"),
+    "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
     "requests": Setting("int", 1, 100_000),
     "rate_per_s": Setting("float", 0.001, 100_000),
     "prompt_mean": Setting("float", 0, 12),
@@ -130,6 +134,7 @@ class BatchingSession:
             blocks = BlockManager(simulated_pool_blocks(cfg, preset, BLOCK_SIZE), BLOCK_SIZE,
                                   enable_prefix_caching=False)
             executor = SimulatedExecutor(cfg, preset)
+            self.model = None  # the roofline's clock: no model runs
             self.model_id, self.device = cfg.id, preset.id
             vocab = cfg.vocab_size
         else:
@@ -142,12 +147,14 @@ class BatchingSession:
             items = [dataclasses.replace(w, prompt_tokens=min(w.prompt_tokens, WALL_MAX_PROMPT),
                                          output_tokens=min(w.output_tokens, WALL_MAX_OUTPUT))
                      for w in items[:WALL_MAX_REQUESTS]]
-            model, _tokenizer = load_lab_model(settings["model"], device)
+            with kernels.chosen(settings.get("kernels", "auto")):
+                model, _tokenizer = load_lab_model(settings["model"], device)
             need = sum(-(-(w.prompt_tokens + w.output_tokens) // BLOCK_SIZE) for w in items)
             runner = ModelRunner(model, n_blocks=max(need, 1), block_size=BLOCK_SIZE,
                                  enable_prefix_caching=False)
             blocks = runner.blocks
             executor = ModelExecutor(runner)
+            self.model = model
             self.model_id, self.device = resolve_model_name(settings["model"]), device
             vocab = model.config.vocab_size
         self.items = items

@@ -115,3 +115,15 @@ def test_a_labs_kernels_setting_picks_its_models_path(setting, under, want):
     assert model.kernel_path == want
     assert (model.layers[0].qkv.layout == "native") == (want == "native")
     assert (model.glue is not None) == (want == "native")
+
+
+@pytest.mark.parametrize("setting", ["native", "torch"])
+def test_the_batching_labs_wall_clock_runs_on_its_kernels_setting(setting):
+    from inferlab.engines.servelab.section import BATCHING_DEFAULTS, BatchingSession
+
+    session = BatchingSession(dict(BATCHING_DEFAULTS, clock="wall", model="tiny", requests=3,
+                                   kernels=setting))
+    assert session.model.kernel_path == setting
+    while not session.done:
+        session.step()
+    assert session.step_index > 0
