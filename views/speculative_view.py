@@ -44,6 +44,7 @@ from inferlab.engines.speculative.section import (
     speculative_prompts,
 )
 from inferlab.engines.speculative.statistics import expected_tokens_per_forward
+from inferlab.views.choices import kernel_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.speculative_sweep import SweepPanel
 from inferlab.views.stepped_controls import SteppedView
@@ -145,6 +146,8 @@ class SpeculativeView(SteppedView):
         self.max_tokens = self._spin(QSpinBox, 1, MAX_TOKENS, "Tokens to generate at most",
                                      suffix=" tok")
         self.max_tokens.setMinimumWidth(80)
+        self.kernels = kernel_choice()
+        self.kernels.currentIndexChanged.connect(self._emit)
         for combo in (self.model, self.drafter):
             combo.currentIndexChanged.connect(self._emit)
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
@@ -157,7 +160,8 @@ class SpeculativeView(SteppedView):
         row.setContentsMargins(0, 0, 0, 0)
         for label, widget, stretch in (("Model", self.model, 2), ("Drafter", self.drafter, 2),
                                        ("", self.layers, 0), ("K", self.k, 0),
-                                       ("Tree width", self.tree_width, 0)):
+                                       ("Tree width", self.tree_width, 0),
+                                       ("Kernels", self.kernels, 0)):
             if label:
                 row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
@@ -333,6 +337,7 @@ class SpeculativeView(SteppedView):
         self.top_p.setValue(float(s.get("top_p", 1.0)))
         self.max_tokens.setValue(int(s.get("max_tokens", 64)))
         self.raw.setChecked(bool(s.get("raw", False)))
+        self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
         prompt = s.get("prompt", "")
         index = self.prompt_choice.findData(prompt)
         self.prompt_choice.setCurrentIndex(index if index >= 0
@@ -349,7 +354,8 @@ class SpeculativeView(SteppedView):
                 "tree_width": width,
                 "temperature": round(self.temperature.value(), 4),
                 "top_p": round(self.top_p.value(), 4), "max_tokens": self.max_tokens.value(),
-                "raw": self.raw.isChecked(), "prompt": self.prompt_edit.toPlainText()}
+                "raw": self.raw.isChecked(), "prompt": self.prompt_edit.toPlainText(),
+                "kernels": self.kernels.currentData()}
 
     def _emit(self, *_args) -> None:
         if not self._quiet:
@@ -358,7 +364,7 @@ class SpeculativeView(SteppedView):
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
         for w in (self.model, self.drafter, self.k, self.tree_width, self.temperature,
-                  self.top_p,
+                  self.top_p, self.kernels,
                   self.max_tokens, self.prompt_choice, self.use_prompt, self.raw,
                   self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import importlib.resources
 from dataclasses import dataclass, field
 
+from inferlab.engines import kernels
+from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.settings import Setting, check_settings
 from inferlab.engines.speculative.decoder import SpeculativeStep
 from inferlab.engines.speculative.errors import SpeculativeError
@@ -73,6 +75,7 @@ SPECULATIVE_DEFAULTS = {
     "max_tokens": 64,
     "raw": False,  # True: no chat template (as `inferlab generate --raw`)
     "seed": 0,
+    "kernels": "auto",  # the target's kernel path (engines.kernels); its drafters share it
 }
 
 SPECULATIVE_SETTINGS = {
@@ -86,6 +89,7 @@ SPECULATIVE_SETTINGS = {
     "max_tokens": Setting("int", 1, MAX_TOKENS),
     "raw": Setting("bool"),
     "seed": Setting("int", 0, 2**31 - 1),
+    "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
 }
 
 
@@ -189,7 +193,8 @@ class SpeculativeSession:
         from inferlab.engines.speculative.decoder import SpeculativeDecoder
 
         self.settings = settings = check_speculative_settings(settings)
-        model, tok = load_lab_model(settings["model"], device)
+        with kernels.chosen(settings["kernels"]):
+            model, tok = load_lab_model(settings["model"], device)
         self.model_id = resolve_model_name(settings["model"])
         self.device = device
         self.tokenizer = tok
@@ -199,8 +204,9 @@ class SpeculativeSession:
         sampling = sampling_of(settings)
         need = len(prompt_ids) + settings["max_tokens"] + settings["k"] + 1
         try:
-            drafter = make_drafter(settings["drafter"], model, tok, sampling, settings["seed"],
-                                   need, device)
+            with kernels.chosen(settings["kernels"]):  # a draft model loads on that path too
+                drafter = make_drafter(settings["drafter"], model, tok, sampling,
+                                       settings["seed"], need, device)
             self.decoder = SpeculativeDecoder(model, drafter, k=settings["k"], settings=sampling,
                                               seed=settings["seed"], tokenizer=tok,
                                               tree_width=settings["tree_width"])

@@ -16,6 +16,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from inferlab.engines import kernels
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.speculative.sweep_records import KPoint, KSweep
 
@@ -93,11 +94,12 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
     s = check_speculative_settings(settings)
     report = progress or (lambda _f, _m="": None)
     report(0.0, f"loading {s['model']}")
-    model, tok = load_lab_model(s["model"], device)
-    ids = [tok.encode_prompt(s["prompt"], chat=not s["raw"])]
+    with kernels.chosen(s["kernels"]):  # the target and a draft model alike
+        model, tok = load_lab_model(s["model"], device)
+        ids = [tok.encode_prompt(s["prompt"], chat=not s["raw"])]
+        drafter = make_drafter(s["drafter"], model, tok, GREEDY, 0,
+                               len(ids[0]) + s["max_tokens"] + max(ks) + 1, device)
     n = s["max_tokens"]
-    drafter = make_drafter(s["drafter"], model, tok, GREEDY, 0,
-                           len(ids[0]) + n + max(ks) + 1, device)
     plain_decode(model, ids, min(n, 4))  # warm up
     report(0.05, "plain decoding (the baseline)")
     plain_s, refs = plain_decode(model, ids, n)

@@ -127,3 +127,12 @@ def test_the_batching_labs_wall_clock_runs_on_its_kernels_setting(setting):
     while not session.done:
         session.step()
     assert session.step_index > 0
+
+
+def test_the_speculative_labs_target_runs_on_its_kernels_setting():
+    from inferlab.engines.speculative.section import SpeculativeSession, speculative_defaults
+
+    with kernels.use("native"):
+        session = SpeculativeSession(dict(speculative_defaults(), model="tiny", drafter="ngram",
+                                          kernels="torch", max_tokens=8))
+    assert session.decoder.target.kernel_path == "torch"
