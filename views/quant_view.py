@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from inferlab.engines.quantlab.evaluation import describe, lab_schemes
 from inferlab.engines.quantlab.section import LINEAR_CHOICES, layer_schemes
-from inferlab.views.choices import refill_choices
+from inferlab.views.choices import kernel_choice, refill_choices
 from inferlab.views.quant_layer import LayerPanel
 from inferlab.views.quant_model import ModelPanel
 
@@ -58,6 +58,12 @@ class QuantView(QWidget):
         layer_box = QGroupBox("Layer")
         lf = QFormLayout(layer_box)
         lf.addRow("Model", self.model)
+        self.kernels = kernel_choice()
+        self.kernels.setToolTip("Which kernels the fp32 model (the baseline, and what every "
+                                "fake-quantized scheme runs on) uses: native or torch's ops; "
+                                "the INT8 / INT4 codes always run on the native low-bit kernels")
+        self.kernels.currentIndexChanged.connect(self._emit)
+        lf.addRow("Kernels", self.kernels)
         lf.addRow("Layer", self.layer)
         lf.addRow("Linear", self.linear)
         lf.addRow("Scheme", self.layer_scheme)
@@ -152,6 +158,7 @@ class QuantView(QWidget):
                 item.setCheckState(Qt.Checked if item.text() in wanted else Qt.Unchecked)
             self.measure_speed.setChecked(bool(s["measure_speed"]))
             self.decode_tokens.setValue(int(s["decode_tokens"]))
+            self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
         finally:
             self._quiet = False
 
@@ -165,6 +172,7 @@ class QuantView(QWidget):
                         if self.schemes.item(i).checkState() == Qt.Checked],
             "measure_speed": self.measure_speed.isChecked(),
             "decode_tokens": self.decode_tokens.value(),
+            "kernels": self.kernels.currentData(),
         }
 
     def _emit(self, *_args) -> None:
@@ -187,8 +195,8 @@ class QuantView(QWidget):
             self.status.setText(message)
 
     def set_read_only(self, read_only: bool) -> None:
-        for w in (self.model, self.layer, self.linear, self.layer_scheme, self.schemes,
-                  self.measure_speed, self.decode_tokens, self.run_button):
+        for w in (self.model, self.kernels, self.layer, self.linear, self.layer_scheme,
+                  self.schemes, self.measure_speed, self.decode_tokens, self.run_button):
             w.setEnabled(not read_only)
         self.cancel_button.setEnabled(False)
 

@@ -58,10 +58,11 @@ class QuantLab(Lab):
         from inferlab.engines.quantlab.session import QuantSession
 
         spec, device = self._settings["model"], self.context.device_id
+        path = self._settings.get("kernels", "auto")
         self.view.set_status(f"Loading {spec} and tokenizing the held-out text…")
 
         def work(progress, _should_stop):
-            return QuantSession.open(spec, device, progress=progress)
+            return QuantSession.open(spec, device, progress=progress, kernel_setting=path)
 
         self._opening = self.run_task("Quant lab: load the model", work, self._opened,
                                       self._failed, on_end=self._opening_ended)
@@ -97,7 +98,7 @@ class QuantLab(Lab):
         self.save_settings()
         if self.read_only:
             return
-        if "model" in changed:
+        if changed & {"model", "kernels"}:  # a model built for the other path
             self.cancel()
             self.session, self.layer, self.runs = None, None, []
             self.open_session()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.quant.metrics import TensorError
 from inferlab.engines.quantlab.evaluation import SchemeRun, lab_schemes
 from inferlab.engines.quantlab.layer import LayerAnalysis
@@ -35,6 +36,7 @@ QUANT_DEFAULTS = {
     "schemes": ["fp32", "int8", "fp8-e4m3", "q4_1", "int4-g128", "sparse-2:4", "kv-int8"],
     "measure_speed": True,
     "decode_tokens": 32,
+    "kernels": "auto",  # the fp32 model's kernel path (engines.kernels)
 }
 
 QUANT_SETTINGS = {
@@ -45,6 +47,7 @@ QUANT_SETTINGS = {
     "schemes": Setting("str-list", choices=lab_schemes),
     "measure_speed": Setting("bool"),
     "decode_tokens": Setting("int", 2, 512),
+    "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
 }
 
 

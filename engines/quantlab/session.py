@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from inferlab.engines import kernels
 from inferlab.engines.quant.errors import QuantError
 
 SAMPLE_PROMPT = "In two sentences, how does a pendulum clock keep time?"
@@ -29,15 +30,17 @@ class QuantSession:
 
     @classmethod
     def open(cls, spec: str, device: str = "cpu", eval_text: str | None = None,
-             progress: Callable | None = None) -> QuantSession:
-        """Load `spec` (cached between sessions) and tokenize the held-out text (default the
-        shipped passage, never the calibration text)."""
+             progress: Callable | None = None, kernel_setting: str = "auto") -> QuantSession:
+        """Load `spec` (cached between sessions) on the kernel path `kernel_setting` (a lab's
+        `kernels` setting) and tokenize the held-out text (default the shipped passage, never
+        the calibration text)."""
         from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
         from inferlab.engines.quant.calibration import eval_text as shipped_eval_text
 
         if progress is not None:
             progress(0.05, f"loading {spec}")
-        model, tokenizer = load_lab_model(spec, device)
+        with kernels.chosen(kernel_setting):
+            model, tokenizer = load_lab_model(spec, device)
         text = shipped_eval_text() if eval_text is None else eval_text
         if not text.strip():
             raise QuantError("eval text is empty")

@@ -136,3 +136,11 @@ def test_the_speculative_labs_target_runs_on_its_kernels_setting():
         session = SpeculativeSession(dict(speculative_defaults(), model="tiny", drafter="ngram",
                                           kernels="torch", max_tokens=8))
     assert session.decoder.target.kernel_path == "torch"
+
+
+def test_the_quant_labs_fp32_model_runs_on_its_kernels_setting():
+    from inferlab.engines.quantlab.session import QuantSession
+
+    with kernels.use("native"):
+        session = QuantSession.open("tiny", kernel_setting="torch")
+    assert session.model.kernel_path == "torch"
