@@ -69,9 +69,13 @@ def _run_one(name: str, args=None) -> dict:
     if missing:
         return {"error": f"not available: needs {', '.join(missing)} (not installed)"}
     ensure_platform()
-    if name in _bench_options():
-        return resolve(ref)(args)
-    return resolve(ref)()
+    out = resolve(ref)(args) if name in _bench_options() else resolve(ref)()
+    if isinstance(out, dict) and "kernels" not in out:
+        # every bench names the kernel path that ran and the CPU's SIMD flags
+        from inferlab.engines import kernels
+
+        out["kernels"] = kernels.describe()
+    return out
 
 
 def run(args) -> int:

@@ -55,3 +55,11 @@ def test_the_llama_cpp_peer_decodes_the_shipped_gguf(smollm2_path, smollm2):
     first = run(6)
     assert len(first) == 6 and run(6) == first
     assert all(0 <= t < 49152 for t in first)
+
+
+def test_every_bench_json_names_the_kernel_path_and_the_cpu(capsys, monkeypatch):
+    monkeypatch.setattr(kernels, "_current", None)  # the command's choice is undone after
+    assert main(["bench", "mcu", "--kernels", "torch", "--json"]) == 0
+    described = json.loads(capsys.readouterr().out)["kernels"]
+    assert described["kernels"] == "torch" and described["native_isa"] is None
+    assert isinstance(described["cpu_flags"], list)
