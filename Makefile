@@ -18,9 +18,18 @@ SYS_PKGS := xvfb xauth fonts-dejavu-core libgl1 libegl1 libfontconfig1 libglib2.
 SYS_PKGS += make gcc libc6-dev qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi
 # The test extra's llama-cpp-python compiles llama.cpp (C++) on install.
 SYS_PKGS += g++ cmake
+# The desktop entry's and AppStream metainfo's validators (tests/test_desktop_files.py).
+SYS_PKGS += desktop-file-utils appstream
+# `make bundle`: PyInstaller (into $(VENV)) builds the one-folder app dist/inferlab from
+# packaging/inferlab.spec, again only when a source, the spec or the set-up changed.
+PYINSTALLER_SPEC ?= pyinstaller==6.22.3
+BUNDLE := dist/inferlab/inferlab
+BUNDLE_SOURCES := $(shell find app engines views assets firmware -type f \
+	-not -path '*/__pycache__/*' -not -path 'firmware/build/*' 2>/dev/null) \
+	$(wildcard packaging/*.*) pyproject.toml setup.py
 
 
-.PHONY: setup setup-test sysdeps run test test-fast test-gpu bench lint screenshots clean
+.PHONY: setup setup-test sysdeps run test test-fast test-gpu bench lint screenshots bundle clean
 
 # `setup` is what the window and every lab need; `setup-test` adds the test extra (pytest,
 # the reference peers: transformers, TFLM, llama-cpp-python, which compiles llama.cpp).
@@ -74,5 +83,16 @@ lint: setup-test
 screenshots: setup
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/inferlab screenshot --lab all --out out
 
+# The desktop bundle: run dist/inferlab/inferlab (the folder can be moved); its test is
+# tests/test_bundle.py (slow: `make test` runs it). nice: the build takes both cores for minutes.
+bundle: setup $(BUNDLE)
+
+$(BUNDLE): $(STAMP) $(BUNDLE_SOURCES)
+	$(PY) -m pip install -q "$(PYINSTALLER_SPEC)"
+	nice $(PY) -m PyInstaller --noconfirm --log-level WARN --distpath dist \
+		--workpath build/pyinstaller packaging/inferlab.spec
+	@touch $@
+	@du -sh dist/inferlab
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
