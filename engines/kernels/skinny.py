@@ -70,3 +70,29 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor,
                                                m, k, n, torch.get_num_threads())
     y = y.view(*x.shape[:-1], n)
     return y if x.dtype == torch.float32 else y.to(x.dtype)
+
+
+class BoundSkinny:
+    """A weight bound to the native kernel once, so that a call is one ctypes call (the
+    general `skinny_linear` checks and looks up per call: ~7 µs against ~2.5 µs, measured;
+    121 calls a SmolLM2 token). Inputs off the fast path (another dtype, shape or device)
+    go through `skinny_linear`; None where it does not apply either."""
+
+    __slots__ = ("weight", "fn", "out_features", "in_features", "max_rows")
+
+    def __init__(self, weight: torch.Tensor, lib: NativeLibrary) -> None:
+        self.weight = weight  # its pointer is taken per call: a copy never reads a stale one
+        self.fn = getattr(lib.cdll, _KERNELS[weight.dtype])
+        self.out_features, self.in_features = weight.shape
+        self.max_rows = max_rows(weight.dtype)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor | None:
+        if x.dtype is torch.float32 and x.dim() == 2 and x.device.type == "cpu" and \
+                x.is_contiguous() and x.shape[1] == self.in_features and \
+                0 < x.shape[0] <= self.max_rows:
+            m = x.shape[0]
+            y = torch.empty(m, self.out_features)
+            self.fn(x.data_ptr(), self.weight.data_ptr(), y.data_ptr(), m, self.in_features,
+                    self.out_features, torch.get_num_threads())
+            return y
+        return skinny_linear(x, self.weight)

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from inferlab.engines import kernels
-from inferlab.engines.kernels.skinny import skinny_linear
+from inferlab.engines.kernels.library import library
+from inferlab.engines.kernels.skinny import BoundSkinny, skinny_linear
 
 LAYOUTS = ("linear", "transposed", "onednn", "native")
 
@@ -66,7 +67,7 @@ def default_layout(dtype: torch.dtype, device: torch.device, out_features: int =
 class Linear:
     """A bias-free linear layer; `weight` is the [out, in] tensor (kept for inspection)."""
 
-    __slots__ = ("weight", "layout", "out_features", "in_features", "_packed")
+    __slots__ = ("weight", "layout", "out_features", "in_features", "_packed", "_bound")
 
     def __init__(self, weight: torch.Tensor, layout: str | None = None) -> None:
         layout = layout or default_layout(weight.dtype, weight.device, *weight.shape)
@@ -83,10 +84,12 @@ class Linear:
         else:
             self._packed = weight.contiguous()
             self.weight = self._packed
+        lib = library() if layout == "native" else None
+        self._bound = BoundSkinny(self._packed, lib) if lib is not None else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.layout == "native":
-            y = skinny_linear(x, self._packed)
+            y = self._bound(x) if self._bound is not None else skinny_linear(x, self._packed)
             return F.linear(x, self._packed) if y is None else y
         if self.layout == "transposed":
             return torch.matmul(x, self._packed)

@@ -70,10 +70,26 @@ def _as_rows(x: torch.Tensor, in_features: int) -> torch.Tensor:
     return x.reshape(-1, in_features)
 
 
+_LANES = [0]
+"""The loaded library's int4 lanes (0 before it loads, or where it does not)."""
+_LIB: list = [None]  # the library once loaded (kept: a call then looks nothing up)
+
+
+def _rows_as_they_are(x: torch.Tensor, in_features: int) -> bool:
+    """Whether `x` is already what the kernels read (2-d contiguous rows of `in_features`,
+    at least one): then a call needs no reshaping or copying."""
+    return x.dim() == 2 and x.is_contiguous() and x.shape[1] == in_features and x.shape[0] > 0
+
+
 def _use_kernel(x: torch.Tensor, ok: bool) -> ctypes.CDLL | None:
+    """The kernel library for input `x` when the layer's codes can run on it (`ok`)."""
     if not ok or x.device.type != "cpu" or x.dtype != torch.float32:
         return None
-    return kernel_library()
+    lib = _LIB[0]
+    if lib is None:
+        lib = _LIB[0] = kernel_library()
+        _LANES[0] = int(lib.il_int4_lanes()) if lib is not None else 0
+    return lib
 
 
 def int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor,
@@ -131,8 +147,14 @@ class Int8Linear:
         return self.dequantize(ids)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        lib = _use_kernel(x, True)
+        if lib is not None and _rows_as_they_are(x, self.in_features):  # decode: one call
+            m, n = x.shape[0], self.out_features
+            y = torch.empty(m, n)
+            lib.il_skinny_i8(x.data_ptr(), self.q.data_ptr(), self.scale.data_ptr(),
+                             y.data_ptr(), m, self.in_features, n, torch.get_num_threads())
+            return y
         x2 = _as_rows(x, self.in_features)
-        lib = _use_kernel(x2, True)
         if lib is None:
             return _chunked(self, x2).reshape(*x.shape[:-1], self.out_features)
         return int8_kernel(lib, x2, self.q, self.scale).reshape(*x.shape[:-1],
@@ -249,9 +271,18 @@ class Int4Linear:
         return self.dequantize(ids)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        lib = _use_kernel(x, self.interleaved)
+        if lib is not None and self.lanes != _LANES[0]:
+            lib = None  # codes laid out for another build's lanes: the torch path reads them
+        if lib is not None and _rows_as_they_are(x, self.in_features):  # decode: one call
+            m, n = x.shape[0], self.out_features
+            y = torch.empty(m, n)
+            lib.il_lowbit_int4(x.data_ptr(), self.codes.data_ptr(), self.scales.data_ptr(),
+                               self.mins.data_ptr(), y.data_ptr(), m, self.in_features, n,
+                               self.scales.shape[1], self.group_size, torch.get_num_threads())
+            return y
         x2 = _as_rows(x, self.in_features)
-        lib = _use_kernel(x2, self.interleaved)
-        if lib is None or int(lib.il_int4_lanes()) != self.lanes:
+        if lib is None:
             return _chunked(self, x2).reshape(*x.shape[:-1], self.out_features)
         y = int4_kernel(lib, x2, self.codes, self.scales, self.mins, self.group_size)
         return y.reshape(*x.shape[:-1], self.out_features)

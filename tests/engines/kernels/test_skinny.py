@@ -160,3 +160,21 @@ def test_turned_off_by_the_environment(monkeypatch):
     monkeypatch.setenv("INFERLAB_KERNELS", "torch")
     assert native.library() is None
     assert "INFERLAB_KERNELS=torch" in native.BUILD_ERROR
+
+
+def test_a_bound_weight_takes_what_skinny_linear_takes():
+    from inferlab.engines.kernels.skinny import BoundSkinny
+
+    gen = torch.Generator().manual_seed(4)
+    w = torch.randn(37, 131, generator=gen)
+    bound = BoundSkinny(w, native.library())
+    for x in (torch.randn(3, 131, generator=gen),            # the fast path
+              torch.randn(2, 3, 131, generator=gen),         # 3-d: through skinny_linear
+              torch.randn(131, 5, generator=gen).t(),        # not contiguous
+              torch.randn(4, 131, generator=gen).to(torch.bfloat16)):
+        y = bound(x)
+        assert y is not None and y.shape == (*x.shape[:-1], 37) and y.dtype == x.dtype
+        ref = _reference(x.float().reshape(-1, 131), w).reshape(y.shape)
+        assert _rel_err(y.float(), ref) < (1e-2 if x.dtype == torch.bfloat16 else 1e-5)
+    assert bound(torch.randn(MAX_SKINNY_ROWS + 1, 131)) is None  # torch takes these
+    assert bound(torch.randn(0, 131)) is None
