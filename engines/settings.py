@@ -8,12 +8,12 @@ reading); `clean_settings` keeps what is valid and puts the default back for the
 The rest of a snapshot section (metrics, records, results) is read with the same checks:
 `read_fields` reads an object field by field with a table of readers (a `Setting`, which is
 callable, or any `reader(value, where) -> value`), `read_list` and `read_map` read lists and
-name -> value objects with a reader per item, `read_dataclass` builds a record whose fields
-are read by their annotations, `read_int_array` checks a long list of integers at numpy's
-speed, and `named` prefixes an error raised by a record's own constructor with the field it
-was read from. A section reader checks every field its lab's view draws, so a view never
-meets a value of the wrong kind, a non-finite number or a count past its range. Every
-refusal is one ValueError
+name -> value objects with a reader per item, `read_tuple` a row of fixed length ([low,
+high]), `read_dataclass` builds a record whose fields are read by their annotations,
+`read_int_array` checks a long list of integers at numpy's speed, and `named` prefixes an
+error raised by a record's own constructor with the field it was read from. A section reader
+checks every field its lab's view draws, so a view never meets a value of the wrong kind, a
+non-finite number or a count past its range. Every refusal is one ValueError
 "<where>: expected ..., got ..." whose <where> is the field's path (labs.batching.metrics.
 ttft_s.p50), what the window's banner shows.
 """
@@ -21,7 +21,7 @@ ttft_s.p50), what the window's banner shows.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -248,6 +248,15 @@ def read_map(value, item: Reader, where: str, max_len: int = 100_000,
             keys.check(key, name)
         out[key] = item(v, name)
     return out
+
+
+def read_tuple(value, items: Sequence[Reader], where: str, spelled: str) -> tuple:
+    """A list of exactly len(items) values, the i-th read by items[i] (as "<where>[i]"): a
+    pair such as [time_s, value]. `spelled`: the shape as the message shows it."""
+    if not (isinstance(value, list) and len(value) == len(items)):
+        raise ValueError(f"{where}: expected {spelled}, got {shown(value)}")
+    return tuple(read(v, f"{where}[{i}]")
+                 for i, (read, v) in enumerate(zip(items, value, strict=True)))
 
 
 @contextmanager

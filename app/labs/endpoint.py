@@ -19,6 +19,7 @@ from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
 from inferlab.engines.endpoint.section import (
+    AGREEMENT_KEYS,
     ENDPOINT_DEFAULTS,
     ENDPOINT_SETTINGS,
     EndpointRecord,
@@ -237,15 +238,15 @@ class EndpointLab(Lab):
         self.view.timeline.draw(r, "No run yet: nothing has been contacted."
                                 if not self.read_only else "This snapshot holds no run.")
         notes = [] if r is None else [r.scrape_note(), *r.notes]
-        a = {} if r is None else r.agreement  # the reader checked its numbers, not its keys
-        if a.get("server_output_tokens_per_s") is not None \
-                and a.get("client_output_tokens_per_s") is not None:
+        a = dict.fromkeys(AGREEMENT_KEYS) if r is None else r.agreement  # each key is there
+        if a["server_output_tokens_per_s"] is not None \
+                and a["client_output_tokens_per_s"] is not None:
             notes.append(f"Server's own counters: {a['server_output_tokens_per_s']:,.1f} "
                          f"output tok/s (client {a['client_output_tokens_per_s']:,.1f})" +
                          (f", mean TTFT {1e3 * a['server_ttft_mean_s']:,.1f} ms (client "
                           f"{1e3 * a['client_ttft_mean_s']:,.1f})"
-                          if a.get("server_ttft_mean_s") is not None
-                          and a.get("client_ttft_mean_s") is not None else ""))
+                          if a["server_ttft_mean_s"] is not None
+                          and a["client_ttft_mean_s"] is not None else ""))
         self.view.metrics.show_metrics(r.metrics if r is not None else {}, notes)
         self.view.metrics.show_side(self.side)
         self.view.sweep.show_sweep(self.sweep_result, s["slo_ttft_s"], s["slo_tpot_s"])

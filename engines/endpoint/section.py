@@ -9,7 +9,9 @@ itself is never a setting: it is not in this module's records, sections or trace
 State: every request as the client saw it (send time, chunk arrival times and token counts,
 output tokens, error), the scraped /metrics series, the run's notes; the sweep's points and
 the side-by-side table when they ran. Metrics: engines/serve/metrics.summarize's dict.
-`read_endpoint_section` reads it back strictly (ValueError naming the field).
+`read_endpoint_section` reads it back strictly with engines/settings' readers (the metrics
+by serve.metrics.read_serving_metrics), every field the view draws checked: ValueError
+naming the field.
 
 Trace: each request on its own track ("request r0007"): a "waiting" span from send to the
 first token, a "streaming" span from there to the last chunk, and the failure, if any, as the
@@ -18,17 +20,25 @@ span's argument; the scraped common series as counters.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS, StreamResult
 from inferlab.engines.endpoint.scrape import COMMON, ScrapeResult
-from inferlab.engines.serve.metrics import SLO
+from inferlab.engines.serve.metrics import SLO, read_serving_metrics
 from inferlab.engines.servelab.section import batching_slo, batching_workload
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.settings import (
+    Setting,
+    check_settings,
+    read_dataclass,
+    read_fields,
+    read_list,
+    read_map,
+    read_object,
+    read_tuple,
+    shown,
+)
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
 WHERE = "labs.endpoint"
@@ -105,18 +115,13 @@ ENDPOINT_SETTINGS = {
 
 def check_endpoint_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked (ValueError naming the field)."""
-    if isinstance(settings, dict):
-        for key, value in settings.items():  # integers no float holds: refused by name
-            if isinstance(value, int) and value.bit_length() > 53 and key in ENDPOINT_SETTINGS:
-                raise ValueError(f"{where}.{key}: expected a number in range, got an integer "
-                                 f"of {value.bit_length()} bits")
     s = check_settings(settings, ENDPOINT_SETTINGS, ENDPOINT_DEFAULTS, where)
     if 0 < s["scrape_hz"] < 1:
         raise ValueError(f"{where}.scrape_hz: expected 0 (off) or 1..4, got {s['scrape_hz']!r}")
     env = s["api_key_env"]
     if env and not (env.replace("_", "a").isalnum() and not env[0].isdigit()):
         raise ValueError(f"{where}.api_key_env: expected an environment variable name, got "
-                         f"{env[:40]!r}")
+                         f"{shown(env, 40)}")
     return s
 
 
@@ -156,6 +161,11 @@ def run_settings(settings: dict, **overrides):
 
 # ---- the run's record --------------------------------------------------------------------------
 
+AGREEMENT_KEYS = ("client_ttft_mean_s", "client_output_tokens_per_s", "server_ttft_mean_s",
+                  "server_output_tokens_per_s")
+"""load.server_agreement's figures (the client's beside the server's), each null or >= 0."""
+
+
 @dataclass(frozen=True)
 class EndpointRecord:
     """One run as the lab draws it and the snapshot keeps it (nothing here holds the key)."""
@@ -170,7 +180,8 @@ class EndpointRecord:
     scrape: ScrapeResult = field(default_factory=ScrapeResult)
     model: str | None = None            # as the probe found it
     server_kind: str | None = None
-    agreement: dict = field(default_factory=dict)  # load.server_agreement
+    agreement: dict = field(  # load.server_agreement: AGREEMENT_KEYS' figures
+        default_factory=lambda: dict.fromkeys(AGREEMENT_KEYS))
 
     @classmethod
     def of(cls, result) -> EndpointRecord:
@@ -252,261 +263,128 @@ MAX_CHUNKS = 5_000_000      # chunk times in one section, all requests together
 MAX_SERIES = 5_000
 MAX_POINTS = 4_000_000
 
-
-def _num(low: float = 0.0, high: float = math.inf, none: bool = False) -> Callable:
-    def read(v, where):
-        if v is None and none:
-            return None
-        if isinstance(v, int) and v.bit_length() > 1000:  # more than a float holds
-            raise ValueError(f"{where}: expected a finite number, got an integer of "
-                             f"{v.bit_length()} bits")
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
-                or not low <= v <= high:
-            raise ValueError(f"{where}: expected a finite number in {low:g}..{high:g}, got "
-                             f"{v!r}"[:200])
-        return float(v)
-    return read
-
-
-def _int(low: int = 0, high: int = 2**53, none: bool = False) -> Callable:
-    def read(v, where):
-        if v is None and none:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-            raise ValueError(f"{where}: expected an integer in {low}..{high}, got {v!r}"[:200])
-        return v
-    return read
-
-
-def _text(none: bool = False, max_len: int = 100_000) -> Callable:
-    def read(v, where):
-        if v is None and none:
-            return None
-        if not isinstance(v, str) or len(v) > max_len:
-            raise ValueError(f"{where}: expected text of at most {max_len:,} characters, got "
-                             f"{type(v).__name__}")
-        return v
-    return read
-
-
-def _object(v, where: str) -> dict:
-    if not isinstance(v, dict):
-        raise ValueError(f"{where}: expected an object, got {type(v).__name__}")
-    return v
-
-
-def _list(v, where: str, max_len: int) -> list:
-    if not isinstance(v, list) or len(v) > max_len:
-        raise ValueError(f"{where}: expected a list of at most {max_len:,} items")
-    return v
-
-
-_SECONDS = _num(-1e9, 1e9)
+SECONDS = Setting("float", -1e9, 1e9)   # on the run's clock
+COUNT = Setting("int", 0)
+RATE = Setting("float", 0, none=True)   # null: the figure is not known
 _SOURCES = ("usage", "tokenizer", "chunks")
 
 
-def _numbers(v, where: str, max_len: int, read=_SECONDS) -> tuple:
-    return tuple(read(x, f"{where}[{i}]") for i, x in enumerate(_list(v, where, max_len)))
+def _notes(max_len: int):
+    note = Setting("str", max_len=2000)
+    return lambda v, where: tuple(read_list(v, note, where, max_len))
+
+
+REQUEST_FIELDS = {
+    "index": Setting("int", 0, MAX_REQUESTS), "scheduled_s": SECONDS, "send_s": SECONDS,
+    "end_s": SECONDS, "chunk_tokens": Setting("int-list", 1, max_len=MAX_CHUNKS),
+    "output_tokens": COUNT, "token_source": Setting("str", choices=_SOURCES),
+    "prompt_tokens": COUNT, "requested_tokens": COUNT,
+    "finish_reason": Setting("str", none=True, max_len=100),
+    "http_status": Setting("int", 100, 599, none=True),
+    "error": Setting("str", none=True, max_len=2000),
+    "error_kind": Setting("str", none=True, max_len=40),
+}
 
 
 def read_request(d, where: str, budget: list[int]) -> StreamResult:
     """One request's dict back as a StreamResult; `budget`: chunk times left to read."""
-    _object(d, where)
-    f = {k: section_field(d, k, where) for k in REQUEST_KEYS}
-    out = {
-        "index": _int(0, MAX_REQUESTS)(f["index"], f"{where}.index"),
-        "scheduled_s": _SECONDS(f["scheduled_s"], f"{where}.scheduled_s"),
-        "send_s": _SECONDS(f["send_s"], f"{where}.send_s"),
-        "end_s": _SECONDS(f["end_s"], f"{where}.end_s"),
-        "chunk_times_s": _numbers(f["chunk_times_s"], f"{where}.chunk_times_s", budget[0]),
-    }
-    budget[0] -= len(out["chunk_times_s"])
-    out["chunk_tokens"] = _numbers(f["chunk_tokens"], f"{where}.chunk_tokens", MAX_CHUNKS,
-                                   lambda x, w: _int(1)(x, w))
-    if len(out["chunk_tokens"]) != len(out["chunk_times_s"]):
+    times = Setting("float-list", -1e9, 1e9, max_len=budget[0])
+    f = read_fields(d, {"chunk_times_s": times} | REQUEST_FIELDS, where)
+    times = f["chunk_times_s"] = tuple(f["chunk_times_s"])
+    f["chunk_tokens"] = tuple(f["chunk_tokens"])
+    budget[0] -= len(times)
+    if len(f["chunk_tokens"]) != len(times):
         raise ValueError(f"{where}.chunk_tokens: expected one count per chunk time")
-    times = out["chunk_times_s"]
     if any(b < a for a, b in zip(times, times[1:], strict=False)):
         raise ValueError(f"{where}.chunk_times_s: expected non-decreasing times")
-    if times and (times[0] < out["send_s"] - 1e-9 or times[-1] > out["end_s"] + 1e-9):
+    if times and (times[0] < f["send_s"] - 1e-9 or times[-1] > f["end_s"] + 1e-9):
         raise ValueError(f"{where}.chunk_times_s: expected times between send_s and end_s")
-    if out["end_s"] < out["send_s"]:
+    if f["end_s"] < f["send_s"]:
         raise ValueError(f"{where}.end_s: expected end_s >= send_s")
-    out["output_tokens"] = _int()(f["output_tokens"], f"{where}.output_tokens")
-    source = f["token_source"]
-    if source not in _SOURCES:
-        raise ValueError(f"{where}.token_source: expected one of {', '.join(_SOURCES)}, got "
-                         f"{source!r}"[:200])
-    out["token_source"] = source
-    out["prompt_tokens"] = _int()(f["prompt_tokens"], f"{where}.prompt_tokens")
-    out["requested_tokens"] = _int()(f["requested_tokens"], f"{where}.requested_tokens")
-    out["finish_reason"] = _text(True, 100)(f["finish_reason"], f"{where}.finish_reason")
-    out["http_status"] = _int(100, 599, True)(f["http_status"], f"{where}.http_status")
-    out["error"] = _text(True, 2000)(f["error"], f"{where}.error")
-    out["error_kind"] = _text(True, 40)(f["error_kind"], f"{where}.error_kind")
-    if (out["error"] is None) != (out["error_kind"] is None):
+    if (f["error"] is None) != (f["error_kind"] is None):
         raise ValueError(f"{where}.error_kind: expected a kind exactly when there is an error")
-    return StreamResult(**out)
+    return StreamResult(**f)
 
 
-def _points(v, where: str, budget: list[int]) -> np.ndarray:
-    rows = _list(v, where, budget[0])
-    budget[0] -= len(rows)
-    out = np.empty((len(rows), 2), dtype=np.float64)
-    for i, row in enumerate(rows):
-        if not isinstance(row, list) or len(row) != 2:
-            raise ValueError(f"{where}[{i}]: expected [time_s, value]")
-        out[i, 0] = _SECONDS(row[0], f"{where}[{i}][0]")
-        out[i, 1] = _num(-math.inf, math.inf)(row[1], f"{where}[{i}][1]")
-    if len(out) > 1 and np.any(np.diff(out[:, 0]) < 0):
-        raise ValueError(f"{where}: expected times in order")
-    return out
+_POINT = (SECONDS, Setting("float"))
+_COMMON_NAME = Setting("str", choices=tuple(COMMON))
 
 
 def read_scrape(d, where: str) -> ScrapeResult:
-    _object(d, where)
+    """A ScrapeResult.to_dict() back: each series a list of [time_s, value] in time order,
+    MAX_POINTS of them in all."""
     budget = [MAX_POINTS]
-    kind = _text(True, 40)(section_field(d, "kind", where), f"{where}.kind")
-    scrapes = _int()(section_field(d, "scrapes", where), f"{where}.scrapes")
-    notes = _numbers(section_field(d, "notes", where), f"{where}.notes", 100,
-                     _text(max_len=2000))
-    common_raw = _object(section_field(d, "common", where), f"{where}.common")
-    common = {}
-    for key, pts in common_raw.items():
-        if key not in COMMON:
-            raise ValueError(f"{where}.common: unknown series {key[:40]!r}")
-        common[key] = _points(pts, f"{where}.common.{key}", budget)
-    series_raw = _object(section_field(d, "series", where), f"{where}.series")
-    if len(series_raw) > MAX_SERIES:
-        raise ValueError(f"{where}.series: more than {MAX_SERIES:,} series")
-    series = {name: _points(pts, f"{where}.series[{name[:60]!r}]", budget)
-              for name, pts in series_raw.items()}
-    return ScrapeResult(series=series, common=common, kind=kind, scrapes=scrapes,
-                        notes=notes)
 
+    def points(v, w) -> np.ndarray:
+        rows = read_list(v, lambda p, pw: read_tuple(p, _POINT, pw, "[time_s, value]"), w,
+                         budget[0])
+        budget[0] -= len(rows)
+        out = np.array(rows, dtype=np.float64).reshape(-1, 2)
+        if len(out) > 1 and np.any(np.diff(out[:, 0]) < 0):
+            raise ValueError(f"{w}: expected times in order")
+        return out
 
-_DIST_KEYS = ("mean", "p50", "p90", "p99", "std")
-_METRIC_COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens")
-_METRIC_RATES = ("duration_s", "request_throughput_per_s", "output_tokens_per_s",
-                 "total_tokens_per_s")
-LATENCY_KEYS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
-
-
-def read_metrics(m, where: str) -> dict:
-    """A ServingMetrics.to_dict(), checked field by field (an empty dict: no run)."""
-    _object(m, where)
-    if not m:
-        return {}
-    out = dict(m)
-    for k in _METRIC_COUNTS:
-        out[k] = _int()(section_field(m, k, where), f"{where}.{k}")
-    for k in _METRIC_RATES:
-        out[k] = _num()(section_field(m, k, where), f"{where}.{k}")
-    for k in LATENCY_KEYS:
-        d = _object(section_field(m, k, where), f"{where}.{k}")
-        out[k] = {p: _num(none=True)(section_field(d, p, f"{where}.{k}"), f"{where}.{k}.{p}")
-                  for p in _DIST_KEYS}
-    out["goodput_requests_per_s"] = _num(none=True)(
-        section_field(m, "goodput_requests_per_s", where), f"{where}.goodput_requests_per_s")
-    return out
-
-
-def _read_agreement(d, where: str) -> dict:
-    _object(d, where)
-    return {k: _num(none=True)(v, f"{where}.{k}") for k, v in d.items()}
+    f = read_fields(d, {
+        "kind": Setting("str", none=True, max_len=40), "scrapes": COUNT, "notes": _notes(100),
+        "common": lambda v, w: read_map(v, points, w, keys=_COMMON_NAME),
+        "series": lambda v, w: read_map(v, points, w, MAX_SERIES, keys=Setting("str"))},
+        where)
+    return ScrapeResult(**f)
 
 
 def read_run(d, where: str, metrics: dict) -> EndpointRecord:
-    _object(d, where)
-    raw = _list(section_field(d, "requests", where), f"{where}.requests", MAX_REQUESTS)
+    """The run's dict back as an EndpointRecord (its metrics read apart)."""
     budget = [MAX_CHUNKS]
-    results = tuple(read_request(r, f"{where}.requests[{i}]", budget)
-                    for i, r in enumerate(raw))
-    failures_raw = _object(section_field(d, "failures", where), f"{where}.failures")
-    failures = {str(k)[:40]: _int()(v, f"{where}.failures.{str(k)[:40]}")
-                for k, v in failures_raw.items()}
-    stopped = section_field(d, "stopped", where)
-    if stopped not in (None, "cancelled", "max duration"):
-        raise ValueError(f"{where}.stopped: expected null, 'cancelled' or 'max duration', got "
-                         f"{stopped!r}"[:200])
-    return EndpointRecord(
-        results=results, metrics=metrics, failures=failures,
-        incomplete=_int()(section_field(d, "incomplete", where), f"{where}.incomplete"),
-        not_sent=_int()(section_field(d, "not_sent", where), f"{where}.not_sent"),
-        stopped=stopped,
-        notes=_numbers(section_field(d, "notes", where), f"{where}.notes", 1000,
-                       _text(max_len=2000)),
-        scrape=read_scrape(section_field(d, "server_metrics", where),
-                           f"{where}.server_metrics"),
-        model=_text(True, 1000)(section_field(d, "model", where), f"{where}.model"),
-        server_kind=_text(True, 40)(section_field(d, "server_kind", where),
-                                    f"{where}.server_kind"),
-        agreement=_read_agreement(section_field(d, "agreement", where), f"{where}.agreement"))
+    f = read_fields(d, {
+        "requests": lambda v, w: tuple(read_list(
+            v, lambda r, rw: read_request(r, rw, budget), w, MAX_REQUESTS)),
+        "failures": lambda v, w: read_map(v, COUNT, w, keys=Setting("str", max_len=40)),
+        "incomplete": COUNT, "not_sent": COUNT,
+        "stopped": Setting("str", none=True, choices=("cancelled", "max duration")),
+        "notes": _notes(1000), "server_metrics": read_scrape,
+        "model": Setting("str", none=True, max_len=1000),
+        "server_kind": Setting("str", none=True, max_len=40),
+        "agreement": lambda v, w: read_fields(v, dict.fromkeys(AGREEMENT_KEYS, RATE), w)},
+        where)
+    return EndpointRecord(results=f.pop("requests"), metrics=metrics,
+                          scrape=f.pop("server_metrics"), **f)
 
 
-SWEEP_POINT_KEYS = {
-    "strategy": None, "rate_per_s": _num(), "achieved_requests_per_s": _num(),
-    "output_tokens_per_s": _num(), "ttft_p50_s": _num(none=True),
-    "ttft_p99_s": _num(none=True), "tpot_p50_s": _num(none=True),
-    "tpot_p99_s": _num(none=True), "completed": _int(), "failed": _int(),
-    "goodput_requests_per_s": _num(none=True),
+SWEEP_POINT_FIELDS = {
+    "rate_per_s": Setting("float", 0), "achieved_requests_per_s": Setting("float", 0),
+    "output_tokens_per_s": Setting("float", 0), "ttft_p50_s": RATE, "ttft_p99_s": RATE,
+    "tpot_p50_s": RATE, "tpot_p99_s": RATE, "completed": COUNT, "failed": COUNT,
+    "goodput_requests_per_s": RATE,
 }
 
 
 def read_sweep(d, where: str):
     from inferlab.engines.endpoint.sweep import STRATEGIES, EndpointSweep, EndpointSweepPoint
 
-    _object(d, where)
+    fields = {"strategy": Setting("str", choices=STRATEGIES)} | SWEEP_POINT_FIELDS
 
     def point(p, w):
-        _object(p, w)
-        values = {}
-        for key, read in SWEEP_POINT_KEYS.items():
-            v = section_field(p, key, w)
-            if read is None:
-                if v not in STRATEGIES:
-                    raise ValueError(f"{w}.{key}: expected one of {', '.join(STRATEGIES)}, "
-                                     f"got {v!r}"[:200])
-                values[key] = v
-            else:
-                values[key] = read(v, f"{w}.{key}")
-        return EndpointSweepPoint(**values)
+        return EndpointSweepPoint(**read_fields(p, fields, w))
 
-    raw = _list(section_field(d, "points", where), f"{where}.points", 100)
-    points = tuple(point(p, f"{where}.points[{i}]") for i, p in enumerate(raw))
-    knee_raw = section_field(d, "knee", where)
-    knee = None if knee_raw is None else point(knee_raw, f"{where}.knee")
-    slo_raw = section_field(d, "slo_s", where)
-    slo = None
-    if slo_raw is not None:
-        _object(slo_raw, f"{where}.slo_s")
-        try:
-            slo = SLO(**{k: _num(none=True)(slo_raw.get(k), f"{where}.slo_s.{k}")
-                         for k in ("ttft_s", "tpot_s", "e2e_s")})
-        except ValueError as e:
-            if str(e).startswith(where):
-                raise
-            raise ValueError(f"{where}.slo_s: {e}") from None
-    return EndpointSweep(points, knee, slo)
+    f = read_fields(d, {
+        "points": lambda v, w: tuple(read_list(v, point, w, 100)),
+        "knee": lambda v, w: None if v is None else point(v, w),
+        "slo_s": lambda v, w: None if v is None else read_dataclass(
+            SLO, v, w, dict.fromkeys(("ttft_s", "tpot_s", "e2e_s"), RATE))}, where)
+    return EndpointSweep(f["points"], f["knee"], f["slo_s"])
 
 
 SIDE_COLUMNS = ("endpoint", "engine", "simulated")
+_COLUMN_FIELDS = {"title": Setting("str", max_len=200), "metrics": read_serving_metrics}
 
 
 def read_side_by_side(d, where: str) -> dict:
-    _object(d, where)
-    columns = _object(section_field(d, "columns", where), f"{where}.columns")
-    out = {"columns": {}, "notes": _numbers(section_field(d, "notes", where), f"{where}.notes",
-                                            100, _text(max_len=2000))}
-    for key, col in columns.items():
-        if key not in SIDE_COLUMNS:
-            raise ValueError(f"{where}.columns: unknown column {str(key)[:40]!r}")
-        w = f"{where}.columns.{key}"
-        _object(col, w)
-        out["columns"][key] = {
-            "title": _text(max_len=200)(section_field(col, "title", w), f"{w}.title"),
-            "metrics": read_metrics(section_field(col, "metrics", w), f"{w}.metrics")}
-    return out
+    """side_by_side.compare_engines' table: {"columns": {name: {"title", "metrics"}},
+    "notes"}, each column's metrics a ServingMetrics dict (other fields left out)."""
+    return read_fields(d, {
+        "columns": lambda v, w: read_map(v, lambda c, cw: read_fields(c, _COLUMN_FIELDS, cw),
+                                         w, keys=Setting("str", choices=SIDE_COLUMNS)),
+        "notes": _notes(100)}, where)
 
 
 def read_endpoint_section(sec: dict):
@@ -514,8 +392,8 @@ def read_endpoint_section(sec: dict):
     ValueError naming the bad field."""
     settings = check_endpoint_settings(section_field(sec, "settings", WHERE),
                                        f"{WHERE}.settings")
-    state = _object(section_field(sec, "state", WHERE), f"{WHERE}.state")
-    metrics = read_metrics(section_field(sec, "metrics", WHERE), f"{WHERE}.metrics")
+    state = read_object(section_field(sec, "state", WHERE), f"{WHERE}.state")
+    metrics = read_serving_metrics(section_field(sec, "metrics", WHERE), f"{WHERE}.metrics")
     record = None
     if "run" in state:
         if not metrics:

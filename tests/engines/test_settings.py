@@ -124,6 +124,21 @@ def test_read_fields_names_the_path_of_a_bad_or_missing_field():
             read_fields(bad, table, "m")
 
 
+def test_read_tuple_reads_a_row_of_fixed_length_item_by_item():
+    from inferlab.engines.settings import read_tuple
+
+    pair = (Setting("float", 0), Setting("int", 1))
+    assert read_tuple([0.5, 3], pair, "p", "[time_s, count]") == (0.5, 3)
+    for bad, message in (
+            ([0.5], r"p: expected \[time_s, count\], got \[0\.5\]"),
+            ([0.5, 3, 4], r"p: expected \[time_s, count\], got \[0\.5, 3, 4\]"),
+            ({"a": 1}, r"p: expected \[time_s, count\], got \{'a': 1\}"),
+            ([0.5, 0], r"p\[1\]: expected an integer >= 1, got 0"),
+            ([math.nan, 3], r"p\[0\]: expected a finite number >= 0, got nan")):
+        with pytest.raises(ValueError, match=message):
+            read_tuple(bad, pair, "p", "[time_s, count]")
+
+
 def test_named_prefixes_a_records_own_error_with_its_field():
     from inferlab.engines.settings import named
 

@@ -106,11 +106,25 @@ def test_seeded_fuzz_gives_a_named_value_error_or_reads(section):
      "non-decreasing"),
     (("state", "run", "requests", 1, "token_source"), "guess", "requests[1].token_source"),
     (("state", "run", "requests", 0, "chunk_tokens"), [1], "one count per chunk time"),
-    (("state", "run", "server_metrics", "common", "nonsense"), [], "unknown series"),
+    (("state", "run", "server_metrics", "common", "nonsense"), [], "common['nonsense']: "
+     "expected one of running"),
     (("state", "sweep", "points", 0, "strategy"), "wild", "points[0].strategy"),
     (("settings", "api"), "embeddings", "settings.api: expected one of"),
     (("settings", "scrape_hz"), 0.5, "settings.scrape_hz: expected 0 (off) or 1..4"),
     (("metrics", "ttft_s", "p99"), "slow", "metrics.ttft_s.p99"),
+    (("state", "run", "agreement"), {"client_ttft_mean_s": 0.1},
+     "run.agreement: missing field 'client_output_tokens_per_s'"),
+    (("state", "run", "agreement", "server_ttft_mean_s"), -1.0,
+     "agreement.server_ttft_mean_s: expected a finite number >= 0"),
+    (("state", "run", "requests", 0, "output_tokens"), 2**70,
+     "requests[0].output_tokens: expected an integer >= 0"),
+    (("state", "run", "requests", 0, "error"), "\ud800", "requests[0].error: expected text"),
+    (("state", "run", "server_metrics", "common", "running", 0), [0.0],
+     "common['running'][0]: expected [time_s, value]"),
+    (("state", "side_by_side", "columns", "endpoint", "metrics", "failed"), -1,
+     "columns['endpoint'].metrics.failed: expected an integer >= 0"),
+    (("state", "sweep", "slo_s", "ttft_s"), 0, "sweep.slo_s: SLO ttft_s must be a positive"),
+    (("settings", "requests"), 2**70, "settings.requests: expected an integer in 1..10,000"),
 ])
 def test_named_errors(section, path, value, message):
     bad = copy.deepcopy(section)

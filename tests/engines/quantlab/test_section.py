@@ -77,6 +77,11 @@ def test_seeded_fuzz_every_field_gives_a_value_error_or_reads(section):
     (("state", "runs", 1, "scheme"), "int3", "runs[1].scheme: expected one of"),
     (("state", "layer", "hist_counts"), [1, 2], "hist_edges: expected one more edge"),
     (("settings", "linear"), "lm_head", "settings.linear: expected one of"),
+    (("state", "layer", "shape"), [8], "layer.shape: expected [out, in], got [8]"),
+    (("state", "layer", "hist_counts", 0), 2**70, "hist_counts[0]: expected an integer >= 0"),
+    (("state", "layer", "clip_range"), [0.0, "x"], "clip_range[1]: expected a finite number"),
+    (("state", "runs", 0, "sample_text"), "\ud800", "runs[0].sample_text: expected text"),
+    (("state", "runs", 1, "sqnr_db"), {"layers.0.o": 1e5}, "sqnr_db['layers.0.o']: expected"),
 ])
 def test_named_errors(section, path, value, message):
     bad = copy.deepcopy(section[0])
