@@ -126,15 +126,23 @@ class Setting:
         return noun
 
 
+def is_unicode(text: str) -> bool:
+    """False for text holding a lone surrogate ("\\ud800", which JSON's escapes can spell and
+    no UTF-8 writer takes): the one check every reader of JSON text uses."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_unicode(text: str, where: str) -> None:
-    """Text UTF-8 can hold: a lone surrogate ("\\ud800", which JSON's escapes can spell) is
-    refused here, not by whatever draws or encodes it later."""
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{where}: expected text, got a lone surrogate (not valid "
-                             "Unicode)") from None
+    """Text UTF-8 can hold: a lone surrogate is refused here, not by whatever draws or
+    encodes it later."""
+    if not is_unicode(text):
+        raise ValueError(f"{where}: expected text, got a lone surrogate (not valid Unicode)")
 
 
 def shown(value, limit: int = 60) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from inferlab.engines.settings import is_unicode
+
 MAX_COUNT = 1_000_000_000   # a token count above this is no server's answer
 
 
@@ -54,15 +56,6 @@ def show_number(value: int | float) -> str:
     return f"{value:.6g}"
 
 
-def is_unicode(text: str) -> bool:
-    """False for text holding a lone surrogate (JSON's "\\ud800" escape)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def text(value: object, path: str, max_chars: int | None = None) -> str | None:

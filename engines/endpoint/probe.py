@@ -27,6 +27,7 @@ from inferlab.engines.endpoint.client import (
     request_body,
     stream_one,
 )
+from inferlab.engines.endpoint.http_get import get_capped
 from inferlab.engines.endpoint.url import (
     EndpointError,
     api_root,
@@ -81,24 +82,10 @@ def read_model_list(value: object) -> tuple[list[str], str | None]:
     return ids, owner
 
 
-async def _get_models(client: httpx.AsyncClient, timeout_s: float) -> tuple[httpx.Response,
-                                                                               bytes]:
-    """GET /v1/models, the body read to MAX_MODELS_BYTES and one piece more at most."""
-    pieces, size = [], 0
-    async with client.stream("GET", "/v1/models", timeout=timeout_s) as resp:
-        if resp.status_code == 200:
-            async for piece in resp.aiter_bytes():
-                pieces.append(piece)
-                size += len(piece)
-                if size > MAX_MODELS_BYTES:
-                    break
-    return resp, b"".join(pieces)
-
-
 async def _models(client: httpx.AsyncClient, root: str, has_key: bool, secret: str | None,
                   timeout_s: float = PROBE_TIMEOUT_S):
     try:
-        resp, body = await _get_models(client, timeout_s)
+        resp, body = await get_capped(client, "/v1/models", MAX_MODELS_BYTES, timeout_s)
     except (httpx.ConnectError, httpx.ConnectTimeout) as e:
         raise EndpointError(connect_failure(e, root)) from None
     except httpx.TimeoutException:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from inferlab.engines.endpoint.http_get import get_capped
 from inferlab.engines.endpoint.url import scrub
 
 MIN_HZ, MAX_HZ = 1.0, 4.0
@@ -244,15 +245,8 @@ class Scraper:
 
     async def _fetch(self) -> tuple[int, bytes]:
         """GET /metrics: the status and the body, read to MAX_BODY_BYTES and a piece more."""
-        pieces, size = [], 0
-        async with self.client.stream("GET", "/metrics", timeout=self.timeout_s) as resp:
-            if resp.status_code == 200:
-                async for piece in resp.aiter_bytes():
-                    pieces.append(piece)
-                    size += len(piece)
-                    if size > MAX_BODY_BYTES:
-                        break
-        return resp.status_code, b"".join(pieces)
+        resp, body = await get_capped(self.client, "/metrics", MAX_BODY_BYTES, self.timeout_s)
+        return resp.status_code, body
 
     def _stop_with(self, note: str) -> None:
         self._note(note)

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from inferlab.engines.settings import is_unicode
+
 Fail = Callable[[str], NoReturn]
 
 SCHEMA_NAME = "inferlab.snapshot"
@@ -76,7 +78,7 @@ def _check_values(data: object, fail: Fail) -> None:
             except TypeError:  # non-string keys (a writer's; json.dumps converts them)
                 keys = "".join(k for k in container if isinstance(k, str))
             if not keys.isascii() and not all(
-                    _is_unicode(k) for k in container if isinstance(k, str)):
+                    is_unicode(k) for k in container if isinstance(k, str)):
                 fail(f"{_path(entry)} has a key that is not valid Unicode (a lone surrogate)")
             values = container.values()
         else:
@@ -84,7 +86,7 @@ def _check_values(data: object, fail: Fail) -> None:
         for value in values:
             t = type(value)
             if t is str:
-                if not value.isascii() and not _is_unicode(value):
+                if not value.isascii() and not is_unicode(value):
                     fail(f"{_path(entry, value)} is a string that is not valid Unicode (a "
                          "lone surrogate)")
             elif t is float:
@@ -109,14 +111,6 @@ def _plain(value: object) -> object:
     return value
 
 
-def _is_unicode(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _path(entry: tuple, value: object = None) -> str:
