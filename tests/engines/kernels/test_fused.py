@@ -10,19 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.engines.kernels import fused
-from inferlab.engines.kernels import library as native
 from inferlab.engines.kv.cache import PagedKVCache
 from inferlab.engines.model.rope import RopeTables, apply_rope
 
 
-def _runnable_isas() -> list[str]:
-    flags = native.host_flags()
-    return [isa for isa, needs in native.ISA_NEEDS.items() if needs <= flags]
-
-
-@pytest.fixture(scope="module", params=_runnable_isas())
-def glue(request):
-    return fused.glue(native.build(request.param))
+@pytest.fixture(scope="module")
+def glue(build):
+    return fused.glue(build)
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> bool:

@@ -8,19 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines.kernels import library as native
 from inferlab.engines.quant import lowbit_linear as lb
 from inferlab.engines.quant.group import quantize_groups
-
-
-def _runnable_isas() -> list[str]:
-    flags = native.host_flags()
-    return [isa for isa, needs in native.ISA_NEEDS.items() if needs <= flags]
-
-
-@pytest.fixture(scope="module", params=_runnable_isas())
-def build(request):
-    return native.build(request.param)
 
 
 def _rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:

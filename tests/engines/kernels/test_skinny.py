@@ -11,16 +11,7 @@ from inferlab.engines import kernels
 from inferlab.engines.kernels import library as native
 from inferlab.engines.kernels.skinny import MAX_SKINNY_ROWS, max_rows, skinny_linear
 from inferlab.engines.model.linear import Linear
-
-
-def _runnable_isas() -> list[str]:
-    flags = native.host_flags()
-    return [isa for isa, needs in native.ISA_NEEDS.items() if needs <= flags]
-
-
-@pytest.fixture(scope="module", params=_runnable_isas())
-def build(request):
-    return native.build(request.param)
+from tests.engines.kernels.conftest import runnable_isas
 
 
 def _reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -75,7 +66,7 @@ def test_smollm2_shapes_every_row_count(build):
 
 
 def test_every_build_agrees():
-    isas = _runnable_isas()
+    isas = runnable_isas()
     gen = torch.Generator().manual_seed(1)
     x, w = torch.randn(5, 131, generator=gen), torch.randn(37, 131, generator=gen)
     outs = [skinny_linear(x, w, lib=native.build(isa)) for isa in isas]
