@@ -69,6 +69,45 @@ static inline void scal(float* y, float a, int64_t D) {
   for (int64_t d = 0; d < D; ++d) y[d] *= a;
 }
 
+#define PV_NH 4 /* query heads of a group taken together */
+#define PV_NV 4 /* vectors of D kept in registers per head */
+
+/* out[i] += sum_t p[i][t] v_t for the g heads of a group over one block's n values: each
+ * value row is loaded once for all heads and the outputs stay in registers, PV_NH heads ×
+ * PV_NV vectors of D at a time (D a multiple of PV_NV · IL_VLEN). */
+static inline __attribute__((always_inline)) void pv_heads(const int NH, float* out,
+                                                          float s[][IL_MAX_BLOCK],
+                                                          const float* vb, int64_t n,
+                                                          int64_t D, int64_t d0) {
+  pvf acc[PV_NH][PV_NV];
+  for (int i = 0; i < NH; ++i)
+    for (int v = 0; v < PV_NV; ++v) acc[i][v] = *(const pvfu*)(out + i * D + d0 + v * IL_VLEN);
+  for (int64_t t = 0; t < n; ++t) {
+    pvf vv[PV_NV];
+    for (int v = 0; v < PV_NV; ++v) vv[v] = *(const pvfu*)(vb + t * D + d0 + v * IL_VLEN);
+    for (int i = 0; i < NH; ++i) {
+      const float p = s[i][t];
+      for (int v = 0; v < PV_NV; ++v) acc[i][v] += p * vv[v];
+    }
+  }
+  for (int i = 0; i < NH; ++i)
+    for (int v = 0; v < PV_NV; ++v) *(pvfu*)(out + i * D + d0 + v * IL_VLEN) = acc[i][v];
+}
+
+static void pv_block(float* out, float s[][IL_MAX_BLOCK], const float* vb, int64_t n,
+                     int64_t g, int64_t D) {
+  for (int64_t d0 = 0; d0 < D; d0 += PV_NV * IL_VLEN)
+    for (int64_t i0 = 0; i0 < g; i0 += PV_NH) {
+      float* o = out + i0 * D;
+      switch (g - i0 < PV_NH ? g - i0 : PV_NH) { /* a constant height: registers, not memory */
+        case 1: pv_heads(1, o, s + i0, vb, n, D, d0); break;
+        case 2: pv_heads(2, o, s + i0, vb, n, D, d0); break;
+        case 3: pv_heads(3, o, s + i0, vb, n, D, d0); break;
+        default: pv_heads(4, o, s + i0, vb, n, D, d0); break;
+      }
+    }
+}
+
 /* rows [n, D] of INT8 codes times one scale per row, into fp32 */
 static inline void dequant_rows(float* dst, const int8_t* c, const float* sc, int64_t n,
                                 int64_t D) {
@@ -119,11 +158,14 @@ static void attend_row(const float* q, const void* k_head, const void* v_head,
       scal(out + i * D, corr, D);
       for (int64_t t = 0; t < n; ++t) s[i][t] -= mb;
       exp_inplace(s[i], n);
-      for (int64_t t = 0; t < n; ++t) {
-        l[i] += s[i][t];
-        axpy(out + i * D, s[i][t], vb + t * D, D);
-      }
+      for (int64_t t = 0; t < n; ++t) l[i] += s[i][t];
       m[i] = mb;
+    }
+    if (D % (PV_NV * IL_VLEN) == 0) {
+      pv_block(out, s, vb, n, g, D);
+    } else {
+      for (int64_t i = 0; i < g; ++i)
+        for (int64_t t = 0; t < n; ++t) axpy(out + i * D, s[i][t], vb + t * D, D);
     }
   }
   for (int64_t i = 0; i < g; ++i) scal(out + i * D, 1.f / l[i], D);
