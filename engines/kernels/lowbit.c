@@ -10,7 +10,7 @@
  * Code layout ("lane-interleaved", K a multiple of 64; L = IL_VLEN lanes): a row is chunks of
  * 8 L weights in L uint32 words, word t holding weight 8 L c + L j + t in bits 4j..4j+3
  * (j = 0..7), so one vector load, a shift (and a mask) give L consecutive codes. What does not
- * fill a chunk (64 weights, with L = 16) is laid out the same with 8 lanes.
+ * fill a chunk (64 weights, with L = 16) is laid out the same with 8 lanes (and read with 16).
  * With 16 lanes (AVX-512) a code is dequantized by a permute from the 16 values d u + mn of
  * its group (vpermps: no mask, no int-to-float conversion); otherwise by d * float(u) + mn.
  */
@@ -29,10 +29,7 @@
 typedef uint32_t vu __attribute__((vector_size(IL_VLEN * 4)));
 typedef uint32_t vuu __attribute__((vector_size(IL_VLEN * 4), aligned(4)));
 typedef int32_t vi __attribute__((vector_size(IL_VLEN * 4)));
-typedef float hf __attribute__((vector_size(32)));  /* 8 lanes: the part past the chunks */
-typedef float hfu __attribute__((vector_size(32), aligned(4)));
-typedef uint32_t hu __attribute__((vector_size(32), aligned(4)));
-typedef int32_t hi __attribute__((vector_size(32)));
+typedef uint32_t hu __attribute__((vector_size(32), aligned(4))); /* 8 words: the tail */
 
 int il_int4_lanes(void) { return IL_VLEN; }
 
@@ -89,6 +86,36 @@ static inline __attribute__((always_inline)) void int4_tile(
       }
     }
   }
+#if IL_VLEN == 16
+  /* The 64 weights past the last chunk, in 8 words (weight 8j + t in word t's nibble j):
+   * both halves of a 16-lane vector get the 8 words, lanes 0-7 shifted to nibble 2s and
+   * lanes 8-15 to nibble 2s + 1, so 16 consecutive weights come out per shift and permute,
+   * as in the chunks (one variable shift, no narrower vectors). */
+  for (int64_t b = C * IL_VLEN; b < KW; b += 8) {
+    vu v[I4_NR];
+    for (int i = 0; i < NR; ++i) {
+      const hu h = *(const hu*)(w0 + i * KW + b);
+      v[i] = __builtin_shufflevector(h, h, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+    }
+#pragma GCC unroll 4
+    for (int s2 = 0; s2 < 4; ++s2) {
+      if (left == 0) {
+        for (int i = 0; i < NR; ++i) table[i] = iota * d0[i * G + grp] + m0[i * G + grp];
+        ++grp, left = g;
+      }
+      left -= 16;
+      const uint32_t lo = 8 * s2, hi = 8 * s2 + 4;
+      const vu shift = {lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi};
+      vf wv[I4_NR];
+      for (int i = 0; i < NR; ++i) wv[i] = __builtin_shuffle(table[i], (vi)(v[i] >> shift));
+      const int64_t k = b * 8 + 16 * s2;
+      for (int r = 0; r < R; ++r) {
+        const vf xv = load_x(x + r * K + k);
+        for (int i = 0; i < NR; ++i) acc[r][i] += wv[i] * xv;
+      }
+    }
+  }
+#endif
   float s[IL_MR][I4_NR];
   for (int r = 0; r < R; ++r) {
     if (NR == I4_NR)
@@ -96,33 +123,6 @@ static inline __attribute__((always_inline)) void int4_tile(
     else
       for (int i = 0; i < NR; ++i) s[r][i] = il_hsum(acc[r][i]);
   }
-#if IL_VLEN > 8
-  /* the 64-weight blocks past the last chunk: 8 lanes */
-  for (int64_t b = C * IL_VLEN; b < KW; b += 8) {
-    hf acc8[IL_MR][I4_NR];
-    for (int r = 0; r < R; ++r)
-      for (int i = 0; i < NR; ++i) acc8[r][i] = (hf){0};
-    hu v[I4_NR];
-    for (int i = 0; i < NR; ++i) v[i] = *(const hu*)(w0 + i * KW + b);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      if (left == 0) ++grp, left = g;
-      left -= 8;
-      hf wv[I4_NR];
-      for (int i = 0; i < NR; ++i)
-        wv[i] = __builtin_convertvector((hi)((v[i] >> (4 * j)) & 15u), hf) *
-                    d0[i * G + grp - 1] + m0[i * G + grp - 1];
-      const int64_t k = b * 8 + j * 8;
-      for (int r = 0; r < R; ++r) {
-        const hf xv = *(const hfu*)(x + r * K + k);
-        for (int i = 0; i < NR; ++i) acc8[r][i] += wv[i] * xv;
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int i = 0; i < NR; ++i)
-        for (int l = 0; l < 8; ++l) s[r][i] += acc8[r][i][l];
-  }
-#endif
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < NR; ++i) y[r * N + i] = s[r][i];
 }
