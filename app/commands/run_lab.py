@@ -1,9 +1,9 @@
-"""`inferlab run LAB ...`: run one lab's engines headless and write its snapshot.
+"""`inferlab run LAB ...`: run one lab's engines headless, and write its snapshot if asked.
 
     inferlab run mcu [--model M.tflite] [--planner P] [--compare P2|none] [--board ID]
-                     [--seed N] --snapshot F [--json]
+                     [--seed N] [--snapshot F] [--json]
     inferlab run kv [--model M] [--scenario NAME] [--block-size N] [--blocks N]
-                    [--device D] [--max-steps N] --snapshot F [--json]
+                    [--device D] [--max-steps N] [--snapshot F] [--json]
 
 Every lab whose registry entry names `run_arguments` and `run` gets a sub-command. A lab's
 run function gets (args, trace recorder) and returns (section, summary dict); this module
@@ -33,8 +33,9 @@ def register(sub) -> None:
     for spec in runnable:
         lp = labs.add_parser(spec.id, help=f"run the {spec.title} lab")
         resolve(spec.run_arguments)(lp)
-        lp.add_argument("--snapshot", required=True, metavar="F.json",
-                        help="write the snapshot here (opens in InferLab and Perfetto)")
+        lp.add_argument("--snapshot", metavar="F.json",
+                        help="write the snapshot here (opens in InferLab and Perfetto); "
+                             "without it the run prints its figures only")
         lp.add_argument("--json", action="store_true", help="print the lab's metrics as JSON")
         add_kernels_option(lp)
     p.set_defaults(func=run)
@@ -52,16 +53,20 @@ def run(args) -> int:
     with CliProgress(f"run {args.lab}") as progress:
         args.progress = progress
         section, summary = lab_run(args, recorder)
-        progress(None, "writing the snapshot")
-        snapshot = make_snapshot(app_version=__version__, host=host_facts(),
-                                 devices=[d.to_dict() for d in discover_devices()],
-                                 labs={args.lab: section}, trace_events=recorder.events(),
-                                 active_lab=args.lab)
-        path = save(args.snapshot, snapshot)
+        path = None
+        if args.snapshot:
+            progress(None, "writing the snapshot")
+            snapshot = make_snapshot(app_version=__version__, host=host_facts(),
+                                     devices=[d.to_dict() for d in discover_devices()],
+                                     labs={args.lab: section}, trace_events=recorder.events(),
+                                     active_lab=args.lab)
+            path = save(args.snapshot, snapshot)
     if args.json:
-        print_json({"snapshot": str(path), "lab": args.lab, "metrics": summary})
+        print_json({"snapshot": None if path is None else str(path), "lab": args.lab,
+                    "metrics": summary})
     else:
-        print(path)
+        if path is not None:
+            print(path)
         print_summary(summary)
     return 0
 

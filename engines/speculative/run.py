@@ -6,6 +6,8 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
+import time
+
 from inferlab.engines.settings import option_error
 from inferlab.engines.speculative.section import (
     SPECULATIVE_DEFAULTS,
@@ -45,6 +47,9 @@ def add_arguments(p) -> None:
                    help=f"tokens to generate at most (default {d['max_tokens']})")
     p.add_argument("--seed", type=int, default=d["seed"], help="the verifier's seed (default 0)")
     p.add_argument("--device", default="cpu", help="where the models run (default cpu)")
+    p.add_argument("--compare-plain", action="store_true",
+                   help="also decode the same prompt plainly (the target alone, greedy, as "
+                        "many tokens) in this run: plain_decode_s and speedup_wall")
 
 
 def settings_of(args) -> dict:
@@ -76,9 +81,12 @@ def run(args, recorder):
                 raise ValueError(f"--{text}") from None
             raise
     emitted = 0
+    decode_s = 0.0  # the draft-verify loop's wall time (its first step holds the prefill)
     while not session.done:
         start = recorder.now_s()
+        t0 = time.perf_counter()
         step = session.step()
+        decode_s += time.perf_counter() - t0
         speculative_trace_step(recorder, step, start)
         if progress is not None:
             emitted += len(step.token_ids)
@@ -101,5 +109,27 @@ def run(args, recorder):
         "finish_reason": run_.finish_reason,
         "model": header.model, "drafter": header.drafter, "k": header.k,
         "tree_width": header.tree_width,
+        "decode_s": decode_s,
+        "draft_lengths": [len(r.drafted) for r in session.records],
     }
+    if getattr(args, "compare_plain", False):
+        summary.update(_plain_beside(session, run_.token_ids, decode_s, settings, recorder,
+                                     progress))
     return section, summary
+
+
+def _plain_beside(session, token_ids, decode_s: float, settings: dict, recorder,
+                  progress) -> dict:
+    """The same prompt decoded plainly by the target (greedy, as many tokens): its wall time
+    beside the speculative one's, and whether the greedy outputs agree."""
+    from inferlab.engines.speculative.sweep import plain_decode
+
+    if progress is not None:
+        progress(None, "plain decoding, for the comparison")
+    n = max(1, len(token_ids))
+    with recorder.span("plain decode (the comparison)", cat="speculative", args={"tokens": n}):
+        plain_s, outs = plain_decode(session.decoder.target, [session.decoder.prompt], n)
+    greedy = settings["temperature"] == 0
+    return {"plain_decode_s": plain_s,
+            "speedup_wall": plain_s / decode_s if decode_s > 0 else None,
+            "outputs_equal": (list(outs[0]) == list(token_ids)) if greedy else None}

@@ -124,3 +124,21 @@ def test_a_tree_run_is_plain_greedy_decoding_and_its_snapshot_holds_the_trees(ca
     assert any(s.tree_tokens for s in steps)
     events = read_snapshot(out).trace_events
     assert any("tree_nodes" in e.get("args", {}) for e in events)
+
+
+def test_without_a_snapshot_and_beside_plain_decoding(capsys, tmp_path, monkeypatch):
+    """No --snapshot: the figures only (nothing written); --compare-plain decodes the same
+    prompt plainly in the same run and reports both wall times and their ratio."""
+    from inferlab.app.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "speculative", "--model", "tiny", "--max-tokens", "24",
+                 "--compare-plain", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["snapshot"] is None and not list(tmp_path.iterdir())
+    m = out["metrics"]
+    assert m["outputs_equal"] is True  # greedy: the same tokens either way
+    assert m["decode_s"] > 0 and m["plain_decode_s"] > 0
+    assert m["speedup_wall"] == pytest.approx(m["plain_decode_s"] / m["decode_s"])
+    assert len(m["draft_lengths"]) == m["target_forwards"]
+    assert all(0 <= n <= 4 for n in m["draft_lengths"])  # K = 4 at most; fewer: no n-gram
