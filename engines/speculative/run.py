@@ -6,6 +6,7 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
+import argparse
 import time
 
 from inferlab.engines.settings import option_error
@@ -23,6 +24,21 @@ OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k", "tree_width":
            "max_tokens": "--max-tokens", "raw": "--raw", "seed": "--seed"}
 
 
+AUTO_K_MAX = 8
+"""`--k auto` chooses each step's K in 0..AUTO_K_MAX (engines.speculative.adaptive_k)."""
+
+
+def _k_option(text: str):
+    """--k: a whole number, or auto."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") \
+            from None
+
+
 def add_arguments(p) -> None:
     d = SPECULATIVE_DEFAULTS
     p.add_argument("--model", default=d["model"],
@@ -31,8 +47,9 @@ def add_arguments(p) -> None:
                    help="ngram (prompt lookup), layerskip:N (the target's first N layers), "
                         "quant:int8 or quant:int4 (the target with low-bit weights) or tiny "
                         f"(the tiny model, for the tiny target) (default {d['drafter']})")
-    p.add_argument("--k", type=int, default=d["k"],
-                   help=f"draft tokens per step, K (default {d['k']})")
+    p.add_argument("--k", type=_k_option, default=d["k"],
+                   help=f"draft tokens per step, K (default {d['k']}); auto: chosen each step "
+                        f"in 0..{AUTO_K_MAX} from the run's measured acceptance and costs")
     p.add_argument("--tree-width", type=int, default=d["tree_width"],
                    help="candidate continuations verified per step as one token tree, 1..8 "
                         f"(ngram only; default {d['tree_width']}: a chain)")
@@ -55,7 +72,9 @@ def add_arguments(p) -> None:
 def settings_of(args) -> dict:
     """The run's settings from its arguments, checked; ValueError names the option."""
     prompt = speculative_defaults()["prompt"] if args.prompt is None else args.prompt
-    settings = dict(SPECULATIVE_DEFAULTS, model=args.model, drafter=args.drafter, k=args.k,
+    auto = args.k == "auto"
+    settings = dict(SPECULATIVE_DEFAULTS, model=args.model, drafter=args.drafter,
+                    k=AUTO_K_MAX if auto else args.k, adaptive_k=auto,
                     tree_width=getattr(args, "tree_width", SPECULATIVE_DEFAULTS["tree_width"]),
                     temperature=args.temperature, top_p=args.top_p, prompt=prompt,
                     max_tokens=args.max_tokens, raw=bool(args.raw), seed=args.seed)
@@ -112,6 +131,9 @@ def run(args, recorder):
         "decode_s": decode_s,
         "draft_lengths": [len(r.drafted) for r in session.records],
     }
+    policy = session.decoder.k_policy
+    if policy is not None:
+        summary["k_chosen"] = list(policy.chosen)  # per step; drafts may be fewer (n-grams)
     if getattr(args, "compare_plain", False):
         summary.update(_plain_beside(session, run_.token_ids, decode_s, settings, recorder,
                                      progress))

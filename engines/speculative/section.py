@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from inferlab.engines import kernels
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.speculative.adaptive_k import AdaptiveK
 from inferlab.engines.speculative.decoder import SpeculativeStep
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.statistics import acceptance_stats, expected_tokens_per_forward
@@ -76,6 +77,7 @@ SPECULATIVE_DEFAULTS = {
     "raw": False,  # True: no chat template (as `inferlab generate --raw`)
     "seed": 0,
     "kernels": "auto",  # the target's kernel path (engines.kernels); its drafters share it
+    "adaptive_k": False,  # True: each step's K chosen in 0..k (engines.speculative.adaptive_k)
 }
 
 SPECULATIVE_SETTINGS = {
@@ -90,6 +92,7 @@ SPECULATIVE_SETTINGS = {
     "raw": Setting("bool"),
     "seed": Setting("int", 0, 2**31 - 1),
     "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
+    "adaptive_k": Setting("bool"),
 }
 
 
@@ -121,6 +124,9 @@ def check_speculative_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked (ValueError naming the field)."""
     s = check_settings(settings, SPECULATIVE_SETTINGS, SPECULATIVE_DEFAULTS, where)
     kind, _ = parse_drafter(s["drafter"], f"{where}.drafter")
+    if s["adaptive_k"] and s["tree_width"] > 1:
+        raise ValueError(f"{where}.adaptive_k: chooses a chain's length; expected tree_width "
+                         f"1, got {s['tree_width']}")
     if s["tree_width"] > 1 and kind != "ngram":
         raise ValueError(f"{where}.tree_width: expected 1 with the {s['drafter']} drafter "
                          "(token trees are the n-gram drafter's candidates), got "
@@ -207,7 +213,10 @@ class SpeculativeSession:
             with kernels.chosen(settings["kernels"]):  # a draft model loads on that path too
                 drafter = make_drafter(settings["drafter"], model, tok, sampling,
                                        settings["seed"], need, device)
+            policy = AdaptiveK(k_max=settings["k"], probe_k=min(2, settings["k"])) \
+                if settings["adaptive_k"] else None
             self.decoder = SpeculativeDecoder(model, drafter, k=settings["k"], settings=sampling,
+                                              k_policy=policy,
                                               seed=settings["seed"], tokenizer=tok,
                                               tree_width=settings["tree_width"])
         except SpeculativeError as e:

@@ -142,3 +142,27 @@ def test_without_a_snapshot_and_beside_plain_decoding(capsys, tmp_path, monkeypa
     assert m["speedup_wall"] == pytest.approx(m["plain_decode_s"] / m["decode_s"])
     assert len(m["draft_lengths"]) == m["target_forwards"]
     assert all(0 <= n <= 4 for n in m["draft_lengths"])  # K = 4 at most; fewer: no n-gram
+
+
+def test_k_auto_chooses_each_steps_k_and_keeps_greedy_output(capsys, tiny):
+    from inferlab.app.cli import main
+
+    assert main(["run", "speculative", "--model", "tiny", "--prompt", PROMPT, "--raw",
+                 "--max-tokens", "30", "--k", "auto", "--compare-plain", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert m["outputs_equal"] is True
+    plain = generate(tiny[0], [list(PROMPT.encode())], max_new_tokens=30).generations[0]
+    assert tuple(m["token_ids"]) == tuple(plain.token_ids)[:len(m["token_ids"])]
+    chosen, drafted = m["k_chosen"], m["draft_lengths"]
+    assert len(chosen) == len(drafted) == m["target_forwards"]
+    assert all(0 <= d <= k <= 8 for d, k in zip(drafted, chosen, strict=True))
+
+
+def test_adaptive_k_is_refused_with_token_trees():
+    from inferlab.engines.speculative.section import (
+        check_speculative_settings,
+        speculative_defaults,
+    )
+
+    with pytest.raises(ValueError, match="adaptive_k"):
+        check_speculative_settings(dict(speculative_defaults(), adaptive_k=True, tree_width=2))
