@@ -77,7 +77,7 @@ _LIB: list = [None]  # the library once loaded (kept: a call then looks nothing 
 
 def _rows_as_they_are(x: torch.Tensor, in_features: int) -> bool:
     """Whether `x` is already what the kernels read (2-d contiguous rows of `in_features`,
-    at least one): then a call needs no reshaping or copying."""
+    at least one): then a call (a decode step's) needs no reshaping or copying."""
     return x.dim() == 2 and x.is_contiguous() and x.shape[1] == in_features and x.shape[0] > 0
 
 
@@ -94,23 +94,23 @@ def _use_kernel(x: torch.Tensor, ok: bool) -> ctypes.CDLL | None:
 
 def int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor,
                 scale: torch.Tensor) -> torch.Tensor:
-    """x [M, K] fp32 · (scale ⊙ q)ᵀ on the native kernel of `lib` (`skinny.c`)."""
-    x = x.contiguous()
-    y = torch.empty(x.shape[0], q.shape[0])
-    lib.il_skinny_i8(x.data_ptr(), q.data_ptr(), scale.data_ptr(), y.data_ptr(), x.shape[0],
-                     q.shape[1], q.shape[0], torch.get_num_threads())
+    """x [M, K] fp32 contiguous · (scale ⊙ q)ᵀ on the native kernel of `lib` (`skinny.c`)."""
+    (m, k), n = x.shape, q.shape[0]
+    y = torch.empty(m, n)
+    lib.il_skinny_i8(x.data_ptr(), q.data_ptr(), scale.data_ptr(), y.data_ptr(), m, k, n,
+                     torch.get_num_threads())
     return y
 
 
 def int4_kernel(lib: ctypes.CDLL, x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
                 mins: torch.Tensor, group_size: int) -> torch.Tensor:
-    """x [M, K] fp32 · ŵᵀ on the native kernel of `lib` (`lowbit.c`), `codes` interleaved
-    for that library's lanes."""
-    x = x.contiguous()
-    y = torch.empty(x.shape[0], codes.shape[0])
+    """x [M, K] fp32 contiguous · ŵᵀ on the native kernel of `lib` (`lowbit.c`), `codes`
+    interleaved for that library's lanes."""
+    (m, k), n = x.shape, codes.shape[0]
+    y = torch.empty(m, n)
     lib.il_lowbit_int4(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), mins.data_ptr(),
-                       y.data_ptr(), x.shape[0], x.shape[1], codes.shape[0], scales.shape[1],
-                       group_size, torch.get_num_threads())
+                       y.data_ptr(), m, k, n, scales.shape[1], group_size,
+                       torch.get_num_threads())
     return y
 
 
@@ -148,17 +148,12 @@ class Int8Linear:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         lib = _use_kernel(x, True)
-        if lib is not None and _rows_as_they_are(x, self.in_features):  # decode: one call
-            m, n = x.shape[0], self.out_features
-            y = torch.empty(m, n)
-            lib.il_skinny_i8(x.data_ptr(), self.q.data_ptr(), self.scale.data_ptr(),
-                             y.data_ptr(), m, self.in_features, n, torch.get_num_threads())
-            return y
-        x2 = _as_rows(x, self.in_features)
+        x2 = x if _rows_as_they_are(x, self.in_features) else _as_rows(x, self.in_features)
         if lib is None:
-            return _chunked(self, x2).reshape(*x.shape[:-1], self.out_features)
-        return int8_kernel(lib, x2, self.q, self.scale).reshape(*x.shape[:-1],
-                                                                 self.out_features)
+            y = _chunked(self, x2)
+        else:
+            y = int8_kernel(lib, x2 if x2 is x else x2.contiguous(), self.q, self.scale)
+        return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
 
 
 def _lane_parts(k: int, lanes: int) -> list[tuple[int, int, int]]:
@@ -274,18 +269,13 @@ class Int4Linear:
         lib = _use_kernel(x, self.interleaved)
         if lib is not None and self.lanes != _LANES[0]:
             lib = None  # codes laid out for another build's lanes: the torch path reads them
-        if lib is not None and _rows_as_they_are(x, self.in_features):  # decode: one call
-            m, n = x.shape[0], self.out_features
-            y = torch.empty(m, n)
-            lib.il_lowbit_int4(x.data_ptr(), self.codes.data_ptr(), self.scales.data_ptr(),
-                               self.mins.data_ptr(), y.data_ptr(), m, self.in_features, n,
-                               self.scales.shape[1], self.group_size, torch.get_num_threads())
-            return y
-        x2 = _as_rows(x, self.in_features)
+        x2 = x if _rows_as_they_are(x, self.in_features) else _as_rows(x, self.in_features)
         if lib is None:
-            return _chunked(self, x2).reshape(*x.shape[:-1], self.out_features)
-        y = int4_kernel(lib, x2, self.codes, self.scales, self.mins, self.group_size)
-        return y.reshape(*x.shape[:-1], self.out_features)
+            y = _chunked(self, x2)
+        else:
+            y = int4_kernel(lib, x2 if x2 is x else x2.contiguous(), self.codes, self.scales,
+                            self.mins, self.group_size)
+        return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
 
 
 LowBitLinear = Int8Linear | Int4Linear
