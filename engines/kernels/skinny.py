@@ -78,10 +78,11 @@ class BoundSkinny:
     121 calls a SmolLM2 token). Inputs off the fast path (another dtype, shape or device)
     go through `skinny_linear`; None where it does not apply either."""
 
-    __slots__ = ("weight", "fn", "out_features", "in_features", "max_rows")
+    __slots__ = ("weight", "lib", "fn", "out_features", "in_features", "max_rows")
 
     def __init__(self, weight: torch.Tensor, lib: NativeLibrary) -> None:
         self.weight = weight  # its pointer is taken per call: a copy never reads a stale one
+        self.lib = lib
         self.fn = getattr(lib.cdll, _KERNELS[weight.dtype])
         self.out_features, self.in_features = weight.shape
         self.max_rows = max_rows(weight.dtype)
@@ -95,4 +96,4 @@ class BoundSkinny:
             self.fn(x.data_ptr(), self.weight.data_ptr(), y.data_ptr(), m, self.in_features,
                     self.out_features, torch.get_num_threads())
             return y
-        return skinny_linear(x, self.weight)
+        return skinny_linear(x, self.weight, self.lib)  # the same build, off the fast path
