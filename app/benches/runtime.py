@@ -154,7 +154,7 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
             "linears": _linear_table(models, repeats=5),
             "samples": {"verify_cost_ratio_k4": verify, "decode_tokens_per_s": decode},
         }
-        out.update(_variant_figures(med, tok.encode_prompt(DEFAULT_PROMPT)))
+        out.update(_variant_figures(med, prompt_ids))
         if tf_error:
             out["transformers_error"] = tf_error
         if llama_error:

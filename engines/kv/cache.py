@@ -123,9 +123,9 @@ class PagedKVCache:
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store new tokens' K/V ([n_tokens, n_kv_heads, d_head]) at flat `slots` [n_tokens]."""
         slots = slots.to(device=self.device, dtype=torch.int64)
-        shape = (self.n_kv_heads, self.n_blocks * self.block_size, self.d_head)
-        self.k[layer].view(shape).index_copy_(1, slots, k.to(self.dtype).transpose(0, 1))
-        self.v[layer].view(shape).index_copy_(1, slots, v.to(self.dtype).transpose(0, 1))
+        k_store, v_store = self.slot_stores(layer)
+        k_store.index_copy_(1, slots, k.to(self.dtype).transpose(0, 1))
+        v_store.index_copy_(1, slots, v.to(self.dtype).transpose(0, 1))
 
     def slot_stores(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer `layer`'s K and V as [n_kv_heads, n_slots, d_head] views (flat slots)."""
@@ -256,13 +256,12 @@ class QuantizedPagedKVCache(PagedKVCache):
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         slots = slots.to(device=self.device, dtype=torch.int64)
-        n_slots = self.n_blocks * self.block_size
-        for which, x in ((0, k), (1, v)):
+        stores, scale_stores = self.code_stores(layer)
+        for x, store, scale_store in zip((k, v), stores, scale_stores, strict=True):
             codes, s = self.quantize(x.transpose(0, 1))  # [Hkv, T, D], [Hkv, T]
-            store = self.kv[layer, which].view(self.n_kv_heads, n_slots, self.d_head)
             # index_copy_ has no fp8 kernel: copy the codes' bytes
             store.view(torch.uint8).index_copy_(1, slots, codes.view(torch.uint8))
-            self.scales[layer, which].view(self.n_kv_heads, n_slots).index_copy_(1, slots, s)
+            scale_store.index_copy_(1, slots, s)
 
     def code_stores(self, layer: int) -> tuple[tuple[torch.Tensor, torch.Tensor],
                                                  tuple[torch.Tensor, torch.Tensor]]:
