@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
 from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 from inferlab.views.batch_timeline import BatchTimelineView
-from inferlab.views.choices import kernel_choice
+from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.stepped_controls import SteppedView
 
@@ -246,7 +246,7 @@ class BatchingView(SteppedView):
             index = combo.findData(s.get(key))
             if index >= 0:
                 combo.setCurrentIndex(index)
-        self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
+        select_choice(self.kernels, s.get("kernels", "auto"))
         self.requests_spin.setValue(int(s.get("requests", 1)))
         self.rate.setValue(float(s.get("rate_per_s", 1.0)))
         self.seed.setValue(int(s.get("seed", 0)))

@@ -18,6 +18,11 @@ def refill_choices(combo: QComboBox, items) -> None:
         combo.setCurrentIndex(combo.findData(current))
 
 
+def select_choice(combo: QComboBox, key) -> None:
+    """Choose the item whose data is `key` (the first item where none is)."""
+    combo.setCurrentIndex(max(0, combo.findData(key)))
+
+
 def kernel_choice() -> QComboBox:
     """A lab's kernel-path combo (auto / native kernels / torch ops), item data the
     `kernels` setting's value."""

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from inferlab.engines.kvlab.records import KVRunInfo, KVStepRecord, SeqInfo
 from inferlab.engines.roofline.units import format_bytes
-from inferlab.views.choices import kernel_choice
+from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.kv_contiguous import ContiguousLine, KVCurves
 from inferlab.views.kv_grid import (
     CACHED_CODE,
@@ -313,8 +313,8 @@ class KVView(SteppedView):
                 combo.setCurrentIndex(index)
         self.block_size.setValue(int(s.get("block_size", 16)))
         self.n_blocks.setValue(int(s.get("n_blocks", 0) or 0))
-        self.kv_dtype.setCurrentIndex(max(0, self.kv_dtype.findData(s.get("kv_dtype", "model"))))
-        self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
+        select_choice(self.kv_dtype, s.get("kv_dtype", "model"))
+        select_choice(self.kernels, s.get("kernels", "auto"))
         self._quiet = False
 
     def settings(self) -> dict:

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from inferlab.engines.quantlab.evaluation import describe, lab_schemes
 from inferlab.engines.quantlab.section import LINEAR_CHOICES, layer_schemes
-from inferlab.views.choices import kernel_choice, refill_choices
+from inferlab.views.choices import kernel_choice, refill_choices, select_choice
 from inferlab.views.quant_layer import LayerPanel
 from inferlab.views.quant_model import ModelPanel
 
@@ -158,7 +158,7 @@ class QuantView(QWidget):
                 item.setCheckState(Qt.Checked if item.text() in wanted else Qt.Unchecked)
             self.measure_speed.setChecked(bool(s["measure_speed"]))
             self.decode_tokens.setValue(int(s["decode_tokens"]))
-            self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
+            select_choice(self.kernels, s.get("kernels", "auto"))
         finally:
             self._quiet = False
 

@@ -44,7 +44,7 @@ from inferlab.engines.speculative.section import (
     speculative_prompts,
 )
 from inferlab.engines.speculative.statistics import expected_tokens_per_forward
-from inferlab.views.choices import kernel_choice
+from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.speculative_sweep import SweepPanel
 from inferlab.views.stepped_controls import SteppedView
@@ -337,7 +337,7 @@ class SpeculativeView(SteppedView):
         self.top_p.setValue(float(s.get("top_p", 1.0)))
         self.max_tokens.setValue(int(s.get("max_tokens", 64)))
         self.raw.setChecked(bool(s.get("raw", False)))
-        self.kernels.setCurrentIndex(max(0, self.kernels.findData(s.get("kernels", "auto"))))
+        select_choice(self.kernels, s.get("kernels", "auto"))
         prompt = s.get("prompt", "")
         index = self.prompt_choice.findData(prompt)
         self.prompt_choice.setCurrentIndex(index if index >= 0
