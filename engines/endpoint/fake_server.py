@@ -46,6 +46,15 @@ LONG_LINE_BYTES = (1 << 20) + 1  # above the client's SSE line limit
 DEEP = 100_000
 
 
+_CANNED = {
+    "http500": (500, b"Internal Server Error: the fake engine died\nline 2", "text/plain"),
+    "http500deep": (500, b'{"error": ' + b"[" * 5000),
+    "html": (200, b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>", "text/html"),
+    "json": (200, json.dumps({"choices": [{"text": "hi"}]}).encode()),
+}
+"""Modes answered by one whole reply: (status, body[, content type])."""
+
+
 class FakeServer:
     def __init__(self, token_interval_s: float = 0.005, ttft_s: float = 0.0,
                  api_key: str | None = None, mode: str = "ok", metrics: bool = False,
@@ -239,22 +248,8 @@ class FakeServer:
             while await reader.read(4096):
                 pass
             return False
-        if mode == "http500":
-            self._reply(writer, 500, b"Internal Server Error: the fake engine died\nline 2",
-                        "text/plain")
-            await writer.drain()
-            return True
-        if mode == "http500deep":
-            self._reply(writer, 500, b'{"error": ' + b"[" * 5000)
-            await writer.drain()
-            return True
-        if mode == "html":
-            self._reply(writer, 200, b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>",
-                        "text/html")
-            await writer.drain()
-            return True
-        if mode == "json":
-            self._reply(writer, 200, json.dumps({"choices": [{"text": "hi"}]}).encode())
+        if mode in _CANNED:  # one whole reply, not a stream
+            self._reply(writer, *_CANNED[mode])
             await writer.drain()
             return True
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"

@@ -38,6 +38,16 @@ def expect_models(path: tuple, name: str) -> str | None:
     return None if name in {"null", "text", "empty text"} else "`data[0].owned_by` is "
 
 
+def _serve(server, path: str, body, fault) -> None:
+    """The fake server answers GET `path` with `body`, or with the GET `fault` (one or none)."""
+    server.replies.pop(path, None)
+    server.faults.pop(path, None)
+    if body is not None:
+        server.replies[path] = body
+    if fault is not None:
+        server.faults[path] = fault
+
+
 def probe_all(url: str, server, cases, timeout_s: float = 5.0) -> list:
     """Each case (a path's name, a body or a GET fault) through one probe; outcomes."""
 
@@ -45,12 +55,7 @@ def probe_all(url: str, server, cases, timeout_s: float = 5.0) -> list:
         out = []
         async with make_client(url, None, 2, timeout_s, timeout_s) as client:
             for body, fault in cases:
-                server.replies.pop("/v1/models", None)
-                server.faults.pop("/v1/models", None)
-                if body is not None:
-                    server.replies["/v1/models"] = body
-                if fault is not None:
-                    server.faults["/v1/models"] = fault
+                _serve(server, "/v1/models", body, fault)
                 try:
                     out.append(await probe(client, url, None, "completions",
                                            timeout_s=timeout_s))
@@ -146,12 +151,7 @@ def scrape_all(url: str, server, cases, timeout_s: float = 5.0) -> list[Scraper]
         out = []
         async with make_client(url, None, 2, timeout_s, timeout_s) as client:
             for body, fault in cases:
-                server.replies.pop("/metrics", None)
-                server.faults.pop("/metrics", None)
-                if body is not None:
-                    server.replies["/metrics"] = body
-                if fault is not None:
-                    server.faults["/metrics"] = fault
+                _serve(server, "/metrics", body, fault)
                 t0 = time.perf_counter()
                 scraper = Scraper(client, lambda t0=t0: time.perf_counter() - t0,
                                   timeout_s=timeout_s)
