@@ -46,6 +46,11 @@ def predicted_speedup(alpha: float, k: int, draft_cost: float, verify_cost: floa
     return expected_tokens(alpha, k) / (k * draft_cost + verify_cost)
 
 
+def _smoothed(old: float | None, new: float) -> float:
+    """A timing's running estimate: the first measurement, then 0.7 old + 0.3 new."""
+    return new if old is None else 0.7 * old + 0.3 * new
+
+
 @dataclass
 class AdaptiveK:
     """A per-step K policy for `SpeculativeDecoder(k_policy=...)`; see the module doc."""
@@ -127,10 +132,7 @@ class AdaptiveK:
             self._accepted = self._accepted * self.forget + accepted
             self._drafted = self._drafted * self.forget + trials
         if forward_s > 0:
-            old = self._forward_s.get(query_tokens)
-            self._forward_s[query_tokens] = forward_s if old is None else \
-                0.7 * old + 0.3 * forward_s
+            self._forward_s[query_tokens] = _smoothed(self._forward_s.get(query_tokens),
+                                                      forward_s)
         if drafted > 0 and draft_s >= 0:
-            per = draft_s / drafted
-            old = self._draft_s_per_token
-            self._draft_s_per_token = per if old is None else 0.7 * old + 0.3 * per
+            self._draft_s_per_token = _smoothed(self._draft_s_per_token, draft_s / drafted)
