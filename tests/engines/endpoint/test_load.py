@@ -72,7 +72,7 @@ def test_cancel_closes_every_connection_promptly(fake_server):
     run = EndpointRun(quick_settings(server.url, concurrency=None, read_timeout_s=30),
                       requests(40, prompt="[fake:stall]"))
     run.start()
-    deadline = time.perf_counter() + 5
+    deadline = time.perf_counter() + 30  # a hang guard, not a speed bound (a shared machine)
     while server.requests < 41 and time.perf_counter() < deadline:  # the probe, then 40
         time.sleep(0.01)
     assert server.requests == 41 and server.open_connections >= 40
