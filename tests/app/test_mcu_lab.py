@@ -249,7 +249,7 @@ def test_board_killed_mid_upload(qtbot, lab_window):
     wait_idle(qtbot, window)
     lab.run_on_board()
     qtbot.waitUntil(lambda: lab.session.link is not None and lab.session.link.stats.frames_sent > 5,
-                    timeout=10000)
+                    timeout=30000)
     lab.session.server.stop()
     wait_idle(qtbot, window)
     assert lab.state.board_run is None

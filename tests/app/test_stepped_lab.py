@@ -121,7 +121,7 @@ def lab(qtbot, tmp_path):
 
 
 def idle(qtbot, lab):
-    qtbot.waitUntil(lambda: not lab.busy(), timeout=10000)
+    qtbot.waitUntil(lambda: not lab.busy(), timeout=30000)
 
 
 def test_opens_with_auto_steps_then_steps_and_runs_to_the_end(qtbot, lab):
@@ -163,7 +163,7 @@ def test_pause_stops_a_run_after_the_step_in_progress(qtbot, lab):
     lab.toggle_run()
     assert lab.view.running
     lab.gate.release(3)
-    qtbot.waitUntil(lambda: len(lab.records) == 3 and lab.session.blocked.is_set(), timeout=5000)
+    qtbot.waitUntil(lambda: len(lab.records) == 3 and lab.session.blocked.is_set(), timeout=30000)
     lab.toggle_run()  # pause while the 4th step waits for its permit
     lab.gate.release(1)  # the step in progress completes; the run then stops
     idle(qtbot, lab)
@@ -193,7 +193,7 @@ def test_a_reset_during_a_run_drops_the_old_sessions_records(qtbot, lab):
     lab.reset(auto_steps=1)  # queued behind the running task, which is stopped
     lab.gate.set()
     idle(qtbot, lab)
-    qtbot.waitUntil(lambda: lab._generation > old and not lab.busy(), timeout=5000)
+    qtbot.waitUntil(lambda: lab._generation > old and not lab.busy(), timeout=30000)
     idle(qtbot, lab)
     assert [r.step for r in lab.records] == [1]
 
