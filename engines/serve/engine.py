@@ -23,7 +23,7 @@ from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.serve.metrics import RequestTiming
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scheduler import RequestRefusedError, Scheduler
-from inferlab.engines.serve.workload import WorkloadRequest
+from inferlab.engines.serve.workload import WorkloadRequest, prompt_token_ids_for
 
 DEFAULT_MAX_ITERATIONS = 10_000_000
 
@@ -159,14 +159,16 @@ def _check_admissible(scheduler: Scheduler, requests: list[Request],
 
 
 def requests_from_workload(items: Iterable[WorkloadRequest], vocab_size: int,
-                           id_prefix: str = "r") -> list[Request]:
-    """Requests with made-up prompt token ids (distinct per request, below vocab_size) and
-    max_new_tokens = output_tokens, arriving when the workload says."""
-    out = []
-    for i, w in enumerate(items):
-        prompt = [(i * 7919 + j * 104729 + 1) % vocab_size for j in range(w.prompt_tokens)]
-        out.append(Request(f"{id_prefix}{i}", prompt, w.output_tokens, w.arrival_s))
-    return out
+                           id_prefix: str = "r", *,
+                           shared_prefix_tokens: int = 0) -> list[Request]:
+    """Requests with max_new_tokens = output_tokens, arriving when the workload says. Their
+    prompts are workload.prompt_token_ids_for's: an item's prompt_token_ids verbatim (each
+    below vocab_size, else WorkloadError), else made-up ids, distinct per request except the
+    first shared_prefix_tokens of requests with the same prefix_id."""
+    items = list(items)
+    prompts = prompt_token_ids_for(items, vocab_size, shared_prefix_tokens)
+    return [Request(f"{id_prefix}{i}", prompt, w.output_tokens, w.arrival_s)
+            for i, (w, prompt) in enumerate(zip(items, prompts, strict=True))]
 
 
 def bench_simulator(n_requests: int = 5000, model: str = "llama-3-8b",

@@ -16,11 +16,18 @@ distribution leaves the others' draws as they were.
 
 A trace file is JSON Lines, one request per line: {"arrival_s": 0.5, "prompt_tokens": 812,
 "output_tokens": 64, "prompt": "...", "prefix_id": 3}; prompt and prefix_id are optional,
-other keys are ignored, blank lines skipped.
+other keys are ignored, blank lines skipped. A line may give the prompt's content instead of
+its length, "prompt_token_ids": [12, 7, ...] (ints 0..MAX_TOKEN_ID, at most MAX_TOKENS of
+them), so that a trace says what its requests share; prompt_tokens is then the list's length
+(a line may give both, and they must agree).
+
+Requests without token ids get made-up ones (`prompt_token_ids_for`): distinct per request,
+except that requests with the same prefix_id share their first shared_prefix_tokens ids.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import json
@@ -40,6 +47,7 @@ MAX_TOKENS = 10_000_000  # a length beyond this is a mistake, not a workload
 MAX_REQUESTS = 1_000_000
 MAX_TRACE_BYTES = 64 * 2**20
 MAX_TRACE_LINES = 1_000_000
+MAX_TOKEN_ID = 2**31 - 1  # a token id is an int32 everywhere it is used
 
 
 class WorkloadError(ValueError):
@@ -86,18 +94,51 @@ def _real(name: str, v, *, positive: bool = False, nonnegative: bool = False) ->
     return float(v)
 
 
+def _token_ids(v) -> tuple[int, ...]:
+    """A prompt's token ids as a tuple of ints, checked: a non-empty list (or tuple, or 1-D
+    integer array) of at most MAX_TOKENS ints in 0..MAX_TOKEN_ID, bools refused."""
+    name = "prompt_token_ids"
+    if isinstance(v, np.ndarray):
+        if v.ndim != 1 or not np.issubdtype(v.dtype, np.integer):
+            raise WorkloadError(f"field '{name}' must be a 1-D array of integers, got an "
+                                f"array of shape {v.shape} and dtype {v.dtype}")
+        v = v.tolist()
+    elif not isinstance(v, (list, tuple)):
+        raise WorkloadError(f"field '{name}' must be a list of token ids, got {_show(v)}")
+    if not v:
+        raise WorkloadError(f"field '{name}' must not be empty")
+    if len(v) > MAX_TOKENS:
+        raise WorkloadError(f"field '{name}' must hold at most {MAX_TOKENS:,} ids, "
+                            f"got {len(v):,}")
+    if not all(type(t) is int for t in v):  # the fast path is JSON's lists of plain ints
+        for i, t in enumerate(v):
+            if not _is_int(t):
+                raise WorkloadError(f"field '{name}' item {i} must be an integer token id, "
+                                    f"got {_show(t)}")
+        v = [int(t) for t in v]
+    ids = tuple(v)
+    for bad, ok in ((min(ids), lambda t: t >= 0), (max(ids), lambda t: t <= MAX_TOKEN_ID)):
+        if not ok(bad):
+            raise WorkloadError(f"field '{name}' item {ids.index(bad)} must be a token id in "
+                                f"0..{MAX_TOKEN_ID:,}, got {_show(bad)}")
+    return ids
+
+
 # ---- records ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class WorkloadRequest:
     """One request of a stream: when it arrives and how many tokens go in and come out.
-    prompt_tokens includes a shared prefix (prefix_id names which one; None = no prefix)."""
+    prompt_tokens includes a shared prefix (prefix_id names which one; None = no prefix).
+    prompt_token_ids, when given, is the prompt itself (prompt_tokens is its length): what
+    the request shares with others is then in its ids (see prefix_workloads.py)."""
 
     arrival_s: float
     prompt_tokens: int
     output_tokens: int
     prompt: str = ""
     prefix_id: int | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = functools.partial(object.__setattr__, self)
@@ -113,6 +154,27 @@ class WorkloadRequest:
                                 "(a lone surrogate)") from None
         if self.prefix_id is not None:
             set_("prefix_id", _count("prefix_id", self.prefix_id, low=0, high=MAX_REQUESTS))
+        if self.prompt_token_ids is not None:
+            ids = _token_ids(self.prompt_token_ids)
+            set_("prompt_token_ids", ids)
+            if self.prompt_tokens != len(ids):
+                raise WorkloadError(f"field 'prompt_tokens' ({self.prompt_tokens:,}) does not "
+                                    f"match 'prompt_token_ids', which holds {len(ids):,} ids")
+
+    @classmethod
+    def from_token_ids(cls, arrival_s: float, prompt_token_ids, output_tokens: int,
+                       prompt: str = "", prefix_id: int | None = None) -> WorkloadRequest:
+        """A request whose prompt is `prompt_token_ids` (prompt_tokens is their count)."""
+        ids = _token_ids(prompt_token_ids)
+        return cls(arrival_s, len(ids), output_tokens, prompt, prefix_id, ids)
+
+    def clipped(self, max_prompt_tokens: int, max_output_tokens: int) -> WorkloadRequest:
+        """This request with its prompt (its ids too: the leading ones are kept) and its
+        output cut to at most the given lengths."""
+        n = min(self.prompt_tokens, max_prompt_tokens)
+        ids = None if self.prompt_token_ids is None else self.prompt_token_ids[:n]
+        return dataclasses.replace(self, prompt_tokens=n, prompt_token_ids=ids,
+                                   output_tokens=min(self.output_tokens, max_output_tokens))
 
 
 @dataclass(frozen=True)
@@ -261,16 +323,21 @@ def _parse_line(text: str, where: str) -> WorkloadRequest:
         raise WorkloadError(f"{where}: not valid JSON ({str(e).split(';')[0]})") from None
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    ids = obj.get("prompt_token_ids")
     for key in ("arrival_s", "prompt_tokens", "output_tokens"):
-        if key not in obj:
-            raise WorkloadError(f"{where}: missing field '{key}'")
+        if key not in obj and not (key == "prompt_tokens" and ids is not None):
+            also = " (or 'prompt_token_ids')" if key == "prompt_tokens" else ""
+            raise WorkloadError(f"{where}: missing field '{key}'{also}")
     try:
+        if ids is not None:
+            ids = _token_ids(ids)
         return WorkloadRequest(
             arrival_s=obj["arrival_s"],
-            prompt_tokens=obj["prompt_tokens"],
+            prompt_tokens=obj["prompt_tokens"] if "prompt_tokens" in obj else len(ids),
             output_tokens=obj["output_tokens"],
             prompt=obj.get("prompt", ""),
             prefix_id=obj.get("prefix_id"),
+            prompt_token_ids=ids,
         )
     except WorkloadError as e:
         raise WorkloadError(f"{where}: {e}") from None
@@ -318,6 +385,8 @@ def _trace_line(r: WorkloadRequest) -> str:
         obj["prompt"] = r.prompt
     if r.prefix_id is not None:
         obj["prefix_id"] = r.prefix_id
+    if r.prompt_token_ids is not None:
+        obj["prompt_token_ids"] = list(r.prompt_token_ids)
     return json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -332,6 +401,40 @@ def write_trace(path: str | os.PathLike, requests: Iterable[WorkloadRequest]) ->
         raise WorkloadError(f"{Path(path).name}: {size:,} bytes, over the "
                             f"{MAX_TRACE_BYTES:,}-byte limit for a trace")
     atomic_write_text(path, lines)
+
+
+# ---- made-up prompt token ids ---------------------------------------------------------------
+
+def prompt_token_ids_for(items: Iterable[WorkloadRequest], vocab_size: int,
+                         shared_prefix_tokens: int = 0) -> list[tuple[int, ...]]:
+    """Each request's prompt token ids, all below vocab_size.
+
+    A request with prompt_token_ids gets them verbatim (WorkloadError if one is ≥ vocab_size).
+    Otherwise request i's id at position j is made up, (i·7919 + j·104729 + 1) mod vocab_size,
+    except that when it has a prefix_id p and shared_prefix_tokens = P > 0 its first
+    min(P, prompt_tokens) ids are prefix p's, the same formula with i = −(p + 1). So requests
+    with the same prefix_id share exactly their first P ids (when vocab_size is coprime to
+    7919 and their indices differ by less than vocab_size), and the rest of each prompt is its
+    own. Made-up ids can still agree by chance (a small vocab, a huge stream): measure what
+    prompts share with prefix_workloads.longest_prefix_matches, never assume it."""
+    vocab = _count("vocab_size", vocab_size, high=MAX_TOKEN_ID + 1)
+    shared = _count("shared_prefix_tokens", shared_prefix_tokens, low=0)
+    out = []
+    for i, w in enumerate(items):
+        if w.prompt_token_ids is not None:
+            top = max(w.prompt_token_ids)
+            if top >= vocab:
+                raise WorkloadError(
+                    f"request {i}: field 'prompt_token_ids' item {w.prompt_token_ids.index(top)} "
+                    f"is {top:,}, not below the model's vocab_size of {vocab:,}")
+            out.append(w.prompt_token_ids)
+            continue
+        j = np.arange(w.prompt_tokens, dtype=np.int64)
+        row = np.full(w.prompt_tokens, i, dtype=np.int64)
+        if w.prefix_id is not None and shared:
+            row[: min(shared, w.prompt_tokens)] = -(w.prefix_id + 1)
+        out.append(tuple(((row * 7919 + j * 104729 + 1) % vocab).tolist()))
+    return out
 
 
 # ---- prompt texts -----------------------------------------------------------------------------
