@@ -184,9 +184,9 @@ def multi_turn(seed: int = 0, n: int = 8, *, turns: int = 4, system_tokens: int 
 
     Turn 1's prompt = the system prompt (ONE, shared by every conversation) + a question;
     turn t's prompt = turn t−1's prompt + turn t−1's answer (made-up ids, as many as turn
-    t−1's output_tokens) + a new question. A conversation starts at a Poisson time and turn t arrives
-    (t − 1)·turn_gap_s later (set it longer than a turn takes, for requests that do not
-    overlap). So L = 0 for the first request; L = the system prompt's length for a later
+    t−1's output_tokens) + a new question. A conversation starts at a Poisson time and turn t
+    arrives (t − 1)·turn_gap_s later (set it longer than a turn takes, for requests that do
+    not overlap). So L = 0 for the first request; L = the system prompt's length for a later
     conversation's first turn; L = len(turn t−1's prompt) for turn t ≥ 2 (its whole previous
     prompt, but not the answer, which no earlier prompt holds)."""
     _check_sizes(per_n="turns", n=n, turns=turns, system_tokens=system_tokens,
@@ -262,17 +262,23 @@ def doc_qa(seed: int = 0, n: int = 16, *, document_tokens: int = 1024,
 
 def parallel(seed: int = 0, n: int = 4, *, branches: int = 4, prefix_tokens: int = 256,
              branch_tokens: int = 16, output_tokens: int = 64,
-             rate_per_s: float | None = 0.5, jitter: float = 0.5,
+             rate_per_s: float | None = 0.5, branch_gap_s: float = 0.0, jitter: float = 0.5,
              vocab_size: int = DEFAULT_VOCAB_SIZE) -> list[WorkloadRequest]:
-    """n groups of `branches` requests arriving together (one Poisson time per group;
-    prefix_id = the group): prompt = the group's prefix + the branch's own thought
-    (branch_tokens; 0 = parallel sampling, every branch the same prompt). So L = 0 for a
-    group's first branch; L = the prefix's length for the others (their whole prompt when
-    branch_tokens = 0). The branches overlap in time: what a cache hits among them depends on
-    the scheduler (branches prefilled in one batch share nothing already cached)."""
+    """n groups of `branches` requests arriving together (one Poisson time per group, branch
+    k of a group branch_gap_s·k after it; prefix_id = the group): prompt = the group's prefix
+    + the branch's own thought (branch_tokens; 0 = parallel sampling, every branch the same
+    prompt). So L = 0 for a group's first branch; L = the prefix's length for the others
+    (their whole prompt when branch_tokens = 0). Arriving together (branch_gap_s 0), the
+    branches overlap in time: what a cache hits among them depends on the scheduler
+    (branches prefilled in one batch find nothing cached yet); a branch_gap_s longer than a
+    request takes gives the no-overlap case, where the hits are expected_cached_tokens."""
     _check_sizes(per_n="branches", n=n, branches=branches, prefix_tokens=prefix_tokens,
                  branch_tokens=branch_tokens, output_tokens=output_tokens,
                  rate_per_s=rate_per_s, zero_ok=("branch_tokens",))
+    if not isinstance(branch_gap_s, (int, float)) or isinstance(branch_gap_s, bool) \
+            or not math.isfinite(branch_gap_s) or branch_gap_s < 0:
+        raise WorkloadError(f"field 'branch_gap_s' must be a finite number ≥ 0, "
+                            f"got {branch_gap_s!r}")
     streams = _Streams(seed, vocab_size, jitter)
     prompt = streams.high(prefix_tokens) + streams.high(branch_tokens)
     streams.check_budget(prompt, n * branches * prompt)
@@ -280,11 +286,11 @@ def parallel(seed: int = 0, n: int = 4, *, branches: int = 4, prefix_tokens: int
     out = []
     for group in range(n):
         prefix = streams.segment(streams.length(prefix_tokens))
-        for _ in range(branches):
-            out.append(_request(starts[group],
+        for k in range(branches):
+            out.append(_request(starts[group] + k * branch_gap_s,
                                 prefix + streams.segment(streams.length(branch_tokens)),
                                 streams.length(output_tokens), group))
-    return out  # already in arrival order
+    return _in_arrival_order(out)
 
 
 def _check_sizes(*, per_n: str | None = None, rate_per_s=None,
@@ -358,7 +364,7 @@ def longest_prefix_matches(prompts: Iterable[Sequence[int]]) -> list[int]:
     out = []
     for p in prompts:
         arr = np.asarray(p, dtype=np.int64).reshape(-1)
-        key = tuple(arr.tolist())
+        key = p if type(p) is tuple else tuple(arr.tolist())  # records hold tuples of ints
         k = bisect.bisect_left(keys, key)
         best = 0
         for j in (k - 1, k):

@@ -141,6 +141,14 @@ def test_parallel_branches_arrive_together_and_share_the_prefix():
     assert matches(reqs) == [0, 50, 50, 50] * 3
 
 
+def test_parallel_branches_can_be_spread_out():
+    reqs = parallel(SEED, n=2, branches=3, prefix_tokens=40, branch_tokens=4, jitter=0.0,
+                    rate_per_s=None, branch_gap_s=10.0)
+    assert [(r.arrival_s, r.prefix_id) for r in reqs] == [
+        (0.0, 0), (0.0, 1), (10.0, 0), (10.0, 1), (20.0, 0), (20.0, 1)]
+    assert matches(reqs) == [0, 0, 40, 40, 40, 40]
+
+
 def test_parallel_sampling_gives_identical_prompts():
     reqs = parallel(SEED, n=2, branches=3, prefix_tokens=32, branch_tokens=0, jitter=0.0)
     assert [r.prompt_tokens for r in reqs] == [32] * 6
@@ -200,6 +208,7 @@ def test_make_scenario_refuses_unknown_names_and_parameters():
     (lambda: agent(n=1, steps=1000, result_tokens=20_000),
      "over the 10,000,000-token limit"),
     (lambda: parallel(branch_tokens=-1), "field 'branch_tokens' must be an integer in 0.."),
+    (lambda: parallel(branch_gap_s=-1), "field 'branch_gap_s' must be a finite number ≥ 0"),
     (lambda: few_shot(n=300, n_prefixes=300, vocab_size=256), "more segments than vocab_size"),
 ])
 def test_bad_sizes_are_workload_errors_naming_the_field(call, message):
