@@ -234,7 +234,10 @@ class LengthDist:
 class Workload:
     """A seeded request stream. shared_prefix_tokens > 0 gives multi-turn-chat-like traffic:
     each request picks one of n_prefixes prefixes (seeded, uniformly) and its prompt is that
-    prefix followed by prompt_len tokens of its own."""
+    prefix followed by prompt_len tokens of its own. The records say which prefix, not its
+    length: give the same shared_prefix_tokens to prompt_token_ids_for (or the engine's
+    requests_from_workload) for ids that share it. Content-sharing scenarios (multi-turn,
+    few-shot, ...) with the ids in the records are in prefix_workloads.py."""
 
     n_requests: int
     arrival: str = "poisson"
