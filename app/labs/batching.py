@@ -98,7 +98,8 @@ class BatchingLab(SteppedLab):
             return
         if self.metrics.get("iterations") != len(self.records):
             self.header = (self.requests, batching_metrics(self.session.serving_metrics(),
-                                                           self.records))
+                                                           self.records,
+                                                           self.session.prefix_hit_rate()))
             self._dirty = True
 
     def ended_text(self) -> str:

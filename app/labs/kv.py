@@ -93,7 +93,8 @@ class KVLab(SteppedLab):
         progress(0.5, "tokenizing the scenario's requests")
         return KVLabSession(model, tokenizer, settings["scenario"],
                             block_size=settings["block_size"],
-                            n_blocks=settings["n_blocks"] or None)
+                            n_blocks=settings["n_blocks"] or None,
+                            prefix_cache=settings.get("prefix_cache", "hash"))
 
     def header_of(self, session):
         return session.info, session.seq_infos()

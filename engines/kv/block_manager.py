@@ -30,7 +30,12 @@ from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
 from inferlab.engines.kv.free_queue import Block
 from inferlab.engines.kv.pool_state import CACHED_FREE, SHARED, USED, KVPoolState
 from inferlab.engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
+from inferlab.engines.kv.radix_blocks import RadixBlocks
 from inferlab.engines.kv.stats import KVStats
+
+PREFIX_CACHES = ("hash", "radix", "none")
+"""How a manager finds cached prefixes: vLLM's chained block hashes, SGLang's radix tree over
+token ids, or not at all."""
 
 
 class _Seq:
@@ -38,7 +43,7 @@ class _Seq:
     `n_registered` blocks (those registered in, or found in, the prefix cache)."""
 
     __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id",
-                 "n_registered")
+                 "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node")
 
     def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
         self.blocks = blocks
@@ -47,6 +52,12 @@ class _Seq:
         self.chain_hash = ROOT_HASH
         self.chain_id = ROOT_CONTENT_ID
         self.n_registered = 0
+        # radix caching: the prompt's length, the tokens marked computed, how many leading
+        # tokens the tree holds, and the tree node this sequence locks
+        self.n_prompt = len(token_ids)
+        self.n_computed = n_cached_tokens
+        self.n_inserted = n_cached_tokens
+        self.radix_node = None
 
 
 class BlockManager:
@@ -55,6 +66,13 @@ class BlockManager:
     Block ids run 0..n_blocks-1 and are first handed out in that order. `hash_fn(parent_hash,
     token_tuple) -> int` is the chained block hash (default `prefix_cache.hash_block_tokens`,
     looked up when the manager is built, so tests may monkeypatch it).
+
+    `prefix_cache` (one of PREFIX_CACHES) overrides `enable_prefix_caching` (True = "hash").
+    With "radix" a `RadixBlocks` tree of `radix_page_size`-token pages finds prefixes: a hit
+    may end inside a block (its K/V is copied into a fresh one: `take_copies`); a sequence's
+    computed prompt blocks are cached as they are computed (`mark_computed`), everything it
+    computed when it is freed; unlocked tree nodes are evicted, `eviction_policy` order, when
+    an allocation finds too few free blocks.
     """
 
     def __init__(
@@ -64,15 +82,28 @@ class BlockManager:
         enable_prefix_caching: bool = True,
         hash_fn=None,
         bytes_per_slot: int = 0,
+        prefix_cache: str | None = None,
+        radix_page_size: int = 1,
+        eviction_policy: str = "lru",
     ) -> None:
-        from inferlab.engines.kv import prefix_cache
+        from inferlab.engines.kv import prefix_cache as hashing
 
-        self.pool = BlockPool(n_blocks, block_size, enable_prefix_caching)
+        if prefix_cache is None:
+            prefix_cache = "hash" if enable_prefix_caching else "none"
+        if prefix_cache not in PREFIX_CACHES:
+            raise ValueError(f"prefix_cache must be one of {', '.join(PREFIX_CACHES)}, "
+                             f"got {prefix_cache!r}")
+        self.prefix_cache = prefix_cache
+        self._hashing = prefix_cache == "hash"
+        self.pool = BlockPool(n_blocks, block_size, self._hashing)
         self.block_size = block_size
         self.n_blocks = n_blocks
-        self.enable_prefix_caching = enable_prefix_caching
+        self.enable_prefix_caching = prefix_cache != "none"
+        self.radix = (RadixBlocks(self.pool, radix_page_size, eviction_policy)
+                      if prefix_cache == "radix" else None)
+        self._copies: list[tuple[int, int]] = []
         self.bytes_per_slot = bytes_per_slot
-        self._hash = hash_fn if hash_fn is not None else prefix_cache.hash_block_tokens
+        self._hash = hash_fn if hash_fn is not None else hashing.hash_block_tokens
         self._seqs: dict[object, _Seq] = {}
         self.prefix_query_tokens = 0
         """Prompt tokens looked up in the prefix cache, ever."""
@@ -91,7 +122,9 @@ class BlockManager:
 
     @property
     def n_free_blocks(self) -> int:
-        """Blocks an allocation may take now (empty plus cached-free)."""
+        """Blocks an allocation may take now (empty plus cached-free, or evictable)."""
+        if self.radix is not None:
+            return self.radix.n_available()
         return self.pool.n_free
 
     @property
@@ -124,8 +157,26 @@ class BlockManager:
         return self.pool.free_queue.block_ids()
 
     def cached_block_ids(self) -> list[int]:
-        """Blocks registered in the prefix cache (in use or cached-free), sorted."""
+        """Blocks registered in the prefix cache, or held by the radix tree (in use or
+        cached-free), sorted."""
+        if self.radix is not None:
+            return [b.block_id for b in self.pool.blocks if b.tree_refs]
         return sorted(b.block_id for b in self.pool.cache)
+
+    def cached_prefix_len(self, token_ids: Sequence[int]) -> int:
+        """How many leading tokens of a prompt a prefix hit would supply now, changing nothing
+        (what a cache-aware scheduler ranks by)."""
+        if self.radix is not None:
+            return len(self.radix.peek(token_ids))
+        if not self._hashing or not len(token_ids):
+            return 0
+        return len(self._find_cached_prefix(token_ids)[0]) * self.block_size
+
+    def take_copies(self) -> list[tuple[int, int]]:
+        """The (src, dst) block copies allocations made since the last call (a radix hit that
+        ends inside a block): copy each block's K/V before the next forward writes any."""
+        copies, self._copies = self._copies, []
+        return copies
 
     # ---- capacity ----------------------------------------------------------------------------
 
@@ -157,6 +208,11 @@ class BlockManager:
             self._check_capacity(tokens)
             n = tokens if n_new_tokens is None else min(tokens, n_new_tokens)
             return self.blocks_needed(n) <= self.pool.n_free
+        if self.radix is not None:
+            self._check_prompt(tokens, n_new_tokens)
+            n_reserve, hits, src = self._plan_radix(tokens, n_new_tokens, self.radix.peek(tokens))
+            need = self.blocks_needed(n_reserve) - len(hits)
+            return need <= self.radix.n_available(hits + ([src] if src else []))
         hits, _, _, n_reserve = self._plan(tokens, n_new_tokens)
         return self._fits(self.blocks_needed(n_reserve), hits)
 
@@ -167,7 +223,7 @@ class BlockManager:
             if len(seq.token_ids) % self.block_size and seq.blocks[-1].ref_count == 1:
                 return True
         seq = self._seq(seq_id)
-        return self._append_blocks_needed(seq, n_tokens) <= self.pool.n_free
+        return self._append_blocks_needed(seq, n_tokens) <= self.n_free_blocks
 
     def _fits(self, need: int, hits: list[Block]) -> bool:
         revived = sum(1 for b in hits if b.ref_count == 0)
@@ -187,6 +243,8 @@ class BlockManager:
         """
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id!r} already has KV blocks")
+        if self.radix is not None:
+            return self._allocate_radix(seq_id, token_ids, n_new_tokens)
         hits, chain_hash, chain_id, n = self._plan(token_ids, n_new_tokens)
         need = self.blocks_needed(n)
         if not self._fits(need, hits):
@@ -206,7 +264,7 @@ class BlockManager:
         n_cached = len(hits) * bs
         seq = _Seq(blocks, tokens, n_cached)
         seq.chain_hash, seq.chain_id, seq.n_registered = chain_hash, chain_id, len(hits)
-        if self.enable_prefix_caching:
+        if self._hashing:
             self.prefix_query_tokens += len(token_ids)
             self.prefix_hit_tokens += n_cached
         self._seqs[seq_id] = seq
@@ -262,11 +320,14 @@ class BlockManager:
             return []
         self._check_capacity(len(seq.token_ids) + n_new, f"sequence {seq_id!r}")
         need = self._append_blocks_needed(seq, n_new)
-        if need > self.pool.n_free:
+        if need > self.n_free_blocks:
             raise KVOutOfMemoryError(
                 f"sequence {seq_id!r} needs {need} free KV blocks to grow, "
-                f"{self.pool.n_free} are free"
+                f"{self.n_free_blocks} are free"
             )
+        if self.radix is not None:
+            self.radix.ensure_free(need)
+            self.radix.changed()
         pool, bs, blocks, tokens = self.pool, self.block_size, seq.blocks, seq.token_ids
         cows: list[tuple[int, int]] = []
         n_old = len(tokens)
@@ -307,6 +368,12 @@ class BlockManager:
         child = _Seq(list(parent.blocks), list(parent.token_ids), parent.n_cached_tokens)
         child.chain_hash, child.chain_id = parent.chain_hash, parent.chain_id
         child.n_registered = parent.n_registered
+        child.n_prompt, child.n_computed = parent.n_prompt, parent.n_computed
+        child.n_inserted, child.radix_node = parent.n_inserted, parent.radix_node
+        if self.radix is not None:
+            if child.radix_node is not None:
+                self.radix.lock(child.radix_node)
+            self.radix.changed()
         self._seqs[child_id] = child
 
     def free(self, seq_id: object) -> None:
@@ -318,6 +385,12 @@ class BlockManager:
         seq = self._seqs.pop(seq_id, None)
         if seq is None:
             raise KeyError(f"unknown sequence {seq_id!r}")
+        if self.radix is not None:  # cache what it computed before its blocks go
+            if seq.radix_node is not None:
+                self.radix.unlock(seq.radix_node)
+            if seq.n_computed:
+                self.radix.insert(seq.token_ids[: seq.n_computed], seq.blocks)
+            self.radix.changed()
         release = self.pool.release
         for block in reversed(seq.blocks):
             release(block)
@@ -353,7 +426,12 @@ class BlockManager:
             seq.blocks[-1].n_tokens = n_tokens % bs
         del seq.token_ids[n_tokens:]
         seq.n_cached_tokens = min(seq.n_cached_tokens, n_tokens)
-        if seq.n_registered > n_full:
+        seq.n_computed = min(seq.n_computed, n_tokens)
+        if self.radix is not None:  # the tree keeps its copy; a shared kept block is
+            seq.n_inserted = min(seq.n_inserted, n_tokens)  # copied before the next write
+            seq.n_registered = min(seq.n_registered, n_full)
+            self.radix.changed()
+        elif seq.n_registered > n_full:
             self._rewind_chain(seq, n_full)
         return [b.block_id for b in reversed(released)]
 
@@ -414,31 +492,94 @@ class BlockManager:
                 f"sequence {seq_id!r} has {len(seq.token_ids)} reserved tokens; "
                 f"{n_tokens} cannot be computed"
             )
-        if self.enable_prefix_caching and n_tokens // self.block_size > seq.n_registered:
+        if self.radix is not None:
+            self._mark_computed_radix(seq, n_tokens)
+        elif self._hashing and n_tokens // self.block_size > seq.n_registered:
             for index in range(seq.n_registered, n_tokens // self.block_size):
                 self._register(seq, index)
+
+    def _mark_computed_radix(self, seq: _Seq, n_tokens: int) -> None:
+        """Cache the prompt's computed whole blocks in the tree as they are computed (later
+        prompts sharing them hit while this one still runs), and move this sequence's lock to
+        where they end. Only whole prompt blocks: the tree holding the block a sequence still
+        writes into would make its next append copy that block."""
+        seq.n_computed = max(seq.n_computed, n_tokens)
+        bs = self.block_size
+        n_ins = min(n_tokens, seq.n_prompt) // bs * bs
+        if n_ins <= seq.n_inserted:
+            return
+        node = self.radix.insert(seq.token_ids[:n_ins], seq.blocks)
+        self.radix.lock(node)
+        if seq.radix_node is not None:
+            self.radix.unlock(seq.radix_node)
+        seq.radix_node, seq.n_inserted = node, n_ins
+        seq.n_registered = max(seq.n_registered, n_ins // bs)
 
     def _plan(
         self, token_ids: Sequence[int], n_new_tokens: int | None
     ) -> tuple[list[Block], int, int, int]:
         """Prefix hits, the chain after them, and how many tokens `allocate` reserves."""
         n = len(token_ids)
-        if n == 0:
-            raise ValueError("cannot allocate KV for an empty prompt")
-        if n_new_tokens is not None and n_new_tokens < 1:
-            raise ValueError(f"n_new_tokens must be positive, got {n_new_tokens}")
-        self._check_capacity(n)
+        self._check_prompt(token_ids, n_new_tokens)
         hits, chain_hash, chain_id = self._find_cached_prefix(token_ids)
         n_reserve = n
         if n_new_tokens is not None:
             n_reserve = min(n, len(hits) * self.block_size + n_new_tokens)
         return hits, chain_hash, chain_id, n_reserve
 
+    def _check_prompt(self, token_ids: Sequence[int], n_new_tokens: int | None) -> None:
+        if not len(token_ids):
+            raise ValueError("cannot allocate KV for an empty prompt")
+        if n_new_tokens is not None and n_new_tokens < 1:
+            raise ValueError(f"n_new_tokens must be positive, got {n_new_tokens}")
+        self._check_capacity(len(token_ids))
+
+    def _plan_radix(self, token_ids: Sequence[int], n_new_tokens: int | None,
+                    slots: Sequence[int]) -> tuple[int, list[Block], Block | None]:
+        """`_plan` for a radix hit of `slots`: how many tokens `allocate` reserves, the whole
+        blocks it shares, the block its partial last block is copied from."""
+        n = len(token_ids)
+        hits, src = self.radix.blocks_of(slots)
+        return (n if n_new_tokens is None else min(n, len(slots) + n_new_tokens)), hits, src
+
+    def _allocate_radix(self, seq_id: object, token_ids: Sequence[int],
+                        n_new_tokens: int | None) -> int:
+        radix, pool, bs = self.radix, self.pool, self.block_size
+        self._check_prompt(token_ids, n_new_tokens)
+        slots, node = radix.match(token_ids)
+        n, hits, src = self._plan_radix(token_ids, n_new_tokens, slots)
+        need = self.blocks_needed(n)
+        available = radix.n_available(hits + ([src] if src else []))
+        if need - len(hits) > available:
+            raise KVOutOfMemoryError(
+                f"sequence {seq_id!r} needs {need - len(hits)} free KV blocks, "
+                f"{available} are free or evictable"
+            )
+        radix.lock(node)  # pins the hit (and the block its partial page is copied from)
+        for block in hits:
+            pool.touch(block)
+        radix.ensure_free(need - len(hits))
+        blocks = hits + [pool.allocate_block() for _ in range(need - len(hits))]
+        for block in blocks[len(hits) :]:
+            block.n_tokens = bs
+        blocks[-1].n_tokens = n - (need - 1) * bs
+        if src is not None:
+            self._copies.append((src.block_id, blocks[len(hits)].block_id))
+        n_cached = len(slots)
+        seq = _Seq(blocks, list(token_ids[:n]), n_cached)
+        seq.n_prompt = len(token_ids)
+        seq.n_registered, seq.radix_node = len(hits), node
+        self.prefix_query_tokens += len(token_ids)
+        self.prefix_hit_tokens += n_cached
+        radix.changed()
+        self._seqs[seq_id] = seq
+        return n_cached
+
     def _find_cached_prefix(self, tokens: Sequence[int]) -> tuple[list[Block], int, int]:
         """Cached blocks for the longest prefix of whole blocks within tokens[:-1]."""
         hits: list[Block] = []
         chain_hash, chain_id = ROOT_HASH, ROOT_CONTENT_ID
-        if not self.enable_prefix_caching:
+        if not self._hashing:
             return hits, chain_hash, chain_id
         bs = self.block_size
         lookup = self.pool.cache.lookup
@@ -511,15 +652,19 @@ class BlockManager:
         """The pool as a frozen record (O(n_blocks))."""
         bs = self.block_size
         pool = self.pool
-        filled = shared = saved = 0
+        filled = shared = saved = tree_only = 0
         for block in pool.blocks:
-            ref = block.ref_count
+            ref = block.ref_count - block.tree_refs  # the sequences holding it
             if ref:
                 filled += block.n_tokens
                 if ref > 1:
                     shared += 1
                     saved += (ref - 1) * bs
-        used = pool.n_used
+            elif block.tree_refs:
+                tree_only += 1
+        used = pool.n_used - tree_only
+        cached_free = pool.n_cached_free + tree_only
+        evictions = pool.n_evictions if self.radix is None else self.radix.n_evicted_blocks
         return KVStats(
             allocator="paged",
             step=step,
@@ -529,7 +674,7 @@ class BlockManager:
             blocks_total=self.n_blocks,
             blocks_used=used,
             blocks_free=pool.n_free - pool.n_cached_free,
-            blocks_cached_free=pool.n_cached_free,
+            blocks_cached_free=cached_free,
             slots_reserved=used * bs,
             slots_filled=filled,
             tokens_logical=sum(len(s.token_ids) for s in self._seqs.values()),
@@ -538,7 +683,7 @@ class BlockManager:
             shared_saved_slots=saved,
             prefix_hit_tokens=self.prefix_hit_tokens,
             prefix_query_tokens=self.prefix_query_tokens,
-            evictions=pool.n_evictions,
+            evictions=evictions,
             bytes_per_slot=self.bytes_per_slot,
         )
 
@@ -546,13 +691,15 @@ class BlockManager:
         """Every block's state, owner, ref count and fill, for the block grid (O(n_blocks))."""
         blocks = self.pool.blocks
         n = self.n_blocks
-        ref = np.array([b.ref_count for b in blocks], dtype=np.int32)
+        ref = np.array([b.ref_count - b.tree_refs for b in blocks], dtype=np.int32)
         fill = np.array([b.n_tokens for b in blocks], dtype=np.int32)
         free_blocks = list(self.pool.free_queue)
         state = np.zeros(n, dtype=np.uint8)
         state[ref == 1] = USED
         state[ref > 1] = SHARED
         state[[b.block_id for b in free_blocks if b.block_hash is not None]] = CACHED_FREE
+        if self.radix is not None:  # kept by the tree alone: evictable or pinned by a lock
+            state[self.radix.tree_only_block_ids()] = CACHED_FREE
         seq_ids = tuple(self._seqs)
         tables = tuple(tuple([b.block_id for b in s.blocks]) for s in self._seqs.values())
         # owner = the first sequence (lowest index) whose table holds the block

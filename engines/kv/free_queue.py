@@ -28,6 +28,7 @@ class Block:
         "content_id",
         "parent_content_id",
         "token_ids",
+        "tree_refs",
         "prev",
         "next",
     )
@@ -40,6 +41,8 @@ class Block:
         self.content_id = 0
         self.parent_content_id = 0
         self.token_ids: tuple[int, ...] | None = None
+        self.tree_refs = 0
+        """How many of `ref_count`'s holders are radix-tree nodes (radix prefix caching)."""
         self.prev: Block | None = None
         self.next: Block | None = None
 

@@ -24,6 +24,10 @@ def add_arguments(p) -> None:
     p.add_argument("--kv-dtype", default="model", choices=("model", "int8", "fp8-e4m3"),
                    help="what the pool stores: the model's dtype (default), or INT8 / FP8 "
                         "codes with a scale per token and head")
+    p.add_argument("--prefix-cache", default=KV_DEFAULTS["prefix_cache"],
+                   choices=("hash", "radix", "none"),
+                   help="how cached prefixes are found: vLLM's block hashes (default), "
+                        "SGLang's radix tree over token ids, or none")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="stop after this many steps (default: run the scenario to its end)")
@@ -39,7 +43,8 @@ def run(args, recorder):
     if args.blocks < 0:
         raise ValueError(f"--blocks must not be negative, got {args.blocks}")
     settings = dict(KV_DEFAULTS, model=args.model, scenario=args.scenario,
-                    block_size=args.block_size, n_blocks=args.blocks, kv_dtype=args.kv_dtype)
+                    block_size=args.block_size, n_blocks=args.blocks, kv_dtype=args.kv_dtype,
+                    prefix_cache=args.prefix_cache)
     progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
     if progress is not None:
         progress(None, f"loading {args.model}")

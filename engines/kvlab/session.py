@@ -108,7 +108,8 @@ class KVLabSession:
     """A prepared scenario on a model: `step()` until `done`, each step a `KVStepRecord`."""
 
     def __init__(self, model, tokenizer, scenario: PreparedScenario | str,
-                 block_size: int = 16, n_blocks: int | None = None) -> None:
+                 block_size: int = 16, n_blocks: int | None = None,
+                 prefix_cache: str = "hash") -> None:
         if isinstance(scenario, str):
             scenario = prepare(scenario, tokenizer, block_size, n_blocks)
         self.model = model
@@ -118,7 +119,7 @@ class KVLabSession:
         self.n_blocks = scenario.n_blocks
         self.max_seq_len = scenario.max_seq_len
         self.runner = ModelRunner(model, n_blocks=self.n_blocks, block_size=self.block_size,
-                                  enable_prefix_caching=True)
+                                  prefix_cache=prefix_cache)
         self.blocks = self.runner.blocks
         # budget 2 × the pool's tokens: prompts are admitted whole, never chunked (above);
         # no cap on sequences: the pool is the only limit the lab shows

@@ -56,17 +56,21 @@ class ModelRunner:
     """A model, its paged KV cache and the allocator over it.
 
     `n_blocks` defaults to enough blocks for `max_tokens` tokens (default: the model's context).
+    `prefix_cache` ("hash", "radix" or "none"; see BlockManager) overrides
+    `enable_prefix_caching` (True = "hash").
     """
 
     def __init__(self, model: Llama, n_blocks: int | None = None, block_size: int = 16,
-                 max_tokens: int | None = None, enable_prefix_caching: bool = True) -> None:
+                 max_tokens: int | None = None, enable_prefix_caching: bool = True,
+                 prefix_cache: str | None = None) -> None:
         if n_blocks is None:
             max_tokens = max_tokens or model.config.max_position
             n_blocks = -(-max_tokens // block_size)
         self.model = model
         self.cache = model.new_cache(n_blocks, block_size)
         self.blocks = BlockManager(n_blocks, block_size, enable_prefix_caching,
-                                   bytes_per_slot=self.cache.bytes_per_slot)
+                                   bytes_per_slot=self.cache.bytes_per_slot,
+                                   prefix_cache=prefix_cache)
         self.block_size = block_size
         self._n_computed: dict[object, int] = {}
         self.last_metadata: AttentionMetadata | None = None
@@ -75,6 +79,9 @@ class ModelRunner:
     def add(self, seq_id: object, prompt_ids: Sequence[int]) -> int:
         """Reserve KV blocks for a prompt; return how many of its tokens the prefix cache held."""
         n_cached = self.blocks.allocate(seq_id, prompt_ids)
+        copies = self.blocks.take_copies()  # a radix hit ending inside a block
+        if copies:
+            self.cache.copy_blocks(copies)
         self._n_computed[seq_id] = n_cached
         return n_cached
 

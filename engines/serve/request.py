@@ -69,6 +69,9 @@ class Sequence:
     finish_reason: str | None = None
     """LENGTH or STOP once finished."""
     preemptions: int = 0
+    num_cached_tokens: int | None = None
+    """Prompt tokens the prefix cache supplied when it was first scheduled (vLLM's
+    num_cached_tokens); None until then."""
     parent_id: str | None = None
     """The sequence this one was forked from (parallel sampling), else None."""
 

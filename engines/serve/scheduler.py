@@ -24,6 +24,13 @@ Policies (`POLICIES`):
                             slots (bubbles). Its blocks for prompt + max_new_tokens are checked
                             at the start, so a static batch never preempts.
 
+Which waiting request is admitted next (`SCHEDULES`, the continuous policies): "fcfs", arrival
+order; or "lpm", SGLang's longest prefix match: the request whose prompt the prefix cache holds
+most of goes first (ties in arrival order), so requests sharing a prefix run while it is
+cached. A queue longer than LPM_MAX_QUEUE is served FCFS, as SGLang does, because matching
+every waiting prompt each iteration costs more than it saves there. Preempted sequences stay
+at the front either way.
+
 Preemption is vLLM's recompute: the victim's blocks are freed, its computed count drops to 0,
 its outputs stay, and it waits at the FRONT of the queue to re-prefill prompt + outputs.
 
@@ -56,6 +63,11 @@ CONTINUOUS = "continuous"
 NO_CHUNKING = "continuous-no-chunking"
 STATIC = "static"
 POLICIES = (CONTINUOUS, NO_CHUNKING, STATIC)
+FCFS = "fcfs"
+LPM = "lpm"
+SCHEDULES = (FCFS, LPM)
+LPM_MAX_QUEUE = 128
+"""Above this many waiting requests "lpm" admits FCFS (SGLang's fallback)."""
 
 
 class RequestRefusedError(ValueError):
@@ -120,9 +132,13 @@ class Scheduler:
         max_num_seqs: int = 128,
         static_batch_size: int = 8,
         static_timeout_s: float | None = None,
+        schedule: str = FCFS,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule!r}; choose one of "
+                             f"{', '.join(SCHEDULES)}")
         if max_num_batched_tokens < 1 or max_num_seqs < 1 or static_batch_size < 1:
             raise ValueError("max_num_batched_tokens, max_num_seqs and static_batch_size "
                              "must be >= 1")
@@ -132,6 +148,7 @@ class Scheduler:
                 f"or max_num_batched_tokens {max_num_batched_tokens}: its decodes would not fit"
             )
         self.policy = policy
+        self.schedule_order = schedule
         self.blocks = block_manager
         self.block_size = block_manager.block_size
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -348,7 +365,8 @@ class Scheduler:
                        num_computed_tokens=parent.num_computed_tokens,
                        num_prefill_tokens=parent.num_prefill_tokens,
                        token_times_s=list(parent.token_times_s),
-                       first_scheduled_s=parent.first_scheduled_s, parent_id=parent_id)
+                       first_scheduled_s=parent.first_scheduled_s, parent_id=parent_id,
+                       num_cached_tokens=parent.num_cached_tokens)
         self.seqs[cid] = seq
         at = self._running.index(parent) + 1
         while at < len(self._running) and self._running[at].parent_id == parent_id:
@@ -408,6 +426,9 @@ class Scheduler:
             if not self.blocks.can_allocate(tokens, n_tokens):
                 return False
             seq.num_computed_tokens = self.blocks.allocate(sid, tokens, n_tokens)
+            if seq.num_cached_tokens is None:
+                seq.num_cached_tokens = seq.num_computed_tokens
+            self._batch.copies.extend(BlockCopy(sid, *c) for c in self.blocks.take_copies())
         else:
             if not self.blocks.can_append(sid, n_tokens):
                 return False
@@ -437,6 +458,17 @@ class Scheduler:
         self._batch.preempted_for.append(needed_by.seq_id)
         self.num_preemptions += 1
 
+    def _order_waiting(self) -> None:
+        """"lpm": the waiting requests by how much of their prompt is cached now, most first
+        (a stable sort: ties stay in arrival order); preempted ones stay in front."""
+        if self.schedule_order != LPM or not 1 < len(self._waiting) <= LPM_MAX_QUEUE:
+            return
+        cached = self.blocks.cached_prefix_len
+        front = [s for s in self._waiting if s.status == PREEMPTED]
+        rest = [s for s in self._waiting if s.status != PREEMPTED]
+        rest.sort(key=lambda s: -cached(s.token_ids[: s.num_prefill_tokens]))
+        self._waiting = front + rest
+
     # ---- continuous (vLLM v1) -----------------------------------------------------------------
     def _schedule_continuous(self) -> None:
         b = self._batch
@@ -459,6 +491,7 @@ class Scheduler:
                 self._reserve_decode(seq)
         if b.preempted:
             return
+        self._order_waiting()
         while self._waiting and b.budget_left and len(self._running) < self.max_num_seqs:
             seq = self._waiting[0]
             n = min(seq.num_remaining_prefill_tokens, b.budget_left)
@@ -469,6 +502,7 @@ class Scheduler:
     # ---- continuous-no-chunking (vLLM v0) -----------------------------------------------------
     def _schedule_no_chunking(self) -> None:
         b = self._batch
+        self._order_waiting()
         while self._waiting and len(self._running) < self.max_num_seqs:
             seq = self._waiting[0]
             n = seq.num_remaining_prefill_tokens  # before prefix hits: a safe bound

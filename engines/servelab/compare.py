@@ -46,7 +46,8 @@ def run_policy(settings: dict, items, device: str = "cpu", should_stop=None) -> 
     timings = [t for t in session.timings() if t.ok]
     tpots = [tpot_s(t) for t in timings if t.output_tokens > 1]
     return PolicyRun(settings["policy"], batching_metrics(session.serving_metrics(),
-                                                          session.records),
+                                                          session.records,
+                                                          session.prefix_hit_rate()),
                      tuple(ttft_s(t) for t in timings), tuple(tpots))
 
 

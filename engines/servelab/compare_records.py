@@ -78,12 +78,14 @@ class SweepPoint:
         return dict(self.__dict__)
 
 
-BATCHING_COUNTS = {"iterations": Setting("int", 0), "preemptions": Setting("int", 0)}
+BATCHING_COUNTS = {"iterations": Setting("int", 0), "preemptions": Setting("int", 0),
+                   "prefix_hit_rate": Setting("float", 0, 1)}
 
 
 def read_batching_metrics(m, where: str) -> dict:
     """`section.batching_metrics`' dict read back: the serving metrics (`read_serving_metrics`;
-    none before a run) and the iteration and preemption counts (0 when absent)."""
+    none before a run), the iteration and preemption counts and the prefix hit rate (0 when
+    absent)."""
     read_object(m, where)
     served = read_serving_metrics(m, where) if m.keys() & set(METRIC_KEYS) else {}
     return served | read_fields(m, BATCHING_COUNTS, where, optional=dict.fromkeys(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from inferlab.engines.servelab.section import (
     BATCHING_DEFAULTS,
+    batching_metrics,
     batching_section,
     batching_session,
     batching_trace_iteration,
@@ -17,17 +18,25 @@ from inferlab.engines.servelab.section import (
 )
 from inferlab.engines.settings import option_error
 
-OPTIONS = {"policy": "--policy", "clock": "--clock", "requests": "--requests",
+OPTIONS = {"policy": "--policy", "prefix_cache": "--prefix-cache", "schedule": "--schedule",
+           "clock": "--clock", "requests": "--requests",
            "rate_per_s": "--rate", "seed": "--seed", "model_config": "--model-config",
            "hardware": "--hardware", "model": "--model"}
 
 
 def add_arguments(p) -> None:
-    from inferlab.engines.serve.scheduler import POLICIES
+    from inferlab.engines.kv.block_manager import PREFIX_CACHES
+    from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 
     d = BATCHING_DEFAULTS
     p.add_argument("--policy", default=d["policy"], choices=POLICIES,
                    help=f"the batching policy (default {d['policy']})")
+    p.add_argument("--prefix-cache", default=d["prefix_cache"], choices=PREFIX_CACHES,
+                   help="how cached prefixes are found: vLLM's block hashes, SGLang's radix "
+                        f"tree over token ids, or none (default {d['prefix_cache']})")
+    p.add_argument("--schedule", default=d["schedule"], choices=SCHEDULES,
+                   help="which waiting request goes next: fcfs, or lpm (longest cached "
+                        f"prefix first, SGLang's) (default {d['schedule']})")
     p.add_argument("--clock", default=d["clock"], choices=("simulated", "wall"),
                    help="simulated: the roofline time of each batch of --model-config on "
                         "--hardware; wall: the real --model, small runs (default simulated)")
@@ -51,7 +60,8 @@ def add_arguments(p) -> None:
 
 def settings_of(args) -> dict:
     """The run's settings from its arguments, checked; ValueError names the option."""
-    settings = dict(BATCHING_DEFAULTS, policy=args.policy, clock=args.clock,
+    settings = dict(BATCHING_DEFAULTS, policy=args.policy, prefix_cache=args.prefix_cache,
+                    schedule=args.schedule, clock=args.clock,
                     requests=args.requests, rate_per_s=args.rate, seed=args.seed,
                     model_config=args.model_config, hardware=args.hardware, model=args.model)
     try:
@@ -86,7 +96,8 @@ def run(args, recorder):
             finished += len(record.finished)
             progress(finished / max(total, 1), f"{finished:,} of {total:,} requests")
     batching_trace_requests(recorder, session.request_infos(), session.records, offset)
-    metrics = session.serving_metrics()
+    metrics = batching_metrics(session.serving_metrics(), session.records,
+                               session.prefix_hit_rate())
     section = batching_section(settings, session.request_infos(), session.records, metrics)
     summary = dict(section["metrics"], requests=session.outputs())
     return section, summary

@@ -14,14 +14,17 @@ import time
 from inferlab.engines import kernels
 from inferlab.engines.batchlab.records import CLOCKS, IterationRecord, RequestInfo
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
+from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
-from inferlab.engines.serve.scheduler import POLICIES
+from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
 
 BATCHING_DEFAULTS = {
     "policy": "continuous",
+    "prefix_cache": "hash",  # vLLM v1's default; "radix" is SGLang's tree, "none" off
+    "schedule": "fcfs",  # or "lpm": SGLang's longest prefix match first
     "clock": "simulated",
     "model_config": "llama-3-8b",  # the simulated clock's model
     "hardware": "h100-sxm",  # the simulated clock's device
@@ -56,6 +59,8 @@ def _hardware_presets():
 
 BATCHING_SETTINGS = {  # the view's ranges
     "policy": Setting("str", choices=POLICIES),
+    "prefix_cache": Setting("str", choices=PREFIX_CACHES),
+    "schedule": Setting("str", choices=SCHEDULES),
     "clock": Setting("str", choices=CLOCKS),
     "model_config": Setting("str", choices=_model_presets),
     "hardware": Setting("str", choices=_hardware_presets),
@@ -105,10 +110,24 @@ def batching_slo(settings: dict) -> SLO:
     return SLO(ttft_s=float(settings["slo_ttft_s"]), tpot_s=float(settings["slo_tpot_s"]))
 
 
-def batching_metrics(metrics: ServingMetrics, iterations) -> dict:
-    """The serving metrics' dict (seconds) plus iterations and preemptions."""
+def batching_metrics(metrics: ServingMetrics, iterations, prefix_hit_rate: float = 0.0
+                     ) -> dict:
+    """The serving metrics' dict (seconds) plus iterations, preemptions and the prefix hit
+    rate (cached prompt tokens / prompt tokens, over requests at their first scheduling)."""
     return metrics.to_dict() | {"iterations": len(iterations),
-                                "preemptions": sum(len(r.preempted) for r in iterations)}
+                                "preemptions": sum(len(r.preempted) for r in iterations),
+                                "prefix_hit_rate": float(prefix_hit_rate)}
+
+
+def prefix_hit_rate(seqs) -> float:
+    """Σ cached prompt tokens / Σ prompt tokens over the sequences scheduled so far (forks,
+    which share their parent's prompt, are not counted again)."""
+    cached = prompt = 0
+    for seq in seqs:
+        if seq.num_cached_tokens is not None and seq.parent_id is None:
+            cached += seq.num_cached_tokens
+            prompt += seq.num_prompt_tokens
+    return cached / prompt if prompt else 0.0
 
 
 class BatchingSession:
@@ -132,26 +151,23 @@ class BatchingSession:
             cfg = load_model_preset(settings["model_config"])
             preset = load_hardware_preset(settings["hardware"])
             blocks = BlockManager(simulated_pool_blocks(cfg, preset, BLOCK_SIZE), BLOCK_SIZE,
-                                  enable_prefix_caching=False)
+                                  prefix_cache=settings["prefix_cache"])
             executor = SimulatedExecutor(cfg, preset)
             self.model = None  # the roofline's clock: no model runs
             self.model_id, self.device = cfg.id, preset.id
             vocab = cfg.vocab_size
         else:
-            import dataclasses
-
             from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
             from inferlab.engines.model.runner import ModelRunner
             from inferlab.engines.serve.clock import ModelExecutor
 
-            items = [dataclasses.replace(w, prompt_tokens=min(w.prompt_tokens, WALL_MAX_PROMPT),
-                                         output_tokens=min(w.output_tokens, WALL_MAX_OUTPUT))
+            items = [w.clipped(WALL_MAX_PROMPT, WALL_MAX_OUTPUT)
                      for w in items[:WALL_MAX_REQUESTS]]
             with kernels.chosen(settings.get("kernels", "auto")):
                 model, _tokenizer = load_lab_model(settings["model"], device)
             need = sum(-(-(w.prompt_tokens + w.output_tokens) // BLOCK_SIZE) for w in items)
             runner = ModelRunner(model, n_blocks=max(need, 1), block_size=BLOCK_SIZE,
-                                 enable_prefix_caching=False)
+                                 prefix_cache=settings["prefix_cache"])
             blocks = runner.blocks
             executor = ModelExecutor(runner)
             self.model = model
@@ -162,7 +178,8 @@ class BatchingSession:
         scheduler = Scheduler(settings["policy"], blocks,
                               max_num_batched_tokens=settings["max_num_batched_tokens"],
                               max_num_seqs=settings["max_num_seqs"],
-                              static_batch_size=settings["static_batch_size"])
+                              static_batch_size=settings["static_batch_size"],
+                              schedule=settings["schedule"])
         self.engine = ServingEngine(scheduler, executor, requests)
         self._infos = tuple(self.engine.request_infos())
         self._metrics: dict | None = None
@@ -201,18 +218,24 @@ class BatchingSession:
         """`batching_metrics` of the run so far, recomputed at most every METRICS_EVERY_S."""
         now = time.perf_counter()
         if self._metrics is None or self.done or now - self._metrics_at >= METRICS_EVERY_S:
-            self._metrics = batching_metrics(self.serving_metrics(), self.records)
+            self._metrics = batching_metrics(self.serving_metrics(), self.records,
+                                             self.prefix_hit_rate())
             self._metrics_at = now
         return self._metrics
 
+    def prefix_hit_rate(self) -> float:
+        return prefix_hit_rate(self.engine.scheduler.seqs.values())
+
     def outputs(self) -> list[dict]:
-        """Per request: id, arrival, output token times and ids (in arrival order)."""
+        """Per request: id, arrival, prompt tokens and how many of them the prefix cache
+        supplied (vLLM's num_cached_tokens), output token times and ids (arrival order)."""
         seqs = self.engine.scheduler.seqs
         out = []
         for info, t in zip(self._infos, self.timings(), strict=True):
             seq = seqs.get(info.request_id)
             out.append({"request_id": info.request_id, "arrival_s": t.arrival_s,
                         "prompt_tokens": t.prompt_tokens,
+                        "cached_tokens": (seq.num_cached_tokens or 0) if seq else 0,
                         "token_times_s": list(t.token_times_s),
                         "output_token_ids": list(seq.output_ids) if seq else []})
         return out
