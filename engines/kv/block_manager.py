@@ -327,7 +327,6 @@ class BlockManager:
             )
         if self.radix is not None:
             self.radix.ensure_free(need)
-            self.radix.changed()
         pool, bs, blocks, tokens = self.pool, self.block_size, seq.blocks, seq.token_ids
         cows: list[tuple[int, int]] = []
         n_old = len(tokens)
@@ -337,6 +336,8 @@ class BlockManager:
                 fresh = pool.allocate_block()
                 fresh.n_tokens = last.n_tokens
                 pool.release(last)
+                if self.radix is not None:
+                    self.radix.recheck((last,))
                 blocks[-1] = fresh
                 cows.append((last.block_id, fresh.block_id))
         tokens.extend(token_ids)
@@ -373,7 +374,7 @@ class BlockManager:
         if self.radix is not None:
             if child.radix_node is not None:
                 self.radix.lock(child.radix_node)
-            self.radix.changed()
+            self.radix.recheck(child.blocks)
         self._seqs[child_id] = child
 
     def free(self, seq_id: object) -> None:
@@ -390,10 +391,11 @@ class BlockManager:
                 self.radix.unlock(seq.radix_node)
             if seq.n_computed:
                 self.radix.insert(seq.token_ids[: seq.n_computed], seq.blocks)
-            self.radix.changed()
         release = self.pool.release
         for block in reversed(seq.blocks):
             release(block)
+        if self.radix is not None:
+            self.radix.recheck(seq.blocks)
 
     def truncate(self, seq_id: object, n_tokens: int) -> list[int]:
         """Roll `seq_id` back to its first `n_tokens` tokens (rejected speculative drafts).
@@ -422,6 +424,8 @@ class BlockManager:
         del seq.blocks[keep:]
         for block in reversed(released):
             pool.release(block)
+        if self.radix is not None:
+            self.radix.recheck(released)
         if n_tokens % bs:
             seq.blocks[-1].n_tokens = n_tokens % bs
         del seq.token_ids[n_tokens:]
@@ -430,7 +434,6 @@ class BlockManager:
         if self.radix is not None:  # the tree keeps its copy; a shared kept block is
             seq.n_inserted = min(seq.n_inserted, n_tokens)  # copied before the next write
             seq.n_registered = min(seq.n_registered, n_full)
-            self.radix.changed()
         elif seq.n_registered > n_full:
             self._rewind_chain(seq, n_full)
         return [b.block_id for b in reversed(released)]
@@ -571,7 +574,7 @@ class BlockManager:
         seq.n_registered, seq.radix_node = len(hits), node
         self.prefix_query_tokens += len(token_ids)
         self.prefix_hit_tokens += n_cached
-        radix.changed()
+        radix.recheck(hits)
         self._seqs[seq_id] = seq
         return n_cached
 

@@ -29,6 +29,8 @@ class Block:
         "parent_content_id",
         "token_ids",
         "tree_refs",
+        "locked_refs",
+        "evictable",
         "prev",
         "next",
     )
@@ -43,6 +45,10 @@ class Block:
         self.token_ids: tuple[int, ...] | None = None
         self.tree_refs = 0
         """How many of `ref_count`'s holders are radix-tree nodes (radix prefix caching)."""
+        self.locked_refs = 0
+        """How many of those nodes are locked (a running request's prefix)."""
+        self.evictable = False
+        """Only unlocked tree nodes hold it (kept current by RadixBlocks)."""
         self.prev: Block | None = None
         self.next: Block | None = None
 

@@ -22,61 +22,93 @@ from inferlab.engines.kv.free_queue import Block
 from inferlab.engines.kv.radix_cache import RadixCache, RadixNode
 
 
+class _Slots:
+    """The flat cache slots of a block table's first n positions, made only for the range
+    asked for (an insert reads the part past what the tree already holds)."""
+
+    def __init__(self, table: Sequence[Block], block_size: int, n: int) -> None:
+        self.table, self.block_size, self.n = table, block_size, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: slice) -> tuple[int, ...]:
+        bs, table = self.block_size, self.table
+        return tuple(table[p // bs].block_id * bs + p % bs
+                     for p in range(*index.indices(self.n)))
+
+
 class RadixBlocks:
-    """A `RadixCache` whose slots are `pool`'s, and the accounting of what it pins."""
+    """A `RadixCache` whose slots are `pool`'s, and the accounting of what it pins.
+
+    Every block's `evictable` flag and the count of flagged blocks are kept current: the tree
+    reports holds, drops and lock changes; the block manager calls `recheck` on the blocks
+    whose sequence references it changed."""
 
     def __init__(self, pool: BlockPool, page_size: int = 1, eviction_policy: str = "lru"
                  ) -> None:
         self.pool = pool
         self.block_size = pool.block_size
-        self.tree = RadixCache(page_size, eviction_policy, self._hold, self._drop)
+        self.tree = RadixCache(page_size, eviction_policy, self._hold, self._drop, self._lock)
         self.n_evicted_blocks = 0
         """Blocks eviction returned to the free queue, ever."""
-        self._version = 0
-        self._evictable: frozenset[int] = frozenset()
-        self._evictable_version = -1
+        self.n_evictable = 0
+        """Blocks only unlocked tree nodes hold."""
 
     # ---- references --------------------------------------------------------------------------
+
+    def recheck(self, blocks) -> None:
+        """Bring `blocks`' evictable flags (and the count) up to date."""
+        for b in blocks:
+            now = b.tree_refs > 0 and b.ref_count == b.tree_refs and b.locked_refs == 0
+            if now != b.evictable:
+                b.evictable = now
+                self.n_evictable += 1 if now else -1
 
     def _hold(self, node: RadixNode) -> None:
         bs, blocks = self.block_size, self.pool.blocks
         node.payload = tuple(blocks[b] for b in sorted({s // bs for s in node.value}))
+        locked = 1 if node.lock_ref else 0  # the halves of a locked node's split are locked
         for block in node.payload:
             self.pool.touch(block)
             block.tree_refs += 1
-        self._version += 1
+            block.locked_refs += locked
+        self.recheck(node.payload)
 
     def _drop(self, node: RadixNode) -> None:
+        locked = 1 if node.lock_ref else 0
         for block in node.payload:
             block.tree_refs -= 1
+            block.locked_refs -= locked
             self.pool.release(block)
-        self._version += 1
+        self.recheck(node.payload)
 
-    def changed(self) -> None:
-        """Some sequence's references changed: recount what is evictable when next asked."""
-        self._version += 1
+    def _lock(self, node: RadixNode, delta: int) -> None:
+        for block in node.payload:
+            block.locked_refs += delta
+        self.recheck(node.payload)
 
     # ---- what is evictable -----------------------------------------------------------------
 
     def evictable_block_ids(self) -> frozenset[int]:
-        """Blocks only unlocked tree nodes hold (counted again only after a change)."""
-        if self._evictable_version != self._version:
-            pinned: set[int] = set()
-            candidates: set[int] = set()
-            for node in self.tree.nodes():
-                (pinned if node.lock_ref else candidates).update(
-                    b.block_id for b in node.payload)
-            blocks = self.pool.blocks
-            self._evictable = frozenset(
-                b for b in candidates - pinned if blocks[b].ref_count == blocks[b].tree_refs)
-            self._evictable_version = self._version
-        return self._evictable
+        """The flagged blocks (O(pool))."""
+        return frozenset(b.block_id for b in self.pool.blocks if b.evictable)
+
+    def scan_evictable_block_ids(self) -> frozenset[int]:
+        """The same set from the tree alone, by the definition (for checks): blocks held by
+        unlocked nodes only and by no sequence."""
+        pinned: set[int] = set()
+        candidates: set[int] = set()
+        for node in self.tree.nodes():
+            (pinned if node.lock_ref else candidates).update(b.block_id for b in node.payload)
+        blocks = self.pool.blocks
+        return frozenset(b for b in candidates - pinned
+                         if blocks[b].ref_count == blocks[b].tree_refs)
 
     def n_available(self, keep: Sequence[Block] = ()) -> int:
         """Blocks an allocation may take: free ones plus evictable ones not in `keep`."""
-        evictable = self.evictable_block_ids()
-        kept = sum(1 for b in {b.block_id for b in keep} if b in evictable)
-        return self.pool.n_free + len(evictable) - kept
+        kept = sum(1 for b in set(keep) if b.evictable)
+        return self.pool.n_free + self.n_evictable - kept
 
     def ensure_free(self, n_blocks: int) -> None:
         """Evict unlocked leaves, policy order, until `n_blocks` blocks are free (or none is
@@ -111,17 +143,14 @@ class RadixBlocks:
     def insert(self, token_ids: Sequence[int], table: Sequence[Block]) -> RadixNode:
         """Cache a sequence's first len(token_ids) tokens from its block table; the node the
         cached prefix ends on."""
-        bs = self.block_size
-        slots = [table[p // bs].block_id * bs + p % bs for p in range(len(token_ids))]
+        slots = _Slots(table, self.block_size, len(token_ids))
         return self.tree.insert(token_ids, slots)[1]
 
     def lock(self, node: RadixNode) -> None:
         self.tree.lock(node)
-        self._version += 1
 
     def unlock(self, node: RadixNode) -> None:
         self.tree.unlock(node)
-        self._version += 1
 
     def tree_only_block_ids(self) -> list[int]:
         """Blocks no sequence holds that the tree keeps (the radix's cached-free)."""

@@ -19,8 +19,9 @@ Eviction takes leaves only, never a locked node, so a prefix outlives its extens
 recent), oldest inserted. A node's access time and hit count change when a match passes it.
 
 The tree knows tokens and slots, not blocks: `on_hold(node)` runs when a node comes to hold its
-value and `on_drop(node)` when it lets go (a split holds both halves, then drops the whole), so
-an owner can count references to whatever the slots live in.
+value and `on_drop(node)` when it lets go (a split holds both halves, then drops the whole), and
+`on_lock(node, +1 | -1)` when a node becomes locked or unlocked, so an owner can count
+references to whatever the slots live in.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class RadixCache:
 
     def __init__(self, page_size: int = 1, eviction_policy: str = "lru",
                  on_hold: Callable[[RadixNode], None] | None = None,
-                 on_drop: Callable[[RadixNode], None] | None = None) -> None:
+                 on_drop: Callable[[RadixNode], None] | None = None,
+                 on_lock: Callable[[RadixNode, int], None] | None = None) -> None:
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ValueError(f"page_size must be a positive integer, got {page_size!r}")
         if eviction_policy not in EVICTION_POLICIES:
@@ -105,6 +107,7 @@ class RadixCache:
         self.eviction_policy = eviction_policy
         self._on_hold = on_hold or (lambda node: None)
         self._on_drop = on_drop or (lambda node: None)
+        self._on_lock = on_lock or (lambda node, delta: None)
         self._ids = itertools.count(1)
         self._clock = 0
         self.root = RadixNode((), (), None, 0, 0)
@@ -189,7 +192,7 @@ class RadixCache:
         if len(tokens) != len(slots):
             raise ValueError(f"{len(tokens)} tokens but {len(slots)} slots")
         n = self._page_floor(len(tokens))
-        tokens, slots = tuple(int(t) for t in tokens[:n]), tuple(int(s) for s in slots[:n])
+        tokens = tuple(tokens[:n])  # slots are read for the new part only (RadixBlocks' are lazy)
         self._clock += 1
         node, pos = self.root, 0
         while pos < n:
@@ -203,7 +206,8 @@ class RadixCache:
             pos += m
             node = child
         if pos < n:
-            leaf = RadixNode(tokens[pos:], slots[pos:], node, next(self._ids), self._clock)
+            leaf = RadixNode(tokens[pos:], tuple(slots[pos:n]), node, next(self._ids),
+                             self._clock)
             node.children[leaf.key[: self.page_size]] = leaf
             self.n_nodes += 1
             self.n_cached_tokens += n - pos
@@ -215,9 +219,10 @@ class RadixCache:
     def lock(self, node: RadixNode) -> None:
         """Pin `node` and its ancestors: none of them is evicted until `unlock(node)`."""
         while node is not self.root:
-            if node.lock_ref == 0:
-                self.n_protected_tokens += len(node.key)
             node.lock_ref += 1
+            if node.lock_ref == 1:
+                self.n_protected_tokens += len(node.key)
+                self._on_lock(node, 1)
             node = node.parent
             assert node is not None
 
@@ -228,6 +233,7 @@ class RadixCache:
             node.lock_ref -= 1
             if node.lock_ref == 0:
                 self.n_protected_tokens -= len(node.key)
+                self._on_lock(node, -1)
             node = node.parent
             assert node is not None
 
@@ -278,7 +284,7 @@ class RadixCache:
         upper.lock_ref, upper.last_access, upper.hit_count = (
             node.lock_ref, node.last_access, node.hit_count)
         whole = RadixNode(node.key, node.value, None, node.node_id, node.created)
-        whole.payload = node.payload
+        whole.payload, whole.lock_ref = node.payload, node.lock_ref
         node.key, node.value, node.parent = node.key[n:], node.value[n:], upper
         upper.children[node.key[: self.page_size]] = node
         parent.children[upper.key[: self.page_size]] = upper

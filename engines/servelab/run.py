@@ -18,7 +18,7 @@ from inferlab.engines.servelab.section import (
 )
 from inferlab.engines.settings import option_error
 
-OPTIONS = {"policy": "--policy", "prefix_cache": "--prefix-cache", "schedule": "--schedule",
+OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache", "schedule": "--schedule",
            "clock": "--clock", "requests": "--requests",
            "rate_per_s": "--rate", "seed": "--seed", "model_config": "--model-config",
            "hardware": "--hardware", "model": "--model"}
@@ -27,10 +27,15 @@ OPTIONS = {"policy": "--policy", "prefix_cache": "--prefix-cache", "schedule": "
 def add_arguments(p) -> None:
     from inferlab.engines.kv.block_manager import PREFIX_CACHES
     from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
+    from inferlab.engines.servelab.section import WORKLOADS
 
     d = BATCHING_DEFAULTS
     p.add_argument("--policy", default=d["policy"], choices=POLICIES,
                    help=f"the batching policy (default {d['policy']})")
+    p.add_argument("--scenario", default=d["scenario"], choices=WORKLOADS,
+                   help="lognormal: the seeded stream of distinct prompts (--requests, --rate); "
+                        "or requests that share prefixes: multi-turn, few-shot, doc-qa, "
+                        "parallel, agent (default lognormal)")
     p.add_argument("--prefix-cache", default=d["prefix_cache"], choices=PREFIX_CACHES,
                    help="how cached prefixes are found: vLLM's block hashes, SGLang's radix "
                         f"tree over token ids, or none (default {d['prefix_cache']})")
@@ -60,7 +65,8 @@ def add_arguments(p) -> None:
 
 def settings_of(args) -> dict:
     """The run's settings from its arguments, checked; ValueError names the option."""
-    settings = dict(BATCHING_DEFAULTS, policy=args.policy, prefix_cache=args.prefix_cache,
+    settings = dict(BATCHING_DEFAULTS, scenario=args.scenario, policy=args.policy,
+                    prefix_cache=args.prefix_cache,
                     schedule=args.schedule, clock=args.clock,
                     requests=args.requests, rate_per_s=args.rate, seed=args.seed,
                     model_config=args.model_config, hardware=args.hardware, model=args.model)

@@ -4,7 +4,8 @@ A session is one seeded workload (`workload.generate`) run through a `ServingEng
 iteration per `step()`: on the simulated clock by `SimulatedExecutor` (a model config's
 roofline time on a hardware preset, the pool what fits beside the weights), or on the wall
 clock by a real model (`ModelExecutor`; the tiny model by default, kept small: at most
-WALL_MAX_REQUESTS requests, prompts and outputs clipped to WALL_MAX_PROMPT / WALL_MAX_OUTPUT).
+WALL_MAX_REQUESTS requests, prompts and outputs clipped to WALL_MAX_PROMPT / WALL_MAX_OUTPUT;
+prompts given as token ids — a scenario's, a trace's — only to the model's context).
 """
 
 from __future__ import annotations
@@ -16,15 +17,24 @@ from inferlab.engines.batchlab.records import CLOCKS, IterationRecord, RequestIn
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
+from inferlab.engines.serve.prefix_workloads import SCENARIOS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
 
+WORKLOADS = ("lognormal", *SCENARIOS)
+"""The seeded stream (Poisson arrivals, lognormal lengths, made-up distinct prompts) or one of
+the content scenarios, whose prompts share what their users' prompts share (multi-turn chat,
+few-shot, document QA, parallel branches, agent loops)."""
+SIMULATED_SCENARIO_SCALE = 4
+"""Scenario token sizes × this on the simulated clock (8k-context models; × 1 fits 2k)."""
+
 BATCHING_DEFAULTS = {
     "policy": "continuous",
     "prefix_cache": "hash",  # vLLM v1's default; "radix" is SGLang's tree, "none" off
     "schedule": "fcfs",  # or "lpm": SGLang's longest prefix match first
+    "scenario": "lognormal",  # or a prefix_workloads scenario: requests that share prefixes
     "clock": "simulated",
     "model_config": "llama-3-8b",  # the simulated clock's model
     "hardware": "h100-sxm",  # the simulated clock's device
@@ -61,6 +71,7 @@ BATCHING_SETTINGS = {  # the view's ranges
     "policy": Setting("str", choices=POLICIES),
     "prefix_cache": Setting("str", choices=PREFIX_CACHES),
     "schedule": Setting("str", choices=SCHEDULES),
+    "scenario": Setting("str", choices=WORKLOADS),
     "clock": Setting("str", choices=CLOCKS),
     "model_config": Setting("str", choices=_model_presets),
     "hardware": Setting("str", choices=_hardware_presets),
@@ -91,6 +102,18 @@ METRICS_EVERY_S = 0.25
 def check_batching_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked (ValueError naming the field)."""
     return check_settings(settings, BATCHING_SETTINGS, BATCHING_DEFAULTS, where)
+
+
+def batching_items(settings: dict, vocab_size: int, scale: float = 1.0) -> list:
+    """The WorkloadRequests of `settings`: its scenario's (token sizes × `scale`, ids below
+    `vocab_size`; `requests` does not apply: a scenario sizes itself), or the seeded stream."""
+    from inferlab.engines.serve import workload
+    from inferlab.engines.serve.prefix_workloads import make_scenario
+
+    if settings["scenario"] == "lognormal":
+        return workload.generate(batching_workload(settings))
+    return make_scenario(settings["scenario"], int(settings["seed"]), scale=scale,
+                         vocab_size=vocab_size)
 
 
 def batching_workload(settings: dict):
@@ -136,13 +159,10 @@ class BatchingSession:
 
     def __init__(self, settings: dict, device: str = "cpu", items=None) -> None:
         from inferlab.engines.kv.block_manager import BlockManager
-        from inferlab.engines.serve import workload
         from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
         from inferlab.engines.serve.scheduler import Scheduler
 
         self.settings = settings = check_batching_settings(settings)
-        items = list(items) if items is not None else workload.generate(
-            batching_workload(settings))
         if settings["clock"] == "simulated":
             from inferlab.engines.hardware.presets import load_hardware_preset
             from inferlab.engines.model.config import load_model_preset
@@ -156,15 +176,23 @@ class BatchingSession:
             self.model = None  # the roofline's clock: no model runs
             self.model_id, self.device = cfg.id, preset.id
             vocab = cfg.vocab_size
+            items = list(items) if items is not None else batching_items(
+                settings, vocab, SIMULATED_SCENARIO_SCALE)
         else:
             from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
             from inferlab.engines.model.runner import ModelRunner
             from inferlab.engines.serve.clock import ModelExecutor
 
-            items = [w.clipped(WALL_MAX_PROMPT, WALL_MAX_OUTPUT)
-                     for w in items[:WALL_MAX_REQUESTS]]
             with kernels.chosen(settings.get("kernels", "auto")):
                 model, _tokenizer = load_lab_model(settings["model"], device)
+            vocab = model.config.vocab_size
+            # the seeded stream is cut small for a CPU; a scenario keeps its prompts (what
+            # they share is the point), within the model's context
+            items = list(items) if items is not None else batching_items(settings, vocab)
+            shared = any(w.prompt_token_ids is not None for w in items)
+            max_prompt = (model.config.max_position - WALL_MAX_OUTPUT if shared
+                          else WALL_MAX_PROMPT)
+            items = [w.clipped(max_prompt, WALL_MAX_OUTPUT) for w in items[:WALL_MAX_REQUESTS]]
             need = sum(-(-(w.prompt_tokens + w.output_tokens) // BLOCK_SIZE) for w in items)
             runner = ModelRunner(model, n_blocks=max(need, 1), block_size=BLOCK_SIZE,
                                  prefix_cache=settings["prefix_cache"])
@@ -172,7 +200,6 @@ class BatchingSession:
             executor = ModelExecutor(runner)
             self.model = model
             self.model_id, self.device = resolve_model_name(settings["model"]), device
-            vocab = model.config.vocab_size
         self.items = items
         requests = requests_from_workload(items, vocab)
         scheduler = Scheduler(settings["policy"], blocks,

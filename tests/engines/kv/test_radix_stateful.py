@@ -96,7 +96,9 @@ class RadixAllocatorMachine(PagedAllocatorMachine):
         s = self.mgr.stats()
         assert s.blocks_used + s.blocks_free + s.blocks_cached_free == N_BLOCKS
         evictable = self.mgr.radix.evictable_block_ids()
+        assert evictable == self.mgr.radix.scan_evictable_block_ids()  # the kept flags
         assert self.mgr.n_free_blocks == len(free) + len(evictable)
+        assert self.mgr.radix.n_evictable == len(evictable)
         # evicting everything unlocked frees exactly the evictable blocks
         tree_only = {b.block_id for b in self.mgr.pool.blocks
                      if b.tree_refs and b.ref_count == b.tree_refs}
