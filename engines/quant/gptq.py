@@ -41,6 +41,9 @@ from inferlab.engines.quant.model_quant import QuantizedModel
 
 BLOCK = 128
 DAMP = 0.01
+"""λ / mean(diag H) of the default GPTQ (measured on the held-out texts: quantlab/bench.py)."""
+ACT_ORDER = True
+"""Whether the default GPTQ ("gptq-int4-g128") quantizes columns in act-order."""
 
 
 def _check_positive_int(value, name: str) -> int:
@@ -150,10 +153,12 @@ def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, bits: int = 4,
 
 def gptq_model(model, chunks, bits: int = 4, group_size: int | None = 128,
                symmetric: bool = False, act_order: bool = False, damp: float = DAMP,
-               block_size: int = BLOCK, sequential: bool = True, progress=None
-               ) -> QuantizedModel:
+               block_size: int = BLOCK, sequential: bool = True, progress=None,
+               true_sequential: bool = True) -> QuantizedModel:
     """Every decoder linear of `model` quantized by GPTQ on the calibration token sequences
-    `chunks` (`calibration.calibration_chunks`), layer by layer (`layerwise.py`)."""
+    `chunks` (`calibration.calibration_chunks`), layer by layer (`layerwise.py`; by default
+    true-sequential: each linear on the inputs the layer's already-quantized linears give
+    it, which also runs each linear once per calibration token rather than twice)."""
     check_bits(bits, 2, 8)
     if group_size is not None:
         _check_positive_int(group_size, "group_size")
@@ -165,4 +170,4 @@ def gptq_model(model, chunks, bits: int = 4, group_size: int | None = 128,
     g = "" if group_size is None else f"-g{group_size}"
     name = f"gptq-int{bits}{g}{'-sym' if symmetric else ''}{'-act' if act_order else ''}"
     return quantize_layerwise(model, chunks, one, name, sequential=sequential,
-                              progress=progress)
+                              progress=progress, true_sequential=true_sequential)

@@ -7,8 +7,17 @@ For each layer i in order:
    channel, the row count, and (for AWQ) the rows themselves;
 2. quantize the layer's linears from those statistics (the caller's `quantize_linear`);
 3. `sequential`: run the calibration through the QUANTIZED layer to get the hidden states
-   that enter layer i + 1, so each layer is calibrated on the inputs it will really see
-   (GPTQ does this); otherwise the fp layer's outputs are used.
+   that enter layer i + 1, so each layer is calibrated on the inputs it will really see;
+   otherwise the fp layer's outputs are used.
+
+`true_sequential` (GPTQ's reference code's `--true-sequential`, the default of its GPTQ
+here) goes further inside each layer: qkv is quantized on attn_norm(x), o on the attention
+output of the QUANTIZED qkv, gate_up on mlp_norm(x + o(·)) with o quantized, down on the
+SwiGLU of the quantized gate_up, and the layer's output is x + o(·) + down(·) from those.
+Each linear then runs once per calibration token instead of twice (fp pass, then quantized
+pass): the quantization's cost is about one forward of the calibration set plus the Gram
+matrices. The norms and SwiGLU are the model's own formulas (`llama.rms_norm`, silu(g)·u);
+attention runs through the model's own code.
 
 A layer runs alone through the model's own code: a shallow copy of the model holds only that
 layer and, as its "embedding", the hidden states (token id t reads row t), and recorders stand
@@ -27,7 +36,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from inferlab.engines.model.linear import Linear
-from inferlab.engines.model.llama import LayerWeights, Llama
+from inferlab.engines.model.llama import LayerWeights, Llama, rms_norm
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.model_quant import LINEARS, QuantizedModel, assemble, linear_name
 from inferlab.engines.quant.schemes import Quantized
@@ -77,19 +86,38 @@ class _LayerDone(Exception):
 
 
 class _Recorder:
-    """Stands in for a Linear: records its input (optionally) and its output, then runs it."""
+    """Stands in for a Linear: records its input (optionally) and its output, then runs it;
+    `last`: stops the forward after it (`compute` False: before running it)."""
 
-    def __init__(self, linear, stats: LinearInputs | None, keep_rows: bool, last: bool) -> None:
+    def __init__(self, linear, stats: LinearInputs | None, keep_rows: bool, last: bool,
+                 compute: bool = True) -> None:
         self.linear, self.stats, self.keep_rows, self.last = linear, stats, keep_rows, last
+        self.compute = compute
+        self.input: torch.Tensor | None = None
         self.output: torch.Tensor | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.stats is not None:
             self.stats.add(x, self.keep_rows)
+        if not self.compute:
+            self.input = x
+            raise _LayerDone
         self.output = self.linear(x)
         if self.last:
             raise _LayerDone
         return self.output
+
+
+def _run_alone(model: Llama, layer: LayerWeights, hidden: torch.Tensor) -> None:
+    """`layer` alone on `hidden` through the model's own forward, until a recorder stops it."""
+    alone = copy.copy(model)
+    alone.layers = [layer]
+    alone.embed = hidden
+    try:
+        alone.forward_nocache(torch.arange(hidden.shape[0]))
+    except _LayerDone:
+        return
+    raise RuntimeError("the layer ran past its last recorder")  # pragma: no cover
 
 
 def run_layer(model: Llama, layer: LayerWeights, hidden: torch.Tensor,
@@ -99,16 +127,48 @@ def run_layer(model: Llama, layer: LayerWeights, hidden: torch.Tensor,
     (fp32); with `stats`, each linear's input is added to stats[which]."""
     rec = {w: _Recorder(getattr(layer, w), None if stats is None else stats[w], keep_rows,
                         last=w == "down") for w in LINEARS}
-    alone = copy.copy(model)
-    alone.layers = [replace(layer, **rec)]
-    alone.embed = hidden
-    try:
-        alone.forward_nocache(torch.arange(hidden.shape[0]))
-    except _LayerDone:
-        pass
-    else:  # pragma: no cover - the down recorder always raises
-        raise RuntimeError("the layer ran without reaching its down projection")
+    _run_alone(model, replace(layer, **rec), hidden)
     return (hidden + rec["o"].output) + rec["down"].output
+
+
+def true_sequential_layer(model: Llama, layer: LayerWeights, hidden: list[torch.Tensor],
+                          quantize: Callable[[str, LinearInputs], Linear],
+                          keep_rows: bool = False) -> list[torch.Tensor]:
+    """The hidden states after `layer` for every sequence of `hidden`, its four linears
+    quantized one after the other by `quantize(which, inputs) -> the quantized Linear`, each
+    on the inputs the already-quantized ones give it (module docstring)."""
+    c, dt = model.config, model.dtype
+    d, eps = c.d_model, c.norm_eps
+
+    def inputs(which: str) -> LinearInputs:
+        return LinearInputs.empty(getattr(layer, which).in_features)
+
+    stats = inputs("qkv")
+    for h in hidden:
+        stats.add(rms_norm(h, (d,), layer.attn_norm, eps).to(dt), keep_rows)
+    qkv = quantize("qkv", stats)
+
+    stats, attn = inputs("o"), []
+    for h in hidden:
+        rec = _Recorder(layer.o, stats, keep_rows, last=True, compute=False)
+        _run_alone(model, replace(layer, qkv=qkv, o=rec), h)
+        attn.append(rec.input)
+    o = quantize("o", stats)
+
+    stats, mid = inputs("gate_up"), []
+    for h, a in zip(hidden, attn, strict=True):
+        mid.append(h + o(a))
+        stats.add(rms_norm(mid[-1], (d,), layer.mlp_norm, eps).to(dt), keep_rows)
+    del attn
+    gate_up = quantize("gate_up", stats)
+
+    stats, swiglu = inputs("down"), []
+    for m in mid:
+        gu = gate_up(rms_norm(m, (d,), layer.mlp_norm, eps).to(dt))
+        swiglu.append(torch.nn.functional.silu(gu[:, :c.d_ff]) * gu[:, c.d_ff:])
+        stats.add(swiglu[-1], keep_rows)
+    down = quantize("down", stats)
+    return [m + down(s) for m, s in zip(mid, swiglu, strict=True)]
 
 
 def _check_chunks(chunks: Sequence[Sequence[int]], vocab_size: int) -> list[torch.Tensor]:
@@ -129,10 +189,12 @@ QuantizeLinear = Callable[[str, torch.Tensor, LinearInputs], Quantized]
 def quantize_layerwise(model: Llama, chunks: Sequence[Sequence[int]],
                        quantize_linear: QuantizeLinear, scheme_name: str,
                        sequential: bool = True, keep_rows: bool = False,
-                       progress: Callable[[int, int], None] | None = None) -> QuantizedModel:
+                       progress: Callable[[int, int], None] | None = None,
+                       true_sequential: bool = False) -> QuantizedModel:
     """Every decoder linear of `model` quantized by `quantize_linear` on the calibration
     token sequences `chunks`; `progress(layers_done, n_layers)` after each layer (raise from
-    it to cancel). The embedding, norms and lm_head are left as they are."""
+    it to cancel). The embedding, norms and lm_head are left as they are. The result's
+    `calibration_tokens` counts the tokens of `chunks`."""
     t0 = time.perf_counter()
     seqs = _check_chunks(chunks, model.config.vocab_size)
     with torch.inference_mode():
@@ -140,15 +202,22 @@ def quantize_layerwise(model: Llama, chunks: Sequence[Sequence[int]],
     records: dict[str, Quantized] = {}
     n_layers = len(model.layers)
     for i, lw in enumerate(model.layers):
+        if true_sequential:
+            def quantize(which: str, inputs: LinearInputs, i=i, lw=lw) -> Linear:
+                records[linear_name(i, which)] = _quantize_one(
+                    quantize_linear, linear_name(i, which), getattr(lw, which), inputs)
+                return Linear(records[linear_name(i, which)].dequantize().to(model.dtype))
+
+            hidden = true_sequential_layer(model, lw, hidden, quantize, keep_rows)
+            if progress is not None:
+                progress(i + 1, n_layers)
+            continue
         stats = {w: LinearInputs.empty(getattr(lw, w).in_features) for w in LINEARS}
         outputs = [run_layer(model, lw, h, stats, keep_rows) for h in hidden]
         quantized = {}
         for w in LINEARS:
             name = linear_name(i, w)
-            if not (bool(torch.isfinite(stats[w].gram).all())
-                    and bool(torch.isfinite(stats[w].abs_sum).all())):
-                raise QuantError(f"calibration activations at {name} hold non-finite values")
-            records[name] = quantize_linear(name, getattr(lw, w).weight.float(), stats[w])
+            records[name] = _quantize_one(quantize_linear, name, getattr(lw, w), stats[w])
             quantized[w] = Linear(records[name].dequantize().to(model.dtype))
         del stats
         if sequential:
@@ -158,4 +227,12 @@ def quantize_layerwise(model: Llama, chunks: Sequence[Sequence[int]],
             hidden = outputs
         if progress is not None:
             progress(i + 1, n_layers)
-    return assemble(model, records, scheme_name, time.perf_counter() - t0)
+    out = assemble(model, records, scheme_name, time.perf_counter() - t0)
+    return replace(out, calibration_tokens=sum(len(t) for t in seqs))
+
+
+def _quantize_one(quantize_linear: QuantizeLinear, name: str, linear, inputs: LinearInputs
+                  ) -> Quantized:
+    if not (bool(torch.isfinite(inputs.gram).all()) and bool(torch.isfinite(inputs.abs_sum).all())):
+        raise QuantError(f"calibration activations at {name} hold non-finite values")
+    return quantize_linear(name, linear.weight.float(), inputs)

@@ -85,6 +85,8 @@ class QuantizedModel:
     """Wall time of quantizing (and, for GPTQ/AWQ, of capturing calibration activations)."""
     records: Mapping[str, Quantized] = field(default_factory=dict, repr=False, compare=False)
     """Linear name -> its quantized record (the codes `runtime.runtime_model` runs)."""
+    calibration_tokens: int = 0
+    """Tokens of calibration text the scheme saw (0: data-free)."""
 
     @property
     def quantized_bytes(self) -> int:
@@ -100,6 +102,7 @@ class QuantizedModel:
     def to_dict(self) -> dict:
         return {"scheme": self.scheme, "weight_bytes": self.weight_bytes,
                 "quantized_bytes": self.quantized_bytes, "quantize_s": self.quantize_s,
+                "calibration_tokens": self.calibration_tokens,
                 "linears": [r.to_dict() for r in self.linears]}
 
 

@@ -82,3 +82,62 @@ def test_non_finite_activations_are_named(tiny):
     model.embed[7] = torch.inf
     with pytest.raises(QuantError, match="activations at layers.0.qkv hold non-finite"):
         quantize_layerwise(model, [[7, 8, 9]], lambda n, w, i: quantize_groups(w, 4, 32), "x")
+
+
+def test_true_sequential_with_exact_linears_reproduces_the_layers(tiny):
+    # each linear "quantized" to itself: the staged layer is the model's own layer
+    model, _ = tiny
+    seqs = [model.embed[IDS].float(), model.embed[IDS[:9]].float()]
+    seen = []
+
+    def identity(which, inputs):
+        seen.append((which, inputs.n_rows))
+        return getattr(model.layers[0], which)
+
+    from inferlab.engines.quant.layerwise import true_sequential_layer
+
+    got = true_sequential_layer(model, model.layers[0], seqs, identity)
+    for g, h in zip(got, seqs, strict=True):
+        assert torch.allclose(g, run_layer(model, model.layers[0], h), atol=1e-5, rtol=1e-5)
+    n = len(IDS) + 9
+    assert seen == [("qkv", n), ("o", n), ("gate_up", n), ("down", n)]  # in order, every row
+
+
+def test_true_sequential_calibrates_each_linear_after_the_quantized_ones(tiny):
+    # o's inputs are the attention output of the QUANTIZED qkv: what run_layer records on a
+    # layer whose qkv holds the quantized weight
+    from dataclasses import replace
+
+    from inferlab.engines.model.linear import Linear
+    from inferlab.engines.quant.layerwise import true_sequential_layer
+
+    model, _ = tiny
+    lw = model.layers[0]
+    h = model.embed[IDS].float()
+    q_qkv = Linear(quantize_groups(lw.qkv.weight.float(), 4, 16).dequantize())
+    grams = {}
+
+    def quantize(which, inputs):
+        grams[which] = inputs.gram.clone()
+        return q_qkv if which == "qkv" else getattr(lw, which)
+
+    true_sequential_layer(model, lw, [h], quantize)
+    stats = {w: LinearInputs.empty(getattr(lw, w).in_features) for w in ("qkv", "o", "gate_up",
+                                                                         "down")}
+    run_layer(model, replace(lw, qkv=q_qkv), h, stats)
+    for w in ("qkv", "o", "gate_up", "down"):
+        assert torch.allclose(grams[w], stats[w].gram, rtol=1e-4, atol=1e-4), w
+    plain = {w: LinearInputs.empty(getattr(lw, w).in_features) for w in stats}
+    run_layer(model, lw, h, plain)
+    assert not torch.allclose(grams["o"], plain["o"].gram, rtol=1e-4, atol=1e-4)
+
+
+def test_calibration_tokens_are_counted(tiny):
+    model, _ = tiny
+    chunks = [list(IDS[:20]), list(IDS[20:])]
+    from inferlab.engines.quant.gptq import gptq_model
+
+    for ts in (True, False):
+        qm = gptq_model(model, chunks, true_sequential=ts)
+        assert qm.calibration_tokens == len(IDS)
+    assert quantize_model(model, "int8").calibration_tokens == 0
