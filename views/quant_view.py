@@ -30,8 +30,11 @@ from inferlab.views.quant_model import ModelPanel
 BASELINE_NOTE = (
     "SmolLM2-135M ships as a Q4_1 GGUF (llama.cpp's 4-bit: groups of 32, fp16 scale and "
     "minimum). Its weights dequantized to fp32 are this lab's “fp32” model: every scheme "
-    "re-quantizes those. Perplexity is scored on held-out text (clocks.txt), never on the "
-    "calibration text GPTQ, AWQ and Wanda see (bread.txt).")
+    "re-quantizes those. Perplexity is the mean over three held-out texts (prose, dialogue, "
+    "technical), never the calibration set GPTQ, AWQ and Wanda see (16 other texts, 35k "
+    "tokens, assets/text/calibration).")
+FULL_CONTEXT = 3
+"""The window spin box's value that means the model's whole context (shown in words)."""
 
 
 class QuantView(QWidget):
@@ -103,6 +106,30 @@ class QuantView(QWidget):
         rv.addLayout(buttons)
         rv.addWidget(self.progress)
 
+        self.ppl_convention = QComboBox()
+        self.ppl_convention.addItem("sliding windows", "sliding")
+        self.ppl_convention.addItem("llama.cpp (llama-perplexity)", "llama.cpp")
+        self.ppl_convention.setToolTip(
+            "sliding: windows of the given size every stride tokens, each token scored once "
+            "(Hugging Face's convention); llama.cpp: chunks of n_ctx = the window, the second "
+            "half of each scored, as llama-perplexity -c prints")
+        self.ppl_window = QSpinBox()
+        self.ppl_window.setRange(FULL_CONTEXT, 1 << 20)
+        self.ppl_window.setSpecialValueText("model's context")
+        self.ppl_window.setSuffix(" tokens")
+        self.ppl_window.setToolTip("Tokens per window (llama.cpp: n_ctx); the lowest value is "
+                                   "the model's whole context")
+        self.ppl_stride = QSpinBox()
+        self.ppl_stride.setRange(0, 1 << 20)
+        self.ppl_stride.setSpecialValueText("window − 1")
+        self.ppl_stride.setSuffix(" tokens")
+        self.ppl_stride.setToolTip("Tokens from one sliding window's start to the next's")
+        ppl_box = QGroupBox("Perplexity")
+        pf = QFormLayout(ppl_box)
+        pf.addRow("Convention", self.ppl_convention)
+        pf.addRow("Window", self.ppl_window)
+        pf.addRow("Stride", self.ppl_stride)
+
         self.status = QLabel()
         self.status.setWordWrap(True)
         baseline = QLabel(BASELINE_NOTE)
@@ -111,6 +138,7 @@ class QuantView(QWidget):
         left = QVBoxLayout()
         left.addWidget(layer_box)
         left.addWidget(runs_box, 1)
+        left.addWidget(ppl_box)
         left.addWidget(self.status)
         left.addWidget(baseline)
         left_widget = QWidget()
@@ -126,9 +154,9 @@ class QuantView(QWidget):
         layout.addWidget(left_widget)
         layout.addWidget(self.tabs, 1)
 
-        for w in (self.model, self.linear, self.layer_scheme):
+        for w in (self.model, self.linear, self.layer_scheme, self.ppl_convention):
             w.currentIndexChanged.connect(self._emit)
-        for w in (self.layer, self.decode_tokens):
+        for w in (self.layer, self.decode_tokens, self.ppl_window, self.ppl_stride):
             w.valueChanged.connect(self._emit)
         self.measure_speed.toggled.connect(self._emit)
         self.schemes.itemChanged.connect(lambda _item: self._emit())
@@ -159,6 +187,11 @@ class QuantView(QWidget):
             self.measure_speed.setChecked(bool(s["measure_speed"]))
             self.decode_tokens.setValue(int(s["decode_tokens"]))
             select_choice(self.kernels, s.get("kernels", "auto"))
+            select_choice(self.ppl_convention, s.get("ppl_convention", "sliding"))
+            window = s.get("ppl_window_tokens", 1024)
+            self.ppl_window.setValue(FULL_CONTEXT if window is None else int(window))
+            self.ppl_stride.setValue(int(s.get("ppl_stride_tokens") or 0))
+            self.ppl_stride.setEnabled(self.ppl_convention.currentData() == "sliding")
         finally:
             self._quiet = False
 
@@ -173,9 +206,15 @@ class QuantView(QWidget):
             "measure_speed": self.measure_speed.isChecked(),
             "decode_tokens": self.decode_tokens.value(),
             "kernels": self.kernels.currentData(),
+            "ppl_convention": self.ppl_convention.currentData(),
+            "ppl_window_tokens": None if self.ppl_window.value() == FULL_CONTEXT
+            else self.ppl_window.value(),
+            "ppl_stride_tokens": None if self.ppl_stride.value() == 0 or
+            self.ppl_convention.currentData() != "sliding" else self.ppl_stride.value(),
         }
 
     def _emit(self, *_args) -> None:
+        self.ppl_stride.setEnabled(self.ppl_convention.currentData() == "sliding")
         if not self._quiet:
             self.settings_changed.emit(self.settings())
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from inferlab.app.labs.base import Lab
 from inferlab.engines.kvlab.models import model_choices
 from inferlab.engines.quantlab.section import (
+    PPL_KEYS,
     QUANT_DEFAULTS,
     QUANT_SETTINGS,
     quant_section,
@@ -22,6 +23,15 @@ from inferlab.engines.settings import clean_settings
 from inferlab.views.quant_view import QuantView
 
 LAYER_KEYS = ("layer", "linear", "layer_scheme")
+
+
+def method_text(how: dict) -> str:
+    """How perplexity was computed, in words."""
+    w, s = how["ppl_window_tokens"], how["ppl_stride_tokens"]
+    if how["ppl_convention"] == "llama.cpp":
+        return (f"llama.cpp's convention (chunks of n_ctx = {w:,} tokens, the second half "
+                "of each scored)")
+    return f"sliding windows of {w:,} tokens, stride {s:,}"
 
 
 class QuantLab(Lab):
@@ -74,14 +84,26 @@ class QuantLab(Lab):
         if session.model_name != self._resolved(self._settings["model"]):
             return  # the model was changed while this one loaded: that load follows
         self.session, self.runs = session, []
+        problem = self._apply_perplexity()
         self.view.set_n_layers(session.n_layers)
         self._settings["layer"] = min(self._settings["layer"], session.n_layers - 1)
         self.view.set_settings(self._settings)
         self.redraw_layer()
         self.view.draw_runs([], self._runs_note())
-        self.view.set_status(
-            f"{session.model_name}: {session.n_layers} layers, {len(session.eval_ids):,} "
-            "held-out tokens. Pick a layer and scheme, or check schemes and Run.")
+        self.view.set_status(problem or (
+            f"{session.model_name}: {session.n_layers} layers, {len(session.eval_sets)} "
+            f"held-out texts ({session.eval_tokens:,} tokens). Pick a layer and scheme, or "
+            "check schemes and Run."))
+
+    def _apply_perplexity(self) -> str:
+        """The perplexity settings onto the session; the problem with them, or ""."""
+        s = self._settings
+        try:
+            self.session.set_perplexity(s["ppl_window_tokens"], s["ppl_stride_tokens"],
+                                        s["ppl_convention"])
+        except ValueError as e:
+            return f"Perplexity: {e}; runs keep the previous window and stride."
+        return ""
 
     @staticmethod
     def _resolved(spec: str) -> str:
@@ -104,6 +126,13 @@ class QuantLab(Lab):
             self.open_session()
         elif changed & set(LAYER_KEYS):
             self.redraw_layer()
+        if changed & set(PPL_KEYS) and self.session is not None:
+            problem = self._apply_perplexity()
+            if not problem and self.runs:  # scored another way: not comparable any more
+                self.runs = []
+                self.view.draw_runs([], self._runs_note())
+            self.view.set_status(problem or f"Perplexity: {self._method_text()}. Run the "
+                                 "schemes again to score them this way.")
 
     # ---- the layer ------------------------------------------------------------------------
     def redraw_layer(self) -> None:
@@ -182,22 +211,30 @@ class QuantLab(Lab):
         if self._run_task is not None:
             self._run_task.stop()
 
+    def _method_text(self) -> str:
+        return method_text(self.session.ppl_method())
+
     def _runs_note(self) -> str:
         s = self.session
         if s is None:
             return ""
-        return (f"{s.model_name}: perplexity on {len(s.eval_ids):,} held-out tokens; decode "
-                "greedy, one stream, prefill excluded, on the codes each scheme stores "
-                "(“Runs as”); “Agrees”: leading tokens of the sample equal to fp32's.")
+        texts = ", ".join(f"{k} {len(v):,}" for k, v in s.eval_sets.items())
+        return (f"{s.model_name}: perplexity is the mean over {len(s.eval_sets)} held-out "
+                f"texts ({texts} tokens), {self._method_text()}; decode greedy, one stream, "
+                "prefill excluded, on the codes each scheme stores (“Runs as”); “Agrees”: "
+                "leading tokens of the sample equal to fp32's.")
 
     # ---- snapshots ------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
         s = self.session
-        return quant_section(self.settings(), None if s is None else s.model_name,
-                             0 if s is None else len(s.eval_ids), self.layer, self.runs)
+        if s is None:
+            return quant_section(self.settings(), None, 0, self.layer, self.runs)
+        return quant_section(self.settings(), s.model_name,
+                             {k: len(v) for k, v in s.eval_sets.items()}, self.layer,
+                             self.runs, s.ppl_method())
 
     def show_snapshot(self, section: dict) -> None:
-        settings, model, eval_tokens, layer, runs = read_quant_section(section)
+        settings, model, eval_tokens, layer, runs, how = read_quant_section(section)
         self.cancel()
         self.read_only = True
         self.view.set_read_only(True)
@@ -209,7 +246,11 @@ class QuantLab(Lab):
             self.view.set_status("Read-only snapshot: the quantization lab had not run.")
             return
         self.view.draw_layer(layer, "")
-        self.view.draw_runs(runs, f"{model}: perplexity on {eval_tokens:,} held-out tokens.")
+        texts = ", ".join(f"{k} {n:,}" for k, n in how["eval_texts"].items()) or \
+            f"{eval_tokens:,}"
+        method = "" if how["ppl_window_tokens"] is None else f", {method_text(how)}"
+        self.view.draw_runs(runs, f"{model}: perplexity on held-out texts ({texts} tokens)"
+                                  f"{method}.")
         if runs:
             self.view.tabs.setCurrentWidget(self.view.model_panel)
         self.view.set_status(f"Read-only snapshot: {model}, {len(runs)} schemes run.")

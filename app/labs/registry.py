@@ -168,7 +168,8 @@ LABS: tuple[LabSpec, ...] = (
         read_section="inferlab.engines.quantlab.section:read_quant_section",
         run_arguments="inferlab.engines.quantlab.run:add_arguments",
         run="inferlab.engines.quantlab.run:run",
-        bench="inferlab.engines.quantlab.bench:run_quant_bench",
+        bench="inferlab.engines.quantlab.bench:bench",
+        bench_arguments="inferlab.engines.quantlab.bench:add_bench_arguments",
         screenshot_settle_s=3.0,
     ),
     LabSpec(

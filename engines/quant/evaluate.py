@@ -6,25 +6,27 @@
 
 The data-free names are `schemes.SCHEMES` (with the pruning schemes "sparse-2:4" and
 "unstructured-50%"); GPTQ, AWQ and Wanda calibrate on `calibration.py`'s text and are
-scored, like every scheme, on the OTHER text (the held-out passage).
+scored, like every scheme, on OTHER texts (the held-out ones).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inferlab.engines.model.perplexity import PerplexityResult, perplexity
 from inferlab.engines.quant.awq import awq_model
 from inferlab.engines.quant.calibration import calibration_chunks, eval_text
 from inferlab.engines.quant.errors import QuantError
-from inferlab.engines.quant.gptq import gptq_model
+from inferlab.engines.quant.gptq import ACT_ORDER, gptq_model
 from inferlab.engines.quant.layerwise import LinearInputs, quantize_layerwise
 from inferlab.engines.quant.model_quant import QuantizedModel, quantize_model
 from inferlab.engines.quant.pruning import Sparse24, input_feature_norms, wanda_2_4
 from inferlab.engines.quant.schemes import SCHEMES
 
-CALIBRATED = ("gptq-int4-g128", "gptq-int4-g128-act", "awq-int4-g128", "wanda-2:4")
+CALIBRATED = ("gptq-int4-g128", "gptq-int4-g128-act", "gptq-int4-g128-noact", "awq-int4-g128",
+              "wanda-2:4")
 """Scheme names that need calibration text."""
 NAMES = (*SCHEMES, *CALIBRATED)
 
@@ -46,10 +48,13 @@ def wanda_model(model, chunks, sequential: bool = True, progress=None) -> Quanti
                               progress=progress)
 
 
-def quantize_by_name(model, name: str, tokenizer=None, calibration_text: str | None = None,
+def quantize_by_name(model, name: str, tokenizer=None,
+                     calibration_text: str | Sequence[str] | None = None,
                      progress=None) -> QuantizedModel:
     """`model` quantized with the scheme `name` (one of NAMES); the calibrated ones tokenize
-    `calibration_text` (default the shipped one) with `tokenizer`."""
+    `calibration_text` (one text, or several; default the shipped set) with `tokenizer`.
+    "gptq-int4-g128" is GPTQ as measured best (`gptq.ACT_ORDER`, `gptq.DAMP`);
+    "gptq-int4-g128-act" is act-order, "gptq-int4-g128-noact" natural column order."""
     if name in SCHEMES:
         return quantize_model(model, name)
     if name not in CALIBRATED:
@@ -60,18 +65,19 @@ def quantize_by_name(model, name: str, tokenizer=None, calibration_text: str | N
     if name == "wanda-2:4":
         return wanda_model(model, chunks, progress=progress)
     if name.startswith("gptq"):
-        return gptq_model(model, chunks, bits=4, group_size=128,
-                          act_order=name.endswith("-act"), progress=progress)
+        act = {"gptq-int4-g128": ACT_ORDER, "gptq-int4-g128-act": True}.get(name, False)
+        return gptq_model(model, chunks, bits=4, group_size=128, act_order=act,
+                          progress=progress)
     return awq_model(model, chunks, bits=4, group_size=128, progress=progress)
 
 
-def held_out_perplexity(model, tokenizer, text: str | None = None) -> PerplexityResult:
-    """Perplexity on `text` (default the shipped held-out passage, never the calibration
-    text)."""
+def held_out_perplexity(model, tokenizer, text: str | None = None, **method) -> PerplexityResult:
+    """Perplexity on `text` (default the shipped held-out prose passage, never calibration
+    text); `method`: `perplexity`'s window, stride, convention."""
     text = eval_text() if text is None else text
     if not text.strip():
         raise QuantError("eval text is empty")
-    return perplexity(model, tokenizer.encode(text))
+    return perplexity(model, tokenizer.encode(text), **method)
 
 
 @dataclass(frozen=True)

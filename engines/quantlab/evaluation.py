@@ -1,8 +1,9 @@
 """One scheme on the whole model, as the lab and `inferlab run/bench quant` measure it:
-quality (held-out perplexity, SQNR per linear), size (weight bytes, KV bytes per token),
-speed (greedy decode tokens/s of the model that runs the stored codes) and a sample.
+quality (perplexity on each held-out text and their mean, SQNR per linear), size (weight
+bytes, KV bytes per token), speed (greedy decode tokens/s of the model that runs the stored
+codes), the calibration tokens it saw, and a sample.
 
-    run_scheme(model, tokenizer, "awq-int4-g128", eval_ids, sample_ids) -> SchemeRun
+    run_scheme(model, tokenizer, "awq-int4-g128", {"prose": ids, ...}, sample_ids) -> SchemeRun
 
 Names: "fp32" (the model as loaded: SmolLM2's Q4_1 file dequantized), "bf16", every
 weight scheme of `engines.quant.evaluate.NAMES`, and "kv-int8" / "kv-fp8" (the weights as
@@ -13,7 +14,7 @@ perplexity runs through the paged cache so that attention reads the codes back.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from inferlab.engines.quant.errors import QuantError
@@ -41,8 +42,10 @@ def describe(name: str) -> str:
     return {
         FP32: "the model as loaded (SmolLM2: its Q4_1 GGUF dequantized to fp32)",
         BF16: "every linear's weight rounded to bfloat16",
-        "gptq-int4-g128": "GPTQ INT4, groups of 128, Hessian error compensation",
+        "gptq-int4-g128": "GPTQ INT4, groups of 128, Hessian error compensation (the "
+                          "measured default: act-order, damping 0.01)",
         "gptq-int4-g128-act": "GPTQ INT4 g128, columns in descending Hessian order",
+        "gptq-int4-g128-noact": "GPTQ INT4 g128, columns in their natural order",
         "awq-int4-g128": "AWQ: activation-aware channel scales, clip search, INT4 g128",
         "wanda-2:4": "2:4 pruning by |weight| × input norm (Wanda), layers pruned in order",
         "kv-int8": "fp32 weights; K/V cached as INT8, one fp32 scale per token and head",
@@ -56,6 +59,7 @@ class SchemeRun:
 
     scheme: str
     perplexity: float
+    """The mean of `perplexity_by_text`."""
     weight_bytes: int
     kv_bytes_per_token: int
     decode_tokens_per_s: float | None
@@ -69,9 +73,15 @@ class SchemeRun:
     """Leading greedy tokens equal to the fp32 model's sample (all of them for fp32)."""
     sqnr_db: dict[str, float] = field(default_factory=dict)
     """Per quantized linear (empty for fp32 and the KV schemes)."""
+    perplexity_by_text: dict[str, float] = field(default_factory=dict)
+    """Held-out text name -> perplexity on it."""
+    calibration_tokens: int = 0
+    """Calibration tokens the scheme saw (0: data-free)."""
 
     def to_dict(self) -> dict:
         return {"scheme": self.scheme, "perplexity": self.perplexity,
+                "perplexity_by_text": dict(self.perplexity_by_text),
+                "calibration_tokens": self.calibration_tokens,
                 "weight_bytes": self.weight_bytes,
                 "kv_bytes_per_token": self.kv_bytes_per_token,
                 "decode_tokens_per_s": self.decode_tokens_per_s, "runs_as": self.runs_as,
@@ -91,6 +101,7 @@ class Prepared:
     quantize_s: float
     sqnr_db: dict[str, float]
     paged: bool
+    calibration_tokens: int = 0
 
 
 def kv_bytes_per_token(model) -> int:
@@ -99,8 +110,9 @@ def kv_bytes_per_token(model) -> int:
 
 
 def prepare(model, tokenizer, name: str, progress: Callable | None = None,
-            calibration_text: str | None = None) -> Prepared:
-    """`model` with the scheme `name` applied (QuantError naming it if unknown)."""
+            calibration_text: str | Sequence[str] | None = None) -> Prepared:
+    """`model` with the scheme `name` applied (QuantError naming it if unknown); the
+    calibrated schemes see `calibration_text` (default the shipped set)."""
     from inferlab.engines.quant.cast import quantize_bf16
     from inferlab.engines.quant.evaluate import NAMES, quantize_by_name
     from inferlab.engines.quant.kv_quant import kv_quantized
@@ -130,7 +142,8 @@ def prepare(model, tokenizer, name: str, progress: Callable | None = None,
     except QuantError as e:  # a model on another device or dtype: time the fake-quant one
         running, runs_as = qm.model, f"fp32 (dequantized: {e})"
     return Prepared(qm.model, running, qm.weight_bytes, runs_as, qm.quantize_s,
-                    {r.name: r.error.sqnr_db for r in qm.linears}, False)
+                    {r.name: r.error.sqnr_db for r in qm.linears}, False,
+                    qm.calibration_tokens)
 
 
 def sample_ids(model, prompt_ids: Sequence[int], n_tokens: int = SAMPLE_TOKENS) -> list[int]:
@@ -150,33 +163,41 @@ def agree_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def score(p: Prepared, tokenizer, name: str, eval_ids: Sequence[int],
+def score(p: Prepared, tokenizer, name: str, eval_sets: Mapping[str, Sequence[int]],
           prompt_ids: Sequence[int], reference_ids: Sequence[int] | None = None,
-          decode_tokens: int | None = 32, progress: Callable | None = None) -> SchemeRun:
-    """A prepared scheme scored on `eval_ids`, its decode timed (None: skipped) and sampled
-    after `prompt_ids`; `reference_ids` is the fp32 sample the agreement is counted against."""
+          decode_tokens: int | None = 32, progress: Callable | None = None,
+          ppl: Mapping | None = None) -> SchemeRun:
+    """A prepared scheme scored on each held-out text of `eval_sets` (name -> token ids;
+    `ppl`: `perplexity`'s window, stride, convention, bos_id), its decode timed (None:
+    skipped) and sampled after `prompt_ids`; `reference_ids` is the fp32 sample the
+    agreement is counted against."""
     from inferlab.engines.model.perplexity import perplexity
     from inferlab.engines.quant.runtime import decode_tokens_per_s
 
     if progress is not None:
-        progress(0.9, f"{name}: perplexity on {len(eval_ids):,} held-out tokens")
+        n = sum(map(len, eval_sets.values()))
+        progress(0.9, f"{name}: perplexity on {len(eval_sets)} held-out texts, {n:,} tokens")
     t0 = time.perf_counter()
-    ppl = perplexity(p.scored, eval_ids, paged=p.paged).perplexity
+    by_text = {k: perplexity(p.scored, ids, paged=p.paged, **(ppl or {})).perplexity
+               for k, ids in eval_sets.items()}
+    mean = sum(by_text.values()) / len(by_text)
     eval_s = time.perf_counter() - t0
     speed = None
     if decode_tokens:
         speed = decode_tokens_per_s(p.running, list(prompt_ids), decode_tokens)
     ids = sample_ids(p.running, prompt_ids)
     agree = len(ids) if reference_ids is None else agree_prefix(ids, reference_ids)
-    return SchemeRun(name, ppl, p.weight_bytes, kv_bytes_per_token(p.running), speed,
-                     p.runs_as, p.quantize_s, eval_s, tokenizer.decode(ids), agree, p.sqnr_db)
+    return SchemeRun(name, mean, p.weight_bytes, kv_bytes_per_token(p.running), speed,
+                     p.runs_as, p.quantize_s, eval_s, tokenizer.decode(ids), agree, p.sqnr_db,
+                     by_text, p.calibration_tokens)
 
 
-def run_scheme(model, tokenizer, name: str, eval_ids: Sequence[int],
+def run_scheme(model, tokenizer, name: str, eval_sets: Mapping[str, Sequence[int]],
                prompt_ids: Sequence[int], reference_ids: Sequence[int] | None = None,
                decode_tokens: int | None = 32, progress: Callable | None = None,
-               calibration_text: str | None = None) -> SchemeRun:
+               calibration_text: str | Sequence[str] | None = None,
+               ppl: Mapping | None = None) -> SchemeRun:
     """`prepare` then `score`."""
     p = prepare(model, tokenizer, name, progress, calibration_text)
-    return score(p, tokenizer, name, eval_ids, prompt_ids, reference_ids, decode_tokens,
-                 progress)
+    return score(p, tokenizer, name, eval_sets, prompt_ids, reference_ids, decode_tokens,
+                 progress, ppl)

@@ -1,9 +1,12 @@
 """The quantization lab's settings and snapshot section (`labs.quant`).
 
 Settings: the model, the layer drawn (layer index, which linear, a data-free scheme), the
-schemes the model tab runs, and whether their decode speed is timed. State: the drawn layer's
-`LayerAnalysis` and every finished `SchemeRun`, with the model and the held-out text they were
-measured on. `read_quant_section` reads it strictly (ValueError naming the field).
+schemes the model tab runs, whether their decode speed is timed, and how perplexity is
+computed (`ppl_convention` "sliding" or "llama.cpp", `ppl_window_tokens` — null: the model's
+whole context — and `ppl_stride_tokens` — null: window - 1). State: the drawn layer's
+`LayerAnalysis` and every finished `SchemeRun`, with the model, the held-out texts they were
+measured on (name -> tokens) and the window and stride as used. `read_quant_section` reads it
+strictly (ValueError naming the field).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import math
 
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
+from inferlab.engines.model.perplexity import CONVENTIONS, SLIDING, WINDOW
 from inferlab.engines.quant.metrics import TensorError
 from inferlab.engines.quantlab.evaluation import SchemeRun, lab_schemes
 from inferlab.engines.quantlab.layer import LayerAnalysis
@@ -44,7 +48,11 @@ QUANT_DEFAULTS = {
     "measure_speed": True,
     "decode_tokens": 32,
     "kernels": "auto",  # the fp32 model's kernel path (engines.kernels)
+    "ppl_convention": SLIDING,
+    "ppl_window_tokens": WINDOW,  # None: the model's whole context
+    "ppl_stride_tokens": None,  # None: window - 1 (llama.cpp: the window)
 }
+PPL_KEYS = ("ppl_convention", "ppl_window_tokens", "ppl_stride_tokens")
 
 QUANT_SETTINGS = {
     "model": Setting("str"),
@@ -55,6 +63,9 @@ QUANT_SETTINGS = {
     "measure_speed": Setting("bool"),
     "decode_tokens": Setting("int", 2, 512),
     "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
+    "ppl_convention": Setting("str", choices=CONVENTIONS),
+    "ppl_window_tokens": Setting("int", 4, 1 << 20, none=True),
+    "ppl_stride_tokens": Setting("int", 1, 1 << 20, none=True),
 }
 
 
@@ -100,11 +111,19 @@ RUN_FIELDS = {
 }
 
 
+RUN_FIELDS |= {
+    "perplexity_by_text": lambda v, w: read_map(v, Setting("float", 1.0), w, 100, keys=TEXT),
+    "calibration_tokens": COUNT,
+}
+RUN_OPTIONAL = {"perplexity_by_text": {}, "calibration_tokens": 0}  # older snapshots
+
+
 def read_scheme_run(d, where: str) -> SchemeRun:
-    f = read_fields(d, RUN_FIELDS, where)
+    f = read_fields(d, RUN_FIELDS, where, RUN_OPTIONAL)
     return SchemeRun(f["scheme"], f["perplexity"], f["weight_bytes"], f["kv_bytes_per_token"],
                      f["decode_tokens_per_s"], f["runs_as"], f["quantize_seconds"],
-                     f["eval_seconds"], f["sample_text"], f["sample_agree_tokens"], f["sqnr_db"])
+                     f["eval_seconds"], f["sample_text"], f["sample_agree_tokens"], f["sqnr_db"],
+                     f["perplexity_by_text"], f["calibration_tokens"])
 
 
 LAYER_FIELDS = {
@@ -146,28 +165,44 @@ def quant_metrics(runs) -> dict:
     return out
 
 
-def quant_section(settings: dict, model: str | None, eval_tokens: int,
-                  layer: LayerAnalysis | None, runs) -> dict:
-    """The snapshot's `labs.quant` (model None: the lab had not loaded a model)."""
+def quant_section(settings: dict, model: str | None, eval_texts: dict[str, int] | int,
+                  layer: LayerAnalysis | None, runs, ppl: dict | None = None) -> dict:
+    """The snapshot's `labs.quant` (model None: the lab had not loaded a model);
+    `eval_texts`: held-out text name -> tokens (an int: one text, "eval"); `ppl`: the
+    session's `ppl_method()` (ppl_convention, ppl_window_tokens, ppl_stride_tokens)."""
     if model is None:
         return lab_section(settings, {}, {"schemes_run": 0})
-    state = {"model": model, "eval_tokens": eval_tokens,
+    if isinstance(eval_texts, int):
+        eval_texts = {"eval": eval_texts}
+    state = {"model": model, "eval_tokens": sum(eval_texts.values()),
+             "eval_texts": dict(eval_texts),
              "layer": None if layer is None else layer.to_dict(),
-             "runs": [r.to_dict() for r in runs]}
-    return lab_section(settings, state, quant_metrics(runs))
+             "runs": [r.to_dict() for r in runs], **(ppl or {})}
+    return lab_section(settings, state, quant_metrics(runs) | (ppl or {}))
+
+
+STATE_OPTIONAL = {"eval_texts": {}, "ppl_convention": SLIDING, "ppl_window_tokens": None,
+                  "ppl_stride_tokens": None}  # older snapshots
 
 
 def read_quant_section(sec):
-    """(settings, model name or None, eval tokens, LayerAnalysis or None, [SchemeRun]);
-    ValueError names a bad field."""
+    """(settings, model name or None, eval tokens, LayerAnalysis or None, [SchemeRun],
+    {eval_texts, ppl_convention, ppl_window_tokens, ppl_stride_tokens}); ValueError names a
+    bad field."""
     where = "labs.quant"
     settings = check_quant_settings(section_field(sec, "settings", where), f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
     read_object(section_field(sec, "metrics", where), f"{where}.metrics")  # no view reads it
     if not state:
-        return settings, None, 0, None, []
+        return settings, None, 0, None, [], dict(STATE_OPTIONAL)
     f = read_fields(state, {
         "model": TEXT, "eval_tokens": COUNT,
+        "eval_texts": lambda v, w: read_map(v, COUNT, w, 100, keys=TEXT),
+        "ppl_convention": Setting("str", choices=CONVENTIONS),
+        "ppl_window_tokens": Setting("int", 2, 1 << 20, none=True),
+        "ppl_stride_tokens": Setting("int", 1, 1 << 20, none=True),
         "layer": lambda v, w: None if v is None else read_layer_analysis(v, w),
-        "runs": lambda v, w: read_list(v, read_scheme_run, w, 1000)}, f"{where}.state")
-    return settings, f["model"], f["eval_tokens"], f["layer"], f["runs"]
+        "runs": lambda v, w: read_list(v, read_scheme_run, w, 1000)}, f"{where}.state",
+        STATE_OPTIONAL)
+    return (settings, f["model"], f["eval_tokens"], f["layer"], f["runs"],
+            {k: f[k] for k in STATE_OPTIONAL})

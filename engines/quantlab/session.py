@@ -1,5 +1,7 @@
 """What the lab and `inferlab run quant` measure against: the model as loaded, the held-out
-text's tokens, the sample prompt and the fp32 model's own sample (the agreement reference).
+texts' tokens, how perplexity is computed on them (`ppl`), the calibration texts GPTQ, AWQ
+and Wanda see (None: the shipped set), the sample prompt and the fp32 model's own sample
+(the agreement reference).
 
     session = QuantSession.open("auto", "cpu")
     run = session.run("int4-g128")            # a SchemeRun
@@ -8,10 +10,11 @@ text's tokens, the sample prompt and the fp32 model's own sample (the agreement 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from inferlab.engines import kernels
+from inferlab.engines.model.perplexity import SLIDING, WINDOW
 from inferlab.engines.quant.errors import QuantError
 
 SAMPLE_PROMPT = "In two sentences, how does a pendulum clock keep time?"
@@ -23,32 +26,81 @@ class QuantSession:
     device: str
     model: object
     tokenizer: object
-    eval_ids: list[int]
+    eval_sets: dict[str, list[int]]
+    """Held-out text name -> its token ids."""
     prompt_ids: list[int]
     reference_ids: list[int] | None = None
     runs: dict[str, object] = field(default_factory=dict)
+    calibration_texts: list[str] | None = None
+    ppl_window: int | None = WINDOW
+    ppl_stride: int | None = None
+    ppl_convention: str = SLIDING
 
     @classmethod
-    def open(cls, spec: str, device: str = "cpu", eval_text: str | None = None,
-             progress: Callable | None = None, kernel_setting: str = "auto") -> QuantSession:
+    def open(cls, spec: str, device: str = "cpu",
+             eval_text: str | Mapping[str, str] | None = None,
+             progress: Callable | None = None, kernel_setting: str = "auto",
+             calibration_texts: list[str] | None = None) -> QuantSession:
         """Load `spec` (cached between sessions) on the kernel path `kernel_setting` (a lab's
-        `kernels` setting) and tokenize the held-out text (default the shipped passage, never
-        the calibration text)."""
+        `kernels` setting) and tokenize the held-out texts (default the shipped three; one
+        string is one text named "eval"; never the calibration texts)."""
         from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
-        from inferlab.engines.quant.calibration import eval_text as shipped_eval_text
+        from inferlab.engines.quant.calibration import eval_texts
 
         if progress is not None:
             progress(0.05, f"loading {spec}")
         with kernels.chosen(kernel_setting):
             model, tokenizer = load_lab_model(spec, device)
-        text = shipped_eval_text() if eval_text is None else eval_text
-        if not text.strip():
-            raise QuantError("eval text is empty")
-        eval_ids = tokenizer.encode(text)
-        if len(eval_ids) < 2:
-            raise QuantError("eval text must be at least 2 tokens long")
+        texts = eval_texts() if eval_text is None else (
+            {"eval": eval_text} if isinstance(eval_text, str) else dict(eval_text))
+        eval_sets = {}
+        for name, text in texts.items():
+            if not text.strip():
+                raise QuantError(f"eval text {name} is empty")
+            ids = tokenizer.encode(text)
+            if getattr(tokenizer, "add_bos", False):  # as llama.cpp tokenizes a file
+                ids = [tokenizer.bos_token_id, *ids]
+            if len(ids) < 2:
+                raise QuantError(f"eval text {name} must be at least 2 tokens long")
+            eval_sets[name] = ids
         prompt_ids = tokenizer.encode_prompt(SAMPLE_PROMPT)
-        return cls(resolve_model_name(spec), device, model, tokenizer, eval_ids, prompt_ids)
+        return cls(resolve_model_name(spec), device, model, tokenizer, eval_sets, prompt_ids,
+                   calibration_texts=calibration_texts)
+
+    @property
+    def eval_tokens(self) -> int:
+        """Held-out tokens over every text."""
+        return sum(map(len, self.eval_sets.values()))
+
+    def set_perplexity(self, window: int | None, stride: int | None, convention: str) -> None:
+        """How perplexity is computed from now on (`engines.model.perplexity`); ValueError
+        names a bad choice (e.g. a text too short for llama.cpp's 2 * n_ctx)."""
+        from inferlab.engines.model.perplexity import resolve_window, windows
+
+        w, s = resolve_window(self.model, window, stride, convention)
+        for name, ids in self.eval_sets.items():
+            try:
+                windows(len(ids), w, s, convention)
+            except ValueError as e:
+                raise ValueError(f"held-out text {name}: {e}") from None
+        self.ppl_window, self.ppl_stride, self.ppl_convention = window, stride, convention
+
+    def ppl(self) -> dict:
+        """`perplexity`'s keyword arguments as this session scores."""
+        bos = self.tokenizer.bos_token_id if getattr(self.tokenizer, "add_bos", False) \
+            else None
+        return {"window": self.ppl_window, "stride": self.ppl_stride,
+                "convention": self.ppl_convention, "bos_id": bos}
+
+    def ppl_method(self) -> dict:
+        """The window and stride as used (the model's context resolved), for reports:
+        ppl_convention, ppl_window_tokens, ppl_stride_tokens."""
+        from inferlab.engines.model.perplexity import resolve_window
+
+        w, s = resolve_window(self.model, self.ppl_window, self.ppl_stride,
+                              self.ppl_convention)
+        return {"ppl_convention": self.ppl_convention, "ppl_window_tokens": w,
+                "ppl_stride_tokens": s}
 
     @property
     def n_layers(self) -> int:
@@ -77,7 +129,8 @@ class QuantSession:
         """`name` applied, scored, timed and sampled (a SchemeRun), remembered by name."""
         from inferlab.engines.quantlab.evaluation import run_scheme
 
-        out = run_scheme(self.model, self.tokenizer, name, self.eval_ids, self.prompt_ids,
-                         self.reference(), decode_tokens, progress)
+        out = run_scheme(self.model, self.tokenizer, name, self.eval_sets, self.prompt_ids,
+                         self.reference(), decode_tokens, progress, self.calibration_texts,
+                         self.ppl())
         self.runs[name] = out
         return out

@@ -132,7 +132,7 @@ def quant() -> dict:
     runs = [session.run(name, decode_tokens=None) for name in ("fp32", "int8", "kv-fp8")]
     layer = session.analyse(1, "qkv", "q4_0")
     settings = dict(QUANT_DEFAULTS, model="tiny", schemes=["fp32", "int8", "kv-fp8"])
-    return _plain(quant_section(settings, session.model_name, len(session.eval_ids), layer,
+    return _plain(quant_section(settings, session.model_name, session.eval_tokens, layer,
                                 runs))
 
 

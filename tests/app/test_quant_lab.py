@@ -79,7 +79,7 @@ def test_live_lab_draws_runs_and_cancels(qtbot, make_window, tmp_path):
     wait_idle(qtbot, window, 120000)
     assert [r.scheme for r in lab.runs] == ["fp32", "int4-g128"]  # the baseline first
     table = lab.view.model_panel.table
-    assert table.rowCount() == 2 and table.item(1, 6).text().endswith("×")
+    assert table.rowCount() == 2 and table.item(1, 7).text().endswith("×")
     assert lab.view.run_button.isEnabled() and not lab.view.cancel_button.isEnabled()
     lab._settings["schemes"] = ["int8", "int8-sym", "q8_0"]
     lab.run_schemes()
@@ -92,3 +92,44 @@ def test_live_lab_draws_runs_and_cancels(qtbot, make_window, tmp_path):
     assert section["state"]["layer"]["scheme"] == "fp8-e5m2"
     names = [e.get("name", "") for e in json.loads(path.read_text())["traceEvents"]]
     assert "Quant lab: int4-g128" in names
+
+
+def test_run_quant_calibrates_on_given_texts_and_says_how_it_scored(capsys, tmp_path):
+    cal = [tmp_path / "c1.txt", tmp_path / "c2.txt"]
+    cal[0].write_text("The kiln fires for three days. " * 10, encoding="utf-8")
+    cal[1].write_text("Split the wood, stack it dry. " * 7, encoding="utf-8")
+    held = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    held[0].write_text("A pendulum swings and the escapement ticks. " * 3, encoding="utf-8")
+    held[1].write_text("Q: where is the key? A: on the hook by the door. " * 3, encoding="utf-8")
+    argv = ["run", "quant", "--model", "tiny", "--scheme", "gptq-int4-g128", "--no-speed",
+            "--json", "--ppl-convention", "llama.cpp", "--ppl-window", "32"]
+    for c in cal:
+        argv += ["--calibration-text", str(c)]
+    for h in held:
+        argv += ["--eval-text", str(h)]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)["metrics"]
+    # the tiny model's tokenizer is byte-level: one token per byte, counted exactly
+    assert out["calibration_tokens"] == sum(len(c.read_bytes()) for c in cal)
+    assert out["eval_texts"] == {h.name: len(h.read_bytes()) for h in held}
+    assert (out["ppl_convention"], out["ppl_window_tokens"], out["ppl_stride_tokens"]) == (
+        "llama.cpp", 32, 32)
+    by_text = out["perplexity_by_text"]
+    assert set(by_text) == {"a.txt", "b.txt"}
+    assert out["perplexity"] == pytest.approx(sum(by_text.values()) / 2)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--calibration-text", "/no/such/cal.txt"], "--calibration-text: cannot read"),
+    (["--ppl-window", "wide"], "--ppl-window: expected a number of tokens or 'full'"),
+    (["--ppl-convention", "llama.cpp", "--ppl-window", "512"],
+     "llama.cpp's convention needs at least 2 * n_ctx = 1024 tokens"),
+])
+def test_run_quant_calibration_and_perplexity_errors_name_the_option(capsys, tmp_path, argv,
+                                                                    message):
+    text = tmp_path / "eval.txt"
+    text.write_text("tick tock " * 20, encoding="utf-8")
+    code = main(["run", "quant", "--model", "tiny", "--no-speed", "--eval-text", str(text),
+                 *argv])
+    assert code != 0
+    assert message in capsys.readouterr().err

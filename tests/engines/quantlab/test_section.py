@@ -19,14 +19,18 @@ def section():
     runs = [session.run(name, decode_tokens=None) for name in ("fp32", "int8", "kv-fp8")]
     layer = session.analyse(1, "qkv", "q4_0")
     settings = dict(QUANT_DEFAULTS, model="tiny", schemes=["fp32", "int8", "kv-fp8"])
-    return json.loads(json.dumps(quant_section(settings, session.model_name,
-                                               len(session.eval_ids), layer, runs))), runs, layer
+    eval_texts = {k: len(v) for k, v in session.eval_sets.items()}
+    return json.loads(json.dumps(quant_section(settings, session.model_name, eval_texts, layer,
+                                               runs, session.ppl_method()))), runs, layer
 
 
 def test_a_section_reads_back_equal(section):
     sec, runs, layer = section
-    settings, model, eval_tokens, got_layer, got_runs = read_quant_section(sec)
+    settings, model, eval_tokens, got_layer, got_runs, how = read_quant_section(sec)
     assert model == "tiny" and eval_tokens == len(b"A clock counts the swings of a pendulum. " * 3)
+    assert how == {"eval_texts": {"eval": eval_tokens}, "ppl_convention": "sliding",
+                   "ppl_window_tokens": 1024, "ppl_stride_tokens": 1023}
+    assert got_runs[1].perplexity_by_text == {"eval": got_runs[1].perplexity}
     assert got_runs == runs
     assert got_layer == layer
     assert settings["schemes"] == ["fp32", "int8", "kv-fp8"]
@@ -36,7 +40,7 @@ def test_a_section_reads_back_equal(section):
 
 def test_an_empty_section_is_a_lab_that_had_not_run():
     sec = quant_section(dict(QUANT_DEFAULTS), None, 0, None, [])
-    assert read_quant_section(sec)[1:] == (None, 0, None, [])
+    assert read_quant_section(sec)[1:5] == (None, 0, None, [])
 
 
 def _paths(value, path=()):
