@@ -1,7 +1,8 @@
 """`inferlab bench LAB --json`: benchmarks whose figures go in notes (ratios, side by side).
 
-The labs' benches come from the registry; `gui` (the window's start-up and frame gaps) and
-`runtime` (the native CPU kernels against torch's ops) are the app's own. A bench whose
+The labs' benches come from the registry; `gui` (the window's start-up and frame gaps),
+`runtime` (the native CPU kernels against torch's ops) and `prefix` (hash vs radix prefix
+caching and FCFS vs LPM, for the KV and batching labs together) are the app's own. A bench whose
 optional package (`LabSpec.bench_requires`) is not installed is reported as not available;
 any other failure, an import error inside a lab included, is an error with its traceback.
 
@@ -24,7 +25,8 @@ from inferlab.app.labs import registry
 from inferlab.app.labs.registry import resolve
 
 APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench",
-               "runtime": "inferlab.app.benches.runtime:run_runtime_bench"}
+               "runtime": "inferlab.app.benches.runtime:run_runtime_bench",
+               "prefix": "inferlab.engines.servelab.prefix_bench:run_prefix_bench"}
 
 
 def benches() -> dict[str, tuple[str, tuple[str, ...]]]:

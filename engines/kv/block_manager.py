@@ -43,7 +43,8 @@ class _Seq:
     `n_registered` blocks (those registered in, or found in, the prefix cache)."""
 
     __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id",
-                 "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node")
+                 "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node",
+                 "radix_pos")
 
     def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
         self.blocks = blocks
@@ -58,6 +59,7 @@ class _Seq:
         self.n_computed = n_cached_tokens
         self.n_inserted = n_cached_tokens
         self.radix_node = None
+        self.radix_pos = 0  # the length of radix_node's path
 
 
 class BlockManager:
@@ -223,7 +225,8 @@ class BlockManager:
             if len(seq.token_ids) % self.block_size and seq.blocks[-1].ref_count == 1:
                 return True
         seq = self._seq(seq_id)
-        return self._append_blocks_needed(seq, n_tokens) <= self.n_free_blocks
+        need = self._append_blocks_needed(seq, n_tokens)
+        return need <= self.pool.n_free or need <= self.n_free_blocks
 
     def _fits(self, need: int, hits: list[Block]) -> bool:
         revived = sum(1 for b in hits if b.ref_count == 0)
@@ -371,6 +374,7 @@ class BlockManager:
         child.n_registered = parent.n_registered
         child.n_prompt, child.n_computed = parent.n_prompt, parent.n_computed
         child.n_inserted, child.radix_node = parent.n_inserted, parent.radix_node
+        child.radix_pos = parent.radix_pos
         if self.radix is not None:
             if child.radix_node is not None:
                 self.radix.lock(child.radix_node)
@@ -387,10 +391,11 @@ class BlockManager:
         if seq is None:
             raise KeyError(f"unknown sequence {seq_id!r}")
         if self.radix is not None:  # cache what it computed before its blocks go
+            if seq.n_computed:
+                self.radix.insert(seq.token_ids[: seq.n_computed], seq.blocks,
+                                  self._radix_start(seq))
             if seq.radix_node is not None:
                 self.radix.unlock(seq.radix_node)
-            if seq.n_computed:
-                self.radix.insert(seq.token_ids[: seq.n_computed], seq.blocks)
         release = self.pool.release
         for block in reversed(seq.blocks):
             release(block)
@@ -434,6 +439,8 @@ class BlockManager:
         if self.radix is not None:  # the tree keeps its copy; a shared kept block is
             seq.n_inserted = min(seq.n_inserted, n_tokens)  # copied before the next write
             seq.n_registered = min(seq.n_registered, n_full)
+            if n_tokens < seq.radix_pos:  # its locked node's path is no longer its prefix
+                seq.radix_pos = -1
         elif seq.n_registered > n_full:
             self._rewind_chain(seq, n_full)
         return [b.block_id for b in reversed(released)]
@@ -506,16 +513,20 @@ class BlockManager:
         prompts sharing them hit while this one still runs), and move this sequence's lock to
         where they end. Only whole prompt blocks: the tree holding the block a sequence still
         writes into would make its next append copy that block."""
-        seq.n_computed = max(seq.n_computed, n_tokens)
+        if n_tokens > seq.n_computed:
+            seq.n_computed = n_tokens
         bs = self.block_size
+        if seq.n_inserted >= seq.n_prompt // bs * bs:  # a decode: no prompt block is left
+            return
         n_ins = min(n_tokens, seq.n_prompt) // bs * bs
         if n_ins <= seq.n_inserted:
             return
-        node = self.radix.insert(seq.token_ids[:n_ins], seq.blocks)
+        node = self.radix.insert(seq.token_ids[:n_ins], seq.blocks, self._radix_start(seq))
         self.radix.lock(node)
         if seq.radix_node is not None:
             self.radix.unlock(seq.radix_node)
-        seq.radix_node, seq.n_inserted = node, n_ins
+        page = self.radix.tree.page_size
+        seq.radix_node, seq.n_inserted, seq.radix_pos = node, n_ins, n_ins - n_ins % page
         seq.n_registered = max(seq.n_registered, n_ins // bs)
 
     def _plan(
@@ -536,6 +547,14 @@ class BlockManager:
         if n_new_tokens is not None and n_new_tokens < 1:
             raise ValueError(f"n_new_tokens must be positive, got {n_new_tokens}")
         self._check_capacity(len(token_ids))
+
+    @staticmethod
+    def _radix_start(seq: _Seq):
+        """Where an insert of `seq`'s tokens may begin: the node it locks, whose path is its
+        first radix_pos tokens (None after a rollback cut into them: from the root)."""
+        if seq.radix_node is None or seq.radix_pos < 0:
+            return None
+        return seq.radix_node, seq.radix_pos
 
     def _plan_radix(self, token_ids: Sequence[int], n_new_tokens: int | None,
                     slots: Sequence[int]) -> tuple[int, list[Block], Block | None]:
@@ -571,7 +590,7 @@ class BlockManager:
         n_cached = len(slots)
         seq = _Seq(blocks, list(token_ids[:n]), n_cached)
         seq.n_prompt = len(token_ids)
-        seq.n_registered, seq.radix_node = len(hits), node
+        seq.n_registered, seq.radix_node, seq.radix_pos = len(hits), node, n_cached
         self.prefix_query_tokens += len(token_ids)
         self.prefix_hit_tokens += n_cached
         radix.recheck(hits)

@@ -33,9 +33,12 @@ class _Slots:
         return self.n
 
     def __getitem__(self, index: slice) -> tuple[int, ...]:
-        bs, table = self.block_size, self.table
-        return tuple(table[p // bs].block_id * bs + p % bs
-                     for p in range(*index.indices(self.n)))
+        start, stop, _ = index.indices(self.n)
+        bs, out = self.block_size, []
+        for j in range(start // bs, -(-stop // bs)):  # one run of slots per block
+            base = self.table[j].block_id * bs - j * bs  # slot of position p: base + p
+            out.extend(range(base + max(start, j * bs), base + min(stop, (j + 1) * bs)))
+        return tuple(out)
 
 
 class RadixBlocks:
@@ -66,8 +69,10 @@ class RadixBlocks:
                 self.n_evictable += 1 if now else -1
 
     def _hold(self, node: RadixNode) -> None:
-        bs, blocks = self.block_size, self.pool.blocks
-        node.payload = tuple(blocks[b] for b in sorted({s // bs for s in node.value}))
+        bs, blocks, value = self.block_size, self.pool.blocks, node.value
+        # consecutive positions: the block changes only where slot % bs wraps to 0
+        first = -value[0] % bs
+        node.payload = tuple(blocks[s // bs] for s in (value[0], *value[first or bs :: bs]))
         locked = 1 if node.lock_ref else 0  # the halves of a locked node's split are locked
         for block in node.payload:
             self.pool.touch(block)
@@ -107,6 +112,8 @@ class RadixBlocks:
 
     def n_available(self, keep: Sequence[Block] = ()) -> int:
         """Blocks an allocation may take: free ones plus evictable ones not in `keep`."""
+        if not keep:
+            return self.pool.n_free + self.n_evictable
         kept = sum(1 for b in set(keep) if b.evictable)
         return self.pool.n_free + self.n_evictable - kept
 
@@ -140,11 +147,12 @@ class RadixBlocks:
         """`match`'s slots, changing nothing."""
         return self.tree.peek(prompt[: len(prompt) - 1])
 
-    def insert(self, token_ids: Sequence[int], table: Sequence[Block]) -> RadixNode:
-        """Cache a sequence's first len(token_ids) tokens from its block table; the node the
-        cached prefix ends on."""
+    def insert(self, token_ids: Sequence[int], table: Sequence[Block],
+               start: tuple[RadixNode, int] | None = None) -> RadixNode:
+        """Cache a sequence's first len(token_ids) tokens from its block table (walking from
+        `start`, as `RadixCache.insert`); the node the cached prefix ends on."""
         slots = _Slots(table, self.block_size, len(token_ids))
-        return self.tree.insert(token_ids, slots)[1]
+        return self.tree.insert(token_ids, slots, start)[1]
 
     def lock(self, node: RadixNode) -> None:
         self.tree.lock(node)

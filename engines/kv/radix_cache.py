@@ -79,7 +79,7 @@ class PrefixMatch:
 def _common_len(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the common prefix of a and b (whole-run comparison first: C speed)."""
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:
+    if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]):
         return n
     lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]: halve on slice equality
     while hi - lo > 1:
@@ -185,16 +185,24 @@ class RadixCache:
         self.hit_tokens += pos
         return PrefixMatch(tuple(slots), node)
 
-    def insert(self, tokens: Sequence[int], slots: Sequence[int]) -> tuple[int, RadixNode]:
+    def insert(self, tokens: Sequence[int], slots: Sequence[int],
+               start: tuple[RadixNode, int] | None = None) -> tuple[int, RadixNode]:
         """Cache `tokens` (whole pages of them) with their K/V `slots`; return how many leading
         tokens were cached already (those keep the slots they had: the caller still owns its
-        own copies of them) and the node the inserted prefix ends on."""
+        own copies of them) and the node the inserted prefix ends on.
+
+        `start` = (node, pos): the caller knows that node's path spells tokens[:pos] (a node it
+        keeps locked, so it is still in the tree), and the walk begins there."""
         if len(tokens) != len(slots):
             raise ValueError(f"{len(tokens)} tokens but {len(slots)} slots")
         n = self._page_floor(len(tokens))
         tokens = tuple(tokens[:n])  # slots are read for the new part only (RadixBlocks' are lazy)
         self._clock += 1
-        node, pos = self.root, 0
+        node, pos = start if start is not None else (self.root, 0)
+        up = node
+        while up is not self.root:  # the path walked over counts as accessed
+            up.last_access = self._clock
+            up = up.parent
         while pos < n:
             child = node.children.get(tokens[pos : pos + self.page_size])
             if child is None:
