@@ -41,6 +41,25 @@ from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.model_quant import LINEARS, QuantizedModel, assemble, linear_name
 from inferlab.engines.quant.schemes import Quantized
 
+GRAM_BLOCK = 512
+"""Inputs wider than two of these add Σ xᵀx block by block, the upper blocks only."""
+
+
+def add_gram(gram: torch.Tensor, x: torch.Tensor) -> None:
+    """gram += xᵀx in place. Wide inputs (SmolLM2's 1536-wide down projection) compute only
+    the blocks on and above the diagonal and mirror the rest: 6 of 9 block products at 1536."""
+    n = x.shape[1]
+    if n < 2 * GRAM_BLOCK:
+        gram.addmm_(x.t(), x)
+        return
+    edges = list(range(0, n, GRAM_BLOCK)) + [n]
+    blocks = list(zip(edges[:-1], edges[1:], strict=True))
+    for k, (a, b) in enumerate(blocks):
+        for c, d in blocks[k:]:
+            gram[a:b, c:d].addmm_(x[:, a:b].t(), x[:, c:d])
+            if c != a:
+                gram[c:d, a:b].copy_(gram[a:b, c:d].t())
+
 
 @dataclass
 class LinearInputs:
@@ -60,12 +79,12 @@ class LinearInputs:
                                                                       dtype=torch.float64))
 
     def add(self, x: torch.Tensor, keep_rows: bool) -> None:
-        x = x.detach().float().clone()
-        self.gram += x.t() @ x
+        x = x.detach().float()
+        add_gram(self.gram, x)
         self.abs_sum += x.abs().sum(0, dtype=torch.float64)
         self.n_rows += x.shape[0]
         if keep_rows:
-            self.rows.append(x)
+            self.rows.append(x.clone())
 
     def hessian(self) -> torch.Tensor:
         """H = 2/n Σ xᵀx: the Hessian of the output error ||x Wᵀ - x Ŵᵀ||² / n in Ŵ's rows."""
@@ -100,7 +119,7 @@ class _Recorder:
         if self.stats is not None:
             self.stats.add(x, self.keep_rows)
         if not self.compute:
-            self.input = x
+            self.input = x.clone()  # a buffer the next forward may reuse
             raise _LayerDone
         self.output = self.linear(x)
         if self.last:

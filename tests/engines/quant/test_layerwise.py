@@ -141,3 +141,17 @@ def test_calibration_tokens_are_counted(tiny):
         qm = gptq_model(model, chunks, true_sequential=ts)
         assert qm.calibration_tokens == len(IDS)
     assert quantize_model(model, "int8").calibration_tokens == 0
+
+
+@pytest.mark.parametrize("width", [64, 1024, 1300])
+def test_the_blocked_gram_is_the_plain_one(width):
+    from inferlab.engines.quant.layerwise import add_gram
+
+    torch.manual_seed(0)
+    x1, x2 = torch.randn(37, width), torch.randn(11, width)
+    gram = torch.zeros(width, width)
+    add_gram(gram, x1)
+    add_gram(gram, x2)
+    ref = x1.double().t() @ x1.double() + x2.double().t() @ x2.double()
+    assert torch.allclose(gram.double(), ref, rtol=1e-4, atol=1e-3)
+    assert torch.equal(gram, gram.t())
