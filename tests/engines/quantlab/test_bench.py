@@ -23,3 +23,29 @@ def test_bench_figures_on_the_tiny_model():
     assert table["kv-fp8"]["kv_bytes_per_token"] < table["fp32"]["kv_bytes_per_token"] / 3
     assert set(out["int8_lm_head_decode"]) == {"int8-sym+int8-lm_head",
                                                "int4-g128+int8-lm_head"}
+
+
+def test_bench_scores_every_held_out_text_and_the_gptq_variants():
+    texts = {"prose": "Clocks count swings of a pendulum. " * 12,
+             "dialogue": "A: Is the kiln hot? B: Not yet, give it an hour. " * 8}
+    out = run_quant_bench("tiny", ["int4-g128", "gptq-int4-g128"], decode_tokens=4, rounds=1,
+                          rss=False, eval_text=texts, gptq_damp=[0.01, 0.1])
+    assert out["eval_texts"] == {k: len(v.encode()) for k, v in texts.items()}  # byte tokens
+    assert (out["ppl_convention"], out["ppl_window_tokens"], out["ppl_stride_tokens"]) == (
+        "sliding", 1024, 1023)
+    table = out["schemes"]
+    fp32, rtn, gptq = (table[n]["perplexity_by_text"] for n in ("fp32", "int4-g128",
+                                                               "gptq-int4-g128"))
+    assert set(gptq) == set(texts)
+    assert table["gptq-int4-g128"]["perplexity"] == pytest.approx(sum(gptq.values()) / 2)
+    by_text = {k: (rtn[k] - gptq[k]) / (rtn[k] - fp32[k]) for k in texts}
+    assert table["gptq-int4-g128"]["recovered_by_text"] == pytest.approx(by_text)
+    assert table["gptq-int4-g128"]["recovered"] == pytest.approx(sum(by_text.values()) / 2)
+    assert table["gptq-int4-g128"]["calibration_tokens"] == out["calibration_tokens"] > 32_000
+    assert table["int4-g128"]["calibration_tokens"] == 0
+    variants = out["gptq_variants"]
+    assert [(v["act_order"], v["damp"]) for v in variants.values()] == [
+        (True, 0.01), (False, 0.01), (True, 0.1), (False, 0.1)]
+    default = variants["act-order, damp 0.01"]  # the default scheme, quantized again
+    assert default["perplexity_by_text"] == pytest.approx(gptq)
+    assert all(v["quantize_seconds"] > 0 for v in variants.values())
