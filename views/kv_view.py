@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -43,6 +44,8 @@ from inferlab.views.kv_grid import (
     lut_hex,
     seq_color_hex,
 )
+from inferlab.views.radix_tree import LEGEND as TREE_LEGEND
+from inferlab.views.radix_tree import RadixTreePlot
 from inferlab.views.stepped_controls import SteppedView
 
 SEQ_COLUMNS = ("seq", "paged", "contig.", "tokens", "cached", "output so far", "prompt")
@@ -85,6 +88,20 @@ def legend_widget() -> QWidget:
     return box
 
 
+def _swatch_legend(items: Sequence[tuple[str, str]]) -> QWidget:
+    """One row of (text, colour) swatches (the prefix tree's legend)."""
+    box = QWidget()
+    row = QHBoxLayout(box)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.setSpacing(4)
+    for text, color in items:
+        row.addWidget(_swatch([color]))
+        row.addWidget(QLabel(text))
+        row.addSpacing(6)
+    row.addStretch(1)
+    return box
+
+
 class KVView(SteppedView):
     """Everything the KV lab shows. Signals ask the lab for work; `draw` shows records."""
 
@@ -118,6 +135,13 @@ class KVView(SteppedView):
                                  "with one fp32 scale per token and head (vLLM's fp8 KV): "
                                  "fewer bytes per block, attention dequantizes on read")
         self.kernels = kernel_choice()
+        self.prefix_cache = QComboBox()
+        for key, label in (("hash", "block hashes"), ("radix", "radix tree"), ("none", "off")):
+            self.prefix_cache.addItem(label, key)
+        self.prefix_cache.setToolTip(
+            "How cached prefixes are found: vLLM's chained block hashes (whole blocks), "
+            "SGLang's radix tree over token ids (any length: a hit ending inside a block "
+            "copies that block), or no prefix caching")
         self.n_blocks = QSpinBox()
         self.n_blocks.setRange(0, 1_000_000)
         self.n_blocks.setSpecialValueText("auto")
@@ -129,6 +153,7 @@ class KVView(SteppedView):
                           "Step until the scenario ends, or pause (Space)")
         self.kv_dtype.currentIndexChanged.connect(self._emit)
         self.kernels.currentIndexChanged.connect(self._emit)
+        self.prefix_cache.currentIndexChanged.connect(self._emit)
         for combo in (self.scenario, self.model):
             combo.currentIndexChanged.connect(self._emit)
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
@@ -147,6 +172,7 @@ class KVView(SteppedView):
         for label, widget, stretch in (("Scenario", self.scenario, 3), ("Model", self.model, 2),
                                        ("Block", self.block_size, 0),
                                        ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0),
+                                       ("Prefix", self.prefix_cache, 0),
                                        ("Kernels", self.kernels, 0)):
             row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
@@ -252,8 +278,24 @@ class KVView(SteppedView):
         self.events.setReadOnly(True)
         self.events.setMaximumBlockCount(400)
         self.events.setPlaceholderText("What each step did")
+        self.tree = RadixTreePlot()
+        self.tree.hovered.connect(lambda t: self.tree_hover.setText(t or " "))
+        self.tree_hover = QLabel(" ")
+        self.tree_hover.setStyleSheet("color: #444")
+        self.tree_hover.setWordWrap(True)
+        tree_box = QWidget()
+        tree_col = QVBoxLayout(tree_box)
+        tree_col.setContentsMargins(0, 0, 0, 0)
+        tree_col.setSpacing(2)
+        tree_col.addWidget(self.tree, 1)
+        tree_col.addWidget(_swatch_legend(TREE_LEGEND))
+        tree_col.addWidget(self.tree_hover)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.curves, "Memory over steps")
+        self.tabs.addTab(tree_box, "Prefix tree")
+        self._tree_shown = False
         bottom_row = QSplitter(Qt.Horizontal)
-        bottom_row.addWidget(self.curves)
+        bottom_row.addWidget(self.tabs)
         bottom_row.addWidget(self.events)
         bottom_row.setSizes([700, 380])
         bottom = QWidget()
@@ -315,12 +357,14 @@ class KVView(SteppedView):
         self.n_blocks.setValue(int(s.get("n_blocks", 0) or 0))
         select_choice(self.kv_dtype, s.get("kv_dtype", "model"))
         select_choice(self.kernels, s.get("kernels", "auto"))
+        select_choice(self.prefix_cache, s.get("prefix_cache", "hash"))
         self._quiet = False
 
     def settings(self) -> dict:
         return {"scenario": self.scenario.currentData(), "model": self.model.currentData(),
                 "block_size": self.block_size.value(), "n_blocks": self.n_blocks.value(),
-                "kv_dtype": self.kv_dtype.currentData(), "kernels": self.kernels.currentData()}
+                "kv_dtype": self.kv_dtype.currentData(), "kernels": self.kernels.currentData(),
+                "prefix_cache": self.prefix_cache.currentData()}
 
     def _emit(self, *_args) -> None:
         if not self._quiet:
@@ -329,7 +373,7 @@ class KVView(SteppedView):
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
         for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.kv_dtype,
-                  self.kernels, self.reset_button, self.step_button, self.run_button):
+                  self.kernels, self.prefix_cache, self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
 
     # ---- drawing -----------------------------------------------------------------------------
@@ -388,6 +432,7 @@ class KVView(SteppedView):
             f"({c.slots_external_waste:,} slots)")
         self.line.draw(n_slots, info.max_seq_len, rec, colors, self.selected)
         self.curves.draw(self.records, info.bytes_per_slot, n_slots, rec.step)
+        self._draw_tree(index)
         self._fill_seq_table(rec, colors)
         self._fill_detail(rec)
         self._fill_events(index)
@@ -403,6 +448,18 @@ class KVView(SteppedView):
             f"{p.evictions} evictions · {waiting} waiting · running: {p.n_seqs} paged, "
             f"{c.n_seqs} contiguous"
             + (f" · {rec.step_s * 1e3:.0f} ms" if rec.step_s else ""))
+
+    def _draw_tree(self, index: int) -> None:
+        rec = self.records[index]
+        if rec.radix is None:
+            self.tree.draw(None, message="The prefix tree is drawn with the radix prefix cache "
+                                         "(Prefix: radix tree).")
+            return
+        previous = self.records[index - 1].radix if index > 0 else None
+        self.tree.draw(rec.radix, previous)
+        if not self._tree_shown:  # the first radix run: show what it is about
+            self._tree_shown = True
+            self.tabs.setCurrentIndex(1)
 
     def pool_at(self, index: int):
         """(pool state, its step) shown for step `index`: its own, else the latest before it

@@ -102,6 +102,8 @@ class KVLab(SteppedLab):
     def prepared(self, first: bool) -> None:
         """On the lab's first opening, select a sequence a prefix hit served, to show what a
         selection highlights."""
+        if self.session is not None:  # the tree's hover shows a node's tokens as text
+            self.view.tree.decode = self.session.tokenizer.decode
         if first and self.records:
             hit = next((q.seq_id for q in self.records[-1].seqs
                         if q.n_cached and q.status == "running"), None)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from inferlab.engines.kv.pool_state import KVPoolState
+from inferlab.engines.kv.radix_state import RadixTreeState, radix_state_from_dict
 from inferlab.engines.kv.stats import KVStats
 from inferlab.engines.settings import (
     Setting,
@@ -98,6 +99,8 @@ class KVStepRecord:
     """Whether the model ran this step (False while only the contiguous side catches up)."""
     step_s: float = 0.0
     """Wall time of the step (model forward included)."""
+    radix: RadixTreeState | None = None
+    """The radix prefix tree after the step (radix prefix caching only)."""
 
     def seq(self, seq_id: str) -> SeqStep | None:
         for s in self.seqs:
@@ -187,7 +190,8 @@ def step_to_dict(rec: KVStepRecord, with_pool: bool = True) -> dict:
             "regions": [asdict(r) for r in rec.regions],
             "contiguous_free": [list(e) for e in rec.contiguous_free],
             "seqs": [asdict(s) for s in rec.seqs], "events": list(rec.events),
-            "ran_model": rec.ran_model, "step_s": rec.step_s}
+            "ran_model": rec.ran_model, "step_s": rec.step_s,
+            "radix": rec.radix.to_dict() if with_pool and rec.radix is not None else None}
 
 
 def _extent(v, where: str) -> tuple[int, int]:
@@ -206,12 +210,14 @@ STEP_FIELDS = {
         SeqStep, q, qw, SEQ_STEP_FIELDS), w, MAX_SEQS)),
     "events": lambda v, w: tuple(Setting("str-list", max_len=100_000).check(v, w)),
     "ran_model": Setting("bool"), "step_s": Setting("float", 0),
+    "radix": lambda v, w: radix_state_from_dict(v, w) if v is not None else None,
 }
 
 
 def step_from_dict(d: dict, where: str) -> KVStepRecord:
     f = read_fields(d, STEP_FIELDS, where, optional={
-        "pool": None, "contiguous_free": (), "events": (), "ran_model": True, "step_s": 0.0})
+        "pool": None, "contiguous_free": (), "events": (), "ran_model": True, "step_s": 0.0,
+        "radix": None})
     return KVStepRecord(**f)
 
 

@@ -11,6 +11,11 @@
     pressure       more work than the pool holds: requests wait for blocks, running ones may be
                    preempted (recomputed later), and a request longer than the whole pool is
                    refused with a message instead of waiting forever
+    multi-turn     two chats of three turns: each turn's prompt is the conversation so far
+                   (earlier questions and answers) plus a new question, so it starts with the
+                   previous turn's whole prompt, which rarely ends on a block boundary: the
+                   radix tree (--prefix-cache radix) finds all of it, block hashes the whole
+                   blocks only
 
 A scenario is text, not token ids: `prepare(tokenizer, ...)` tokenizes it for the model at hand
 (with the chat template when the model has one) and sizes the pool from the token counts,
@@ -38,6 +43,8 @@ class RequestSpec:
     seed: int = 0
     longer_than_pool: bool = False
     """The prompt is padded at prepare time until it is longer than the whole pool."""
+    history: tuple[tuple[str, str], ...] = ()
+    """Earlier (user, assistant) turns of the conversation, before `user`."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,17 @@ _STORIES = (
 )
 
 
+_CHATS = (
+    (("Can I renew a book online?",
+      "Yes: sign in to your account and press Renew next to the loan."),
+     ("How many times can I renew it?", "Up to three times, unless someone has reserved it."),
+     ("And if someone has reserved it?", "Then it is due back on its date; we will email you.")),
+    (("Is the library open on Sunday?", "Yes, from noon to five in the afternoon."),
+     ("Can I print there on Sunday?", "Yes, the printers work whenever the library is open."),
+     ("How much does a page cost?", "Ten cents for black and white, fifty for colour.")),
+)
+
+
 def _scenarios() -> dict[str, Scenario]:
     ragged = Scenario(
         "ragged", "Many ragged requests",
@@ -147,7 +165,19 @@ def _scenarios() -> dict[str, Scenario]:
          RequestSpec("r-long", PROOFREAD, 16, 1, longer_than_pool=True),
          *stories[3:]),
         pool_fraction=0.45)
-    return {s.name: s for s in (ragged, shared, fork, pressure)}
+    chats = []
+    for c, turns in enumerate(_CHATS):
+        for t, (question, _answer) in enumerate(turns):
+            chats.append(RequestSpec(f"c{c}t{t}", question, 12, 16 * t + c,
+                                     system=LIBRARY_SYSTEM, history=turns[:t]))
+    multi = Scenario(
+        "multi-turn", "Multi-turn chat (radix prefix cache)",
+        "Two conversations of three turns with the library assistant. Each turn's prompt is "
+        "the conversation so far plus a new question, so it begins with the previous turn's "
+        "whole prompt. With the radix tree (prefix cache: radix) every one of those tokens "
+        "is a hit; block hashes find only the whole blocks of it.",
+        tuple(sorted(chats, key=lambda s: s.arrival_step)))
+    return {s.name: s for s in (ragged, shared, fork, pressure, multi)}
 
 
 SCENARIOS: dict[str, Scenario] = _scenarios()
@@ -162,12 +192,20 @@ def get_scenario(name: str) -> Scenario:
                          f"{', '.join(SCENARIO_NAMES)}") from None
 
 
-def encode_request(tokenizer, user: str, system: str = "") -> list[int]:
-    """Prompt ids: through the model's chat template when it has one, else plain text."""
+def encode_request(tokenizer, user: str, system: str = "",
+                   history: tuple[tuple[str, str], ...] = ()) -> list[int]:
+    """Prompt ids: through the model's chat template when it has one, else plain text
+    ("User: ..." / "Assistant: ..." lines when there are earlier turns)."""
     if getattr(tokenizer, "chat_template", None) is not None:
         messages = ([{"role": "system", "content": system}] if system else [])
+        for asked, answered in history:
+            messages += [{"role": "user", "content": asked},
+                         {"role": "assistant", "content": answered}]
         messages.append({"role": "user", "content": user})
         return tokenizer.encode(tokenizer.apply_chat(messages))
+    if history:
+        turns = "".join(f"User: {q}\nAssistant: {a}\n" for q, a in history)
+        user = f"{turns}User: {user}\nAssistant:"
     return tokenizer.encode(f"{system}\n\n{user}" if system else user)
 
 
@@ -188,7 +226,7 @@ def prepare(scenario: Scenario | str, tokenizer, block_size: int = 16,
         raise ValueError(f"block size must be at least 1 token, got {block_size}")
     if n_blocks is not None and n_blocks < 0:
         raise ValueError(f"the pool needs a positive number of blocks, got {n_blocks}")
-    encoded = [(spec, encode_request(tokenizer, spec.user, spec.system))
+    encoded = [(spec, encode_request(tokenizer, spec.user, spec.system, spec.history))
                for spec in scenario.requests]
     normal = [(s, ids) for s, ids in encoded if not s.longer_than_pool]
     if not n_blocks:

@@ -37,6 +37,7 @@ from collections import defaultdict
 
 from inferlab.engines.kv.contiguous import ContiguousAllocator
 from inferlab.engines.kv.errors import KVOutOfMemoryError
+from inferlab.engines.kv.radix_state import radix_tree_state
 from inferlab.engines.kvlab.records import (
     FINISHED,
     PREEMPTED,
@@ -214,7 +215,9 @@ class KVLabSession:
             pool=self.blocks.pool_state(), regions=self._regions(),
             contiguous_free=tuple(self.contiguous.free_extents()), seqs=self._seq_steps(),
             events=tuple(events), ran_model=not out.is_empty,
-            step_s=time.perf_counter() - t0)
+            step_s=time.perf_counter() - t0,
+            radix=(radix_tree_state(self.blocks.radix.tree) if self.blocks.radix is not None
+                   else None))
         self.step_index += 1
         return record
 

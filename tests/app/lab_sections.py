@@ -81,8 +81,9 @@ def mcu() -> dict:
 def kv() -> dict:
     from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_run, kv_section
 
-    settings = dict(KV_DEFAULTS, model="tiny", scenario="fork")
-    session, records = kv_run(settings, max_steps=12)
+    # multi-turn with the radix cache: the steps carry the prefix tree too (a turn hits at 16)
+    settings = dict(KV_DEFAULTS, model="tiny", scenario="multi-turn", prefix_cache="radix")
+    session, records = kv_run(settings, max_steps=18)
     return _plain(kv_section(settings, session.info, session.seq_infos(), records))
 
 

@@ -285,3 +285,36 @@ def test_a_big_runs_snapshot_keeps_some_pools_and_replays_them(qtbot, monkeypatc
     assert view.grid.pool is replay[every].pool
     assert f"as of step {every}" in view.grid_title.text()
     assert [r.paged for r in replay] == [r.paged for r in records]
+
+
+def test_the_prefix_tree_tab_draws_a_radix_run_and_names_hovered_nodes(qtbot):
+    """Multi-turn with the radix cache on the tiny model: the tree tab opens on the first
+    radix step, its bars are the tree's nodes, a turn that hit is outlined, and hovering a bar
+    names that node's tokens."""
+    from inferlab.views.kv_view import KVView
+
+    settings = dict(KV_DEFAULTS, model="tiny", scenario="multi-turn", prefix_cache="radix")
+    session, records = kvlab_section.kv_run(settings, max_steps=18)
+    view = KVView()
+    qtbot.addWidget(view)
+    view.draw(session.info, session.seq_infos(), records)
+    assert view.tabs.currentIndex() == 1
+    state = view.tree.state
+    assert state is records[-1].radix and state.n_nodes >= 2
+    hit_step = next(i for i, r in enumerate(records)
+                    if any(q.seq_id == "c0t1" and q.n_cached for q in r.seqs))
+    view.show_step(hit_step)
+    bars = [item for item in view.tree.getPlotItem().items if hasattr(item, "opts")
+            and "pens" in item.opts]
+    assert bars and any(p.width() == 3 for p in bars[0].opts["pens"])  # outlined: just hit
+    state, i = view.tree.state, 0
+    x, y = state.start[i] + 0.5, view.tree._rows[0][i] + 0.5
+    assert view.tree.node_at(x, y) == i
+    view.tree.decode = lambda ids: "decoded!"
+    assert "decoded!" in view.tree.hover_text(i) and f"node {state.node_id[i]}" in \
+        view.tree.hover_text(i)
+    # a hash run has no tree: the tab says how to get one
+    settings["prefix_cache"] = "hash"
+    session, records = kvlab_section.kv_run(settings, max_steps=2)
+    view.draw(session.info, session.seq_infos(), records)
+    assert view.tree.state is None
