@@ -50,7 +50,7 @@ class ModelPanel(QWidget):
         self.pareto = pg.PlotWidget()
         pp = self.pareto.getPlotItem()
         pp.setLabel("bottom", "weight memory (MB = 10⁶ bytes)")
-        pp.setLabel("left", "perplexity, mean of held-out texts (log; lower is better)")
+        pp.setLabel("left", "perplexity, held-out mean (log)")
         pp.setTitle("Quality against size")
         pp.setLogMode(y=True)  # pruning without fine-tuning lands 100x above the rest
         style_plot(pp)
@@ -69,9 +69,9 @@ class ModelPanel(QWidget):
         self.sqnr_scheme = QComboBox()
         self.sqnr_scheme.setToolTip("The scheme whose per-linear SQNR is drawn")
         self.sqnr_scheme.currentIndexChanged.connect(lambda _i: self._draw_sqnr())
-        self.table = FactTable(("Scheme", "Perplexity (mean)", "Δ vs fp32", "Per held-out text",
-                                "Weights", "KV / token", "Decode tok/s", "× fp32", "Runs as",
-                                "Agrees", "Calib. tokens", "Quantize s", "Sample (greedy)"))
+        self.table = FactTable(("Scheme", "Perplexity (mean)", "Δ vs fp32", "Calib. tokens",
+                                "Per held-out text", "Weights", "KV / token", "Decode tok/s",
+                                "× fp32", "Runs as", "Agrees", "Quantize s", "Sample (greedy)"))
         self.table.setWordWrap(False)
         self.note = QLabel()
         self.note.setWordWrap(True)
@@ -187,10 +187,10 @@ class ModelPanel(QWidget):
                 not base.decode_tokens_per_s else \
                 f"{r.decode_tokens_per_s / base.decode_tokens_per_s:.2f}×"
             per_text = " · ".join(f"{k} {v:.2f}" for k, v in r.perplexity_by_text.items())
-            rows.append((r.scheme, f"{r.perplexity:.2f}", delta, per_text,
+            rows.append((r.scheme, f"{r.perplexity:.2f}", delta,
+                         f"{r.calibration_tokens:,}" if r.calibration_tokens else "—", per_text,
                          f"{r.weight_bytes / MB:.1f} MB", f"{r.kv_bytes_per_token:,} B", speed,
                          ratio, r.runs_as, f"{r.sample_agree_tokens} tok",
-                         f"{r.calibration_tokens:,}" if r.calibration_tokens else "—",
                          f"{r.quantize_s:.1f}", r.sample_text.replace("\n", " ⏎ "),
                          {"tip": f"{r.scheme}: {describe(r.scheme)}\n\n{r.sample_text}"}))
         self.table.set_rows(rows)

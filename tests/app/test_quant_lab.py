@@ -34,6 +34,7 @@ def test_run_quant_json_and_the_snapshot_reopens(capsys, tmp_path, make_window):
     assert lab.read_only and not lab.view.run_button.isEnabled()
     assert lab.view.model_panel.table.rowCount() == 2
     assert lab.view.model_panel.table.item(1, 0).text() == "int8"
+    assert lab.view.model_panel.table.item(1, 3).text() == "—"  # calibration tokens: none
     assert lab.view.tabs.currentWidget() is lab.view.model_panel
     window.show_live()
     assert not lab.read_only
@@ -79,7 +80,7 @@ def test_live_lab_draws_runs_and_cancels(qtbot, make_window, tmp_path):
     wait_idle(qtbot, window, 120000)
     assert [r.scheme for r in lab.runs] == ["fp32", "int4-g128"]  # the baseline first
     table = lab.view.model_panel.table
-    assert table.rowCount() == 2 and table.item(1, 7).text().endswith("×")
+    assert table.rowCount() == 2 and table.item(1, 8).text().endswith("×")
     assert lab.view.run_button.isEnabled() and not lab.view.cancel_button.isEnabled()
     lab._settings["schemes"] = ["int8", "int8-sym", "q8_0"]
     lab.run_schemes()
