@@ -31,6 +31,7 @@ from inferlab.engines.batchlab.timeline import (
     IterationStrips,
     TimelineBuilder,
     TimelineSegments,
+    cached_tokens_by_request,
     iteration_strips,
     segment_at,
     synthetic_schedule,
@@ -52,6 +53,7 @@ STATE_LEGEND = {WAITING: "waiting (queued)", PREFILL: "prefill", DECODE: "decode
 BAR_HEIGHT = 0.8
 """Of a row's height: the gap between bars keeps neighbouring rows apart."""
 BATCH_COLOR, KV_COLOR, CURSOR_COLOR = "#333333", "#7A4FA0", "#222222"
+CACHED_COLOR = "#E69F00"  # prefix-hit tokens: orange, apart from prefill and decode
 LABEL_WIDTH_PX = 128
 AXIS_WIDTH_PX = 52
 
@@ -113,8 +115,8 @@ consecutive iterations, each drawn at its peak, so a spike never disappears."""
 def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
                   x_range: tuple[float, float] | None = None, max_steps: int = MAX_STRIP_STEPS):
     """(start, end, value) of the iterations overlapping `x_range` (all: None), at most
-    `max_steps` of them: bins of g consecutive iterations span [first start, last end] at
-    their maximum value."""
+    `max_steps` of them (plus one per idle gap): bins of g consecutive iterations, cut at idle
+    gaps, span [first start, last end] at their maximum value."""
     lo, hi = 0, start_s.shape[0]
     if x_range is not None and hi:
         lo = int(np.searchsorted(end_s, x_range[0], side="left"))
@@ -125,8 +127,13 @@ def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
     if n <= max_steps:
         return a, b, v
     g = -(-n // max_steps)
-    cut = np.arange(0, n, g)
-    return a[cut], b[np.minimum(cut + g, n) - 1], np.maximum.reduceat(v, cut)
+    # a bin never spans idle time (a gap as step_xy breaks on): its peak would be drawn
+    # across the gap, as if that iteration had lasted through it
+    tol = 0.5 * float(np.median(b - a))
+    idle = np.nonzero(a[1:] - b[:-1] > tol)[0] + 1
+    cut = np.union1d(np.arange(0, n, g), idle)
+    last = np.append(cut[1:], n) - 1
+    return a[cut], b[last], np.maximum.reduceat(v, cut)
 
 
 class GanttFrame(QWidget):
@@ -248,7 +255,8 @@ class BatchTimelineView(GanttFrame):
         self.batch_plot = self._strip(2, "batch size<br>(sequences)")
         self.tokens_plot = self._strip(
             3, f'tokens / iteration:<br><span style="color:{STATE_COLORS[PREFILL]}">prefill</span>'
-               f', <span style="color:{STATE_COLORS[DECODE]}">decode</span>')
+               f', <span style="color:{STATE_COLORS[DECODE]}">decode</span>,'
+               f'<br><span style="color:{CACHED_COLOR}">prefix hit</span>')
         self.kv_plot = self._strip(4, "KV pool used (%)")
         self.preempt_plot = self._strip(
             5, f'<span style="color:{STATE_COLORS[PREEMPTED]}">preemptions</span><br>'
@@ -266,6 +274,8 @@ class BatchTimelineView(GanttFrame):
         self.batch_curve = self._curve(self.batch_plot, BATCH_COLOR)
         self.prefill_curve = self._curve(self.tokens_plot, STATE_COLORS[PREFILL])
         self.decode_curve = self._curve(self.tokens_plot, STATE_COLORS[DECODE], width=1.5)
+        self.cached_curve = self._curve(self.tokens_plot, CACHED_COLOR, width=1.5)
+        self.cached_curve.setZValue(-1)  # under the decode line, which sits near 0 too
         self.kv_curve = self._curve(self.kv_plot, KV_COLOR)
         self.preempt_curve = pg.PlotCurveItem(pen=pg.mkPen(STATE_COLORS[PREEMPTED], width=2),
                                               connect="pairs")
@@ -293,6 +303,7 @@ class BatchTimelineView(GanttFrame):
         self._builder = None  # the TimelineBuilder of the drawn records (see _segments)
         self._built, self._built_requests, self._built_last = 0, None, None
         self._strip_parts: list[IterationStrips] = []
+        self._cached: dict[str, int] = {}  # request id -> prompt tokens a prefix hit supplied
         self.current_index: int | None = None
         self._hover_text = ""
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
@@ -330,8 +341,11 @@ class BatchTimelineView(GanttFrame):
             b = self._builder = TimelineBuilder(requests)
             self._built_requests, n = requests, 0
             self._strip_parts = []
+            self._cached = {}
         new = iterations[n:]
         b.extend(new)
+        for rid, cached in cached_tokens_by_request(new).items():
+            self._cached.setdefault(rid, cached)
         if new:
             self._strip_parts.append(iteration_strips(new))
         if len(self._strip_parts) > 1:  # one set of arrays, extended by concatenation
@@ -380,6 +394,7 @@ class BatchTimelineView(GanttFrame):
         for curve, values in ((self.batch_curve, s.batch_size),
                               (self.prefill_curve, s.prefill_tokens),
                               (self.decode_curve, s.decode_tokens),
+                              (self.cached_curve, s.cached_tokens),
                               (self.kv_curve, 100.0 * s.kv_usage)):
             x, y, connect = step_xy(*visible_peaks(s.start_s, s.end_s, values, x_range))
             curve.setData(x, y, connect=connect, skipFiniteCheck=True)
@@ -438,8 +453,10 @@ class BatchTimelineView(GanttFrame):
         row = int(seg.row[i])
         info = self._info_by_row[row]
         a, b = float(seg.start_s[i]), float(seg.end_s[i])
+        cached = self._cached.get(info.request_id, 0)
+        hit = f" ({cached} cached: a prefix hit)" if cached else ""
         return (f"{info.request_id} · {STATE_NAMES[int(seg.state[i])]} · {a:.3f}–{b:.3f} s "
-                f"({b - a:.3f} s) · prompt {info.prompt_tokens} tokens · max new "
+                f"({b - a:.3f} s) · prompt {info.prompt_tokens} tokens{hit} · max new "
                 f"{info.max_new_tokens} tokens · arrived {info.arrival_s:.3f} s")
 
     def _on_click(self, event) -> None:

@@ -41,6 +41,27 @@ POLICY_LABELS = (
     ("static", "static",
      "a batch is formed, run until every request in it has finished, then the next"),
 )
+WORKLOAD_LABELS = (
+    ("lognormal", "seeded (distinct prompts)",
+     "Poisson arrivals, lognormal prompt and output lengths, prompts that share nothing"),
+    ("multi-turn", "multi-turn chat",
+     "each turn's prompt is the conversation so far plus a new question"),
+    ("few-shot", "few-shot", "one shared block of examples, then each request's question"),
+    ("doc-qa", "document QA", "one long shared document, then each request's question"),
+    ("parallel", "parallel branches", "n branches of one prefix arriving together"),
+    ("agent", "agent loop", "a tool transcript that grows by one tool result per step"),
+)
+PREFIX_CACHE_LABELS = (
+    ("hash", "block hashes", "vLLM: full blocks found by their chained hashes"),
+    ("radix", "radix tree", "SGLang: any cached prefix, token by token, in a radix tree"),
+    ("none", "off", "no prefix caching: every prompt computed whole"),
+)
+SCHEDULE_LABELS = (
+    ("fcfs", "FCFS", "waiting requests admitted in arrival order"),
+    ("lpm", "longest prefix first",
+     "SGLang's LPM: the request with the most cached prompt tokens first (FCFS past 128 "
+     "waiting)"),
+)
 CLOCK_LABELS = (
     ("simulated", "simulated",
      "no model runs: each iteration takes the roofline time of its batch for the model "
@@ -114,6 +135,14 @@ class BatchingView(SteppedView):
         self.policy = self._combo(POLICY_LABELS)
         self.policy.setToolTip("How the scheduler forms each iteration's batch")
         self.clock = self._combo(CLOCK_LABELS)
+        self.scenario = self._combo(WORKLOAD_LABELS)
+        self.scenario.setToolTip("What the requests share: the seeded stream shares nothing "
+                                 "(requests, rate, seed apply); a scenario sizes itself")
+        self.prefix_cache = self._combo(PREFIX_CACHE_LABELS)
+        self.prefix_cache.setToolTip("How cached prefixes are found")
+        self.schedule = self._combo(SCHEDULE_LABELS)
+        self.schedule.setToolTip("Which waiting request is admitted next")
+        self.scenario.currentIndexChanged.connect(self._scenario_changed)
         self.clock.setToolTip("What an iteration's time is: the roofline model's or the "
                               "real model's on this machine")
         self.requests_spin = QSpinBox()
@@ -158,6 +187,13 @@ class BatchingView(SteppedView):
                               ("kernels", self.kernels)):
             target_row.addWidget(QLabel(label))
             target_row.addWidget(widget, 1)
+        prefix_row = QHBoxLayout()
+        prefix_row.setContentsMargins(0, 0, 0, 0)
+        for label, widget in (("Requests that share", self.scenario),
+                              ("Prefix cache", self.prefix_cache),
+                              ("Admission", self.schedule)):
+            prefix_row.addWidget(QLabel(label))
+            prefix_row.addWidget(widget, 1)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         for label, widget, stretch in (("Policy", self.policy, 3), ("Clock", self.clock, 2),
@@ -220,6 +256,7 @@ class BatchingView(SteppedView):
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addLayout(target_row)
+        layout.addLayout(prefix_row)
         layout.addWidget(self.status)
         layout.addLayout(metrics_row)
         layout.addWidget(self.tabs, 1)
@@ -242,7 +279,8 @@ class BatchingView(SteppedView):
         self._quiet = True
         for combo, key in ((self.policy, "policy"), (self.clock, "clock"),
                            (self.model_config, "model_config"), (self.hardware, "hardware"),
-                           (self.wall_model, "model")):
+                           (self.wall_model, "model"), (self.scenario, "scenario"),
+                           (self.prefix_cache, "prefix_cache"), (self.schedule, "schedule")):
             index = combo.findData(s.get(key))
             if index >= 0:
                 combo.setCurrentIndex(index)
@@ -251,6 +289,7 @@ class BatchingView(SteppedView):
         self.rate.setValue(float(s.get("rate_per_s", 1.0)))
         self.seed.setValue(int(s.get("seed", 0)))
         self._clock_changed()
+        self._scenario_changed()
         self._quiet = False
 
     def settings(self) -> dict:
@@ -258,6 +297,9 @@ class BatchingView(SteppedView):
                 "model_config": self.model_config.currentData(),
                 "hardware": self.hardware.currentData(), "model": self.wall_model.currentData(),
                 "kernels": self.kernels.currentData(),
+                "scenario": self.scenario.currentData(),
+                "prefix_cache": self.prefix_cache.currentData(),
+                "schedule": self.schedule.currentData(),
                 "requests": self.requests_spin.value(), "rate_per_s": self.rate.value(),
                 "seed": self.seed.value()}
 
@@ -265,13 +307,20 @@ class BatchingView(SteppedView):
         if not self._quiet:
             self.settings_changed.emit(self.settings())
 
+    def _scenario_changed(self, *_args) -> None:
+        """The request count and rate apply to the seeded stream only."""
+        seeded = self.scenario.currentData() == "lognormal"
+        for w in (self.requests_spin, self.rate):
+            w.setEnabled(seeded and not self.read_only)
+
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
         for w in (self.policy, self.clock, self.requests_spin, self.rate, self.seed,
-                  self.reset_button, self.step_button, self.run_button, self.compare.button,
-                  self.sweep.button):
+                  self.scenario, self.prefix_cache, self.schedule, self.reset_button,
+                  self.step_button, self.run_button, self.compare.button, self.sweep.button):
             w.setEnabled(not read_only)
         self._clock_changed()
+        self._scenario_changed()
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
@@ -358,7 +407,8 @@ class BatchingView(SteppedView):
             "TTFT = first token − arrival; TPOT = (E2E − TTFT) ÷ (output tokens − 1); "
             "ITL: every gap between two tokens, pooled (vLLM's definitions)",
             f"Preemptions: <b>{m.get('preemptions', 0)}</b> (a preempted request recomputes "
-            "its KV cache)",
+            "its KV cache) · prefix hit rate = cached prompt tokens ÷ prompt tokens = "
+            f"<b>{m.get('prefix_hit_rate', 0.0):.0%}</b>",
         ]
         if done is not None:
             lines.append(f"{done} requests finished, {m.get('iterations', 0)} iterations")

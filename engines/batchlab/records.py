@@ -76,16 +76,23 @@ class RequestInfo:
 
 @dataclass(frozen=True)
 class PrefillSlice:
-    """A prefill chunk of one request: tokens [start, start + n) of its (re)prefill."""
+    """A prefill chunk of one request: tokens [start, start + n) of its (re)prefill; `cached`:
+    how many of the tokens before `start` a prefix hit supplied (the first chunk of a
+    (re)prefill; 0 otherwise)."""
 
     request_id: str
     start: int
     n_tokens: int
+    cached: int = 0
 
     def __post_init__(self) -> None:
         _text(self, "request_id", empty=False)
         _count(self, "start")
         _count(self, "n_tokens")
+        _count(self, "cached")
+        if self.cached > self.start:
+            raise ValueError(f"cached: {self.cached} tokens, but the chunk starts at "
+                             f"{self.start}")
 
 
 @dataclass(frozen=True)

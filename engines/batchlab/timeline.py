@@ -73,6 +73,7 @@ class IterationStrips:
     decode_tokens: np.ndarray  # int64
     kv_usage: np.ndarray  # float64, used / total blocks in [0, 1]
     preemptions: np.ndarray  # int32
+    cached_tokens: np.ndarray  # int64: prompt tokens prefix hits supplied to its prefills
 
 
 def arrival_order(requests: Sequence[RequestInfo]) -> list[int]:
@@ -231,17 +232,27 @@ def segment_at(segments: TimelineSegments, row: int, t_s: float) -> int | None:
     return i
 
 
+def cached_tokens_by_request(iterations: Sequence[IterationRecord]) -> dict[str, int]:
+    """Prompt tokens a prefix hit supplied to each request at its first scheduling (vLLM's
+    num_cached_tokens; a recompute's own hits are not counted again)."""
+    out: dict[str, int] = {}
+    for it in iterations:
+        for p in it.prefills:
+            out.setdefault(p.request_id, p.cached)
+    return out
+
+
 def iteration_strips(iterations: Sequence[IterationRecord]) -> IterationStrips:
     """The per-iteration series under the timeline, in record order."""
     n = len(iterations)
     data = np.array([(it.start_s, it.end_s, it.batch_size, it.prefill_tokens, it.decode_tokens,
-                      it.kv_usage, len(it.preempted)) for it in iterations],
-                    dtype=np.float64).reshape(n, 7)
+                      it.kv_usage, len(it.preempted), sum(p.cached for p in it.prefills))
+                     for it in iterations], dtype=np.float64).reshape(n, 8)
     return IterationStrips(
         start_s=data[:, 0].copy(), end_s=data[:, 1].copy(),
         batch_size=data[:, 2].astype(np.int32), prefill_tokens=data[:, 3].astype(np.int64),
         decode_tokens=data[:, 4].astype(np.int64), kv_usage=data[:, 5].copy(),
-        preemptions=data[:, 6].astype(np.int32))
+        preemptions=data[:, 6].astype(np.int32), cached_tokens=data[:, 7].astype(np.int64))
 
 
 # ---- a synthetic schedule, for benchmarks and the view's pictures (not a scheduler) ----------

@@ -77,7 +77,8 @@ class ServingEngine:
         record = IterationRecord(
             index=len(self.records), policy=sched.policy, clock=self.executor.clock,
             start_s=start_s, end_s=self.now_s,
-            prefills=tuple(PrefillSlice(*c) for c in out.prefills),
+            prefills=tuple(PrefillSlice(*c, cached=(out.cached_tokens or {}).get(c.seq_id, 0))
+                           for c in out.prefills),
             decodes=out.decodes, preempted=out.preempted,
             finished=tuple(s.seq_id for s in finished),
             kv_used_blocks=sched.kv_used_blocks, kv_total_blocks=sched.blocks.n_blocks,

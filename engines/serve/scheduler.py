@@ -107,6 +107,9 @@ class SchedulerOutput:
     num_batched_tokens: int
     preempted_for: tuple[str, ...] = ()
     copies: tuple[BlockCopy, ...] = ()
+    cached_tokens: Mapping[str, int] | None = None
+    """Prompt tokens a prefix hit supplied, per sequence whose (re)prefill started in this
+    batch with one (the others: none)."""
     decode_context_tokens: int = 0
     """Σ of the decodes' token counts (their context after this step): the cost model's
     input, kept here so that it need not look every decoding sequence up again."""
@@ -271,6 +274,7 @@ class Scheduler:
             decodes=tuple(b.decodes), preempted=tuple(b.preempted),
             sample_ids=tuple(b.sample_ids), num_batched_tokens=b.num_tokens,
             preempted_for=tuple(b.preempted_for), copies=tuple(b.copies),
+            cached_tokens=b.cached or None,
             decode_context_tokens=b.decode_context_tokens)
         self._pending = out
         self.num_iterations += 1
@@ -422,10 +426,11 @@ class Scheduler:
         """Reserve the next `n_tokens` prefill tokens of `seq` (prefix hits free on the first
         chunk) if the pool has them now; False (nothing changed) if not."""
         sid, tokens = seq.seq_id, seq.token_ids[: seq.num_prefill_tokens]
+        cached = 0
         if sid not in self.blocks:
             if not self.blocks.can_allocate(tokens, n_tokens):
                 return False
-            seq.num_computed_tokens = self.blocks.allocate(sid, tokens, n_tokens)
+            seq.num_computed_tokens = cached = self.blocks.allocate(sid, tokens, n_tokens)
             if seq.num_cached_tokens is None:
                 seq.num_cached_tokens = seq.num_computed_tokens
             self._batch.copies.extend(BlockCopy(sid, *c) for c in self.blocks.take_copies())
@@ -437,6 +442,8 @@ class Scheduler:
             self._batch.copies.extend(BlockCopy(sid, *c) for c in cows)
         start = seq.num_computed_tokens
         n = self.blocks.num_tokens(sid) - start
+        if cached:
+            self._batch.cached[sid] = cached
         self._batch.prefill(PrefillChunk(sid, start, n),
                             samples=start + n == seq.num_prefill_tokens)
         return True
@@ -559,6 +566,7 @@ class _Batch:
         self.preempted: list[str] = []
         self.preempted_for: list[str] = []
         self.copies: list[BlockCopy] = []
+        self.cached: dict[str, int] = {}
         self.sample_ids: list[str] = []
         self.num_tokens = 0
         self.decode_context_tokens = 0

@@ -166,3 +166,26 @@ def test_the_clock_chooses_what_it_runs(qtbot, make_window):
                     timeout=60000)
     wait_idle(qtbot, window)
     assert lab.session.model_id == "tiny"
+
+
+def test_the_view_carries_the_prefix_settings_and_shows_hits_on_hover(qtbot):
+    from inferlab.engines.servelab.section import BATCHING_DEFAULTS, batching_session
+    from inferlab.views.batching_view import BatchingView
+
+    view = BatchingView()
+    qtbot.addWidget(view)
+    settings = dict(BATCHING_DEFAULTS, scenario="doc-qa", prefix_cache="radix",
+                    schedule="lpm")
+    view.set_settings(settings)
+    got = view.settings()
+    assert (got["scenario"], got["prefix_cache"], got["schedule"]) == ("doc-qa", "radix", "lpm")
+    assert not view.requests_spin.isEnabled()  # a scenario sizes itself
+    session = batching_session(settings)
+    while not session.done:
+        session.step()
+    timeline = view.timeline
+    timeline.draw(session.request_infos(), session.records)
+    hit = next(o for o in session.outputs() if o["cached_tokens"])
+    row = timeline.segments.row_of[hit["request_id"]]
+    i = next(k for k in range(len(timeline.segments)) if timeline.segments.row[k] == row)
+    assert f"({hit['cached_tokens']} cached: a prefix hit)" in timeline.describe_segment(i)

@@ -156,11 +156,17 @@ def test_visible_peaks_bins_consecutive_iterations_at_their_maximum():
     from inferlab.views.batch_timeline import visible_peaks
 
     start = np.arange(10.0)
-    end = start + 0.5
+    end = start + 1.0  # back to back: no idle time
     values = np.array([1, 5, 2, 2, 9, 0, 3, 3, 3, 7])
     a, b, v = visible_peaks(start, end, values, max_steps=4)  # bins of 3: 0-2, 3-5, 6-8, 9
-    assert a.tolist() == [0, 3, 6, 9] and b.tolist() == [2.5, 5.5, 8.5, 9.5]
+    assert a.tolist() == [0, 3, 6, 9] and b.tolist() == [3, 6, 9, 10]
     assert v.tolist() == [5, 9, 3, 7]
+    # idle time after iteration 4 (nothing ran for 10 s): no bin spans it
+    late = np.where(np.arange(10) > 4, 10.0, 0.0)
+    a, b, v = visible_peaks(start + late, end + late, values, max_steps=4)
+    assert a.tolist() == [0, 3, 15, 16, 19] and b.tolist() == [3, 5, 16, 19, 20]
+    assert v.tolist() == [5, 9, 0, 3, 7]
+    end = start + 0.5
     a, b, v = visible_peaks(start, end, values, x_range=(3.2, 5.2))  # 3..5 and a neighbour
     assert a.tolist() == [2, 3, 4, 5, 6] and v.tolist() == [2, 2, 9, 0, 3]
     a, _, v = visible_peaks(start, end, values)
