@@ -52,3 +52,13 @@ def test_settings_name_a_bad_scenario_or_schedule():
         check_batching_settings(dict(BATCHING_DEFAULTS, scenario="chat"))
     with pytest.raises(ValueError, match="schedule"):
         check_batching_settings(dict(BATCHING_DEFAULTS, schedule="sjf"))
+
+
+def test_policies_compare_on_the_same_scenario_requests():
+    from inferlab.engines.servelab.compare import compare_policies
+
+    runs = compare_policies(dict(BATCHING_DEFAULTS, scenario="few-shot", prefix_cache="radix"),
+                            ("static", "continuous"))
+    assert [r.policy for r in runs] == ["static", "continuous"]
+    assert all(r.metrics["completed"] == 32 and r.metrics["prefix_hit_rate"] > 0.5
+               for r in runs)
