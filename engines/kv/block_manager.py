@@ -392,7 +392,7 @@ class BlockManager:
             raise KeyError(f"unknown sequence {seq_id!r}")
         if self.radix is not None:  # cache what it computed before its blocks go
             if seq.n_computed:
-                self.radix.insert(seq.token_ids[: seq.n_computed], seq.blocks,
+                self.radix.insert(seq.token_ids, seq.blocks, seq.n_computed,
                                   self._radix_start(seq))
             if seq.radix_node is not None:
                 self.radix.unlock(seq.radix_node)
@@ -521,7 +521,7 @@ class BlockManager:
         n_ins = min(n_tokens, seq.n_prompt) // bs * bs
         if n_ins <= seq.n_inserted:
             return
-        node = self.radix.insert(seq.token_ids[:n_ins], seq.blocks, self._radix_start(seq))
+        node = self.radix.insert(seq.token_ids, seq.blocks, n_ins, self._radix_start(seq))
         self.radix.lock(node)
         if seq.radix_node is not None:
             self.radix.unlock(seq.radix_node)

@@ -147,12 +147,12 @@ class RadixBlocks:
         """`match`'s slots, changing nothing."""
         return self.tree.peek(prompt[: len(prompt) - 1])
 
-    def insert(self, token_ids: Sequence[int], table: Sequence[Block],
+    def insert(self, token_ids: Sequence[int], table: Sequence[Block], n: int,
                start: tuple[RadixNode, int] | None = None) -> RadixNode:
-        """Cache a sequence's first len(token_ids) tokens from its block table (walking from
-        `start`, as `RadixCache.insert`); the node the cached prefix ends on."""
-        slots = _Slots(table, self.block_size, len(token_ids))
-        return self.tree.insert(token_ids, slots, start)[1]
+        """Cache a sequence's first n tokens from its block table (walking from `start`, as
+        `RadixCache.insert`); the node the cached prefix ends on."""
+        slots = _Slots(table, self.block_size, n)
+        return self.tree.insert(token_ids, slots, start, n)[1]
 
     def lock(self, node: RadixNode) -> None:
         self.tree.lock(node)

@@ -186,17 +186,21 @@ class RadixCache:
         return PrefixMatch(tuple(slots), node)
 
     def insert(self, tokens: Sequence[int], slots: Sequence[int],
-               start: tuple[RadixNode, int] | None = None) -> tuple[int, RadixNode]:
+               start: tuple[RadixNode, int] | None = None, n: int | None = None
+               ) -> tuple[int, RadixNode]:
         """Cache `tokens` (whole pages of them) with their K/V `slots`; return how many leading
         tokens were cached already (those keep the slots they had: the caller still owns its
         own copies of them) and the node the inserted prefix ends on.
 
         `start` = (node, pos): the caller knows that node's path spells tokens[:pos] (a node it
-        keeps locked, so it is still in the tree), and the walk begins there."""
-        if len(tokens) != len(slots):
-            raise ValueError(f"{len(tokens)} tokens but {len(slots)} slots")
-        n = self._page_floor(len(tokens))
-        tokens = tuple(tokens[:n])  # slots are read for the new part only (RadixBlocks' are lazy)
+        keeps locked, so it is still in the tree), and the walk begins there. `n`: only the
+        first n tokens (default all). Tokens and slots are read from `pos` on only (a long
+        shared prefix is not copied again; RadixBlocks' slots are made on demand)."""
+        n = len(tokens) if n is None else n
+        if len(slots) < n or len(tokens) < n:
+            raise ValueError(f"{n} tokens to cache but {len(tokens)} tokens and {len(slots)} "
+                             "slots")
+        n = self._page_floor(n)
         self._clock += 1
         node, pos = start if start is not None else (self.root, 0)
         up = node
@@ -204,17 +208,18 @@ class RadixCache:
             up.last_access = self._clock
             up = up.parent
         while pos < n:
-            child = node.children.get(tokens[pos : pos + self.page_size])
+            child = node.children.get(tuple(tokens[pos : pos + self.page_size]))
             if child is None:
                 break
-            m = self._page_floor(_common_len(child.key, tokens[pos : pos + len(child.key)]))
+            m = self._page_floor(_common_len(
+                child.key, tuple(tokens[pos : min(n, pos + len(child.key))])))
             if m < len(child.key):
                 child = self._split(child, m)
             child.last_access = self._clock
             pos += m
             node = child
         if pos < n:
-            leaf = RadixNode(tokens[pos:], tuple(slots[pos:n]), node, next(self._ids),
+            leaf = RadixNode(tuple(tokens[pos:n]), tuple(slots[pos:n]), node, next(self._ids),
                              self._clock)
             node.children[leaf.key[: self.page_size]] = leaf
             self.n_nodes += 1
