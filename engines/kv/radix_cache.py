@@ -146,10 +146,9 @@ class RadixCache:
         tokens = self._paged(tokens)
         node, pos, slots = self.root, 0, []
         while pos < len(tokens):
-            child = node.children.get(tokens[pos : pos + self.page_size])
+            child, n = self._step(node, tokens, pos)
             if child is None:
                 break
-            n = self._page_floor(_common_len(child.key, tokens[pos : pos + len(child.key)]))
             slots.extend(child.value[:n])
             pos += n
             if n < len(child.key):
@@ -171,10 +170,9 @@ class RadixCache:
         self.query_tokens += len(tokens)
         node, pos, slots = self.root, 0, []
         while pos < len(tokens):
-            child = node.children.get(tokens[pos : pos + self.page_size])
+            child, n = self._step(node, tokens, pos)
             if child is None:
                 break
-            n = self._page_floor(_common_len(child.key, tokens[pos : pos + len(child.key)]))
             if n < len(child.key):
                 child = self._split(child, n)
             child.last_access = self._clock
@@ -208,11 +206,9 @@ class RadixCache:
             up.last_access = self._clock
             up = up.parent
         while pos < n:
-            child = node.children.get(tuple(tokens[pos : pos + self.page_size]))
+            child, m = self._step(node, tokens, pos, n)
             if child is None:
                 break
-            m = self._page_floor(_common_len(
-                child.key, tuple(tokens[pos : min(n, pos + len(child.key))])))
             if m < len(child.key):
                 child = self._split(child, m)
             child.last_access = self._clock
@@ -273,6 +269,17 @@ class RadixCache:
         return self.evict(lambda: False)
 
     # ---- inside ----------------------------------------------------------------------------
+
+    def _step(self, node: RadixNode, tokens: Sequence[int], pos: int, end: int | None = None
+              ) -> tuple[RadixNode | None, int]:
+        """The child of `node` that tokens[pos:end] enter, and how many of its key's tokens
+        they match in whole pages (None, 0: none does)."""
+        end = len(tokens) if end is None else end
+        child = node.children.get(tuple(tokens[pos : pos + self.page_size]))
+        if child is None:
+            return None, 0
+        ahead = tuple(tokens[pos : min(end, pos + len(child.key))])
+        return child, self._page_floor(_common_len(child.key, ahead))
 
     def _order_key(self, node: RadixNode) -> tuple[int, ...]:
         if self.eviction_policy == "lfu":
