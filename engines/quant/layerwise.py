@@ -81,7 +81,7 @@ class LinearInputs:
     def add(self, x: torch.Tensor, keep_rows: bool) -> None:
         x = x.detach().float()
         add_gram(self.gram, x)
-        self.abs_sum += x.abs().sum(0, dtype=torch.float64)
+        self.abs_sum += x.abs().sum(0)  # fp32 within a sequence (fast), fp64 across them
         self.n_rows += x.shape[0]
         if keep_rows:
             self.rows.append(x.clone())
