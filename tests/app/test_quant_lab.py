@@ -82,6 +82,12 @@ def test_live_lab_draws_runs_and_cancels(qtbot, make_window, tmp_path):
     table = lab.view.model_panel.table
     assert table.rowCount() == 2 and table.item(1, 8).text().endswith("×")
     assert lab.view.run_button.isEnabled() and not lab.view.cancel_button.isEnabled()
+    # another perplexity window: the session scores that way, and the runs scored the old way
+    # are dropped (not comparable)
+    lab.view.ppl_window.setValue(64)
+    assert lab.session.ppl_method() == {"ppl_convention": "sliding", "ppl_window_tokens": 64,
+                                        "ppl_stride_tokens": 63}
+    assert lab.runs == [] and "sliding windows of 64 tokens, stride 63" in lab.view.status.text()
     lab._settings["schemes"] = ["int8", "int8-sym", "q8_0"]
     lab.run_schemes()
     lab.cancel()
