@@ -276,7 +276,7 @@ class KVView(SteppedView):
         self.line.hovered.connect(lambda t: self.hover.setText(t or " "))
         self.line.region_clicked.connect(self.select)
         self.curves = KVCurves()
-        self.curves.setMinimumHeight(150)
+        self.curves.setMinimumHeight(120)  # in a tab: its bar takes the other 30 pixels
         self.events = QPlainTextEdit()
         self.events.setReadOnly(True)
         self.events.setMaximumBlockCount(400)

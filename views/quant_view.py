@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -143,7 +144,15 @@ class QuantView(QWidget):
         left.addWidget(baseline)
         left_widget = QWidget()
         left_widget.setLayout(left)
-        left_widget.setMaximumWidth(330)
+        # the controls scroll when the window is short (the window's minimum height stays
+        # what the other labs need)
+        left_scroll = QScrollArea()
+        left_scroll.setWidget(left_widget)
+        left_scroll.setWidgetResizable(True)
+        left_scroll.setFrameShape(QScrollArea.NoFrame)
+        left_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        left_scroll.setMaximumWidth(330)
+        left_scroll.setMinimumWidth(left_widget.minimumSizeHint().width())
 
         self.layer_panel = LayerPanel()
         self.model_panel = ModelPanel()
@@ -151,7 +160,7 @@ class QuantView(QWidget):
         self.tabs.addTab(self.layer_panel, "Layer")
         self.tabs.addTab(self.model_panel, "Model")
         layout = QHBoxLayout(self)
-        layout.addWidget(left_widget)
+        layout.addWidget(left_scroll)
         layout.addWidget(self.tabs, 1)
 
         for w in (self.model, self.linear, self.layer_scheme, self.ppl_convention):
