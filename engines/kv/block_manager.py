@@ -255,17 +255,10 @@ class BlockManager:
                 f"sequence {seq_id!r} needs {need - len(hits)} free KV blocks, "
                 f"{self.pool.n_free} are free"
             )
-        tokens = list(token_ids[:n])
-        pool = self.pool
         for block in hits:  # revive hits before allocating, so none of them is evicted
-            pool.touch(block)
-        blocks = hits + [pool.allocate_block() for _ in range(need - len(hits))]
-        bs = self.block_size
-        for block in blocks[len(hits) :]:
-            block.n_tokens = bs
-        blocks[-1].n_tokens = n - (need - 1) * bs
-        n_cached = len(hits) * bs
-        seq = _Seq(blocks, tokens, n_cached)
+            self.pool.touch(block)
+        n_cached = len(hits) * self.block_size
+        seq = _Seq(self._table(hits, n), list(token_ids[:n]), n_cached)
         seq.chain_hash, seq.chain_id, seq.n_registered = chain_hash, chain_id, len(hits)
         if self._hashing:
             self.prefix_query_tokens += len(token_ids)
@@ -516,10 +509,8 @@ class BlockManager:
         if n_tokens > seq.n_computed:
             seq.n_computed = n_tokens
         bs = self.block_size
-        if seq.n_inserted >= seq.n_prompt // bs * bs:  # a decode: no prompt block is left
-            return
         n_ins = min(n_tokens, seq.n_prompt) // bs * bs
-        if n_ins <= seq.n_inserted:
+        if n_ins <= seq.n_inserted:  # a decode, or no whole prompt block more
             return
         node = self.radix.insert(seq.token_ids, seq.blocks, n_ins, self._radix_start(seq))
         self.radix.lock(node)
@@ -540,6 +531,17 @@ class BlockManager:
         if n_new_tokens is not None:
             n_reserve = min(n, len(hits) * self.block_size + n_new_tokens)
         return hits, chain_hash, chain_id, n_reserve
+
+    def _table(self, hits: list[Block], n_tokens: int) -> list[Block]:
+        """A new block table for `n_tokens` tokens: the (touched) hit blocks, then fresh ones,
+        each full but the last."""
+        bs, pool = self.block_size, self.pool
+        need = self.blocks_needed(n_tokens)
+        blocks = hits + [pool.allocate_block() for _ in range(need - len(hits))]
+        for block in blocks[len(hits) :]:
+            block.n_tokens = bs
+        blocks[-1].n_tokens = n_tokens - (need - 1) * bs
+        return blocks
 
     def _check_prompt(self, token_ids: Sequence[int], n_new_tokens: int | None) -> None:
         if not len(token_ids):
@@ -566,7 +568,7 @@ class BlockManager:
 
     def _allocate_radix(self, seq_id: object, token_ids: Sequence[int],
                         n_new_tokens: int | None) -> int:
-        radix, pool, bs = self.radix, self.pool, self.block_size
+        radix, pool = self.radix, self.pool
         self._check_prompt(token_ids, n_new_tokens)
         slots, node = radix.match(token_ids)
         n, hits, src = self._plan_radix(token_ids, n_new_tokens, slots)
@@ -581,10 +583,7 @@ class BlockManager:
         for block in hits:
             pool.touch(block)
         radix.ensure_free(need - len(hits))
-        blocks = hits + [pool.allocate_block() for _ in range(need - len(hits))]
-        for block in blocks[len(hits) :]:
-            block.n_tokens = bs
-        blocks[-1].n_tokens = n - (need - 1) * bs
+        blocks = self._table(hits, n)
         if src is not None:
             self._copies.append((src.block_id, blocks[len(hits)].block_id))
         n_cached = len(slots)

@@ -18,8 +18,8 @@ from inferlab.engines.servelab.section import (
 )
 from inferlab.engines.settings import option_error
 
-OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache", "schedule": "--schedule",
-           "clock": "--clock", "requests": "--requests",
+OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
+           "schedule": "--schedule", "clock": "--clock", "requests": "--requests",
            "rate_per_s": "--rate", "seed": "--seed", "model_config": "--model-config",
            "hardware": "--hardware", "model": "--model"}
 
