@@ -53,18 +53,29 @@ class PagedAllocatorMachine(RuleBasedStateMachine):
         seq = self.next_id
         self.next_id += 1
         fits = self.mgr.can_allocate(prompt, n_new_tokens=chunk)
+        expected = self._expected_hit(prompt)
         try:
             n_cached = self.mgr.allocate(seq, prompt, n_new_tokens=chunk)
         except KVOutOfMemoryError:
             assert not fits
+            assert self.mgr.take_copies() == []
             return
         assert fits
-        assert n_cached % BLOCK_SIZE == 0 and n_cached < len(prompt)
+        self._check_hit(n_cached, expected)
+        assert n_cached < len(prompt)
+        self._copy(self.mgr.take_copies())  # a hit ending inside a block (radix) is copied
         n = self.mgr.num_tokens(seq)
         assert n == (len(prompt) if chunk is None else min(len(prompt), n_cached + chunk))
         if n < len(prompt):
             self.pending[seq] = prompt[n:]
         self.computed[seq] = n_cached
+
+    def _expected_hit(self, prompt):
+        """What the manager will say it cached, when the machine can know beforehand."""
+        return None
+
+    def _check_hit(self, n_cached: int, expected) -> None:
+        assert n_cached % BLOCK_SIZE == 0  # block hashes hit whole blocks
 
     @precondition(lambda self: self.mgr.seq_ids)
     @rule(data=st.data(), n=st.integers(1, 4))

@@ -17,11 +17,10 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import invariant, precondition, rule
 
-from inferlab.engines.kv import BlockManager, KVOutOfMemoryError
+from inferlab.engines.kv import BlockManager
 from tests.engines.kv.test_block_manager_stateful import (
     BLOCK_SIZE,
     N_BLOCKS,
-    PREFIXES,
     PagedAllocatorMachine,
 )
 
@@ -34,34 +33,11 @@ class RadixAllocatorMachine(PagedAllocatorMachine):
         self.mgr = BlockManager(N_BLOCKS, block_size=BLOCK_SIZE, prefix_cache="radix",
                                 radix_page_size=self.PAGE)
 
-    @rule(
-        prefix=st.sampled_from(PREFIXES),
-        tail=st.lists(st.integers(0, 3), max_size=7),
-        chunk=st.one_of(st.none(), st.integers(1, 4)),
-    )
-    def allocate(self, prefix, tail, chunk):
-        prompt = prefix + tail
-        if not prompt:
-            return
-        seq = self.next_id
-        self.next_id += 1
-        fits = self.mgr.can_allocate(prompt, n_new_tokens=chunk)
-        expected = self.mgr.radix.peek(prompt)
-        try:
-            n_cached = self.mgr.allocate(seq, prompt, n_new_tokens=chunk)
-        except KVOutOfMemoryError:
-            assert not fits
-            assert self.mgr.take_copies() == []
-            return
-        assert fits
+    def _expected_hit(self, prompt):
+        return self.mgr.radix.peek(prompt)
+
+    def _check_hit(self, n_cached: int, expected) -> None:
         assert n_cached == len(expected) and n_cached % self.PAGE == 0
-        assert n_cached < len(prompt)
-        self._copy(self.mgr.take_copies())
-        n = self.mgr.num_tokens(seq)
-        assert n == (len(prompt) if chunk is None else min(len(prompt), n_cached + chunk))
-        if n < len(prompt):
-            self.pending[seq] = prompt[n:]
-        self.computed[seq] = n_cached
 
     @precondition(lambda self: any(s not in self.pending for s in self.mgr.seq_ids))
     @rule(data=st.data())
