@@ -17,7 +17,8 @@ from inferlab.engines.serve.workload import (
     read_trace,
     write_trace,
 )
-from tests.fuzz import mutate_json_bytes, mutate_value, run_cases
+from tests.engines.serve.trace_fuzz import fuzz_traces
+from tests.fuzz import mutate_json_bytes, mutate_value
 
 SEED = 20261202
 
@@ -211,29 +212,11 @@ def _fuzz_file(rng: random.Random) -> tuple[str, bytes]:
 
 
 def test_fuzz_mutated_id_traces_end_in_workload_error_or_a_clean_list(tmp_path):
-    rng = random.Random(SEED)
-    path = tmp_path / "fuzz.jsonl"
-    again = tmp_path / "again.jsonl"
+    def ids_ok(r):
+        ids = r.prompt_token_ids
+        if ids is not None:
+            assert type(ids) is tuple and len(ids) == r.prompt_tokens
+            assert all(type(t) is int and 0 <= t <= MAX_TOKEN_ID for t in ids)
 
-    def case(data: bytes):
-        def call():
-            path.write_bytes(data)
-            reqs = read_trace(path)
-            for r in reqs:
-                assert isinstance(r, WorkloadRequest)
-                ids = r.prompt_token_ids
-                if ids is not None:
-                    assert type(ids) is tuple and len(ids) == r.prompt_tokens
-                    assert all(type(t) is int and 0 <= t <= MAX_TOKEN_ID for t in ids)
-            write_trace(again, reqs)
-            assert read_trace(again) == reqs
-        return call
-
-    cases = []
-    for n in range(N_FUZZ_CASES):
-        label, data = _fuzz_file(rng)
-        cases.append((f"case {n} ({label})", case(data)))
-    result = run_cases(cases, allowed=(WorkloadError,))
-    result.check()
-    assert result.cases == N_FUZZ_CASES
+    result = fuzz_traces(tmp_path, random.Random(SEED), _fuzz_file, N_FUZZ_CASES, ids_ok)
     assert result.ok > 100 and result.refused > 500, result.summary()

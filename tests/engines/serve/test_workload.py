@@ -21,7 +21,8 @@ from inferlab.engines.serve.workload import (
     read_trace,
     write_trace,
 )
-from tests.fuzz import mutate_json_bytes, run_cases
+from tests.engines.serve.trace_fuzz import fuzz_traces
+from tests.fuzz import mutate_json_bytes
 
 SEED = 20261201
 
@@ -286,25 +287,5 @@ def _fuzz_file(rng: random.Random) -> tuple[str, bytes]:
 
 
 def test_fuzz_mutated_traces_end_in_workload_error_or_a_clean_list(tmp_path):
-    rng = random.Random(SEED)
-    path = tmp_path / "fuzz.jsonl"
-    again = tmp_path / "again.jsonl"
-
-    def case(data: bytes):
-        def call():
-            path.write_bytes(data)
-            reqs = read_trace(path)
-            assert all(isinstance(r, WorkloadRequest) for r in reqs)
-            assert [r.arrival_s for r in reqs] == sorted(r.arrival_s for r in reqs)
-            write_trace(again, reqs)
-            assert read_trace(again) == reqs
-        return call
-
-    cases = []
-    for n in range(N_FUZZ_CASES):
-        label, data = _fuzz_file(rng)
-        cases.append((f"case {n} ({label})", case(data)))
-    result = run_cases(cases, allowed=(WorkloadError,))
-    result.check()
-    assert result.cases == N_FUZZ_CASES
+    result = fuzz_traces(tmp_path, random.Random(SEED), _fuzz_file, N_FUZZ_CASES)
     assert result.ok > 100 and result.refused > 1000, result.summary()
