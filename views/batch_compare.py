@@ -1,9 +1,11 @@
-"""Two batching policies side by side, and the throughput-latency sweep over request rate.
+"""Two batching runs side by side, and the throughput-latency sweep over request rate.
 
-`PolicyCompareView`: two policy choosers and Compare; a metrics table (p50 / p99 of each
-latency, throughput, goodput, preemptions for A and B, and B / A) and the TTFT and TPOT CDFs
-of both (x in ms, log). `RateSweepView`: a rate range and Sweep; p99 TTFT and p99 TPOT
-against the achieved output throughput, one curve per policy, each point a rate; the knee
+`PolicyCompareView`: two variant choosers (policy, prefix cache, queue order: two policies,
+block hashes vs the radix tree, FCFS vs LPM on the same requests) and Compare; a metrics
+table (p50 / p99 of each latency, throughput, goodput, prefix hit rate, preemptions for A and
+B, and B / A) and the TTFT and TPOT CDFs of both (x in ms, log). `RateSweepView`: a rate range
+and Sweep; p99 TTFT and p99 TPOT against the achieved output throughput, one curve per
+variant, each point a rate; the knee
 (the highest rate meeting both SLOs at p99) circled, the SLOs as dashed lines.
 
 Both draw what they are given (`show_runs`, `show_points`) and emit requests for work.
@@ -27,15 +29,31 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.servelab.compare import latency_cdf
+from inferlab.engines.servelab.compare import VARIANT_KEYS, latency_cdf, varied_keys
 from inferlab.engines.servelab.compare_records import knee
 from inferlab.views.axes import LogSIAxis
+from inferlab.views.batching_choices import (
+    POLICY_LABELS,
+    PREFIX_CACHE_LABELS,
+    SCHEDULE_LABELS,
+    labelled_combo,
+)
+from inferlab.views.choices import select_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.style import color, pen, style_plot
 
-POLICY_NAMES = {"continuous": "continuous, chunked", "continuous-no-chunking":
-                "continuous, no chunking", "static": "static"}
-POLICY_COLORS = {"static": 1, "continuous": 0, "continuous-no-chunking": 2}
+CHOICES = {"policy": POLICY_LABELS, "prefix_cache": PREFIX_CACHE_LABELS,
+           "schedule": SCHEDULE_LABELS}
+NAMES = {key: {value: label for value, label, _tip in items} for key, items in CHOICES.items()}
+NAMES["prefix_cache"] = {"hash": "block hashes", "radix": "radix tree", "none": "no cache"}
+VARIANT_COLORS = (1, 0, 2, 3, 4, 5)  # A, B, then any further curves of a sweep
+
+
+def variant_name(variant: dict, differs) -> str:
+    """A run's legend name: its values of the keys its comparison varies (the policy when
+    none does)."""
+    keys = [k for k in VARIANT_KEYS if k in differs and k in variant] or ["policy"]
+    return ", ".join(NAMES[k].get(variant[k], variant[k]) for k in keys)
 
 
 def _ms(seconds) -> str:
@@ -48,12 +66,35 @@ def _ratio(a, b) -> str:
     return f"{b / a:.3g}×"
 
 
-def _policy_combo(default: str) -> QComboBox:
-    combo = QComboBox()
-    for value, label in POLICY_NAMES.items():
-        combo.addItem(label, value)
-    combo.setCurrentIndex(combo.findData(default))
-    return combo
+def _variant_key(point) -> tuple:
+    """A sweep point's curve: its variant's items (the endpoint lab's points: the policy)."""
+    variant = getattr(point, "variant", None) or {"policy": point.policy}
+    return tuple(variant.items())
+
+
+class VariantChooser(QWidget):
+    """A run's policy, prefix cache and queue order: three combos in a row."""
+
+    def __init__(self, policy: str, parent=None):
+        super().__init__(parent)
+        self.combos: dict[str, QComboBox] = {k: labelled_combo(CHOICES[k]) for k in CHOICES}
+        select_choice(self.combos["policy"], policy)
+        self.combos["policy"].setToolTip("How the scheduler forms each iteration's batch")
+        self.combos["prefix_cache"].setToolTip("How cached prefixes are found")
+        self.combos["schedule"].setToolTip("Which waiting request is admitted next")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(2)
+        for combo in self.combos.values():
+            combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+            row.addWidget(combo)
+
+    def variant(self) -> dict:
+        return {k: combo.currentData() for k, combo in self.combos.items()}
+
+    def set_variant(self, variant: dict) -> None:
+        for k, value in variant.items():
+            select_choice(self.combos[k], value)
 
 
 def _log_ms_plot(title: str, x_label: str, y_label: str, log_y: bool = False) -> pg.PlotWidget:
@@ -70,25 +111,32 @@ def _log_ms_plot(title: str, x_label: str, y_label: str, log_y: bool = False) ->
 
 
 class PolicyCompareView(QWidget):
-    compare_requested = Signal(tuple)  # (policy A, policy B)
+    compare_requested = Signal(tuple)  # (variant A, variant B): dicts of VARIANT_KEYS
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.policy_a = _policy_combo("static")
-        self.policy_b = _policy_combo("continuous")
+        self.variant_a = VariantChooser("static")
+        self.variant_b = VariantChooser("continuous")
         self.button = QPushButton("Compare")
-        self.button.setToolTip("Run both policies over the same seeded requests (the workload "
-                               "and clock chosen above) to the end")
+        self.button.setToolTip("Run A and B over the same requests (the workload and clock "
+                               "chosen above) to the end")
         self.button.clicked.connect(self._request)
-        self.status = QLabel("Compare runs two policies over the same requests.")
+        self.status = QLabel("Compare runs A and B over the same requests: two policies, two "
+                             "prefix caches (block hashes vs the radix tree) or two queue "
+                             "orders.")
         self.status.setWordWrap(True)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
-        for label, widget in (("Policy A", self.policy_a), ("vs B", self.policy_b)):
+        for label, widget in (("A", self.variant_a), ("vs B", self.variant_b)):
             row.addWidget(QLabel(label))
             row.addWidget(widget)
         row.addWidget(self.button)
-        row.addWidget(self.status, 1)
+        row.addStretch(1)
+        top = QVBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.setSpacing(2)
+        top.addLayout(row)
+        top.addWidget(self.status)
         self.table = FactTable(("Metric", "A", "B", "B / A"))
         self.table.setMinimumWidth(380)
         self.ttft_plot = _log_ms_plot("TTFT, cumulative", "time to first token (ms, log)",
@@ -104,22 +152,20 @@ class PolicyCompareView(QWidget):
         plots.addWidget(self.ttft_plot, 1)
         plots.addWidget(self.tpot_plot, 1)
         layout = QVBoxLayout(self)
-        layout.addLayout(row)
+        layout.addLayout(top)
         layout.addLayout(plots, 1)
         self.runs: Sequence = ()
         self.show_runs(())
 
-    def policies(self) -> tuple[str, str]:
-        return self.policy_a.currentData(), self.policy_b.currentData()
+    def variants(self) -> tuple[dict, dict]:
+        return self.variant_a.variant(), self.variant_b.variant()
 
-    def set_policies(self, a: str, b: str) -> None:
-        for combo, value in ((self.policy_a, a), (self.policy_b, b)):
-            index = combo.findData(value)
-            if index >= 0:
-                combo.setCurrentIndex(index)
+    def set_variants(self, a: dict, b: dict) -> None:
+        self.variant_a.set_variant(a)
+        self.variant_b.set_variant(b)
 
     def _request(self) -> None:
-        self.compare_requested.emit(self.policies())
+        self.compare_requested.emit(self.variants())
 
     def set_busy(self, busy: bool, text: str = "") -> None:
         self.button.setEnabled(not busy)
@@ -142,21 +188,24 @@ class PolicyCompareView(QWidget):
                 rows.append((f"{name} {p} (ms)", _ms(va), _ms(vb), _ratio(va, vb)))
         for key, name, fmt in (("output_tokens_per_s", "Output tok/s", "{:,.0f}"),
                                ("goodput_requests_per_s", "Goodput (req/s)", "{:.2f}"),
+                               ("prefix_hit_rate", "Prefix hit rate", "{:.1%}"),
                                ("preemptions", "Preemptions", "{:d}")):
             va, vb = a.get(key), b.get(key)
             rows.append((name, "—" if va is None else fmt.format(va),
                          "—" if vb is None else fmt.format(vb), _ratio(va, vb)))
         self.table.set_rows(rows)
+        differs = varied_keys([r.variant for r in runs])
         for plot, field in ((self.ttft_plot, "ttft_s"), (self.tpot_plot, "tpot_s")):
             item = plot.getPlotItem()
             item.clear()
-            for tag, run in zip("AB", runs, strict=False):
+            for i, (tag, run) in enumerate(zip("AB", runs, strict=False)):
                 values = [1e3 * v for v in getattr(run, field) if v and v > 0]
                 if not values:
                     continue
                 x, y = latency_cdf(values)
-                item.plot(x, 100 * y, stepMode=None, name=f"{tag}: {POLICY_NAMES[run.policy]}",
-                          pen=pen(POLICY_COLORS.get(run.policy, 3), width=2))
+                item.plot(x, 100 * y, stepMode=None,
+                          name=f"{tag}: {variant_name(run.variant, differs)}",
+                          pen=pen(VARIANT_COLORS[i], width=2))
 
 
 class RateSweepView(QWidget):
@@ -176,10 +225,11 @@ class RateSweepView(QWidget):
         self.points_spin.setValue(8)
         self.points_spin.setSuffix(" rates")
         self.button = QPushButton("Sweep")
-        self.button.setToolTip("One full run per rate (log-spaced) for both policies of the "
-                               "Compare tab: where does p99 latency blow up?")
+        self.button.setToolTip("One full run per rate (log-spaced) for A and B of the Compare "
+                               "tab, on the seeded stream: where does p99 latency blow up?")
         self.button.clicked.connect(self._request)
-        self.status = QLabel("The sweep runs both compared policies at each rate.")
+        self.status = QLabel("The sweep runs A and B of the Compare tab at each rate (the "
+                             "seeded stream: a scenario sets its own arrivals).")
         self.status.setWordWrap(True)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -218,9 +268,11 @@ class RateSweepView(QWidget):
             self.status.setText(text)
 
     def show_points(self, points: Sequence, slo_ttft_s: float, slo_tpot_s: float) -> None:
-        """`points`: SweepPoints (engines/servelab/compare.py) of one or more policies."""
+        """`points`: SweepPoints (engines/servelab/compare.py) of one or more variants."""
         self.points = points
-        policies = list(dict.fromkeys(p.policy for p in points))
+        keys = list(dict.fromkeys(_variant_key(p) for p in points))
+        differs = varied_keys([dict(k) for k in keys]) if len(keys) > 1 else []
+        names = {k: variant_name(dict(k), differs) for k in keys}
         knees = {}
         for plot, field, slo in ((self.ttft_plot, "ttft_p99_s", slo_ttft_s),
                                  (self.tpot_plot, "tpot_p99_s", slo_tpot_s)):
@@ -230,24 +282,24 @@ class RateSweepView(QWidget):
                          label=f"SLO {1e3 * slo:g} ms",
                          labelOpts={"position": 0.02, "color": "#444",
                                     "anchors": [(0, 1), (0, 1)]})  # left-aligned, above
-            for policy in policies:
-                mine = sorted((p for p in points if p.policy == policy),
+            for i, key in enumerate(keys):
+                mine = sorted((p for p in points if _variant_key(p) == key),
                               key=lambda p: p.rate_per_s)
-                c = POLICY_COLORS.get(policy, 3)
+                c = VARIANT_COLORS[i % len(VARIANT_COLORS)]
                 item.plot([p.output_tokens_per_s for p in mine],
                           [1e3 * getattr(p, field) for p in mine], pen=pen(c, width=2),
                           symbol="o", symbolSize=7, symbolBrush=color(c), symbolPen=None,
-                          name=POLICY_NAMES.get(policy, policy))
-                best = knee(mine, policy, slo_ttft_s, slo_tpot_s)
+                          name=names[key])
+                best = knee(mine, dict(key)["policy"], slo_ttft_s, slo_tpot_s)
                 if best is not None:
-                    knees[policy] = best
+                    knees[key] = best
                     item.plot([best.output_tokens_per_s], [1e3 * getattr(best, field)],
                               pen=None, symbol="o", symbolSize=16, symbolBrush=None,
                               symbolPen=pg.mkPen(color(c), width=2))
         lines = []
-        for policy in policies:
-            best = knees.get(policy)
-            name = POLICY_NAMES.get(policy, policy)
+        for key in keys:
+            best = knees.get(key)
+            name = names[key]
             lines.append(f"{name}: knee at <b>{best.rate_per_s:.3g} req/s</b> "
                          f"({best.output_tokens_per_s:,.0f} tok/s) meets both SLOs at p99"
                          if best else f"{name}: no swept rate meets both SLOs at p99")

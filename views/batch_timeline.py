@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
 from inferlab.engines.batchlab.timeline import (
@@ -29,10 +29,12 @@ from inferlab.engines.batchlab.timeline import (
     STATE_NAMES,
     WAITING,
     IterationStrips,
+    RunningHitRate,
     TimelineBuilder,
     TimelineSegments,
     cached_tokens_by_request,
     iteration_strips,
+    prefix_hit_spans,
     segment_at,
     synthetic_schedule,
     timeline_segments,
@@ -48,12 +50,12 @@ STATE_COLORS = {
 }
 STATE_ORDER = (WAITING, PREFILL, DECODE, STALLED, PREEMPTED)
 STATE_LEGEND = {WAITING: "waiting (queued)", PREFILL: "prefill", DECODE: "decode",
-                STALLED: "stalled (running, not in the batch)",
-                PREEMPTED: "preempted (will recompute)"}
+                STALLED: "stalled (not batched)", PREEMPTED: "preempted"}
 BAR_HEIGHT = 0.8
 """Of a row's height: the gap between bars keeps neighbouring rows apart."""
 BATCH_COLOR, KV_COLOR, CURSOR_COLOR = "#333333", "#7A4FA0", "#222222"
 CACHED_COLOR = "#E69F00"  # prefix-hit tokens: orange, apart from prefill and decode
+EVICT_COLOR = "#8C6D31"  # evicted prefix blocks: a dark ochre, the cache's loss
 LABEL_WIDTH_PX = 128
 AXIS_WIDTH_PX = 52
 
@@ -136,6 +138,14 @@ def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
     return a[cut], b[last], np.maximum.reduceat(v, cut)
 
 
+def _count_axis(plot: pg.PlotItem, counts: np.ndarray) -> None:
+    """A strip of counts: 0 to the largest (at least 1), a few integer ticks."""
+    top = max(float(counts.max()) if counts.size else 0.0, 1.0)
+    plot.setYRange(0, top, padding=0.1)
+    step = max(1, int(np.ceil(top / 3)))
+    plot.getAxis("left").setTicks([[(float(v), str(v)) for v in range(0, int(top) + 1, step)]])
+
+
 class GanttFrame(QWidget):
     """Requests as rows of bars over time, the legend and a read-out above them, strips on the
     same time axis below (`_strip`): the frame the batching and endpoint timelines draw in."""
@@ -147,23 +157,28 @@ class GanttFrame(QWidget):
         self.info = QLabel(hint)
         self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.info.setStyleSheet("color: #444;")
+        # the cursor's read-out under the chart, not in it: the chart keeps the height, and a
+        # long line is cut at the window's edge instead of widening the window
+        self.readout = QLabel("")
+        self.readout.setStyleSheet("color: #222;")
+        for label in (self.info, self.readout):
+            label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.readout)
         layout.addWidget(self.info)
         gl = self.graphics.ci
         gl.setSpacing(2)
         gl.setContentsMargins(4, 4, 8, 4)
 
-        # row 0: legend (state colours) and the cursor read-out, above the data
-        top = gl.addLayout(row=0, col=1)
+        # row 0: the legend (state colours), above the data: one 20 px row
         self.legend = pg.LegendItem(colCount=legend_columns, horSpacing=10, verSpacing=0,
                                     labelTextSize="9pt", labelTextColor="#222",
                                     sampleType=SwatchSample)
-        top.addItem(self.legend, row=0, col=0)
-        self.readout = pg.LabelItem("", size="9pt", color="#222", justify="right")
-        top.addItem(self.readout, row=1, col=0)
+        self.legend.layout.setContentsMargins(0, 0, 0, 0)
+        gl.addItem(self.legend, row=0, col=1)
 
         # row 1: the Gantt chart
         self.request_axis = RequestAxis()
@@ -242,7 +257,7 @@ class BatchTimelineView(GanttFrame):
 
     def __init__(self, parent=None):
         super().__init__("Hover over a bar for the request, its state and its span.",
-                         len(STATE_ORDER), "requests<br>(arrival order,<br>first at the top)",
+                         len(STATE_ORDER) + 1, "requests<br>(arrival order,<br>first at the top)",
                          parent)
         vb = self.gantt.getViewBox()
         vb.invertY(True)
@@ -250,22 +265,30 @@ class BatchTimelineView(GanttFrame):
         self._follow = True  # fit new data until the user zooms or pans; double-click refits
         vb.sigRangeChangedManually.connect(self._user_range)
         self._add_bars({state: STATE_LEGEND[state] for state in STATE_ORDER})
+        # over a prefill bar's upper part: the share of the prompt a prefix hit supplied
+        self.hit_bars = pg.BarGraphItem(x0=[], x1=[], y0=[], height=[], brush=CACHED_COLOR,
+                                        pen=pg.mkPen(CACHED_COLOR, width=1))
+        self.gantt.addItem(self.hit_bars)
+        self.legend.addItem(self.hit_bars, "prefix hit")
 
         # rows 2-5: strips
         self.batch_plot = self._strip(2, "batch size<br>(sequences)")
-        self.tokens_plot = self._strip(
-            3, f'tokens / iteration:<br><span style="color:{STATE_COLORS[PREFILL]}">prefill</span>'
-               f', <span style="color:{STATE_COLORS[DECODE]}">decode</span>,'
-               f'<br><span style="color:{CACHED_COLOR}">prefix hit</span>')
-        self.kv_plot = self._strip(4, "KV pool used (%)")
+        self.tokens_plot = self._strip(  # two lines a strip: a label's lines set its height
+            3, f'tokens: <span style="color:{STATE_COLORS[PREFILL]}">prefill</span>,<br>'
+               f'<span style="color:{STATE_COLORS[DECODE]}">decode</span>, '
+               f'<span style="color:{CACHED_COLOR}">prefix hit</span>')
+        self.kv_plot = self._strip(
+            4, f'<span style="color:{KV_COLOR}">KV pool used</span>,<br>'
+               f'<span style="color:{CACHED_COLOR}">prefix hit rate</span> (%)')
+        self.evict_plot = self._strip(5, "evicted blocks<br>per iteration")
         self.preempt_plot = self._strip(
-            5, f'<span style="color:{STATE_COLORS[PREEMPTED]}">preemptions</span><br>'
+            6, f'<span style="color:{STATE_COLORS[PREEMPTED]}">preemptions</span><br>'
                'per iteration',
             last=True)
         self.kv_plot.setYRange(0, 100, padding=0.08)
         self.kv_plot.getAxis("left").setTicks([[(v, str(v)) for v in (0, 50, 100)],
                                                [(v, "") for v in (25, 75)]])
-        for plot in (self.kv_plot, self.preempt_plot):
+        for plot in (self.kv_plot, self.evict_plot, self.preempt_plot):
             # short strips: labels at the edges may overhang (an axis with a grid clips them)
             plot.showGrid(x=True, y=False, alpha=0.2)
             plot.getAxis("left").setStyle(hideOverlappingLabels=False,
@@ -277,11 +300,13 @@ class BatchTimelineView(GanttFrame):
         self.cached_curve = self._curve(self.tokens_plot, CACHED_COLOR, width=1.5)
         self.cached_curve.setZValue(-1)  # under the decode line, which sits near 0 too
         self.kv_curve = self._curve(self.kv_plot, KV_COLOR)
+        self.hit_rate_curve = self._curve(self.kv_plot, CACHED_COLOR, width=1.5)
+        self.evict_curve = self._curve(self.evict_plot, EVICT_COLOR)
         self.preempt_curve = pg.PlotCurveItem(pen=pg.mkPen(STATE_COLORS[PREEMPTED], width=2),
                                               connect="pairs")
         self.preempt_plot.addItem(self.preempt_curve)
         self.plots = (self.gantt, self.batch_plot, self.tokens_plot, self.kv_plot,
-                      self.preempt_plot)
+                      self.evict_plot, self.preempt_plot)
         self.cursors = []
         for plot in self.plots:
             line = pg.InfiniteLine(angle=90, movable=False,
@@ -289,10 +314,10 @@ class BatchTimelineView(GanttFrame):
             line.setVisible(False)
             plot.addItem(line, ignoreBounds=True)
             self.cursors.append(line)
-        for plot, height in ((self.batch_plot, 62), (self.tokens_plot, 62), (self.kv_plot, 62),
-                             (self.preempt_plot, 80)):  # the last carries the time axis
-            plot.setMaximumHeight(height)
-            plot.setMinimumHeight(height - 8)
+        # fixed heights: what the strips do not take, the Gantt chart gets
+        for plot, height in ((self.batch_plot, 40), (self.tokens_plot, 48), (self.kv_plot, 48),
+                             (self.evict_plot, 36), (self.preempt_plot, 60)):  # the last: time axis
+            plot.setFixedHeight(height)
 
         self.requests: Sequence[RequestInfo] = ()
         self.iterations: Sequence[IterationRecord] = ()
@@ -304,6 +329,8 @@ class BatchTimelineView(GanttFrame):
         self._built, self._built_requests, self._built_last = 0, None, None
         self._strip_parts: list[IterationStrips] = []
         self._cached: dict[str, int] = {}  # request id -> prompt tokens a prefix hit supplied
+        self._hit_rate = RunningHitRate(())
+        self._hit_rate_parts: list[np.ndarray] = []
         self.current_index: int | None = None
         self._hover_text = ""
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
@@ -323,6 +350,7 @@ class BatchTimelineView(GanttFrame):
             by_id = {r.request_id: r for r in requests}
             self._info_by_row = [by_id[rid] for rid in self.segments.request_ids]
             self._draw_segments(self.segments)
+            self._draw_hits(self.segments)
             self._draw_strips(self.strips)
             clock = iterations[0].clock if iterations else "wall"
             label = "simulated" if clock == "simulated" else "wall clock"
@@ -342,8 +370,11 @@ class BatchTimelineView(GanttFrame):
             self._built_requests, n = requests, 0
             self._strip_parts = []
             self._cached = {}
+            self._hit_rate, self._hit_rate_parts = RunningHitRate(requests), []
         new = iterations[n:]
         b.extend(new)
+        self._hit_rate_parts = [np.concatenate([*self._hit_rate_parts,
+                                                self._hit_rate.extend(new)])]
         for rid, cached in cached_tokens_by_request(new).items():
             self._cached.setdefault(rid, cached)
         if new:
@@ -355,6 +386,7 @@ class BatchTimelineView(GanttFrame):
         self._built = len(iterations)
         self._built_last = iterations[-1] if iterations else None
         strips = self._strip_parts[0] if self._strip_parts else iteration_strips([])
+        self.hit_rate = self._hit_rate_parts[0]
         return b.segments(), strips
 
     def fit(self) -> None:
@@ -380,6 +412,12 @@ class BatchTimelineView(GanttFrame):
         vb = self.gantt.getViewBox()
         vb.setLimits(yMin=-1.5, yMax=max(n, 1) + 0.5)
 
+    def _draw_hits(self, seg: TimelineSegments) -> None:
+        prompts = {r.request_id: r.prompt_tokens for r in self._info_by_row}
+        rows, x0, x1 = prefix_hit_spans(seg, self._cached, prompts)
+        self.hit_bars.setOpts(x0=x0, x1=x1, y0=rows - BAR_HEIGHT / 2,
+                              height=np.full(rows.shape, 0.4 * BAR_HEIGHT))
+
     def _draw_strips(self, s: IterationStrips) -> None:
         self._draw_strip_curves()
         self._draw_preemptions(s)
@@ -395,7 +433,9 @@ class BatchTimelineView(GanttFrame):
                               (self.prefill_curve, s.prefill_tokens),
                               (self.decode_curve, s.decode_tokens),
                               (self.cached_curve, s.cached_tokens),
-                              (self.kv_curve, 100.0 * s.kv_usage)):
+                              (self.kv_curve, 100.0 * s.kv_usage),
+                              (self.hit_rate_curve, 100.0 * self.hit_rate),
+                              (self.evict_curve, s.evicted_blocks)):
             x, y, connect = step_xy(*visible_peaks(s.start_s, s.end_s, values, x_range))
             curve.setData(x, y, connect=connect, skipFiniteCheck=True)
 
@@ -405,11 +445,8 @@ class BatchTimelineView(GanttFrame):
         y = np.zeros(x.shape)
         y[1::2] = s.preemptions[hit]
         self.preempt_curve.setData(x, y, connect="pairs", skipFiniteCheck=True)
-        top = max(float(s.preemptions.max()) if s.preemptions.size else 0.0, 1.0)
-        self.preempt_plot.setYRange(0, top, padding=0.1)
-        step = max(1, int(np.ceil(top / 3)))  # counts: integer ticks
-        ticks = [(float(v), str(v)) for v in range(0, int(top) + 1, step)]
-        self.preempt_plot.getAxis("left").setTicks([ticks])
+        _count_axis(self.preempt_plot, s.preemptions)
+        _count_axis(self.evict_plot, s.evicted_blocks)
 
     def set_current(self, index: int | None) -> None:
         """Move the cursor to iteration `index`'s end (None: the last iteration)."""
@@ -454,8 +491,10 @@ class BatchTimelineView(GanttFrame):
         info = self._info_by_row[row]
         a, b = float(seg.start_s[i]), float(seg.end_s[i])
         cached = self._cached.get(info.request_id, 0)
-        hit = f" ({cached} cached: a prefix hit)" if cached else ""
-        return (f"{info.request_id} · {STATE_NAMES[int(seg.state[i])]} · {a:.3f}–{b:.3f} s "
+        hit = f" ({cached} cached: a prefix hit, marked orange)" if cached else ""
+        state = int(seg.state[i])
+        name = STATE_NAMES[state] + (" (will recompute its KV)" if state == PREEMPTED else "")
+        return (f"{info.request_id} · {name} · {a:.3f}–{b:.3f} s "
                 f"({b - a:.3f} s) · prompt {info.prompt_tokens} tokens{hit} · max new "
                 f"{info.max_new_tokens} tokens · arrived {info.arrival_s:.3f} s")
 

@@ -28,40 +28,17 @@ from PySide6.QtWidgets import (
 from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
 from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 from inferlab.views.batch_timeline import BatchTimelineView
+from inferlab.views.batching_choices import (
+    POLICY_LABELS,
+    PREFIX_CACHE_LABELS,
+    SCHEDULE_LABELS,
+    WORKLOAD_LABELS,
+    labelled_combo,
+)
 from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.stepped_controls import SteppedView
 
-POLICY_LABELS = (
-    ("continuous", "continuous, chunked",
-     "vLLM v1: every iteration refills the batch; long prompts are prefilled in chunks "
-     "beside the decodes, within the token budget"),
-    ("continuous-no-chunking", "continuous, no chunking",
-     "vLLM v0: a new request's whole prompt is prefilled first, pausing the decodes"),
-    ("static", "static",
-     "a batch is formed, run until every request in it has finished, then the next"),
-)
-WORKLOAD_LABELS = (
-    ("lognormal", "seeded (distinct prompts)",
-     "Poisson arrivals, lognormal prompt and output lengths, prompts that share nothing"),
-    ("multi-turn", "multi-turn chat",
-     "each turn's prompt is the conversation so far plus a new question"),
-    ("few-shot", "few-shot", "one shared block of examples, then each request's question"),
-    ("doc-qa", "document QA", "one long shared document, then each request's question"),
-    ("parallel", "parallel branches", "n branches of one prefix arriving together"),
-    ("agent", "agent loop", "a tool transcript that grows by one tool result per step"),
-)
-PREFIX_CACHE_LABELS = (
-    ("hash", "block hashes", "vLLM: full blocks found by their chained hashes"),
-    ("radix", "radix tree", "SGLang: any cached prefix, token by token, in a radix tree"),
-    ("none", "off", "no prefix caching: every prompt computed whole"),
-)
-SCHEDULE_LABELS = (
-    ("fcfs", "FCFS", "waiting requests admitted in arrival order"),
-    ("lpm", "longest prefix first",
-     "SGLang's LPM: the request with the most cached prompt tokens first (FCFS past 128 "
-     "waiting)"),
-)
 CLOCK_LABELS = (
     ("simulated", "simulated",
      "no model runs: each iteration takes the roofline time of its batch for the model "
@@ -97,7 +74,6 @@ def _ms(value) -> str:
     return "—" if value is None else f"{1e3 * value:,.1f}"
 
 
-NAV_HINT = " · drag to pan, wheel to zoom, double-click to fit"
 
 
 def _slo(value) -> str:
@@ -122,10 +98,7 @@ class BatchingView(SteppedView):
 
     # ---- construction ---------------------------------------------------------------------
     def _combo(self, items) -> QComboBox:
-        combo = QComboBox()
-        for value, label, tip in items:
-            combo.addItem(label, value)
-            combo.setItemData(combo.count() - 1, tip, Qt.ToolTipRole)
+        combo = labelled_combo(items)
         combo.currentIndexChanged.connect(self._emit)
         combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         combo.setMinimumContentsLength(10)
@@ -210,8 +183,6 @@ class BatchingView(SteppedView):
         slider_row = self.replay_slider_row(
             "iteration", "Show the run up to an earlier iteration (drag); the latest at the "
             "right end", 150)
-        self.nav_hint = QLabel("Timeline: drag to pan, wheel to zoom, double-click to fit.")
-        self.nav_hint.setStyleSheet("color: #555")
 
         self.status = QLabel()
         self.status.setWordWrap(True)
@@ -242,7 +213,6 @@ class BatchingView(SteppedView):
         timeline_layout = QVBoxLayout(timeline_page)
         timeline_layout.setContentsMargins(0, 0, 0, 0)
         timeline_layout.addWidget(self.timeline, 1)
-        timeline_layout.addWidget(self.nav_hint)
         timeline_layout.addLayout(slider_row)
         self.compare = PolicyCompareView()
         self.sweep = RateSweepView()
@@ -356,12 +326,6 @@ class BatchingView(SteppedView):
     def _show_iteration(self, index: int) -> None:
         its = self.iterations
         self.timeline.draw(self.requests, its, index if its else None)
-        # The readout's text is its minimum width (pyqtgraph LabelItem): with the navigation
-        # hint it widens the chart past a 1280 px window, clipping the latest iterations. The
-        # hint is under the chart instead (nav_hint).
-        readout = self.timeline.readout
-        if readout.text.endswith(NAV_HINT):
-            readout.setText(readout.text[:-len(NAV_HINT)])
         if its and index == len(its) - 1:
             self.timeline.fit()  # following the latest iteration: keep it in view
         if not its:

@@ -18,6 +18,7 @@ from inferlab.engines.servelab.section import (
     check_batching_settings,
     read_batching_section,
 )
+from inferlab.views.batch_compare import variant_name
 from inferlab.views.batching_view import BatchingView
 
 AUTO_STEPS = 800
@@ -106,22 +107,24 @@ class BatchingLab(SteppedLab):
         return "Every request has finished: Reset (Ctrl+R) to run it again."
 
     # ---- comparison and sweep (whole runs in a worker, with progress) ---------------------------
-    def compare(self, policies) -> None:
-        from inferlab.engines.servelab.compare import compare_policies
+    def compare(self, variants) -> None:
+        from inferlab.engines.servelab.compare import compare_policies, varied_keys
 
         settings, device = self.settings(), self.context.device_id
+        differs = varied_keys([dict(settings, **v) for v in variants])
+        names = [variant_name(dict(settings, **v), differs) for v in variants]
+        what = (f"the same {settings['requests']} requests" if settings["scenario"] ==
+                "lognormal" else f"the same {settings['scenario']} requests")
 
         def shown(runs) -> str:
             self.comparison = list(runs)
             self.view.compare.show_runs(runs)
-            a, b = runs
-            return (f"{a.policy} vs {b.policy}: the same {settings['requests']} requests "
-                    f"({settings['clock']} clock).")
+            return f"{' vs '.join(names)}: {what} ({settings['clock']} clock)."
 
         self._whole_runs(
-            self.view.compare, "compare policies",
-            f"Running {' and '.join(policies)} over the same {settings['requests']} requests…",
-            lambda progress, stop: compare_policies(settings, policies, device, progress, stop),
+            self.view.compare, "compare",
+            f"Running {' and '.join(names)} over {what}…",
+            lambda progress, stop: compare_policies(settings, variants, device, progress, stop),
             shown)
 
     def sweep(self, low_per_s: float, high_per_s: float, n_rates: int) -> None:
@@ -133,7 +136,7 @@ class BatchingLab(SteppedLab):
             self.view.sweep.set_busy(False, str(e))
             return
         settings, device = self.settings(), self.context.device_id
-        policies = self.view.compare.policies()
+        policies = self.view.compare.variants()
 
         def shown(points) -> str:
             self.sweep_points = list(points)
@@ -143,7 +146,7 @@ class BatchingLab(SteppedLab):
 
         self._whole_runs(
             self.view.sweep, "rate sweep",
-            f"Sweeping {n_rates} rates × {len(policies)} policies…",
+            f"Sweeping {n_rates} rates × {len(policies)} runs…",
             lambda progress, stop: rate_sweep(settings, rates, policies, device, progress, stop),
             shown)
 

@@ -118,6 +118,7 @@ class IterationRecord:
     schedule_s: float = 0.0
     forward_s: float = 0.0
     sample_s: float = 0.0
+    evicted_blocks: int = 0  # cached prefix blocks eviction gave up during the iteration
 
     def __post_init__(self) -> None:
         _count(self, "index")
@@ -135,7 +136,8 @@ class IterationRecord:
         object.__setattr__(self, "prefills", tuple(prefills))
         for name in ("decodes", "preempted", "finished"):
             _ids(self, name)
-        for name in ("kv_used_blocks", "kv_total_blocks", "waiting", "running"):
+        for name in ("kv_used_blocks", "kv_total_blocks", "waiting", "running",
+                     "evicted_blocks"):
             _count(self, name)
         for name in ("schedule_s", "forward_s", "sample_s"):
             _seconds(self, name)

@@ -74,6 +74,7 @@ class IterationStrips:
     kv_usage: np.ndarray  # float64, used / total blocks in [0, 1]
     preemptions: np.ndarray  # int32
     cached_tokens: np.ndarray  # int64: prompt tokens prefix hits supplied to its prefills
+    evicted_blocks: np.ndarray  # int32: cached prefix blocks eviction gave up in it
 
 
 def arrival_order(requests: Sequence[RequestInfo]) -> list[int]:
@@ -242,17 +243,71 @@ def cached_tokens_by_request(iterations: Sequence[IterationRecord]) -> dict[str,
     return out
 
 
+def prefix_hit_spans(segments: TimelineSegments, cached: dict[str, int],
+                     prompt_tokens: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the Gantt marks a prefix hit: (row, start_s, end_s) per request whose first
+    prefill `cached` tokens of its `prompt_tokens` skipped, over the first part of its first
+    prefill segment, as long as that segment times the share of the prompt that was cached."""
+    rows, starts, ends = [], [], []
+    is_prefill = np.flatnonzero(segments.state == PREFILL)
+    first_rows, first = np.unique(segments.row[is_prefill], return_index=True)
+    first_of_row = dict(zip(first_rows.tolist(), is_prefill[first].tolist(), strict=True))
+    for rid, n_cached in cached.items():
+        row = segments.row_of.get(rid)
+        i = first_of_row.get(row)
+        total = prompt_tokens.get(rid, 0)
+        if n_cached <= 0 or i is None or total <= 0:
+            continue
+        a, b = float(segments.start_s[i]), float(segments.end_s[i])
+        rows.append(row)
+        starts.append(a)
+        ends.append(a + (b - a) * min(n_cached / total, 1.0))
+    return (np.array(rows, dtype=np.int32), np.array(starts, dtype=np.float64),
+            np.array(ends, dtype=np.float64))
+
+
+class RunningHitRate:
+    """The batching metric prefix_hit_rate of the requests scheduled so far, after each
+    iteration: Σ cached prompt tokens / Σ prompt tokens, each request counted at its first
+    prefill chunk (as cached_tokens_by_request); 0 before any. `extend` takes the next
+    iterations (a live run's redraw costs the new records only)."""
+
+    def __init__(self, requests: Sequence[RequestInfo]) -> None:
+        self._prompt_tokens = {r.request_id: r.prompt_tokens for r in requests}
+        self._seen: set[str] = set()
+        self.cached_tokens = self.prompt_tokens = 0
+
+    def extend(self, iterations: Sequence[IterationRecord]) -> np.ndarray:
+        out = np.zeros(len(iterations), dtype=np.float64)
+        for i, it in enumerate(iterations):
+            for p in it.prefills:
+                if p.request_id not in self._seen and p.request_id in self._prompt_tokens:
+                    self._seen.add(p.request_id)
+                    self.cached_tokens += p.cached
+                    self.prompt_tokens += self._prompt_tokens[p.request_id]
+            out[i] = self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        return out
+
+
+def running_prefix_hit_rate(requests: Sequence[RequestInfo],
+                            iterations: Sequence[IterationRecord]) -> np.ndarray:
+    """RunningHitRate over a whole run."""
+    return RunningHitRate(requests).extend(iterations)
+
+
 def iteration_strips(iterations: Sequence[IterationRecord]) -> IterationStrips:
     """The per-iteration series under the timeline, in record order."""
     n = len(iterations)
     data = np.array([(it.start_s, it.end_s, it.batch_size, it.prefill_tokens, it.decode_tokens,
-                      it.kv_usage, len(it.preempted), sum(p.cached for p in it.prefills))
-                     for it in iterations], dtype=np.float64).reshape(n, 8)
+                      it.kv_usage, len(it.preempted), sum(p.cached for p in it.prefills),
+                      it.evicted_blocks)
+                     for it in iterations], dtype=np.float64).reshape(n, 9)
     return IterationStrips(
         start_s=data[:, 0].copy(), end_s=data[:, 1].copy(),
         batch_size=data[:, 2].astype(np.int32), prefill_tokens=data[:, 3].astype(np.int64),
         decode_tokens=data[:, 4].astype(np.int64), kv_usage=data[:, 5].copy(),
-        preemptions=data[:, 6].astype(np.int32), cached_tokens=data[:, 7].astype(np.int64))
+        preemptions=data[:, 6].astype(np.int32), cached_tokens=data[:, 7].astype(np.int64),
+        evicted_blocks=data[:, 8].astype(np.int32))
 
 
 # ---- a synthetic schedule, for benchmarks and the view's pictures (not a scheduler) ----------

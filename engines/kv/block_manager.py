@@ -130,6 +130,12 @@ class BlockManager:
         return self.pool.n_free
 
     @property
+    def n_evicted_blocks(self) -> int:
+        """Cached blocks whose K/V eviction gave up, ever: a hash cache's cached-free blocks
+        reused, a radix tree's blocks freed by evicting its nodes."""
+        return self.pool.n_evictions if self.radix is None else self.radix.n_evicted_blocks
+
+    @property
     def prefix_hit_rate(self) -> float:
         """prefix_hit_tokens / prefix_query_tokens (0 before any lookup)."""
         q = self.prefix_query_tokens
@@ -685,7 +691,6 @@ class BlockManager:
                 tree_only += 1
         used = pool.n_used - tree_only
         cached_free = pool.n_cached_free + tree_only
-        evictions = pool.n_evictions if self.radix is None else self.radix.n_evicted_blocks
         return KVStats(
             allocator="paged",
             step=step,
@@ -704,7 +709,7 @@ class BlockManager:
             shared_saved_slots=saved,
             prefix_hit_tokens=self.prefix_hit_tokens,
             prefix_query_tokens=self.prefix_query_tokens,
-            evictions=evictions,
+            evictions=self.n_evicted_blocks,
             bytes_per_slot=self.bytes_per_slot,
         )
 

@@ -58,6 +58,7 @@ class ServingEngine:
         self._admit()
         on_wall = self.executor.clock == "wall"
         start_s = self.now_s
+        evicted_before = sched.blocks.n_evicted_blocks
         t0 = time.perf_counter()
         out = sched.schedule(start_s)
         # host time between two forwards: the last iteration's update and this schedule
@@ -83,7 +84,8 @@ class ServingEngine:
             finished=tuple(s.seq_id for s in finished),
             kv_used_blocks=sched.kv_used_blocks, kv_total_blocks=sched.blocks.n_blocks,
             waiting=len(sched.waiting), running=len(sched.running),
-            schedule_s=schedule_s if on_wall else 0.0, forward_s=forward_s, sample_s=sample_s)
+            schedule_s=schedule_s if on_wall else 0.0, forward_s=forward_s, sample_s=sample_s,
+            evicted_blocks=sched.blocks.n_evicted_blocks - evicted_before)
         self.records.append(record)
         return record
 

@@ -1,8 +1,10 @@
 """Policies side by side on one seeded workload, and the throughput-latency sweep over rate.
 
     compare_policies(settings, ("static", "continuous"))
-        every policy runs the SAME requests (the settings' workload, generated once) to the
-        end; per policy its metrics and every finished request's TTFT and TPOT (the CDFs)
+    compare_policies(settings, ({"prefix_cache": "hash"}, {"prefix_cache": "radix"}))
+        every variant (a policy, or settings overrides: policy, prefix_cache, schedule) runs
+        the SAME requests (the settings' workload, generated once) to the end; per variant
+        its metrics and every finished request's TTFT and TPOT (the CDFs)
     rate_sweep(settings, rates, policies)
         for each rate (Poisson arrivals, the same seed, lengths and request count) and
         policy, a full run: achieved output tokens/s against p50/p99 TTFT and TPOT, as
@@ -48,13 +50,40 @@ def run_policy(settings: dict, items, device: str = "cpu", should_stop=None) -> 
     return PolicyRun(settings["policy"], batching_metrics(session.serving_metrics(),
                                                           session.records,
                                                           session.prefix_hit_rate()),
-                     tuple(ttft_s(t) for t in timings), tuple(tpots))
+                     tuple(ttft_s(t) for t in timings), tuple(tpots),
+                     settings["prefix_cache"], settings["schedule"])
 
 
-def compare_policies(settings: dict, policies: Sequence[str] = ("static", "continuous"),
+VARIANT_KEYS = ("policy", "prefix_cache", "schedule")
+"""What the runs of a comparison may differ by."""
+
+
+def variant_settings(settings: dict, variant: str | dict) -> dict:
+    """`settings` with a variant's overrides: a policy name, or a dict of VARIANT_KEYS."""
+    if isinstance(variant, str):
+        variant = {"policy": variant}
+    unknown = sorted(set(variant) - set(VARIANT_KEYS))
+    if unknown:
+        raise ValueError(f"compare: {unknown[0]!r} is not one of {', '.join(VARIANT_KEYS)}")
+    return dict(settings, **variant)
+
+
+def varied_keys(variants: Sequence[dict]) -> list[str]:
+    """The VARIANT_KEYS whose value is not the same in every one of `variants`."""
+    return [k for k in VARIANT_KEYS if len({v.get(k) for v in variants}) > 1]
+
+
+def variant_label(variant: dict, differs: Sequence[str] = VARIANT_KEYS) -> str:
+    """A run's name from the keys its comparison varies: "continuous · radix · lpm"."""
+    return " · ".join(str(variant[k]) for k in VARIANT_KEYS if k in differs) or variant["policy"]
+
+
+def compare_policies(settings: dict,
+                     policies: Sequence[str | dict] = ("static", "continuous"),
                      device: str = "cpu", progress: Progress | None = None,
                      should_stop=None) -> list[PolicyRun]:
-    """Each policy over the same requests (`settings`' workload), in order."""
+    """Each variant (a policy name, or a dict of VARIANT_KEYS overrides) over the same
+    requests (`settings`' workload), in order."""
     from inferlab.engines.serve import workload
     from inferlab.engines.servelab.section import batching_workload, check_batching_settings
 
@@ -65,9 +94,12 @@ def compare_policies(settings: dict, policies: Sequence[str] = ("static", "conti
              if settings["scenario"] == "lognormal" else None)
     report = progress or (lambda fraction, message: None)
     runs = []
-    for i, policy in enumerate(policies):
-        report(i / len(policies), f"running {policy} ({i + 1}/{len(policies)})")
-        runs.append(run_policy(dict(settings, policy=policy), items, device, should_stop))
+    variants = [check_batching_settings(variant_settings(settings, v)) for v in policies]
+    differs = varied_keys(variants)
+    for i, s in enumerate(variants):
+        name = variant_label(s, differs)
+        report(i / len(variants), f"running {name} ({i + 1}/{len(variants)})")
+        runs.append(run_policy(s, items, device, should_stop))
     report(1.0, "compared")
     return runs
 
@@ -84,9 +116,11 @@ def sweep_rates(low_per_s: float, high_per_s: float, n: int) -> list[float]:
 
 
 def rate_sweep(settings: dict, rates: Sequence[float],
-               policies: Sequence[str] = ("static", "continuous"), device: str = "cpu",
+               policies: Sequence[str | dict] = ("static", "continuous"), device: str = "cpu",
                progress: Progress | None = None, should_stop=None) -> list[SweepPoint]:
-    """One full run per (rate, policy); points in rate order, policies in the given order."""
+    """One full run per (rate, variant: a policy or VARIANT_KEYS overrides) of the seeded
+    stream (a scenario sets its own arrivals: the sweep runs the stream of the settings'
+    lengths); points in rate order, variants in the given order."""
     from inferlab.engines.serve import workload
     from inferlab.engines.servelab.section import batching_workload, check_batching_settings
 
@@ -96,13 +130,16 @@ def rate_sweep(settings: dict, rates: Sequence[float],
     for i, rate in enumerate(rates):
         s = check_batching_settings(dict(settings, rate_per_s=float(rate)))
         items = workload.generate(batching_workload(s))
-        for j, policy in enumerate(policies):
+        variants = [check_batching_settings(variant_settings(s, v)) for v in policies]
+        differs = varied_keys(variants)
+        for j, v in enumerate(variants):
             done = i * len(policies) + j
-            report(done / total, f"{policy} at {rate:.3g} req/s ({done + 1}/{total})")
-            m = run_policy(dict(s, policy=policy), items, device, should_stop).metrics
+            report(done / total, f"{variant_label(v, differs)} at {rate:.3g} req/s "
+                                 f"({done + 1}/{total})")
+            m = run_policy(v, items, device, should_stop).metrics
             points.append(SweepPoint(
-                policy, float(rate), m["output_tokens_per_s"], m["ttft_s"]["p50"],
+                v["policy"], float(rate), m["output_tokens_per_s"], m["ttft_s"]["p50"],
                 m["ttft_s"]["p99"], m["tpot_s"]["p50"], m["tpot_s"]["p99"],
-                m["goodput_requests_per_s"]))
+                m["goodput_requests_per_s"], v["prefix_cache"], v["schedule"]))
     report(1.0, "swept")
     return points

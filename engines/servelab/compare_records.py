@@ -23,6 +23,11 @@ def _check_policy(policy) -> None:
         raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
 
 
+def _check_choice(name: str, value, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
+
+
 _SECONDS_LIST = Setting("float-list", 0, max_len=MAX_VALUES)
 _RATE = Setting("float", 0)
 
@@ -34,24 +39,39 @@ def _seconds_list(name: str, values) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class PolicyRun:
-    """One policy's whole run: its metrics dict (batching_metrics) and per finished request
-    its TTFT and TPOT in seconds (TPOT only for requests of two or more tokens)."""
+    """One variant's whole run (a policy, with a prefix cache and a queue order): its
+    metrics dict (batching_metrics) and per finished request its TTFT and TPOT in seconds
+    (TPOT only for requests of two or more tokens)."""
 
     policy: str
     metrics: dict
     ttft_s: tuple[float, ...]
     tpot_s: tuple[float, ...]
+    prefix_cache: str = "hash"  # a snapshot from before the choice ran vLLM's block hashes
+    schedule: str = "fcfs"
 
     def __post_init__(self) -> None:
+        from inferlab.engines.kv.block_manager import PREFIX_CACHES
+        from inferlab.engines.serve.scheduler import SCHEDULES
+
         _check_policy(self.policy)
+        _check_choice("prefix_cache", self.prefix_cache, PREFIX_CACHES)
+        _check_choice("schedule", self.schedule, SCHEDULES)
         if not isinstance(self.metrics, dict):
             raise ValueError("metrics: expected an object")
         object.__setattr__(self, "ttft_s", _seconds_list("ttft_s", self.ttft_s))
         object.__setattr__(self, "tpot_s", _seconds_list("tpot_s", self.tpot_s))
 
+    @property
+    def variant(self) -> dict:
+        """The settings this run differs by: policy, prefix_cache, schedule."""
+        return {"policy": self.policy, "prefix_cache": self.prefix_cache,
+                "schedule": self.schedule}
+
     def to_dict(self) -> dict:
-        return {"policy": self.policy, "metrics": self.metrics, "ttft_s": list(self.ttft_s),
-                "tpot_s": list(self.tpot_s)}
+        return {"policy": self.policy, "prefix_cache": self.prefix_cache,
+                "schedule": self.schedule, "metrics": self.metrics,
+                "ttft_s": list(self.ttft_s), "tpot_s": list(self.tpot_s)}
 
 
 @dataclass(frozen=True)
@@ -64,12 +84,24 @@ class SweepPoint:
     tpot_p50_s: float
     tpot_p99_s: float
     goodput_requests_per_s: float
+    prefix_cache: str = "hash"
+    schedule: str = "fcfs"
 
     def __post_init__(self) -> None:
+        from inferlab.engines.kv.block_manager import PREFIX_CACHES
+        from inferlab.engines.serve.scheduler import SCHEDULES
+
         _check_policy(self.policy)
+        _check_choice("prefix_cache", self.prefix_cache, PREFIX_CACHES)
+        _check_choice("schedule", self.schedule, SCHEDULES)
         for name in ("rate_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p99_s",
                      "tpot_p50_s", "tpot_p99_s", "goodput_requests_per_s"):
             object.__setattr__(self, name, float(_RATE.check(getattr(self, name), name)))
+
+    @property
+    def variant(self) -> dict:
+        return {"policy": self.policy, "prefix_cache": self.prefix_cache,
+                "schedule": self.schedule}
 
     def meets(self, slo_ttft_s: float, slo_tpot_s: float) -> bool:
         return self.ttft_p99_s <= slo_ttft_s and self.tpot_p99_s <= slo_tpot_s

@@ -112,7 +112,7 @@ def test_hover_lookup_finds_the_request(view):
     i = view.segment_at_point(5.5, 2.1)  # C's row, between its prefills
     assert i is not None and int(view.segments.state[i]) == PREEMPTED
     text = view.describe_segment(i)
-    assert text.startswith("C · preempted · 5.000–6.000 s")
+    assert text.startswith("C · preempted (will recompute its KV) · 5.000–6.000 s")
     assert "prompt 4 tokens" in text and "max new 3 tokens" in text
     i = view.segment_at_point(3.5, 0.9)  # B's second chunk
     assert view.describe_segment(i).startswith(f"B · {STATE_NAMES[PREFILL]}")
@@ -191,3 +191,43 @@ def test_a_growing_run_is_drawn_as_if_drawn_at_once(view):
     assert view.segments.rows() == timeline_segments(requests, thinned).rows()
     assert len(view.strips.start_s) == len(thinned)
     fresh.deleteLater()
+
+
+def test_prefix_hits_and_evictions_are_drawn_and_grow_live(view):
+    """B hits 4 of its 12 prompt tokens (its prefill bar 1.0-1.9 s): an orange mark over the
+    first third of that bar; the hit-rate curve ends at 4 / 20; the eviction strip peaks at
+    the 2 blocks evicted at iteration 1. Drawn live, record by record, the same."""
+    import dataclasses
+
+    requests = [RequestInfo("A", 0.0, 8, 2), RequestInfo("B", 0.5, 12, 2)]
+    records = [_it(0, prefills=[("A", 0, 8)]),
+               dataclasses.replace(_it(1, prefills=[("B", 4, 8, 4)], decodes=["A"],
+                                       finished=["A"]), evicted_blocks=2),
+               _it(2, decodes=["B"], finished=["B"])]
+    for live in (False, True):
+        v = BatchTimelineView()
+        v.resize(1280, 560)
+        if live:
+            for k in range(1, len(records) + 1):
+                v.draw(requests, records[:k])
+        else:
+            v.draw(requests, records)
+        bars = v.hit_bars.opts
+        assert list(bars["x0"]) == pytest.approx([1.0])
+        assert list(bars["x1"]) == pytest.approx([1.0 + 0.9 * 4 / 12])
+        assert list(bars["y0"]) == pytest.approx([1 - BAR_HEIGHT / 2])
+        assert v.hit_rate_curve.getData()[1][-1] == pytest.approx(100 * 4 / 20)
+        assert max(v.evict_curve.getData()[1]) == 2
+        assert v.strips.evicted_blocks.tolist() == [0, 2, 0]
+        v.deleteLater()
+    assert "(4 cached: a prefix hit" in view_text(requests, records)
+
+
+def view_text(requests, records) -> str:
+    v = BatchTimelineView()
+    v.draw(requests, records)
+    i = next(k for k in range(len(v.segments)) if v.segments.row[k] == 1
+             and int(v.segments.state[k]) == PREFILL)
+    text = v.describe_segment(i)
+    v.deleteLater()
+    return text

@@ -11,6 +11,8 @@ from inferlab.engines.servelab.compare import (
     latency_cdf,
     rate_sweep,
     sweep_rates,
+    variant_label,
+    varied_keys,
 )
 from inferlab.engines.servelab.compare_records import (
     SweepPoint,
@@ -103,7 +105,57 @@ def test_the_comparison_state_round_trips_and_refuses_bad_fields():
         ({"comparison": [dict(state["comparison"][0], ttft_s=[0.1, -1]),
                          state["comparison"][1]]}, r"ttft_s\[1\]: expected a finite number >= 0"),
         ({"comparison": "both"}, "comparison: expected a list"),
+        ({"comparison": [dict(state["comparison"][0], prefix_cache="lru"),
+                         state["comparison"][1]]}, r"comparison\[0\]: prefix_cache"),
+        ({"sweep": [dict(state["sweep"][0], schedule="sjf")]}, r"sweep\[0\]: schedule"),
     ]
     for raw, message in bad:
         with pytest.raises(ValueError, match=message):
             read_comparison_state(raw)
+
+
+def test_a_snapshot_from_before_the_prefix_choice_reads_as_block_hashes_and_fcfs():
+    runs = compare_policies(dict(SMALL, requests=8))
+    points = rate_sweep(dict(SMALL, requests=8), [5.0], ("continuous",))
+    state = comparison_state(runs, points)
+    for item in (*state["comparison"], *state["sweep"]):
+        del item["prefix_cache"], item["schedule"]
+    back_runs, back_points = read_comparison_state(state)
+    assert {(r.prefix_cache, r.schedule) for r in (*back_runs, *back_points)} == {
+        ("hash", "fcfs")}
+
+
+def test_hash_and_radix_compare_on_the_same_multi_turn_requests():
+    """Two prefix caches, one policy, the same scenario: radix finds at least every token the
+    block hashes find (token granularity), both serve every request, and the progress names
+    the runs by what differs."""
+    messages = []
+    settings = dict(BATCHING_DEFAULTS, scenario="multi-turn")
+    hashed, radix = compare_policies(settings, ({"prefix_cache": "hash"},
+                                                {"prefix_cache": "radix"}),
+                                     progress=lambda f, m: messages.append(m))
+    assert (hashed.prefix_cache, radix.prefix_cache) == ("hash", "radix")
+    assert hashed.policy == radix.policy == "continuous"
+    assert hashed.metrics["completed"] == radix.metrics["completed"] > 0
+    assert hashed.metrics["total_output_tokens"] == radix.metrics["total_output_tokens"]
+    assert radix.metrics["prefix_hit_rate"] > hashed.metrics["prefix_hit_rate"] > 0
+    assert messages[:2] == ["running hash (1/2)", "running radix (2/2)"]
+    off, = compare_policies(settings, ({"prefix_cache": "none"},))
+    assert off.metrics["prefix_hit_rate"] == 0
+    with pytest.raises(ValueError, match="'clock' is not one of"):
+        compare_policies(settings, ({"clock": "wall"},))
+
+
+def test_a_sweep_runs_the_variants_it_is_given():
+    points = rate_sweep(dict(SMALL, requests=10), [5.0], ({"schedule": "fcfs"},
+                                                          {"schedule": "lpm"}))
+    assert [(p.policy, p.schedule) for p in points] == [("continuous", "fcfs"),
+                                                        ("continuous", "lpm")]
+
+
+def test_variant_names_say_what_differs():
+    a = {"policy": "continuous", "prefix_cache": "hash", "schedule": "fcfs"}
+    b = dict(a, prefix_cache="radix", schedule="lpm")
+    assert varied_keys([a, b]) == ["prefix_cache", "schedule"]
+    assert variant_label(b, varied_keys([a, b])) == "radix · lpm"
+    assert variant_label(a, varied_keys([a, a])) == "continuous"
