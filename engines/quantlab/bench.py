@@ -22,8 +22,11 @@ chose `gptq.ACT_ORDER` and `gptq.DAMP`, the defaults of "gptq-int4-g128").
 
 Decode speed is timed after every scheme is built, in `rounds` interleaved rounds (fp32,
 int8, ..., fp32, int8, ..., each round starting at another scheme), the median per scheme: a
-machine that gets busier mid-run slows every scheme alike instead of whichever ran last. Quantization runs on one torch thread
-(GPTQ's column loop is many small ops, which extra threads on a busy machine slow down).
+machine that gets busier mid-run slows every scheme alike instead of whichever ran last.
+Decode and scoring run on `threads` torch threads (1: the per-token figures llama.cpp's are
+compared with); quantization runs on `quantize_threads` (default: every core torch would use,
+as `run quant` and the lab quantize: GPTQ/AWQ calibration is mostly Gram matrices and the
+layers' forwards, large products that scale with cores).
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ def _gptq_variants(session, damps: Sequence[float], rtn: dict, fp32: dict, log=N
 
 def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None = None,
                     decode_tokens: int = 32, rounds: int = 3, threads: int = 1,
-                    log=None, rss: bool = True, eval_text=None,
+                    quantize_threads: int | None = None, log=None, rss: bool = True, eval_text=None,
                     gptq_damp: Sequence[float] | None = None) -> dict:
     from inferlab.engines.quant.runtime import decode_tokens_per_s
     from inferlab.engines.quantlab.evaluation import prepare, score
@@ -102,6 +105,7 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
     if FP32 not in names:
         names.insert(0, FP32)
     before = torch.get_num_threads()
+    quantize_threads = before if quantize_threads is None else quantize_threads
     torch.set_num_threads(threads)
     try:
         t0 = time.perf_counter()
@@ -112,12 +116,17 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
                      "calibration_tokens": sum(map(len, calibration_chunks(
                          session.tokenizer, session.calibration_texts))),
                      "load_seconds": time.perf_counter() - t0, "threads": threads,
+                     "quantize_threads": quantize_threads,
                      "decode_tokens": decode_tokens, "rounds": rounds}
         reference = session.reference()
         results, running = {}, {}
         for name in names:
-            p = prepare(session.model, session.tokenizer, name,
-                        calibration_text=session.calibration_texts)
+            torch.set_num_threads(quantize_threads)
+            try:
+                p = prepare(session.model, session.tokenizer, name,
+                            calibration_text=session.calibration_texts)
+            finally:
+                torch.set_num_threads(threads)
             results[name] = score(p, session.tokenizer, name, session.eval_sets,
                                   session.prompt_ids, reference, decode_tokens=None,
                                   ppl=session.ppl())

@@ -49,3 +49,31 @@ def test_bench_scores_every_held_out_text_and_the_gptq_variants():
     default = variants["act-order, damp 0.01"]  # the default scheme, quantized again
     assert default["perplexity_by_text"] == pytest.approx(gptq)
     assert all(v["quantize_seconds"] > 0 for v in variants.values())
+
+
+def test_quantization_runs_on_its_own_thread_count(monkeypatch):
+    """Decode and scoring on `threads`, the schemes' quantization on `quantize_threads` (the
+    JSON says both), and the caller's thread count is back afterwards."""
+    import torch
+
+    from inferlab.engines.quantlab import evaluation
+
+    seen = {}
+    real_prepare, real_score = evaluation.prepare, evaluation.score
+
+    def prepare(*a, **k):
+        seen.setdefault("prepare", torch.get_num_threads())
+        return real_prepare(*a, **k)
+
+    def score(*a, **k):
+        seen.setdefault("score", torch.get_num_threads())
+        return real_score(*a, **k)
+
+    monkeypatch.setattr(evaluation, "prepare", prepare)
+    monkeypatch.setattr(evaluation, "score", score)
+    before = torch.get_num_threads()
+    out = run_quant_bench("tiny", ["int4-g128"], decode_tokens=2, rounds=1, rss=False,
+                          threads=1, quantize_threads=2, eval_text="Clocks count. " * 20)
+    assert (out["threads"], out["quantize_threads"]) == (1, 2)
+    assert seen == {"prepare": 2, "score": 1}
+    assert torch.get_num_threads() == before
