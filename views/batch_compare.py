@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.servelab.compare import VARIANT_KEYS, latency_cdf, varied_keys
+from inferlab.engines.servelab.compare import latency_cdf, variant_label, varied_keys
 from inferlab.engines.servelab.compare_records import knee
 from inferlab.views.axes import LogSIAxis
 from inferlab.views.batching_choices import (
@@ -52,8 +52,7 @@ VARIANT_COLORS = (1, 0, 2, 3, 4, 5)  # A, B, then any further curves of a sweep
 def variant_name(variant: dict, differs) -> str:
     """A run's legend name: its values of the keys its comparison varies (the policy when
     none does)."""
-    keys = [k for k in VARIANT_KEYS if k in differs and k in variant] or ["policy"]
-    return ", ".join(NAMES[k].get(variant[k], variant[k]) for k in keys)
+    return variant_label(variant, differs, NAMES, ", ")
 
 
 def _ms(seconds) -> str:

@@ -330,7 +330,7 @@ class BatchTimelineView(GanttFrame):
         self._strip_parts: list[IterationStrips] = []
         self._cached: dict[str, int] = {}  # request id -> prompt tokens a prefix hit supplied
         self._hit_rate = RunningHitRate(())
-        self._hit_rate_parts: list[np.ndarray] = []
+        self.hit_rate = np.zeros(0)  # after each drawn iteration (RunningHitRate)
         self.current_index: int | None = None
         self._hover_text = ""
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
@@ -370,11 +370,10 @@ class BatchTimelineView(GanttFrame):
             self._built_requests, n = requests, 0
             self._strip_parts = []
             self._cached = {}
-            self._hit_rate, self._hit_rate_parts = RunningHitRate(requests), []
+            self._hit_rate, self.hit_rate = RunningHitRate(requests), np.zeros(0)
         new = iterations[n:]
         b.extend(new)
-        self._hit_rate_parts = [np.concatenate([*self._hit_rate_parts,
-                                                self._hit_rate.extend(new)])]
+        self.hit_rate = np.concatenate([self.hit_rate, self._hit_rate.extend(new)])
         for rid, cached in cached_tokens_by_request(new).items():
             self._cached.setdefault(rid, cached)
         if new:
@@ -386,7 +385,6 @@ class BatchTimelineView(GanttFrame):
         self._built = len(iterations)
         self._built_last = iterations[-1] if iterations else None
         strips = self._strip_parts[0] if self._strip_parts else iteration_strips([])
-        self.hit_rate = self._hit_rate_parts[0]
         return b.segments(), strips
 
     def fit(self) -> None:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
@@ -93,6 +94,17 @@ def _gptq_variants(session, damps: Sequence[float], rtn: dict, fp32: dict, log=N
     return out
 
 
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch on `n` threads inside the block, the caller's count back after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None = None,
                     decode_tokens: int = 32, rounds: int = 3, threads: int = 1,
                     quantize_threads: int | None = None, log=None, rss: bool = True, eval_text=None,
@@ -121,12 +133,9 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
         reference = session.reference()
         results, running = {}, {}
         for name in names:
-            torch.set_num_threads(quantize_threads)
-            try:
+            with torch_threads(quantize_threads):
                 p = prepare(session.model, session.tokenizer, name,
                             calibration_text=session.calibration_texts)
-            finally:
-                torch.set_num_threads(threads)
             results[name] = score(p, session.tokenizer, name, session.eval_sets,
                                   session.prompt_ids, reference, decode_tokens=None,
                                   ppl=session.ppl())
@@ -177,12 +186,8 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
                 table[name]["recovered_by_text"] = rec
                 table[name]["recovered"] = sum(rec.values()) / max(len(rec), 1)
         if gptq_damp:
-            before = torch.get_num_threads()
-            torch.set_num_threads(threads)
-            try:
+            with torch_threads(threads):
                 out["gptq_variants"] = _gptq_variants(session, gptq_damp, rtn, fp32, log)
-            finally:
-                torch.set_num_threads(before)
     out["schemes"] = table
     if rss:
         from inferlab.engines.quant.rss import model_rss_bytes

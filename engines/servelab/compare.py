@@ -25,7 +25,7 @@ import numpy as np
 
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.serve.metrics import tpot_s, ttft_s
-from inferlab.engines.servelab.compare_records import PolicyRun, SweepPoint
+from inferlab.engines.servelab.compare_records import VARIANT_KEYS, PolicyRun, SweepPoint
 
 Progress = Callable[[float, str], None]
 MAX_SWEEP_RATES = 24
@@ -54,10 +54,6 @@ def run_policy(settings: dict, items, device: str = "cpu", should_stop=None) -> 
                      settings["prefix_cache"], settings["schedule"])
 
 
-VARIANT_KEYS = ("policy", "prefix_cache", "schedule")
-"""What the runs of a comparison may differ by."""
-
-
 def variant_settings(settings: dict, variant: str | dict) -> dict:
     """`settings` with a variant's overrides: a policy name, or a dict of VARIANT_KEYS."""
     if isinstance(variant, str):
@@ -73,9 +69,13 @@ def varied_keys(variants: Sequence[dict]) -> list[str]:
     return [k for k in VARIANT_KEYS if len({v.get(k) for v in variants}) > 1]
 
 
-def variant_label(variant: dict, differs: Sequence[str] = VARIANT_KEYS) -> str:
-    """A run's name from the keys its comparison varies: "continuous · radix · lpm"."""
-    return " · ".join(str(variant[k]) for k in VARIANT_KEYS if k in differs) or variant["policy"]
+def variant_label(variant: dict, differs: Sequence[str] = VARIANT_KEYS,
+                  names: dict | None = None, sep: str = " · ") -> str:
+    """A run's name from the keys its comparison varies ("radix · lpm"; the policy where none
+    does); `names[key]` maps a value to what to write instead (a view's labels)."""
+    keys = [k for k in VARIANT_KEYS if k in differs and k in variant] or ["policy"]
+    names = names or {}
+    return sep.join(str(names.get(k, {}).get(variant[k], variant[k])) for k in keys)
 
 
 def compare_policies(settings: dict,

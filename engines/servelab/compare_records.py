@@ -16,16 +16,26 @@ from inferlab.engines.settings import Setting, read_fields, read_list, read_obje
 MAX_VALUES = 100_000  # per-request latencies kept per run (the workload's own limit)
 
 
-def _check_policy(policy) -> None:
-    from inferlab.engines.serve.scheduler import POLICIES
-
-    if policy not in POLICIES:
-        raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
+VARIANT_KEYS = ("policy", "prefix_cache", "schedule")
+"""What the runs of a comparison may differ by (fields of PolicyRun and SweepPoint)."""
 
 
-def _check_choice(name: str, value, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
+def _check_variant(record) -> None:
+    """`record`'s policy, prefix cache and queue order are ones the scheduler knows."""
+    from inferlab.engines.kv.block_manager import PREFIX_CACHES
+    from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
+
+    for name, choices in zip(VARIANT_KEYS, (POLICIES, PREFIX_CACHES, SCHEDULES), strict=True):
+        value = getattr(record, name)
+        if value not in choices:
+            raise ValueError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
+
+
+class _Variant:
+    @property
+    def variant(self) -> dict:
+        """The settings this run differs by: VARIANT_KEYS and their values."""
+        return {k: getattr(self, k) for k in VARIANT_KEYS}
 
 
 _SECONDS_LIST = Setting("float-list", 0, max_len=MAX_VALUES)
@@ -38,7 +48,7 @@ def _seconds_list(name: str, values) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class PolicyRun:
+class PolicyRun(_Variant):
     """One variant's whole run (a policy, with a prefix cache and a queue order): its
     metrics dict (batching_metrics) and per finished request its TTFT and TPOT in seconds
     (TPOT only for requests of two or more tokens)."""
@@ -51,22 +61,11 @@ class PolicyRun:
     schedule: str = "fcfs"
 
     def __post_init__(self) -> None:
-        from inferlab.engines.kv.block_manager import PREFIX_CACHES
-        from inferlab.engines.serve.scheduler import SCHEDULES
-
-        _check_policy(self.policy)
-        _check_choice("prefix_cache", self.prefix_cache, PREFIX_CACHES)
-        _check_choice("schedule", self.schedule, SCHEDULES)
+        _check_variant(self)
         if not isinstance(self.metrics, dict):
             raise ValueError("metrics: expected an object")
         object.__setattr__(self, "ttft_s", _seconds_list("ttft_s", self.ttft_s))
         object.__setattr__(self, "tpot_s", _seconds_list("tpot_s", self.tpot_s))
-
-    @property
-    def variant(self) -> dict:
-        """The settings this run differs by: policy, prefix_cache, schedule."""
-        return {"policy": self.policy, "prefix_cache": self.prefix_cache,
-                "schedule": self.schedule}
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "prefix_cache": self.prefix_cache,
@@ -75,7 +74,7 @@ class PolicyRun:
 
 
 @dataclass(frozen=True)
-class SweepPoint:
+class SweepPoint(_Variant):
     policy: str
     rate_per_s: float
     output_tokens_per_s: float
@@ -88,20 +87,10 @@ class SweepPoint:
     schedule: str = "fcfs"
 
     def __post_init__(self) -> None:
-        from inferlab.engines.kv.block_manager import PREFIX_CACHES
-        from inferlab.engines.serve.scheduler import SCHEDULES
-
-        _check_policy(self.policy)
-        _check_choice("prefix_cache", self.prefix_cache, PREFIX_CACHES)
-        _check_choice("schedule", self.schedule, SCHEDULES)
+        _check_variant(self)
         for name in ("rate_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p99_s",
                      "tpot_p50_s", "tpot_p99_s", "goodput_requests_per_s"):
             object.__setattr__(self, name, float(_RATE.check(getattr(self, name), name)))
-
-    @property
-    def variant(self) -> dict:
-        return {"policy": self.policy, "prefix_cache": self.prefix_cache,
-                "schedule": self.schedule}
 
     def meets(self, slo_ttft_s: float, slo_tpot_s: float) -> bool:
         return self.ttft_p99_s <= slo_ttft_s and self.tpot_p99_s <= slo_tpot_s
