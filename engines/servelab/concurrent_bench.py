@@ -11,6 +11,13 @@ static-batch `generate`, same prompts, same dtype, same run.
                                       kernel path (engines/kernels), beside the native one
     kernels                           what the native path ran (`kernels.describe()`)
     outputs_equal_requests            requests whose greedy tokens are identical in both
+    vllm_cpu_tokens_per_s             the same requests through vLLM's CPU build (offline
+                                      `LLM.generate`, token-id prompts, fp32), when
+                                      INFERLAB_VLLM_PYTHON names a Python with vllm installed
+                                      (engines.servelab.vllm_peer); otherwise None and
+                                      `vllm_cpu_error` says why
+    continuous_32_vs_vllm_cpu         ours / vLLM's (the issue's goal: >= 1.0)
+    vllm_outputs_equal_requests       requests whose greedy tokens equal vLLM's
 
 Output tokens/s = requests x output_tokens / wall seconds of the whole run (prefills
 included, the same way for both). The two run in turn `repeats` times and each reports its
@@ -19,10 +26,13 @@ median, so a machine that gets busier mid-run slows both alike.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
 import torch
+
+from inferlab.engines.servelab.vllm_peer import VLLM_PYTHON_ENV, VllmPeer, hf_folder, vllm_python
 
 PROMPTS_PER_REQUEST = 4
 """Short prompts joined per request: with SmolLM2's chat template about 100 prompt tokens,
@@ -79,9 +89,32 @@ def run_transformers(hf_model, prompts_ids: list[list[int]], output_tokens: int,
     return wall_s, [row[width:].tolist() for row in out]
 
 
+def _vllm_peer(stack: contextlib.ExitStack, prompts_ids: list[list[int]], output_tokens: int,
+               dtype: str, out: dict):
+    """The vLLM peer (entered on `stack`), or None with `out["vllm_cpu_error"]` saying why."""
+    from inferlab.engines.model.llama import resolve_dtype
+    from inferlab.engines.model.registry import smollm2_gguf_path
+
+    python = vllm_python()
+    if python is None:
+        out["vllm_cpu_error"] = f"not run: {VLLM_PYTHON_ENV} names no Python with vllm"
+        return None
+    try:
+        folder = hf_folder(smollm2_gguf_path(), resolve_dtype(dtype))
+        peer = stack.enter_context(VllmPeer(
+            python, folder, {"fp32": "float32", "bf16": "bfloat16"}.get(dtype, dtype),
+            torch.get_num_threads(), max_model_len=max(map(len, prompts_ids)) + output_tokens,
+            max_num_seqs=len(prompts_ids)))
+    except (OSError, RuntimeError, ImportError) as e:
+        out["vllm_cpu_error"] = f"vLLM peer did not start: {e}"
+        return None
+    out["vllm_version"] = peer.version
+    return peer
+
+
 def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: str = "fp32",
                          repeats: int = 2, transformers: bool = True,
-                         torch_kernels: bool = True) -> dict:
+                         torch_kernels: bool = True, vllm: bool = True) -> dict:
     from inferlab.engines import kernels
     from inferlab.engines.model.bench import load_transformers_gguf
     from inferlab.engines.model.llama import resolve_dtype
@@ -104,17 +137,24 @@ def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: s
             hf_model = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
         except ImportError as e:
             out["transformers_error"] = f"transformers not installed: {e}"
-    ours_s, theirs_s, torch_s = [], [], []
-    ours_out = theirs_out = None
-    for _ in range(repeats):
-        wall_s, ours_out = run_continuous(model, prompts_ids, output_tokens)
-        ours_s.append(wall_s)
-        if torch_model is not None:
-            torch_s.append(run_continuous(torch_model, prompts_ids, output_tokens)[0])
-        if hf_model is not None:
-            wall_s, theirs_out = run_transformers(hf_model, prompts_ids, output_tokens,
-                                                  tok.eos_token_ids[0])
-            theirs_s.append(wall_s)
+    with contextlib.ExitStack() as stack:
+        peer = _vllm_peer(stack, prompts_ids, output_tokens, dtype, out) if vllm else None
+        if peer is not None:
+            peer.generate(prompts_ids[:2], 4)  # its first batch pays one-off warm-up costs
+        ours_s, theirs_s, torch_s, vllm_s = [], [], [], []
+        ours_out = theirs_out = vllm_out = None
+        for _ in range(repeats):
+            wall_s, ours_out = run_continuous(model, prompts_ids, output_tokens)
+            ours_s.append(wall_s)
+            if torch_model is not None:
+                torch_s.append(run_continuous(torch_model, prompts_ids, output_tokens)[0])
+            if hf_model is not None:
+                wall_s, theirs_out = run_transformers(hf_model, prompts_ids, output_tokens,
+                                                      tok.eos_token_ids[0])
+                theirs_s.append(wall_s)
+            if peer is not None:
+                wall_s, vllm_out = peer.generate(prompts_ids, output_tokens)
+                vllm_s.append(wall_s)
     out["continuous_32_tokens_per_s"] = total_tokens / statistics.median(ours_s)
     out["continuous_32_tokens_per_s_torch_kernels"] = (
         total_tokens / statistics.median(torch_s) if torch_s else None)
@@ -127,4 +167,11 @@ def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: s
     else:
         out["transformers_static_tokens_per_s"] = None
         out["continuous_over_transformers"] = None
+    out["vllm_cpu_tokens_per_s"] = out["continuous_32_vs_vllm_cpu"] = None
+    if vllm_s:
+        vllm_rate = total_tokens / statistics.median(vllm_s)
+        out["vllm_cpu_tokens_per_s"] = vllm_rate
+        out["continuous_32_vs_vllm_cpu"] = out["continuous_32_tokens_per_s"] / vllm_rate
+        out["vllm_outputs_equal_requests"] = sum(a == b for a, b in zip(ours_out, vllm_out,
+                                                                        strict=True))
     return out

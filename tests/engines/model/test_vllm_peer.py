@@ -1,0 +1,64 @@
+"""The batching bench's vLLM peer (engines/servelab/vllm_peer.py): not run, and said so,
+without INFERLAB_VLLM_PYTHON; a Python without vllm ends in vLLM's own import error, not a
+hang; the Hugging Face folder it serves holds the GGUF's model (transformers' logits from the
+folder equal those from the GGUF). With INFERLAB_VLLM_PYTHON set, vLLM itself gives our greedy
+tokens on the bench's prompts."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+import pytest
+import torch
+
+from inferlab.engines.servelab.concurrent_bench import _vllm_peer, bench_prompts, run_continuous
+from inferlab.engines.servelab.vllm_peer import VLLM_PYTHON_ENV, VllmPeer, hf_folder
+
+
+def test_peer_is_not_run_without_its_python(monkeypatch):
+    monkeypatch.delenv(VLLM_PYTHON_ENV, raising=False)
+    out: dict = {}
+    with contextlib.ExitStack() as stack:
+        assert _vllm_peer(stack, [[1, 2, 3]], 4, "fp32", out) is None
+    assert VLLM_PYTHON_ENV in out["vllm_cpu_error"] and "not run" in out["vllm_cpu_error"]
+
+
+def test_a_python_without_vllm_fails_with_its_import_error(tmp_path):
+    with pytest.raises(RuntimeError, match=r"exited \(code 1\).*No module named 'vllm'"):
+        VllmPeer(sys.executable, tmp_path, "float32", 1, max_model_len=64, max_num_seqs=2)
+
+
+@pytest.mark.slow
+def test_the_converted_folder_holds_the_gguf_model(smollm2_path, hf_smollm2):
+    import transformers
+
+    folder = hf_folder(smollm2_path, torch.float32)
+    assert (folder / "config.json").is_file() and not folder.with_name(
+        folder.name + ".partial").exists()
+    stamp = (folder / "config.json").stat().st_mtime_ns
+    assert hf_folder(smollm2_path, torch.float32) == folder  # cached, not converted again
+    assert (folder / "config.json").stat().st_mtime_ns == stamp
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    gguf_model, gguf_tok = hf_smollm2
+    ids = torch.tensor([gguf_tok.encode("The lighthouse keeper climbed the stairs")])
+    with torch.inference_mode():
+        torch.testing.assert_close(reloaded(ids).logits, gguf_model(ids).logits)
+    assert transformers.AutoTokenizer.from_pretrained(str(folder)).encode(
+        "lighthouse keeper") == gguf_tok.encode("lighthouse keeper")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get(VLLM_PYTHON_ENV),
+                    reason=f"{VLLM_PYTHON_ENV} names no Python with vllm (an optional peer)")
+def test_vllm_gives_our_greedy_tokens(smollm2):
+    model, tok = smollm2
+    prompts = [tok.encode_prompt(text) for text in bench_prompts(3)]
+    out: dict = {}
+    with contextlib.ExitStack() as stack:
+        peer = _vllm_peer(stack, prompts, 6, "fp32", out)
+        assert peer is not None, out
+        wall_s, theirs = peer.generate(prompts, 6)
+    assert wall_s > 0 and [len(t) for t in theirs] == [6, 6, 6]
+    assert run_continuous(model, prompts, 6)[1] == theirs
