@@ -103,10 +103,30 @@ def test_native_linear_equals_the_torch_layouts(dtype):
         ref = Linear(w)
     assert fast.layout == "native" and ref.layout != "native"
     assert torch.equal(fast.weight, w)
-    for m in (1, 2, 5, 40):  # 40 rows: F.linear on the same tensor
+    for m in (1, 2, 5, 40):  # past native_rows: oneDNN's packed copy (or F.linear)
         x = torch.randn(m, 96, generator=gen).to(dtype)
         tol = 1e-5 if dtype == torch.float32 else 2e-2
         assert _rel_err(fast(x).float(), ref(x).float()) < tol
+
+
+def test_native_linear_packs_for_onednn_only_past_its_skinny_rows():
+    from inferlab.engines.model.linear import native_rows, onednn_available
+
+    gen = torch.Generator().manual_seed(5)
+    w = torch.randn(70, 48, generator=gen)
+    with kernels.use("native"):
+        layer = Linear(w)
+    rows = native_rows(torch.float32)
+    for m in range(1, rows + 1):  # a decode step: the kernel, and no second copy held
+        x = torch.randn(m, 48, generator=gen)
+        assert _rel_err(layer(x), _reference(x, w)) < 1e-5
+    assert layer._onednn is None
+    for shape in ((rows + 1, 48), (3, rows, 48), (257, 48)):  # prefill, verification
+        x = torch.randn(*shape, generator=gen)
+        y = layer(x)
+        assert y.shape == (*shape[:-1], 70)
+        assert _rel_err(y.reshape(-1, 70), _reference(x.reshape(-1, 48), w)) < 1e-5
+    assert (layer._onednn is not None) == onednn_available(torch.float32)
 
 
 def test_the_choice_is_scoped_and_checked():
