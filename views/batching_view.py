@@ -65,7 +65,7 @@ def _preset_items(kind: str) -> list[tuple[str, str, str]]:
 
 
 def _wall_model_items() -> list[tuple[str, str, str]]:
-    from inferlab.engines.kvlab.models import model_choices
+    from inferlab.engines.model.cache import model_choices
 
     return [(spec, label, spec) for spec, label in model_choices() if spec != "auto"]
 

@@ -34,7 +34,7 @@ PACING = (("concurrency", "fixed concurrency"), ("arrivals", "arrival times (Poi
 
 
 def _wall_models() -> list[tuple[str, str]]:
-    from inferlab.engines.kvlab.models import model_choices
+    from inferlab.engines.model.cache import model_choices
 
     return [(spec, label) for spec, label in model_choices() if spec != "auto"]
 

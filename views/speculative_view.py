@@ -74,7 +74,7 @@ DRAFTERS = (("ngram", "n-gram lookup", "the longest suffix match in prompt + out
 
 
 def _model_items() -> list[tuple[str, str]]:
-    from inferlab.engines.kvlab.models import model_choices
+    from inferlab.engines.model.cache import model_choices
 
     short = {"tiny": "tiny (random, fast)"}
     return [(spec, short.get(spec, label)) for spec, label in model_choices() if spec != "auto"]

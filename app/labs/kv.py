@@ -41,7 +41,7 @@ class KVLab(SteppedLab):
 
     def __init__(self, context, parent=None):
         super().__init__(context, KVView(), parent)
-        from inferlab.engines.kvlab.models import AUTO, model_choices, resolve_model_name
+        from inferlab.engines.model.cache import AUTO, model_choices, resolve_model_name
 
         models = [(AUTO, f"auto ({resolve_model_name(AUTO)})"), *model_choices()]
         self.view.set_choices([(s.name, s.title, s.description) for s in SCENARIOS.values()],
@@ -77,16 +77,16 @@ class KVLab(SteppedLab):
 
     # ---- the session -------------------------------------------------------------------------
     def preparing_text(self, settings: dict, device: str) -> str:
-        from inferlab.engines.kvlab.models import resolve_model_name
+        from inferlab.engines.model.cache import resolve_model_name
 
         name = resolve_model_name(settings["model"])
         return (f"Loading {name} on {device} and preparing "
                 f"“{SCENARIOS[settings['scenario']].title}”…")
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.kvlab.models import resolve_model_name
         from inferlab.engines.kvlab.section import kv_lab_model
         from inferlab.engines.kvlab.session import KVLabSession
+        from inferlab.engines.model.cache import resolve_model_name
 
         progress(0.05, f"loading {resolve_model_name(settings['model'])}")
         model, tokenizer = kv_lab_model(settings, device)

@@ -11,7 +11,7 @@ Cancel stops between — or inside, through the progress callback — GPTQ's and
 from __future__ import annotations
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.kvlab.models import model_choices
+from inferlab.engines.model.cache import model_choices
 from inferlab.engines.quantlab.section import (
     PPL_KEYS,
     QUANT_DEFAULTS,
@@ -107,7 +107,7 @@ class QuantLab(Lab):
 
     @staticmethod
     def _resolved(spec: str) -> str:
-        from inferlab.engines.kvlab.models import resolve_model_name
+        from inferlab.engines.model.cache import resolve_model_name
 
         return resolve_model_name(spec)
 

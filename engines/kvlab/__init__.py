@@ -5,5 +5,6 @@ records per step. Headless: no Qt here.
     scenarios.py  the request streams (ragged, shared-prompt, fork, pressure) and `prepare`
     session.py    KVLabSession: step() -> KVStepRecord
     records.py    the frozen records and their JSON form (snapshots)
-    models.py     loading the lab's model by name (SmolLM2 when installed, else tiny)
+
+The model it runs comes from the app-wide cache, `engines/model/cache.py`.
 """

@@ -49,7 +49,7 @@ def run(args, recorder):
     if progress is not None:
         progress(None, f"loading {args.model}")
     with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
-        from inferlab.engines.kvlab.models import load_lab_model
+        from inferlab.engines.model.cache import load_lab_model
 
         load_lab_model(args.model, args.device)
 

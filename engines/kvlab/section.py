@@ -34,7 +34,7 @@ KV_SETTINGS = {  # the view's ranges
 def kv_lab_model(settings: dict, device: str = "cpu"):
     """(model, tokenizer) the KV lab runs: the settings' model on their kernel path, its
     cache at `kv_dtype`."""
-    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.model.cache import load_lab_model
 
     with kernels.chosen(settings.get("kernels", "auto")):
         model, tokenizer = load_lab_model(settings["model"], device)

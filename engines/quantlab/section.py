@@ -39,7 +39,7 @@ def layer_schemes() -> tuple[str, ...]:
 
 
 QUANT_DEFAULTS = {
-    "model": "auto",  # engines.kvlab.models names: tiny, smollm2-135m, auto, or a path
+    "model": "auto",  # engines.model.cache names: tiny, smollm2-135m, auto, or a path
     "layer": 0,
     "linear": "gate_up",
     "layer_scheme": "int4-g128",

@@ -44,7 +44,7 @@ class QuantSession:
         """Load `spec` (cached between sessions) on the kernel path `kernel_setting` (a lab's
         `kernels` setting) and tokenize the held-out texts (default the shipped three; one
         string is one text named "eval"; never the calibration texts)."""
-        from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
+        from inferlab.engines.model.cache import load_lab_model, resolve_model_name
         from inferlab.engines.quant.calibration import eval_texts
 
         if progress is not None:

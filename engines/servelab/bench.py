@@ -33,7 +33,7 @@ def policy_metrics(settings: dict):
 
 def scheduler_overhead(n_running: int = 64, output_tokens: int = 48) -> dict:
     """The scheduler's share of decode iterations with `n_running` sequences, tiny model."""
-    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.model.cache import load_lab_model
     from inferlab.engines.model.runner import ModelRunner
     from inferlab.engines.serve.clock import ModelExecutor
     from inferlab.engines.serve.engine import ServingEngine
@@ -61,7 +61,7 @@ def cost_model_calibration(model: str = "smollm2-135m", requests: int = 32,
                            quick_roofs: bool = False) -> dict:
     """The roofline cost model on this device's measured roofs against the wall clock."""
     from inferlab.engines.hardware.microbench import measure_roofs
-    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.model.cache import load_lab_model
     from inferlab.engines.model.runner import ModelRunner
     from inferlab.engines.serve import workload as wl
     from inferlab.engines.serve.calibration import (

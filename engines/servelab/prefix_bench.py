@@ -162,7 +162,7 @@ def wall_multi_turn(model: str = "smollm2-135m", device: str = "cpu",
     """Multi-turn (the scenario's default `conversations`, or that many) through the real
     model on the wall clock, no cache / hash / radix: TTFT p50 and throughput of each, and
     whether every request's greedy output is the same."""
-    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.model.cache import load_lab_model
     from inferlab.engines.serve.prefix_workloads import make_scenario
     from inferlab.engines.servelab.section import BATCHING_DEFAULTS, batching_session
 

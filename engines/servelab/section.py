@@ -38,7 +38,7 @@ BATCHING_DEFAULTS = {
     "clock": "simulated",
     "model_config": "llama-3-8b",  # the simulated clock's model
     "hardware": "h100-sxm",  # the simulated clock's device
-    "model": "tiny",  # the wall clock's model (engines.kvlab.models names)
+    "model": "tiny",  # the wall clock's model (engines.model.cache names)
     "kernels": "auto",  # the wall clock model's kernel path (engines.kernels)
     "requests": 200,
     "rate_per_s": 20.0,
@@ -179,7 +179,7 @@ class BatchingSession:
             items = list(items) if items is not None else batching_items(
                 settings, vocab, SIMULATED_SCENARIO_SCALE)
         else:
-            from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
+            from inferlab.engines.model.cache import load_lab_model, resolve_model_name
             from inferlab.engines.model.runner import ModelRunner
             from inferlab.engines.serve.clock import ModelExecutor
 

@@ -1,6 +1,6 @@
 """The speculative lab's settings, session, snapshot section and trace events.
 
-A session is one prompt decoded speculatively by the lab's model (`engines.kvlab.models`:
+A session is one prompt decoded speculatively by the lab's model (`engines.model.cache`:
 tiny or SmolLM2-135M) with one drafter, one `SpeculativeDecoder.step()` per `step()`:
 
     ngram          prompt lookup (no model)
@@ -66,7 +66,7 @@ def speculative_prompts() -> tuple[ShippedPrompt, ...]:
 
 
 SPECULATIVE_DEFAULTS = {
-    "model": "tiny",  # engines.kvlab.models names: tiny, smollm2-135m, auto, or a path
+    "model": "tiny",  # engines.model.cache names: tiny, smollm2-135m, auto, or a path
     "drafter": "ngram",
     "k": 4,
     "tree_width": 1,  # > 1: token trees of that many n-gram candidates per step
@@ -195,7 +195,7 @@ class SpeculativeSession:
     `SpeculativeStep`; `done`, `step_index`, `records`, `header()`, `run()`."""
 
     def __init__(self, settings: dict, device: str = "cpu") -> None:
-        from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
+        from inferlab.engines.model.cache import load_lab_model, resolve_model_name
         from inferlab.engines.speculative.decoder import SpeculativeDecoder
 
         self.settings = settings = check_speculative_settings(settings)

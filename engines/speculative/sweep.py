@@ -87,7 +87,7 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
             progress: Callable | None = None, should_stop: Callable | None = None) -> KSweep:
     """The lab's prompt (its settings: model, drafter, prompt, max_tokens) decoded plainly,
     then with each K; greedy whatever the lab's temperature, so the outputs must be equal."""
-    from inferlab.engines.kvlab.models import load_lab_model, resolve_model_name
+    from inferlab.engines.model.cache import load_lab_model, resolve_model_name
     from inferlab.engines.speculative.sampling import GREEDY
     from inferlab.engines.speculative.section import check_speculative_settings, make_drafter
 

@@ -75,7 +75,7 @@ def test_the_profiled_cost_model_interpolates_its_profile_by_hand():
 
 
 def test_the_profiled_cost_model_measures_the_tiny_model():
-    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.model.cache import load_lab_model
     from inferlab.engines.serve.calibration import ProfiledCostModel
 
     model, _ = load_lab_model("tiny")

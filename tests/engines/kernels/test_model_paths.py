@@ -91,7 +91,7 @@ def test_smollm2_greedy_tokens_alone_and_batched(smollm2_path):
 
 
 def test_the_lab_model_cache_keeps_one_model_per_kernel_path():
-    from inferlab.engines.kvlab.models import load_lab_model
+    from inferlab.engines.model.cache import load_lab_model
 
     with kernels.use("native"):
         native, _ = load_lab_model("tiny")

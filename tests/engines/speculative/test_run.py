@@ -89,7 +89,7 @@ def test_a_drafter_with_another_vocabulary_is_refused(monkeypatch):
     """The tiny drafter (256 byte tokens) for a target of another vocabulary."""
     from types import SimpleNamespace
 
-    from inferlab.engines.kvlab import models
+    from inferlab.engines.model import cache as models
     from inferlab.engines.model.tiny import tiny_model
     from inferlab.engines.speculative import run as spec_run
 

@@ -1,7 +1,8 @@
-"""The lab's model: SmolLM2-135M when it is installed, the seeded tiny model otherwise.
+"""The app-wide model cache: every lab's model by name, SmolLM2-135M when it is installed
+(`auto`), the seeded tiny model otherwise.
 
-`load_lab_model` keeps what it loaded, so resetting a scenario or switching between them
-does not read the GGUF again.
+`load_lab_model` keeps what it loaded, so resetting a scenario, switching between them or
+between labs does not read the GGUF again.
 """
 
 from __future__ import annotations
