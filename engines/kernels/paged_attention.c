@@ -119,12 +119,24 @@ static inline void dequant_rows(float* dst, const int8_t* c, const float* sc, in
   }
 }
 
+/* The next block of the table is anywhere in the pool, so the hardware's stream prefetcher
+ * cannot guess it: ask for its K and V rows while this block computes. */
+static inline void prefetch_block(const void* k_head, const void* v_head, int64_t blk,
+                                  int64_t n_elems, size_t elem) {
+  const char* k = (const char*)k_head + blk * n_elems * elem;
+  const char* v = (const char*)v_head + blk * n_elems * elem;
+  for (int64_t b = 0; b < n_elems * (int64_t)elem; b += 64) {
+    __builtin_prefetch(k + b);
+    __builtin_prefetch(v + b);
+  }
+}
+
 /* One query row's g heads against one KV head's keys 0..limit-1. K/V are fp32, or INT8 codes
  * (k_scales given: one scale per token) dequantized a block at a time, once for all g heads. */
 static void attend_row(const float* q, const void* k_head, const void* v_head,
                        const float* k_scales, const float* v_scales, const int32_t* table,
                        int64_t limit, int64_t g, int64_t D, int64_t bs, float scale,
-                       float* out) {
+                       size_t elem, float* out) {
   float m[IL_MAX_GROUP], l[IL_MAX_GROUP], s[IL_MAX_GROUP][IL_MAX_BLOCK];
   float kbuf[IL_MAX_QUANT_BLOCK], vbuf[IL_MAX_QUANT_BLOCK];
   for (int64_t i = 0; i < g; ++i) {
@@ -137,6 +149,7 @@ static void attend_row(const float* q, const void* k_head, const void* v_head,
     const int64_t blk = table[t0 / bs];
     const float* kb = (const float*)k_head + blk * bs * D;
     const float* vb = (const float*)v_head + blk * bs * D;
+    if (t0 + bs < limit) prefetch_block(k_head, v_head, table[t0 / bs + 1], bs * D, elem);
     if (k_scales) {
       dequant_rows(kbuf, (const int8_t*)k_head + blk * bs * D, k_scales + blk * bs, n, D);
       dequant_rows(vbuf, (const int8_t*)v_head + blk * bs * D, v_scales + blk * bs, n, D);
@@ -191,7 +204,7 @@ static void paged_attention(const float* q, const void* kv, const float* kv_scal
       const float* ks = kv_scales ? kv_scales + h * scale_stride : 0;
       const float* vs = kv_scales ? kv_scales + (Hkv + h) * scale_stride : 0;
       attend_row(q + (row * H + h * g) * D, k_head, v_head, ks, vs, tables + s * max_blocks,
-                 positions[row] + 1, g, D, bs, scale, out + (row * H + h * g) * D);
+                 positions[row] + 1, g, D, bs, scale, elem, out + (row * H + h * g) * D);
     }
   }
 }
