@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QToolTip, QWidget
 
-from inferlab.engines.kvlab.records import ContiguousRegion, KVStepRecord
+from inferlab.engines.labs.kv.records import ContiguousRegion, KVStepRecord
 from inferlab.views.axes import si_label
 from inferlab.views.kv_grid import EXTERNAL_CODE, EXTERNAL_DIM, FREE_CODE, FREE_DIM, LUT, owner_code
 from inferlab.views.style import pen, style_plot

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.kvlab.records import KVRunInfo, KVStepRecord, SeqInfo
+from inferlab.engines.labs.kv.records import KVRunInfo, KVStepRecord, SeqInfo
 from inferlab.engines.roofline.units import format_bytes
 from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.kv_contiguous import ContiguousLine, KVCurves

@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_metrics, kv_run
+from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_metrics, kv_run
 
 GRID_BLOCKS = 100_000
 GRID_UPDATES = 40

@@ -1,7 +1,7 @@
 """KV lab: a scenario's requests run by the real model through the paged KV cache, step by
 step, with the contiguous allocator on the same requests beside it.
 
-A stepped lab (`SteppedLab`): the session (engines/kvlab) lives in worker tasks only; each
+A stepped lab (`SteppedLab`): the session (engines/labs/kv) lives in worker tasks only; each
 step's frozen record comes back through a queued signal; the view is redrawn at most at the
 screen rate. The header drawn beside the records is (KVRunInfo, SeqInfo tuple).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from inferlab.app.labs.stepped import SteppedLab
-from inferlab.engines.kvlab.scenarios import SCENARIOS
-from inferlab.engines.kvlab.section import (
+from inferlab.engines.labs.kv.scenarios import SCENARIOS
+from inferlab.engines.labs.kv.section import (
     KV_DEFAULTS,
     KV_SETTINGS,
     kv_metrics,
@@ -84,8 +84,8 @@ class KVLab(SteppedLab):
                 f"“{SCENARIOS[settings['scenario']].title}”…")
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.kvlab.section import kv_lab_model
-        from inferlab.engines.kvlab.session import KVLabSession
+        from inferlab.engines.labs.kv.section import kv_lab_model
+        from inferlab.engines.labs.kv.session import KVLabSession
         from inferlab.engines.model.cache import resolve_model_name
 
         progress(0.05, f"loading {resolve_model_name(settings['model'])}")

@@ -106,9 +106,9 @@ LABS: tuple[LabSpec, ...] = (
             "and copy-on-write, memory pressure — beside a contiguous allocator on the same "
             "requests and its waste."),
         controller="inferlab.app.labs.kv:KVLab",
-        read_section="inferlab.engines.kvlab.section:read_kv_section",
-        run_arguments="inferlab.engines.kvlab.run:add_arguments",
-        run="inferlab.engines.kvlab.run:run",
+        read_section="inferlab.engines.labs.kv.section:read_kv_section",
+        run_arguments="inferlab.engines.labs.kv.run:add_arguments",
+        run="inferlab.engines.labs.kv.run:run",
         bench="inferlab.app.benches.kv:run_kv_lab_bench",
     ),
     LabSpec(

@@ -10,9 +10,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
-from inferlab.engines.kvlab import section as kvlab_section
-from inferlab.engines.kvlab.records import ContiguousRegion
-from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_section, read_kv_section
+from inferlab.engines.labs.kv import section as kvlab_section
+from inferlab.engines.labs.kv.records import ContiguousRegion
+from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_section, read_kv_section
 from inferlab.views.kv_contiguous import address_codes
 from inferlab.views.kv_grid import (
     CACHED_CODE,
@@ -265,7 +265,7 @@ def test_bad_kv_sections_name_the_field():
 
 
 def test_a_big_runs_snapshot_keeps_some_pools_and_replays_them(qtbot, monkeypatch):
-    from inferlab.engines.kvlab.session import KVLabSession
+    from inferlab.engines.labs.kv.session import KVLabSession
     from inferlab.engines.model.tiny import tiny_model
     from inferlab.views.kv_view import KVView
 

@@ -56,7 +56,7 @@ def _section(settings, state):
      _section({"context": 10**30}, {}), r"labs\.memory\.settings\.context: expected an integer in 1\.\.10,000,000"),
     ("inferlab.engines.rooflinelab.section:read_roofline_section",
      _section({"dtype": "fp99"}, {}), r"labs\.roofline\.settings\.dtype: expected one of fp32"),
-    ("inferlab.engines.kvlab.section:read_kv_section",
+    ("inferlab.engines.labs.kv.section:read_kv_section",
      _section({"block_size": -1}, {}), r"labs\.kv\.settings\.block_size: expected an integer in 1\.\.1,024"),
     ("inferlab.engines.mculab.section:read_mcu_section",
      _section({"seed": "x"}, {}), r"labs\.mcu\.settings\.seed: expected an integer"),

@@ -38,7 +38,7 @@ from collections import defaultdict
 from inferlab.engines.kv.contiguous import ContiguousAllocator
 from inferlab.engines.kv.errors import KVOutOfMemoryError
 from inferlab.engines.kv.radix_state import radix_tree_state
-from inferlab.engines.kvlab.records import (
+from inferlab.engines.labs.kv.records import (
     FINISHED,
     PREEMPTED,
     REFUSED,
@@ -51,7 +51,7 @@ from inferlab.engines.kvlab.records import (
     SeqInfo,
     SeqStep,
 )
-from inferlab.engines.kvlab.scenarios import PreparedRequest, PreparedScenario, prepare
+from inferlab.engines.labs.kv.scenarios import PreparedRequest, PreparedScenario, prepare
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.sampler import GREEDY, Sampler, SamplingParams
 from inferlab.engines.serve import request as serve

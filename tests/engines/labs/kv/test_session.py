@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED
-from inferlab.engines.kvlab.records import FINISHED, PREEMPTED, REFUSED, RUNNING, WAITING
-from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES, get_scenario, prepare
-from inferlab.engines.kvlab.session import KVLabSession
+from inferlab.engines.labs.kv.records import FINISHED, PREEMPTED, REFUSED, RUNNING, WAITING
+from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES, get_scenario, prepare
+from inferlab.engines.labs.kv.session import KVLabSession
 from inferlab.engines.model.generate import generate
 
 
@@ -186,7 +186,7 @@ def test_the_session_runs_on_the_serving_scheduler(run_scenario):
 def test_a_quantized_kv_pool_keeps_the_block_accounting_and_shrinks_the_bytes():
     """INT8 / FP8 codes change what a slot costs, not how blocks are handed out."""
     from inferlab.engines.kv.cache import quantized_kv_bytes_per_slot
-    from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_run
+    from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run
 
     base = dict(KV_DEFAULTS, model="tiny", scenario="shared-prompt")
     plain, plain_records = kv_run(base)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from inferlab.engines import kernels
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
-from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
+from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES
 from inferlab.engines.settings import Setting, check_settings, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
@@ -82,7 +82,7 @@ def kv_section(settings: dict, info, seq_infos, records) -> dict:
     """`info`: KVRunInfo (None before any run); `seq_infos`: SeqInfo; `records`: KVStepRecord."""
     from dataclasses import asdict
 
-    from inferlab.engines.kvlab.records import step_to_dict
+    from inferlab.engines.labs.kv.records import step_to_dict
 
     if info is None:
         return section(settings, {}, {"steps": 0})
@@ -97,7 +97,7 @@ def kv_section(settings: dict, info, seq_infos, records) -> dict:
 
 def read_kv_section(sec: dict):
     """(settings, KVRunInfo or None, [SeqInfo], [KVStepRecord]); ValueError names a bad field."""
-    from inferlab.engines.kvlab.records import (
+    from inferlab.engines.labs.kv.records import (
         MAX_SEQS,
         info_from_dict,
         seq_info_from_dict,
@@ -131,7 +131,7 @@ def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
 
     `on_step(record)` is called after each step (progress, trace spans).
     """
-    from inferlab.engines.kvlab.session import KVLabSession
+    from inferlab.engines.labs.kv.session import KVLabSession
 
     model, tokenizer = kv_lab_model(settings, device)
     session = KVLabSession(model, tokenizer, settings["scenario"],

@@ -23,7 +23,7 @@ class Run:
 
 @pytest.fixture(scope="session")
 def run_scenario(tiny):
-    from inferlab.engines.kvlab.session import KVLabSession
+    from inferlab.engines.labs.kv.session import KVLabSession
 
     cache = {}
 

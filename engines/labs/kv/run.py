@@ -6,11 +6,11 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
-from inferlab.engines.kvlab.section import KV_DEFAULTS, kv_run, kv_section, kv_trace_step
+from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run, kv_section, kv_trace_step
 
 
 def add_arguments(p) -> None:
-    from inferlab.engines.kvlab.scenarios import SCENARIO_NAMES
+    from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES
 
     p.add_argument("--model", default=KV_DEFAULTS["model"],
                    help="auto (SmolLM2-135M when installed, else tiny), smollm2-135m, tiny, or "
@@ -35,7 +35,7 @@ def add_arguments(p) -> None:
 
 def run(args, recorder):
     """Run a KV scenario to its end (real model, paged cache, contiguous beside it)."""
-    from inferlab.engines.kvlab.scenarios import get_scenario
+    from inferlab.engines.labs.kv.scenarios import get_scenario
 
     get_scenario(args.scenario)  # unknown name: ValueError listing the scenarios
     if args.block_size < 1:

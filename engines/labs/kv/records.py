@@ -128,7 +128,7 @@ class KVRunInfo:
 
 # ---- JSON ------------------------------------------------------------------------------------
 MAX_BLOCK_SIZE = 1024
-MAX_BLOCKS = 1_000_000  # the lab's own ranges (engines/kvlab/section.py KV_SETTINGS)
+MAX_BLOCKS = 1_000_000  # the lab's own ranges (engines/labs/kv/section.py KV_SETTINGS)
 MAX_SEQS = 100_000
 _COUNT = Setting("int", 0)
 _TEXT = Setting("str", max_len=100_000)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.kvlab.session import KVLabSession
+from inferlab.engines.labs.kv.session import KVLabSession
 from inferlab.engines.model.generate import generate
 
 pytestmark = pytest.mark.slow
