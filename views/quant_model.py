@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QWidget
 
-from inferlab.engines.quantlab.evaluation import describe
+from inferlab.engines.labs.quant.evaluation import describe
 from inferlab.views.fact_table import FactTable
 from inferlab.views.style import color, pen, style_plot
 

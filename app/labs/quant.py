@@ -2,7 +2,7 @@
 model runs of every checked scheme (perplexity, weight and KV bytes, decode tokens/s of the
 model running the stored codes, a sample) side by side.
 
-The session (engines/quantlab/session.py: the model, held-out tokens, the fp32 sample) is
+The session (engines/labs/quant/session.py: the model, held-out tokens, the fp32 sample) is
 opened in a worker; the layer drawing is computed on the GUI thread (one matrix, tens of
 milliseconds); each scheme of a run is its own worker task, so results appear one by one and
 Cancel stops between — or inside, through the progress callback — GPTQ's and AWQ's layers.
@@ -11,14 +11,14 @@ Cancel stops between — or inside, through the progress callback — GPTQ's and
 from __future__ import annotations
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.model.cache import model_choices
-from inferlab.engines.quantlab.section import (
+from inferlab.engines.labs.quant.section import (
     PPL_KEYS,
     QUANT_DEFAULTS,
     QUANT_SETTINGS,
     quant_section,
     read_quant_section,
 )
+from inferlab.engines.model.cache import model_choices
 from inferlab.engines.settings import clean_settings
 from inferlab.views.quant_view import QuantView
 
@@ -65,7 +65,7 @@ class QuantLab(Lab):
             self.open_session()
 
     def open_session(self) -> None:
-        from inferlab.engines.quantlab.session import QuantSession
+        from inferlab.engines.labs.quant.session import QuantSession
 
         spec, device = self._settings["model"], self.context.device_id
         path = self._settings.get("kernels", "auto")

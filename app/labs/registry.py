@@ -168,11 +168,11 @@ LABS: tuple[LabSpec, ...] = (
             "Pareto frontier), SQNR per linear, decode tokens/s of the model running the "
             "stored low-bit codes, and a sample generation beside fp32's."),
         controller="inferlab.app.labs.quant:QuantLab",
-        read_section="inferlab.engines.quantlab.section:read_quant_section",
-        run_arguments="inferlab.engines.quantlab.run:add_arguments",
-        run="inferlab.engines.quantlab.run:run",
-        bench="inferlab.engines.quantlab.bench:bench",
-        bench_arguments="inferlab.engines.quantlab.bench:add_bench_arguments",
+        read_section="inferlab.engines.labs.quant.section:read_quant_section",
+        run_arguments="inferlab.engines.labs.quant.run:add_arguments",
+        run="inferlab.engines.labs.quant.run:run",
+        bench="inferlab.engines.labs.quant.bench:bench",
+        bench_arguments="inferlab.engines.labs.quant.bench:add_bench_arguments",
         screenshot_settle_s=3.0,
     ),
     LabSpec(

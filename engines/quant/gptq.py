@@ -52,7 +52,7 @@ from inferlab.engines.quant.model_quant import QuantizedModel
 
 BLOCK = 128
 DAMP = 0.01
-"""λ / mean(diag H) of the default GPTQ (measured on the held-out texts: quantlab/bench.py)."""
+"""λ / mean(diag H) of the default GPTQ (measured on the held-out texts: engines/labs/quant/bench.py)."""
 ACT_ORDER = True
 """Whether the default GPTQ ("gptq-int4-g128") quantizes columns in act-order."""
 

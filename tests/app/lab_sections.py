@@ -126,8 +126,8 @@ def speculative() -> dict:
 
 
 def quant() -> dict:
-    from inferlab.engines.quantlab.section import QUANT_DEFAULTS, quant_section
-    from inferlab.engines.quantlab.session import QuantSession
+    from inferlab.engines.labs.quant.section import QUANT_DEFAULTS, quant_section
+    from inferlab.engines.labs.quant.session import QuantSession
 
     session = QuantSession.open("tiny", eval_text="A clock counts the swings of a pendulum. " * 2)
     runs = [session.run(name, decode_tokens=None) for name in ("fp32", "int8", "kv-fp8")]

@@ -139,7 +139,7 @@ def test_the_speculative_labs_target_runs_on_its_kernels_setting():
 
 
 def test_the_quant_labs_fp32_model_runs_on_its_kernels_setting():
-    from inferlab.engines.quantlab.session import QuantSession
+    from inferlab.engines.labs.quant.session import QuantSession
 
     with kernels.use("native"):
         session = QuantSession.open("tiny", kernel_setting="torch")

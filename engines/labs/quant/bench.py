@@ -39,8 +39,8 @@ from dataclasses import replace
 
 import torch
 
+from inferlab.engines.labs.quant.evaluation import FP32, lab_schemes
 from inferlab.engines.quant.calibration import calibration_chunks
-from inferlab.engines.quantlab.evaluation import FP32, lab_schemes
 
 RTN = "int4-g128"
 RECOVERING = ("gptq-int4-g128", "gptq-int4-g128-act", "gptq-int4-g128-noact", "awq-int4-g128")
@@ -109,9 +109,9 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
                     decode_tokens: int = 32, rounds: int = 3, threads: int = 1,
                     quantize_threads: int | None = None, log=None, rss: bool = True, eval_text=None,
                     gptq_damp: Sequence[float] | None = None) -> dict:
+    from inferlab.engines.labs.quant.evaluation import prepare, score
+    from inferlab.engines.labs.quant.session import QuantSession
     from inferlab.engines.quant.runtime import decode_tokens_per_s
-    from inferlab.engines.quantlab.evaluation import prepare, score
-    from inferlab.engines.quantlab.session import QuantSession
 
     names = list(lab_schemes() if schemes is None else schemes)
     if FP32 not in names:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.quantlab.bench import run_quant_bench
+from inferlab.engines.labs.quant.bench import run_quant_bench
 
 
 def test_bench_figures_on_the_tiny_model():
@@ -56,7 +56,7 @@ def test_quantization_runs_on_its_own_thread_count(monkeypatch):
     JSON says both), and the caller's thread count is back afterwards."""
     import torch
 
-    from inferlab.engines.quantlab import evaluation
+    from inferlab.engines.labs.quant import evaluation
 
     seen = {}
     real_prepare, real_score = evaluation.prepare, evaluation.score

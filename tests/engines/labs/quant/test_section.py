@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from inferlab.engines.quantlab.section import QUANT_DEFAULTS, quant_section, read_quant_section
-from inferlab.engines.quantlab.session import QuantSession
+from inferlab.engines.labs.quant.section import QUANT_DEFAULTS, quant_section, read_quant_section
+from inferlab.engines.labs.quant.session import QuantSession
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +104,8 @@ def test_an_exact_reproduction_reads_back_as_infinite_sqnr():
 
     import torch
 
+    from inferlab.engines.labs.quant.layer import analyse_layer
     from inferlab.engines.quant.schemes import scheme
-    from inferlab.engines.quantlab.layer import analyse_layer
 
     w = scheme("q4_1").round_trip(torch.randn(8, 64, generator=torch.Generator().manual_seed(3)))
     layer = analyse_layer(w, "q4_1", "layers.0.o")

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inferlab.engines.model.perplexity import CONVENTIONS
-from inferlab.engines.quantlab.evaluation import FP32, lab_schemes
-from inferlab.engines.quantlab.section import (
+from inferlab.engines.labs.quant.evaluation import FP32, lab_schemes
+from inferlab.engines.labs.quant.section import (
     LINEAR_CHOICES,
     QUANT_DEFAULTS,
     check_quant_settings,
     layer_schemes,
     quant_section,
 )
+from inferlab.engines.model.perplexity import CONVENTIONS
 
 MAX_EVAL_BYTES = 4 << 20
 
@@ -95,8 +95,8 @@ def _window(value: str) -> int | None:
 
 
 def run(args, recorder):
+    from inferlab.engines.labs.quant.session import QuantSession
     from inferlab.engines.quant.errors import QuantError
-    from inferlab.engines.quantlab.session import QuantSession
 
     if args.scheme not in lab_schemes():
         raise ValueError(f"--scheme: expected one of {', '.join(lab_schemes())}, got "

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
+from inferlab.engines.labs.quant.evaluation import SchemeRun, lab_schemes
+from inferlab.engines.labs.quant.layer import LayerAnalysis
 from inferlab.engines.model.perplexity import CONVENTIONS, SLIDING, WINDOW
 from inferlab.engines.quant.metrics import TensorError
-from inferlab.engines.quantlab.evaluation import SchemeRun, lab_schemes
-from inferlab.engines.quantlab.layer import LayerAnalysis
 from inferlab.engines.settings import (
     Setting,
     check_settings,

@@ -112,13 +112,13 @@ class QuantSession:
         return getattr(self.model.layers[layer], linear).weight
 
     def analyse(self, layer: int, linear: str, scheme_name: str):
-        from inferlab.engines.quantlab.layer import analyse_layer
+        from inferlab.engines.labs.quant.layer import analyse_layer
 
         return analyse_layer(self.weight(layer, linear), scheme_name,
                              f"layers.{layer}.{linear}")
 
     def reference(self) -> list[int]:
-        from inferlab.engines.quantlab.evaluation import sample_ids
+        from inferlab.engines.labs.quant.evaluation import sample_ids
 
         if self.reference_ids is None:
             self.reference_ids = sample_ids(self.model, self.prompt_ids)
@@ -127,7 +127,7 @@ class QuantSession:
     def run(self, name: str, decode_tokens: int | None = 32,
             progress: Callable | None = None):
         """`name` applied, scored, timed and sampled (a SchemeRun), remembered by name."""
-        from inferlab.engines.quantlab.evaluation import run_scheme
+        from inferlab.engines.labs.quant.evaluation import run_scheme
 
         out = run_scheme(self.model, self.tokenizer, name, self.eval_sets, self.prompt_ids,
                          self.reference(), decode_tokens, progress, self.calibration_texts,

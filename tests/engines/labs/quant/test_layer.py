@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from inferlab.engines.labs.quant.layer import MAX_SCALE_ROWS, analyse_layer
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.metrics import sqnr_db
 from inferlab.engines.quant.schemes import scheme
-from inferlab.engines.quantlab.layer import MAX_SCALE_ROWS, analyse_layer
 
 
 @pytest.fixture(scope="module")
