@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QPen
 from PySide6.QtWidgets import QToolTip
 
-from inferlab.engines.mculab.records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
+from inferlab.engines.labs.mcu.records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
 from inferlab.views.style import PALETTE, style_plot
 
 # One colour per op type, the same in every plot and snapshot.

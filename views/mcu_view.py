@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.mculab.records import McuState, RunRecord
+from inferlab.engines.labs.mcu.records import McuState, RunRecord
 from inferlab.views.choices import refill_choices
 from inferlab.views.fact_table import FactTable
 from inferlab.views.mcu_arena import ArenaPlot, kind_color

@@ -14,8 +14,7 @@ from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
 
 from inferlab.app.labs.base import Lab
 from inferlab.engines.board.session import EMULATED, BoardChoice, BoardSession, firmware_planner
-from inferlab.engines.mcu.examples import default_model, example_models, examples_dir
-from inferlab.engines.mculab.section import (
+from inferlab.engines.labs.mcu.section import (
     MCU_DEFAULTS,
     MCU_NO_COMPARE,
     MCU_SETTINGS,
@@ -29,6 +28,7 @@ from inferlab.engines.mculab.section import (
     mcu_with_runs,
     read_mcu_section,
 )
+from inferlab.engines.mcu.examples import default_model, example_models, examples_dir
 from inferlab.engines.settings import clean_settings
 from inferlab.engines.trace.snapshot import lab_section
 from inferlab.views.mcu_connect_dialog import ConnectDialog
@@ -361,8 +361,8 @@ class McuLab(Lab):
         import numpy as np
 
         from inferlab.engines.board import protocol as p
+        from inferlab.engines.labs.mcu.records import RunRecord
         from inferlab.engines.mcu.inputs import random_input
-        from inferlab.engines.mculab.records import RunRecord
 
         model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])
         board_plan = mcu_board_plan(plan)

@@ -88,10 +88,10 @@ LABS: tuple[LabSpec, ...] = (
             "board on USB serial — or the virtual board, or the C firmware in `firmware/` on "
             "an emulated Cortex-M4. TFLM's example models ship in `assets/tflite`."),
         controller="inferlab.app.labs.mcu:McuLab",
-        read_section="inferlab.engines.mculab.section:read_mcu_section",
-        run_arguments="inferlab.engines.mculab.run:add_arguments",
-        run="inferlab.engines.mculab.run:run",
-        bench="inferlab.engines.mcu.bench:run_mcu_bench",
+        read_section="inferlab.engines.labs.mcu.section:read_mcu_section",
+        run_arguments="inferlab.engines.labs.mcu.run:add_arguments",
+        run="inferlab.engines.labs.mcu.run:run",
+        bench="inferlab.engines.labs.mcu.bench:run_mcu_bench",
     ),
     LabSpec(
         id="kv",

@@ -8,7 +8,8 @@
   runs any planner by name.
 - `interpreter` and `kernels`: the INT8 reference interpreter inside the planned arena;
   `op_costs.op_macs`: an operator's multiply-accumulates; `inputs.random_input`.
-- `examples`: the shipped example models; `bench`: the figures of `inferlab bench mcu`.
+- `examples`: the shipped example models (the lab's bench, `inferlab bench mcu`, is
+  `engines/labs/mcu/bench.py`).
 
 The board side (`engines.board`) imports this package, never the reverse.
 """

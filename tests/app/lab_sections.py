@@ -66,8 +66,8 @@ def memory() -> dict:
 def mcu() -> dict:
     import argparse
 
+    from inferlab.engines.labs.mcu.run import add_arguments, run
     from inferlab.engines.mcu.examples import examples_dir
-    from inferlab.engines.mculab.run import add_arguments, run
     from inferlab.engines.trace.recorder import TraceRecorder
 
     parser = argparse.ArgumentParser()

@@ -13,11 +13,11 @@ from PySide6.QtCore import QPointF
 
 from inferlab.engines.board.boards import load_board
 from inferlab.engines.board.session import PORT, VIRTUAL, BoardChoice
+from inferlab.engines.labs.mcu.section import MCU_HOST_REPEATS, mcu_host_run
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.model_planners import plan_model
 from inferlab.engines.mcu.op_costs import op_macs
-from inferlab.engines.mculab.section import MCU_HOST_REPEATS, mcu_host_run
 from inferlab.views.mcu_arena import ArenaItem
 from inferlab.views.mcu_connect_dialog import ConnectDialog
 

@@ -16,10 +16,10 @@ from PySide6.QtCore import QSettings, Qt
 
 from inferlab.engines.board.session import EMULATED, VIRTUAL, BoardChoice
 from inferlab.engines.board.toolchain import install_command
+from inferlab.engines.labs.mcu.section import mcu_host_run
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.model_planners import plan_model
-from inferlab.engines.mculab.section import mcu_host_run
 from inferlab.views.mcu_connect_dialog import ConnectDialog
 from tests.firmware.fwtools import need_tools
 

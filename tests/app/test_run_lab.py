@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from inferlab.app.cli import main
+from inferlab.engines.labs.mcu.section import read_mcu_section
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.model_planners import plan_model
 from inferlab.engines.mcu.op_costs import op_macs
-from inferlab.engines.mculab.section import read_mcu_section
 from inferlab.engines.trace.snapshot import read_snapshot
 
 MODELS = examples_dir()

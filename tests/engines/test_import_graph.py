@@ -174,7 +174,7 @@ def test_the_arena_side_never_imports_the_board_side():
                 names = [alias.name for alias in node.names]
             else:
                 continue
-            if any(n.startswith(("inferlab.engines.board", "inferlab.engines.mculab"))
+            if any(n.startswith(("inferlab.engines.board", "inferlab.engines.labs.mcu"))
                    for n in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == [], f"engines/mcu imports the board side: {offenders}"

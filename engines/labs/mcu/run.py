@@ -5,8 +5,7 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
-from inferlab.engines.mcu.examples import default_model, model_argument
-from inferlab.engines.mculab.section import (
+from inferlab.engines.labs.mcu.section import (
     MCU_DEFAULTS,
     MCU_NO_COMPARE,
     mcu_host_run,
@@ -18,6 +17,7 @@ from inferlab.engines.mculab.section import (
     mcu_state,
     mcu_with_runs,
 )
+from inferlab.engines.mcu.examples import default_model, model_argument
 
 
 def add_arguments(p) -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from inferlab.engines.mcu.bench import run_mcu_bench
+from inferlab.engines.labs.mcu.bench import run_mcu_bench
 from tests.engines.mcu.mcu_testdata import model_paths, tflm_heads_from_sources
 
 COLUMNS = {

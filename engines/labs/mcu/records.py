@@ -1,6 +1,6 @@
 """The records the MCU lab's views draw: an arena layout per plan, per-op rows, runs.
 
-Plain frozen dataclasses, no Qt: the lab builds them from engine objects (`engines/mculab/section.py`),
+Plain frozen dataclasses, no Qt: the lab builds them from engine objects (`engines/labs/mcu/section.py`),
 the CLI writes them into snapshots, and a snapshot reads back into the same records, so a
 replay needs neither the `.tflite` file nor a board. `to_dict` / `from_dict` are the
 snapshot form; `from_dict` raises ValueError naming the field that is wrong.

@@ -58,7 +58,7 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
     Works for every planner: in-place aliases are named, patch tiles are coloured by the op
     that writes them, and steps carry what runs at each (reordered, patch-based plans).
     """
-    from inferlab.engines.mculab.records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
+    from inferlab.engines.labs.mcu.records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
 
     labels = mcu_step_labels(model, plan)
     step_op = [_label_op(label) for label in labels]
@@ -95,8 +95,8 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
 
 def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
     """One OpRow per operator: output shape, MACs (`op_macs`), cycles = MACs × cycles/MAC."""
+    from inferlab.engines.labs.mcu.records import OpRow
     from inferlab.engines.mcu.op_costs import op_macs
-    from inferlab.engines.mculab.records import OpRow
 
     rows = []
     for op in model.operators:
@@ -150,7 +150,7 @@ def mcu_state(model, path, board, plans, note: str = "", compare_note: str = "")
     import os
 
     from inferlab.engines.board.boards import fit_check
-    from inferlab.engines.mculab.records import McuState
+    from inferlab.engines.labs.mcu.records import McuState
 
     layouts = tuple(mcu_layout(model, plan, ms) for plan, ms in plans)
     file_bytes = os.path.getsize(path) if path and os.path.isfile(path) else 0
@@ -169,9 +169,9 @@ def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, sh
     """
     import numpy as np
 
+    from inferlab.engines.labs.mcu.records import RunRecord
     from inferlab.engines.mcu.inputs import random_input
     from inferlab.engines.mcu.interpreter import ArenaInterpreter
-    from inferlab.engines.mculab.records import RunRecord
 
     interp = ArenaInterpreter(model, plan)
     inputs = random_input(model, seed)
@@ -238,7 +238,7 @@ def mcu_section(settings: dict, state) -> dict:
 def read_mcu_section(sec: dict):
     """(settings, McuState or None: the lab had no model) from a snapshot's `labs.mcu`;
     ValueError names a bad field."""
-    from inferlab.engines.mculab.records import McuState
+    from inferlab.engines.labs.mcu.records import McuState
 
     read_object(sec, "labs.mcu")
     settings = check_settings(section_field(sec, "settings", "labs.mcu"), MCU_SETTINGS,
