@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 
 from inferlab.app import __version__
-from inferlab.engines.hardware.section import hardware_section
-from inferlab.engines.roofline.memory_section import (
+from inferlab.engines.labs.hardware.section import hardware_section
+from inferlab.engines.labs.memory.section import (
     MEMORY_DEFAULTS,
     memory_plans,
     memory_section,
     preset_target,
 )
-from inferlab.engines.rooflinelab.section import ROOFLINE_DEFAULTS, roofline_section
+from inferlab.engines.labs.roofline.section import ROOFLINE_DEFAULTS, roofline_section
 
 
 def register(sub) -> None:

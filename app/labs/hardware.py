@@ -6,13 +6,13 @@ from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.microbench import measure_roofs
-from inferlab.engines.hardware.section import (
+from inferlab.engines.hardware.telemetry import TelemetrySampler
+from inferlab.engines.labs.hardware.section import (
     HARDWARE_DEFAULTS,
     HARDWARE_SETTINGS,
     hardware_section,
     read_hardware_section,
 )
-from inferlab.engines.hardware.telemetry import TelemetrySampler
 from inferlab.engines.settings import clean_settings
 from inferlab.views.hardware_view import HardwareView
 

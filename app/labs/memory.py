@@ -8,19 +8,19 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.presets import all_hardware_presets
-from inferlab.engines.model.config import (
-    ConfigError,
-    list_model_presets,
-    load_hf_config,
-    load_model_preset,
-)
-from inferlab.engines.roofline.memory_section import (
+from inferlab.engines.labs.memory.section import (
     MEMORY_DEFAULTS,
     MEMORY_SETTINGS,
     memory_plans,
     memory_section,
     preset_target,
     read_memory_section,
+)
+from inferlab.engines.model.config import (
+    ConfigError,
+    list_model_presets,
+    load_hf_config,
+    load_model_preset,
 )
 from inferlab.engines.roofline.units import format_bytes
 from inferlab.engines.settings import clean_settings

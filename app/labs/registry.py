@@ -49,7 +49,7 @@ LABS: tuple[LabSpec, ...] = (
             "RAM; GPU utilisation, memory, power, SM clock), and micro-benchmarks that "
             "*measure* the roofs: peak matmul FLOP/s per dtype and memory bandwidth."),
         controller="inferlab.app.labs.hardware:HardwareLab",
-        read_section="inferlab.engines.hardware.section:read_hardware_section",
+        read_section="inferlab.engines.labs.hardware.section:read_hardware_section",
     ),
     LabSpec(
         id="roofline",
@@ -62,7 +62,7 @@ LABS: tuple[LabSpec, ...] = (
             "their achieved FLOP/s. The formula sits beside the plot with the live numbers "
             "substituted."),
         controller="inferlab.app.labs.roofline:RooflineLab",
-        read_section="inferlab.engines.rooflinelab.section:read_roofline_section",
+        read_section="inferlab.engines.labs.roofline.section:read_roofline_section",
         bench="inferlab.app.benches.roofline:run_roofline_bench",
     ),
     LabSpec(
@@ -74,7 +74,7 @@ LABS: tuple[LabSpec, ...] = (
             "(largest batch, longest context), the decode tokens/s bound from bandwidth, and "
             "MHA vs GQA vs MQA side by side. GiB (2³⁰) and GB (10⁹) are always labelled."),
         controller="inferlab.app.labs.memory:MemoryLab",
-        read_section="inferlab.engines.roofline.memory_section:read_memory_section",
+        read_section="inferlab.engines.labs.memory.section:read_memory_section",
     ),
     LabSpec(
         id="mcu",

@@ -6,15 +6,15 @@ from inferlab.app.labs.base import Lab
 from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
 from inferlab.engines.hardware.op_points import NATIVE_SUFFIX
 from inferlab.engines.hardware.presets import all_hardware_presets
-from inferlab.engines.model.config import list_model_presets, load_model_preset
-from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
-from inferlab.engines.roofline.formulas import attainable_flops
-from inferlab.engines.rooflinelab.section import (
+from inferlab.engines.labs.roofline.section import (
     ROOFLINE_DEFAULTS,
     ROOFLINE_SETTINGS,
     read_roofline_section,
     roofline_section,
 )
+from inferlab.engines.model.config import list_model_presets, load_model_preset
+from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
+from inferlab.engines.roofline.formulas import attainable_flops
 from inferlab.engines.settings import clean_settings
 from inferlab.views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
 from inferlab.views.roofline_view import RooflineView

@@ -19,8 +19,8 @@ def _plain(section: dict) -> dict:
 def hardware() -> dict:
     from inferlab.engines.hardware.discovery import discover_devices
     from inferlab.engines.hardware.microbench import MeasuredRoofs
-    from inferlab.engines.hardware.section import HARDWARE_DEFAULTS, hardware_section
     from inferlab.engines.hardware.telemetry_history import GpuSeries, TelemetryHistory
+    from inferlab.engines.labs.hardware.section import HARDWARE_DEFAULTS, hardware_section
 
     t = np.arange(4, dtype=float) * 0.5
     gpu = GpuSeries("cuda:0", np.array([10.0, 50.0, np.nan, 90.0]), np.full(4, 2.0**30),
@@ -35,8 +35,8 @@ def hardware() -> dict:
 
 def roofline() -> dict:
     from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
+    from inferlab.engines.labs.roofline.section import ROOFLINE_DEFAULTS, roofline_section
     from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.rooflinelab.section import ROOFLINE_DEFAULTS, roofline_section
 
     roofs = MeasuredRoofs("cpu", {"fp32": 1e11, "bf16": 5e10}, 2e10, 256, 2**24, 3)
     points = [MeasuredPoint("matmul 256", 2 * 256**3, 3 * 4 * 256**2, 1e-3),
@@ -48,13 +48,13 @@ def roofline() -> dict:
 
 def memory() -> dict:
     from inferlab.engines.hardware.presets import load_hardware_preset
-    from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.roofline.memory_section import (
+    from inferlab.engines.labs.memory.section import (
         MEMORY_DEFAULTS,
         memory_plans,
         memory_section,
         preset_target,
     )
+    from inferlab.engines.model.config import load_model_preset
 
     settings = dict(MEMORY_DEFAULTS)
     cfg = load_model_preset(settings["model"])

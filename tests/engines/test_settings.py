@@ -52,9 +52,9 @@ def _section(settings, state):
 
 
 @pytest.mark.parametrize(("reader", "section", "message"), [
-    ("inferlab.engines.roofline.memory_section:read_memory_section",
+    ("inferlab.engines.labs.memory.section:read_memory_section",
      _section({"context": 10**30}, {}), r"labs\.memory\.settings\.context: expected an integer in 1\.\.10,000,000"),
-    ("inferlab.engines.rooflinelab.section:read_roofline_section",
+    ("inferlab.engines.labs.roofline.section:read_roofline_section",
      _section({"dtype": "fp99"}, {}), r"labs\.roofline\.settings\.dtype: expected one of fp32"),
     ("inferlab.engines.labs.kv.section:read_kv_section",
      _section({"block_size": -1}, {}), r"labs\.kv\.settings\.block_size: expected an integer in 1\.\.1,024"),
@@ -62,7 +62,7 @@ def _section(settings, state):
      _section({"seed": "x"}, {}), r"labs\.mcu\.settings\.seed: expected an integer"),
     ("inferlab.engines.labs.mcu.section:read_mcu_section",
      _section({"planner": "magic"}, {}), r"labs\.mcu\.settings\.planner: expected one of linear"),
-    ("inferlab.engines.hardware.section:read_hardware_section",
+    ("inferlab.engines.labs.hardware.section:read_hardware_section",
      _section({"sample_hz": 1e9}, {"devices": []}), r"labs\.hardware\.settings\.sample_hz"),
 ])
 def test_every_lab_reader_checks_its_settings(reader, section, message):
