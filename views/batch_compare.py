@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.servelab.compare import latency_cdf, variant_label, varied_keys
-from inferlab.engines.servelab.compare_records import knee
+from inferlab.engines.labs.batching.compare import latency_cdf, variant_label, varied_keys
+from inferlab.engines.serve.metrics import knee
 from inferlab.views.axes import LogSIAxis
 from inferlab.views.batching_choices import (
     POLICY_LABELS,
@@ -172,7 +172,7 @@ class PolicyCompareView(QWidget):
             self.status.setText(text)
 
     def show_runs(self, runs: Sequence) -> None:
-        """`runs`: PolicyRun A then B (engines/servelab/compare.py), or () to clear."""
+        """`runs`: PolicyRun A then B (engines/labs/batching/compare.py), or () to clear."""
         self.runs = runs
         a = runs[0].metrics if len(runs) > 0 else {}
         b = runs[1].metrics if len(runs) > 1 else {}
@@ -267,7 +267,7 @@ class RateSweepView(QWidget):
             self.status.setText(text)
 
     def show_points(self, points: Sequence, slo_ttft_s: float, slo_tpot_s: float) -> None:
-        """`points`: SweepPoints (engines/servelab/compare.py) of one or more variants."""
+        """`points`: SweepPoints (engines/labs/batching/compare.py) of one or more variants."""
         self.points = points
         keys = list(dict.fromkeys(_variant_key(p) for p in points))
         differs = varied_keys([dict(k) for k in keys]) if len(keys) > 1 else []

@@ -20,8 +20,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
-from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
-from inferlab.engines.batchlab.timeline import (
+from inferlab.engines.labs.batching.timeline import (
     DECODE,
     PREEMPTED,
     PREFILL,
@@ -39,6 +38,7 @@ from inferlab.engines.batchlab.timeline import (
     synthetic_schedule,
     timeline_segments,
 )
+from inferlab.engines.serve.records import IterationRecord, RequestInfo
 from inferlab.views.style import style_plot
 
 STATE_COLORS = {

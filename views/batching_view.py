@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.batchlab.records import IterationRecord, RequestInfo
+from inferlab.engines.serve.records import IterationRecord, RequestInfo
 from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.batching_choices import (

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from inferlab.engines.batchlab.timeline import DECODE, PREEMPTED, STALLED, WAITING, segment_at
 from inferlab.engines.endpoint.section import request_segments
+from inferlab.engines.labs.batching.timeline import DECODE, PREEMPTED, STALLED, WAITING, segment_at
 from inferlab.views.batch_timeline import BAR_HEIGHT, GanttFrame
 
 STATES = (WAITING, DECODE, PREEMPTED, STALLED)

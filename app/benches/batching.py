@@ -1,6 +1,6 @@
 """`inferlab bench batching --json`: the batching lab's figures, in one run.
 
-    engines.servelab.bench.run_batching_bench   continuous / static throughput ratio, p99
+    engines.labs.batching.bench.run_batching_bench   continuous / static throughput ratio, p99
                                                 TTFT / TPOT of both, simulated requests per
                                                 wall second
     timeline_render_ms                          one full draw + offscreen render of the
@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from inferlab.engines.servelab.bench import run_batching_bench
+from inferlab.engines.labs.batching.bench import run_batching_bench
 
 
 def run_batching_lab_bench(requests: int = 200, simulator_requests: int = 5000,

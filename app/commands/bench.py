@@ -26,7 +26,7 @@ from inferlab.app.labs.registry import resolve
 
 APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench",
                "runtime": "inferlab.app.benches.runtime:run_runtime_bench",
-               "prefix": "inferlab.engines.servelab.prefix_bench:run_prefix_bench"}
+               "prefix": "inferlab.engines.labs.batching.prefix_bench:run_prefix_bench"}
 
 
 def benches() -> dict[str, tuple[str, tuple[str, ...]]]:

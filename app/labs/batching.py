@@ -1,7 +1,7 @@
 """Batching lab: a seeded request stream through the serving engine, one scheduler iteration a
 step, drawn as a timeline of every request's states beside the run's serving metrics.
 
-A stepped lab (`SteppedLab`): the session (engines/servelab) lives in worker tasks only; each
+A stepped lab (`SteppedLab`): the session (engines/labs/batching) lives in worker tasks only; each
 iteration's frozen record comes back through a queued signal; the view is redrawn at most at
 the screen rate. The header drawn beside the records is (RequestInfo tuple, metrics dict).
 """
@@ -9,7 +9,7 @@ the screen rate. The header drawn beside the records is (RequestInfo tuple, metr
 from __future__ import annotations
 
 from inferlab.app.labs.stepped import SteppedLab
-from inferlab.engines.servelab.section import (
+from inferlab.engines.labs.batching.section import (
     BATCHING_DEFAULTS,
     BATCHING_SETTINGS,
     batching_metrics,
@@ -67,7 +67,7 @@ class BatchingLab(SteppedLab):
         return f"Preparing {settings['requests']} requests ({where})…"
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.servelab.section import batching_session
+        from inferlab.engines.labs.batching.section import batching_session
 
         progress(0.1, "generating the workload")
         session = batching_session(settings, device)
@@ -108,7 +108,7 @@ class BatchingLab(SteppedLab):
 
     # ---- comparison and sweep (whole runs in a worker, with progress) ---------------------------
     def compare(self, variants) -> None:
-        from inferlab.engines.servelab.compare import compare_policies, varied_keys
+        from inferlab.engines.labs.batching.compare import compare_policies, varied_keys
 
         settings, device = self.settings(), self.context.device_id
         differs = varied_keys([dict(settings, **v) for v in variants])
@@ -128,7 +128,7 @@ class BatchingLab(SteppedLab):
             shown)
 
     def sweep(self, low_per_s: float, high_per_s: float, n_rates: int) -> None:
-        from inferlab.engines.servelab.compare import rate_sweep, sweep_rates
+        from inferlab.engines.labs.batching.compare import rate_sweep, sweep_rates
 
         try:
             rates = sweep_rates(low_per_s, high_per_s, n_rates)
@@ -170,7 +170,7 @@ class BatchingLab(SteppedLab):
 
     # ---- snapshots ------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
-        from inferlab.engines.servelab.compare_records import comparison_state
+        from inferlab.engines.labs.batching.compare_records import comparison_state
 
         if self._task is None:  # no worker stepping the session now
             self._refresh_metrics()
@@ -178,7 +178,7 @@ class BatchingLab(SteppedLab):
                                 comparison_state(self.comparison, self.sweep_points))
 
     def show_snapshot(self, section: dict) -> None:
-        from inferlab.engines.servelab.compare_records import read_comparison_state
+        from inferlab.engines.labs.batching.compare_records import read_comparison_state
 
         if not self.read_only:  # the live results come back with show_live
             self._live_compare = (self.comparison, self.sweep_points)

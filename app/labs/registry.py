@@ -128,9 +128,9 @@ LABS: tuple[LabSpec, ...] = (
             "them. Two policies compared on the same requests (metrics, latency CDFs) and a "
             "rate sweep (p99 latency against achieved throughput, the SLO knee marked)."),
         controller="inferlab.app.labs.batching:BatchingLab",
-        read_section="inferlab.engines.servelab.section:read_batching_section",
-        run_arguments="inferlab.engines.servelab.run:add_arguments",
-        run="inferlab.engines.servelab.run:run",
+        read_section="inferlab.engines.labs.batching.section:read_batching_section",
+        run_arguments="inferlab.engines.labs.batching.run:add_arguments",
+        run="inferlab.engines.labs.batching.run:run",
         bench="inferlab.app.benches.batching:run_batching_lab_bench",
     ),
     LabSpec(

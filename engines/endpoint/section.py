@@ -26,8 +26,8 @@ import numpy as np
 
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS, StreamResult
 from inferlab.engines.endpoint.scrape import COMMON, ScrapeResult
+from inferlab.engines.labs.batching.section import batching_slo, batching_workload
 from inferlab.engines.serve.metrics import SLO, read_serving_metrics
-from inferlab.engines.servelab.section import batching_slo, batching_workload
 from inferlab.engines.settings import (
     Setting,
     check_settings,
@@ -412,7 +412,7 @@ def request_segments(results):
     (row = its index in the workload) WAITING from send to the first token, DECODE
     ("streaming") from the first token to the last chunk; a failed request's whole span is
     PREEMPTED (drawn as "failed"), a cancelled one's STALLED (drawn as "cancelled")."""
-    from inferlab.engines.batchlab.timeline import (
+    from inferlab.engines.labs.batching.timeline import (
         DECODE,
         PREEMPTED,
         STALLED,

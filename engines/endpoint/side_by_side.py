@@ -4,7 +4,7 @@ machine's wall clock, and the simulated GPU, one metrics table.
 Request for request: each request the client sent goes to the in-app engines at the time the
 client sent it (relative to the first send), with the prompt tokens the server counted and
 the output tokens it returned (what the workload asked, for a failed request). Both engines
-are the batching lab's (engines/servelab: `run_policy` over `batching_session`), policy
+are the batching lab's (engines/labs/batching: `run_policy` over `batching_session`), policy
 continuous with chunked prefill; every column is scored by engines/serve/metrics.summarize
 with the same SLOs. The wall-clock engine keeps its limits (the first 32 requests, prompts
 clipped to 64 tokens, outputs to 32): the table says so when they cut the workload.
@@ -42,8 +42,8 @@ def compare_engines(settings: dict, record, device: str = "cpu",
                     should_stop: Callable[[], bool] | None = None) -> dict:
     """{"columns": {"endpoint"|"engine"|"simulated": {"title", "metrics"}}, "notes": [...]}
     for the endpoint run `record` (section.EndpointRecord) and the lab's `settings`."""
-    from inferlab.engines.servelab.compare import run_policy
-    from inferlab.engines.servelab.section import (
+    from inferlab.engines.labs.batching.compare import run_policy
+    from inferlab.engines.labs.batching.section import (
         BATCHING_DEFAULTS,
         WALL_MAX_OUTPUT,
         WALL_MAX_PROMPT,

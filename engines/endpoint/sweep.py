@@ -6,8 +6,8 @@
        k = 1..n, Poisson arrivals from engines.serve.workload (same seed, lengths and count)
 
 Each point is a whole EndpointRun; a point holds achieved throughput and p50/p99 TTFT and
-TPOT, as the batching lab's sweep does, and the knee is compare_records.knee's (the largest
-rate whose p99 TTFT and TPOT both meet the SLOs), applied to these points.
+TPOT, as the batching lab's sweep does, and the knee is engines.serve.metrics.knee's (the
+largest rate whose p99 TTFT and TPOT both meet the SLOs), applied to these points.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ import numpy as np
 from inferlab.engines.endpoint.client import TokenCounter
 from inferlab.engines.endpoint.load import EndpointRun, EndpointRunResult, EndpointSettings
 from inferlab.engines.hardware.cancel import Cancelled, check_stop
-from inferlab.engines.serve.metrics import SLO
+from inferlab.engines.serve.metrics import SLO, knee
 from inferlab.engines.serve.workload import Workload, generate
-from inferlab.engines.servelab.compare_records import knee
 
 STRATEGIES = ("synchronous", "throughput", "constant")
 
@@ -42,7 +41,7 @@ class EndpointSweepPoint:
     failed: int
     goodput_requests_per_s: float | None = None
 
-    policy = "endpoint"  # what compare_records.knee selects points by
+    policy = "endpoint"  # what engines.serve.metrics.knee selects points by
 
     def meets(self, slo_ttft_s: float, slo_tpot_s: float) -> bool:
         return self.ttft_p99_s is not None and self.ttft_p99_s <= slo_ttft_s and (

@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.serve.metrics import RequestTiming
+from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scheduler import RequestRefusedError, Scheduler
 from inferlab.engines.serve.workload import WorkloadRequest, prompt_token_ids_for

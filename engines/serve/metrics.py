@@ -93,6 +93,16 @@ class SLO:
         return self.tpot_s is None or tpot is None or tpot <= self.tpot_s
 
 
+def knee(points, policy: str, slo_ttft_s: float, slo_tpot_s: float):
+    """The highest-rate point of `policy` meeting both SLOs at p99 (None: none does).
+
+    A point is any sweep record with `policy`, `rate_per_s` and `meets(slo_ttft_s,
+    slo_tpot_s)`: the batching lab's `SweepPoint`, the endpoint sweep's points. It lives here,
+    with the SLOs, so that the endpoint mechanism finds it without importing a lab."""
+    ok = [p for p in points if p.policy == policy and p.meets(slo_ttft_s, slo_tpot_s)]
+    return max(ok, key=lambda p: p.rate_per_s, default=None)
+
+
 def ttft_s(t: RequestTiming) -> float | None:
     """TTFT = t_1 - arrival; None without an output token."""
     return t.token_times_s[0] - t.arrival_s if t.token_times_s else None

@@ -88,9 +88,9 @@ def kv() -> dict:
 
 
 def batching() -> dict:
-    from inferlab.engines.servelab.compare import compare_policies, rate_sweep
-    from inferlab.engines.servelab.compare_records import comparison_state
-    from inferlab.engines.servelab.section import (
+    from inferlab.engines.labs.batching.compare import compare_policies, rate_sweep
+    from inferlab.engines.labs.batching.compare_records import comparison_state
+    from inferlab.engines.labs.batching.section import (
         BATCHING_DEFAULTS,
         batching_section,
         batching_session,

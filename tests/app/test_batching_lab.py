@@ -78,7 +78,7 @@ def test_a_new_policy_resets_the_run(qtbot, make_window):
 
 
 def test_view_draws_nothing_then_records(qtbot):
-    from inferlab.engines.servelab.section import BATCHING_DEFAULTS, batching_session
+    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
 
     view = BatchingView()
     qtbot.addWidget(view)
@@ -171,7 +171,7 @@ def test_the_clock_chooses_what_it_runs(qtbot, make_window):
 
 
 def test_the_view_carries_the_prefix_settings_and_shows_hits_on_hover(qtbot):
-    from inferlab.engines.servelab.section import BATCHING_DEFAULTS, batching_session
+    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
     from inferlab.views.batching_view import BatchingView
 
     view = BatchingView()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.servelab.compare_records import PolicyRun, SweepPoint
+from inferlab.engines.labs.batching.compare_records import PolicyRun, SweepPoint
 from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 
 

@@ -7,8 +7,7 @@ import pyqtgraph as pg
 import pyqtgraph.exporters as exporters
 import pytest
 
-from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
-from inferlab.engines.batchlab.timeline import (
+from inferlab.engines.labs.batching.timeline import (
     DECODE,
     PREEMPTED,
     PREFILL,
@@ -16,6 +15,7 @@ from inferlab.engines.batchlab.timeline import (
     synthetic_schedule,
     timeline_segments,
 )
+from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
 from inferlab.views.batch_timeline import BAR_HEIGHT, BatchTimelineView
 
 

@@ -11,7 +11,6 @@ import random
 
 import pytest
 
-from inferlab.engines.batchlab.timeline import DECODE, PREEMPTED, STALLED, WAITING
 from inferlab.engines.endpoint.load import EndpointRun
 from inferlab.engines.endpoint.section import (
     ENDPOINT_DEFAULTS,
@@ -22,6 +21,7 @@ from inferlab.engines.endpoint.section import (
     request_segments,
 )
 from inferlab.engines.endpoint.sweep import EndpointSweep, EndpointSweepPoint
+from inferlab.engines.labs.batching.timeline import DECODE, PREEMPTED, STALLED, WAITING
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.trace.recorder import TraceRecorder
 from tests.fuzz import json_paths, mutate_json, run_cases

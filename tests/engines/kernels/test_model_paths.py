@@ -68,8 +68,8 @@ def test_tiny_in_a_continuous_batch_with_preemption_and_prefix_hits(tiny_pair):
 
 @pytest.mark.slow
 def test_smollm2_greedy_tokens_alone_and_batched(smollm2_path):
+    from inferlab.engines.labs.batching.concurrent_bench import bench_prompts, run_continuous
     from inferlab.engines.model.gguf_loader import load_gguf
-    from inferlab.engines.servelab.concurrent_bench import bench_prompts, run_continuous
 
     loaded = {}
 
@@ -119,7 +119,7 @@ def test_a_labs_kernels_setting_picks_its_models_path(setting, under, want):
 
 @pytest.mark.parametrize("setting", ["native", "torch"])
 def test_the_batching_labs_wall_clock_runs_on_its_kernels_setting(setting):
-    from inferlab.engines.servelab.section import BATCHING_DEFAULTS, BatchingSession
+    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, BatchingSession
 
     session = BatchingSession(dict(BATCHING_DEFAULTS, clock="wall", model="tiny", requests=3,
                                    kernels=setting))

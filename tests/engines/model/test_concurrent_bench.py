@@ -1,4 +1,4 @@
-"""The 32-concurrent bench's two runners (engines/servelab/concurrent_bench.py) on SmolLM2,
+"""The 32-concurrent bench's two runners (engines/labs/batching/concurrent_bench.py) on SmolLM2,
 small: our continuous engine and transformers' static batch give the same greedy tokens
 (fp32, same prompts), the outputs are as long as asked. Slow: SmolLM2 in both runtimes."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.servelab.concurrent_bench import (
+from inferlab.engines.labs.batching.concurrent_bench import (
     bench_prompts,
     run_continuous,
     run_transformers,

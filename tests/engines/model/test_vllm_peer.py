@@ -1,4 +1,4 @@
-"""The batching bench's vLLM peer (engines/servelab/vllm_peer.py): not run, and said so,
+"""The batching bench's vLLM peer (engines/labs/batching/vllm_peer.py): not run, and said so,
 without INFERLAB_VLLM_PYTHON; a Python without vllm ends in vLLM's own import error, not a
 hang; the Hugging Face folder it serves holds the GGUF's model (transformers' logits from the
 folder equal those from the GGUF). With INFERLAB_VLLM_PYTHON set, vLLM itself gives our greedy
@@ -13,8 +13,12 @@ import sys
 import pytest
 import torch
 
-from inferlab.engines.servelab.concurrent_bench import _vllm_peer, bench_prompts, run_continuous
-from inferlab.engines.servelab.vllm_peer import VLLM_PYTHON_ENV, VllmPeer, hf_folder
+from inferlab.engines.labs.batching.concurrent_bench import (
+    _vllm_peer,
+    bench_prompts,
+    run_continuous,
+)
+from inferlab.engines.labs.batching.vllm_peer import VLLM_PYTHON_ENV, VllmPeer, hf_folder
 
 
 def test_peer_is_not_run_without_its_python(monkeypatch):

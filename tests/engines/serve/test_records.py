@@ -1,4 +1,5 @@
-"""The batching lab's records refuse wrong types and non-finite times, naming the field."""
+"""The serving engine's records (engines/serve/records.py) refuse wrong types and non-finite
+times, naming the field."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
+from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
 
 
 def _iteration(**changes):

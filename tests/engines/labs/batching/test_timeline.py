@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
-from inferlab.engines.batchlab.timeline import (
+from inferlab.engines.labs.batching.timeline import (
     DECODE,
     PREEMPTED,
     PREFILL,
@@ -19,6 +18,7 @@ from inferlab.engines.batchlab.timeline import (
     synthetic_schedule,
     timeline_segments,
 )
+from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
 
 
 def it(k, prefills=(), decodes=(), preempted=(), finished=(), used=4, end=None):
@@ -198,7 +198,7 @@ def test_synthetic_schedule_is_consistent_with_its_segments():
 def test_a_builder_extended_in_pieces_gives_the_segments_of_the_whole(seed, n, cuts):
     import random
 
-    from inferlab.engines.batchlab.timeline import TimelineBuilder
+    from inferlab.engines.labs.batching.timeline import TimelineBuilder
 
     rng = random.Random(seed)
     requests, iterations = synthetic_schedule(

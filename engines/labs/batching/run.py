@@ -7,7 +7,7 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
-from inferlab.engines.servelab.section import (
+from inferlab.engines.labs.batching.section import (
     BATCHING_DEFAULTS,
     batching_metrics,
     batching_section,
@@ -26,8 +26,8 @@ OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--pr
 
 def add_arguments(p) -> None:
     from inferlab.engines.kv.block_manager import PREFIX_CACHES
+    from inferlab.engines.labs.batching.section import WORKLOADS
     from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-    from inferlab.engines.servelab.section import WORKLOADS
 
     d = BATCHING_DEFAULTS
     p.add_argument("--policy", default=d["policy"], choices=POLICIES,

@@ -1,8 +1,8 @@
 """The records of the batching lab's Compare and Rate sweep tabs, and their snapshot state:
-`PolicyRun` (one policy's whole run), `SweepPoint` (one rate and policy), `knee`. Checked
-field by field, so the section reader (section.py) can read them without the runs
-(compare.py) that make them; `read_batching_metrics` reads a run's metrics dict (a
-PolicyRun's, and the section's own).
+`PolicyRun` (one policy's whole run), `SweepPoint` (one rate and policy; the sweep's knee is
+`engines.serve.metrics.knee`). Checked field by field, so the section reader (section.py) can
+read them without the runs (compare.py) that make them; `read_batching_metrics` reads a run's
+metrics dict (a PolicyRun's, and the section's own).
 """
 
 from __future__ import annotations
@@ -142,10 +142,3 @@ def read_comparison_state(state: dict, where: str = "labs.batching.state"
     if runs and len(runs) != 2:
         raise ValueError(f"{where}.comparison: expected two runs (A and B), got {len(runs)}")
     return runs, points
-
-
-def knee(points: Sequence[SweepPoint], policy: str, slo_ttft_s: float,
-         slo_tpot_s: float) -> SweepPoint | None:
-    """The highest-rate point of `policy` meeting both SLOs at p99 (None: none does)."""
-    ok = [p for p in points if p.policy == policy and p.meets(slo_ttft_s, slo_tpot_s)]
-    return max(ok, key=lambda p: p.rate_per_s, default=None)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from inferlab.engines.labs.batching.section import read_batching_section
 from inferlab.engines.serve.metrics import RequestTiming, summarize
-from inferlab.engines.servelab.section import read_batching_section
 
 
 def test_run_batching_writes_a_snapshot_matching_its_timings(capsys, tmp_path):

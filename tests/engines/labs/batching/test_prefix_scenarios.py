@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.batchlab.timeline import (
+from inferlab.engines.labs.batching.section import (
+    BATCHING_DEFAULTS,
+    BLOCK_SIZE,
+    batching_session,
+    check_batching_settings,
+)
+from inferlab.engines.labs.batching.timeline import (
     cached_tokens_by_request,
     iteration_strips,
     prefix_hit_spans,
@@ -13,12 +19,6 @@ from inferlab.engines.batchlab.timeline import (
     timeline_segments,
 )
 from inferlab.engines.serve.prefix_workloads import expected_cached_tokens
-from inferlab.engines.servelab.section import (
-    BATCHING_DEFAULTS,
-    BLOCK_SIZE,
-    batching_session,
-    check_batching_settings,
-)
 
 
 def _run(**settings):
@@ -71,7 +71,7 @@ def test_settings_name_a_bad_scenario_or_schedule():
 
 
 def test_policies_compare_on_the_same_scenario_requests():
-    from inferlab.engines.servelab.compare import compare_policies
+    from inferlab.engines.labs.batching.compare import compare_policies
 
     runs = compare_policies(dict(BATCHING_DEFAULTS, scenario="few-shot", prefix_cache="radix"),
                             ("static", "continuous"))
@@ -107,7 +107,7 @@ def test_every_eviction_is_recorded_at_its_iteration(cache):
 def test_hit_spans_by_hand():
     """Two requests: r0 misses, r1 hits 30 of its 40 prompt tokens and prefills the rest in
     two chunks, 1.0-1.6 s (one prefill bar): the mark covers the first 3/4 of that bar."""
-    from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
+    from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
 
     def it(i, a, b, prefills, decodes=(), finished=()):
         return IterationRecord(i, "continuous", "simulated", a, b, tuple(prefills),

@@ -14,7 +14,7 @@ static-batch `generate`, same prompts, same dtype, same run.
     vllm_cpu_tokens_per_s             the same requests through vLLM's CPU build (offline
                                       `LLM.generate`, token-id prompts, fp32), when
                                       INFERLAB_VLLM_PYTHON names a Python with vllm installed
-                                      (engines.servelab.vllm_peer); otherwise None and
+                                      (engines.labs.batching.vllm_peer); otherwise None and
                                       `vllm_cpu_error` says why
     continuous_32_vs_vllm_cpu         ours / vLLM's (the issue's goal: >= 1.0)
     vllm_outputs_equal_requests       requests whose greedy tokens equal vLLM's
@@ -32,7 +32,12 @@ import time
 
 import torch
 
-from inferlab.engines.servelab.vllm_peer import VLLM_PYTHON_ENV, VllmPeer, hf_folder, vllm_python
+from inferlab.engines.labs.batching.vllm_peer import (
+    VLLM_PYTHON_ENV,
+    VllmPeer,
+    hf_folder,
+    vllm_python,
+)
 
 PROMPTS_PER_REQUEST = 4
 """Short prompts joined per request: with SmolLM2's chat template about 100 prompt tokens,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from inferlab.engines.servelab.section import SIMULATED_SCENARIO_SCALE
+from inferlab.engines.labs.batching.section import SIMULATED_SCENARIO_SCALE
 
 SIM_MODEL, SIM_HARDWARE, BLOCK_SIZE = "llama-3-8b", "h100-sxm", 16
 FEW_SHOT_REQUESTS, FEW_SHOT_PREFIXES, POOL_FRACTION = 128, 16, 0.3
@@ -33,12 +33,12 @@ def _simulated(items, prefix_cache: str, schedule: str = "fcfs", n_blocks: int |
     """Run WorkloadRequests on the simulated clock; the figures a comparison row needs."""
     from inferlab.engines.hardware.presets import load_hardware_preset
     from inferlab.engines.kv.block_manager import BlockManager
+    from inferlab.engines.labs.batching.section import prefix_hit_rate
     from inferlab.engines.model.config import load_model_preset
     from inferlab.engines.serve.clock import SimulatedExecutor, simulated_pool_blocks
     from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
     from inferlab.engines.serve.metrics import summarize
     from inferlab.engines.serve.scheduler import Scheduler
-    from inferlab.engines.servelab.section import prefix_hit_rate
 
     cfg, hw = load_model_preset(SIM_MODEL), load_hardware_preset(SIM_HARDWARE)
     if n_blocks is None:
@@ -162,9 +162,9 @@ def wall_multi_turn(model: str = "smollm2-135m", device: str = "cpu",
     """Multi-turn (the scenario's default `conversations`, or that many) through the real
     model on the wall clock, no cache / hash / radix: TTFT p50 and throughput of each, and
     whether every request's greedy output is the same."""
+    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
     from inferlab.engines.model.cache import load_lab_model
     from inferlab.engines.serve.prefix_workloads import make_scenario
-    from inferlab.engines.servelab.section import BATCHING_DEFAULTS, batching_session
 
     vocab = load_lab_model(model, device)[0].config.vocab_size
     items = make_scenario("multi-turn", 0, n=conversations, vocab_size=vocab)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from inferlab.engines.labs.batching import prefix_bench as pb
 from inferlab.engines.serve.prefix_workloads import expected_cached_tokens, make_scenario
-from inferlab.engines.servelab import prefix_bench as pb
 
 
 def test_hit_tokens_by_hash_and_radix_equal_the_definition():

@@ -1,4 +1,4 @@
-"""Policies side by side and the rate sweep (engines/servelab/compare.py), simulated clock."""
+"""Policies side by side and the rate sweep (engines/labs/batching/compare.py), simulated clock."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from inferlab.engines.hardware.cancel import Cancelled
-from inferlab.engines.servelab.compare import (
+from inferlab.engines.labs.batching.compare import (
     compare_policies,
     latency_cdf,
     rate_sweep,
@@ -14,13 +14,13 @@ from inferlab.engines.servelab.compare import (
     variant_label,
     varied_keys,
 )
-from inferlab.engines.servelab.compare_records import (
+from inferlab.engines.labs.batching.compare_records import (
     SweepPoint,
     comparison_state,
-    knee,
     read_comparison_state,
 )
-from inferlab.engines.servelab.section import BATCHING_DEFAULTS
+from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS
+from inferlab.engines.serve.metrics import knee
 
 SMALL = dict(BATCHING_DEFAULTS, requests=40, rate_per_s=10.0)
 

@@ -21,7 +21,7 @@ transformers) take minutes; `real=False` leaves them out.
 
 from __future__ import annotations
 
-from inferlab.engines.servelab.section import BATCHING_DEFAULTS, batching_session
+from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
 
 
 def policy_metrics(settings: dict):
@@ -123,7 +123,7 @@ def run_batching_bench(requests: int = BATCHING_DEFAULTS["requests"],
     }
     figures.update(scheduler_overhead())
     if real:
-        from inferlab.engines.servelab.concurrent_bench import run_concurrent_bench
+        from inferlab.engines.labs.batching.concurrent_bench import run_concurrent_bench
 
         figures.update(cost_model_calibration())
         concurrent = run_concurrent_bench()

@@ -1,9 +1,11 @@
-"""The batching lab's records: what every request is, and what each iteration did.
+"""The serving engine's records: what every request is, and what each iteration did.
 
 `RequestInfo` is fixed when a request is submitted; `IterationRecord` is what one scheduler
 iteration put through the model (or the cost model, on the simulated clock) and when, on the
-run's clock (`clock` says which: "wall" or "simulated"). Frozen: engines hand them out, views
-draw them, snapshots store them (`to_dict` / `from_dict`, ValueError naming the field).
+run's clock (`clock` says which: "wall" or "simulated"). Frozen: `ServingEngine` hands them
+out, the batching and endpoint labs draw and store them (`to_dict` / `from_dict`, ValueError
+naming the field). They live here, beside the engine that makes them, so that the engine
+imports no lab.
 """
 
 from __future__ import annotations

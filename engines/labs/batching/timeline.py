@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.engines.batchlab.records import IterationRecord, PrefillSlice, RequestInfo
+from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
 
 WAITING = 0
 PREFILL = 1

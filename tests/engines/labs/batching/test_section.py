@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from inferlab.engines.serve.metrics import summarize
-from inferlab.engines.servelab.section import (
+from inferlab.engines.labs.batching.section import (
     BATCHING_DEFAULTS,
     batching_section,
     batching_session,
     read_batching_section,
 )
+from inferlab.engines.serve.metrics import summarize
 
 SMALL = dict(BATCHING_DEFAULTS, requests=30, rate_per_s=40.0)
 

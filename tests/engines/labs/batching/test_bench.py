@@ -12,7 +12,7 @@ KEYS = ("throughput_ratio", "continuous_ttft_p99_s", "static_ttft_p99_s",
 
 @pytest.mark.slow  # a whole bench run
 def test_engine_bench_figures_are_finite_and_positive():
-    from inferlab.engines.servelab.bench import run_batching_bench
+    from inferlab.engines.labs.batching.bench import run_batching_bench
 
     figures = run_batching_bench(requests=40, simulator_requests=50, real=False)
     for key in (*KEYS, "scheduler_overhead_frac"):
@@ -23,7 +23,7 @@ def test_engine_bench_figures_are_finite_and_positive():
 
 @pytest.mark.slow  # a whole bench run
 def test_calibration_compares_every_iteration_of_a_wall_run():
-    from inferlab.engines.servelab.bench import cost_model_calibration
+    from inferlab.engines.labs.batching.bench import cost_model_calibration
 
     figures = cost_model_calibration("tiny", requests=6, quick_roofs=True)
     by_kind = figures["cost_model_errors_by_kind"]

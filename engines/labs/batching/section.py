@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 
 from inferlab.engines import kernels
-from inferlab.engines.batchlab.records import CLOCKS, IterationRecord, RequestInfo
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
 from inferlab.engines.serve.prefix_workloads import SCENARIOS
+from inferlab.engines.serve.records import CLOCKS, IterationRecord, RequestInfo
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
@@ -297,7 +297,7 @@ def read_batching_section(sec: dict):
     read_object(sec, where)
     settings = check_batching_settings(section_field(sec, "settings", where), f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
-    from inferlab.engines.servelab.compare_records import (
+    from inferlab.engines.labs.batching.compare_records import (
         read_batching_metrics,
         read_comparison_state,
     )
@@ -360,7 +360,7 @@ def batching_trace_iteration(recorder, record: IterationRecord, offset_s: float 
 def batching_trace_requests(recorder, requests, iterations, offset_s: float = 0.0) -> None:
     """Each request on its own track ("request <id>"): one span per state it was in
     (waiting, prefill, decode, preempted, stalled: the timeline's segments)."""
-    from inferlab.engines.batchlab.timeline import STATE_NAMES, timeline_segments
+    from inferlab.engines.labs.batching.timeline import STATE_NAMES, timeline_segments
 
     segments = timeline_segments(requests, iterations)
     for row, state, start_s, end_s in segments.rows():

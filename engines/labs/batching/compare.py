@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from inferlab.engines.hardware.cancel import check_stop
+from inferlab.engines.labs.batching.compare_records import VARIANT_KEYS, PolicyRun, SweepPoint
 from inferlab.engines.serve.metrics import tpot_s, ttft_s
-from inferlab.engines.servelab.compare_records import VARIANT_KEYS, PolicyRun, SweepPoint
 
 Progress = Callable[[float, str], None]
 MAX_SWEEP_RATES = 24
@@ -39,7 +39,7 @@ def latency_cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
 
 def run_policy(settings: dict, items, device: str = "cpu", should_stop=None) -> PolicyRun:
     """`settings`' policy over the workload `items` to the end."""
-    from inferlab.engines.servelab.section import batching_metrics, batching_session
+    from inferlab.engines.labs.batching.section import batching_metrics, batching_session
 
     session = batching_session(settings, device, items)
     while not session.done:
@@ -84,8 +84,8 @@ def compare_policies(settings: dict,
                      should_stop=None) -> list[PolicyRun]:
     """Each variant (a policy name, or a dict of VARIANT_KEYS overrides) over the same
     requests (`settings`' workload), in order."""
+    from inferlab.engines.labs.batching.section import batching_workload, check_batching_settings
     from inferlab.engines.serve import workload
-    from inferlab.engines.servelab.section import batching_workload, check_batching_settings
 
     settings = check_batching_settings(settings)
     # a scenario's requests depend on the model's vocabulary: each run makes them (seeded,
@@ -121,8 +121,8 @@ def rate_sweep(settings: dict, rates: Sequence[float],
     """One full run per (rate, variant: a policy or VARIANT_KEYS overrides) of the seeded
     stream (a scenario sets its own arrivals: the sweep runs the stream of the settings'
     lengths); points in rate order, variants in the given order."""
+    from inferlab.engines.labs.batching.section import batching_workload, check_batching_settings
     from inferlab.engines.serve import workload
-    from inferlab.engines.servelab.section import batching_workload, check_batching_settings
 
     report = progress or (lambda fraction, message: None)
     total = len(rates) * len(policies)
