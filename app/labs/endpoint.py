@@ -18,7 +18,7 @@ import os
 from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.endpoint.section import (
+from inferlab.engines.labs.endpoint.section import (
     AGREEMENT_KEYS,
     ENDPOINT_DEFAULTS,
     ENDPOINT_SETTINGS,
@@ -97,7 +97,11 @@ class EndpointLab(Lab):
     # ---- a run ----------------------------------------------------------------------------------
     def run(self) -> None:
         from inferlab.engines.endpoint.load import EndpointRun
-        from inferlab.engines.endpoint.section import endpoint_requests, endpoint_slo, run_settings
+        from inferlab.engines.labs.endpoint.section import (
+            endpoint_requests,
+            endpoint_slo,
+            run_settings,
+        )
 
         if self.read_only or self._task is not None:
             return
@@ -172,8 +176,12 @@ class EndpointLab(Lab):
 
     # ---- sweep and side by side (whole runs in a worker) ---------------------------------------
     def sweep(self, n_rates: int) -> None:
-        from inferlab.engines.endpoint.section import endpoint_slo, endpoint_workload, run_settings
         from inferlab.engines.endpoint.sweep import endpoint_sweep
+        from inferlab.engines.labs.endpoint.section import (
+            endpoint_slo,
+            endpoint_workload,
+            run_settings,
+        )
 
         if self.read_only or self._task is not None:
             return
@@ -198,7 +206,7 @@ class EndpointLab(Lab):
         self._whole("rate sweep", self.view.sweep, "Sweeping…", work, shown)
 
     def compare(self) -> None:
-        from inferlab.engines.endpoint.side_by_side import compare_engines
+        from inferlab.engines.labs.endpoint.side_by_side import compare_engines
 
         if self.read_only or self._task is not None:
             return

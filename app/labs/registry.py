@@ -192,11 +192,11 @@ LABS: tuple[LabSpec, ...] = (
             "the URL you enter is contacted, and only when you press Run; the API key is "
             "never written anywhere."),
         controller="inferlab.app.labs.endpoint:EndpointLab",
-        read_section="inferlab.engines.endpoint.section:read_endpoint_section",
-        run_arguments="inferlab.engines.endpoint.run:add_arguments",
-        run="inferlab.engines.endpoint.run:run",
-        bench="inferlab.engines.endpoint.run:bench",
-        bench_arguments="inferlab.engines.endpoint.run:add_bench_arguments",
+        read_section="inferlab.engines.labs.endpoint.section:read_endpoint_section",
+        run_arguments="inferlab.engines.labs.endpoint.run:add_arguments",
+        run="inferlab.engines.labs.endpoint.run:run",
+        bench="inferlab.engines.labs.endpoint.run:bench",
+        bench_arguments="inferlab.engines.labs.endpoint.run:add_bench_arguments",
     ),
 )
 

@@ -1,4 +1,5 @@
-"""The endpoint lab's engine: a real OpenAI-compatible server under load, watched.
+"""A real OpenAI-compatible server under load, watched: the mechanism under the endpoint lab
+(whose settings, section, run, side-by-side and bench are engines/labs/endpoint).
 
 - `url`: the URL check and the one-sentence errors (EndpointError); `scrub` keeps the key out.
 - `sse`: the incremental Server-Sent Events decoder (MalformedSSE).
@@ -10,6 +11,5 @@
 - `scrape`: the server's Prometheus /metrics, every series plus a common set.
 - `load`: EndpointRun, fixed concurrency or arrival times, bounded, cancellable.
 - `sweep`: the guidellm-style rate sweep and its knee.
-- `fake_server`: a local misbehaving OpenAI-compatible server (tests, bench).
-- `bench`: the client's CPU cost per 100 streams against the fake server.
+- `fake_server`: a local misbehaving OpenAI-compatible server (tests, the lab's bench).
 """

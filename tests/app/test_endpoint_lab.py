@@ -184,7 +184,7 @@ def test_bench_endpoint_sweeps_a_url_and_options_are_checked(capsys, server, mon
     out = json.loads(capsys.readouterr().out)
     assert [p["strategy"] for p in out["points"]] == ["synchronous", "throughput", "constant"]
     assert all(p["completed"] == 4 for p in out["points"])
-    import inferlab.engines.endpoint.bench as bench
+    import inferlab.engines.labs.endpoint.bench as bench
 
     monkeypatch.setattr(bench, "client_overhead", lambda: {"cpu_cores_per_100_streams": 0.1})
     assert main(["bench", "endpoint", "--json"]) == 0

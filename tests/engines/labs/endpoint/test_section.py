@@ -12,7 +12,9 @@ import random
 import pytest
 
 from inferlab.engines.endpoint.load import EndpointRun
-from inferlab.engines.endpoint.section import (
+from inferlab.engines.endpoint.sweep import EndpointSweep, EndpointSweepPoint
+from inferlab.engines.labs.batching.timeline import DECODE, PREEMPTED, STALLED, WAITING
+from inferlab.engines.labs.endpoint.section import (
     ENDPOINT_DEFAULTS,
     EndpointRecord,
     endpoint_section,
@@ -20,13 +22,10 @@ from inferlab.engines.endpoint.section import (
     read_endpoint_section,
     request_segments,
 )
-from inferlab.engines.endpoint.sweep import EndpointSweep, EndpointSweepPoint
-from inferlab.engines.labs.batching.timeline import DECODE, PREEMPTED, STALLED, WAITING
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.trace.recorder import TraceRecorder
+from tests.engines.endpoint.conftest import quick_settings, requests
 from tests.fuzz import json_paths, mutate_json, run_cases
-
-from .conftest import quick_settings, requests
 
 
 @pytest.fixture(scope="module")

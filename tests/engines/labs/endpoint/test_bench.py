@@ -3,8 +3,8 @@ guidellm-style sweep (synchronous, throughput, constant rates between) with its 
 
 from __future__ import annotations
 
-from inferlab.engines.endpoint.bench import client_overhead, fake_sweep
 from inferlab.engines.endpoint.sweep import between
+from inferlab.engines.labs.endpoint.bench import client_overhead, fake_sweep
 
 
 def test_between_spaces_rates_evenly_inside():

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 
-from inferlab.engines.endpoint.section import ENDPOINT_DEFAULTS, check_endpoint_settings
 from inferlab.engines.endpoint.url import api_root
+from inferlab.engines.labs.endpoint.section import ENDPOINT_DEFAULTS, check_endpoint_settings
 from inferlab.engines.settings import option_error
 
 OPTIONS = {"url": "--url", "model": "--model", "requests": "--requests",
@@ -121,7 +121,7 @@ def run_endpoint(settings: dict, key: str | None, count_tokens=None):
     """One load run of `settings` (checked): the EndpointRunResult. EndpointError (one
     sentence) when the server cannot be used."""
     from inferlab.engines.endpoint.load import EndpointRun
-    from inferlab.engines.endpoint.section import (
+    from inferlab.engines.labs.endpoint.section import (
         endpoint_requests,
         endpoint_slo,
         run_settings,
@@ -141,7 +141,11 @@ def request_summary(r) -> dict:
 
 def run(args, recorder):
     """Run the workload against --url; (section, summary)."""
-    from inferlab.engines.endpoint.section import EndpointRecord, endpoint_section, endpoint_trace
+    from inferlab.engines.labs.endpoint.section import (
+        EndpointRecord,
+        endpoint_section,
+        endpoint_trace,
+    )
 
     settings = settings_of(args)
     api_root(settings["url"])  # a bad URL is said before anything else
@@ -153,7 +157,7 @@ def run(args, recorder):
     endpoint_trace(recorder, record, offset)
     side = None
     if args.side_by_side:
-        from inferlab.engines.endpoint.side_by_side import compare_engines
+        from inferlab.engines.labs.endpoint.side_by_side import compare_engines
 
         with recorder.span("side by side: in-app engine and simulated GPU", cat="endpoint"):
             side = compare_engines(settings, record)
@@ -200,11 +204,11 @@ def add_bench_arguments(p) -> None:
 def bench(args) -> dict:
     """The sweep's figures against --url, or the client's overhead without it."""
     if getattr(args, "url", None) is None:
-        from inferlab.engines.endpoint.bench import client_overhead
+        from inferlab.engines.labs.endpoint.bench import client_overhead
 
         return {"client_overhead": client_overhead()}
-    from inferlab.engines.endpoint.section import endpoint_slo, endpoint_workload, run_settings
     from inferlab.engines.endpoint.sweep import endpoint_sweep
+    from inferlab.engines.labs.endpoint.section import endpoint_slo, endpoint_workload, run_settings
 
     settings = _checked(dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model,
                              api_key_env=args.api_key_env, sweep_rates=args.rates,
