@@ -65,7 +65,7 @@ class SweepPanel(QWidget):
         self.note.setText(text)
 
     def draw(self, sweep) -> None:
-        """A `KSweep` (engines/speculative/sweep.py) or None."""
+        """A `KSweep` (engines/labs/speculative/sweep.py) or None."""
         self.sweep = sweep
         points = () if sweep is None else sweep.points
         ks = [p.k for p in points]

@@ -33,16 +33,16 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from inferlab.engines.speculative.decoder import SpeculativeStep
-from inferlab.engines.speculative.section import (
+from inferlab.engines.labs.speculative.metrics import speculative_metrics
+from inferlab.engines.labs.speculative.session import SpeculativeHeader
+from inferlab.engines.labs.speculative.settings import (
     MAX_K,
     MAX_TOKENS,
     MAX_TREE_WIDTH,
-    SpeculativeHeader,
     parse_drafter,
-    speculative_metrics,
     speculative_prompts,
 )
+from inferlab.engines.speculative.decoder import SpeculativeStep
 from inferlab.engines.speculative.statistics import expected_tokens_per_forward
 from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.fact_table import FactTable

@@ -1,4 +1,4 @@
-"""`inferlab bench speculative --json`: engines.speculative.bench.run_speculative_bench on
+"""`inferlab bench speculative --json`: engines.labs.speculative.bench.run_speculative_bench on
 SmolLM2 greedy (bf16, CPU): per drafter and K of a small sweep (and, for the n-gram drafter, token
 trees of width 1 and 3), acceptance_rate,
 mean_acceptance_length, tokens_per_target_forward, theory_tokens_per_forward and speedup_wall
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from inferlab.engines.speculative.bench import DEFAULT_DRAFTERS, run_speculative_bench
+from inferlab.engines.labs.speculative.bench import DEFAULT_DRAFTERS, run_speculative_bench
 
 
 def run_speculative_lab_bench(new_tokens: int = 64, ks: Sequence[int] = (2, 4, 8),
                               drafters: Sequence[str] = DEFAULT_DRAFTERS,
                               repeats: int = 1, tree_widths: Sequence[int] = (1, 3)) -> dict:
-    from inferlab.engines.speculative.section import speculative_prompts
+    from inferlab.engines.labs.speculative.settings import speculative_prompts
 
     prompts = [p.text for p in speculative_prompts()]
     return run_speculative_bench(prompts, new_tokens=new_tokens, drafters=drafters, ks=ks,

@@ -148,9 +148,9 @@ LABS: tuple[LabSpec, ...] = (
             "draft position and tokens per target forward against (1 − α^(K+1)) / (1 − α) "
             "for the measured α."),
         controller="inferlab.app.labs.speculative:SpeculativeLab",
-        read_section="inferlab.engines.speculative.section:read_speculative_section",
-        run_arguments="inferlab.engines.speculative.run:add_arguments",
-        run="inferlab.engines.speculative.run:run",
+        read_section="inferlab.engines.labs.speculative.section:read_speculative_section",
+        run_arguments="inferlab.engines.labs.speculative.run:add_arguments",
+        run="inferlab.engines.labs.speculative.run:run",
         bench="inferlab.app.benches.speculative:run_speculative_lab_bench",
     ),
     LabSpec(

@@ -2,7 +2,7 @@
 step (draft K, or a token tree of several candidates; ONE target forward; roll back) a step,
 drawn as the token stream coloured by fate beside the acceptance statistics and the theory.
 
-A stepped lab (`SteppedLab`): the session (engines/speculative/section.py) lives in worker
+A stepped lab (`SteppedLab`): the session (engines/labs/speculative/session.py) lives in worker
 tasks only; each step's frozen `SpeculativeStep` comes back through a queued signal; the view
 is redrawn at most at the screen rate. The header drawn beside the records is a
 `SpeculativeHeader` (model, drafter, K, the prompt, the text of every token seen).
@@ -11,16 +11,18 @@ is redrawn at most at the screen rate. The header drawn beside the records is a
 from __future__ import annotations
 
 from inferlab.app.labs.stepped import SteppedLab
-from inferlab.engines.settings import clean_settings
-from inferlab.engines.speculative.section import (
-    SPECULATIVE_SETTINGS,
-    parse_drafter,
+from inferlab.engines.labs.speculative.section import (
     read_speculative_section,
     read_speculative_sweep,
-    speculative_defaults,
     speculative_section,
-    speculative_trace_step,
 )
+from inferlab.engines.labs.speculative.settings import (
+    SPECULATIVE_SETTINGS,
+    parse_drafter,
+    speculative_defaults,
+)
+from inferlab.engines.labs.speculative.trace import speculative_trace_step
+from inferlab.engines.settings import clean_settings
 from inferlab.views.speculative_view import SpeculativeView
 
 AUTO_STEPS = 12
@@ -54,7 +56,7 @@ class SpeculativeLab(SteppedLab):
     # ---- the K sweep -------------------------------------------------------------------------
     def run_sweep(self) -> None:
         """Speedup against K for the current settings, in a worker (progress, cancel)."""
-        from inferlab.engines.speculative.sweep import DEFAULT_KS, k_sweep
+        from inferlab.engines.labs.speculative.sweep import DEFAULT_KS, k_sweep
 
         if self._sweep_task is not None or self.read_only:
             return
@@ -110,7 +112,7 @@ class SpeculativeLab(SteppedLab):
                 f"drafter, K = {settings['k']}{_width_text(settings.get('tree_width', 1))}…")
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.speculative.section import speculative_session
+        from inferlab.engines.labs.speculative.session import speculative_session
 
         progress(0.1, "loading the models")
         session = speculative_session(settings, device)

@@ -19,4 +19,7 @@ sampler keeps the target's output distribution exactly. No Qt here.
     statistics.py      acceptance rates, alpha, mean acceptance length, the speedup model
     checks.py          input checks shared by the samplers
     errors.py          SpeculativeError
+
+The speculative lab (settings, session, snapshot section, K sweep, run, bench) is
+engines/labs/speculative; nothing here imports it.
 """

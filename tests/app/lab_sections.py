@@ -107,12 +107,10 @@ def batching() -> dict:
 
 
 def speculative() -> dict:
-    from inferlab.engines.speculative.section import (
-        speculative_defaults,
-        speculative_section,
-        speculative_session,
-    )
-    from inferlab.engines.speculative.sweep_records import KPoint, KSweep
+    from inferlab.engines.labs.speculative.section import speculative_section
+    from inferlab.engines.labs.speculative.session import speculative_session
+    from inferlab.engines.labs.speculative.settings import speculative_defaults
+    from inferlab.engines.labs.speculative.sweep_records import KPoint, KSweep
 
     session = speculative_session(speculative_defaults() | {"model": "tiny", "max_tokens": 10,
                                                              "k": 3})

@@ -101,7 +101,7 @@ def test_screenshot_of_the_lab(capsys, tmp_path):
 
 
 def test_the_k_sweep_runs_draws_and_replays(qtbot, make_window, tmp_path):
-    from inferlab.engines.speculative.sweep import DEFAULT_KS
+    from inferlab.engines.labs.speculative.sweep import DEFAULT_KS
 
     window, lab = open_lab(qtbot, make_window, max_tokens=16, drafter="tiny")
     panel = lab.view.sweep_panel
@@ -124,7 +124,7 @@ def test_the_k_sweep_runs_draws_and_replays(qtbot, make_window, tmp_path):
     section["state"]["sweep"]["points"][0]["speedup_wall"] = "fast"
     import pytest
 
-    from inferlab.engines.speculative.section import read_speculative_section
+    from inferlab.engines.labs.speculative.section import read_speculative_section
 
     with pytest.raises(ValueError, match=r"state.sweep.points\[0\].speedup_wall"):
         read_speculative_section(section)

@@ -130,7 +130,8 @@ def test_the_batching_labs_wall_clock_runs_on_its_kernels_setting(setting):
 
 
 def test_the_speculative_labs_target_runs_on_its_kernels_setting():
-    from inferlab.engines.speculative.section import SpeculativeSession, speculative_defaults
+    from inferlab.engines.labs.speculative.session import SpeculativeSession
+    from inferlab.engines.labs.speculative.settings import speculative_defaults
 
     with kernels.use("native"):
         session = SpeculativeSession(dict(speculative_defaults(), model="tiny", drafter="ngram",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from inferlab.engines.labs.speculative.records import step_from_dict, step_to_dict
 from inferlab.engines.model.generate import generate
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.speculative.decoder import SpeculativeDecoder
@@ -17,7 +18,6 @@ from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.model_drafter import LayerSkipDrafter
 from inferlab.engines.speculative.ngram import NgramDrafter
 from inferlab.engines.speculative.sampling import SamplingSettings, filtered_probs
-from inferlab.engines.speculative.section import step_from_dict, step_to_dict
 from inferlab.engines.speculative.verification import TokenFate
 from tests.engines.speculative.chi_square import chi_square_p_value
 from tests.engines.speculative.test_decoder import kv_of, recomputed_kv

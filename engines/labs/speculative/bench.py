@@ -67,8 +67,8 @@ def run_speculative_bench(prompts: Sequence[str] = DEFAULT_PROMPTS, new_tokens: 
     alpha, theory_tokens_per_forward, speedup_wall (against plain decoding of the same
     prompts, this run); and hf_prompt_lookup_speedup. Chat template applied to the prompts.
     `model_name`: another `load_model` name (default SmolLM2; transformers only runs that)."""
+    from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
     from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
-    from inferlab.engines.speculative.sweep import measure_k, plain_decode
 
     before = torch.get_num_threads()
     if threads is not None:

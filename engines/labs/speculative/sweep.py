@@ -4,7 +4,7 @@ one run, beside the model E / (K·c + 1) with c measured from the same run.
     measure_k(model, tok, drafter_spec, k, prompts, new_tokens, plain_s, refs) -> KPoint
     k_sweep(settings, ks, device, progress, should_stop) -> KSweep     (the lab's sweep)
 
-`engines/speculative/bench.py` measures its rows with `measure_k` too. The cost ratio c is
+`engines/labs/speculative/bench.py` measures its rows with `measure_k` too. The cost ratio c is
 what one draft token cost against one target forward in this run:
 
     c = (draft seconds / draft tokens proposed) / (target forward seconds / target forwards)
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from inferlab.engines import kernels
 from inferlab.engines.hardware.cancel import check_stop
-from inferlab.engines.speculative.sweep_records import KPoint, KSweep
+from inferlab.engines.labs.speculative.sweep_records import KPoint, KSweep
 
 DEFAULT_KS = (1, 2, 3, 4, 6, 8)
 
@@ -50,9 +50,9 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
     """Decode `prompts` speculatively with K = `k` (`repeats` times, the median wall time)
     against `plain_s`, the plain decode times of the same prompts in this run; `tree_width`
     candidates per step as one token tree."""
+    from inferlab.engines.labs.speculative.drafters import make_drafter
     from inferlab.engines.speculative.decoder import SpeculativeDecoder
     from inferlab.engines.speculative.sampling import GREEDY
-    from inferlab.engines.speculative.section import make_drafter
     from inferlab.engines.speculative.statistics import (
         acceptance_stats,
         expected_tokens_per_forward,
@@ -87,9 +87,10 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
             progress: Callable | None = None, should_stop: Callable | None = None) -> KSweep:
     """The lab's prompt (its settings: model, drafter, prompt, max_tokens) decoded plainly,
     then with each K; greedy whatever the lab's temperature, so the outputs must be equal."""
+    from inferlab.engines.labs.speculative.drafters import make_drafter
+    from inferlab.engines.labs.speculative.settings import check_speculative_settings
     from inferlab.engines.model.cache import load_lab_model, resolve_model_name
     from inferlab.engines.speculative.sampling import GREEDY
-    from inferlab.engines.speculative.section import check_speculative_settings, make_drafter
 
     s = check_speculative_settings(settings)
     report = progress or (lambda _f, _m="": None)

@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from inferlab.engines.settings import option_error
-from inferlab.engines.speculative.section import (
+from inferlab.engines.labs.speculative.section import speculative_section
+from inferlab.engines.labs.speculative.session import speculative_session
+from inferlab.engines.labs.speculative.settings import (
     SPECULATIVE_DEFAULTS,
     check_speculative_settings,
     speculative_defaults,
-    speculative_section,
-    speculative_session,
-    speculative_trace_step,
 )
+from inferlab.engines.labs.speculative.trace import speculative_trace_step
+from inferlab.engines.settings import option_error
 
 OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k", "tree_width": "--tree-width",
            "temperature": "--temperature", "top_p": "--top-p", "prompt": "--prompt",
@@ -144,7 +144,7 @@ def _plain_beside(session, token_ids, decode_s: float, settings: dict, recorder,
                   progress) -> dict:
     """The same prompt decoded plainly by the target (greedy, as many tokens): its wall time
     beside the speculative one's, and whether the greedy outputs agree."""
-    from inferlab.engines.speculative.sweep import plain_decode
+    from inferlab.engines.labs.speculative.sweep import plain_decode
 
     if progress is not None:
         progress(None, "plain decoding, for the comparison")

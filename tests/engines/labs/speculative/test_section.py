@@ -9,15 +9,14 @@ import random
 
 import pytest
 
-from inferlab.engines.speculative.section import (
+from inferlab.engines.labs.speculative.metrics import speculative_metrics
+from inferlab.engines.labs.speculative.section import read_speculative_section, speculative_section
+from inferlab.engines.labs.speculative.session import speculative_session
+from inferlab.engines.labs.speculative.settings import (
     SPECULATIVE_DEFAULTS,
     check_speculative_settings,
-    read_speculative_section,
     speculative_defaults,
-    speculative_metrics,
     speculative_prompts,
-    speculative_section,
-    speculative_session,
 )
 from inferlab.engines.trace.jsonable import to_jsonable
 from tests.fuzz import json_paths, mutate_json_bytes, run_cases

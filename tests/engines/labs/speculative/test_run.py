@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from inferlab.engines.labs.speculative.section import read_speculative_section
 from inferlab.engines.model.generate import generate
-from inferlab.engines.speculative.section import read_speculative_section
 
 PROMPT = "the cat sat on the mat. the cat sat on the"
 
@@ -89,9 +89,9 @@ def test_a_drafter_with_another_vocabulary_is_refused(monkeypatch):
     """The tiny drafter (256 byte tokens) for a target of another vocabulary."""
     from types import SimpleNamespace
 
+    from inferlab.engines.labs.speculative import run as spec_run
     from inferlab.engines.model import cache as models
     from inferlab.engines.model.tiny import tiny_model
-    from inferlab.engines.speculative import run as spec_run
 
     wide = tiny_model(vocab_size=300)
     monkeypatch.setattr(models, "load_lab_model", lambda spec, device="cpu": wide)
@@ -159,7 +159,7 @@ def test_k_auto_chooses_each_steps_k_and_keeps_greedy_output(capsys, tiny):
 
 
 def test_adaptive_k_is_refused_with_token_trees():
-    from inferlab.engines.speculative.section import (
+    from inferlab.engines.labs.speculative.settings import (
         check_speculative_settings,
         speculative_defaults,
     )

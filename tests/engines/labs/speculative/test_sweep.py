@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from inferlab.engines.hardware.cancel import Cancelled
-from inferlab.engines.speculative.section import speculative_defaults
+from inferlab.engines.labs.speculative.settings import speculative_defaults
+from inferlab.engines.labs.speculative.sweep import k_sweep
 from inferlab.engines.speculative.statistics import expected_tokens_per_forward, speedup_model
-from inferlab.engines.speculative.sweep import k_sweep
 
 
 @pytest.mark.parametrize("drafter", ["tiny", "quant:int8"])
@@ -36,7 +36,7 @@ def test_a_sweep_stops_when_asked():
 
 
 def test_the_bench_rows():
-    from inferlab.engines.speculative.bench import run_speculative_bench
+    from inferlab.engines.labs.speculative.bench import run_speculative_bench
 
     out = run_speculative_bench(["Name three colours."], new_tokens=8, drafters=("ngram",),
                                 ks=(2,), dtype="fp32", model_name="tiny", tree_widths=(1, 3))
@@ -49,7 +49,7 @@ def test_the_bench_rows():
 
 
 def test_a_sweep_of_trees_reads_back_with_its_width():
-    from inferlab.engines.speculative.sweep_records import sweep_from_dict, sweep_to_dict
+    from inferlab.engines.labs.speculative.sweep_records import sweep_from_dict, sweep_to_dict
 
     settings = dict(speculative_defaults(), model="tiny", max_tokens=12, tree_width=3)
     sweep = k_sweep(settings, ks=(2,))

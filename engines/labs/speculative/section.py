@@ -1,0 +1,111 @@
+"""The speculative lab's snapshot section (`labs.speculative`): the settings, the run's header
+(model, drafter, prompt ids, the text of every token seen), every step as a dict
+(records.py), the statistics (metrics.py) and the K sweep if one ran;
+`read_speculative_section` reads it strictly (ValueError naming the field).
+"""
+
+from __future__ import annotations
+
+from inferlab.engines.labs.speculative.metrics import speculative_metrics
+from inferlab.engines.labs.speculative.records import (
+    int_field,
+    list_field,
+    step_from_dict,
+    step_to_dict,
+)
+from inferlab.engines.labs.speculative.session import SpeculativeHeader
+from inferlab.engines.labs.speculative.settings import (
+    MAX_K,
+    MAX_TREE_WIDTH,
+    STEPS_LIMIT,
+    check_speculative_settings,
+)
+from inferlab.engines.trace.snapshot import lab_section, section_field
+
+
+def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
+                        sweep=None) -> dict:
+    """The snapshot's `labs.speculative` (no header: the lab had not run); `sweep`, a
+    `KSweep`, is kept under state["sweep"]."""
+    if header is None:
+        return lab_section(settings, {}, {"target_forwards": 0})
+    extra = {}
+    if sweep is not None:
+        from inferlab.engines.labs.speculative.sweep_records import sweep_to_dict
+
+        extra["sweep"] = sweep_to_dict(sweep)
+    state = {**extra, "model": header.model, "drafter": header.drafter, "k": header.k,
+             "tree_width": header.tree_width, "n_layers": header.n_layers,
+             "prompt_token_ids": list(header.prompt_token_ids),
+             "token_texts": {str(t): text for t, text in sorted(header.token_texts.items())},
+             "steps": [step_to_dict(s) for s in steps]}
+    return lab_section(settings, state, speculative_metrics(steps, header.k))
+
+
+def read_speculative_section(sec):
+    """(settings, SpeculativeHeader or None, [SpeculativeStep], metrics dict); ValueError
+    names a bad field. The metrics are recomputed from the steps read."""
+    where = "labs.speculative"
+    settings = check_speculative_settings(section_field(sec, "settings", where),
+                                          f"{where}.settings")
+    state = section_field(sec, "state", where)
+    if not isinstance(state, dict):
+        raise ValueError(f"{where}.state: expected an object")
+    if not isinstance(section_field(sec, "metrics", where), dict):
+        raise ValueError(f"{where}.metrics: expected an object")
+    if not state:
+        return settings, None, [], {}
+    w = f"{where}.state"
+    strings = {}
+    for key in ("model", "drafter"):
+        value = section_field(state, key, w)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{w}.{key}: expected a name, got {value!r}")
+        strings[key] = value
+    k = int_field(section_field(state, "k", w), f"{w}.k", 1, MAX_K)
+    width = int_field(state.get("tree_width", 1), f"{w}.tree_width", 1, MAX_TREE_WIDTH)
+    n_layers = int_field(section_field(state, "n_layers", w), f"{w}.n_layers", 0, 100_000)
+    texts_raw = section_field(state, "token_texts", w)
+    if not isinstance(texts_raw, dict):
+        raise ValueError(f"{w}.token_texts: expected an object")
+    texts: dict[int, str] = {}
+    for key, text in texts_raw.items():
+        if not (key.isascii() and key.isdigit() and len(key) <= 9) \
+                or not isinstance(text, str):
+            raise ValueError(f"{w}.token_texts[{key[:20]!r}]: expected a token id's text")
+        texts[int(key)] = text
+    vocab = 2**31
+    prompt = [int_field(t, f"{w}.prompt_token_ids[{i}]", 0, vocab - 1)
+              for i, t in enumerate(list_field(state, "prompt_token_ids", w))]
+    if not prompt:
+        raise ValueError(f"{w}.prompt_token_ids: expected at least one token")
+    raw_steps = list_field(state, "steps", w)
+    if len(raw_steps) > STEPS_LIMIT:
+        raise ValueError(f"{w}.steps: expected at most {STEPS_LIMIT} steps, got "
+                         f"{len(raw_steps)}")
+    steps = [step_from_dict(d, f"{w}.steps[{i}]", i, vocab) for i, d in enumerate(raw_steps)]
+    for i, s in enumerate(steps):
+        if len(s.drafted) > k:
+            raise ValueError(f"{w}.steps[{i}].drafted: {len(s.drafted)} drafts, more than "
+                             f"k = {k}")
+        if len(s.tree_tokens) > k * width or (s.tree_tokens and width == 1):
+            raise ValueError(f"{w}.steps[{i}].tree_tokens: {len(s.tree_tokens)} nodes; a "
+                             f"tree of width {width} and depth k = {k} holds at most "
+                             f"{k * width if width > 1 else 0}")
+        if s.finish_reason is not None and i != len(steps) - 1:
+            raise ValueError(f"{w}.steps[{i}].finish_reason: a step after it ran")
+    header = SpeculativeHeader(strings["model"], strings["drafter"], k, tuple(prompt), texts,
+                               n_layers, width)
+    read_speculative_sweep(sec)
+    return settings, header, steps, speculative_metrics(steps, k)
+
+
+def read_speculative_sweep(sec):
+    """The section's K sweep (a `KSweep`), or None when it holds none; ValueError names a
+    bad field."""
+    from inferlab.engines.labs.speculative.sweep_records import sweep_from_dict
+
+    state = sec.get("state") if isinstance(sec, dict) else None
+    if not isinstance(state, dict) or "sweep" not in state:
+        return None
+    return sweep_from_dict(state["sweep"], "labs.speculative.state.sweep")

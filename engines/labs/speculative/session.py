@@ -1,0 +1,109 @@
+"""The speculative lab's session: one prompt decoded speculatively by the lab's model
+(`engines.model.cache`: tiny or SmolLM2-135M) with one drafter, one
+`SpeculativeDecoder.step()` per `step()`; and the run's header drawn beside its steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from inferlab.engines import kernels
+from inferlab.engines.labs.speculative.drafters import make_drafter
+from inferlab.engines.labs.speculative.settings import check_speculative_settings, sampling_of
+from inferlab.engines.speculative.adaptive_k import AdaptiveK
+from inferlab.engines.speculative.decoder import SpeculativeStep
+from inferlab.engines.speculative.errors import SpeculativeError
+
+
+@dataclass(frozen=True)
+class SpeculativeHeader:
+    """What is drawn beside a run's steps: the run's identity and the text of its tokens."""
+
+    model: str
+    drafter: str
+    k: int
+    prompt_token_ids: tuple[int, ...]
+    token_texts: dict[int, str] = field(repr=False)
+    """id -> text of every token the run saw (prompt, emitted, drafted)."""
+    n_layers: int = 0  # the target's (drafter menus)
+    tree_width: int = 1
+
+    def text(self, token_id: int) -> str:
+        return self.token_texts.get(token_id, f"<{token_id}>")
+
+
+class SpeculativeSession:
+    """One prompt decoded speculatively: `step()` runs one draft-verify step and returns its
+    `SpeculativeStep`; `done`, `step_index`, `records`, `header()`, `run()`."""
+
+    def __init__(self, settings: dict, device: str = "cpu") -> None:
+        from inferlab.engines.model.cache import load_lab_model, resolve_model_name
+        from inferlab.engines.speculative.decoder import SpeculativeDecoder
+
+        self.settings = settings = check_speculative_settings(settings)
+        with kernels.chosen(settings["kernels"]):
+            model, tok = load_lab_model(settings["model"], device)
+        self.model_id = resolve_model_name(settings["model"])
+        self.device = device
+        self.tokenizer = tok
+        prompt_ids = tok.encode_prompt(settings["prompt"], chat=not settings["raw"])
+        if not prompt_ids:
+            raise ValueError("prompt: it encodes to no token")
+        sampling = sampling_of(settings)
+        need = len(prompt_ids) + settings["max_tokens"] + settings["k"] + 1
+        try:
+            with kernels.chosen(settings["kernels"]):  # a draft model loads on that path too
+                drafter = make_drafter(settings["drafter"], model, tok, sampling,
+                                       settings["seed"], need, device)
+            policy = AdaptiveK(k_max=settings["k"], probe_k=min(2, settings["k"])) \
+                if settings["adaptive_k"] else None
+            self.decoder = SpeculativeDecoder(model, drafter, k=settings["k"], settings=sampling,
+                                              k_policy=policy,
+                                              seed=settings["seed"], tokenizer=tok,
+                                              tree_width=settings["tree_width"])
+        except SpeculativeError as e:
+            text = str(e).removeprefix(f"drafter {settings['drafter']}: ")
+            raise ValueError(f"drafter: {settings['drafter']} cannot draft for "
+                             f"{self.model_id}: {text}") from None
+        self.decoder.start(prompt_ids, settings["max_tokens"], tok.eos_token_ids)
+        self._texts: dict[int, str] = {}
+        self._see(prompt_ids)
+        self._n_layers = model.config.n_layers
+
+    def _see(self, ids) -> None:
+        for t in ids:
+            if t not in self._texts:
+                self._texts[t] = self.tokenizer.token_text(t)
+
+    @property
+    def done(self) -> bool:
+        return self.decoder.done
+
+    @property
+    def step_index(self) -> int:
+        return len(self.decoder.steps)
+
+    @property
+    def records(self) -> list[SpeculativeStep]:
+        return self.decoder.steps
+
+    def step(self) -> SpeculativeStep:
+        if self.done:
+            raise RuntimeError("the run has ended: there is no step left")
+        record = self.decoder.step()
+        self._see(record.drafted)
+        self._see(record.tree_tokens)
+        self._see(record.token_ids)
+        return record
+
+    def header(self) -> SpeculativeHeader:
+        return SpeculativeHeader(self.model_id, self.decoder.drafter_name, self.decoder.k,
+                                 tuple(self.decoder.prompt), dict(self._texts), self._n_layers,
+                                 self.decoder.tree_width)
+
+    def run(self):
+        return self.decoder.result()
+
+
+def speculative_session(settings: dict, device: str = "cpu") -> SpeculativeSession:
+    return SpeculativeSession(settings, device)

@@ -1,0 +1,136 @@
+"""The speculative lab's settings: the shipped prompts, the settings table and its defaults,
+the limits a snapshot is read against, and the drafter names (`parse_drafter`).
+
+    ngram          prompt lookup (no model)
+    layerskip:N    the target's first N layers + its final norm and head
+    quant:int8     the target with INT8 weights (per channel) on the low-bit kernels
+    quant:int4     the target with INT4 weights (groups of 128): a cheaper, less faithful draft
+    tiny           the seeded tiny model (1 layer, other weights): a smaller model with the
+                   tiny target's byte tokenizer; SmolLM2 refuses it (another vocabulary)
+
+With `tree_width` W > 1 (ngram only) each step verifies up to W candidate continuations as
+one token tree.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+
+from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
+from inferlab.engines.settings import Setting, check_settings
+
+PROMPTS_FILE = "speculative_prompts.txt"
+MAX_K = 32
+MAX_TREE_WIDTH = 8
+MAX_TOKENS = 1024
+STEPS_LIMIT = MAX_TOKENS  # a step emits at least one token
+
+
+@dataclass(frozen=True)
+class ShippedPrompt:
+    kind: str  # summarise, code or chat
+    title: str
+    text: str
+
+
+def speculative_prompts() -> tuple[ShippedPrompt, ...]:
+    """The lab's prompts (assets/text/speculative_prompts.txt; see assets/text/SOURCES.md)."""
+    raw = (importlib.resources.files("inferlab.assets") / "text" / PROMPTS_FILE).read_text(
+        encoding="utf-8")
+    out: list[ShippedPrompt] = []
+    head: tuple[str, str] | None = None
+    lines: list[str] = []
+    for line in [*raw.splitlines(), "== end: end"]:
+        if line.startswith("== "):
+            if head is not None:
+                out.append(ShippedPrompt(head[0], head[1], "\n".join(lines).strip("\n")))
+            kind, _, title = line[3:].partition(":")
+            head, lines = (kind.strip(), title.strip()), []
+        elif head is not None:
+            lines.append(line)
+    return tuple(out)
+
+
+SPECULATIVE_DEFAULTS = {
+    "model": "tiny",  # engines.model.cache names: tiny, smollm2-135m, auto, or a path
+    "drafter": "ngram",
+    "k": 4,
+    "tree_width": 1,  # > 1: token trees of that many n-gram candidates per step
+    "temperature": 0.0,  # 0: greedy
+    "top_p": 1.0,
+    "prompt": "",  # "" here: the first shipped prompt (filled in by speculative_defaults)
+    "max_tokens": 64,
+    "raw": False,  # True: no chat template (as `inferlab generate --raw`)
+    "seed": 0,
+    "kernels": "auto",  # the target's kernel path (engines.kernels); its drafters share it
+    "adaptive_k": False,  # True: each step's K chosen in 0..k (engines.speculative.adaptive_k)
+}
+
+SPECULATIVE_SETTINGS = {
+    "model": Setting("str"),
+    "drafter": Setting("str"),
+    "k": Setting("int", 1, MAX_K),
+    "tree_width": Setting("int", 1, MAX_TREE_WIDTH),  # > 1 needs the ngram drafter
+    "temperature": Setting("float", 0, 10),
+    "top_p": Setting("float", 0, 1),  # > 0 too: check_speculative_settings
+    "prompt": Setting("str"),
+    "max_tokens": Setting("int", 1, MAX_TOKENS),
+    "raw": Setting("bool"),
+    "seed": Setting("int", 0, 2**31 - 1),
+    "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
+    "adaptive_k": Setting("bool"),
+}
+
+
+def speculative_defaults() -> dict:
+    """The defaults with the first shipped prompt."""
+    return dict(SPECULATIVE_DEFAULTS, prompt=speculative_prompts()[0].text)
+
+
+QUANT_DRAFTERS = {"quant:int8": 8, "quant:int4": 4}
+"""The target itself with INT8 (per channel) or INT4 (groups of 128) weights."""
+
+
+def parse_drafter(spec: str, where: str = "drafter") -> tuple[str, int | None]:
+    """("ngram" | "layerskip" | "quant" | "tiny", layers or bits or None); ValueError naming
+    `where`."""
+    if spec in ("ngram", "tiny"):
+        return spec, None
+    if spec in QUANT_DRAFTERS:
+        return "quant", QUANT_DRAFTERS[spec]
+    kind, sep, n = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if kind == "layerskip" and sep and n.isdigit() and n.isascii() and len(n) <= 4 \
+            and int(n) >= 1:
+        return kind, int(n)
+    raise ValueError(f"{where}: expected ngram, layerskip:N (N >= 1 layers), quant:int8, "
+                     f"quant:int4 or tiny, got {spec!r}")
+
+
+def check_speculative_settings(settings, where: str = "settings") -> dict:
+    """The settings, strictly checked (ValueError naming the field)."""
+    s = check_settings(settings, SPECULATIVE_SETTINGS, SPECULATIVE_DEFAULTS, where)
+    kind, _ = parse_drafter(s["drafter"], f"{where}.drafter")
+    if s["adaptive_k"] and s["tree_width"] > 1:
+        raise ValueError(f"{where}.adaptive_k: chooses a chain's length; expected tree_width "
+                         f"1, got {s['tree_width']}")
+    if s["tree_width"] > 1 and kind != "ngram":
+        raise ValueError(f"{where}.tree_width: expected 1 with the {s['drafter']} drafter "
+                         "(token trees are the n-gram drafter's candidates), got "
+                         f"{s['tree_width']}")
+    if not s["top_p"] > 0:
+        raise ValueError(f"{where}.top_p: expected a number in (0, 1], got {s['top_p']!r}")
+    if not s["prompt"].strip():
+        raise ValueError(f"{where}.prompt: expected some text, got an empty prompt")
+    if not s["model"].strip():
+        raise ValueError(f"{where}.model: expected a model name or path, got {s['model']!r}")
+    return s
+
+
+def sampling_of(settings: dict):
+    from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings
+
+    if settings["temperature"] == 0:
+        return GREEDY
+    return SamplingSettings(temperature=float(settings["temperature"]),
+                            top_p=float(settings["top_p"]))
