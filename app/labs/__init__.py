@@ -3,7 +3,11 @@ everywhere: CLI, snapshots, settings.
 
 What a new lab provides — and nothing else needs editing:
 
-1. Its engine package, `engines/<id>lab/` (Qt-free), with
+1. Its engine package, `engines/labs/<id>/` (Qt-free), named by the lab's id, holding all of
+   the lab's engine-side concerns together (the mechanism packages, `engines/kv`, `serve`,
+   `speculative`, `quant`, `mcu`, `board`, `endpoint`, …, hold none and never import
+   `engines.labs`; the model cache every lab loads through is `engines/model/cache.py`):
+   - its session (what steps the engines) and settings table,
    - its state records (frozen dataclasses with `to_dict` / `from_dict`),
    - `section.py`: `<id>_section(settings, ...) -> dict` (the snapshot's `labs.<id>`, built with
      `engines.trace.snapshot.lab_section`) and `read_<id>_section(section)` returning the
