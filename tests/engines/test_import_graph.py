@@ -1,11 +1,12 @@
 """The package import graph: the contracts in pyproject.toml hold, and engines/ has no circle.
 
 `lint-imports` (import-linter, as napari uses it) checks the contracts of
-`[tool.importlinter]`: layers app > views > engines, no Qt in engines, the MCU lab above the
-board side above the arena side (`engines.mcu` never imports `engines.board`), and no
-import circle among the siblings of any package under engines (so none between two engines
-subpackages, nor between two modules of one). Its graph counts every import, those inside
-functions included.
+`[tool.importlinter]`: layers app > views > engines, no Qt in engines, every lab package
+(`engines/labs/<id>`) above every mechanism package (exhaustive: a new package under engines/
+must be placed), the MCU lab above the board side above the arena side (`engines.mcu` never
+imports `engines.board`), and no import circle among the siblings of any package under
+engines (so none between two engines subpackages, nor between two modules of one). Its graph
+counts every import, those inside functions included.
 
 The own check below reads engines/**/*.py with `ast` and follows the imports a module runs
 when it is imported (its top level, `if TYPE_CHECKING:` blocks included: a circle of type
@@ -33,6 +34,7 @@ def test_import_linter_contracts_are_kept():
     report = done.stdout + done.stderr
     assert done.returncode == 0, report[-4000:]
     assert "0 broken" in report and "No import circle in engines" in report
+    assert "Labs above the mechanism packages KEPT" in report
 
 
 # ---- the own check -------------------------------------------------------------------------
@@ -160,6 +162,28 @@ def test_engines_modules_import_no_circle():
     found = cycles(import_graph())
     assert found == [], "import circles in engines/:\n" + "\n".join(
         " -> ".join(circle) for circle in found)
+
+
+def _imported_names(path: Path):
+    """(line, module name) of every absolute import in `path`, inside functions too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+
+
+def test_no_mechanism_package_imports_a_lab():
+    """Outside engines/labs, no module names engines.labs (any import, functions included):
+    the lab packages stand above the mechanisms they drive."""
+    offenders = [f"{path.relative_to(ROOT)}:{line} {name}"
+                 for path in sorted(ENGINES.rglob("*.py"))
+                 if path.relative_to(ENGINES).parts[0] != "labs"
+                 for line, name in _imported_names(path)
+                 if name == f"{PACKAGE}.labs" or name.startswith(f"{PACKAGE}.labs.")]
+    assert offenders == [], f"mechanism packages import a lab: {offenders}"
 
 
 def test_the_arena_side_never_imports_the_board_side():
