@@ -158,3 +158,24 @@ def test_display_detection():
     assert display_available({"QT_QPA_PLATFORM": "offscreen"}, "linux")
     assert not display_available({"QT_QPA_PLATFORM": "xcb"}, "linux")
     assert display_available({}, "darwin")
+
+
+def _subcommands(parser) -> dict:
+    import argparse
+
+    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def test_every_subcommands_help_renders(capsys):
+    """argparse formats help text with %: a name holding one (the quant scheme
+    unstructured-50%) crashed `run quant --help`."""
+    from inferlab.app.cli import build_parser, main
+
+    commands = _subcommands(build_parser())
+    argvs = [[name, "--help"] for name in commands]
+    argvs += [["run", lab, "--help"] for lab in _subcommands(commands["run"])]
+    for argv in argvs:
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0, argv
+        assert "usage:" in capsys.readouterr().out, argv

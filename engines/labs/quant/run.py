@@ -27,7 +27,8 @@ def add_arguments(p) -> None:
     p.add_argument("--model", default="smollm2-135m",
                    help="tiny, smollm2-135m, auto or a .gguf path (default smollm2-135m)")
     p.add_argument("--scheme", default="int4-g128", metavar="NAME",
-                   help=f"one of {', '.join(lab_schemes())} (default int4-g128)")
+                   help=f"one of {', '.join(lab_schemes())} (default int4-g128)"
+                   .replace("%", "%%"))  # argparse formats help: a scheme may hold a %
     p.add_argument("--eval-text", action="append", default=None, metavar="FILE",
                    help="score perplexity on this UTF-8 text, named by its file name; "
                         "repeatable (default: the three shipped held-out texts, "
