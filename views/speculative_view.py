@@ -173,10 +173,12 @@ class SpeculativeView(SteppedView):
 
         self.prompt_choice = QComboBox()
         for p in self.prompts:
-            self.prompt_choice.addItem(f"{p.kind}: {p.title}", p.text)
+            self.prompt_choice.addItem(f"{p.group} · {p.kind}: {p.title}", p.text)
         self.prompt_choice.addItem("your own prompt (edit the text)", None)
-        self.prompt_choice.setToolTip("Shipped prompts of three kinds: summarise a passage, "
-                                      "edit code, open chat")
+        self.prompt_choice.setToolTip(
+            "Shipped prompts in two groups. Grounded (summarise, edit code, fix spelling, "
+            "quote a passage): the answer copies from the prompt, where prompt lookup pays. "
+            "Open (chat): little to copy, the control")
         self.prompt_choice.currentIndexChanged.connect(self._prompt_chosen)
         self.prompt_edit = QPlainTextEdit()
         self.prompt_edit.setToolTip("The prompt; Use prompt decodes it")

@@ -5,7 +5,9 @@ mean_acceptance_length, tokens_per_target_forward, theory_tokens_per_forward and
 against plain decoding of the same prompts in the same run; hf_prompt_lookup_speedup
 (transformers' prompt lookup, prompt_lookup_num_tokens=10) measured in the same run.
 
-The lab's shipped prompts (assets/text/speculative_prompts.txt) are the bench's prompts."""
+The lab's shipped prompts (assets/text/speculative_prompts.txt) are the bench's prompts, in
+their two groups: `grounded` (the answer copies from the prompt) and `open` (chat), each with
+its own figures, best row, adaptive-K row and transformers' prompt lookup."""
 
 from __future__ import annotations
 
@@ -17,8 +19,7 @@ from inferlab.engines.labs.speculative.bench import DEFAULT_DRAFTERS, run_specul
 def run_speculative_lab_bench(new_tokens: int = 64, ks: Sequence[int] = (2, 4, 8),
                               drafters: Sequence[str] = DEFAULT_DRAFTERS,
                               repeats: int = 1, tree_widths: Sequence[int] = (1, 3)) -> dict:
-    from inferlab.engines.labs.speculative.settings import speculative_prompts
+    from inferlab.engines.labs.speculative.settings import prompt_groups
 
-    prompts = [p.text for p in speculative_prompts()]
-    return run_speculative_bench(prompts, new_tokens=new_tokens, drafters=drafters, ks=ks,
-                                 repeats=repeats, tree_widths=tree_widths)
+    return run_speculative_bench(prompt_groups(), new_tokens=new_tokens, drafters=drafters,
+                                 ks=ks, repeats=repeats, tree_widths=tree_widths)

@@ -13,6 +13,11 @@ prompts. Every figure is a median over repeats of the whole prompt set:
     theory_tokens_per_forward  = (1 - alpha^(K+1)) / (1 - alpha)
     hf_prompt_lookup_speedup   = transformers plain s / transformers prompt-lookup s
 
+Given prompt groups (the lab's: `grounded`, where the answer copies from the prompt, and
+`open`, chat as the control), every figure is measured per group. Each group also gets an
+`adaptive` row: the n-gram drafter with K chosen per step by `AdaptiveK` (0 = plain
+decoding), a fresh policy per prompt, with the mean K it chose and its share of plain steps.
+
 Greedy speculative output equals plain greedy output (tests check it); the bench reports
 whether it did here too (`outputs_equal`). End-of-sequence is ignored: every run emits exactly
 `new_tokens` tokens.
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -36,10 +41,12 @@ DEFAULT_PROMPTS = (
 DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
 
 
-def _hf(path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype, repeats: int):
-    from inferlab.engines.model.bench import load_transformers_gguf
+ADAPTIVE_K_MAX = 8
+"""The adaptive row's K ceiling (`run speculative --k auto` chooses in 0..8 as well)."""
 
-    model = load_transformers_gguf(path, dtype)
+
+def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int):
+    """(plain s, prompt-lookup s) of transformers' `generate` over `prompts`, medians."""
 
     def run(**kw) -> float:
         t0 = time.perf_counter()
@@ -57,17 +64,71 @@ def _hf(path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype, rep
     return statistics.median(plain), statistics.median(lookup)
 
 
-def run_speculative_bench(prompts: Sequence[str] = DEFAULT_PROMPTS, new_tokens: int = 64,
-                          drafters: Sequence[str] = DEFAULT_DRAFTERS,
+def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int) -> dict:
+    """The n-gram drafter with K chosen per step (a fresh `AdaptiveK` per prompt): its row,
+    K "auto", the mean K chosen and how often it chose plain decoding (K = 0)."""
+    from inferlab.engines.labs.speculative.sweep import measure_k
+    from inferlab.engines.speculative.adaptive_k import AdaptiveK
+
+    policies: list[AdaptiveK] = []
+
+    def policy() -> AdaptiveK:
+        policies.append(AdaptiveK(k_max=ADAPTIVE_K_MAX, probe_k=2))
+        return policies[-1]
+
+    row = measure_k(model, tok, "ngram", ADAPTIVE_K_MAX, ids, new_tokens,
+                    [t for t, _ in plain], plain[-1][1], repeats, k_policy=policy).to_dict()
+    chosen = [k for p in policies[1:] for k in p.chosen]  # [0] sized the decoder only
+    row.update(k="auto", theory_tokens_per_forward=None, predicted_speedup=None,
+               k_chosen_mean=statistics.fmean(chosen) if chosen else 0.0,
+               plain_step_frac=chosen.count(0) / len(chosen) if chosen else 0.0)
+    return row
+
+
+def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence[str],
+           ks: Sequence[int], tree_widths: Sequence[int], repeats: int, adaptive: bool,
+           hf_model) -> dict:
+    """One prompt set's rows (per drafter, K and width), its best, the adaptive row and
+    transformers' prompt-lookup speedup, all measured on these prompts in this run."""
+    from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
+
+    def plain_now():  # plain decoding timed right beside each row: a busier machine slows both
+        return [plain_decode(model, ids, new_tokens) for _ in range(max(1, repeats))]
+
+    rows = []
+    for spec in drafters:
+        for k in ks:
+            for width in tree_widths if spec == "ngram" else (1,):
+                plain = plain_now()
+                rows.append(measure_k(model, tok, spec, k, ids, new_tokens,
+                                      [t for t, _ in plain], plain[-1][1], repeats,
+                                      tree_width=width).to_dict())
+    out: dict = {"prompts": len(ids), "results": rows,
+                 "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,
+                 "adaptive": None, "hf_prompt_lookup_speedup": None}
+    if adaptive and "ngram" in drafters:
+        out["adaptive"] = _adaptive_row(model, tok, ids, new_tokens, plain_now(), repeats)
+    if hf_model is not None:
+        out["hf_plain_s"], out["hf_prompt_lookup_s"] = _hf_times(hf_model, ids, new_tokens,
+                                                                 repeats)
+        out["hf_prompt_lookup_speedup"] = out["hf_plain_s"] / out["hf_prompt_lookup_s"]
+    return out
+
+
+def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] = DEFAULT_PROMPTS,
+                          new_tokens: int = 64, drafters: Sequence[str] = DEFAULT_DRAFTERS,
                           ks: Sequence[int] = (2, 4, 8), dtype: str = "bf16",
                           repeats: int = 1, threads: int | None = 1,
                           transformers: bool = True, model_name: str | None = None,
-                          tree_widths: Sequence[int] = (1,)) -> dict:
-    """Per drafter, K and tree width (`tree_widths` > 1: ngram only): acceptance_rate, mean_acceptance_length, tokens_per_target_forward,
-    alpha, theory_tokens_per_forward, speedup_wall (against plain decoding of the same
-    prompts, this run); and hf_prompt_lookup_speedup. Chat template applied to the prompts.
-    `model_name`: another `load_model` name (default SmolLM2; transformers only runs that)."""
-    from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
+                          tree_widths: Sequence[int] = (1,), adaptive: bool = True) -> dict:
+    """Per drafter, K and tree width (`tree_widths` > 1: ngram only): acceptance_rate,
+    mean_acceptance_length, tokens_per_target_forward, alpha, theory_tokens_per_forward,
+    speedup_wall (against plain decoding of the same prompts, this run); the adaptive-K row
+    (`adaptive`, n-gram drafter); and hf_prompt_lookup_speedup. Chat template applied.
+    `prompts` a list (the figures at the top level) or groups of them by name (the figures
+    under each name: `grounded`, `open`). `model_name`: another `load_model` name (default
+    SmolLM2; transformers only runs that)."""
+    from inferlab.engines.labs.speculative.sweep import plain_decode
     from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
     before = torch.get_num_threads()
@@ -76,33 +137,29 @@ def run_speculative_bench(prompts: Sequence[str] = DEFAULT_PROMPTS, new_tokens: 
     try:
         model_name = model_name or SMOLLM2_ID
         model, tok = load_model(model_name, dtype=dtype)
-        ids = [tok.encode_prompt(p) for p in prompts]
-        plain_decode(model, ids, new_tokens)  # warm up
-        rows = []
-        for spec in drafters:
-            for k in ks:
-                for width in tree_widths if spec == "ngram" else (1,):
-                    # plain decoding timed right beside each row: a busier machine slows both
-                    plain = [plain_decode(model, ids, new_tokens)
-                             for _ in range(max(1, repeats))]
-                    point = measure_k(model, tok, spec, k, ids, new_tokens,
-                                      [t for t, _ in plain], plain[-1][1], repeats,
-                                      tree_width=width)
-                    rows.append(point.to_dict())
+        groups = dict(prompts) if isinstance(prompts, Mapping) else {None: prompts}
+        ids = {name: [tok.encode_prompt(p) for p in texts] for name, texts in groups.items()}
+        plain_decode(model, next(iter(ids.values())), new_tokens)  # warm up
         out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
-                     "prompts": len(ids), "threads": torch.get_num_threads(),
-                     "repeats": repeats, "results": rows,
-                     "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,
-                     "hf_prompt_lookup_speedup": None}
+                     "threads": torch.get_num_threads(), "repeats": repeats}
+        hf_model = None
         if transformers and model_name == SMOLLM2_ID:
+            from inferlab.engines.model.bench import load_transformers_gguf
+
             try:
-                hf_plain, hf_lookup = _hf(smollm2_gguf_path(), ids, new_tokens,
-                                          torch.bfloat16 if dtype == "bf16" else torch.float32,
-                                          repeats)
-                out["hf_plain_s"], out["hf_prompt_lookup_s"] = hf_plain, hf_lookup
-                out["hf_prompt_lookup_speedup"] = hf_plain / hf_lookup
+                hf_model = load_transformers_gguf(
+                    smollm2_gguf_path(), torch.bfloat16 if dtype == "bf16" else torch.float32)
             except ImportError as e:
                 out["transformers_error"] = f"transformers not installed: {e}"
+        for name, group_ids in ids.items():
+            figures = _group(model, tok, group_ids, new_tokens, drafters, ks, tree_widths,
+                             repeats, adaptive, hf_model)
+            if name is None:
+                out.update(figures)
+            else:
+                out[name] = figures
+        if None not in ids:
+            out["groups"] = list(ids)
         return out
     finally:
         torch.set_num_threads(before)

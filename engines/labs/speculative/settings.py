@@ -27,11 +27,26 @@ MAX_TOKENS = 1024
 STEPS_LIMIT = MAX_TOKENS  # a step emits at least one token
 
 
+PROMPT_GROUPS = {"grounded": ("summarise", "code", "edit", "quote"), "open": ("chat",)}
+"""Prompt kinds by what prompt lookup can copy: input-grounded work (the answer repeats the
+prompt: where prompt lookup's authors report its gains) and open-ended chat (the control)."""
+
+
 @dataclass(frozen=True)
 class ShippedPrompt:
-    kind: str  # summarise, code or chat
+    kind: str  # one of PROMPT_GROUPS' kinds
     title: str
     text: str
+
+    @property
+    def group(self) -> str:
+        return next(g for g, kinds in PROMPT_GROUPS.items() if self.kind in kinds)
+
+
+def prompt_groups() -> dict[str, list[str]]:
+    """The shipped prompts' texts by group (grounded, open), in file order."""
+    prompts = speculative_prompts()
+    return {g: [p.text for p in prompts if p.group == g] for g in PROMPT_GROUPS}
 
 
 def speculative_prompts() -> tuple[ShippedPrompt, ...]:

@@ -46,10 +46,11 @@ def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int):
 
 def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[int]],
               new_tokens: int, plain_s: Sequence[float], refs, repeats: int = 1,
-              drafter=None, tree_width: int = 1) -> KPoint:
+              drafter=None, tree_width: int = 1, k_policy: Callable | None = None) -> KPoint:
     """Decode `prompts` speculatively with K = `k` (`repeats` times, the median wall time)
     against `plain_s`, the plain decode times of the same prompts in this run; `tree_width`
-    candidates per step as one token tree."""
+    candidates per step as one token tree. `k_policy`: a factory of a fresh K policy
+    (`AdaptiveK`, K up to `k`) for each prompt, as each request of a server gets its own."""
     from inferlab.engines.labs.speculative.drafters import make_drafter
     from inferlab.engines.speculative.decoder import SpeculativeDecoder
     from inferlab.engines.speculative.sampling import GREEDY
@@ -61,11 +62,16 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
 
     if drafter is None:
         drafter = make_drafter(drafter_spec, model, tok, GREEDY, 0, model.config.max_position)
-    decoder = SpeculativeDecoder(model, drafter, k=k, tokenizer=tok, tree_width=tree_width)
+    decoder = SpeculativeDecoder(model, drafter, k=k, tokenizer=tok, tree_width=tree_width,
+                                 k_policy=k_policy() if k_policy else None)
     spec_s, runs = [], []
     for _ in range(max(1, repeats)):
         t0 = time.perf_counter()
-        runs = [decoder.generate(list(p), new_tokens) for p in prompts]
+        runs = []
+        for p in prompts:
+            if k_policy:
+                decoder.k_policy = k_policy()
+            runs.append(decoder.generate(list(p), new_tokens))
         spec_s.append(time.perf_counter() - t0)
     equal = all(r.token_ids == ref for r, ref in zip(runs, refs, strict=True))
     st = acceptance_stats([s.accepted for r in runs for s in r.steps])

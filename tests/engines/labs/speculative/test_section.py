@@ -31,9 +31,15 @@ def section():
         session.settings, session.header(), session.records)))), session
 
 
-def test_prompts_of_three_kinds_ship():
+def test_prompts_of_both_groups_ship():
+    from inferlab.engines.labs.speculative.settings import PROMPT_GROUPS, prompt_groups
+
     prompts = speculative_prompts()
-    assert {p.kind for p in prompts} == {"summarise", "code", "chat"}
+    assert {p.kind for p in prompts} == {k for kinds in PROMPT_GROUPS.values() for k in kinds}
+    groups = prompt_groups()
+    assert set(groups) == {"grounded", "open"} and all(len(g) >= 3 for g in groups.values())
+    assert sum(map(len, groups.values())) == len(prompts)
+    assert all(p.text in groups["open"] for p in prompts if p.kind == "chat")
     assert all(p.title and p.text.strip() and "==" not in p.text for p in prompts)
     assert "def " in next(p.text for p in prompts if p.kind == "code")
 

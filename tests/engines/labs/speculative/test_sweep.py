@@ -46,6 +46,23 @@ def test_the_bench_rows():
         assert row["speedup_wall"] > 0
     assert (chain["tree_width"], tree["tree_width"]) == (1, 3)
     assert out["best"] in (chain, tree) and out["model"] == "tiny"
+    auto = out["adaptive"]
+    assert auto["k"] == "auto" and auto["outputs_equal"] and auto["speedup_wall"] > 0
+    assert 0 <= auto["k_chosen_mean"] <= 8 and 0 <= auto["plain_step_frac"] <= 1
+
+
+def test_the_bench_reports_each_prompt_group():
+    from inferlab.engines.labs.speculative.bench import run_speculative_bench
+
+    groups = {"grounded": ["Repeat: red green blue red green blue"], "open": ["Hello?", "Hi."]}
+    out = run_speculative_bench(groups, new_tokens=6, drafters=("ngram",), ks=(2,),
+                                dtype="fp32", model_name="tiny")
+    assert out["groups"] == ["grounded", "open"] and "results" not in out
+    for name, n in (("grounded", 1), ("open", 2)):
+        group = out[name]
+        assert group["prompts"] == n and len(group["results"]) == 1
+        assert group["best"] == group["results"][0] and group["adaptive"]["k"] == "auto"
+        assert all(r["outputs_equal"] for r in (*group["results"], group["adaptive"]))
 
 
 def test_a_sweep_of_trees_reads_back_with_its_width():
