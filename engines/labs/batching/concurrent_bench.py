@@ -163,20 +163,21 @@ def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: s
     out["continuous_32_tokens_per_s"] = total_tokens / statistics.median(ours_s)
     out["continuous_32_tokens_per_s_torch_kernels"] = (
         total_tokens / statistics.median(torch_s) if torch_s else None)
-    if theirs_s:
-        tf_rate = total_tokens / statistics.median(theirs_s)
-        out["transformers_static_tokens_per_s"] = tf_rate
-        out["continuous_over_transformers"] = out["continuous_32_tokens_per_s"] / tf_rate
-        out["outputs_equal_requests"] = sum(a == b for a, b in zip(ours_out, theirs_out,
-                                                                   strict=True))
-    else:
-        out["transformers_static_tokens_per_s"] = None
-        out["continuous_over_transformers"] = None
-    out["vllm_cpu_tokens_per_s"] = out["continuous_32_vs_vllm_cpu"] = None
-    if vllm_s:
-        vllm_rate = total_tokens / statistics.median(vllm_s)
-        out["vllm_cpu_tokens_per_s"] = vllm_rate
-        out["continuous_32_vs_vllm_cpu"] = out["continuous_32_tokens_per_s"] / vllm_rate
-        out["vllm_outputs_equal_requests"] = sum(a == b for a, b in zip(ours_out, vllm_out,
-                                                                        strict=True))
+    out.update(_peer_figures(out["continuous_32_tokens_per_s"], total_tokens, ours_out,
+                             theirs_s, theirs_out, "transformers_static_tokens_per_s",
+                             "continuous_over_transformers", "outputs_equal_requests"))
+    out.update(_peer_figures(out["continuous_32_tokens_per_s"], total_tokens, ours_out,
+                             vllm_s, vllm_out, "vllm_cpu_tokens_per_s",
+                             "continuous_32_vs_vllm_cpu", "vllm_outputs_equal_requests"))
     return out
+
+
+def _peer_figures(ours_rate: float, total_tokens: int, ours_out, peer_s: list[float],
+                  peer_out, rate_key: str, ratio_key: str, equal_key: str) -> dict:
+    """A peer's median rate, ours over it and the requests whose outputs equal ours (None
+    and no count when the peer did not run)."""
+    if not peer_s:
+        return {rate_key: None, ratio_key: None}
+    rate = total_tokens / statistics.median(peer_s)
+    return {rate_key: rate, ratio_key: ours_rate / rate,
+            equal_key: sum(a == b for a, b in zip(ours_out, peer_out, strict=True))}

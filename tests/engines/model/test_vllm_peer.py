@@ -66,3 +66,12 @@ def test_vllm_gives_our_greedy_tokens(smollm2):
         wall_s, theirs = peer.generate(prompts, 6)
     assert wall_s > 0 and [len(t) for t in theirs] == [6, 6, 6]
     assert run_continuous(model, prompts, 6)[1] == theirs
+
+
+def test_a_peers_figures_by_hand():
+    from inferlab.engines.labs.batching.concurrent_bench import _peer_figures
+
+    keys = ("rate", "ratio", "equal")
+    got = _peer_figures(300.0, 600, [[1], [2], [3]], [3.0, 1.0, 2.0], [[1], [9], [3]], *keys)
+    assert got == {"rate": 300.0, "ratio": 1.0, "equal": 2}  # 600 tokens / median 2 s
+    assert _peer_figures(300.0, 600, [[1]], [], None, *keys) == {"rate": None, "ratio": None}
