@@ -1,5 +1,6 @@
 """The batching lab's choices, each (key, label, tooltip): policies, workloads, prefix caches,
-queue orders; shared by the lab's controls and its Compare tab."""
+eviction orders, queue orders; shared by the lab's controls and its Compare tab (and the KV
+lab's eviction order)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ PREFIX_CACHE_LABELS = (
     ("radix", "radix tree", "SGLang: any cached prefix, token by token, in a radix tree"),
     ("none", "off", "no prefix caching: every prompt computed whole"),
 )
+EVICTION_LABELS = (
+    ("lru", "LRU", "the radix tree frees its least recently used unlocked leaf first"),
+    ("lfu", "LFU", "the least hit unlocked leaf first (then the least recently used)"),
+    ("fifo", "FIFO", "the oldest unlocked leaf first, however often it was hit"),
+)
+"""The radix tree's eviction orders (SGLang's three); the block hashes always free LRU."""
 SCHEDULE_LABELS = (
     ("fcfs", "FCFS", "waiting requests admitted in arrival order"),
     ("lpm", "longest prefix first",

@@ -29,6 +29,7 @@ from inferlab.engines.serve.records import IterationRecord, RequestInfo
 from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.batching_choices import (
+    EVICTION_LABELS,
     POLICY_LABELS,
     PREFIX_CACHE_LABELS,
     SCHEDULE_LABELS,
@@ -115,6 +116,11 @@ class BatchingView(SteppedView):
         self.prefix_cache.setToolTip("How cached prefixes are found")
         self.schedule = self._combo(SCHEDULE_LABELS)
         self.schedule.setToolTip("Which waiting request is admitted next")
+        self.eviction = self._combo(EVICTION_LABELS)
+        self.eviction.setToolTip("Which cached prefix the radix tree frees first when the pool "
+                                 "is full (the block hashes always free the least recently "
+                                 "used)")
+        self.prefix_cache.currentIndexChanged.connect(self._prefix_cache_changed)
         self.scenario.currentIndexChanged.connect(self._scenario_changed)
         self.clock.setToolTip("What an iteration's time is: the roofline model's or the "
                               "real model's on this machine")
@@ -164,6 +170,7 @@ class BatchingView(SteppedView):
         prefix_row.setContentsMargins(0, 0, 0, 0)
         for label, widget in (("Requests that share", self.scenario),
                               ("Prefix cache", self.prefix_cache),
+                              ("evicting", self.eviction),
                               ("Admission", self.schedule)):
             prefix_row.addWidget(QLabel(label))
             prefix_row.addWidget(widget, 1)
@@ -250,7 +257,8 @@ class BatchingView(SteppedView):
         for combo, key in ((self.policy, "policy"), (self.clock, "clock"),
                            (self.model_config, "model_config"), (self.hardware, "hardware"),
                            (self.wall_model, "model"), (self.scenario, "scenario"),
-                           (self.prefix_cache, "prefix_cache"), (self.schedule, "schedule")):
+                           (self.prefix_cache, "prefix_cache"), (self.schedule, "schedule"),
+                           (self.eviction, "eviction_policy")):
             index = combo.findData(s.get(key))
             if index >= 0:
                 combo.setCurrentIndex(index)
@@ -260,6 +268,7 @@ class BatchingView(SteppedView):
         self.seed.setValue(int(s.get("seed", 0)))
         self._clock_changed()
         self._scenario_changed()
+        self._prefix_cache_changed()
         self._quiet = False
 
     def settings(self) -> dict:
@@ -270,12 +279,18 @@ class BatchingView(SteppedView):
                 "scenario": self.scenario.currentData(),
                 "prefix_cache": self.prefix_cache.currentData(),
                 "schedule": self.schedule.currentData(),
+                "eviction_policy": self.eviction.currentData(),
                 "requests": self.requests_spin.value(), "rate_per_s": self.rate.value(),
                 "seed": self.seed.value()}
 
     def _emit(self, *_args) -> None:
         if not self._quiet:
             self.settings_changed.emit(self.settings())
+
+    def _prefix_cache_changed(self, *_args) -> None:
+        """The eviction order is the radix tree's."""
+        self.eviction.setEnabled(self.prefix_cache.currentData() == "radix" and
+                                 not self.read_only)
 
     def _scenario_changed(self, *_args) -> None:
         """The request count and rate apply to the seeded stream only."""
@@ -291,6 +306,7 @@ class BatchingView(SteppedView):
             w.setEnabled(not read_only)
         self._clock_changed()
         self._scenario_changed()
+        self._prefix_cache_changed()
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:

@@ -94,7 +94,8 @@ class KVLab(SteppedLab):
         return KVLabSession(model, tokenizer, settings["scenario"],
                             block_size=settings["block_size"],
                             n_blocks=settings["n_blocks"] or None,
-                            prefix_cache=settings.get("prefix_cache", "hash"))
+                            prefix_cache=settings.get("prefix_cache", "hash"),
+                            eviction_policy=settings.get("eviction_policy", "lru"))
 
     def header_of(self, session):
         return session.info, session.seq_infos()

@@ -57,12 +57,13 @@ class ModelRunner:
 
     `n_blocks` defaults to enough blocks for `max_tokens` tokens (default: the model's context).
     `prefix_cache` ("hash", "radix" or "none"; see BlockManager) overrides
-    `enable_prefix_caching` (True = "hash").
+    `enable_prefix_caching` (True = "hash"); `eviction_policy` ("lru", "lfu" or "fifo")
+    orders the radix tree's evictions.
     """
 
     def __init__(self, model: Llama, n_blocks: int | None = None, block_size: int = 16,
                  max_tokens: int | None = None, enable_prefix_caching: bool = True,
-                 prefix_cache: str | None = None) -> None:
+                 prefix_cache: str | None = None, eviction_policy: str = "lru") -> None:
         if n_blocks is None:
             max_tokens = max_tokens or model.config.max_position
             n_blocks = -(-max_tokens // block_size)
@@ -70,7 +71,8 @@ class ModelRunner:
         self.cache = model.new_cache(n_blocks, block_size)
         self.blocks = BlockManager(n_blocks, block_size, enable_prefix_caching,
                                    bytes_per_slot=self.cache.bytes_per_slot,
-                                   prefix_cache=prefix_cache)
+                                   prefix_cache=prefix_cache,
+                                   eviction_policy=eviction_policy)
         self.block_size = block_size
         self._n_computed: dict[object, int] = {}
         self.last_metadata: AttentionMetadata | None = None

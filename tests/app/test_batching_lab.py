@@ -191,3 +191,15 @@ def test_the_view_carries_the_prefix_settings_and_shows_hits_on_hover(qtbot):
     row = timeline.segments.row_of[hit["request_id"]]
     i = next(k for k in range(len(timeline.segments)) if timeline.segments.row[k] == row)
     assert f"({hit['cached_tokens']} cached: a prefix hit" in timeline.describe_segment(i)
+
+
+def test_the_eviction_order_is_the_radix_trees_setting(qtbot):
+    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS
+    from inferlab.views.batching_view import BatchingView
+
+    view = BatchingView()
+    qtbot.addWidget(view)
+    view.set_settings(dict(BATCHING_DEFAULTS, prefix_cache="radix", eviction_policy="lfu"))
+    assert view.settings()["eviction_policy"] == "lfu" and view.eviction.isEnabled()
+    view.set_settings(dict(BATCHING_DEFAULTS, prefix_cache="hash", eviction_policy="fifo"))
+    assert view.settings()["eviction_policy"] == "fifo" and not view.eviction.isEnabled()

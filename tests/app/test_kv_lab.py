@@ -318,3 +318,14 @@ def test_the_prefix_tree_tab_draws_a_radix_run_and_names_hovered_nodes(qtbot):
     session, records = kvlab_section.kv_run(settings, max_steps=2)
     view.draw(session.info, session.seq_infos(), records)
     assert view.tree.state is None
+
+
+def test_the_kv_views_eviction_order_follows_the_prefix_cache(qtbot):
+    from inferlab.views.kv_view import KVView
+
+    view = KVView()
+    qtbot.addWidget(view)
+    view.set_settings(dict(KV_DEFAULTS, prefix_cache="radix", eviction_policy="fifo"))
+    assert view.settings()["eviction_policy"] == "fifo" and view.eviction.isEnabled()
+    view.set_settings(dict(KV_DEFAULTS, prefix_cache="none"))
+    assert view.settings()["eviction_policy"] == "lru" and not view.eviction.isEnabled()

@@ -19,13 +19,14 @@ from inferlab.engines.labs.batching.section import (
 from inferlab.engines.settings import option_error
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
-           "schedule": "--schedule", "clock": "--clock", "requests": "--requests",
+           "schedule": "--schedule", "eviction_policy": "--eviction-policy", "clock": "--clock", "requests": "--requests",
            "rate_per_s": "--rate", "seed": "--seed", "model_config": "--model-config",
            "hardware": "--hardware", "model": "--model"}
 
 
 def add_arguments(p) -> None:
     from inferlab.engines.kv.block_manager import PREFIX_CACHES
+    from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
     from inferlab.engines.labs.batching.section import WORKLOADS
     from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 
@@ -42,6 +43,11 @@ def add_arguments(p) -> None:
     p.add_argument("--schedule", default=d["schedule"], choices=SCHEDULES,
                    help="which waiting request goes next: fcfs, or lpm (longest cached "
                         f"prefix first, SGLang's) (default {d['schedule']})")
+    p.add_argument("--eviction-policy", default=d["eviction_policy"],
+                   choices=EVICTION_POLICIES,
+                   help="which unlocked radix-tree leaf goes first when the pool is full: "
+                        "lru, lfu (least hit) or fifo (oldest), SGLang's three (default "
+                        f"{d['eviction_policy']}; the block hashes always free LRU)")
     p.add_argument("--clock", default=d["clock"], choices=("simulated", "wall"),
                    help="simulated: the roofline time of each batch of --model-config on "
                         "--hardware; wall: the real --model, small runs (default simulated)")
@@ -66,7 +72,7 @@ def add_arguments(p) -> None:
 def settings_of(args) -> dict:
     """The run's settings from its arguments, checked; ValueError names the option."""
     settings = dict(BATCHING_DEFAULTS, scenario=args.scenario, policy=args.policy,
-                    prefix_cache=args.prefix_cache,
+                    prefix_cache=args.prefix_cache, eviction_policy=args.eviction_policy,
                     schedule=args.schedule, clock=args.clock,
                     requests=args.requests, rate_per_s=args.rate, seed=args.seed,
                     model_config=args.model_config, hardware=args.hardware, model=args.model)

@@ -15,6 +15,7 @@ import time
 from inferlab.engines import kernels
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
 from inferlab.engines.serve.prefix_workloads import SCENARIOS
 from inferlab.engines.serve.records import CLOCKS, IterationRecord, RequestInfo
@@ -34,6 +35,7 @@ BATCHING_DEFAULTS = {
     "policy": "continuous",
     "prefix_cache": "hash",  # vLLM v1's default; "radix" is SGLang's tree, "none" off
     "schedule": "fcfs",  # or "lpm": SGLang's longest prefix match first
+    "eviction_policy": "lru",  # the radix tree's: or "lfu", "fifo" (SGLang's)
     "scenario": "lognormal",  # or a prefix_workloads scenario: requests that share prefixes
     "clock": "simulated",
     "model_config": "llama-3-8b",  # the simulated clock's model
@@ -71,6 +73,7 @@ BATCHING_SETTINGS = {  # the view's ranges
     "policy": Setting("str", choices=POLICIES),
     "prefix_cache": Setting("str", choices=PREFIX_CACHES),
     "schedule": Setting("str", choices=SCHEDULES),
+    "eviction_policy": Setting("str", choices=EVICTION_POLICIES),
     "scenario": Setting("str", choices=WORKLOADS),
     "clock": Setting("str", choices=CLOCKS),
     "model_config": Setting("str", choices=_model_presets),
@@ -171,7 +174,8 @@ class BatchingSession:
             cfg = load_model_preset(settings["model_config"])
             preset = load_hardware_preset(settings["hardware"])
             blocks = BlockManager(simulated_pool_blocks(cfg, preset, BLOCK_SIZE), BLOCK_SIZE,
-                                  prefix_cache=settings["prefix_cache"])
+                                  prefix_cache=settings["prefix_cache"],
+                                  eviction_policy=settings["eviction_policy"])
             executor = SimulatedExecutor(cfg, preset)
             self.model = None  # the roofline's clock: no model runs
             self.model_id, self.device = cfg.id, preset.id
@@ -195,7 +199,8 @@ class BatchingSession:
             items = [w.clipped(max_prompt, WALL_MAX_OUTPUT) for w in items[:WALL_MAX_REQUESTS]]
             need = sum(-(-(w.prompt_tokens + w.output_tokens) // BLOCK_SIZE) for w in items)
             runner = ModelRunner(model, n_blocks=max(need, 1), block_size=BLOCK_SIZE,
-                                 prefix_cache=settings["prefix_cache"])
+                                 prefix_cache=settings["prefix_cache"],
+                                 eviction_policy=settings["eviction_policy"])
             blocks = runner.blocks
             executor = ModelExecutor(runner)
             self.model = model

@@ -6,6 +6,7 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
+from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run, kv_section, kv_trace_step
 
 
@@ -28,6 +29,11 @@ def add_arguments(p) -> None:
                    choices=("hash", "radix", "none"),
                    help="how cached prefixes are found: vLLM's block hashes (default), "
                         "SGLang's radix tree over token ids, or none")
+    p.add_argument("--eviction-policy", default=KV_DEFAULTS["eviction_policy"],
+                   choices=EVICTION_POLICIES,
+                   help="which unlocked radix-tree leaf goes first when the pool is full: "
+                        "least recently used (default), least hit, or oldest (SGLang's "
+                        "three; the block hashes always free least recently used)")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="stop after this many steps (default: run the scenario to its end)")
@@ -44,7 +50,7 @@ def run(args, recorder):
         raise ValueError(f"--blocks must not be negative, got {args.blocks}")
     settings = dict(KV_DEFAULTS, model=args.model, scenario=args.scenario,
                     block_size=args.block_size, n_blocks=args.blocks, kv_dtype=args.kv_dtype,
-                    prefix_cache=args.prefix_cache)
+                    prefix_cache=args.prefix_cache, eviction_policy=args.eviction_policy)
     progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
     if progress is not None:
         progress(None, f"loading {args.model}")

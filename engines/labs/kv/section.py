@@ -5,6 +5,7 @@ from __future__ import annotations
 from inferlab.engines import kernels
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES
 from inferlab.engines.settings import Setting, check_settings, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
@@ -15,7 +16,8 @@ from inferlab.engines.trace.thinning import keep_every
 # per-step records. Each step keeps its pool state while n_blocks × steps stays under
 # KV_POOL_CELLS_LIMIT; past that only every k-th step's (and the last) is kept.
 KV_DEFAULTS = {"scenario": "shared-prompt", "model": "auto", "block_size": 16, "n_blocks": 0,
-               "kv_dtype": "model", "kernels": "auto", "prefix_cache": "hash"}
+               "kv_dtype": "model", "kernels": "auto", "prefix_cache": "hash",
+               "eviction_policy": "lru"}
 KV_DTYPES = ("model", "int8", "fp8-e4m3")
 """What the pool stores: the model's own dtype, or INT8 / FP8 E4M3 codes with one fp32 scale
 per token and head (engines.quant.kv_quant; attention dequantizes on read)."""
@@ -28,6 +30,7 @@ KV_SETTINGS = {  # the view's ranges
     "kv_dtype": Setting("str", choices=KV_DTYPES),
     "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
     "prefix_cache": Setting("str", choices=PREFIX_CACHES),
+    "eviction_policy": Setting("str", choices=EVICTION_POLICIES),
 }
 
 
@@ -137,7 +140,8 @@ def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
     session = KVLabSession(model, tokenizer, settings["scenario"],
                            block_size=int(settings["block_size"]),
                            n_blocks=int(settings["n_blocks"]) or None,
-                           prefix_cache=settings.get("prefix_cache", "hash"))
+                           prefix_cache=settings.get("prefix_cache", "hash"),
+                           eviction_policy=settings.get("eviction_policy", "lru"))
     records = []
     while not session.done and (max_steps is None or len(records) < max_steps):
         records.append(session.step())

@@ -110,7 +110,7 @@ class KVLabSession:
 
     def __init__(self, model, tokenizer, scenario: PreparedScenario | str,
                  block_size: int = 16, n_blocks: int | None = None,
-                 prefix_cache: str = "hash") -> None:
+                 prefix_cache: str = "hash", eviction_policy: str = "lru") -> None:
         if isinstance(scenario, str):
             scenario = prepare(scenario, tokenizer, block_size, n_blocks)
         self.model = model
@@ -120,7 +120,7 @@ class KVLabSession:
         self.n_blocks = scenario.n_blocks
         self.max_seq_len = scenario.max_seq_len
         self.runner = ModelRunner(model, n_blocks=self.n_blocks, block_size=self.block_size,
-                                  prefix_cache=prefix_cache)
+                                  prefix_cache=prefix_cache, eviction_policy=eviction_policy)
         self.blocks = self.runner.blocks
         # budget 2 × the pool's tokens: prompts are admitted whole, never chunked (above);
         # no cap on sequences: the pool is the only limit the lab shows
