@@ -34,7 +34,6 @@ from PySide6.QtWidgets import (
 
 from inferlab.engines.labs.kv.records import KVRunInfo, KVStepRecord, SeqInfo
 from inferlab.engines.roofline.units import format_bytes
-from inferlab.views.batching_choices import EVICTION_LABELS, labelled_combo
 from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.kv_contiguous import ContiguousLine, KVCurves
 from inferlab.views.kv_grid import (
@@ -103,6 +102,18 @@ def _swatch_legend(items: Sequence[tuple[str, str]]) -> QWidget:
     return box
 
 
+PREFIX_ITEMS = (("hash:lru", "block hashes"), ("radix:lru", "radix tree, LRU"),
+                ("radix:lfu", "radix tree, LFU"), ("radix:fifo", "radix tree, FIFO"),
+                ("none:lru", "off"))
+"""The prefix combo's items: "cache:eviction order" (the block hashes always free LRU)."""
+
+
+def prefix_settings(key: str) -> dict:
+    """A PREFIX_ITEMS key as the lab's two settings."""
+    cache, _, order = key.partition(":")
+    return {"prefix_cache": cache, "eviction_policy": order}
+
+
 class KVView(SteppedView):
     """Everything the KV lab shows. Signals ask the lab for work; `draw` shows records."""
 
@@ -136,20 +147,17 @@ class KVView(SteppedView):
                                  "with one fp32 scale per token and head (vLLM's fp8 KV): "
                                  "fewer bytes per block, attention dequantizes on read")
         self.kernels = kernel_choice()
-        self.prefix_cache = QComboBox()
-        for key, label in (("hash", "block hashes"), ("radix", "radix tree"), ("none", "off")):
+        self.prefix_cache = QComboBox()  # the prefix cache and, for the tree, its eviction
+        for key, label in PREFIX_ITEMS:  # order: one combo, so that the row fits 1,200 px
             self.prefix_cache.addItem(label, key)
         self.prefix_cache.setToolTip(
-            "How cached prefixes are found: vLLM's chained block hashes (whole blocks), "
-            "SGLang's radix tree over token ids (any length: a hit ending inside a block "
-            "copies that block), or no prefix caching")
-        self.eviction = labelled_combo(EVICTION_LABELS)
-        self.eviction.setToolTip("Which cached prefix the radix tree frees first when the "
-                                 "pool is full (the block hashes always free the least "
-                                 "recently used)")
-        for combo in (self.prefix_cache, self.kv_dtype, self.kernels, self.eviction):  # one row
+            "How cached prefixes are found: vLLM's chained block hashes (whole blocks; the "
+            "least recently used freed first), SGLang's radix tree over token ids (any "
+            "length: a hit ending inside a block copies that block), evicting its least "
+            "recently used, least hit or oldest unlocked leaf first; or no prefix caching")
+        for combo in (self.prefix_cache, self.kv_dtype, self.kernels):  # one row that fits
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(4)                 # that fits a 1280-pixel window
+            combo.setMinimumContentsLength(4)                 # a 1200-pixel window
         self.n_blocks = QSpinBox()
         self.n_blocks.setRange(0, 1_000_000)
         self.n_blocks.setSpecialValueText("auto")
@@ -162,8 +170,6 @@ class KVView(SteppedView):
         self.kv_dtype.currentIndexChanged.connect(self._emit)
         self.kernels.currentIndexChanged.connect(self._emit)
         self.prefix_cache.currentIndexChanged.connect(self._emit)
-        self.prefix_cache.currentIndexChanged.connect(self._prefix_cache_changed)
-        self.eviction.currentIndexChanged.connect(self._emit)
         for combo in (self.scenario, self.model):
             combo.currentIndexChanged.connect(self._emit)
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
@@ -183,10 +189,8 @@ class KVView(SteppedView):
                                        ("Block", self.block_size, 0),
                                        ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0),
                                        ("Prefix", self.prefix_cache, 0),
-                                       ("", self.eviction, 0),  # its order: the tooltip says
                                        ("Kernels", self.kernels, 0)):
-            if label:
-                row.addWidget(QLabel(label))
+            row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
         row.addSpacing(8)
         for button in (self.reset_button, self.step_button, self.run_button):
@@ -369,22 +373,16 @@ class KVView(SteppedView):
         self.n_blocks.setValue(int(s.get("n_blocks", 0) or 0))
         select_choice(self.kv_dtype, s.get("kv_dtype", "model"))
         select_choice(self.kernels, s.get("kernels", "auto"))
-        select_choice(self.prefix_cache, s.get("prefix_cache", "hash"))
-        select_choice(self.eviction, s.get("eviction_policy", "lru"))
-        self._prefix_cache_changed()
+        cache = s.get("prefix_cache", "hash")
+        order = s.get("eviction_policy", "lru") if cache == "radix" else "lru"
+        select_choice(self.prefix_cache, f"{cache}:{order}")
         self._quiet = False
 
     def settings(self) -> dict:
         return {"scenario": self.scenario.currentData(), "model": self.model.currentData(),
                 "block_size": self.block_size.value(), "n_blocks": self.n_blocks.value(),
                 "kv_dtype": self.kv_dtype.currentData(), "kernels": self.kernels.currentData(),
-                "prefix_cache": self.prefix_cache.currentData(),
-                "eviction_policy": self.eviction.currentData()}
-
-    def _prefix_cache_changed(self, *_args) -> None:
-        """The eviction order is the radix tree's."""
-        self.eviction.setEnabled(self.prefix_cache.currentData() == "radix" and
-                                 self.prefix_cache.isEnabled())
+                **prefix_settings(self.prefix_cache.currentData())}
 
     def _emit(self, *_args) -> None:
         if not self._quiet:
@@ -395,7 +393,6 @@ class KVView(SteppedView):
         for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.kv_dtype,
                   self.kernels, self.prefix_cache, self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
-        self._prefix_cache_changed()
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:

@@ -320,12 +320,13 @@ def test_the_prefix_tree_tab_draws_a_radix_run_and_names_hovered_nodes(qtbot):
     assert view.tree.state is None
 
 
-def test_the_kv_views_eviction_order_follows_the_prefix_cache(qtbot):
+def test_the_kv_views_prefix_choice_carries_the_eviction_order(qtbot):
     from inferlab.views.kv_view import KVView
 
     view = KVView()
     qtbot.addWidget(view)
-    view.set_settings(dict(KV_DEFAULTS, prefix_cache="radix", eviction_policy="fifo"))
-    assert view.settings()["eviction_policy"] == "fifo" and view.eviction.isEnabled()
-    view.set_settings(dict(KV_DEFAULTS, prefix_cache="none"))
-    assert view.settings()["eviction_policy"] == "lru" and not view.eviction.isEnabled()
+    for cache, order, want in (("radix", "fifo", "fifo"), ("radix", "lfu", "lfu"),
+                               ("hash", "fifo", "lru"), ("none", "lfu", "lru")):
+        view.set_settings(dict(KV_DEFAULTS, prefix_cache=cache, eviction_policy=order))
+        got = view.settings()
+        assert (got["prefix_cache"], got["eviction_policy"]) == (cache, want)
