@@ -550,6 +550,10 @@ class SpeculativeView(SteppedView):
              {"tip": "emitted tokens ÷ target forwards (steps with no draft count too)"}),
             (f"Theory (1 − α^(K+1))/(1 − α){'' if k is None else f', K = {k}'}",
              f("theory_tokens_per_forward", "{:.2f}")),
+            ("Theory over the drafts made", f("theory_drafted_tokens_per_forward", "{:.2f}"),
+             {"tip": "the mean of (1 − α^(kᵢ+1))/(1 − α) over the steps, kᵢ each step's own "
+                     "draft length (a step with no draft emits one): against tokens per "
+                     "target forward"}),
             ("Draft time (ms)", "—" if "draft_s" not in m else f"{1e3 * m['draft_s']:,.1f}"),
             ("Target forward time (ms)", "—" if "target_forward_s" not in m
              else f"{1e3 * m['target_forward_s']:,.1f}"),
@@ -589,4 +593,5 @@ class SpeculativeView(SteppedView):
             f"<b>{m['theory_tokens_per_forward']:.2f}</b> tokens per forward; the forwards "
             f"that drafted emitted <b>{drafting:.2f}</b> ({gap}), every forward "
             f"<b>{m['tokens_per_target_forward']:.2f}</b> (a forward with no draft — no n-gram "
-            "match, the last token — emits one).")
+            "match, the last token — emits one); over the drafts the steps made, the theory "
+            f"predicts <b>{m.get('theory_drafted_tokens_per_forward', 0.0):.2f}</b>.")

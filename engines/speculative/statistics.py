@@ -104,6 +104,18 @@ def expected_tokens_per_forward(alpha: float, k: int) -> float:
     return math.fsum(alpha**i for i in range(k + 1))
 
 
+def expected_tokens_per_forward_drafted(alpha: float, draft_lengths) -> float:
+    """E over the steps as they were drafted: the mean of (1 - alpha^(k_i+1)) / (1 - alpha)
+    for each step's own draft length k_i (a step that drafted nothing emits one token). The
+    fixed-K theory assumes K drafts every step; a drafter that proposes fewer (an n-gram with
+    no match, an adaptive K) emits less, and this is what it should emit."""
+    lengths = list(draft_lengths)
+    if not lengths:
+        raise SpeculativeError("no steps to average over")
+    return math.fsum(expected_tokens_per_forward(alpha, k) if k else 1.0
+                     for k in lengths) / len(lengths)
+
+
 def speedup_model(alpha: float, k: int, cost_ratio: float) -> float:
     """Predicted speedup over plain decoding: E / (K * c + 1), c = draft/target cost ratio."""
     _check_alpha_k(alpha, k)

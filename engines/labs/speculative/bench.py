@@ -11,6 +11,8 @@ prompts. Every figure is a median over repeats of the whole prompt set:
     alpha                      = accepted / drafts tested (a step stops testing at its first
                                  rejection: the geometric model's estimate)
     theory_tokens_per_forward  = (1 - alpha^(K+1)) / (1 - alpha)
+    theory_drafted_tokens_per_forward   the same averaged over each step's own draft length
+                                 (a drafter that proposes fewer than K, or none, emits less)
     hf_prompt_lookup_speedup   = transformers plain s / transformers prompt-lookup s
 
 Given prompt groups (the lab's: `grounded`, where the answer copies from the prompt, and

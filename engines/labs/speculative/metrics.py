@@ -3,7 +3,11 @@ definitions): acceptance, tokens per forward, alpha against the geometric model'
 
 from __future__ import annotations
 
-from inferlab.engines.speculative.statistics import acceptance_stats, expected_tokens_per_forward
+from inferlab.engines.speculative.statistics import (
+    acceptance_stats,
+    expected_tokens_per_forward,
+    expected_tokens_per_forward_drafted,
+)
 
 
 def geometric_alpha(steps) -> float:
@@ -34,6 +38,9 @@ def speculative_metrics(steps, k: int) -> dict:
                                         if drafting else 0.0),
         "alpha": alpha,
         "theory_tokens_per_forward": expected_tokens_per_forward(alpha, k),
+        # what the steps should have emitted with the drafts they had (fewer than K, or none)
+        "theory_drafted_tokens_per_forward": expected_tokens_per_forward_drafted(
+            alpha, [len(s.drafted) for s in steps]) if steps else 0.0,
         "draft_s": sum(s.draft_s for s in steps),
         "target_forward_s": sum(s.target_forward_s for s in steps),
         "finish_reason": steps[-1].finish_reason if steps else None,

@@ -124,6 +124,7 @@ def run(args, recorder):
         "mean_acceptance_length": m["mean_acceptance_length"],
         "alpha": m["alpha"],
         "theory_tokens_per_forward": m["theory_tokens_per_forward"],
+        "theory_drafted_tokens_per_forward": m["theory_drafted_tokens_per_forward"],
         "acceptance_rate_by_position": m["acceptance_rate_by_position"],
         "finish_reason": run_.finish_reason,
         "model": header.model, "drafter": header.drafter, "k": header.k,

@@ -57,6 +57,7 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
     from inferlab.engines.speculative.statistics import (
         acceptance_stats,
         expected_tokens_per_forward,
+        expected_tokens_per_forward_drafted,
         speedup_model,
     )
 
@@ -86,7 +87,9 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
     return KPoint(drafter_spec, k, st.acceptance_rate, st.mean_acceptance_length, alpha,
                   emitted / forwards, expected_tokens_per_forward(alpha, k), forwards, cost,
                   speedup_model(alpha, k, cost), plain / spec, plain, spec, draft_s,
-                  target_s, equal, tree_width)
+                  target_s, equal, tree_width,
+                  expected_tokens_per_forward_drafted(
+                      alpha, [len(s.drafted) for r in runs for s in r.steps]))
 
 
 def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",

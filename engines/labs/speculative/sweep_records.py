@@ -29,6 +29,9 @@ class KPoint:
     outputs_equal: bool
     tree_width: int = 1
     """Candidates per step verified as one token tree (1: a chain of K drafts)."""
+    theory_drafted_tokens_per_forward: float | None = None
+    """The theory over each step's own draft length (statistics.
+    expected_tokens_per_forward_drafted); None in snapshots from before it."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,5 +101,9 @@ def sweep_from_dict(d, where: str) -> KSweep:
             target_forwards=_count(section_field(p, "target_forwards", w),
                                    f"{w}.target_forwards"),
             outputs_equal=equal,
-            tree_width=_width(p.get("tree_width", 1), f"{w}.tree_width"), **floats))
+            tree_width=_width(p.get("tree_width", 1), f"{w}.tree_width"),
+            theory_drafted_tokens_per_forward=None if p.get(
+                "theory_drafted_tokens_per_forward") is None else _number(
+                p["theory_drafted_tokens_per_forward"],
+                f"{w}.theory_drafted_tokens_per_forward"), **floats))
     return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))

@@ -101,3 +101,14 @@ def test_measured_tokens_per_step_match_the_theory_for_the_measured_alpha():
     assert stats.acceptance_rate_by_position[0] == pytest.approx(alpha, abs=0.01)
     assert stats.mean_acceptance_length == pytest.approx(
         expected_tokens_per_forward(alpha, k), rel=0.01)
+
+
+def test_the_theory_over_the_drafted_lengths_by_hand():
+    from inferlab.engines.speculative.statistics import expected_tokens_per_forward_drafted
+
+    # alpha 0.5: a step of 2 drafts emits 1 + 0.5 + 0.25, one with none emits 1
+    assert expected_tokens_per_forward_drafted(0.5, [2, 0]) == pytest.approx(1.375)
+    assert expected_tokens_per_forward_drafted(1.0, [4, 4, 1]) == pytest.approx(12 / 3)  # 5, 5, 2
+    assert expected_tokens_per_forward_drafted(0.3, [0, 0]) == 1.0
+    with pytest.raises(SpeculativeError):
+        expected_tokens_per_forward_drafted(0.5, [])

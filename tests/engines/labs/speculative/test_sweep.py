@@ -46,6 +46,9 @@ def test_the_bench_rows():
         assert row["speedup_wall"] > 0
     assert (chain["tree_width"], tree["tree_width"]) == (1, 3)
     assert out["best"] in (chain, tree) and out["model"] == "tiny"
+    for row in (chain, tree):  # the theory over what was drafted, at most K + 1
+        assert 1.0 <= row["theory_drafted_tokens_per_forward"] <= row["k"] + 1
+    assert chain["theory_drafted_tokens_per_forward"] <= chain["theory_tokens_per_forward"]
     auto = out["adaptive"]
     assert auto["k"] == "auto" and auto["outputs_equal"] and auto["speedup_wall"] > 0
     assert 0 <= auto["k_chosen_mean"] <= 8 and 0 <= auto["plain_step_frac"] <= 1
@@ -75,6 +78,8 @@ def test_a_sweep_of_trees_reads_back_with_its_width():
     assert sweep_from_dict(d, "w") == sweep
     del d["points"][0]["tree_width"]  # an older snapshot: a chain
     assert sweep_from_dict(d, "w").points[0].tree_width == 1
+    del d["points"][0]["theory_drafted_tokens_per_forward"]  # and before the drafted theory
+    assert sweep_from_dict(d, "w").points[0].theory_drafted_tokens_per_forward is None
     d["points"][0]["tree_width"] = 0
     with pytest.raises(ValueError, match=r"w.points\[0\].tree_width: expected an integer in "
                                          r"1..64, got 0"):
