@@ -35,6 +35,7 @@ import torch
 from inferlab.engines.labs.batching.vllm_peer import (
     VLLM_PYTHON_ENV,
     VllmPeer,
+    dtype_name,
     hf_folder,
     vllm_python,
 )
@@ -105,10 +106,11 @@ def _vllm_peer(stack: contextlib.ExitStack, prompts_ids: list[list[int]], output
         out["vllm_cpu_error"] = f"not run: {VLLM_PYTHON_ENV} names no Python with vllm"
         return None
     try:
-        folder = hf_folder(smollm2_gguf_path(), resolve_dtype(dtype))
+        torch_dtype = resolve_dtype(dtype)
+        folder = hf_folder(smollm2_gguf_path(), torch_dtype)
         peer = stack.enter_context(VllmPeer(
-            python, folder, {"fp32": "float32", "bf16": "bfloat16"}.get(dtype, dtype),
-            torch.get_num_threads(), max_model_len=max(map(len, prompts_ids)) + output_tokens,
+            python, folder, dtype_name(torch_dtype), torch.get_num_threads(),
+            max_model_len=max(map(len, prompts_ids)) + output_tokens,
             max_num_seqs=len(prompts_ids)))
     except (OSError, RuntimeError, ImportError) as e:
         out["vllm_cpu_error"] = f"vLLM peer did not start: {e}"

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 VLLM_PYTHON_ENV = "INFERLAB_VLLM_PYTHON"
 START_TIMEOUT_S = 600.0
 """vLLM's CPU start-up (model load, KV-cache allocation, warm-up) takes 100-150 s here."""
+REPLY_TIMEOUT_S = 600.0
+"""A hang guard for one batch (32 requests x 64 tokens take ~7-10 s here)."""
 
 _PEER_SCRIPT = r"""
 import json, sys, time
@@ -48,6 +52,11 @@ def vllm_python() -> str | None:
     return os.environ.get(VLLM_PYTHON_ENV) or None
 
 
+def dtype_name(dtype) -> str:
+    """A torch dtype as vLLM and the cache key name it ("float32", "bfloat16")."""
+    return str(dtype).removeprefix("torch.")
+
+
 def hf_folder(gguf_path: Path, dtype) -> Path:
     """A Hugging Face model folder of the GGUF at `gguf_path` (config, tokenizer and
     safetensors weights in `dtype`), converted by transformers once and cached by file name,
@@ -57,7 +66,7 @@ def hf_folder(gguf_path: Path, dtype) -> Path:
     from inferlab.engines.model.bench import load_transformers_gguf
 
     stat = gguf_path.stat()
-    key = f"{gguf_path.stem}-{stat.st_size}-{str(dtype).removeprefix('torch.')}"
+    key = f"{gguf_path.stem}-{stat.st_size}-{dtype_name(dtype)}"
     out = Path(platformdirs.user_cache_dir("inferlab")) / "hf" / key
     if (out / "config.json").is_file():
         return out
@@ -92,13 +101,29 @@ class VllmPeer:
         self._proc = subprocess.Popen([python, "-c", _PEER_SCRIPT, json.dumps(cfg)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._log, text=True, env=env)
-        ready = self._read_line()
+        # its replies are read on a thread so that a peer that stops answering is a timeout,
+        # not a bench that hangs; "" marks the end of its output
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        try:
+            ready = self._read_line(START_TIMEOUT_S)
+        except RuntimeError:
+            self._proc.kill()  # stalled or gone: nothing left to wait for
+            self.close()
+            raise
         self.version = ready.get("version")
 
-    def _read_line(self) -> dict:
-        line = self._proc.stdout.readline()
-        while line and not line.startswith("{"):  # vLLM may print to stdout too
-            line = self._proc.stdout.readline()
+    def _pump(self) -> None:
+        for line in self._proc.stdout:
+            if line.startswith("{"):  # vLLM may print to stdout too
+                self._lines.put(line)
+        self._lines.put("")
+
+    def _read_line(self, timeout_s: float) -> dict:
+        try:
+            line = self._lines.get(timeout=timeout_s)
+        except queue.Empty:
+            raise RuntimeError(f"vLLM peer gave no answer in {timeout_s:g} s") from None
         if not line:
             self._proc.wait()
             self._log.seek(0)
@@ -112,10 +137,12 @@ class VllmPeer:
         self._proc.stdin.write(json.dumps({"prompts": prompts_ids,
                                            "output_tokens": output_tokens}) + "\n")
         self._proc.stdin.flush()
-        reply = self._read_line()
+        reply = self._read_line(REPLY_TIMEOUT_S)
         return reply["wall_s"], reply["outputs"]
 
     def close(self) -> None:
+        if self._log.closed:
+            return
         if self._proc.poll() is None:
             self._proc.stdin.close()
             try:

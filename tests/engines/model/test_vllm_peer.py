@@ -75,3 +75,14 @@ def test_a_peers_figures_by_hand():
     got = _peer_figures(300.0, 600, [[1], [2], [3]], [3.0, 1.0, 2.0], [[1], [9], [3]], *keys)
     assert got == {"rate": 300.0, "ratio": 1.0, "equal": 2}  # 600 tokens / median 2 s
     assert _peer_figures(300.0, 600, [[1]], [], None, *keys) == {"rate": None, "ratio": None}
+
+
+def test_a_peer_that_never_answers_is_a_timeout_not_a_hang(tmp_path, monkeypatch):
+    from inferlab.engines.labs.batching import vllm_peer
+
+    stalled = tmp_path / "python"
+    stalled.write_text("#!/bin/sh\nexec sleep 600\n")
+    stalled.chmod(0o755)
+    monkeypatch.setattr(vllm_peer, "START_TIMEOUT_S", 0.5)
+    with pytest.raises(RuntimeError, match=r"gave no answer in 0\.5 s"):
+        VllmPeer(str(stalled), tmp_path, "float32", 1, max_model_len=64, max_num_seqs=2)
