@@ -119,6 +119,16 @@ def _vllm_peer(stack: contextlib.ExitStack, prompts_ids: list[list[int]], output
     return peer
 
 
+def _peer_generate(peer, prompts_ids: list[list[int]], output_tokens: int, out: dict):
+    """`peer.generate`, or None with `out["vllm_cpu_error"]` when the peer died or stalled
+    (the rest of the bench stands)."""
+    try:
+        return peer.generate(prompts_ids, output_tokens)
+    except RuntimeError as e:
+        out["vllm_cpu_error"] = f"vLLM peer failed mid-run: {e}"
+        return None
+
+
 def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: str = "fp32",
                          repeats: int = 2, transformers: bool = True,
                          torch_kernels: bool = True, vllm: bool = True) -> dict:
@@ -146,8 +156,9 @@ def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: s
             out["transformers_error"] = f"transformers not installed: {e}"
     with contextlib.ExitStack() as stack:
         peer = _vllm_peer(stack, prompts_ids, output_tokens, dtype, out) if vllm else None
-        if peer is not None:
-            peer.generate(prompts_ids[:2], 4)  # its first batch pays one-off warm-up costs
+        # its first batch pays one-off warm-up costs
+        if peer is not None and _peer_generate(peer, prompts_ids[:2], 4, out) is None:
+            peer = None
         ours_s, theirs_s, torch_s, vllm_s = [], [], [], []
         ours_out = theirs_out = vllm_out = None
         for _ in range(repeats):
@@ -160,8 +171,12 @@ def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: s
                                                       tok.eos_token_ids[0])
                 theirs_s.append(wall_s)
             if peer is not None:
-                wall_s, vllm_out = peer.generate(prompts_ids, output_tokens)
-                vllm_s.append(wall_s)
+                got = _peer_generate(peer, prompts_ids, output_tokens, out)
+                if got is None:
+                    peer, vllm_s = None, []
+                else:
+                    vllm_s.append(got[0])
+                    vllm_out = got[1]
     out["continuous_32_tokens_per_s"] = total_tokens / statistics.median(ours_s)
     out["continuous_32_tokens_per_s_torch_kernels"] = (
         total_tokens / statistics.median(torch_s) if torch_s else None)

@@ -86,3 +86,15 @@ def test_a_peer_that_never_answers_is_a_timeout_not_a_hang(tmp_path, monkeypatch
     monkeypatch.setattr(vllm_peer, "START_TIMEOUT_S", 0.5)
     with pytest.raises(RuntimeError, match=r"gave no answer in 0\.5 s"):
         VllmPeer(str(stalled), tmp_path, "float32", 1, max_model_len=64, max_num_seqs=2)
+
+
+def test_a_peer_that_dies_mid_run_is_named_and_dropped():
+    from inferlab.engines.labs.batching.concurrent_bench import _peer_generate
+
+    class Gone:
+        def generate(self, prompts_ids, output_tokens):
+            raise RuntimeError("vLLM peer exited (code -9): Killed")
+
+    out: dict = {}
+    assert _peer_generate(Gone(), [[1, 2]], 4, out) is None
+    assert out["vllm_cpu_error"] == "vLLM peer failed mid-run: vLLM peer exited (code -9): Killed"
