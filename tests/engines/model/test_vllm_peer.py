@@ -88,13 +88,16 @@ def test_a_peer_that_never_answers_is_a_timeout_not_a_hang(tmp_path, monkeypatch
         VllmPeer(str(stalled), tmp_path, "float32", 1, max_model_len=64, max_num_seqs=2)
 
 
-def test_a_peer_that_dies_mid_run_is_named_and_dropped():
+def test_a_peer_that_dies_mid_run_is_named_and_dropped(tmp_path):
     from inferlab.engines.labs.batching.concurrent_bench import _peer_generate
 
-    class Gone:
-        def generate(self, prompts_ids, output_tokens):
-            raise RuntimeError("vLLM peer exited (code -9): Killed")
-
+    dies = tmp_path / "python"  # ready, then gone at its first batch
+    dies.write_text("#!/bin/sh\necho '{\"ready\": true, \"version\": \"0\"}'\n"
+                    "read line\necho 'killed by the OOM killer' >&2\nexit 3\n")
+    dies.chmod(0o755)
     out: dict = {}
-    assert _peer_generate(Gone(), [[1, 2]], 4, out) is None
-    assert out["vllm_cpu_error"] == "vLLM peer failed mid-run: vLLM peer exited (code -9): Killed"
+    with VllmPeer(str(dies), tmp_path, "float32", 1, max_model_len=64, max_num_seqs=2) as peer:
+        assert peer.version == "0"
+        assert _peer_generate(peer, [[1, 2]], 4, out) is None
+    assert out["vllm_cpu_error"] == ("vLLM peer failed mid-run: vLLM peer exited (code 3): "
+                                     "killed by the OOM killer")
