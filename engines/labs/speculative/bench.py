@@ -43,10 +43,6 @@ DEFAULT_PROMPTS = (
 DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
 
 
-ADAPTIVE_K_MAX = 8
-"""The adaptive row's K ceiling (`run speculative --k auto` chooses in 0..8 as well)."""
-
-
 def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int):
     """(plain s, prompt-lookup s) of transformers' `generate` over `prompts`, medians."""
 
@@ -69,18 +65,19 @@ def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int):
 def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int) -> dict:
     """The n-gram drafter with K chosen per step (a fresh `AdaptiveK` per prompt): its row,
     K "auto", the mean K chosen and how often it chose plain decoding (K = 0)."""
+    from inferlab.engines.labs.speculative.settings import AUTO_K_MAX
     from inferlab.engines.labs.speculative.sweep import measure_k
     from inferlab.engines.speculative.adaptive_k import AdaptiveK
 
     policies: list[AdaptiveK] = []
 
     def policy() -> AdaptiveK:
-        policies.append(AdaptiveK(k_max=ADAPTIVE_K_MAX, probe_k=2))
+        policies.append(AdaptiveK(k_max=AUTO_K_MAX, probe_k=2))
         return policies[-1]
 
-    row = measure_k(model, tok, "ngram", ADAPTIVE_K_MAX, ids, new_tokens,
+    row = measure_k(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens,
                     [t for t, _ in plain], plain[-1][1], repeats, k_policy=policy).to_dict()
-    chosen = [k for p in policies[1:] for k in p.chosen]  # [0] sized the decoder only
+    chosen = [k for p in policies for k in p.chosen]
     row.update(k="auto", theory_tokens_per_forward=None, predicted_speedup=None,
                k_chosen_mean=statistics.fmean(chosen) if chosen else 0.0,
                plain_step_frac=chosen.count(0) / len(chosen) if chosen else 0.0)
@@ -131,6 +128,7 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
     under each name: `grounded`, `open`). `model_name`: another `load_model` name (default
     SmolLM2; transformers only runs that)."""
     from inferlab.engines.labs.speculative.sweep import plain_decode
+    from inferlab.engines.model.llama import resolve_dtype
     from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
     before = torch.get_num_threads()
@@ -149,8 +147,7 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
             from inferlab.engines.model.bench import load_transformers_gguf
 
             try:
-                hf_model = load_transformers_gguf(
-                    smollm2_gguf_path(), torch.bfloat16 if dtype == "bf16" else torch.float32)
+                hf_model = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
             except ImportError as e:
                 out["transformers_error"] = f"transformers not installed: {e}"
         for name, group_ids in ids.items():

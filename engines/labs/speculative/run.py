@@ -12,6 +12,7 @@ import time
 from inferlab.engines.labs.speculative.section import speculative_section
 from inferlab.engines.labs.speculative.session import speculative_session
 from inferlab.engines.labs.speculative.settings import (
+    AUTO_K_MAX,
     SPECULATIVE_DEFAULTS,
     check_speculative_settings,
     speculative_defaults,
@@ -24,8 +25,6 @@ OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k", "tree_width":
            "max_tokens": "--max-tokens", "raw": "--raw", "seed": "--seed"}
 
 
-AUTO_K_MAX = 8
-"""`--k auto` chooses each step's K in 0..AUTO_K_MAX (engines.speculative.adaptive_k)."""
 
 
 def _k_option(text: str):

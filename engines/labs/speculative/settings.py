@@ -22,6 +22,9 @@ from inferlab.engines.settings import Setting, check_settings
 
 PROMPTS_FILE = "speculative_prompts.txt"
 MAX_K = 32
+AUTO_K_MAX = 8
+"""`--k auto` (and the bench's adaptive row) chooses each step's K in 0..AUTO_K_MAX
+(engines.speculative.adaptive_k)."""
 MAX_TREE_WIDTH = 8
 MAX_TOKENS = 1024
 STEPS_LIMIT = MAX_TOKENS  # a step emits at least one token

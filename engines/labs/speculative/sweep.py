@@ -63,15 +63,16 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
 
     if drafter is None:
         drafter = make_drafter(drafter_spec, model, tok, GREEDY, 0, model.config.max_position)
+    fresh = k_policy or (lambda: None)
     decoder = SpeculativeDecoder(model, drafter, k=k, tokenizer=tok, tree_width=tree_width,
-                                 k_policy=k_policy() if k_policy else None)
+                                 k_policy=fresh())  # the first prompt's policy
     spec_s, runs = [], []
-    for _ in range(max(1, repeats)):
+    for rep in range(max(1, repeats)):
         t0 = time.perf_counter()
         runs = []
-        for p in prompts:
-            if k_policy:
-                decoder.k_policy = k_policy()
+        for i, p in enumerate(prompts):
+            if rep or i:
+                decoder.k_policy = fresh()
             runs.append(decoder.generate(list(p), new_tokens))
         spec_s.append(time.perf_counter() - t0)
     equal = all(r.token_ids == ref for r, ref in zip(runs, refs, strict=True))
