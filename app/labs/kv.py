@@ -84,18 +84,13 @@ class KVLab(SteppedLab):
                 f"“{SCENARIOS[settings['scenario']].title}”…")
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.labs.kv.section import kv_lab_model
-        from inferlab.engines.labs.kv.session import KVLabSession
+        from inferlab.engines.labs.kv.section import kv_lab_model, kv_session
         from inferlab.engines.model.cache import resolve_model_name
 
         progress(0.05, f"loading {resolve_model_name(settings['model'])}")
         model, tokenizer = kv_lab_model(settings, device)
         progress(0.5, "tokenizing the scenario's requests")
-        return KVLabSession(model, tokenizer, settings["scenario"],
-                            block_size=settings["block_size"],
-                            n_blocks=settings["n_blocks"] or None,
-                            prefix_cache=settings.get("prefix_cache", "hash"),
-                            eviction_policy=settings.get("eviction_policy", "lru"))
+        return kv_session(settings, model, tokenizer)
 
     def header_of(self, session):
         return session.info, session.seq_infos()

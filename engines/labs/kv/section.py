@@ -128,20 +128,24 @@ def read_kv_section(sec: dict):
     return settings, info, seq_infos, records
 
 
+def kv_session(settings: dict, model, tokenizer):
+    """The KV lab's session on `model` for `settings` (the run's and the window's alike)."""
+    from inferlab.engines.labs.kv.session import KVLabSession
+
+    return KVLabSession(model, tokenizer, settings["scenario"],
+                        block_size=int(settings["block_size"]),
+                        n_blocks=int(settings["n_blocks"]) or None,
+                        prefix_cache=settings.get("prefix_cache", "hash"),
+                        eviction_policy=settings.get("eviction_policy", "lru"))
+
+
 def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
            on_step=None):
     """Run a KV lab scenario to its end headless: (KVLabSession, records).
 
     `on_step(record)` is called after each step (progress, trace spans).
     """
-    from inferlab.engines.labs.kv.session import KVLabSession
-
-    model, tokenizer = kv_lab_model(settings, device)
-    session = KVLabSession(model, tokenizer, settings["scenario"],
-                           block_size=int(settings["block_size"]),
-                           n_blocks=int(settings["n_blocks"]) or None,
-                           prefix_cache=settings.get("prefix_cache", "hash"),
-                           eviction_policy=settings.get("eviction_policy", "lru"))
+    session = kv_session(settings, *kv_lab_model(settings, device))
     records = []
     while not session.done and (max_steps is None or len(records) < max_steps):
         records.append(session.step())
