@@ -130,6 +130,9 @@ def test_board_run_errors_are_one_line(capsys, board_url, tmp_path):
     assert code == 2 and "missing.tflite" in err
 
 
+START_HANG_GUARD_S = 120.0
+
+
 @pytest.mark.slow  # a subprocess start-up
 def test_virtual_board_command_prints_its_pty_and_serves(capsys):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -137,8 +140,9 @@ def test_virtual_board_command_prints_its_pty_and_serves(capsys):
                              "stm32f411"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        ready, _, _ = select.select([proc.stdout], [], [], 20)
-        assert ready, "virtual-board printed nothing in 20 s"
+        # a hang guard, not a speed check: start-up under a loaded 2-core machine varies
+        ready, _, _ = select.select([proc.stdout], [], [], START_HANG_GUARD_S)
+        assert ready, f"virtual-board printed nothing in {START_HANG_GUARD_S:g} s"
         url = proc.stdout.readline().decode().strip()
         assert url.startswith("/dev/")
         code, out, _ = cli(capsys, "board", "info", "--port", url, "--json")
