@@ -44,7 +44,7 @@ class _Seq:
 
     __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id",
                  "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node",
-                 "radix_pos")
+                 "radix_pos", "table_version")
 
     def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
         self.blocks = blocks
@@ -60,6 +60,9 @@ class _Seq:
         self.n_inserted = n_cached_tokens
         self.radix_node = None
         self.radix_pos = 0  # the length of radix_node's path
+        # bumped when an entry of `blocks` is replaced or removed (appends leave it): what a
+        # persistent copy of the table (engines/kv/input_batch) checks before reusing it
+        self.table_version = 0
 
 
 class BlockManager:
@@ -341,6 +344,7 @@ class BlockManager:
                 if self.radix is not None:
                     self.radix.recheck((last,))
                 blocks[-1] = fresh
+                seq.table_version += 1
                 cows.append((last.block_id, fresh.block_id))
         tokens.extend(token_ids)
         pos = n_old
@@ -425,7 +429,9 @@ class BlockManager:
             if block.block_hash is not None and block.ref_count == 1:
                 pool.cache.evict(block)
         released = seq.blocks[keep:]
-        del seq.blocks[keep:]
+        if released:
+            del seq.blocks[keep:]
+            seq.table_version += 1
         for block in reversed(released):
             pool.release(block)
         if self.radix is not None:
@@ -747,6 +753,14 @@ class BlockManager:
             block_tables=tables,
             free_queue=np.array([b.block_id for b in free_blocks], dtype=np.int32),
         )
+
+    def table_state(self, seq_id: object) -> tuple[object, int, list]:
+        """(the sequence's record, its table version, its blocks) for a persistent copy of
+        the block table (engines/kv/input_batch): the record changes when the id is freed and
+        allocated again, the version when an entry is replaced or removed; the blocks are
+        the live list, to read, not to change."""
+        seq = self._seq(seq_id)
+        return seq, seq.table_version, seq.blocks
 
     def _seq(self, seq_id: object) -> _Seq:
         try:

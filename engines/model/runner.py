@@ -47,8 +47,9 @@ from collections.abc import Sequence
 
 import torch
 
-from inferlab.engines.kv.attention_metadata import AttentionMetadata, build_attention_metadata
+from inferlab.engines.kv.attention_metadata import AttentionMetadata
 from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.input_batch import InputBatch
 from inferlab.engines.model.llama import Llama
 
 
@@ -74,6 +75,8 @@ class ModelRunner:
                                    prefix_cache=prefix_cache,
                                    eviction_policy=eviction_policy)
         self.block_size = block_size
+        self.input_batch = InputBatch(self.blocks, model.device)
+        """The block tables kept as one tensor across steps (each step's metadata)."""
         self._n_computed: dict[object, int] = {}
         self.last_metadata: AttentionMetadata | None = None
         """The metadata of the latest step (for views of the batch and its block tables)."""
@@ -195,6 +198,7 @@ class ModelRunner:
 
     def free(self, seq_id: object) -> None:
         self.blocks.free(seq_id)
+        self.input_batch.release(seq_id)
         del self._n_computed[seq_id]
 
     def pending(self, seq_id: object) -> int:
@@ -244,8 +248,7 @@ class ModelRunner:
         for sid, start, n in zip(seq_ids, starts, query_lens, strict=True):
             tokens.extend(self.blocks.token_ids(sid)[start: start + n])
         device = self.model.device
-        meta = build_attention_metadata(self.blocks, seq_ids, query_lens, device,
-                                        query_starts=starts)
+        meta = self.input_batch.metadata(seq_ids, query_lens, query_starts=starts)
         index = _logits_index(query_lens, logits)
         ids = torch.tensor(tokens, dtype=torch.int64, device=device)
         out = self.model.forward(ids, meta, self.cache, logits_index=index)
