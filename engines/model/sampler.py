@@ -11,11 +11,12 @@ its target and draft with it too):
 
 A given seed gives the same draws every run.
 Logits holding NaN or +inf (a broken model or weights) are refused with a ValueError, in
-both modes: NaN never reaches `torch.multinomial`, and greedy never returns a NaN's index.
+both modes: NaN never reaches a draw, and greedy never returns a NaN's index.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -77,7 +78,12 @@ def filtered_probs(logits: torch.Tensor, temperature: float, top_k: int = 0,
                    top_p: float = 1.0) -> torch.Tensor:
     """The distribution to sample from, per row of `logits` [..., V]: fp32 on the CPU, rows
     summing to 1 (the formula in the module docstring). Temperature 0 gives the one-hot row of
-    the argmax (its limit). ValueError for NaN / +inf logits or a row that is all -inf."""
+    the argmax (its limit). ValueError for NaN / +inf logits or a row that is all -inf.
+
+    No row's vocabulary is sorted: the kept set is found from a partial selection
+    (`torch.topk`) of the most likely tokens, widened only when top-p's mass is not reached
+    within it, then the ties at the cut are resolved by position. The result is the stable
+    sort's, value for value; a whole batch of rows is filtered in one call."""
     check_logits(logits)
     x = logits.float().cpu()
     if temperature == 0:
@@ -89,22 +95,65 @@ def filtered_probs(logits: torch.Tensor, temperature: float, top_k: int = 0,
                               dim=-1).float()
     if not bool(torch.isfinite(probs).all()):
         raise ValueError("a logits row is -inf for every token: nothing to sample from")
-    if 0 < top_k < probs.shape[-1]:
-        # stable sort: among equal probabilities the lower token id is kept, every run alike
-        drop = probs.sort(dim=-1, descending=True, stable=True).indices[..., top_k:]
-        probs = probs.scatter(-1, drop, 0.0)
+    vocab = probs.shape[-1]
+    if 0 < top_k < vocab:
+        kth = probs.topk(top_k, dim=-1).values[..., -1:]
+        probs = probs.masked_fill(~_most_likely(probs, kth, top_k), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     if top_p < 1:
-        sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
-        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
-        sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)
-        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+        n_keep, cut = _top_p_cut(probs, top_p, min(vocab, top_k or vocab))
+        probs = probs.masked_fill(~_most_likely(probs, cut, n_keep), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
 
 
+TOP_P_CANDIDATES = 256
+"""Tokens `filtered_probs` first selects for top-p (doubled until the mass is reached)."""
+
+
+def _top_p_cut(probs: torch.Tensor, top_p: float, n_max: int
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(how many tokens top-p keeps, the probability of the last kept) per row [..., 1]: the
+    tokens, most likely first, whose more likely tokens hold less than top_p. At most n_max
+    tokens have probability above 0 (top-k ran first)."""
+    m = min(TOP_P_CANDIDATES, n_max)
+    while True:
+        values = probs.topk(m, dim=-1).values  # descending: the stable sort's first m values
+        before = values.cumsum(dim=-1) - values  # mass of strictly more likely tokens
+        keep = before < top_p
+        if m == n_max or not bool(keep[..., -1].any()):
+            n_keep = keep.sum(dim=-1, keepdim=True).clamp_min(1)
+            return n_keep, values.gather(-1, n_keep - 1)
+        m = min(2 * m, n_max)
+
+
+def _most_likely(probs: torch.Tensor, cut: torch.Tensor, n: int | torch.Tensor
+                 ) -> torch.Tensor:
+    """Bool mask of each row's n most likely tokens, where `cut` is the n-th largest
+    probability: every token above it and, of those equal to it, the lowest ids (a stable
+    sort's order)."""
+    above = probs > cut
+    at = probs == cut
+    room = n - above.sum(dim=-1, keepdim=True)
+    return above | (at & (at.cumsum(dim=-1) <= room))
+
+
+def draw(probs: torch.Tensor, uniforms: torch.Tensor) -> list[int]:
+    """One token per row of `probs` [n, V] by inverse CDF: the first token whose cumulative
+    mass passes u × the row's total (u in [0, 1), `uniforms` [n]), in float64. A token of
+    probability 0 is never drawn (u × total rounding up to the total picks the last token
+    above 0); a batch of rows is one cumsum and one search."""
+    cdf = probs.double().cumsum(dim=-1)
+    target = uniforms.double().unsqueeze(-1) * cdf[:, -1:]
+    picked = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+    last = probs.shape[-1] - 1 - (probs.flip(-1) > 0).to(torch.int8).argmax(dim=-1)
+    return torch.minimum(picked, last).tolist()
+
+
 class Sampler:
-    """Draws next tokens for a batch of logits rows; owns the seeded generator."""
+    """Draws next tokens for a batch of logits rows; owns the seeded generator (one uniform
+    per row drawn, so a request's draws do not depend on who shares its batch:
+    `sample_batch`)."""
 
     def __init__(self, params: SamplingParams = GREEDY) -> None:
         self.params = params
@@ -116,4 +165,33 @@ class Sampler:
         if p.greedy:
             return greedy_tokens(logits)
         probs = filtered_probs(logits, p.temperature, p.top_k, p.top_p)
-        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).tolist()
+        return draw(probs, self.uniforms(probs.shape[0]))
+
+    def uniforms(self, n: int) -> torch.Tensor:
+        """The next n uniforms in [0, 1) of this sampler's stream."""
+        return torch.rand(n, generator=self.generator, dtype=torch.float64)
+
+
+def sample_batch(logits: torch.Tensor, samplers: list[Sampler]) -> list[int]:
+    """One token per row of `logits` [n, vocab], row i by `samplers[i]`: the same tokens
+    each sampler would draw from its row alone, with the rows of equal sampling parameters
+    filtered and drawn together (one softmax, one selection, one search; greedy rows one
+    argmax)."""
+    if logits.shape[0] != len(samplers):
+        raise ValueError(f"{logits.shape[0]} logits rows for {len(samplers)} samplers")
+    out: list[int] = [0] * len(samplers)
+    groups: dict[SamplingParams, list[int]] = {}
+    for i, sampler in enumerate(samplers):
+        key = GREEDY if sampler.params.greedy else sampler.params
+        groups.setdefault(dataclasses.replace(key, seed=0), []).append(i)
+    for params, rows in groups.items():
+        sub = logits[rows]
+        if params.greedy:
+            tokens = greedy_tokens(sub)
+        else:
+            probs = filtered_probs(sub, params.temperature, params.top_k, params.top_p)
+            u = torch.cat([samplers[i].uniforms(1) for i in rows])
+            tokens = draw(probs, u)
+        for i, token in zip(rows, tokens, strict=True):
+            out[i] = token
+    return out

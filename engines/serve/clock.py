@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from inferlab.engines.hardware.presets import HardwarePreset
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.model.runner import ModelRunner
-from inferlab.engines.model.sampler import Sampler, greedy_tokens
+from inferlab.engines.model.sampler import Sampler, sample_batch
 from inferlab.engines.roofline import formulas
 from inferlab.engines.roofline.costs import (
     OpCost,
@@ -67,14 +67,11 @@ class ModelExecutor:
             logits = self.runner.forward(chunks)
             t1 = time.perf_counter()
             row = {sid: i for i, (sid, _, _) in enumerate(chunks)}
-            greedy = [sid for sid in out.sample_ids if seqs[sid].request.sampling.greedy]
-            if greedy:  # one argmax over their rows, not one call per sequence
-                tokens = greedy_tokens(logits[[row[sid] for sid in greedy]])
-                sampled.update(zip(greedy, tokens, strict=True))
-            for sid in out.sample_ids:
-                if sid not in sampled:
-                    i = row[sid]
-                    sampled[sid] = self._sampler(seqs[sid])(logits[i: i + 1])[0]
+            ids = list(out.sample_ids)
+            if ids:  # the batch's rows at once: greedy one argmax, each sampling group one draw
+                tokens = sample_batch(logits[[row[sid] for sid in ids]],
+                                      [self._sampler(seqs[sid]) for sid in ids])
+                sampled.update(zip(ids, tokens, strict=True))
         return sampled, t1 - t0, time.perf_counter() - t1
 
     def _sampler(self, seq: Sequence) -> Sampler:

@@ -1,12 +1,23 @@
-"""The sampler never hands NaN to torch.multinomial: bad logits and temperatures are refused."""
+"""The sampler: bad logits and temperatures are refused before any draw; its filtering is the
+stable sort's, value for value; its draws follow the filtered distribution; a batch of
+requests draws what each would draw alone."""
 
 import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inferlab.engines.model.generate import generate
-from inferlab.engines.model.sampler import Sampler, SamplingParams
+from inferlab.engines.model.sampler import (
+    TOP_P_CANDIDATES,
+    Sampler,
+    SamplingParams,
+    draw,
+    filtered_probs,
+    sample_batch,
+)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
@@ -61,29 +72,81 @@ def test_generate_accepts_numpy_and_tensor_ids(tiny):
     assert a == b and a[0].prompt_token_ids == (1, 2, 3)
 
 
-def _inline_top_p_draws(logits, temperature, top_p, seed):
-    """The Sampler's draws before filtered_probs existed (its inline filtering, kept here as
-    the reference): softmax(x / T), the top-p mask, multinomial on the unnormalised rest."""
+def _sorted_filter(logits, temperature, top_k, top_p):
+    """The filter written with a full stable sort (the definition in the module docstring),
+    the reference the partial selection must equal."""
     probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if 0 < top_k < probs.shape[-1]:
+        drop = probs.sort(dim=-1, descending=True, stable=True).indices[..., top_k:]
+        probs = probs.scatter(-1, drop, 0.0)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
     if top_p < 1:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
+        sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
         before = sorted_p.cumsum(dim=-1) - sorted_p
         sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**31), vocab=st.sampled_from([3, 17, 300, 1000]),
+       levels=st.sampled_from([0, 3, 8]), temperature=st.sampled_from([0.3, 1.0, 2.5]),
+       top_k=st.sampled_from([0, 1, 2, 40, 299]), top_p=st.sampled_from([1.0, 0.5, 0.9, 0.99]))
+def test_filtering_equals_the_stable_sorts(seed, vocab, levels, temperature, top_k, top_p):
     gen = torch.Generator().manual_seed(seed)
-    return torch.multinomial(probs, 1, generator=gen).squeeze(-1).tolist()
+    logits = torch.randn(6, vocab, generator=gen) * 3
+    if levels:  # few distinct values: many ties, at the cut too
+        logits = torch.randint(0, levels, (6, vocab), generator=gen).float()
+    got = filtered_probs(logits, temperature, top_k, top_p)
+    assert torch.equal(got, _sorted_filter(logits, temperature, top_k, top_p))
 
 
-@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9), (1.3, 0.5)])
-def test_top_k_zero_draws_what_the_inline_filter_drew(temperature, top_p):
-    logits = torch.randn(2000, 100, generator=torch.Generator().manual_seed(3)) * 3
-    ours = Sampler(SamplingParams(temperature, top_p, seed=5))(logits)
-    assert ours == _inline_top_p_draws(logits, temperature, top_p, 5)
+def test_top_p_past_the_first_candidates_widens_the_selection():
+    # a flat row: top-p 0.9 keeps 90 % of 3,000 tokens, far past the first 256 selected
+    logits = torch.zeros(2, 3000)
+    logits[1, 7] = 1.0
+    got = filtered_probs(logits, 1.0, 0, 0.9)
+    assert TOP_P_CANDIDATES < int((got[0] > 0).sum()) < 3000
+    assert torch.equal(got, _sorted_filter(logits, 1.0, 0, 0.9))
+
+
+def test_draws_follow_the_filtered_distribution():
+    # chi-square of 40,000 seeded draws over 6 tokens (top-k 5 zeroes one): a fixed seed, so
+    # the statistic is one number; 30 is far past the 0.999 quantile of chi2(4), 18.5
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
+    probs = filtered_probs(logits, 1.0, top_k=5)[0]
+    draws = Sampler(SamplingParams(1.0, seed=11, top_k=5))(logits.expand(40_000, 6))
+    counts = torch.bincount(torch.tensor(draws), minlength=6).double()
+    assert counts[5] == 0
+    expected = probs[:5].double() * 40_000
+    assert float(((counts[:5] - expected) ** 2 / expected).sum()) < 30
+
+
+def test_a_zero_probability_token_is_never_drawn_even_at_the_edges():
+    probs = torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    for u in (0.0, 0.5, 1 - 2**-53):
+        got = draw(probs, torch.tensor([u, u], dtype=torch.float64))
+        assert got[0] in (1, 2) and got[1] == 2
+
+
+def test_a_batch_draws_what_each_request_draws_alone():
+    logits = torch.randn(7, 500, generator=torch.Generator().manual_seed(4)) * 2
+    params = [SamplingParams(0.8, 0.9, seed=i, top_k=50 if i % 2 else 0) for i in range(5)]
+    params += [SamplingParams(), SamplingParams(1.2, seed=3)]
+    alone = [Sampler(p)(logits[i: i + 1])[0] for i, p in enumerate(params)]
+    batch = [Sampler(p) for p in params]
+    assert sample_batch(logits, batch) == alone
+    # the next draws too: each sampler's stream moved on by one row, as alone
+    again = [Sampler(p) for p in params]
+    firsts = [s(logits[i: i + 1])[0] for i, s in enumerate(again)]
+    assert firsts == alone
+    assert sample_batch(logits, batch) == [s(logits[i: i + 1])[0] for i, s in enumerate(again)]
+    with pytest.raises(ValueError, match="7 logits rows for 2 samplers"):
+        sample_batch(logits, batch[:2])
 
 
 def test_top_k_keeps_the_k_most_likely_tokens():
-    from inferlab.engines.model.sampler import filtered_probs
-
     logits = torch.tensor([[0.5, 0.2, 0.2, 0.1]]).log()
     assert filtered_probs(logits, 1.0, top_k=2)[0].tolist() == pytest.approx([5 / 7, 2 / 7, 0, 0])
     assert filtered_probs(logits, 1.0, top_k=3, top_p=0.7)[0].tolist() == pytest.approx(

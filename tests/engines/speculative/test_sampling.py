@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from inferlab.engines.model.sampler import Sampler, SamplingParams
+from inferlab.engines.model.sampler import Sampler, SamplingParams, draw
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings, filtered_probs
 
@@ -41,12 +41,13 @@ def test_rows_are_filtered_independently_and_sum_to_one():
 
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9), (1.5, 0.5)])
 def test_the_model_samplers_draws_come_from_this_distribution(temperature, top_p):
-    # engines/model's Sampler filters inline; with the same generator state, drawing from
+    # engines/model's Sampler draws from this distribution: with its uniforms, drawing from
     # filtered_probs picks the same tokens
     logits = torch.randn(64, 50, generator=torch.Generator().manual_seed(1)) * 2
-    ours = torch.multinomial(filtered_probs(logits, SamplingSettings(temperature, 0, top_p)), 1,
-                             generator=torch.Generator().manual_seed(9))[:, 0].tolist()
-    assert Sampler(SamplingParams(temperature, top_p, seed=9))(logits) == ours
+    sampler = Sampler(SamplingParams(temperature, top_p, seed=9))
+    u = Sampler(SamplingParams(temperature, top_p, seed=9)).uniforms(64)
+    ours = draw(filtered_probs(logits, SamplingSettings(temperature, 0, top_p)), u)
+    assert sampler(logits) == ours
 
 
 def test_a_tiny_temperature_is_the_argmax():
