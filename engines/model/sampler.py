@@ -89,11 +89,11 @@ def filtered_probs(logits: torch.Tensor, temperature: float, top_k: int = 0,
     if temperature == 0:
         return torch.zeros_like(x).scatter_(-1, x.argmax(dim=-1, keepdim=True), 1.0)
     probs = torch.softmax(x / temperature, dim=-1)
-    if not bool(torch.isfinite(probs).all()):  # x / T overflowed: a tiny temperature
+    if not _finite_rows(probs):  # x / T overflowed: a tiny temperature
         xd = x.double()
         probs = torch.softmax((xd - xd.max(dim=-1, keepdim=True).values) / temperature,
                               dim=-1).float()
-    if not bool(torch.isfinite(probs).all()):
+    if not _finite_rows(probs):
         raise ValueError("a logits row is -inf for every token: nothing to sample from")
     vocab = probs.shape[-1]
     if 0 < top_k < vocab:
@@ -105,6 +105,12 @@ def filtered_probs(logits: torch.Tensor, temperature: float, top_k: int = 0,
         probs = probs.masked_fill(~_most_likely(probs, cut, n_keep), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
+
+
+def _finite_rows(probs: torch.Tensor) -> bool:
+    """No NaN or inf in `probs` (entries in [0, 1] otherwise): one entry's NaN makes its
+    row's sum NaN, so the row sums say it at a fraction of an elementwise check's cost."""
+    return bool(torch.isfinite(probs.sum(dim=-1)).all())
 
 
 TOP_P_CANDIDATES = 256
@@ -132,22 +138,46 @@ def _most_likely(probs: torch.Tensor, cut: torch.Tensor, n: int | torch.Tensor
     """Bool mask of each row's n most likely tokens, where `cut` is the n-th largest
     probability: every token above it and, of those equal to it, the lowest ids (a stable
     sort's order)."""
+    keep = probs >= cut
+    if bool((keep.sum(dim=-1, keepdim=True) <= n).all()):  # the ties at the cut all fit
+        return keep
     above = probs > cut
-    at = probs == cut
+    at = keep & ~above
     room = n - above.sum(dim=-1, keepdim=True)
     return above | (at & (at.cumsum(dim=-1) <= room))
 
 
+DRAW_CHUNK = 1024
+"""Tokens per chunk of `draw`'s two-level search."""
+
+
 def draw(probs: torch.Tensor, uniforms: torch.Tensor) -> list[int]:
     """One token per row of `probs` [n, V] by inverse CDF: the first token whose cumulative
-    mass passes u × the row's total (u in [0, 1), `uniforms` [n]), in float64. A token of
-    probability 0 is never drawn (u × total rounding up to the total picks the last token
-    above 0); a batch of rows is one cumsum and one search."""
-    cdf = probs.double().cumsum(dim=-1)
-    target = uniforms.double().unsqueeze(-1) * cdf[:, -1:]
-    picked = torch.searchsorted(cdf, target, right=True).squeeze(-1)
-    last = probs.shape[-1] - 1 - (probs.flip(-1) > 0).to(torch.int8).argmax(dim=-1)
-    return torch.minimum(picked, last).tolist()
+    mass passes u × the row's total (u in [0, 1), `uniforms` [n]), in float64. Two levels, so
+    that a batch never builds a float64 CDF of its whole vocabulary: the chunk of DRAW_CHUNK
+    tokens the target falls in, from the chunks' masses, then the token within it. A token of
+    probability 0 is never drawn (a target that rounding puts past the last mass picks the
+    last token above 0)."""
+    n, vocab = probs.shape
+    pad = -vocab % DRAW_CHUNK
+    chunks = torch.nn.functional.pad(probs, (0, pad)) if pad else probs
+    chunks = chunks.reshape(n, -1, DRAW_CHUNK)
+    chunk_cdf = chunks.sum(dim=-1, dtype=torch.float64).cumsum(dim=-1)  # [n, chunks]
+    target = uniforms.double().unsqueeze(-1) * chunk_cdf[:, -1:]
+    k = torch.minimum(torch.searchsorted(chunk_cdf, target, right=True).squeeze(-1),
+                      _last_positive(chunk_cdf.diff(dim=-1, prepend=chunk_cdf[:, :1] * 0)))
+    rows = torch.arange(n)
+    below = torch.where(k > 0, chunk_cdf[rows, (k - 1).clamp_min(0)], 0.0)
+    inside = chunks[rows, k]  # [n, DRAW_CHUNK]
+    within = torch.searchsorted(inside.double().cumsum(dim=-1),
+                                (target.squeeze(-1) - below).unsqueeze(-1), right=True)
+    j = torch.minimum(within.squeeze(-1), _last_positive(inside))
+    return (k * DRAW_CHUNK + j).tolist()
+
+
+def _last_positive(x: torch.Tensor) -> torch.Tensor:
+    """Index of each row's last entry above 0 (rows hold at least one)."""
+    return x.shape[-1] - 1 - (x.flip(-1) > 0).to(torch.int8).argmax(dim=-1)
 
 
 class Sampler:
