@@ -16,7 +16,10 @@ layer is built) and measured in turn within each repeat, the median reported:
     int4_decode_vs_llama_cpp  that INT4 decode / llama.cpp's (llama-cpp-python) on the
                               shipped GGUF as stored (Q4_1, Q8_0 embedding), same threads
     kv_int8_decode_vs_fp32_kv decode on an INT8 KV cache / on the fp32 one, native, after a
-                              prompt of KV_CONTEXT_REPEATS times the default one
+                              prompt of KV_CONTEXT_TOKENS (the default one repeated)
+    input_batch_speedup,      a 32-sequence step's host side: the persistent input batch
+    batched_sampling_speedup  against rebuilt metadata, batched sampling against one call
+                              per request (app/benches/host.py)
 
 The JSON names the CPU's SIMD flags and the build that ran (`kernels.describe()`).
 """
@@ -27,13 +30,15 @@ import statistics
 
 import torch
 
+from inferlab.app.benches.host import host_step_figures
 from inferlab.engines import kernels
 from inferlab.engines.hardware.timing import median_call_s
 
 VERIFY_CONTEXT_TOKENS = 64
-KV_CONTEXT_REPEATS = 8
-"""The KV-dtype pair decodes after the default prompt repeated this often (~250 tokens of
-SmolLM2's chat template): long enough that attention reads a real cache."""
+KV_CONTEXT_TOKENS = 2048
+"""The KV-dtype pair decodes after the default prompt repeated to this many tokens (or the
+model's context less the new tokens): at ~250 tokens SmolLM2's K/V is 2 % of the bytes a
+token reads and any KV dtype decodes alike; at 2,048 it is 15 %."""
 ROW_COUNTS = (1, 5, 9, 16)
 
 
@@ -154,7 +159,10 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
             "linears": _linear_table(models, repeats=5),
             "samples": {"verify_cost_ratio_k4": verify, "decode_tokens_per_s": decode},
         }
-        out.update(_variant_figures(med, prompt_ids))
+        long_ids = long_prompt(prompt_ids, m.config.max_position, new_tokens)
+        med.update(kv_dtype_rates(m, long_ids, new_tokens, repeats))
+        out.update(_variant_figures(med, long_ids))
+        out.update(host_step_figures(vocab=m.config.vocab_size))
         if tf_error:
             out["transformers_error"] = tf_error
         if llama_error:
@@ -174,11 +182,16 @@ def _transformers_runner(model: str, dtype: str, ids: list[int]):
     return transformers_runner(smollm2_gguf_path(), ids, resolve_dtype(dtype))
 
 
+def long_prompt(prompt_ids: list[int], max_position: int, new_tokens: int) -> list[int]:
+    """The default prompt repeated to KV_CONTEXT_TOKENS tokens, or to what leaves room for
+    `new_tokens` (and the warm-up's) in a context of `max_position`."""
+    n = min(KV_CONTEXT_TOKENS, max_position - 2 * new_tokens - 8)
+    return (prompt_ids * (n // len(prompt_ids) + 1))[:n]
+
+
 def _variant_runners(native, prompt_ids: list[int]) -> dict:
-    """The native model's INT4 twin (fp32 models: its kernels' domain) on the same prompt,
-    and the fp32-KV / INT8-KV pair after a longer one."""
+    """The native model's INT4 twin (fp32 models: its kernels' domain) on the same prompt."""
     from inferlab.engines.model.bench import generate_runner
-    from inferlab.engines.quant.kv_quant import kv_quantized
     from inferlab.engines.quant.lowbit_linear import lowbit_model
 
     runs = {}
@@ -186,14 +199,45 @@ def _variant_runners(native, prompt_ids: list[int]) -> dict:
         with kernels.use("native"):
             runs["int4"] = generate_runner(lowbit_model(native, bits=4, group_size=128,
                                                         lm_head_bits=8), prompt_ids)
-    long_ids = prompt_ids * KV_CONTEXT_REPEATS
-    runs["fp32_kv_long"] = generate_runner(native, long_ids)
-    runs["int8_kv_long"] = generate_runner(kv_quantized(native, "int8"), long_ids)
     return runs
 
 
-def _variant_figures(med: dict, prompt_ids: list[int]) -> dict:
-    out = {"kv_context_tokens": len(prompt_ids) * KV_CONTEXT_REPEATS,
+def kv_dtype_rates(native, long_ids: list[int], new_tokens: int, repeats: int
+                   ) -> dict[str, float]:
+    """Median decode tok/s after `long_ids` on the fp32-KV model and its INT8-KV twin, in
+    turn each repeat. The prompt is prefilled once per sample, untimed: at 2,048 tokens its
+    time would swamp a difference of two whole `generate` calls."""
+    from inferlab.engines.quant.kv_quant import kv_quantized
+
+    models = {"fp32_kv_long": native, "int8_kv_long": kv_quantized(native, "int8")}
+    samples: dict[str, list[float]] = {name: [] for name in models}
+    for i in range(repeats + 1):  # the first round warms up
+        for name, model in models.items():
+            rate = decode_after_prefill_rate(model, long_ids, new_tokens)
+            if i:
+                samples[name].append(rate)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def decode_after_prefill_rate(model, ids: list[int], new_tokens: int) -> float:
+    """Greedy decode tok/s of `new_tokens` steps after prefilling `ids` (not timed)."""
+    import time
+
+    from inferlab.engines.model.runner import ModelRunner
+
+    runner = ModelRunner(model, max_tokens=len(ids) + new_tokens + 1,
+                         enable_prefix_caching=False)
+    runner.add(0, ids)
+    token = int(runner.step([0])[0].argmax())
+    t0 = time.perf_counter()
+    for _ in range(new_tokens):
+        runner.append(0, token)
+        token = int(runner.step([0])[0].argmax())
+    return new_tokens / (time.perf_counter() - t0)
+
+
+def _variant_figures(med: dict, long_ids: list[int]) -> dict:
+    out = {"kv_context_tokens": len(long_ids),
            "kv_int8_decode_tokens_per_s": med["int8_kv_long"],
            "kv_fp32_decode_tokens_per_s": med["fp32_kv_long"],
            "kv_int8_decode_vs_fp32_kv": med["int8_kv_long"] / med["fp32_kv_long"]}
