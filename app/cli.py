@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "bench",
     "screenshot",
     "snapshot",
+    "compare",
     "mcu",
     "board",
     "virtual_board",

@@ -1,0 +1,62 @@
+"""`inferlab compare A.json B.json`: two snapshots' figures side by side (A, B, B − A, B / A,
+the figures that moved most first), the settings and host facts that differ; `--fail-if
+'FIGURE < BOUND'` exits 1 when B / A of that figure falls past the bound."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compare", help="compare two snapshots: figures, settings, host facts")
+    p.add_argument("a", help="snapshot A (.json)")
+    p.add_argument("b", help="snapshot B (.json)")
+    p.add_argument("--fail-if", action="append", default=[], metavar="'FIGURE < BOUND'",
+                   help="exit 1 when B / A of FIGURE (or LAB:FIGURE) is below (<, <=) or "
+                        "above (>, >=) BOUND; may be given more than once")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from inferlab.app.cli import print_json
+    from inferlab.engines.trace.compare import compare_snapshots, failed_bounds, parse_bound
+    from inferlab.engines.trace.snapshot import read_snapshot
+
+    bounds = [parse_bound(text) for text in args.fail_if]  # a bad bound: before any read
+    comparison = compare_snapshots(read_snapshot(args.a), read_snapshot(args.b))
+    failures = failed_bounds(comparison, bounds)
+    if args.json:
+        print_json({**comparison.to_dict(), "failed": failures})
+    else:
+        print(format_comparison(comparison))
+    for message in failures:
+        print(f"inferlab compare: failed: {message}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def format_comparison(comparison) -> str:
+    """The comparison as text: the differences that make runs incomparable first."""
+    lines = []
+    if comparison.host:
+        lines.append("host facts that differ:")
+        lines += [f"  {d.name}: {d.a!r} -> {d.b!r}" for d in comparison.host]
+    if comparison.settings:
+        lines.append("settings that differ:")
+        lines += [f"  {d.where}: {d.name}: {d.a!r} -> {d.b!r}" for d in comparison.settings]
+    for side, labs in (("A", comparison.only_in_a), ("B", comparison.only_in_b)):
+        if labs:
+            lines.append(f"only in {side}: {', '.join(labs)}")
+    if not comparison.labs:
+        lines.append("no lab is in both snapshots: no figure to compare")
+        return "\n".join(lines)
+    width = max(len(f"{r.lab}:{r.figure}") for r in comparison.rows) if comparison.rows else 6
+    lines.append(f"{'figure':<{width}}  {'A':>12}  {'B':>12}  {'B - A':>12}  {'B / A':>8}")
+    for r in comparison.rows:
+        lines.append(f"{r.lab + ':' + r.figure:<{width}}  {_num(r.a):>12}  {_num(r.b):>12}  "
+                     f"{_num(r.b_minus_a):>12}  {_num(r.b_over_a, '.4f'):>8}")
+    return "\n".join(lines)
+
+
+def _num(value, spec: str = ".6g") -> str:
+    return "-" if value is None else format(value, spec)
