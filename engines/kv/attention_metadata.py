@@ -78,14 +78,8 @@ def build_attention_metadata(
         raise ValueError("one query start per sequence")
     positions, slots, ctx = [], [], []
     for i, (seq_id, n_q) in enumerate(zip(seq_ids, query_lens, strict=True)):
-        n_reserved = manager.num_tokens(seq_id)
-        start = n_reserved - n_q if query_starts is None else int(query_starts[i])
-        n_ctx = start + n_q
-        if not (n_q >= 1 and start >= 0 and n_ctx <= n_reserved):
-            raise ValueError(
-                f"sequence {seq_id!r} has {n_reserved} reserved tokens; cannot run {n_q} of "
-                f"them from position {start}"
-            )
+        start, n_ctx = query_span(manager, seq_id, n_q,
+                                  None if query_starts is None else query_starts[i])
         pos = torch.arange(start, n_ctx, dtype=torch.int64)
         positions.append(pos)
         slots.append(manager.slot_mapping(seq_id, pos))
@@ -108,6 +102,19 @@ def build_attention_metadata(
         context_lens=put(torch.tensor(ctx, dtype=torch.int32)),
         block_tables=manager.block_table_tensor(seq_ids, device=device),
     )
+
+
+def query_span(manager: BlockManager, seq_id: object, n_q: int, start: int | None
+               ) -> tuple[int, int]:
+    """(first position, context after the step) of running `n_q` reserved tokens of
+    `seq_id` from `start` (None: its last n_q); ValueError when they are not reserved."""
+    n_reserved = manager.num_tokens(seq_id)
+    start = n_reserved - n_q if start is None else int(start)
+    n_ctx = start + n_q
+    if not (n_q >= 1 and start >= 0 and n_ctx <= n_reserved):
+        raise ValueError(f"sequence {seq_id!r} has {n_reserved} reserved tokens; cannot run "
+                         f"{n_q} of them from position {start}")
+    return start, n_ctx
 
 
 class PagedAttention:

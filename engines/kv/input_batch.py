@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
-from inferlab.engines.kv.attention_metadata import AttentionMetadata
+from inferlab.engines.kv.attention_metadata import AttentionMetadata, query_span
 from inferlab.engines.kv.block_manager import BlockManager
 
 _MIN_ROWS = 8
@@ -55,14 +55,8 @@ class InputBatch:
             raise ValueError("one query start per sequence")
         rows, starts, ctx, n_blocks = [], [], [], []
         for i, (seq_id, n_q) in enumerate(zip(seq_ids, query_lens, strict=True)):
-            n_reserved = self.manager.num_tokens(seq_id)
-            start = n_reserved - n_q if query_starts is None else int(query_starts[i])
-            n_ctx = start + n_q
-            if not (n_q >= 1 and start >= 0 and n_ctx <= n_reserved):
-                raise ValueError(
-                    f"sequence {seq_id!r} has {n_reserved} reserved tokens; cannot run {n_q} "
-                    f"of them from position {start}"
-                )
+            start, n_ctx = query_span(self.manager, seq_id, n_q,
+                                      None if query_starts is None else query_starts[i])
             row, n = self._sync(seq_id)
             rows.append(row)
             starts.append(start)
