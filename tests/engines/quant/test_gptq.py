@@ -85,16 +85,22 @@ def test_the_inverse_hessian_factor():
 
 
 def test_gptq_lowers_the_tiny_models_perplexity_against_rtn(tiny):
+    # Two draws of calibration and held-out text: the share of RTN's perplexity increase GPTQ
+    # recovers on 4 texts of the tiny model ranges 0.08-0.30 from one draw to the next
+    # (measured over 8), so the share is held on the mean of two
     model, _ = tiny
-    calibration = sampled_text(model, seed=1, n=8, length=128)
-    held_out = sampled_text(model, seed=2, n=4, length=256)
-    fp32 = mean_perplexity(model, held_out)
-    rtn = mean_perplexity(quantize_model(
-        model, partial(quantize_groups, bits=3, group_size=32)).model, held_out)
-    qm = gptq_model(model, calibration, bits=3, group_size=32)
-    gptq = mean_perplexity(qm.model, held_out)
-    assert fp32 < gptq < rtn
-    assert (rtn - gptq) / (rtn - fp32) > 0.1  # ~30% of RTN's increase recovered
+    recovered = []
+    for draw in (0, 1):
+        calibration = sampled_text(model, seed=1 + 10 * draw, n=8, length=128)
+        held_out = sampled_text(model, seed=2 + 10 * draw, n=4, length=256)
+        fp32 = mean_perplexity(model, held_out)
+        rtn = mean_perplexity(quantize_model(
+            model, partial(quantize_groups, bits=3, group_size=32)).model, held_out)
+        qm = gptq_model(model, calibration, bits=3, group_size=32)
+        gptq = mean_perplexity(qm.model, held_out)
+        assert fp32 < gptq < rtn
+        recovered.append((rtn - gptq) / (rtn - fp32))
+    assert sum(recovered) / len(recovered) > 0.1  # ~18 % recovered on these two draws
     assert qm.scheme == "gptq-int3-g32" and len(qm.linears) == 8
     assert all(math.isfinite(r.error.sqnr_db) for r in qm.linears)
 
