@@ -21,7 +21,8 @@ made at the first such call (so a model that only ever decodes one token never h
 or `F.linear` where oneDNN does not run. Measured on SmolLM2's shapes, 2 threads, AMD EPYC
 with AVX-512: oneDNN's packed fp32 GEMM runs 2.2-2.7x faster than `F.linear` (MKL) at 256 to
 2,048 rows (~430 against ~185 GFLOP/s) and 1.1-1.6x faster than the skinny kernel from 4-5
-rows on; the kernel wins at 1-3 rows (1.0-1.4x: no packing overhead per call).
+rows on; the kernel wins at 1-3 rows (1.0-1.4x: no packing overhead per call). On an
+AVX2-only EPYC the kernel wins up to 16 rows (`ONEDNN_FROM_ROWS`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ from inferlab.engines.kernels.skinny import BoundSkinny, max_rows, skinny_linear
 LAYOUTS = ("linear", "transposed", "onednn", "native")
 
 
-ONEDNN_FROM_ROWS = 4
-"""From this many input rows the native layout's fp32 products run oneDNN's packed GEMM
-instead of the skinny kernel (the crossover measured above)."""
+ONEDNN_FROM_ROWS = {"avx512": 4, "avx2": 17, "portable": 4}
+"""Per native build (engines.kernels.library's ISA): from this many input rows the native
+layout's fp32 products run oneDNN's packed GEMM instead of the skinny kernel (the crossovers
+measured above; on the AVX2-only EPYC, weights streamed from memory, the kernel runs 1.1-2.0x
+oneDNN at every SmolLM2 shape up to 16 rows on 1 and 2 threads, even with lm_head at 16; the
+portable build is not measured and keeps oneDNN from 4)."""
 
 
 def _onednn_runs(dtype: torch.dtype) -> bool:
@@ -64,7 +68,8 @@ def onednn_available(dtype: torch.dtype) -> bool:
 def native_rows(dtype: torch.dtype) -> int:
     """The most input rows the native layout gives the skinny kernel; more go to oneDNN."""
     if dtype == torch.float32 and onednn_available(dtype):
-        return ONEDNN_FROM_ROWS - 1
+        lib = library()
+        return min(ONEDNN_FROM_ROWS.get(lib.isa if lib else "", 4) - 1, max_rows(dtype))
     return max_rows(dtype)
 
 
