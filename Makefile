@@ -20,6 +20,8 @@ SYS_PKGS += make gcc libc6-dev qemu-system-arm gcc-arm-none-eabi libnewlib-arm-n
 SYS_PKGS += g++ cmake
 # The desktop entry's and AppStream metainfo's validators (tests/test_desktop_files.py).
 SYS_PKGS += desktop-file-utils appstream
+# A real browser that opens `inferlab report`'s page (tests/app/test_report.py).
+SYS_PKGS += chromium-headless-shell
 # `make bundle`: PyInstaller (into $(VENV)) builds the one-folder app dist/inferlab from
 # packaging/inferlab.spec, again only when a source, the spec or the set-up changed.
 PYINSTALLER_SPEC ?= pyinstaller==6.22.3

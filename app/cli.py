@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "screenshot",
     "snapshot",
     "compare",
+    "report",
     "mcu",
     "board",
     "virtual_board",

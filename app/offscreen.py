@@ -77,3 +77,29 @@ def render_lab(lab_id: str, out: str | Path, snapshot: str | Path | None = None,
         return export_widget(window, out)
     finally:
         window.close()
+
+
+def render_snapshot_labs(snapshot: str | Path, lab_ids, size=(1280, 800),
+                         timeout_s: float = 120.0) -> dict[str, bytes]:
+    """PNG bytes of each lab's page as the window shows `snapshot` read-only, one window
+    for all of them (the report's images). A lab the registry does not know is left out."""
+    from inferlab.app.export import export_widget
+    from inferlab.app.labs.registry import LABS
+
+    known = {spec.id: spec for spec in LABS}
+    out: dict[str, bytes] = {}
+    _app, window = make_window(size)
+    try:
+        window.open_snapshot(snapshot)
+        with tempfile.TemporaryDirectory(prefix="inferlab-report-") as folder:
+            for lab_id in lab_ids:
+                if lab_id not in known:
+                    continue
+                window.show_lab(lab_id)
+                process_events_for(known[lab_id].screenshot_settle_s)
+                process_events_for(timeout_s, until=lambda: not window.context.running_tasks())
+                path = export_widget(window, Path(folder) / f"{lab_id}.png")
+                out[lab_id] = path.read_bytes()
+    finally:
+        window.close()
+    return out

@@ -1,0 +1,55 @@
+"""`inferlab report SNAPSHOT [--compare B] --out r.html`: one self-contained HTML file (the
+labs' pages as embedded PNGs, their figures and settings, the host facts; with --compare the
+comparison's tables and both runs' pages) that opens in any browser without InferLab."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="write a snapshot (or two compared) as one HTML file")
+    p.add_argument("snapshot", help="the snapshot (.json)")
+    p.add_argument("--compare", metavar="B", help="a second snapshot: compare it against the first")
+    p.add_argument("--out", required=True, help="output .html file")
+    p.add_argument("--no-images", action="store_true",
+                   help="tables only: no offscreen render of the labs' pages")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from inferlab.app.report import build_report
+    from inferlab.engines.trace.atomic import atomic_write_text
+    from inferlab.engines.trace.compare import compare_snapshots
+    from inferlab.engines.trace.snapshot import read_snapshot
+
+    out = Path(args.out)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--out {out.name!r}: the report is HTML; name it .html")
+    a = read_snapshot(args.snapshot)
+    b = read_snapshot(args.compare) if args.compare else None
+    images_a = images_b = None
+    notes: list[str] = []
+    if not args.no_images:
+        images_a = _images(args.snapshot, list(a.labs), notes)
+        if b is not None:
+            images_b = _images(args.compare, list(b.labs), notes)
+    comparison = compare_snapshots(a, b) if b is not None else None
+    page = build_report(a, Path(args.snapshot).name, images_a, b,
+                        Path(args.compare).name if args.compare else "", images_b, comparison,
+                        notes)
+    atomic_write_text(out, [page])
+    print(out)
+    return 0
+
+
+def _images(path: str, lab_ids: list[str], notes: list[str]) -> dict[str, bytes]:
+    """The labs' pages as the window replays `path`; a snapshot the window cannot open gets
+    none, and a note saying why (its figures and settings still make the report)."""
+    from inferlab.app.offscreen import render_snapshot_labs
+
+    try:
+        return render_snapshot_labs(path, lab_ids)
+    except ValueError as exc:
+        notes.append(f"{Path(path).name}: the labs' pages could not be drawn ({exc})")
+        return {}
