@@ -10,6 +10,8 @@ layer is built) and measured in turn within each repeat, the median reported:
     decode_bandwidth_fraction (weight bytes + KV bytes read per token) / time per token,
                               over `dst.copy_(src)`'s bandwidth (read + write) at the same
                               thread count: 1.0 is the memory's own rate
+    decode_read_bandwidth_fraction  the same over a read-only stream's rate (`src.sum()`),
+                              which some machines run below the copy rate
     linears                   each SmolLM2 linear shape, 1/5/9/16 rows: µs per call and the
                               ratio to one row, torch's best layout against the kernel
     int4_decode_vs_fp32       INT4-g128 (lm_head INT8) decode / fp32 decode, both native
@@ -95,7 +97,10 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
                       llama_cpp: bool = True) -> dict:
     """Every figure above for `model` in `dtype` on `threads` torch threads (restored after);
     `transformers` and `llama_cpp` run those peers (where installed)."""
-    from inferlab.engines.hardware.microbench import measure_copy_bandwidth
+    from inferlab.engines.hardware.microbench import (
+        measure_copy_bandwidth,
+        measure_read_bandwidth,
+    )
     from inferlab.engines.model.bench import DEFAULT_PROMPT, decode_rate, generate_runner
     from inferlab.engines.model.registry import load_model
 
@@ -136,6 +141,7 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
                 decode[path].append(decode_rate(run, new_tokens))
         med = {p: statistics.median(v) for p, v in decode.items()}
         copy_bw = measure_copy_bandwidth("cpu", nbytes=256 << 20)
+        read_bw = measure_read_bandwidth("cpu", nbytes=256 << 20)
         m = models["native"]
         ctx = len(prompt_ids) + new_tokens // 2  # the mean context while decoding
         kv_read = ctx * m.new_cache(1, 16).bytes_per_slot
@@ -156,6 +162,8 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
             "copy_bandwidth_bytes_per_s": copy_bw,
             "decode_bandwidth_fraction": bytes_per_token * med["native"] / copy_bw,
             "decode_bandwidth_fraction_torch": bytes_per_token * med["torch"] / copy_bw,
+            "read_bandwidth_bytes_per_s": read_bw,
+            "decode_read_bandwidth_fraction": bytes_per_token * med["native"] / read_bw,
             "linears": _linear_table(models, repeats=5),
             "samples": {"verify_cost_ratio_k4": verify, "decode_tokens_per_s": decode},
         }

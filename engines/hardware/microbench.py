@@ -105,6 +105,22 @@ def measure_copy_bandwidth(
     return 2.0 * elements * 4 / seconds
 
 
+def measure_read_bandwidth(
+    device: str = "cpu", nbytes: int = 256 * MIB, repeats: int = 5, warmup: int = 2
+) -> float:
+    """Bytes/s of `src.sum()` over fp32 (nbytes rounded down to whole elements): a read-only
+    stream, the access a decode step's weights make. On some machines it runs below the copy
+    rate (which counts read + write); a decode is held to both."""
+    import torch
+
+    dev = torch_device(device)
+    _check_positive(nbytes=nbytes)
+    elements = max(1, int(nbytes) // 4)
+    src = torch.ones(elements, dtype=torch.float32, device=dev)
+    seconds = median_call_s(lambda: src.sum(), dev, repeats, warmup)
+    return elements * 4 / seconds
+
+
 @dataclass(frozen=True)
 class MeasuredRoofs:
     """A device's measured roofs: peak matmul FLOP/s per compute dtype and copy bandwidth."""

@@ -11,6 +11,7 @@ from inferlab.engines.hardware.microbench import (
     MeasuredRoofs,
     measure_copy_bandwidth,
     measure_matmul_flops,
+    measure_read_bandwidth,
     measure_roofs,
 )
 
@@ -27,6 +28,14 @@ def test_matmul_flops_is_a_positive_rate():
 
 def test_copy_bandwidth_is_a_positive_rate():
     assert _positive_finite(measure_copy_bandwidth("cpu", nbytes=2**20, repeats=2, warmup=1))
+
+
+def test_read_bandwidth_counts_the_bytes_read_once(monkeypatch):
+    assert _positive_finite(measure_read_bandwidth("cpu", nbytes=2**20, repeats=2, warmup=1))
+    sums = []
+    monkeypatch.setattr(microbench, "median_call_s", lambda fn, *a: sums.append(fn()) or 0.5)
+    assert measure_read_bandwidth("cpu", nbytes=4 * 1000 + 3) == 4 * 1000 / 0.5
+    assert float(sums[0]) == 1000.0  # it summed the whole buffer of ones
 
 
 def test_bad_arguments_are_refused():
