@@ -40,14 +40,39 @@ static inline __attribute__((always_inline)) void int4_tile(
     const int R, const int NR, const float* x, int64_t K, const uint32_t* w0, const float* d0,
     const float* m0, int64_t G, int64_t g, float* y, int64_t N, const uint32_t* pf) {
   const int64_t KW = K / 8, C = K / (8 * IL_VLEN);
+  float s[IL_MR][I4_NR];
+#if IL_VLEN == 16
   vf acc[IL_MR][I4_NR];
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < NR; ++i) acc[r][i] = (vf){0};
-#if IL_VLEN == 16
   const vf iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   vf table[I4_NR];
 #else
-  vf dv[I4_NR], mv[I4_NR];
+  /* Without a 16-lane permute the group's scale and min are applied once per group, not
+   * per weight: sum_k x (d u + mn) = d · sum_k x u + mn · sum_k x over the group. The inner
+   * loop is one conversion and one multiply-add per 8 weights into ug (sums of x u) and xs
+   * (of x, per input row, shared by the tile's weight rows); each group's end folds them
+   * into scalars, so no vector accumulator outlives a group and the tile fits the 16
+   * registers of AVX2 (the per-weight dequantization spilled). */
+  vf ug[IL_MR][I4_NR], xs[IL_MR];
+  for (int r = 0; r < R; ++r) {
+    xs[r] = (vf){0};
+    for (int i = 0; i < NR; ++i) ug[r][i] = (vf){0}, s[r][i] = 0.f;
+  }
+#define I4_FLUSH(GI)                                                                   \
+  for (int r = 0; r < R; ++r) {                                                        \
+    float t[I4_NR];                                                                    \
+    if (NR == I4_NR)                                                                   \
+      il_hsum4(ug[r][0], ug[r][1], ug[r][2], ug[r][3], t);                             \
+    else                                                                               \
+      for (int i = 0; i < NR; ++i) t[i] = il_hsum(ug[r][i]);                           \
+    const float sx = il_hsum(xs[r]);                                                   \
+    for (int i = 0; i < NR; ++i) {                                                     \
+      s[r][i] += t[i] * d0[i * G + (GI)] + sx * m0[i * G + (GI)];                      \
+      ug[r][i] = (vf){0};                                                              \
+    }                                                                                  \
+    xs[r] = (vf){0};                                                                   \
+  }
 #endif
   int64_t grp = 0, left = 0; /* the group being read, and how many of its weights remain */
   for (int64_t c = 0; c < C; ++c) {
@@ -59,33 +84,41 @@ static inline __attribute__((always_inline)) void int4_tile(
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       if (left == 0) {
-        for (int i = 0; i < NR; ++i) {
 #if IL_VLEN == 16
-          table[i] = iota * d0[i * G + grp] + m0[i * G + grp];
+        for (int i = 0; i < NR; ++i) table[i] = iota * d0[i * G + grp] + m0[i * G + grp];
 #else
-          dv[i] = (vf){0} + d0[i * G + grp];
-          mv[i] = (vf){0} + m0[i * G + grp];
-#endif
+        if (grp) {
+          I4_FLUSH(grp - 1)
         }
+#endif
         ++grp, left = g;
       }
       left -= IL_VLEN;
-      vf wv[I4_NR];
-      for (int i = 0; i < NR; ++i) {
-        const vu u = v[i] >> (4 * j);
-#if IL_VLEN == 16
-        wv[i] = __builtin_shuffle(table[i], (vi)u); /* indices are taken mod 16 */
-#else
-        wv[i] = __builtin_convertvector((vi)(u & 15u), vf) * dv[i] + mv[i];
-#endif
-      }
       const int64_t k = c * 8 * IL_VLEN + j * IL_VLEN;
+#if IL_VLEN == 16
+      vf wv[I4_NR];
+      for (int i = 0; i < NR; ++i)
+        wv[i] = __builtin_shuffle(table[i], (vi)(v[i] >> (4 * j))); /* indices mod 16 */
       for (int r = 0; r < R; ++r) {
         const vf xv = load_x(x + r * K + k);
         for (int i = 0; i < NR; ++i) acc[r][i] += wv[i] * xv;
       }
+#else
+      for (int r = 0; r < R; ++r) {
+        const vf xv = load_x(x + r * K + k);
+        xs[r] += xv;
+        for (int i = 0; i < NR; ++i)
+          ug[r][i] += __builtin_convertvector((vi)((v[i] >> (4 * j)) & 15u), vf) * xv;
+      }
+#endif
     }
   }
+#if IL_VLEN != 16
+  if (grp) {
+    I4_FLUSH(grp - 1)
+  }
+#undef I4_FLUSH
+#endif
 #if IL_VLEN == 16
   /* The 64 weights past the last chunk, in 8 words (weight 8j + t in word t's nibble j):
    * both halves of a 16-lane vector get the 8 words, lanes 0-7 shifted to nibble 2s and
@@ -116,13 +149,14 @@ static inline __attribute__((always_inline)) void int4_tile(
     }
   }
 #endif
-  float s[IL_MR][I4_NR];
+#if IL_VLEN == 16
   for (int r = 0; r < R; ++r) {
     if (NR == I4_NR)
       il_hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s[r]);
     else
       for (int i = 0; i < NR; ++i) s[r][i] = il_hsum(acc[r][i]);
   }
+#endif
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < NR; ++i) y[r * N + i] = s[r][i];
 }
