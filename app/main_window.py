@@ -64,6 +64,7 @@ class MainWindow(QMainWindow):
         self._step_pending = False
         self._closing = False
         self._snapshot_path: Path | None = None
+        self._compare_windows: list = []  # open comparison windows (kept alive here)
         self.snapshot_problems: dict[str, str] = {}  # lab id -> why the open snapshot's section was not shown
 
         self._build_device_bar()
@@ -161,6 +162,9 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Open snapshot…", QKeySequence.Open, self.open_snapshot_dialog)
         self._action(file_menu, "&Export snapshot…", QKeySequence.Save, self.export_snapshot_dialog)
         self._action(file_menu, "Export &view as PNG/SVG…", "Ctrl+E", self.export_view_dialog)
+        file_menu.addSeparator()
+        self._action(file_menu, "&Compare snapshots…", None, self.compare_snapshots_dialog)
+        self._action(file_menu, "Export &report (HTML)…", None, self.export_report_dialog)
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", QKeySequence.Quit, self.close)
 
@@ -460,6 +464,65 @@ class MainWindow(QMainWindow):
             QMessageBox.warning(self, "Cannot export view", str(exc))
             return
         self.statusBar().showMessage(f"View written to {written}", 8000)
+
+    def compare_snapshots(self, a: str | Path, b: str | Path):
+        """Open a window comparing snapshot files `a` and `b` (figures, settings, host facts).
+        Raises SnapshotError / ValueError / OSError for a file that cannot be read."""
+        from inferlab.app.compare_window import CompareWindow
+
+        window = CompareWindow(a, b, parent=self)
+        window.show()
+        self._compare_windows.append(window)
+        return window
+
+    def compare_snapshots_dialog(self) -> None:
+        paths = []
+        for which in ("A (the baseline)", "B"):
+            path, _ = QFileDialog.getOpenFileName(self, f"Compare snapshots: {which}",
+                                                  self._last_dir(),
+                                                  "InferLab snapshot (*.json);;All files (*)")
+            if not path:
+                return
+            self._remember_dir(path)
+            paths.append(path)
+        try:
+            self.compare_snapshots(*paths)
+        except (ValueError, OSError) as exc:
+            QMessageBox.warning(self, "Cannot compare snapshots", str(exc))
+
+    def export_report(self, path: str | Path) -> Path:
+        """Write the session as one HTML report: every lab's figures and settings, the
+        current lab's page as an embedded PNG."""
+        import tempfile
+
+        from inferlab.app import snapshot_io
+        from inferlab.app.export import export_widget
+        from inferlab.app.report import build_report
+        from inferlab.engines.trace.atomic import atomic_write_text
+
+        path = Path(path)
+        if path.suffix.lower() not in (".html", ".htm"):
+            raise ValueError(f"cannot write a report to {path.name!r}: name it .html")
+        lab = self.current_lab()
+        snapshot = snapshot_io.collect_snapshot(self.context, self.labs, lab.lab_id)
+        with tempfile.TemporaryDirectory(prefix="inferlab-report-") as folder:
+            png = export_widget(lab.export_widget(), Path(folder) / "view.png").read_bytes()
+        atomic_write_text(path, [build_report(snapshot, "this session", {lab.lab_id: png})])
+        return path
+
+    def export_report_dialog(self) -> None:
+        default = str(Path(self._last_dir()) / time.strftime("inferlab-%Y%m%d-%H%M%S.html"))
+        path, _ = QFileDialog.getSaveFileName(self, "Export report", default,
+                                              "HTML report (*.html)")
+        if not path:
+            return
+        self._remember_dir(path)
+        try:
+            written = self.export_report(path)
+        except (ValueError, OSError) as exc:
+            QMessageBox.warning(self, "Cannot export report", str(exc))
+            return
+        self.statusBar().showMessage(f"Report written to {written} (opens in any browser)", 8000)
 
     def _last_dir(self) -> str:
         return str(self.settings.value("window/last_dir", str(Path.home())))
