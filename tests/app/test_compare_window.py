@@ -81,3 +81,37 @@ def test_the_sessions_report_holds_the_current_labs_page(qtbot, make_window, tmp
     parser.feed(text)
     assert len(parser.images) == 1 and parser.images[0].startswith("data:image/png;base64,")
     assert "<h2>memory</h2>" in text and "<h2>roofline</h2>" in text
+
+
+def test_fuzzed_pairs_never_crash_the_view(qtbot, tmp_path):
+    """Mutated snapshot pairs that still read: the comparison view draws every one."""
+    import random
+
+    from inferlab.engines.trace.compare import compare_snapshots
+    from inferlab.engines.trace.snapshot import (
+        read_snapshot,
+        snapshot_from_dict,
+        snapshot_to_dict,
+    )
+    from inferlab.views.snapshot_compare import SnapshotCompareView
+    from tests.fuzz import mutate_value, run_cases, sampled_paths
+
+    base = snapshot_to_dict(read_snapshot(write(tmp_path / "a.json", 3.0)))
+    original = snapshot_from_dict(base)
+    view = SnapshotCompareView()
+    qtbot.addWidget(view)
+    rng = random.Random(7)
+    paths = sampled_paths(base)
+
+    def case(doc):
+        def call():
+            other = snapshot_from_dict(doc)
+            view.render(compare_snapshots(original, other), "a", "b<&>")
+            view.filter.setText(rng.choice(["", "x", "batching:"]))
+        return call
+
+    result = run_cases([(label, case(doc)) for label, doc in
+                        (mutate_value(base, rng, paths) for _ in range(150))],
+                       allowed=(SnapshotError,))
+    assert not result.failures, result.failures[:3]
+    assert result.ok > 20
