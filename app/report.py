@@ -19,7 +19,13 @@ import base64
 import html
 from collections.abc import Mapping
 
-from inferlab.engines.trace.compare import Comparison, flatten_numbers, flatten_values
+from inferlab.engines.trace.compare import (
+    Comparison,
+    flatten_numbers,
+    flatten_values,
+    format_figure,
+    format_ratio,
+)
 from inferlab.engines.trace.snapshot import Snapshot
 
 STYLE = """
@@ -76,12 +82,9 @@ def _comparison(c: Comparison, images_a: Mapping[str, bytes],
         out.append("<h3>Figures</h3><table><tr><th>figure</th><th>A</th><th>B</th>"
                    "<th>B − A</th><th>B / A</th></tr>")
         for r in rows:
-            ratio = r.b_over_a
-            # the direction only: whether higher is better depends on the figure
-            mark = "" if ratio is None or ratio == 1 else (" ▲" if ratio > 1 else " ▼")
             out.append(f"<tr><td>{_e(r.figure)}</td><td class='num'>{_n(r.a)}</td>"
                        f"<td class='num'>{_n(r.b)}</td><td class='num'>{_n(r.b_minus_a)}</td>"
-                       f"<td class='num'>{_n(ratio, '.4f')}{mark}</td></tr>")
+                       f"<td class='num'>{_e(format_ratio(r.b_over_a))}</td></tr>")
         out.append("</table>")
         diffs = [d for d in c.settings if d.where == lab]
         out.append("<h3>Settings that differ</h3>" +
@@ -132,8 +135,8 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _n(value: float | None, spec: str = ".6g") -> str:
-    return "–" if value is None else _e(format(value, spec))
+def _n(value: float | None) -> str:
+    return _e(format_figure(value))
 
 
 def _v(value: object) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from inferlab.engines.trace.compare import Comparison
+from inferlab.engines.trace.compare import Comparison, format_figure, format_ratio
 from inferlab.views.fact_table import FactTable
 
 HEADERS = ("lab", "figure", "A", "B", "B − A", "B / A")
@@ -40,8 +40,9 @@ class SnapshotCompareView(QWidget):
         needle = self.filter.text().strip().lower()
         rows = [r for r in self.comparison.rows
                 if not needle or needle in f"{r.lab}:{r.figure}".lower()]
-        self.table.set_rows((r.lab, r.figure, _num(r.a), _num(r.b), _num(r.b_minus_a),
-                             _ratio(r.b_over_a)) for r in rows)
+        self.table.set_rows((r.lab, r.figure, format_figure(r.a), format_figure(r.b),
+                             format_figure(r.b_minus_a), format_ratio(r.b_over_a))
+                            for r in rows)
 
 
 def summary_html(c: Comparison, a_name: str, b_name: str) -> str:
@@ -65,14 +66,3 @@ def summary_html(c: Comparison, a_name: str, b_name: str) -> str:
     if not c.labs:
         lines.append("<b>No lab is in both snapshots</b>: no figure to compare.")
     return "<br>".join(lines)
-
-
-def _num(value: float | None) -> str:
-    return "–" if value is None else f"{value:.6g}"
-
-
-def _ratio(value: float | None) -> str:
-    if value is None:
-        return "–"
-    mark = "" if value == 1 else (" ▲" if value > 1 else " ▼")
-    return f"{value:.4f}{mark}"

@@ -37,6 +37,8 @@ def run(args) -> int:
 
 def format_comparison(comparison) -> str:
     """The comparison as text: the differences that make runs incomparable first."""
+    from inferlab.engines.trace.compare import format_figure, format_ratio
+
     lines = []
     if comparison.host:
         lines.append("host facts that differ:")
@@ -51,12 +53,9 @@ def format_comparison(comparison) -> str:
         lines.append("no lab is in both snapshots: no figure to compare")
         return "\n".join(lines)
     width = max(len(f"{r.lab}:{r.figure}") for r in comparison.rows) if comparison.rows else 6
-    lines.append(f"{'figure':<{width}}  {'A':>12}  {'B':>12}  {'B - A':>12}  {'B / A':>8}")
+    lines.append(f"{'figure':<{width}}  {'A':>12}  {'B':>12}  {'B - A':>12}  {'B / A':>10}")
     for r in comparison.rows:
-        lines.append(f"{r.lab + ':' + r.figure:<{width}}  {_num(r.a):>12}  {_num(r.b):>12}  "
-                     f"{_num(r.b_minus_a):>12}  {_num(r.b_over_a, '.4f'):>8}")
+        lines.append(f"{r.lab + ':' + r.figure:<{width}}  {format_figure(r.a):>12}  "
+                     f"{format_figure(r.b):>12}  {format_figure(r.b_minus_a):>12}  "
+                     f"{format_ratio(r.b_over_a):>10}")
     return "\n".join(lines)
-
-
-def _num(value, spec: str = ".6g") -> str:
-    return "-" if value is None else format(value, spec)

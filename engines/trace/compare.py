@@ -78,6 +78,18 @@ class Comparison:
                 "host_differs": [d.to_dict() for d in self.host]}
 
 
+def format_figure(value: float | None) -> str:
+    """A figure as the comparison shows it (6 significant digits; "–" where absent)."""
+    return "–" if value is None else f"{value:.6g}"
+
+
+def format_ratio(value: float | None) -> str:
+    """B / A with its direction (▲ up, ▼ down): whether up is better depends on the figure."""
+    if value is None:
+        return "–"
+    return f"{value:.4f}" + ("" if value == 1 else " ▲" if value > 1 else " ▼")
+
+
 def flatten_numbers(data: object, prefix: str = "") -> dict[str, float]:
     """The numeric leaves of nested objects by dotted name (booleans and lists left out)."""
     out: dict[str, float] = {}
