@@ -69,8 +69,9 @@ static inline vf il_load_i8(const int8_t* p) {
 #endif
 }
 
-/* e^x lane by lane: 2^(x log2 e) split into an integer power, set in the exponent bits, and a
- * degree-6 polynomial on [0, 1) (relative error ~2e-7, below fp32 accumulation's); x is
+/* e^x lane by lane: 2^(x log2 e) split into the nearest integer power, set in the exponent
+ * bits, and 2^f for f in [-1/2, 1/2] by its degree-6 Taylor polynomial (truncation ~1.2e-7,
+ * ~2.4e-7 relative with fp32 rounding; a polynomial over [0, 1) instead reaches 5.6e-6); x is
  * clamped to [-87, 88] first (below, the result is ~0: 1.6e-38; above, 1.6e38, not inf). */
 static inline vf il_vexp(vf x) {
   typedef int32_t vi_ __attribute__((vector_size(IL_VLEN * 4)));
@@ -80,14 +81,15 @@ static inline vf il_vexp(vf x) {
   m = x > hi;
   x = (vf)(((vi_)x & ~m) | ((vi_)hi & m));
   const vf t = x * 1.44269504088896341f;
-  vi_ i = __builtin_convertvector(t, vi_);
-  i += __builtin_convertvector(i, vf) > t; /* floor: truncation rounds negatives up */
+  const vf th = t + 0.5f;
+  vi_ i = __builtin_convertvector(th, vi_);
+  i += __builtin_convertvector(i, vf) > th; /* floor(t + 1/2): truncation rounds negatives up */
   const vf f = t - __builtin_convertvector(i, vf);
-  vf p = f * 1.535336188319500e-4f + 1.339887440266574e-3f;
-  p = p * f + 9.618437357674640e-3f;
-  p = p * f + 5.550332471162809e-2f;
-  p = p * f + 2.402264791363012e-1f;
-  p = p * f + 6.931472028550421e-1f;
+  vf p = f * 1.5403530393381606e-4f + 1.3333558146428441e-3f;
+  p = p * f + 9.6181291076284772e-3f;
+  p = p * f + 5.5504108664821576e-2f;
+  p = p * f + 2.4022650695910071e-1f;
+  p = p * f + 6.9314718055994531e-1f;
   p = p * f + 1.0f;
   const vi_ bits = (i + 127) << 23;
   return p * (vf)bits;
