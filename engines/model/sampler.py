@@ -162,10 +162,11 @@ def draw(probs: torch.Tensor, uniforms: torch.Tensor) -> list[int]:
     pad = -vocab % DRAW_CHUNK
     chunks = torch.nn.functional.pad(probs, (0, pad)) if pad else probs
     chunks = chunks.reshape(n, -1, DRAW_CHUNK)
-    chunk_cdf = chunks.sum(dim=-1, dtype=torch.float64).cumsum(dim=-1)  # [n, chunks]
+    chunk_mass = chunks.sum(dim=-1, dtype=torch.float64)  # [n, chunks]
+    chunk_cdf = chunk_mass.cumsum(dim=-1)
     target = uniforms.double().unsqueeze(-1) * chunk_cdf[:, -1:]
     k = torch.minimum(torch.searchsorted(chunk_cdf, target, right=True).squeeze(-1),
-                      _last_positive(chunk_cdf.diff(dim=-1, prepend=chunk_cdf[:, :1] * 0)))
+                      _last_positive(chunk_mass))
     rows = torch.arange(n)
     below = torch.where(k > 0, chunk_cdf[rows, (k - 1).clamp_min(0)], 0.0)
     inside = chunks[rows, k]  # [n, DRAW_CHUNK]
