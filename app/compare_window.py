@@ -48,16 +48,11 @@ class CompareWindow(QDialog):
     def export_report(self, path: str | Path) -> Path:
         """The pair's comparison report (tables; no page images: the window shows live
         labs, not these snapshots — `inferlab report A --compare B` renders those)."""
-        from inferlab.app.report import build_report
-        from inferlab.engines.trace.atomic import atomic_write_text
+        from inferlab.app.report import build_report, write_report
 
-        path = Path(path)
-        if path.suffix.lower() not in (".html", ".htm"):
-            raise ValueError(f"cannot write a report to {path.name!r}: name it .html")
         (a, b), (pa, pb) = self.snapshots, self.paths
-        atomic_write_text(path, [build_report(a, pa.name, None, b, pb.name, None,
-                                              self.comparison)])
-        return path
+        return write_report(path, build_report(a, pa.name, None, b, pb.name, None,
+                                               self.comparison))
 
     def export_report_dialog(self) -> None:
         default = str(self.paths[1].with_suffix(".html"))

@@ -493,22 +493,15 @@ class MainWindow(QMainWindow):
     def export_report(self, path: str | Path) -> Path:
         """Write the session as one HTML report: every lab's figures and settings, the
         current lab's page as an embedded PNG."""
-        import tempfile
-
         from inferlab.app import snapshot_io
-        from inferlab.app.export import export_widget
-        from inferlab.app.report import build_report
-        from inferlab.engines.trace.atomic import atomic_write_text
+        from inferlab.app.export import widget_png
+        from inferlab.app.report import build_report, report_path, write_report
 
-        path = Path(path)
-        if path.suffix.lower() not in (".html", ".htm"):
-            raise ValueError(f"cannot write a report to {path.name!r}: name it .html")
+        path = report_path(path)
         lab = self.current_lab()
         snapshot = snapshot_io.collect_snapshot(self.context, self.labs, lab.lab_id)
-        with tempfile.TemporaryDirectory(prefix="inferlab-report-") as folder:
-            png = export_widget(lab.export_widget(), Path(folder) / "view.png").read_bytes()
-        atomic_write_text(path, [build_report(snapshot, "this session", {lab.lab_id: png})])
-        return path
+        png = widget_png(lab.export_widget())
+        return write_report(path, build_report(snapshot, "this session", {lab.lab_id: png}))
 
     def export_report_dialog(self) -> None:
         default = str(Path(self._last_dir()) / time.strftime("inferlab-%Y%m%d-%H%M%S.html"))

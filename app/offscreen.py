@@ -63,16 +63,12 @@ def render_lab(lab_id: str, out: str | Path, snapshot: str | Path | None = None,
     from inferlab.app.export import export_widget
     from inferlab.app.labs.registry import lab_spec
 
-    settle_s = lab_spec(lab_id).screenshot_settle_s  # unknown lab: ValueError listing the labs
+    spec = lab_spec(lab_id)  # unknown lab: ValueError listing the labs
     _app, window = make_window(size)
     try:
         if snapshot is not None:
             window.open_snapshot(snapshot)
-        window.show_lab(lab_id)
-        # Live labs start their default work on activation; wait for it, then a little more
-        # so telemetry has several samples.
-        process_events_for(settle_s)
-        process_events_for(timeout_s, until=lambda: not window.context.running_tasks())
+        _show_settled(window, spec, timeout_s)
         process_events_for(0.5)
         return export_widget(window, out)
     finally:
@@ -83,7 +79,7 @@ def render_snapshot_labs(snapshot: str | Path, lab_ids, size=(1280, 800),
                          timeout_s: float = 120.0) -> dict[str, bytes]:
     """PNG bytes of each lab's page as the window shows `snapshot` read-only, one window
     for all of them (the report's images). A lab the registry does not know is left out."""
-    from inferlab.app.export import export_widget
+    from inferlab.app.export import widget_png
     from inferlab.app.labs.registry import LABS
 
     known = {spec.id: spec for spec in LABS}
@@ -91,15 +87,18 @@ def render_snapshot_labs(snapshot: str | Path, lab_ids, size=(1280, 800),
     _app, window = make_window(size)
     try:
         window.open_snapshot(snapshot)
-        with tempfile.TemporaryDirectory(prefix="inferlab-report-") as folder:
-            for lab_id in lab_ids:
-                if lab_id not in known:
-                    continue
-                window.show_lab(lab_id)
-                process_events_for(known[lab_id].screenshot_settle_s)
-                process_events_for(timeout_s, until=lambda: not window.context.running_tasks())
-                path = export_widget(window, Path(folder) / f"{lab_id}.png")
-                out[lab_id] = path.read_bytes()
+        for lab_id in lab_ids:
+            if lab_id in known:
+                _show_settled(window, known[lab_id], timeout_s)
+                out[lab_id] = widget_png(window)
     finally:
         window.close()
     return out
+
+
+def _show_settled(window, spec, timeout_s: float) -> None:
+    """Show `spec`'s lab and let it settle: live labs start their default work on activation;
+    wait for it, and for the lab's settle time so telemetry has several samples."""
+    window.show_lab(spec.id)
+    process_events_for(spec.screenshot_settle_s)
+    process_events_for(timeout_s, until=lambda: not window.context.running_tasks())

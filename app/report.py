@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Mapping
+from pathlib import Path
 
 from inferlab.engines.trace.compare import (
     Comparison,
@@ -39,6 +40,23 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 4px 0; }
 figure { margin: 12px 0; } figcaption { font-size: 13px; color: #444; }
 .note { color: #666; font-size: 12px; }
 """
+
+
+def report_path(path: str | Path) -> Path:
+    """`path` as a report's file; ValueError unless it is named .html (or .htm)."""
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"cannot write a report to {path.name!r}: name it .html")
+    return path
+
+
+def write_report(path: str | Path, page: str) -> Path:
+    """Write a `build_report` page to `path` (checked by `report_path`), atomically."""
+    from inferlab.engines.trace.atomic import atomic_write_text
+
+    path = report_path(path)
+    atomic_write_text(path, [page])
+    return path
 
 
 def build_report(a: Snapshot, a_name: str, images_a: Mapping[str, bytes] | None = None,

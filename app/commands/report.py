@@ -18,14 +18,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.app.report import build_report
-    from inferlab.engines.trace.atomic import atomic_write_text
+    from inferlab.app.report import build_report, report_path, write_report
     from inferlab.engines.trace.compare import compare_snapshots
     from inferlab.engines.trace.snapshot import read_snapshot
 
-    out = Path(args.out)
-    if out.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"--out {out.name!r}: the report is HTML; name it .html")
+    out = report_path(args.out)  # a bad name is refused before any rendering
     a = read_snapshot(args.snapshot)
     b = read_snapshot(args.compare) if args.compare else None
     images_a = images_b = None
@@ -38,8 +35,7 @@ def run(args) -> int:
     page = build_report(a, Path(args.snapshot).name, images_a, b,
                         Path(args.compare).name if args.compare else "", images_b, comparison,
                         notes)
-    atomic_write_text(out, [page])
-    print(out)
+    print(write_report(out, page))
     return 0
 
 
