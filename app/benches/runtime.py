@@ -17,6 +17,9 @@ layer is built) and measured in turn within each repeat, the median reported:
     int4_decode_vs_fp32       INT4-g128 (lm_head INT8) decode / fp32 decode, both native
     int4_decode_vs_llama_cpp  that INT4 decode / llama.cpp's (llama-cpp-python) on the
                               shipped GGUF as stored (Q4_1, Q8_0 embedding), same threads
+    one_call_per_step_speedup, int4_one_call_per_step_speedup  decode with every layer of a
+                              step in one native call / the same model calling each kernel
+                              from Python (engines/kernels/decoder.py), fp32 and INT4
     kv_int8_decode_vs_fp32_kv decode on an INT8 KV cache / on the fp32 one, native, after a
                               prompt of KV_CONTEXT_TOKENS (the default one repeated)
     input_batch_speedup,      a 32-sequence step's host side: the persistent input batch
@@ -28,6 +31,7 @@ The JSON names the CPU's SIMD flags and the build that ran (`kernels.describe()`
 
 from __future__ import annotations
 
+import copy
 import statistics
 
 import torch
@@ -198,15 +202,23 @@ def long_prompt(prompt_ids: list[int], max_position: int, new_tokens: int) -> li
 
 
 def _variant_runners(native, prompt_ids: list[int]) -> dict:
-    """The native model's INT4 twin (fp32 models: its kernels' domain) on the same prompt."""
+    """The native model's INT4 twin (fp32 models: its kernels' domain) on the same prompt, and
+    both with every kernel called from Python (`one_call_per_step` off: shallow copies that
+    share the weights)."""
     from inferlab.engines.model.bench import generate_runner
     from inferlab.engines.quant.lowbit_linear import lowbit_model
 
-    runs = {}
+    def per_op(model):
+        twin = copy.copy(model)
+        twin.one_call_per_step, twin._decoder = False, None
+        return twin
+
+    runs = {"per_op": generate_runner(per_op(native), prompt_ids)}
     if native.dtype == torch.float32:
         with kernels.use("native"):
-            runs["int4"] = generate_runner(lowbit_model(native, bits=4, group_size=128,
-                                                        lm_head_bits=8), prompt_ids)
+            int4 = lowbit_model(native, bits=4, group_size=128, lm_head_bits=8)
+        runs["int4"] = generate_runner(int4, prompt_ids)
+        runs["int4_per_op"] = generate_runner(per_op(int4), prompt_ids)
     return runs
 
 
@@ -249,9 +261,11 @@ def _variant_figures(med: dict, long_ids: list[int]) -> dict:
            "kv_int8_decode_tokens_per_s": med["int8_kv_long"],
            "kv_fp32_decode_tokens_per_s": med["fp32_kv_long"],
            "kv_int8_decode_vs_fp32_kv": med["int8_kv_long"] / med["fp32_kv_long"]}
+    out["one_call_per_step_speedup"] = med["native"] / med["per_op"]
     if "int4" in med:
         out["int4_decode_tokens_per_s"] = med["int4"]
         out["int4_decode_vs_fp32"] = med["int4"] / med["native"]
+        out["int4_one_call_per_step_speedup"] = med["int4"] / med["int4_per_op"]
     llama = med.get("llama_cpp")
     out["llama_cpp_tokens_per_s"] = llama
     out["int4_decode_vs_llama_cpp"] = med["int4"] / llama if llama else None

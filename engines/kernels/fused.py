@@ -28,6 +28,7 @@ class Glue:
     """The fused ops of one library build."""
 
     def __init__(self, lib: NativeLibrary) -> None:
+        self.native = lib
         self.lib = lib.cdll
 
     def add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,

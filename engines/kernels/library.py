@@ -155,6 +155,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.il_int4_lanes.restype = i32
     lib.il_lowbit_int4.argtypes = [p, p, p, p, p, i64, i64, i64, i64, i64, i32]
     lib.il_lowbit_int4.restype = None
+    lib.il_decoder_scratch.argtypes = [p]
+    lib.il_decoder_scratch.restype = i64
+    lib.il_decoder_layers.argtypes = [p, p, p, i64, p, p, p, p, p, p, i64, i64, i32, p, p, i64,
+                                      i64, p, i32]
+    lib.il_decoder_layers.restype = None
 
 
 def library() -> NativeLibrary | None:

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from inferlab.engines import kernels
+from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.kernels.library import library
 from inferlab.engines.kernels.skinny import BoundSkinny, max_rows, skinny_linear
 
@@ -131,6 +132,17 @@ class Linear:
         if self.layout == "onednn":
             return torch.ops.mkldnn._linear_pointwise(x, self._packed, None, "none", [], "")
         return F.linear(x, self._packed)
+
+    def native_operand(self) -> NativeOperand | None:
+        """This layer for the native decoder (`engines.kernels.decoder`): the native layout's
+        weight and its skinny rows, or None on another layout."""
+        if self.layout != "native" or self._bound is None:
+            return None
+        kind = {torch.float32: "f32", torch.bfloat16: "bf16"}.get(self._packed.dtype)
+        if kind is None:
+            return None
+        return NativeOperand(kind, self._packed, self.out_features, self.in_features,
+                             min(self._skinny_rows, self._bound.max_rows))
 
     def _many_rows(self, x: torch.Tensor) -> torch.Tensor:
         """The native layout past the skinny kernel's rows: oneDNN's packed GEMM where it

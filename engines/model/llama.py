@@ -14,6 +14,9 @@ gate and up another, so a layer runs four matmuls.
 goes to, block tables, context lengths), so prefills and decodes of many sequences run in one
 call; attention reads K/V through the block tables (`engines.kv.PagedAttention`, planned once
 per forward and reused by every layer).
+On the native path a step whose attention reads the cache in place and whose linears all run
+native kernels for its rows (decode, K+1 verification, a batch of decodes) runs every layer in
+one call (`engines.kernels.decoder`: the same kernels, bit for bit, without a Python call per op).
 `forward_nocache` recomputes one whole sequence with plain causal attention: the reference.
 `forward_with` runs tokens at caller-given positions through caller-given attention (token
 trees: a tree mask over the paged cache).
@@ -32,6 +35,7 @@ import torch.nn.functional as F
 
 from inferlab.engines import kernels
 from inferlab.engines.kernels import fused
+from inferlab.engines.kernels.decoder import DecoderPlan
 from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
 from inferlab.engines.kv.cache import PagedKVCache, QuantizedPagedKVCache
 from inferlab.engines.kv.paged_attention import sdpa_gqa
@@ -145,6 +149,10 @@ class Llama:
         self.glue = fused.glue() if (self.device.type == "cpu" and self.dtype == torch.float32
                                      and self.kernel_path == "native"
                                      and config.d_head <= fused.MAX_D_HEAD) else None
+        self.one_call_per_step = True
+        """Whether a step the native decoder can run goes through it (every layer in one call,
+        `engines.kernels.decoder`); False keeps the per-op path (the bench compares them)."""
+        self._decoder: DecoderPlan | None = None
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -241,12 +249,14 @@ class Llama:
         def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
             return paged(q, layer, scale)
 
-        write = self._native_write(cache, slots)
-        if write is None:
-            def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-                cache.write(layer, slots, k, v)
+        x = self._decoder_layers(token_ids, cos, sin, slots, paged, cache)
+        if x is None:
+            write = self._native_write(cache, slots)
+            if write is None:
+                def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+                    cache.write(layer, slots, k, v)
 
-        x = self._layers(self.embed[token_ids], cos, sin, attend, write)
+            x = self._layers(self.embed[token_ids], cos, sin, attend, write)
         if logits_index is None:
             x = x[meta.query_start_loc[1:].to(device=self.device, dtype=torch.int64) - 1]
         elif not isinstance(logits_index, str):
@@ -254,6 +264,34 @@ class Llama:
         elif logits_index != "all":
             raise ValueError(f"logits_index must be a tensor, None or 'all', got {logits_index!r}")
         return self._logits(x)
+
+    def _decoder_layers(self, token_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                        slots: torch.Tensor, paged: PagedAttention, cache: PagedKVCache
+                        ) -> torch.Tensor | None:
+        """The residual stream after every layer, run in one native call, or None where that
+        does not apply (the per-op path runs): it needs the fused ops, attention read in place
+        (`paged.native`), an fp32 or INT8 cache on the CPU and every linear on a native kernel
+        for this many rows."""
+        glue, n = self.glue, token_ids.shape[0]
+        if glue is None or not self.one_call_per_step or paged.native is None:
+            return None
+        if type(cache) is PagedKVCache and cache.kv.dtype == torch.float32:
+            kv_kind, kv_scales = "f32", None
+        elif isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype == "int8":
+            kv_kind, kv_scales = "int8", cache.scales
+        else:
+            return None
+        plan = self._decoder
+        if plan is None or plan.key != DecoderPlan.key_of(self.layers):  # a layer was replaced
+            plan = self._decoder = DecoderPlan(glue.native, self.config, self.layers, self.scale)
+        if not plan.runs(n):
+            return None
+        if not (cache.kv.is_contiguous() and (kv_scales is None or kv_scales.is_contiguous())):
+            return None
+        slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
+        x = self.embed[token_ids].float().contiguous()
+        return plan.run(x, cos.contiguous(), sin.contiguous(), slots64, paged.native, kv_kind,
+                        cache.kv, kv_scales)
 
     def _native_write(self, cache: PagedKVCache, slots: torch.Tensor):
         """`write(layer, k, v)` on the fused ops for an fp32 or INT8 cache on the CPU (the

@@ -36,12 +36,16 @@ from dataclasses import replace
 
 import torch
 
+from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.quant.affine import quantize_uniform
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.group import GroupQuantized, quantize_groups
 
 FALLBACK_ROWS = 256
 """The torch path dequantizes this many output rows at a time."""
+DECODER_ROWS = 64
+"""The most input rows the native decoder gives these layers (their kernels take any number;
+past it the step is a prefill, which does not run there)."""
 
 
 def kernel_library() -> ctypes.CDLL | None:
@@ -145,6 +149,13 @@ class Int8Linear:
     def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows `ids` dequantized: the layer used as a (tied) embedding table."""
         return self.dequantize(ids)
+
+    def native_operand(self) -> NativeOperand | None:
+        """The codes and scales for the native decoder (`engines.kernels.decoder`)."""
+        if self.q.device.type != "cpu" or kernel_library() is None:
+            return None
+        return NativeOperand("int8", self.q, self.out_features, self.in_features, DECODER_ROWS,
+                             scale=self.scale)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         lib = _use_kernel(x, True)
@@ -265,6 +276,17 @@ class Int4Linear:
     def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
         return self.dequantize(ids)
 
+    def native_operand(self) -> NativeOperand | None:
+        """The interleaved codes, scales and mins for the native decoder, when they are laid
+        out for the loaded library's lanes (else None: the torch path reads them)."""
+        lib = kernel_library()
+        if (lib is None or not self.interleaved or self.codes.device.type != "cpu"
+                or self.lanes != int(lib.il_int4_lanes())):
+            return None
+        return NativeOperand("int4", self.codes, self.out_features, self.in_features,
+                             DECODER_ROWS, scale=self.scales, mins=self.mins,
+                             group_size=self.group_size)
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         lib = _use_kernel(x, self.interleaved)
         if lib is not None and self.lanes != _LANES[0]:
@@ -365,6 +387,7 @@ def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
     out = copy.copy(model)
     out.__class__ = LowBitLlama
     out.dtype = torch.float32
+    out._decoder = None  # the layers are new: their native plan is made at the first step
     out.bits, out.lm_head_bits = bits, lm_head_bits
     out.layers = [replace(lw, attn_norm=lw.attn_norm.clone(), mlp_norm=lw.mlp_norm.clone(),
                           **{w: _lowbit(getattr(lw, w).weight, bits, group_size)

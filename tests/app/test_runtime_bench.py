@@ -20,7 +20,8 @@ def test_runtime_bench_measures_both_paths_side_by_side():
                 "decode_bandwidth_fraction", "copy_bandwidth_bytes_per_s",
                 "int4_decode_tokens_per_s", "int4_decode_vs_fp32", "kv_int8_decode_vs_fp32_kv",
                 "input_batch_speedup", "batched_sampling_speedup", "metadata_persistent_ms",
-                "read_bandwidth_bytes_per_s", "decode_read_bandwidth_fraction"):
+                "read_bandwidth_bytes_per_s", "decode_read_bandwidth_fraction",
+                "one_call_per_step_speedup", "int4_one_call_per_step_speedup"):
         assert out[key] > 0, key
     assert out["decode_vs_transformers"] is None  # no peer asked for
     assert out["int4_decode_vs_llama_cpp"] is None

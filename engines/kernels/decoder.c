@@ -1,0 +1,137 @@
+/* Every decoder layer of one step in one call (engines/kernels/decoder.py): the same kernels
+ * the model otherwise calls one at a time from Python, in the same order on the same data, so
+ * the result is bit for bit the per-op path's. At decode a layer is ~10 kernel calls of
+ * microseconds each; from Python each costs a ctypes call, its argument checks and a tensor
+ * allocation, which on a small or low-bit model is a third of the step.
+ *
+ * Per layer (pre-norm, residual folded into the next norm):
+ *
+ *   h = rms(x + r) · w_attn          qkv = h · W_qkvᵀ, RoPE on the Q and K heads
+ *   K, V -> the paged cache at `slots`, attention through the block tables -> a
+ *   r = a · W_oᵀ                     h = rms(x + r) · w_mlp
+ *   r = silu(h · W_gateᵀ) (h · W_upᵀ) · W_downᵀ
+ *
+ * and x += r after the last layer. Linears are fp32, bf16, INT8 (a scale per row) or INT4
+ * (lane-interleaved codes, a scale and a min per group), each run by its own kernel.
+ */
+#include <stdint.h>
+#include <string.h>
+
+enum { IL_W_F32 = 0, IL_W_BF16 = 1, IL_W_I8 = 2, IL_W_I4 = 3 };
+enum { IL_KV_F32 = 0, IL_KV_I8 = 1 };
+
+typedef struct {
+  int32_t kind, pad;
+  const void* w;
+  const float* scale; /* INT8: per row [n]; INT4: d [n, n_groups] */
+  const float* mins;  /* INT4: [n, n_groups] */
+  int64_t n, k, n_groups, group_size;
+} il_linear;
+
+typedef struct {
+  const float* attn_norm;
+  il_linear qkv, o;
+  const float* mlp_norm;
+  il_linear gate_up, down;
+} il_layer;
+
+typedef struct {
+  int64_t n_layers, d_model, n_heads, n_kv_heads, d_head, d_ff;
+  float eps, scale;
+} il_model;
+
+void il_skinny_f32(const float* x, const float* w, float* y, int64_t M, int64_t K, int64_t N,
+                   int threads);
+void il_skinny_bf16(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K,
+                    int64_t N, int threads);
+void il_skinny_i8(const float* x, const int8_t* q, const float* s, float* y, int64_t M,
+                  int64_t K, int64_t N, int threads);
+void il_lowbit_int4(const float* x, const uint32_t* w, const float* d, const float* mn, float* y,
+                    int64_t M, int64_t K, int64_t N, int64_t G, int64_t g, int threads);
+void il_add_rms_norm(float* x, const float* r, const float* w, float* h, int64_t T, int64_t D,
+                     float eps);
+void il_rope(float* x, const float* cos_t, const float* sin_t, int64_t T, int64_t H, int64_t D,
+             int64_t stride);
+void il_silu_mul(const float* gu, float* out, int64_t T, int64_t F);
+void il_write_kv(const float* k, const float* v, int64_t stride, const int64_t* slots, float* kc,
+                 float* vc, int64_t T, int64_t Hkv, int64_t D, int64_t n_slots);
+void il_write_kv_i8(const float* k, const float* v, int64_t stride, const int64_t* slots,
+                    int8_t* kc, int8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv,
+                    int64_t D, int64_t n_slots);
+void il_paged_attention_f32(const float* q, const float* kv, const int32_t* tables,
+                            const int32_t* qsl, const int64_t* positions, float* out, int64_t S,
+                            int64_t H, int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
+                            int64_t max_blocks, float scale, int threads);
+void il_paged_attention_i8(const float* q, const int8_t* kv, const float* kv_scales,
+                           const int32_t* tables, const int32_t* qsl, const int64_t* positions,
+                           float* out, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                           int64_t n_blocks, int64_t bs, int64_t max_blocks, float scale,
+                           int threads);
+
+static void linear(const il_linear* L, const float* x, float* y, int64_t M, int threads) {
+  switch (L->kind) {
+    case IL_W_F32: il_skinny_f32(x, (const float*)L->w, y, M, L->k, L->n, threads); break;
+    case IL_W_BF16: il_skinny_bf16(x, (const uint16_t*)L->w, y, M, L->k, L->n, threads); break;
+    case IL_W_I8: il_skinny_i8(x, (const int8_t*)L->w, L->scale, y, M, L->k, L->n, threads); break;
+    default:
+      il_lowbit_int4(x, (const uint32_t*)L->w, L->scale, L->mins, y, M, L->k, L->n, L->n_groups,
+                     L->group_size, threads);
+  }
+}
+
+/* The floats of scratch one token needs (decoder.py allocates T times this). */
+int64_t il_decoder_scratch(const il_model* m) {
+  const int64_t qd = m->n_heads * m->d_head, kvd = m->n_kv_heads * m->d_head;
+  return 2 * m->d_model + (qd + 2 * kvd) + 2 * qd + 3 * m->d_ff;
+}
+
+/* x [T, d_model] the residual stream (updated in place); cos, sin [T, d_head]; slots [T]
+ * (checked by the caller); tables, qsl, positions as il_paged_attention's; kv the cache's
+ * [n_layers, 2, Hkv, n_blocks, bs, d_head] (fp32, or INT8 codes with kv_scales
+ * [n_layers, 2, Hkv, n_blocks, bs]). */
+void il_decoder_layers(const il_model* m, const il_layer* layers, float* x, int64_t T,
+                       const float* cos_t, const float* sin_t, const int64_t* slots,
+                       const int32_t* tables, const int32_t* qsl, const int64_t* positions,
+                       int64_t S, int64_t max_blocks, int32_t kv_kind, void* kv,
+                       float* kv_scales, int64_t n_blocks, int64_t bs, float* scratch,
+                       int threads) {
+  const int64_t D = m->d_model, H = m->n_heads, Hkv = m->n_kv_heads, Dh = m->d_head;
+  const int64_t qd = H * Dh, kvd = Hkv * Dh, qkvd = qd + 2 * kvd, F = m->d_ff;
+  const int64_t n_slots = n_blocks * bs, store = Hkv * n_slots * Dh; /* K or V of a layer */
+  float* h = scratch;
+  float* qkv = h + T * D;
+  float* q = qkv + T * qkvd;
+  float* att = q + T * qd;
+  float* res = att + T * qd;
+  float* gu = res + T * D;
+  float* act = gu + T * 2 * F;
+  const float* r = 0;
+  for (int64_t l = 0; l < m->n_layers; ++l) {
+    const il_layer* L = layers + l;
+    il_add_rms_norm(x, r, L->attn_norm, h, T, D, m->eps);
+    linear(&L->qkv, h, qkv, T, threads);
+    il_rope(qkv, cos_t, sin_t, T, H + Hkv, Dh, qkvd);
+    for (int64_t t = 0; t < T; ++t) memcpy(q + t * qd, qkv + t * qkvd, (size_t)qd * sizeof(float));
+    if (kv_kind == IL_KV_I8) {
+      int8_t* codes = (int8_t*)kv + l * 2 * store;
+      float* sc = kv_scales + l * 2 * Hkv * n_slots;
+      il_write_kv_i8(qkv + qd, qkv + qd + kvd, qkvd, slots, codes, codes + store, sc,
+                     sc + Hkv * n_slots, T, Hkv, Dh, n_slots);
+      il_paged_attention_i8(q, codes, sc, tables, qsl, positions, att, S, H, Hkv, Dh, n_blocks,
+                            bs, max_blocks, m->scale, threads);
+    } else {
+      float* kvl = (float*)kv + l * 2 * store;
+      il_write_kv(qkv + qd, qkv + qd + kvd, qkvd, slots, kvl, kvl + store, T, Hkv, Dh, n_slots);
+      il_paged_attention_f32(q, kvl, tables, qsl, positions, att, S, H, Hkv, Dh, n_blocks, bs,
+                             max_blocks, m->scale, threads);
+    }
+    linear(&L->o, att, res, T, threads);
+    il_add_rms_norm(x, res, L->mlp_norm, h, T, D, m->eps);
+    linear(&L->gate_up, h, gu, T, threads);
+    il_silu_mul(gu, act, T, F);
+    linear(&L->down, act, res, T, threads);
+    r = res;
+  }
+  if (r)
+    for (int64_t i = 0; i < T * D; ++i) x[i] += r[i];
+}

@@ -1,0 +1,151 @@
+"""Every layer of a step in one native call (`engines.kernels.decoder`) against the same model
+calling the kernels one at a time from Python (`one_call_per_step = False`): the same logits
+bit for bit, since the same kernels run in the same order. Decode, K+1 verification and
+mixed batches; fp32, INT8 and INT4 weights; fp32 and INT8 caches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inferlab.engines import kernels
+from inferlab.engines.kernels import fused
+from inferlab.engines.model.linear import Linear
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.model.tiny import tiny_model
+from inferlab.engines.quant.kv_quant import kv_quantized
+from inferlab.engines.quant.lowbit_linear import lowbit_model
+
+pytestmark = pytest.mark.skipif(not kernels.native_available(),
+                                reason="the native library does not build here")
+
+
+@pytest.fixture
+def tiny():
+    with kernels.use("native"):
+        return tiny_model()[0]
+
+
+def _models(tiny):
+    return {"fp32": tiny, "int8": lowbit_model(tiny, 8), "int4": lowbit_model(tiny, 4, 32)}
+
+
+def _script(model, one_call: bool, kv: str = "fp32"):
+    """Prefill three prompts, decode them together, then verify 4 drafts on one while the
+    others decode (a mixed step): every step's logits, and the model that ran (a copy reading
+    an INT8 cache, for kv "int8")."""
+    model.one_call_per_step = one_call
+    m = kv_quantized(model, "int8") if kv == "int8" else model
+    runner = ModelRunner(m, n_blocks=64, block_size=8)
+    prompts = {"a": [5, 9, 2, 7, 1, 3], "b": list(range(20, 37)), "c": [40]}
+    out = []
+    for sid, ids in prompts.items():
+        runner.add(sid, ids)
+        out.append(runner.step([sid]))
+    nxt = {sid: int(out[i].argmax()) for i, sid in enumerate(prompts)}
+    for _ in range(3):
+        for sid in prompts:
+            runner.append(sid, nxt[sid])
+        logits = runner.step(list(prompts))
+        out.append(logits)
+        nxt = {sid: int(logits[i].argmax()) for i, sid in enumerate(prompts)}
+    runner.append_tokens("a", [nxt["a"], 11, 12, 13, 14])
+    runner.append("b", nxt["b"])
+    runner.append("c", nxt["c"])
+    out.append(runner.step(["a", "b", "c"], logits="all"))
+    return out, m
+
+
+@pytest.mark.parametrize("weights", ["fp32", "int8", "int4"])
+@pytest.mark.parametrize("kv", ["fp32", "int8"])
+def test_one_call_per_step_gives_the_per_op_logits_bit_for_bit(tiny, weights, kv):
+    model = _models(tiny)[weights]
+    per_op, ran = _script(model, False, kv)
+    assert ran._decoder is None  # the per-op path never built a plan
+    one_call, ran = _script(model, True, kv)
+    assert ran._decoder is not None and ran._decoder.layers is not None
+    assert len(per_op) == len(one_call)
+    for a, b in zip(per_op, one_call, strict=True):
+        assert torch.equal(a, b)
+
+
+def _count_per_op_calls(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    for name in ("add_rms_norm", "rope", "silu_mul", "write_kv"):
+        real = getattr(fused.Glue, name)
+
+        def counted(self, *a, _name=name, _real=real, **k):
+            calls.append(_name)
+            return _real(self, *a, **k)
+
+        monkeypatch.setattr(fused.Glue, name, counted)
+    return calls
+
+
+def test_a_step_in_one_call_makes_no_per_op_call(tiny, monkeypatch):
+    calls = _count_per_op_calls(monkeypatch)
+    model = lowbit_model(tiny, 4, 32)
+    runner = ModelRunner(model, n_blocks=16, block_size=8)
+    runner.add("a", [1, 2, 3])
+    first = runner.step(["a"])  # a 3-token prefill: also in one call
+    runner.append("a", int(first.argmax()))
+    runner.step(["a"])
+    assert calls == []
+    model.one_call_per_step = False
+    runner.append("a", 4)
+    runner.step(["a"])
+    assert calls.count("add_rms_norm") == 2 * model.config.n_layers
+
+
+def test_a_replaced_layer_is_described_again(tiny):
+    model = lowbit_model(tiny, 8)
+    runner = ModelRunner(model, n_blocks=16, block_size=8)
+    runner.add("a", [1, 2, 3])
+    runner.step(["a"])
+    plan = model._decoder
+    w = model.layers[1].o.dequantize()
+    model.layers[1].o = Linear(w * 2)  # an fp32 layer on the native layout
+    runner.append("a", 4)
+    got = runner.step(["a"])
+    assert model._decoder is not plan and model._decoder.layers is not None
+    model.one_call_per_step = False
+    runner.truncate("a", 3)
+    runner.append("a", 4)
+    assert torch.equal(runner.step(["a"]), got)
+
+
+def test_a_layer_off_the_native_kernels_keeps_the_per_op_path(tiny):
+    model = lowbit_model(tiny, 8)
+    model.layers[0].down = Linear(model.layers[0].down.dequantize(), layout="linear")
+    runner = ModelRunner(model, n_blocks=16, block_size=8)
+    runner.add("a", [1, 2, 3])
+    got = runner.step(["a"])
+    assert model._decoder.layers is None
+    model.one_call_per_step = False
+    runner.free("a")
+    runner.add("a", [1, 2, 3])
+    assert torch.equal(runner.step(["a"]), got)
+
+
+def test_more_rows_than_the_skinny_kernels_take_run_per_op(tiny, monkeypatch):
+    """fp32 linears hand more rows to oneDNN (`Linear.native_operand().max_rows`): a step one
+    row past that runs the per-op path, and its logits are the per-op path's."""
+    calls = _count_per_op_calls(monkeypatch)
+    runner = ModelRunner(tiny, n_blocks=64, block_size=8)
+    runner.add("warm", [1])
+    runner.step(["warm"])
+    limit = tiny._decoder.max_rows
+    assert limit == tiny.layers[0].qkv.native_operand().max_rows
+    seqs = [f"s{i}" for i in range(limit + 1)]  # one-token prompts: limit + 1 rows in a step
+    logits = {}
+    for one_call in (True, False):
+        tiny.one_call_per_step = one_call
+        for sid in seqs:
+            runner.add(sid, [7])
+        calls.clear()
+        logits[one_call] = runner.step(seqs)
+        assert calls.count("add_rms_norm") == 2 * tiny.config.n_layers
+        for sid in seqs:
+            runner.free(sid)
+    tiny.one_call_per_step = True
+    assert torch.equal(logits[True], logits[False])
