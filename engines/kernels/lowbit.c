@@ -19,8 +19,14 @@
 #include "vector_sums.h"
 
 #define I4_NR 4 /* weight rows per tile */
-#ifndef IL_MR
-#define IL_MR 2
+/* Input rows per tile: the build's IL_I4_MR where it sets one (AVX2: 2, as the group sums
+ * of 3 rows spill its 16 registers), else the skinny kernels' IL_MR. */
+#if defined(IL_I4_MR)
+#define I4_MR IL_I4_MR
+#elif defined(IL_MR)
+#define I4_MR IL_MR
+#else
+#define I4_MR 2
 #endif
 #ifndef I4_PF_TILES
 #define I4_PF_TILES 2 /* software prefetch distance, in tiles (2-32 measured alike) */
@@ -35,14 +41,14 @@ int il_int4_lanes(void) { return IL_VLEN; }
 
 static inline vf load_x(const float* p) { return *(const vfu*)p; }
 
-/* R input rows (<= IL_MR) × NR weight rows (1 or I4_NR) from w0; both constants once inlined. */
+/* R input rows (<= I4_MR) × NR weight rows (1 or I4_NR) from w0; both constants once inlined. */
 static inline __attribute__((always_inline)) void int4_tile(
     const int R, const int NR, const float* x, int64_t K, const uint32_t* w0, const float* d0,
     const float* m0, int64_t G, int64_t g, float* y, int64_t N, const uint32_t* pf) {
   const int64_t KW = K / 8, C = K / (8 * IL_VLEN);
-  float s[IL_MR][I4_NR];
+  float s[I4_MR][I4_NR];
 #if IL_VLEN == 16
-  vf acc[IL_MR][I4_NR];
+  vf acc[I4_MR][I4_NR];
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < NR; ++i) acc[r][i] = (vf){0};
   const vf iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -54,7 +60,7 @@ static inline __attribute__((always_inline)) void int4_tile(
    * (of x, per input row, shared by the tile's weight rows); each group's end folds them
    * into scalars, so no vector accumulator outlives a group and the tile fits the 16
    * registers of AVX2 (the per-weight dequantization spilled). */
-  vf ug[IL_MR][I4_NR], xs[IL_MR];
+  vf ug[I4_MR][I4_NR], xs[I4_MR];
   for (int r = 0; r < R; ++r) {
     xs[r] = (vf){0};
     for (int i = 0; i < NR; ++i) ug[r][i] = (vf){0}, s[r][i] = 0.f;
@@ -169,26 +175,26 @@ static void int4_rows(int R, int NR, const float* x, int64_t K, const uint32_t* 
   if (NR == I4_NR) {
     switch (R) {
       case 1: I4_CALL(1, I4_NR); break;
-#if IL_MR >= 2
+#if I4_MR >= 2
       case 2: I4_CALL(2, I4_NR); break;
 #endif
-#if IL_MR >= 3
+#if I4_MR >= 3
       case 3: I4_CALL(3, I4_NR); break;
 #endif
-#if IL_MR >= 4
+#if I4_MR >= 4
       default: I4_CALL(4, I4_NR); break;
 #endif
     }
   } else {
     switch (R) {
       case 1: I4_CALL(1, 1); break;
-#if IL_MR >= 2
+#if I4_MR >= 2
       case 2: I4_CALL(2, 1); break;
 #endif
-#if IL_MR >= 3
+#if I4_MR >= 3
       case 3: I4_CALL(3, 1); break;
 #endif
-#if IL_MR >= 4
+#if I4_MR >= 4
       default: I4_CALL(4, 1); break;
 #endif
     }
@@ -197,7 +203,7 @@ static void int4_rows(int R, int NR, const float* x, int64_t K, const uint32_t* 
 #undef I4_CALL
 
 /* y [M, N] = x [M, K] · ŵᵀ. Tiles of I4_NR weight rows are split over `threads` in one
- * parallel region; each tile meets every input row, IL_MR at a time. */
+ * parallel region; each tile meets every input row, I4_MR at a time. */
 void il_lowbit_int4(const float* x, const uint32_t* w, const float* d, const float* mn, float* y,
                     int64_t M, int64_t K, int64_t N, int64_t G, int64_t g, int threads) {
   const int64_t KW = K / 8, n_tiles = N / I4_NR;
@@ -207,13 +213,13 @@ void il_lowbit_int4(const float* x, const uint32_t* w, const float* d, const flo
     if (n0 >= N) continue;
     if (t < n_tiles) {
       const uint32_t* pf = t + I4_PF_TILES < n_tiles ? w + (n0 + I4_PF_TILES * I4_NR) * KW : 0;
-      for (int64_t m = 0; m < M; m += IL_MR)
-        int4_rows(M - m < IL_MR ? (int)(M - m) : IL_MR, I4_NR, x + m * K, K, w + n0 * KW,
+      for (int64_t m = 0; m < M; m += I4_MR)
+        int4_rows(M - m < I4_MR ? (int)(M - m) : I4_MR, I4_NR, x + m * K, K, w + n0 * KW,
                   d + n0 * G, mn + n0 * G, G, g, y + m * N + n0, N, m ? 0 : pf);
     } else {
       for (int64_t n = n0; n < N; ++n)
-        for (int64_t m = 0; m < M; m += IL_MR)
-          int4_rows(M - m < IL_MR ? (int)(M - m) : IL_MR, 1, x + m * K, K, w + n * KW,
+        for (int64_t m = 0; m < M; m += I4_MR)
+          int4_rows(M - m < I4_MR ? (int)(M - m) : I4_MR, 1, x + m * K, K, w + n * KW,
                     d + n * G, mn + n * G, G, g, y + m * N + n, N, 0);
     }
   }
