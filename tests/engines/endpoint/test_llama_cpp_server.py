@@ -39,10 +39,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def llama_server(smollm2_path, tmp_path_factory):
     if importlib.util.find_spec("llama_cpp") is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("llama-cpp-python is not installed, but CI installs the test extra "
-                        "(llama-cpp-python[server])")
-        pytest.skip("llama-cpp-python[server] (the test extra) is not installed")
+        pytest.fail("llama-cpp-python is not installed: `make setup-test` installs the test "
+                    "extra (llama-cpp-python[server])")
     port = _free_port()
     # the server's log goes to a file: a pipe nobody reads would fill and stall it
     log_path = tmp_path_factory.mktemp("llama") / "server.log"

@@ -16,9 +16,6 @@ from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.kv_quant import kv_quantized
 from inferlab.engines.quant.lowbit_linear import lowbit_model
 
-pytestmark = pytest.mark.skipif(not kernels.native_available(),
-                                reason="the native library does not build here")
-
 
 @pytest.fixture
 def tiny():

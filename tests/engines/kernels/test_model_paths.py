@@ -66,20 +66,18 @@ def test_tiny_in_a_continuous_batch_with_preemption_and_prefix_hits(tiny_pair):
     assert got["native"] == got["torch"]
 
 
-@pytest.mark.slow
-def test_smollm2_greedy_tokens_alone_and_batched(smollm2_path):
+def test_smollm2_greedy_tokens_alone_and_batched(smollm2, smollm2_path):
+    """The session's SmolLM2 (native, the default path) against a second load on torch's
+    ops: 3 prompts, 64 tokens, alone and in a continuous batch."""
     from inferlab.engines.labs.batching.concurrent_bench import bench_prompts, run_continuous
     from inferlab.engines.model.gguf_loader import load_gguf
 
-    loaded = {}
-
-    def load():
-        model, tok = load_gguf(smollm2_path, "fp32", "cpu", id="smollm2-135m")
-        loaded["tok"] = tok
-        return model
-
-    native, reference = _both(load)
-    prompts = [loaded["tok"].encode_prompt(t) for t in bench_prompts(3)]
+    native, tok = smollm2
+    assert native.layers[0].qkv.layout == "native"
+    with kernels.use("torch"):
+        reference, _ = load_gguf(smollm2_path, "fp32", "cpu", id="smollm2-135m")
+    assert reference.layers[0].qkv.layout != "native"
+    prompts = [tok.encode_prompt(t) for t in bench_prompts(3)]
     with kernels.use("native"):
         alone = [list(generate(native, [p], max_new_tokens=64).generations[0].token_ids)
                  for p in prompts]

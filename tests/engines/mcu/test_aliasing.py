@@ -31,7 +31,7 @@ def random_input(model, seed: int) -> np.ndarray:
 
 
 def tflm_run(data: bytes, inputs):
-    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from tflite_micro.python.tflite_micro import runtime
     ref = runtime.Interpreter.from_bytes(data, arena_size=1 << 20)
     n_out = len(load_model(data).outputs)
     outs = []

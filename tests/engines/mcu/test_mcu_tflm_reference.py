@@ -8,8 +8,6 @@ outputs that live to the end, and layouts where largest-first is not optimal).
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from inferlab.engines.mcu.graph import load_model
@@ -20,11 +18,6 @@ from tests.engines.mcu.mcu_testdata import (
     model_paths,
     random_graph,
     tflm_heads_from_sources,
-)
-
-needs_wheel = pytest.mark.skipif(
-    importlib.util.find_spec("tflite_micro") is None,
-    reason="the tflite-micro wheel (TFLM itself) is not installed",
 )
 
 MODELS = {p.stem: p for p in model_paths()}
@@ -46,7 +39,6 @@ def test_tflm_greedy_equals_the_measured_head(stem):
     assert plan_model(MODELS[stem]).arena_bytes == table[stem]
 
 
-@needs_wheel
 @pytest.mark.parametrize("stem", sorted(MODELS))
 def test_tflm_greedy_equals_the_wheels_head(stem, wheel_heads):
     assert plan_model(MODELS[stem]).arena_bytes == wheel_heads[stem]
@@ -63,7 +55,6 @@ def test_every_planner_on_every_model(stem):
     assert plans["best"].arena_bytes <= plans["tflm-greedy"].arena_bytes
 
 
-@needs_wheel
 def test_random_graphs_match_the_wheel(tmp_path):
     from tests.engines.mcu.mcu_tflm_probe import tflm_heads
 

@@ -173,7 +173,7 @@ def test_person_detect_patch_based_arena_is_at_most_half_of_tflm(person_detect, 
 
 
 def test_person_detect_patch_based_equals_tflm(person_detect, person_plan):
-    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from tflite_micro.python.tflite_micro import runtime
     ref = runtime.Interpreter.from_file(str(model_path("person_detect")), arena_size=1 << 20)
     patched = ArenaInterpreter(person_detect, person_plan)
     plain = ArenaInterpreter(person_detect, plan_model(person_detect))
@@ -230,7 +230,7 @@ def _conv_chain(seed: int) -> bytes:
 
 
 def test_a_varied_conv_chain_patch_by_patch_equals_tflm():
-    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from tflite_micro.python.tflite_micro import runtime
     for seed in (0, 1):
         data = _conv_chain(seed)
         model = load_model(data)

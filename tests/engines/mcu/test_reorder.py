@@ -144,7 +144,7 @@ def test_chains_and_stateful_ops_keep_stored_order():
 
 
 def test_shared_models_run_their_reordered_plan_bit_exact():
-    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from tflite_micro.python.tflite_micro import runtime
     for stem in ("hello_world_int8", "micro_speech_quantized", "person_detect"):
         path = example_path(stem)
         model = load_model(path)
@@ -169,7 +169,8 @@ def _wheel_outputs(runtime, data: bytes, inputs) -> list[np.ndarray]:
 
 
 def test_reordered_graphs_run_in_tflm_with_our_arena_figure_and_outputs(tmp_path):
-    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from tflite_micro.python.tflite_micro import runtime
+
     from tests.engines.mcu.mcu_tflm_probe import tflm_heads
 
     cases = []  # (name, original bytes, reordered bytes, order)

