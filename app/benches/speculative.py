@@ -1,5 +1,5 @@
 """`inferlab bench speculative --json`: engines.labs.speculative.bench.run_speculative_bench on
-SmolLM2 greedy (bf16, CPU): per drafter and K of a small sweep (and, for the n-gram drafter, token
+SmolLM2 greedy (fp32, CPU): per drafter and K of a small sweep (and, for the n-gram drafter, token
 trees of width 1 and 3), acceptance_rate,
 mean_acceptance_length, tokens_per_target_forward, theory_tokens_per_forward and speedup_wall
 against plain decoding of the same prompts in the same run; hf_prompt_lookup_speedup

@@ -93,7 +93,7 @@ def _linear_struct(op: NativeOperand, out: int, inp: int) -> _Linear | None:
 
 class DecoderPlan:
     """One model's layers described for `il_decoder_layers`, for as long as its layer objects
-    stay the same (`current` rebuilds when one is replaced)."""
+    stay the same (the model makes a new plan when `key_of` its layers changes)."""
 
     def __init__(self, lib: NativeLibrary, config, layers, scale: float) -> None:
         self.lib = lib.cdll
