@@ -11,13 +11,13 @@
  *   r = a · W_oᵀ                     h = rms(x + r) · w_mlp
  *   r = silu(h · W_gateᵀ) (h · W_upᵀ) · W_downᵀ
  *
- * and x += r after the last layer. Linears are fp32, bf16, INT8 (a scale per row) or INT4
+ * and x += r after the last layer. Linears are fp32 (row-major or packed in panels), bf16, INT8 (a scale per row) or INT4
  * (lane-interleaved codes, a scale and a min per group), each run by its own kernel.
  */
 #include <stdint.h>
 #include <string.h>
 
-enum { IL_W_F32 = 0, IL_W_BF16 = 1, IL_W_I8 = 2, IL_W_I4 = 3 };
+enum { IL_W_F32 = 0, IL_W_BF16 = 1, IL_W_I8 = 2, IL_W_I4 = 3, IL_W_F32_PANELS = 4 };
 enum { IL_KV_F32 = 0, IL_KV_I8 = 1 };
 
 typedef struct {
@@ -42,6 +42,8 @@ typedef struct {
 
 void il_skinny_f32(const float* x, const float* w, float* y, int64_t M, int64_t K, int64_t N,
                    int threads);
+void il_panel_f32(const float* x, const float* p, float* y, int64_t M, int64_t K, int64_t N,
+                  int threads);
 void il_skinny_bf16(const float* x, const uint16_t* w, float* y, int64_t M, int64_t K,
                     int64_t N, int threads);
 void il_skinny_i8(const float* x, const int8_t* q, const float* s, float* y, int64_t M,
@@ -71,6 +73,7 @@ void il_paged_attention_i8(const float* q, const int8_t* kv, const float* kv_sca
 static void linear(const il_linear* L, const float* x, float* y, int64_t M, int threads) {
   switch (L->kind) {
     case IL_W_F32: il_skinny_f32(x, (const float*)L->w, y, M, L->k, L->n, threads); break;
+    case IL_W_F32_PANELS: il_panel_f32(x, (const float*)L->w, y, M, L->k, L->n, threads); break;
     case IL_W_BF16: il_skinny_bf16(x, (const uint16_t*)L->w, y, M, L->k, L->n, threads); break;
     case IL_W_I8: il_skinny_i8(x, (const int8_t*)L->w, L->scale, y, M, L->k, L->n, threads); break;
     default:

@@ -20,7 +20,8 @@ import torch
 from inferlab.engines.kernels.attention import MAX_GROUP
 from inferlab.engines.kernels.library import NativeLibrary
 
-WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3}
+WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3, "f32p": 4}
+"""f32p: fp32 packed in panels (`engines.kernels.panel`)."""
 KV_KINDS = {"f32": 0, "int8": 1}
 
 
@@ -85,6 +86,11 @@ def _linear_struct(op: NativeOperand, out: int, inp: int) -> _Linear | None:
             return None
         s.scale, s.mins, s.n_groups, s.group_size = (op.scale.data_ptr(), op.mins.data_ptr(),
                                                      n_groups, g)
+    elif op.kind == "f32p":
+        n_panels, k, width = op.weight.shape if op.weight.dim() == 3 else (0, 0, 0)
+        if op.weight.dtype != torch.float32 or k != inp or width < 1 or \
+                n_panels != -(-out // width):
+            return None
     elif op.weight.dtype != (torch.float32 if op.kind == "f32" else torch.bfloat16) or \
             op.weight.shape != (out, inp):
         return None

@@ -153,6 +153,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.il_write_kv_i8.argtypes = [p, p, i64, p, p, p, p, p, i64, i64, i64, i64]
     for name in ("il_add_rms_norm", "il_rope", "il_silu_mul", "il_write_kv", "il_write_kv_i8"):
         getattr(lib, name).restype = None
+    lib.il_panel_width.restype = i32
+    lib.il_panel_pack_f32.argtypes = [p, p, i64, i64]
+    lib.il_panel_pack_f32.restype = None
+    lib.il_panel_f32.argtypes = [p, p, p, i64, i64, i64, i32]
+    lib.il_panel_f32.restype = None
     lib.il_skinny_i8.argtypes = [p, p, p, p, i64, i64, i64, i32]
     lib.il_skinny_i8.restype = None
     lib.il_int4_lanes.restype = i32

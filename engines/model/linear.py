@@ -14,15 +14,13 @@ On CUDA (and where oneDNN is absent) it is plain `F.linear`. The layouts are exa
 equivalent; only rounding order differs.
 
 Those are the torch path. The native path (engines/kernels, the default on CPU wherever its
-library builds) keeps the weight as it is, [out, in] row-major, and multiplies the fewest
-rows (`native_rows(dtype)`: a decode step) with a kernel that streams it once. More rows
-(prefill, K+1 verification, a batch of decodes) run oneDNN on a pre-packed copy of the weight,
-made at the first such call (so a model that only ever decodes one token never holds two),
-or `F.linear` where oneDNN does not run. Measured on SmolLM2's shapes, 2 threads, AMD EPYC
-with AVX-512: oneDNN's packed fp32 GEMM runs 2.2-2.7x faster than `F.linear` (MKL) at 256 to
-2,048 rows (~430 against ~185 GFLOP/s) and 1.1-1.6x faster than the skinny kernel from 4-5
-rows on; the kernel wins at 1-3 rows (1.0-1.4x: no packing overhead per call). On an
-AVX2-only EPYC the kernel wins up to 16 rows (`ONEDNN_FROM_ROWS`).
+library builds) keeps an fp32 weight as panels (`engines.kernels.panel`: k-major tiles of
+output rows) that one kernel multiplies for any number of rows, near the FMA units' peak
+once a few rows share each weight load and streaming it once per call (`weight` then unpacks
+a copy: the model holds the panels only). A bf16 weight stays [out, in] row-major for the
+skinny kernel (widened in registers) up to `max_rows`; more rows run oneDNN on a pre-packed
+copy made at the first such call (so a model that only decodes never holds two), or
+`F.linear` where oneDNN does not run.
 """
 
 from __future__ import annotations
@@ -31,19 +29,15 @@ import torch
 import torch.nn.functional as F
 
 from inferlab.engines import kernels
+from inferlab.engines.kernels import panel
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.kernels.library import library
 from inferlab.engines.kernels.skinny import BoundSkinny, max_rows, skinny_linear
 
 LAYOUTS = ("linear", "transposed", "onednn", "native")
 
-
-ONEDNN_FROM_ROWS = {"avx512": 4, "avx2": 17, "portable": 4}
-"""Per native build (engines.kernels.library's ISA): from this many input rows the native
-layout's fp32 products run oneDNN's packed GEMM instead of the skinny kernel (the crossovers
-measured above; on the AVX2-only EPYC, weights streamed from memory, the kernel runs 1.1-2.0x
-oneDNN at every SmolLM2 shape up to 16 rows on 1 and 2 threads, even with lm_head at 16; the
-portable build is not measured and keeps oneDNN from 4)."""
+PANEL_ROWS = 1 << 30
+"""The most input rows an fp32 panel product takes (every count: it beats torch's at each)."""
 
 
 def _onednn_runs(dtype: torch.dtype) -> bool:
@@ -66,14 +60,6 @@ def onednn_available(dtype: torch.dtype) -> bool:
     return _ONEDNN_BY_DTYPE[dtype]
 
 
-def native_rows(dtype: torch.dtype) -> int:
-    """The most input rows the native layout gives the skinny kernel; more go to oneDNN."""
-    if dtype == torch.float32 and onednn_available(dtype):
-        lib = library()
-        return min(ONEDNN_FROM_ROWS.get(lib.isa if lib else "", 4) - 1, max_rows(dtype))
-    return max_rows(dtype)
-
-
 def default_layout(dtype: torch.dtype, device: torch.device, out_features: int = 1,
                    in_features: int = 0) -> str:
     """On CPU: "native" when the kernel path is native and its library runs here; else (the
@@ -92,9 +78,10 @@ def default_layout(dtype: torch.dtype, device: torch.device, out_features: int =
 
 
 class Linear:
-    """A bias-free linear layer; `weight` is the [out, in] tensor (kept for inspection)."""
+    """A bias-free linear layer; `weight` is the [out, in] tensor (for inspection and
+    quantization; on the native fp32 layout a copy unpacked from the panels)."""
 
-    __slots__ = ("weight", "layout", "out_features", "in_features", "_packed", "_bound",
+    __slots__ = ("_weight", "layout", "out_features", "in_features", "_packed", "_bound",
                  "_skinny_rows", "_onednn")
 
     def __init__(self, weight: torch.Tensor, layout: str | None = None) -> None:
@@ -103,24 +90,51 @@ class Linear:
             raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
         self.out_features, self.in_features = weight.shape
         self.layout = layout
+        self._bound: BoundSkinny | panel.BoundPanel | None = None
+        self._skinny_rows = 0
+        self._onednn: torch.Tensor | None = None
+        """A bf16 native layout's oneDNN-packed copy, made at its first call past
+        `_skinny_rows` rows."""
+        lib = library() if layout == "native" else None
         if layout == "transposed":
             self._packed = weight.t().contiguous()
-            self.weight = self._packed.t()
+            self._weight = self._packed.t()
         elif layout == "onednn":
             self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous())
-            self.weight = weight
+            self._weight = weight
+        elif layout == "native" and lib is not None and weight.dtype == torch.float32:
+            self._packed = panel.pack(weight, lib)
+            self._weight = None
+            self._bound = panel.BoundPanel(self._packed, self.out_features, lib)
+            self._skinny_rows = PANEL_ROWS
         else:
             self._packed = weight.contiguous()
-            self.weight = self._packed
-        lib = library() if layout == "native" else None
-        self._bound = BoundSkinny(self._packed, lib) if lib is not None else None
-        self._skinny_rows = native_rows(weight.dtype) if layout == "native" else 0
-        self._onednn: torch.Tensor | None = None
-        """The native layout's oneDNN-packed copy, made at its first call past
-        `_skinny_rows` rows."""
+            self._weight = self._packed
+            if lib is not None:
+                self._bound = BoundSkinny(self._packed, lib)
+                self._skinny_rows = max_rows(weight.dtype)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        if self._weight is None:
+            return panel.unpack(self._packed, self.out_features)
+        return self._weight
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weight's dtype (without unpacking it)."""
+        return self._packed.dtype if self._weight is None else self._weight.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the [out, in] weight at its dtype (the panels' zero padding not counted)."""
+        return self.out_features * self.in_features * self.dtype.itemsize
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.layout == "native":
+            if self._weight is None:  # fp32 panels: every row count
+                y = self._bound(x)
+                return y if x.dtype == torch.float32 else y.to(x.dtype)
             if x.numel() <= self._skinny_rows * self.in_features:
                 y = self._bound(x) if self._bound is not None else \
                     skinny_linear(x, self._packed)
@@ -135,9 +149,12 @@ class Linear:
 
     def native_operand(self) -> NativeOperand | None:
         """This layer for the native decoder (`engines.kernels.decoder`): the native layout's
-        weight and its skinny rows, or None on another layout."""
+        weight (or panels) and the most rows it runs natively, or None on another layout."""
         if self.layout != "native" or self._bound is None:
             return None
+        if self._weight is None:
+            return NativeOperand("f32p", self._packed, self.out_features, self.in_features,
+                                 PANEL_ROWS)
         kind = {torch.float32: "f32", torch.bfloat16: "bf16"}.get(self._packed.dtype)
         if kind is None:
             return None
@@ -145,8 +162,8 @@ class Linear:
                              min(self._skinny_rows, self._bound.max_rows))
 
     def _many_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """The native layout past the skinny kernel's rows: oneDNN's packed GEMM where it
-        runs for these operands, else `F.linear`."""
+        """The row-major native layout past the skinny kernel's rows: oneDNN's packed GEMM
+        where it runs for these operands, else `F.linear`."""
         w = self._packed
         if x.dtype != w.dtype or x.device.type != "cpu" or not onednn_available(w.dtype):
             return F.linear(x, w)

@@ -196,27 +196,34 @@ class Llama:
         return cls(config, w("model.embed_tokens.weight"), layers, norm("model.norm.weight"),
                    lm_head)
 
+    def _weights(self) -> list:
+        """Every weight held: tensors, and the linears (the tied lm_head counted once)."""
+        items: list = [self.embed, self.final_norm]
+        if not self.tied:
+            items.append(self.lm_head)
+        for lw in self.layers:
+            items += [lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm, lw.gate_up, lw.down]
+        return items
+
     @property
     def n_params(self) -> int:
         """Parameters actually held (the tied lm_head counted once)."""
-        tensors = [self.embed, self.final_norm]
-        if not self.tied:
-            tensors.append(self.lm_head.weight)
-        for lw in self.layers:
-            tensors += [lw.attn_norm, lw.qkv.weight, lw.o.weight, lw.mlp_norm, lw.gate_up.weight,
-                        lw.down.weight]
-        return sum(t.numel() for t in tensors)
+        return sum(t.numel() if isinstance(t, torch.Tensor) else t.out_features * t.in_features
+                   for t in self._weights())
 
     @property
     def weight_bytes(self) -> int:
-        """Bytes of every weight held (norm vectors are kept in fp32)."""
-        tensors = [self.embed, self.final_norm]
-        if not self.tied:
-            tensors.append(self.lm_head.weight)
-        for lw in self.layers:
-            tensors += [lw.attn_norm, lw.qkv.weight, lw.o.weight, lw.mlp_norm, lw.gate_up.weight,
-                        lw.down.weight]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        """Bytes of every weight held at its dtype (norm vectors are kept in fp32; a linear's
+        `nbytes` where it has one, which leaves out layout padding)."""
+        total = 0
+        for t in self._weights():
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+            elif hasattr(t, "nbytes"):
+                total += t.nbytes
+            else:
+                total += t.weight.numel() * t.weight.element_size()
+        return total
 
     def new_cache(self, n_blocks: int, block_size: int = 16) -> PagedKVCache:
         """An empty paged KV cache shaped for this model (same dtype and device)."""

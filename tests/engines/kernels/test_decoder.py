@@ -5,6 +5,8 @@ mixed batches; fp32, INT8 and INT4 weights; fp32 and INT8 caches."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -124,25 +126,57 @@ def test_a_layer_off_the_native_kernels_keeps_the_per_op_path(tiny):
     assert torch.equal(runner.step(["a"]), got)
 
 
-def test_more_rows_than_the_skinny_kernels_take_run_per_op(tiny, monkeypatch):
-    """fp32 linears hand more rows to oneDNN (`Linear.native_operand().max_rows`): a step one
-    row past that runs the per-op path, and its logits are the per-op path's."""
-    calls = _count_per_op_calls(monkeypatch)
-    runner = ModelRunner(tiny, n_blocks=64, block_size=8)
-    runner.add("warm", [1])
-    runner.step(["warm"])
-    limit = tiny._decoder.max_rows
-    assert limit == tiny.layers[0].qkv.native_operand().max_rows
-    seqs = [f"s{i}" for i in range(limit + 1)]  # one-token prompts: limit + 1 rows in a step
-    logits = {}
+class _FewRows:
+    """A linear that offers the decoder its operand for at most `rows` rows (as a bf16 or
+    low-bit layer does) and otherwise runs as the wrapped one."""
+
+    def __init__(self, inner: Linear, rows: int) -> None:
+        self.inner, self.rows = inner, rows
+
+    def __call__(self, x):
+        return self.inner(x)
+
+    def native_operand(self):
+        return dataclasses.replace(self.inner.native_operand(), max_rows=self.rows)
+
+
+def _step_logits(model, calls, n_seqs: int):
+    """The logits of one step decoding `n_seqs` one-token prompts together, for the one-call
+    and the per-op path, and how many per-op RMSNorms each ran."""
+    runner = ModelRunner(model, n_blocks=64, block_size=8)
+    seqs = [f"s{i}" for i in range(n_seqs)]
+    logits, norms = {}, {}
     for one_call in (True, False):
-        tiny.one_call_per_step = one_call
+        model.one_call_per_step = one_call
         for sid in seqs:
-            runner.add(sid, [7])
+            runner.add(sid, [7 + len(sid)])
         calls.clear()
         logits[one_call] = runner.step(seqs)
-        assert calls.count("add_rms_norm") == 2 * tiny.config.n_layers
+        norms[one_call] = calls.count("add_rms_norm")
         for sid in seqs:
             runner.free(sid)
-    tiny.one_call_per_step = True
+    model.one_call_per_step = True
+    return logits, norms
+
+
+def test_more_rows_than_a_linear_offers_run_per_op(tiny, monkeypatch):
+    """A step past the fewest rows any linear's operand offers (`max_rows`) runs the per-op
+    path, and its logits are the per-op path's."""
+    calls = _count_per_op_calls(monkeypatch)
+    tiny.layers[1].down = _FewRows(tiny.layers[1].down, 3)
+    logits, norms = _step_logits(tiny, calls, 4)
+    assert tiny._decoder.max_rows == 3
+    assert norms == {True: 2 * tiny.config.n_layers, False: 2 * tiny.config.n_layers}
+    assert torch.equal(logits[True], logits[False])
+    logits, norms = _step_logits(tiny, calls, 3)
+    assert norms[True] == 0 and torch.equal(logits[True], logits[False])
+
+
+def test_fp32_panels_run_a_large_batch_in_one_call(tiny, monkeypatch):
+    """fp32 weights are packed in panels, which take every row count: a 40-sequence decode
+    step is one call, bit for bit the per-op path's."""
+    calls = _count_per_op_calls(monkeypatch)
+    assert tiny.layers[0].qkv.native_operand().kind == "f32p"
+    logits, norms = _step_logits(tiny, calls, 40)
+    assert norms == {True: 0, False: 2 * tiny.config.n_layers}
     assert torch.equal(logits[True], logits[False])

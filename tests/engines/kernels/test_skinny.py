@@ -103,30 +103,44 @@ def test_native_linear_equals_the_torch_layouts(dtype):
         ref = Linear(w)
     assert fast.layout == "native" and ref.layout != "native"
     assert torch.equal(fast.weight, w)
-    for m in (1, 2, 5, 40):  # past native_rows: oneDNN's packed copy (or F.linear)
+    for m in (1, 2, 5, 40, 300):
         x = torch.randn(m, 96, generator=gen).to(dtype)
         tol = 1e-5 if dtype == torch.float32 else 2e-2
         assert _rel_err(fast(x).float(), ref(x).float()) < tol
 
 
-def test_native_linear_packs_for_onednn_only_past_its_skinny_rows():
-    from inferlab.engines.model.linear import native_rows, onednn_available
-
+def test_native_fp32_linear_holds_only_panels_and_takes_every_row_count():
     gen = torch.Generator().manual_seed(5)
     w = torch.randn(70, 48, generator=gen)
     with kernels.use("native"):
         layer = Linear(w)
-    rows = native_rows(torch.float32)
-    for m in range(1, rows + 1):  # a decode step: the kernel, and no second copy held
-        x = torch.randn(m, 48, generator=gen)
-        assert _rel_err(layer(x), _reference(x, w)) < 1e-5
-    assert layer._onednn is None
-    for shape in ((rows + 1, 48), (3, rows, 48), (257, 48)):  # prefill, verification
+    assert layer._weight is None and layer._packed.dim() == 3  # no second copy held
+    assert torch.equal(layer.weight, w) and layer.nbytes == 70 * 48 * 4
+    for shape in ((1, 48), (5, 48), (17, 48), (3, 40, 48), (257, 48), (0, 48)):
         x = torch.randn(*shape, generator=gen)
         y = layer(x)
         assert y.shape == (*shape[:-1], 70)
-        assert _rel_err(y.reshape(-1, 70), _reference(x.reshape(-1, 48), w)) < 1e-5
-    assert (layer._onednn is not None) == onednn_available(torch.float32)
+        if x.numel():
+            assert _rel_err(y.reshape(-1, 70), _reference(x.reshape(-1, 48), w)) < 1e-5
+    with pytest.raises(ValueError, match="width 47"):
+        layer(torch.randn(2, 47))
+
+
+def test_native_bf16_linear_packs_for_onednn_only_past_its_skinny_rows():
+    from inferlab.engines.model.linear import onednn_available
+
+    gen = torch.Generator().manual_seed(6)
+    w = torch.randn(70, 48, generator=gen).to(torch.bfloat16)
+    with kernels.use("native"):
+        layer = Linear(w)
+    rows = max_rows(torch.bfloat16)
+    for m in range(1, rows + 1):  # a decode step: the kernel, and no second copy held
+        x = torch.randn(m, 48, generator=gen).to(torch.bfloat16)
+        assert _rel_err(layer(x).float(), _reference(x, w)) < 2e-2
+    assert layer._onednn is None
+    x = torch.randn(rows + 1, 48, generator=gen).to(torch.bfloat16)
+    assert _rel_err(layer(x).float(), _reference(x, w)) < 2e-2
+    assert (layer._onednn is not None) == onednn_available(torch.bfloat16)
 
 
 def test_the_choice_is_scoped_and_checked():
