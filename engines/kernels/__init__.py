@@ -2,11 +2,13 @@
 
 Decoding multiplies a few rows of activations by every weight; torch's CPU matmul costs 2-4×
 as much for 5-9 rows as for one although the weight (what the time goes to) is read the same
-once. The kernels here stream each weight once for up to `MAX_SKINNY_ROWS` rows
-(`skinny.py`; `engines.model.linear` gives them the rows where they beat torch's oneDNN on a
-packed weight: a decode step's 1-3 fp32 rows), run the low-bit codes (`lowbit.c`), read the
-paged cache in place (`attention.py`), fuse the small ops between them (`fused.py`) and run every
-layer of a decode step in one call (`decoder.py`). They are built from the C sources in this
+once, and at a batch of 32 decodes its GEMMs run ~65% of the FMA units' peak. The kernels
+here multiply fp32 weights packed in panels for any row count (`panel.py`: the weight
+streamed once, an outer-product register tile near peak), bf16 and INT8 weights with
+dot-product tiles for up to `MAX_SKINNY_ROWS` rows (`skinny.py`), run the low-bit codes
+(`lowbit.c`), read the paged cache in place (`attention.py`), fuse the small ops between them
+(`fused.py`) and run every layer of a decode or batched-decode step in one call
+(`decoder.py`). They are built from the C sources in this
 folder with the system compiler at first use (`library.py`), for the CPU's instruction set.
 
 Which path runs is one process-wide choice, `native` (the default on CPU) or `torch` (the
