@@ -64,7 +64,11 @@ PROMPT_TOKENS_SHOWN = 120
 DRAFTERS = (("ngram", "n-gram lookup", "the longest suffix match in prompt + output; "
              "no model"),
             ("layerskip", "layer-skip", "the target's first N layers + its final "
-             "norm and head, sharing its weights"),
+             "norm and head, sharing its weights; drafts well only from a checkpoint trained "
+             "for early exit (LayerSkip's layer dropout and early-exit loss)"),
+            ("skip:auto", "skip self-draft (auto)", "the target with a set of intermediate "
+             "layers left out, no training (Draft & Verify, SWIFT): the set is searched on "
+             "the shipped calibration text once per model, then kept in the user cache"),
             ("quant:int8", "quantized self-draft (INT8)", "the target itself with INT8 "
              "weights on the low-bit kernels: nearly the target's tokens, fewer bytes"),
             ("quant:int4", "quantized self-draft (INT4)", "the target itself with INT4 "
@@ -329,9 +333,11 @@ class SpeculativeView(SteppedView):
             kind, n = parse_drafter(s.get("drafter", "ngram"))
         except ValueError:
             kind, n = "ngram", None
-        data = s.get("drafter") if kind == "quant" else kind
+        data = kind if kind in ("ngram", "layerskip", "tiny") else s.get("drafter")
+        if kind == "skip" and self.drafter.findData(data) < 0:  # a set named by hand
+            self.drafter.addItem(f"skip self-draft ({data[len('skip:'):]})", data)
         self.drafter.setCurrentIndex(max(self.drafter.findData(data), 0))
-        if n is not None:
+        if kind == "layerskip":
             self.layers.setValue(n)
         self.k.setValue(int(s.get("k", 4)))
         self.tree_width.setValue(int(s.get("tree_width", 1)))

@@ -270,7 +270,7 @@ class Llama:
             x = x[logits_index.to(self.device)]
         elif logits_index != "all":
             raise ValueError(f"logits_index must be a tensor, None or 'all', got {logits_index!r}")
-        return self._logits(x)
+        return self.head_logits(x)
 
     def _decoder_layers(self, token_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                         slots: torch.Tensor, paged: PagedAttention, cache: PagedKVCache
@@ -335,7 +335,7 @@ class Llama:
                 raise ValueError(f"logits_index must be a tensor or 'all', got {logits_index!r}")
         else:
             x = x[logits_index.to(self.device)]
-        return self._logits(x)
+        return self.head_logits(x)
 
     @torch.inference_mode()
     def forward_nocache(self, token_ids: torch.Tensor, all_logits: bool = False) -> torch.Tensor:
@@ -343,8 +343,15 @@ class Llama:
 
         Returns fp32 logits [T, vocab] if `all_logits`, else the last token's [1, vocab].
         """
-        token_ids = token_ids.to(self.device)
-        n = token_ids.shape[0]
+        x = self.layers_nocache(self.embed[token_ids.to(self.device)])
+        return self.head_logits(x if all_logits else x[-1:])
+
+    @torch.inference_mode()
+    def layers_nocache(self, x: torch.Tensor) -> torch.Tensor:
+        """This model's layers over the hidden states [T, d_model] of one whole sequence
+        (positions 0..T-1, causal, no cache): the residual stream after the last layer, fp32.
+        `x` is left as it was (a self-draft's search resumes from a layer's input)."""
+        n = x.shape[0]
         cos, sin = self.rope.at(torch.arange(n, device=self.device))
         kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -357,8 +364,7 @@ class Llama:
                            is_causal=True, scale=self.scale)
             return out.transpose(0, 1)
 
-        x = self._layers(self.embed[token_ids], cos, sin, attend, write)
-        return self._logits(x if all_logits else x[-1:])
+        return self._layers(x.clone(), cos, sin, attend, write)
 
     def _layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend, write
                 ) -> torch.Tensor:
@@ -407,6 +413,7 @@ class Llama:
             residual = lw.down(glue.silu_mul(lw.gate_up(h)))
         return x.add_(residual) if residual is not None else x
 
-    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+    def head_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm and the lm_head over hidden states [T, d_model]: fp32 logits."""
         x = rms_norm(x, (self.config.d_model,), self.final_norm, self.config.norm_eps)
         return self.lm_head(x.to(self.dtype)).float()

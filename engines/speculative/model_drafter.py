@@ -1,5 +1,5 @@
 """Drafters that run a model: a smaller model with the target's tokenizer, or the target's own
-first layers (layer-skip self-draft). Each keeps its own paged KV cache (a `ModelRunner`).
+layers (the first N: layer-skip; or all but a chosen set: skip self-draft). Each keeps its own paged KV cache (a `ModelRunner`).
 
 Each `propose` first brings the draft's cache in line with the text it is given: the longest
 prefix of what the draft has computed that still agrees is kept, the rest is rolled back
@@ -16,6 +16,8 @@ verification reads tokens, not q).
 
     layer_skip_model(target, n)  the target's first n layers + its final norm and head, sharing
                                  the target's weight tensors (no copy)
+    skip_layers_model(target, S) the target without the layers in S (any set: Draft & Verify,
+                                 SWIFT); `skip_search` finds S on calibration text
     quantized_self_draft(target, bits)   the whole target with INT8 or INT4 weights on the
                                  low-bit kernels (engines.quant.lowbit_linear); built once per
                                  target and kept while the target lives
@@ -150,6 +152,14 @@ class ModelDrafter:
         return ids[: len(ids) - self.runner.pending(_SEQ)]
 
 
+def sub_model(target: Llama, layers: list, tag: str, what: str) -> Llama:
+    """`layers` (the target's own, in order), then its final norm and head: nothing copied."""
+    config = dataclasses.replace(target.config, n_layers=len(layers),
+                                 id=f"{target.config.id}-{tag}",
+                                 name=f"{target.config.name}, {what}")
+    return Llama(config, target.embed, layers, target.final_norm, target.lm_head)
+
+
 def layer_skip_model(target: Llama, n_layers: int) -> Llama:
     """The target's first `n_layers` layers, then its final norm and head: a self-draft whose
     tensors ARE the target's (nothing copied). 1 <= n_layers < the target's layer count."""
@@ -157,11 +167,45 @@ def layer_skip_model(target: Llama, n_layers: int) -> Llama:
     if isinstance(n_layers, bool) or not isinstance(n_layers, int) or not 1 <= n_layers < total:
         raise SpeculativeError(f"n_layers must be an integer in [1, {total - 1}] for a "
                                f"{total}-layer target, got {n_layers!r}")
-    config = dataclasses.replace(target.config, n_layers=n_layers,
-                                 id=f"{target.config.id}-first{n_layers}",
-                                 name=f"{target.config.name}, first {n_layers} layers")
-    return Llama(config, target.embed, target.layers[:n_layers], target.final_norm,
-                 target.lm_head)
+    return sub_model(target, target.layers[:n_layers], f"first{n_layers}",
+                      f"first {n_layers} layers")
+
+
+def check_skipped(target: Llama, skipped: Sequence[int]) -> tuple[int, ...]:
+    """`skipped` as sorted layer indices: distinct, inside the target, at least one layer
+    kept (SpeculativeError otherwise)."""
+    total = target.config.n_layers
+    ids = list(skipped)
+    ok = all(not isinstance(i, bool) and isinstance(i, int) and 0 <= i < total for i in ids)
+    out = tuple(sorted(set(ids))) if ok else ()
+    if not out or len(out) != len(ids) or len(out) >= total:
+        raise SpeculativeError(f"skipped layers must be distinct indices in [0, {total - 1}] "
+                               f"leaving at least one of the {total}, got {list(skipped)!r}")
+    return out
+
+
+def skip_layers_model(target: Llama, skipped: Sequence[int]) -> Llama:
+    """The target with the layers `skipped` left out (the others in order, then its final norm
+    and head): the training-free self-draft of Draft & Verify / SWIFT, tensors shared."""
+    out = check_skipped(target, skipped)
+    kept = [lw for i, lw in enumerate(target.layers) if i not in out]
+    return sub_model(target, kept, "skip" + "-".join(map(str, out)),
+                      f"{len(out)} layers skipped")
+
+
+def skip_spec(skipped: Sequence[int]) -> str:
+    """The drafter name of a skipped set, runs of layers written a-b: `skip:3,5-9,12`."""
+    parts: list[str] = []
+    ids = sorted(skipped)
+    start = prev = ids[0]
+    for i in [*ids[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return "skip:" + ",".join(parts)
 
 
 class LayerSkipDrafter(ModelDrafter):
@@ -173,3 +217,15 @@ class LayerSkipDrafter(ModelDrafter):
         super().__init__(layer_skip_model(target, n_layers), settings, seed, tokenizer,
                          max_tokens, block_size, name=f"layerskip:{n_layers}")
         self.n_layers = n_layers
+
+
+class SkipDrafter(ModelDrafter):
+    """Self-draft: the target with a set of its layers skipped (`skip_layers_model`)."""
+
+    def __init__(self, target: Llama, skipped: Sequence[int],
+                 settings: SamplingSettings = GREEDY, seed: int = 0,
+                 tokenizer: Tokenizer | None = None, max_tokens: int | None = None,
+                 block_size: int = 16) -> None:
+        self.skipped = check_skipped(target, skipped)
+        super().__init__(skip_layers_model(target, self.skipped), settings, seed, tokenizer,
+                         max_tokens, block_size, name=skip_spec(self.skipped))

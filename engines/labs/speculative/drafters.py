@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inferlab.engines.labs.speculative.settings import parse_drafter
+
+SKIP_AUTO_TEXTS = 4
+SKIP_AUTO_TOKENS = 64
+"""skip:auto scores agreement on the first SKIP_AUTO_TOKENS tokens of each of the first
+SKIP_AUTO_TEXTS shipped calibration texts (several kinds of text over one long one)."""
+
+
+def skip_auto(model, tokenizer, progress=None):
+    """The `skip:auto` search for `model` (engines.speculative.skip_search), from the user
+    cache when this model was searched before."""
+    import platformdirs
+    import torch
+
+    from inferlab.engines.quant.calibration import calibration_texts
+    from inferlab.engines.speculative.skip_search import cached_search
+
+    texts = list(calibration_texts().values())[:SKIP_AUTO_TEXTS]
+    ids = [torch.tensor(tokenizer.encode(t)[:SKIP_AUTO_TOKENS]) for t in texts]
+    return cached_search(model, ids, Path(platformdirs.user_cache_dir("inferlab")),
+                         progress=progress)
 
 
 def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: int,
@@ -17,6 +39,12 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
     if kind == "layerskip":
         return LayerSkipDrafter(model, n, settings=sampling, seed=seed, tokenizer=tokenizer,
                                 max_tokens=max_tokens)
+    if kind == "skip":
+        from inferlab.engines.speculative.model_drafter import SkipDrafter
+
+        skipped = skip_auto(model, tokenizer).best.skipped if n == "auto" else n
+        return SkipDrafter(model, skipped, settings=sampling, seed=seed, tokenizer=tokenizer,
+                           max_tokens=max_tokens)
     if kind == "quant":
         from inferlab.engines.speculative.model_drafter import quantized_self_draft
 

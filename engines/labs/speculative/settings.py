@@ -2,7 +2,12 @@
 the limits a snapshot is read against, and the drafter names (`parse_drafter`).
 
     ngram          prompt lookup (no model)
-    layerskip:N    the target's first N layers + its final norm and head
+    layerskip:N    the target's first N layers + its final norm and head (drafts well only
+                   from a checkpoint trained for early exit: LayerSkip's layer dropout and
+                   early-exit loss)
+    skip:3,5-9     the target without those layers (0-based): training-free self-draft
+    skip:auto      the skipped set searched on the shipped calibration text, kept per model
+                   in the user cache (engines.speculative.skip_search)
     quant:int8     the target with INT8 weights (per channel) on the low-bit kernels
     quant:int4     the target with INT4 weights (groups of 128): a cheaper, less faithful draft
     tiny           the seeded tiny model (1 layer, other weights): a smaller model with the
@@ -110,19 +115,39 @@ QUANT_DRAFTERS = {"quant:int8": 8, "quant:int4": 4}
 """The target itself with INT8 (per channel) or INT4 (groups of 128) weights."""
 
 
-def parse_drafter(spec: str, where: str = "drafter") -> tuple[str, int | None]:
-    """("ngram" | "layerskip" | "quant" | "tiny", layers or bits or None); ValueError naming
-    `where`."""
+def _index(text: str) -> int | None:
+    return int(text) if text.isdigit() and text.isascii() and len(text) <= 4 else None
+
+
+def _layer_set(text: str) -> tuple[int, ...] | None:
+    """`3,5-9,12` as sorted distinct layer indices; None when it is not such a list."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.partition("-")
+        a, b = _index(lo), _index(hi) if dash else _index(lo)
+        if a is None or b is None or b < a or b - a > 9999:
+            return None
+        out += range(a, b + 1)
+    return tuple(sorted(out)) if len(set(out)) == len(out) else None
+
+
+def parse_drafter(spec: str, where: str = "drafter"
+                  ) -> tuple[str, int | tuple[int, ...] | str | None]:
+    """("ngram" | "layerskip" | "skip" | "quant" | "tiny", layers or bits or the skipped
+    layers or "auto" or None); ValueError naming `where`. Layer indices are checked
+    against the model when the drafter is built."""
     if spec in ("ngram", "tiny"):
         return spec, None
     if spec in QUANT_DRAFTERS:
         return "quant", QUANT_DRAFTERS[spec]
     kind, sep, n = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    if kind == "layerskip" and sep and n.isdigit() and n.isascii() and len(n) <= 4 \
-            and int(n) >= 1:
+    if kind == "layerskip" and sep and _index(n) is not None and int(n) >= 1:
         return kind, int(n)
-    raise ValueError(f"{where}: expected ngram, layerskip:N (N >= 1 layers), quant:int8, "
-                     f"quant:int4 or tiny, got {spec!r}")
+    if kind == "skip" and sep and (n == "auto" or _layer_set(n) is not None):
+        return kind, n if n == "auto" else _layer_set(n)
+    raise ValueError(f"{where}: expected ngram, layerskip:N (N >= 1 layers), skip:auto, "
+                     f"skip:<layers> (e.g. skip:3,5-9), quant:int8, quant:int4 or tiny, "
+                     f"got {spec!r}")
 
 
 def check_speculative_settings(settings, where: str = "settings") -> dict:
