@@ -19,6 +19,8 @@ Given prompt groups (the lab's: `grounded`, where the answer copies from the pro
 `open`, chat as the control), every figure is measured per group. Each group also gets an
 `adaptive` row: the n-gram drafter with K chosen per step by `AdaptiveK` (0 = plain
 decoding), a fresh policy per prompt, with the mean K it chose and its share of plain steps.
+The open group also gets `skip_auto`: the training-free skip self-draft (the layer set
+searched on calibration text) against `layerskip:N` at the same draft cost and K.
 
 Greedy speculative output equals plain greedy output (tests check it); the bench reports
 whether it did here too (`outputs_equal`). End-of-sequence is ignored: every run emits exactly
@@ -84,9 +86,42 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int) -> dict
     return row
 
 
+def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeats: int,
+                       plain_now) -> dict:
+    """`skip:auto` (the set searched on calibration text, from the user cache when this model
+    was searched before) decoded at the search's K, beside `layerskip:N` keeping as many
+    layers (the same draft cost) at the same K: alpha, c and speedup_wall measured on `ids`;
+    the search's own path (teacher-forced agreement of each set and of the first N layers)."""
+    from dataclasses import asdict
+
+    from inferlab.engines.labs.speculative.drafters import skip_auto
+    from inferlab.engines.labs.speculative.sweep import measure_k
+    from inferlab.engines.speculative.model_drafter import skip_spec
+
+    t0 = time.perf_counter()
+    search = skip_auto(model, tok)
+    search_s = time.perf_counter() - t0
+    best = search.best
+    n_kept = model.config.n_layers - len(best.skipped)
+    rows = {}
+    for name, spec in (("skip", skip_spec(best.skipped)), ("layerskip", f"layerskip:{n_kept}")):
+        plain = plain_now()
+        rows[name] = measure_k(model, tok, spec, best.k, ids, new_tokens,
+                               [t for t, _ in plain], plain[-1][1], repeats).to_dict()
+    return {"drafter": skip_spec(best.skipped), "skipped": list(best.skipped), "k": best.k,
+            "layers_kept": n_kept, "calibration_alpha": best.alpha,
+            "calibration_first_layers_alpha": best.first_layers_alpha,
+            "draft_cost_bytes": best.draft_cost, "predicted_speedup": best.predicted_speedup,
+            "search_s": search_s, "search_tokens": search.tokens,
+            "search_path": [dict(asdict(c), skipped=list(c.skipped)) for c in search.path],
+            "alpha": rows["skip"]["alpha"], "c": rows["skip"]["cost_ratio"],
+            "speedup_wall": rows["skip"]["speedup_wall"], "row": rows["skip"],
+            "layerskip_same_cost": rows["layerskip"]}
+
+
 def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence[str],
            ks: Sequence[int], tree_widths: Sequence[int], repeats: int, adaptive: bool,
-           hf_model) -> dict:
+           hf_model, skip_auto: bool = False) -> dict:
     """One prompt set's rows (per drafter, K and width), its best, the adaptive row and
     transformers' prompt-lookup speedup, all measured on these prompts in this run."""
     from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
@@ -107,6 +142,14 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
                  "adaptive": None, "hf_prompt_lookup_speedup": None}
     if adaptive and "ngram" in drafters:
         out["adaptive"] = _adaptive_row(model, tok, ids, new_tokens, plain_now(), repeats)
+    if skip_auto:
+        from inferlab.engines.speculative.errors import SpeculativeError
+
+        try:
+            out["skip_auto"] = _skip_auto_figures(model, tok, ids, new_tokens, repeats,
+                                                  plain_now)
+        except SpeculativeError as e:  # e.g. a target without intermediate layers
+            out["skip_auto"] = {"error": str(e)}
     if hf_model is not None:
         out["hf_plain_s"], out["hf_prompt_lookup_s"] = _hf_times(hf_model, ids, new_tokens,
                                                                  repeats)
@@ -119,11 +162,13 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                           ks: Sequence[int] = (2, 4, 8), dtype: str = "fp32",
                           repeats: int = 1, threads: int | None = 1,
                           transformers: bool = True, model_name: str | None = None,
-                          tree_widths: Sequence[int] = (1,), adaptive: bool = True) -> dict:
+                          tree_widths: Sequence[int] = (1,), adaptive: bool = True,
+                          skip_auto_group: str | None = "open") -> dict:
     """Per drafter, K and tree width (`tree_widths` > 1: ngram only): acceptance_rate,
     mean_acceptance_length, tokens_per_target_forward, alpha, theory_tokens_per_forward,
     speedup_wall (against plain decoding of the same prompts, this run); the adaptive-K row
     (`adaptive`, n-gram drafter); and hf_prompt_lookup_speedup. Chat template applied.
+    `skip_auto_group`: the group that also gets the `skip_auto` figures (None: none).
     `prompts` a list (the figures at the top level) or groups of them by name (the figures
     under each name: `grounded`, `open`). `model_name`: another `load_model` name (default
     SmolLM2; transformers only runs that). fp32 by default: the CPU runtime's fastest path
@@ -154,7 +199,7 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                 out["transformers_error"] = f"transformers not installed: {e}"
         for name, group_ids in ids.items():
             figures = _group(model, tok, group_ids, new_tokens, drafters, ks, tree_widths,
-                             repeats, adaptive, hf_model)
+                             repeats, adaptive, hf_model, skip_auto=name == skip_auto_group)
             if name is None:
                 out.update(figures)
             else:

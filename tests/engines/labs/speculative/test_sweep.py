@@ -66,6 +66,25 @@ def test_the_bench_reports_each_prompt_group():
         assert group["prompts"] == n and len(group["results"]) == 1
         assert group["best"] == group["results"][0] and group["adaptive"]["k"] == "auto"
         assert all(r["outputs_equal"] for r in (*group["results"], group["adaptive"]))
+    assert "skip_auto" not in out["grounded"]  # the open group's (the tiny target has no
+    assert "intermediate" in out["open"]["skip_auto"]["error"]  # intermediate layer)
+
+
+def test_the_bench_skip_auto_figures_beside_layerskip_at_the_same_cost():
+    from inferlab.engines.labs.speculative.bench import _skip_auto_figures
+    from inferlab.engines.labs.speculative.sweep import plain_decode
+    from inferlab.engines.model.tiny import tiny_model
+
+    model, tok = tiny_model(n_layers=5)
+    ids = [tok.encode_prompt("Hello there.")]
+    out = _skip_auto_figures(model, tok, ids, 6, 1, lambda: [plain_decode(model, ids, 6)])
+    assert out["drafter"] == out["row"]["drafter"] and out["drafter"].startswith("skip:")
+    assert out["layers_kept"] == 5 - len(out["skipped"])
+    same = out["layerskip_same_cost"]
+    assert same["drafter"] == f"layerskip:{out['layers_kept']}" and same["k"] == out["k"]
+    assert out["row"]["outputs_equal"] and same["outputs_equal"]
+    assert out["alpha"] == out["row"]["alpha"] and out["speedup_wall"] > 0
+    assert out["skipped"] in [p["skipped"] for p in out["search_path"]]
 
 
 def test_a_sweep_of_trees_reads_back_with_its_width():
