@@ -140,8 +140,9 @@ LABS: tuple[LabSpec, ...] = (
                  "acceptance by position, tokens per forward against the theory"),
         description=(
             "a real model (the seeded tiny model, or SmolLM2-135M-Instruct) decoding one "
-            "prompt speculatively: a drafter (prompt lookup, the target's own first layers, "
-            "or a smaller model) proposes K tokens, the target scores all K + 1 positions in "
+            "prompt speculatively: a drafter (prompt lookup, the target itself with a "
+            "searched set of layers skipped or only its first layers, an INT8/INT4 copy of "
+            "it, or a smaller model) proposes K tokens, the target scores all K + 1 positions in "
             "one forward through its paged KV cache, and the exact rejection sampler keeps "
             "the target's distribution. The token stream is coloured by fate (accepted, "
             "rejected, resampled, bonus; p and q on hover), beside the acceptance rate by "

@@ -11,7 +11,11 @@ sampler keeps the target's output distribution exactly. No Qt here.
     drafter.py         the Drafter protocol and its Proposal
     ngram.py           NgramDrafter: prompt lookup, no model
     model_drafter.py   ModelDrafter (a smaller model, same tokenizer), LayerSkipDrafter (the
-                       target's first layers + its head, shared weights); each its own cache
+                       target's first layers + its head, shared weights), SkipDrafter (the
+                       target without a set of its layers); each its own cache
+    skip_search.py     which layers a skip self-draft leaves out (skip:auto): a greedy search
+                       on calibration text, cached per model
+    adaptive_k.py      AdaptiveK: each step's K from the measured alpha, draft cost and v(K)
     decoder.py         SpeculativeDecoder: draft K, verify K + 1 in one target forward, roll
                        back; or (tree_width > 1) a token tree of n-gram candidates verified in
                        one masked forward, its accepted path kept in place in the cache;

@@ -150,3 +150,21 @@ def test_token_trees_in_the_lab_draw_and_hover(qtbot, make_window):
     view.drafter.setCurrentIndex(view.drafter.findData("layerskip"))  # trees are ngram's
     assert not view.tree_width.isEnabled() and view.settings()["tree_width"] == 1
     assert lab.valid_settings(view.settings() | {"tree_width": 4})["tree_width"] == 1
+
+
+def test_a_skip_set_named_by_hand_shows_in_the_menu_and_skip_auto_says_why_not(
+        qtbot, make_window):
+    window, lab = open_lab(qtbot, make_window, max_tokens=12)
+    view = lab.view
+    view.set_settings(dict(view.settings(), drafter="skip:1"))
+    assert view.drafter.currentData() == "skip:1" and view.settings()["drafter"] == "skip:1"
+    assert "skip self-draft (1)" in view.drafter.currentText()
+    view.settings_changed.emit(view.settings())  # as an edit in the form does
+    qtbot.waitUntil(lambda: lab.session is not None
+                    and lab.session.settings["drafter"] == "skip:1", timeout=120000)
+    wait_idle(qtbot, window, 120000)
+    assert lab.header.drafter == "skip:1" and not view.layers.isEnabled()
+    view.drafter.setCurrentIndex(view.drafter.findData("skip:auto"))
+    # the tiny target's 2 layers leave none in between to skip: the status says so in red
+    qtbot.waitUntil(lambda: "intermediate" in view.status.text(), timeout=120000)
+    assert "#B71C1C" in view.status.styleSheet()
