@@ -122,6 +122,16 @@ class LayerWeights:
     down: Linear
 
 
+def held_bytes(item) -> int:
+    """Bytes one weight holds at its dtype: a tensor's, or a linear's `nbytes` where it has one
+    (which leaves out layout padding)."""
+    if isinstance(item, torch.Tensor):
+        return item.numel() * item.element_size()
+    if hasattr(item, "nbytes"):
+        return item.nbytes
+    return item.weight.numel() * item.weight.element_size()
+
+
 class Llama:
     """The decoder: weights in one dtype on one device, plus RoPE tables. No autograd."""
 
@@ -215,15 +225,7 @@ class Llama:
     def weight_bytes(self) -> int:
         """Bytes of every weight held at its dtype (norm vectors are kept in fp32; a linear's
         `nbytes` where it has one, which leaves out layout padding)."""
-        total = 0
-        for t in self._weights():
-            if isinstance(t, torch.Tensor):
-                total += t.numel() * t.element_size()
-            elif hasattr(t, "nbytes"):
-                total += t.nbytes
-            else:
-                total += t.weight.numel() * t.weight.element_size()
-        return total
+        return sum(held_bytes(t) for t in self._weights())
 
     def new_cache(self, n_blocks: int, block_size: int = 16) -> PagedKVCache:
         """An empty paged KV cache shaped for this model (same dtype and device)."""

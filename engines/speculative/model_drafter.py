@@ -1,5 +1,6 @@
 """Drafters that run a model: a smaller model with the target's tokenizer, or the target's own
-layers (the first N: layer-skip; or all but a chosen set: skip self-draft). Each keeps its own paged KV cache (a `ModelRunner`).
+layers (the first N: layer-skip; or all but a chosen set: skip self-draft). Each keeps its
+own paged KV cache (a `ModelRunner`).
 
 Each `propose` first brings the draft's cache in line with the text it is given: the longest
 prefix of what the draft has computed that still agrees is kept, the rest is rolled back

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.llama import Llama, held_bytes
 from inferlab.engines.speculative.adaptive_k import DEFAULT_VERIFY_SLOPE, predicted_speedup
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.model_drafter import check_skipped, sub_model
@@ -67,13 +67,13 @@ class SkipSearch:
 def layer_bytes(target: Llama, i: int) -> int:
     """Bytes of layer i's weights (its norms and linears)."""
     lw = target.layers[i]
-    return sum(t.numel() * t.element_size() if isinstance(t, torch.Tensor) else t.nbytes
-               for t in (lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm, lw.gate_up, lw.down))
+    return sum(held_bytes(t) for t in (lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm, lw.gate_up,
+                                       lw.down))
 
 
 def draft_cost(target: Llama, skipped: Sequence[int]) -> float:
     """Weight bytes the draft reads per token over the target's (embedding rows aside)."""
-    read = target.lm_head.nbytes + sum(layer_bytes(target, i)
+    read = held_bytes(target.lm_head) + sum(layer_bytes(target, i)
                                        for i in range(target.config.n_layers))
     return 1.0 - sum(layer_bytes(target, i) for i in skipped) / read
 
@@ -86,8 +86,7 @@ def best_k(alpha: float, cost: float, k_max: int, verify_slope: float) -> tuple[
 
 def search_skip_set(target: Llama, texts: Sequence[torch.Tensor], k_max: int = 8,
                     verify_slope: float = DEFAULT_VERIFY_SLOPE, min_alpha: float = 0.3,
-                    max_skipped: int | None = None, patience: int = 3,
-                    progress: Callable[[int, int], None] | None = None) -> SkipSearch:
+                    max_skipped: int | None = None, patience: int = 3) -> SkipSearch:
     """The greedy search of the module doc over token sequences `texts` (1-D id tensors)."""
     n = target.config.n_layers
     if n < 3:
@@ -102,29 +101,26 @@ def search_skip_set(target: Llama, texts: Sequence[torch.Tensor], k_max: int = 8
     n_tokens = sum(int(w.numel()) for w in want)
     limit = min(n // 2 if max_skipped is None else max_skipped, n - 2)
 
-    def alpha_from(start: int, xs: list[torch.Tensor], skipped: set[int],
-                   ys: list[torch.Tensor] | None = None) -> float:
-        """Agreement of the layers from `start` on not in `skipped`, resuming from `xs`
-        (`ys`: the hidden states after them, when there are no such layers)."""
-        layers = [target.layers[i] for i in range(start, n) if i not in skipped]
-        model = sub_model(target, layers, "search", "search") if layers else None
-        hits = 0
-        for j, (x, w) in enumerate(zip(xs, want, strict=True)):
-            h = model.layers_nocache(x) if model is not None else ys[j]
-            hits += int((target.head_logits(h[:-1]).argmax(-1) == w).sum())
-        return hits / n_tokens
+    def agreement(hs: list[torch.Tensor]) -> float:
+        """Share of positions where the head over the final hidden states `hs` gives the
+        target's argmax."""
+        return sum(int((target.head_logits(h[:-1]).argmax(-1) == w).sum())
+                   for h, w in zip(hs, want, strict=True)) / n_tokens
 
-    def choice(skipped: set[int], alpha: float, inputs: list[list[torch.Tensor]]
-               ) -> SkipChoice:
+    def alpha_from(start: int, xs: list[torch.Tensor], skipped: set[int]) -> float:
+        """Agreement of the layers from `start` on not in `skipped`, resuming from `xs`."""
+        model = sub_model(target, [target.layers[i] for i in range(start, n)
+                                   if i not in skipped], "search", "search")
+        return agreement([model.layers_nocache(x) for x in xs])
+
+    def choice(skipped: set[int], alpha: float) -> SkipChoice:
         cost = draft_cost(target, sorted(skipped))
         k, speedup = best_k(alpha, cost, k_max, verify_slope)
-        n_kept = n - len(skipped)  # the first n_kept layers: skip the rest
-        first = alpha_from(n_kept, inputs[n_kept], set(range(n_kept, n)), inputs[n_kept])
+        first = agreement(full[n - len(skipped)])  # layerskip keeping as many layers
         return SkipChoice(tuple(sorted(skipped)), alpha, cost, k, speedup, first)
 
     skipped: set[int] = set()
     path: list[SkipChoice] = []
-    done, total = 0, sum(n - 2 - r for r in range(limit))
     stale = 0
     while len(skipped) < limit and stale < patience:
         inputs = _layer_inputs(target, embedded, skipped)
@@ -133,14 +129,11 @@ def search_skip_set(target: Llama, texts: Sequence[torch.Tensor], k_max: int = 8
             if cand in skipped:
                 continue
             scored.append((alpha_from(cand, inputs[cand], skipped | {cand}), cand))
-            done += 1
-            if progress is not None:
-                progress(done, total)
         alpha, cand = max(scored)
         if alpha < min_alpha and path:  # the first round is kept whatever it scores
             break
         skipped.add(cand)
-        path.append(choice(skipped, alpha, full))
+        path.append(choice(skipped, alpha))
         best_so_far = max(c.predicted_speedup for c in path)
         stale = 0 if path[-1].predicted_speedup >= best_so_far else stale + 1
     best = max(path, key=lambda c: c.predicted_speedup)
@@ -153,20 +146,21 @@ def _layer_inputs(target: Llama, embedded: list[torch.Tensor], skipped: set[int]
     the layers in `skipped` left out."""
     out = [embedded]
     for i in range(target.config.n_layers):
-        prev = out[-1]
-        out.append(prev if i in skipped else
-                   [sub_model(target, [target.layers[i]], "one", "one").layers_nocache(x)
-                    for x in prev])
+        if i in skipped:
+            out.append(out[-1])
+            continue
+        layer = sub_model(target, [target.layers[i]], "one", "one")
+        out.append([layer.layers_nocache(x) for x in out[-1]])
     return out
 
 
-def cache_key(target: Llama, texts: Sequence[torch.Tensor], k_max: int,
-              verify_slope: float) -> str:
-    """A key that changes with the model's weights' identity, the text and the search."""
+def cache_key(target: Llama, texts: Sequence[torch.Tensor], search_kw: dict) -> str:
+    """A key that changes with the model's weights' identity, the text and every setting of
+    the search (`search_skip_set`'s keywords as given)."""
     h = hashlib.sha256()
     c = target.config
     h.update(f"{CACHE_VERSION}|{c.id}|{c.n_layers}|{target.dtype}|{target.weight_bytes}|"
-             f"{k_max}|{verify_slope}".encode())
+             f"{sorted(search_kw.items())}".encode())
     h.update(target.final_norm.float().numpy().tobytes())
     for t in texts:
         h.update(t.to(torch.int64).numpy().tobytes())
@@ -177,8 +171,7 @@ def cached_search(target: Llama, texts: Sequence[torch.Tensor], cache: Path, **k
                   ) -> SkipSearch:
     """`search_skip_set`, its result kept in `cache`/skip_auto/<key>.json (a file that does
     not read back as a result is searched again and rewritten)."""
-    key = cache_key(target, texts, kw.get("k_max", 8),
-                    kw.get("verify_slope", DEFAULT_VERIFY_SLOPE))
+    key = cache_key(target, texts, kw)
     path = cache / "skip_auto" / f"{key}.json"
     try:
         found = _read(json.loads(path.read_text(encoding="utf-8")))

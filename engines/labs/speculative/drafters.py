@@ -12,7 +12,7 @@ SKIP_AUTO_TOKENS = 64
 SKIP_AUTO_TEXTS shipped calibration texts (several kinds of text over one long one)."""
 
 
-def skip_auto(model, tokenizer, progress=None):
+def skip_auto(model, tokenizer):
     """The `skip:auto` search for `model` (engines.speculative.skip_search), from the user
     cache when this model was searched before."""
     import platformdirs
@@ -23,8 +23,7 @@ def skip_auto(model, tokenizer, progress=None):
 
     texts = list(calibration_texts().values())[:SKIP_AUTO_TEXTS]
     ids = [torch.tensor(tokenizer.encode(t)[:SKIP_AUTO_TOKENS]) for t in texts]
-    return cached_search(model, ids, Path(platformdirs.user_cache_dir("inferlab")),
-                         progress=progress)
+    return cached_search(model, ids, Path(platformdirs.user_cache_dir("inferlab")))
 
 
 def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: int,

@@ -137,6 +137,8 @@ def test_the_search_is_cached_and_a_broken_cache_searched_again(deep, tmp_path, 
     other = [TEXTS[0][:20]]  # other text: another key, another search
     skip_search.cached_search(model, other, tmp_path, max_skipped=2)
     assert len(list((tmp_path / "skip_auto").glob("*.json"))) == 2
+    skip_search.cached_search(model, TEXTS, tmp_path, max_skipped=1)  # another search setting
+    assert len(list((tmp_path / "skip_auto").glob("*.json"))) == 3
 
 
 def test_skip_auto_names_the_layers_it_chose(deep):
