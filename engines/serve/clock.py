@@ -145,8 +145,14 @@ class SimulatedExecutor:
     def iteration_time_s(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]) -> float:
         if out.is_empty:
             return 0.0
-        cost = _mixed_cost(self.config, [(c.start, c.n_tokens) for c in out.prefills],
-                           len(out.decodes), out.decode_context_tokens, self.dtype)
+        return self.batch_time_s([(c.start, c.n_tokens) for c in out.prefills],
+                                 len(out.decodes), out.decode_context_tokens)
+
+    def batch_time_s(self, prefills: list[tuple[int, int]], n_decodes: int,
+                     decode_context_tokens: int) -> float:
+        """The roofline time of prefill chunks (start, n) and `n_decodes` decodes over
+        `decode_context_tokens` summed context (mixed_step_cost), F / min(P, I × W)."""
+        cost = _mixed_cost(self.config, prefills, n_decodes, decode_context_tokens, self.dtype)
         intensity = formulas.arithmetic_intensity(cost.flops, cost.bytes_moved)
         attainable = formulas.attainable_flops(self.peak_flops, self.bw_bytes_per_s, intensity)
         return float(cost.flops / attainable)

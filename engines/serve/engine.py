@@ -34,7 +34,7 @@ class ServingEngine:
     runs: one that can never fit raises the scheduler's RequestRefusedError here."""
 
     def __init__(self, scheduler: Scheduler, executor, requests: Iterable[Request],
-                 eos_id: int | None = None) -> None:
+                 eos_id: int | None = None, *, accepting: bool = False) -> None:
         self.scheduler = scheduler
         self.executor = executor
         self.requests = sorted(requests, key=lambda r: r.arrival_s)
@@ -43,7 +43,35 @@ class ServingEngine:
         self.records: list[IterationRecord] = []
         self._next = 0  # index of the next request to arrive
         self._update_s = 0.0  # the scheduler's update after the latest forward, wall seconds
-        _check_admissible(scheduler, self.requests, getattr(executor, "max_tokens", None))
+        self.accepting = accepting
+        """More requests may come through `submit` (a router's instance): arrivals stay open
+        until `stop_accepting`."""
+        check_admissible(scheduler, self.requests, getattr(executor, "max_tokens", None))
+
+    def submit(self, request: Request) -> None:
+        """One more request, arriving no earlier than the latest one submitted (a router
+        sends them in arrival order). The sender checks them first, all at once, with
+        `check_admissible` (a probe scheduler per request would cost a pool each)."""
+        if not self.accepting:
+            raise RuntimeError("this engine takes no more requests")
+        if self.requests and request.arrival_s < self.requests[-1].arrival_s:
+            raise ValueError(f"request {request.request_id!r} arrives at {request.arrival_s} "
+                             f"s, before the latest one ({self.requests[-1].arrival_s} s)")
+        self.requests.append(request)
+
+    def stop_accepting(self) -> None:
+        """No more `submit`: once the submitted requests are admitted, arrivals close."""
+        self.accepting = False
+
+    @property
+    def next_step_s(self) -> float | None:
+        """When the next `step` would start on the run's clock (an idle engine jumps to its
+        next arrival); None when it has nothing left to run."""
+        if self.scheduler.has_unfinished:
+            return self.now_s
+        if self._next < len(self.requests):
+            return max(self.now_s, self.requests[self._next].arrival_s)
+        return None
 
     @property
     def done(self) -> bool:
@@ -119,7 +147,7 @@ class ServingEngine:
         while self._next < len(reqs) and reqs[self._next].arrival_s <= self.now_s:
             sched.add(reqs[self._next])
             self._next += 1
-        if self._next == len(reqs) and not sched.arrivals_closed:
+        if self._next == len(reqs) and not sched.arrivals_closed and not self.accepting:
             sched.close_arrivals()
 
     def _wait(self) -> None:
@@ -140,7 +168,7 @@ class ServingEngine:
         self.now_s = min(events)
 
 
-def _check_admissible(scheduler: Scheduler, requests: list[Request],
+def check_admissible(scheduler: Scheduler, requests: list[Request],
                       max_tokens: int | None = None) -> None:
     """Submit every request to a scheduler of the same policy, budget and pool size (empty):
     its `add` raises what the real one would at arrival. A real model also refuses a request

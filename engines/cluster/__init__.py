@@ -1,0 +1,15 @@
+"""Many simulated GPUs: replicas behind a router, tensor parallelism, prefill/decode
+disaggregation with the KV cache moved over a link preset; goodput per GPU and the search
+over layouts. Every instance is `engines/serve`'s ServingEngine (its one scheduler) on the
+simulated clock; this package only routes requests between them and times the links.
+
+    links.py      link presets (assets/links: bandwidth, latency, sources)
+    layout.py     a layout: replicas × t, or P prefill : D decode instances × t
+    executor.py   the simulated executor of a tensor-parallel instance (all-reduces on the
+                  link) and of a decode instance (KV arrives, it is not computed)
+    router.py     round-robin, least outstanding tokens, prefix-aware
+    records.py    what a cluster run hands out (per request, per instance, per transfer)
+    cluster.py    the cluster's event loop on the simulated clock
+    goodput.py    SLO attainment and goodput per GPU (DistServe's definition)
+    search.py     every layout under a GPU budget, one full run each
+"""

@@ -1,0 +1,68 @@
+"""The simulated executor of one cluster instance: `engines/serve`'s SimulatedExecutor on a
+tensor-parallel group, and on a decode instance whose prompts' K/V arrive over the link.
+
+Tensor degree t: every GPU holds 1/t of the weights and of the KV heads and does 1/t of the
+FLOPs, so the batch's roofline time is the one-GPU formula on t × the roofs (F/t over P is
+F over t·P); each layer adds two all-reduces (after attention, after the MLP) of the batch's
+activations, T tokens × d_model × bytes(dtype), on the link:
+
+    iteration_s = roofline(F, B; t·P, t·W) + 2·L·all_reduce_s(T·d_model·bytes, t)
+
+With t = 1 that is SimulatedExecutor's time exactly (no communication).
+
+A decode instance (`kv_arrivals`) computes no prompt: the scheduler still reserves a prompt's
+blocks (a request is admitted only when its KV fits the pool), but the chunk costs nothing;
+the chunk that ends the prompt (prompt + the first token, which came from the prefill
+instance) is the first decode, costed as one decode over that context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from inferlab.engines.cluster.links import LinkPreset
+from inferlab.engines.dtypes import bytes_per_element
+from inferlab.engines.hardware.presets import HardwarePreset
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.roofline.interconnect import ring_all_reduce_s
+from inferlab.engines.serve.clock import SimulatedExecutor
+from inferlab.engines.serve.request import Sequence
+from inferlab.engines.serve.scheduler import SchedulerOutput
+
+
+class InstanceExecutor(SimulatedExecutor):
+    """SimulatedExecutor for a group of `tp` GPUs joined by `link`; `kv_arrivals`: a decode
+    instance (see the module docstring). `comm_s` sums the all-reduce time so far."""
+
+    def __init__(self, model_config: ModelConfig, hardware: HardwarePreset, tp: int = 1,
+                 link: LinkPreset | None = None, dtype: str = "fp16",
+                 kv_arrivals: bool = False) -> None:
+        if tp > 1 and link is None:
+            raise ValueError("a tensor-parallel instance needs a link for its all-reduces")
+        super().__init__(model_config, (hardware.peak_flops_for(dtype) * tp,
+                                        hardware.bandwidth_bytes_per_s * tp), dtype)
+        self.tp = tp
+        self.link = link
+        self.kv_arrivals = kv_arrivals
+        self._activation_bytes = model_config.d_model * bytes_per_element(dtype)
+        self.comm_s = 0.0
+
+    def iteration_time_s(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]) -> float:
+        if not self.kv_arrivals:
+            compute_s = super().iteration_time_s(out, seqs)
+            n_tokens = out.num_batched_tokens
+        else:
+            finals = [c.start + c.n_tokens for c in out.prefills
+                      if c.start + c.n_tokens == seqs[c.seq_id].num_prefill_tokens]
+            n_decodes = len(out.decodes) + len(finals)
+            if not n_decodes:  # only KV arriving: nothing is computed
+                return 0.0
+            compute_s = self.batch_time_s([], n_decodes, out.decode_context_tokens + sum(finals))
+            n_tokens = n_decodes
+        if self.tp == 1 or not n_tokens:
+            return compute_s
+        comm_s = 2 * self.config.n_layers * ring_all_reduce_s(
+            n_tokens * self._activation_bytes, self.tp, self.link.bandwidth_bytes_per_s,
+            self.link.latency_s)
+        self.comm_s += comm_s
+        return compute_s + comm_s

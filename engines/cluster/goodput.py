@@ -1,0 +1,111 @@
+"""Goodput as DistServe defines it: the request rate a layout serves with at least
+`attainment` (90 % by default) of its requests within BOTH the TTFT and the TPOT objective,
+per GPU.
+
+    slo_attainment    the share of requests that completed within both objectives
+                      (metrics.SLO.met_by: TTFT = t_1 − arrival, TPOT = (t_n − t_1)/(n − 1))
+    goodput_per_gpu   one run: the SLO-meeting requests per second of its duration, over its
+                      GPUs, when the attainment reaches the goal; 0 when it does not (the
+                      layout cannot serve this load)
+    max_goodput_per_gpu  DistServe's figure: the highest arrival rate of the same requests
+                      (their arrival times scaled) whose run reaches the goal, over the GPUs;
+                      found by doubling then bisecting the rate, each probe a full run
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from inferlab.engines.cluster.cluster import ClusterConfig, ClusterResult, run_cluster
+from inferlab.engines.serve.metrics import SLO, RequestTiming
+from inferlab.engines.serve.request import Request
+
+DEFAULT_ATTAINMENT = 0.9
+
+
+def slo_attainment(timings: list[RequestTiming], slo: SLO) -> float:
+    """Requests that completed within every objective of `slo` / all requests (0 for none)."""
+    if not timings:
+        return 0.0
+    return sum(1 for t in timings if t.ok and slo.met_by(t)) / len(timings)
+
+
+def goodput_per_gpu(result: ClusterResult, slo: SLO,
+                    attainment: float = DEFAULT_ATTAINMENT) -> float:
+    """One run's goodput per GPU (see the module docstring)."""
+    timings = result.timings()
+    if slo_attainment(timings, slo) < attainment:
+        return 0.0
+    metrics = result.metrics(slo)
+    return (metrics.goodput_requests_per_s or 0.0) / result.config.layout.n_gpus
+
+
+def offered_rate_per_s(requests: list[Request]) -> float:
+    """(n − 1) / (last arrival − first arrival): the requests' arrival rate (inf when they
+    all arrive at once)."""
+    times = sorted(r.arrival_s for r in requests)
+    span = times[-1] - times[0] if times else 0.0
+    return (len(times) - 1) / span if span > 0 else math.inf
+
+
+def at_rate(requests: list[Request], rate_per_s: float) -> list[Request]:
+    """The same requests, their arrival times scaled (about the first) to `rate_per_s`."""
+    base = offered_rate_per_s(requests)
+    t0 = min(r.arrival_s for r in requests)
+    factor = base / rate_per_s
+    return [replace(r, arrival_s=t0 + (r.arrival_s - t0) * factor) for r in requests]
+
+
+@dataclass(frozen=True)
+class RateProbe:
+    rate_per_s: float
+    attainment: float
+
+
+@dataclass(frozen=True)
+class MaxGoodput:
+    goodput_per_gpu: float  # the highest passing rate / GPUs (0: none passed)
+    rate_per_s: float
+    probes: tuple[RateProbe, ...]
+
+
+def max_goodput_per_gpu(config: ClusterConfig, requests: list[Request], slo: SLO,
+                        attainment: float = DEFAULT_ATTAINMENT, *, doublings: int = 6,
+                        bisections: int = 4) -> MaxGoodput:
+    """DistServe's goodput: from the requests' own rate, double (or halve) the rate until the
+    goal is crossed, then bisect the bracket (in log rate) `bisections` times."""
+    probes: list[RateProbe] = []
+
+    def passes(rate: float) -> bool:
+        result = run_cluster(config, at_rate(requests, rate))
+        got = slo_attainment(result.timings(), slo)
+        probes.append(RateProbe(rate, got))
+        return got >= attainment
+
+    rate = offered_rate_per_s(requests)
+    if not math.isfinite(rate):
+        raise ValueError("the requests all arrive at once: they have no rate to scale")
+    if passes(rate):
+        good, bad = rate, None
+        for _ in range(doublings):
+            if not passes(rate := rate * 2):
+                bad = rate
+                break
+            good = rate
+    else:
+        good, bad = None, rate
+        for _ in range(doublings):
+            if passes(rate := rate / 2):
+                good = rate
+                break
+            bad = rate
+    if good is not None and bad is not None:
+        for _ in range(bisections):
+            mid = math.sqrt(good * bad)
+            if passes(mid):
+                good = mid
+            else:
+                bad = mid
+    n_gpus = config.layout.n_gpus
+    return MaxGoodput(0.0 if good is None else good / n_gpus, good or 0.0, tuple(probes))

@@ -1,0 +1,90 @@
+"""Which instance a request goes to. Each policy sees the instances as they are when the
+request arrives, on the simulated clock:
+
+    round-robin   the next instance in turn
+    least-tokens  the instance with the fewest outstanding tokens: Σ over the unfinished
+                  requests routed to it of prompt + max_new_tokens − outputs so far
+    prefix        the instance that holds the longest prefix of the prompt — its own prefix
+                  cache when it has one (BlockManager.cached_prefix_len, hash or radix),
+                  else the router's own record of the block hashes it sent there (chained
+                  as vLLM's, never evicted: an approximation, as SGLang's router keeps);
+                  no match anywhere, or a tie: least-tokens
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from inferlab.engines.kv.prefix_cache import ROOT_HASH, hash_block_tokens
+
+ROUND_ROBIN = "round-robin"
+LEAST_TOKENS = "least-tokens"
+PREFIX = "prefix"
+ROUTERS = (ROUND_ROBIN, LEAST_TOKENS, PREFIX)
+
+
+class RoutedInstance:
+    """What the router reads of an instance: its outstanding tokens, its prefix cache (the
+    BlockManager, or None), the block hashes it was sent."""
+
+    def __init__(self, blocks, block_size: int) -> None:
+        self.blocks = blocks
+        self.block_size = block_size
+        self.outstanding_tokens = 0
+        self.sent_hashes: set[int] = set()
+
+    def cached_prefix_tokens(self, prompt: Sequence[int]) -> int:
+        if self.blocks is not None and self.blocks.enable_prefix_caching:
+            return self.blocks.cached_prefix_len(prompt)
+        n = 0
+        for h in block_hashes(prompt, self.block_size):
+            if h not in self.sent_hashes:
+                break
+            n += self.block_size
+        return n
+
+    def remember(self, prompt: Sequence[int]) -> None:
+        if self.blocks is None or not self.blocks.enable_prefix_caching:
+            self.sent_hashes.update(block_hashes(prompt, self.block_size))
+
+
+def block_hashes(prompt: Sequence[int], block_size: int) -> list[int]:
+    """The chained hashes of the prompt's full blocks (engines/kv's hash_block_tokens)."""
+    out, parent = [], ROOT_HASH
+    for i in range(0, len(prompt) - block_size + 1, block_size):
+        parent = hash_block_tokens(parent, tuple(prompt[i:i + block_size]))
+        out.append(parent)
+    return out
+
+
+class Router:
+    """`choose(prompt, instances)` -> the index of the instance a request goes to."""
+
+    def __init__(self, policy: str) -> None:
+        if policy not in ROUTERS:
+            raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {policy!r}")
+        self.policy = policy
+        self._turn = 0
+
+    def choose(self, prompt: Sequence[int], instances: Sequence[RoutedInstance]) -> int:
+        if self.policy == ROUND_ROBIN:
+            i = self._turn % len(instances)
+            self._turn += 1
+        elif self.policy == LEAST_TOKENS:
+            i = least_tokens(instances)
+        else:
+            matched = [inst.cached_prefix_tokens(prompt) for inst in instances]
+            best = max(matched)
+            if best == 0:
+                i = least_tokens(instances)
+            else:
+                i = least_tokens(instances, [j for j, m in enumerate(matched) if m == best])
+        instances[i].remember(prompt)
+        return i
+
+
+def least_tokens(instances: Sequence[RoutedInstance], among: Sequence[int] | None = None) -> int:
+    """The instance (of `among`, default all) with the fewest outstanding tokens, the first
+    on a tie."""
+    among = range(len(instances)) if among is None else among
+    return min(among, key=lambda j: instances[j].outstanding_tokens)

@@ -1,0 +1,111 @@
+"""The layout search: every layout of a kind under a GPU budget, each one full simulated run
+of the same requests, scored by goodput per GPU (goodput.goodput_per_gpu); the grid the heat
+map draws, and the best cell.
+
+    replicas  rows: tensor degree t (1, 2, 4, …: those that split the model's heads);
+              columns: replicas r = 1, 2, 4, … while r × t ≤ the budget
+    pd        rows: t; columns: the share of prefill instances (1:3, 1:2, 1:1, 2:1, 3:1 of
+              P:D) over all the budget's instances, budget / t (each at least one of each)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
+from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT, goodput_per_gpu, slo_attainment
+from inferlab.engines.cluster.layout import PD, REPLICAS, Layout
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.roofline.parallel import gpu_share
+from inferlab.engines.serve.metrics import SLO
+
+SEARCH_KINDS = (REPLICAS, PD)
+PD_SHARES = ((1, 3), (1, 2), (1, 1), (2, 1), (3, 1))
+"""P:D ratios the pd search tries: the prefill instances' share P / (P + D)."""
+
+
+def tensor_degrees(cfg: ModelConfig, budget: int) -> list[int]:
+    """1, 2, 4, … up to the budget, where the model's heads split t ways."""
+    out, t = [], 1
+    while t <= budget:
+        try:
+            gpu_share(cfg, t)
+            out.append(t)
+        except ValueError:
+            pass
+        t *= 2
+    return out
+
+
+def search_grid(kind: str, cfg: ModelConfig, budget: int) -> tuple[list[int], list[str],
+                                                                    list[list[Layout | None]]]:
+    """(rows: t values, column labels, layouts[row][column] or None where none fits)."""
+    if kind not in SEARCH_KINDS:
+        raise ValueError(f"search kind must be one of {', '.join(SEARCH_KINDS)}, got {kind!r}")
+    rows = tensor_degrees(cfg, budget)
+    if kind == REPLICAS:
+        n_cols = int(math.log2(budget)) + 1
+        columns = [2 ** c for c in range(n_cols)]
+        grid = [[Layout(REPLICAS, tp=t, replicas=r) if r * t <= budget else None
+                 for r in columns] for t in rows]
+        return rows, [f"{r} replica{'s' if r > 1 else ''}" for r in columns], grid
+    grid = []
+    for t in rows:
+        n = budget // t
+        row, seen = [], set()
+        for p_share, d_share in PD_SHARES:
+            p = round(n * p_share / (p_share + d_share))
+            p = min(max(p, 1), n - 1)
+            cell = None
+            if n >= 2 and (p, n - p) not in seen:
+                seen.add((p, n - p))
+                cell = Layout(PD, tp=t, prefill=p, decode=n - p)
+            row.append(cell)
+        grid.append(row)
+    return rows, [f"P:D {p}:{d}" for p, d in PD_SHARES], grid
+
+
+@dataclass(frozen=True)
+class SearchCell:
+    row: int
+    column: int
+    layout: Layout
+    goodput_per_gpu: float
+    attainment: float
+    ttft_p90_s: float | None
+    tpot_p90_s: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    kind: str
+    budget: int
+    tps: tuple[int, ...]
+    columns: tuple[str, ...]
+    cells: tuple[SearchCell, ...]
+    best: int | None  # index into cells (None: no layout reached the goal)
+
+
+def search_layouts(base: ClusterConfig, kind: str, budget: int, requests, slo: SLO,
+                   attainment: float = DEFAULT_ATTAINMENT, progress=None) -> SearchResult:
+    """Run every layout of the grid on `requests`; best = the highest goodput per GPU (ties:
+    higher attainment, then fewer GPUs)."""
+    tps, columns, grid = search_grid(kind, base.model, budget)
+    cells = []
+    todo = [(i, j, lay) for i, row in enumerate(grid) for j, lay in enumerate(row) if lay]
+    for done, (i, j, layout) in enumerate(todo):
+        if progress is not None:
+            progress(done / len(todo), f"layout {layout.label}")
+        result = run_cluster(replace(base, layout=layout), requests)
+        metrics = result.metrics(slo)
+        cells.append(SearchCell(i, j, layout, goodput_per_gpu(result, slo, attainment),
+                                slo_attainment(result.timings(), slo), metrics.ttft_s.p90,
+                                metrics.tpot_s.p90))
+    ranked = [k for k, c in enumerate(cells) if c.goodput_per_gpu > 0]
+    best = max(ranked, key=lambda k: (cells[k].goodput_per_gpu, cells[k].attainment,
+                                      -cells[k].layout.n_gpus), default=None)
+    return SearchResult(kind, budget, tuple(tps), tuple(columns), tuple(cells), best)
