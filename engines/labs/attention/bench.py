@@ -1,0 +1,110 @@
+"""`inferlab bench attention --json`: the three executions' counted bytes against their closed
+forms, and real timings on this device at growing N.
+
+    counted_vs_closed_form_bytes   Σ counted bytes / Σ closed-form bytes over the three
+                                   stepped executions on several shapes (1 exactly)
+    tiled_vs_naive_time_4096       the tiled kernel's time / naive torch's at N = 4096 (and
+    tiled_vs_naive_time_8192       8192), d = 64, one head, measured in the same run; the
+                                   tiled kernel is the native C loop where the library has
+                                   it, else the one-shot torch loop (`tiled_kernel` says)
+    sdpa_vs_naive_time_*           torch SDPA's time / naive torch's at the same N
+    timings                        per N (256 … 16384): naive_s, sdpa_s, tiled_torch_s,
+                                   tiled_native_s, naive's S + P bytes; naive is skipped
+                                   ("out of memory") where S and P would not fit in the RAM
+                                   free now
+"""
+
+from __future__ import annotations
+
+import torch
+
+from inferlab.engines.attention.executions import closed_form, make_engine
+from inferlab.engines.attention.naive import naive_attention
+from inferlab.engines.attention.step import EXECUTIONS
+from inferlab.engines.attention.tiled import flash_attention
+
+BENCH_NS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+BENCH_D = 64
+TORCH_TILE = 512
+"""Br = Bc of the one-shot torch loop: its tiles' products are large enough for torch's
+matmul to run near peak, and the 512×512 score tile (1 MiB) sits in a core's L2."""
+COUNT_SHAPES = ((512, 64, 64, 64, False), (500, 48, 37, 29, True), (257, 16, 128, 8, True))
+
+
+def counted_vs_closed_form() -> float:
+    counted = closed = 0
+    for n, d, br, bc, causal in COUNT_SHAPES:
+        q, k, v = (torch.randn(2, n, d) for _ in range(3))
+        for execution in EXECUTIONS:
+            engine = make_engine(execution, q, k, v, br, bc, causal)
+            engine.run()
+            form = closed_form(execution, n, d, br, bc, causal, 4, 2)
+            counted += engine.bytes_read + engine.bytes_written
+            closed += form.bytes_moved
+    return counted / closed
+
+
+def tiled_kernels() -> dict:
+    """name -> fn(q, k, v, causal) of every tiled implementation that runs here."""
+    found = {"tiled_torch": lambda q, k, v, c: flash_attention(q, k, v, TORCH_TILE, TORCH_TILE,
+                                                               c)[0]}
+    try:
+        from inferlab.engines.attention.native import native_flash_attention, native_supported
+    except ImportError:
+        return found
+    if native_supported():
+        found["tiled_native"] = lambda q, k, v, c: native_flash_attention(q, k, v, c)
+    return found
+
+
+def timings(ns=BENCH_NS, d: int = BENCH_D, causal: bool = False, repeats: int = 3,
+            progress=None) -> list[dict]:
+    """Seconds per call of each implementation at each N (one head, fp32, this device)."""
+    import psutil
+
+    kernels = tiled_kernels()
+    rows = []
+    for n in ns:
+        if progress is not None:
+            progress(None, f"timing N = {n}")
+        fits = 2 * n * n * 4 * 1.5 < psutil.virtual_memory().available
+        rows.append(_time_row(n, d, causal, repeats, kernels, fits))
+    return rows
+
+
+def _time_row(n: int, d: int, causal: bool, repeats: int, kernels: dict, naive_fits: bool):
+    from inferlab.engines.hardware.timing import median_call_s
+
+    cpu = torch.device("cpu")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (torch.randn(1, n, d) for _ in range(3))
+    row = {"n": n, "naive_sp_bytes": 2 * n * n * 4}  # S and P, live together at the softmax
+    if naive_fits:
+        row["naive_s"] = median_call_s(lambda: naive_attention(q, k, v, causal), cpu, repeats, 1)
+    else:
+        row["naive_s"], row["naive_error"] = None, "out of memory"
+    row["sdpa_s"] = median_call_s(lambda: sdpa(q, k, v, is_causal=causal), cpu, repeats, 1)
+    for name, fn in kernels.items():
+        row[f"{name}_s"] = median_call_s(lambda fn=fn: fn(q, k, v, causal), cpu, repeats, 1)
+    return row
+
+
+def run_attention_bench(progress=None) -> dict:
+    from inferlab.engines import kernels as native_kernels
+
+    rows = timings(progress=progress)
+    names = list(tiled_kernels())
+    tiled = "tiled_native" if "tiled_native" in names else "tiled_torch"
+    out = {"counted_vs_closed_form_bytes": counted_vs_closed_form(), "tiled_kernel": tiled,
+           "torch_threads": torch.get_num_threads(),
+           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "native": native_kernels.describe()}
+    for row in rows:
+        if row["n"] in (4096, 8192) and row.get("naive_s"):
+            n = row["n"]
+            out[f"tiled_vs_naive_time_{n}"] = row[f"{tiled}_s"] / row["naive_s"]
+            out[f"sdpa_vs_naive_time_{n}"] = row["sdpa_s"] / row["naive_s"]
+            if tiled != "tiled_torch":
+                out[f"tiled_torch_vs_naive_time_{n}"] = row["tiled_torch_s"] / row["naive_s"]
+    out["timings"] = rows
+    return out

@@ -1,0 +1,68 @@
+"""The attention lab's snapshot section: settings, the run (AttentionRunInfo) and its steps.
+
+Every step keeps its counters; only the last `STEPS_WITH_ARRAYS` keep their score tile and
+m, ℓ rows, so that a run of thousands of tiles stays a small file."""
+
+from __future__ import annotations
+
+from inferlab.engines.labs.attention.records import (
+    AttentionRunInfo,
+    step_from_dict,
+    step_to_dict,
+)
+from inferlab.engines.labs.attention.settings import ATTENTION_DEFAULTS, ATTENTION_SETTINGS
+from inferlab.engines.settings import check_settings, read_list, read_object
+from inferlab.engines.trace.snapshot import lab_section, section_field
+
+STEPS_WITH_ARRAYS = 64
+MAX_STEPS = 1_000_000
+
+
+def attention_metrics(info: AttentionRunInfo | None, records) -> dict:
+    """The stepped execution's totals so far beside its closed form."""
+    if info is None or not records:
+        return {"steps": 0}
+    last = records[-1]
+    form = info.closed_forms[info.execution]
+    return {"execution": info.execution, "steps": len(records),
+            "steps_total": last.steps_total, "bytes_read": last.bytes_read,
+            "bytes_written": last.bytes_written, "flops": last.flops,
+            "closed_form_bytes_read": form.bytes_read,
+            "closed_form_bytes_written": form.bytes_written,
+            "peak_on_chip_bytes": max(r.on_chip_bytes for r in records)}
+
+
+def attention_section(settings: dict, info: AttentionRunInfo | None, records) -> dict:
+    if info is None:
+        return lab_section(settings, {}, {"steps": 0})
+    keep_from = len(records) - STEPS_WITH_ARRAYS
+    steps = [step_to_dict(r, with_arrays=i >= keep_from) for i, r in enumerate(records)]
+    return lab_section(settings, {"run": info.to_dict(), "steps": steps},
+                       attention_metrics(info, records))
+
+
+def read_attention_section(sec: dict):
+    """(settings, AttentionRunInfo or None, [AttentionStep]); ValueError names a bad field."""
+    where = "labs.attention"
+    read_object(sec, where)
+    settings = check_settings(section_field(sec, "settings", where), ATTENTION_SETTINGS,
+                              ATTENTION_DEFAULTS, f"{where}.settings")
+    state = read_object(section_field(sec, "state", where), f"{where}.state")
+    if not state:
+        return settings, None, []
+    info = AttentionRunInfo.from_dict(section_field(state, "run", f"{where}.state"),
+                                      f"{where}.state.run")
+    records = read_list(section_field(state, "steps", f"{where}.state"), step_from_dict,
+                        f"{where}.state.steps", MAX_STEPS)
+    for i, r in enumerate(records):
+        at = f"{where}.state.steps[{i}]"
+        if r.execution != info.execution:
+            raise ValueError(f"{at}.execution: expected {info.execution}, got {r.execution}")
+        for name in ("q_rows", "k_rows"):
+            rows = getattr(r, name)
+            if rows is not None and rows[1] > info.n:
+                raise ValueError(f"{at}.{name}: expected rows within N = {info.n}, got "
+                                 f"{list(rows)}")
+        if r.head >= info.heads:
+            raise ValueError(f"{at}.head: expected below {info.heads}, got {r.head}")
+    return settings, info, records

@@ -1,0 +1,130 @@
+"""The attention lab's engine side: records round-trip, the section reader names bad fields,
+`run` prints each execution's counted bytes equal to the closed forms and its SDPA error."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from inferlab.engines.attention.traffic import naive_traffic, split_k_traffic, tiled_traffic
+from inferlab.engines.labs.attention.records import (
+    AttentionRunInfo,
+    step_from_dict,
+    step_to_dict,
+)
+from inferlab.engines.labs.attention.run import add_arguments, run
+from inferlab.engines.labs.attention.section import (
+    attention_section,
+    read_attention_section,
+)
+from inferlab.engines.labs.attention.session import AttentionSession
+from inferlab.engines.labs.attention.settings import ATTENTION_DEFAULTS, tile_sizes
+from inferlab.engines.trace.recorder import TraceRecorder
+
+
+def plain(x):
+    return json.loads(json.dumps(x, allow_nan=False))
+
+
+def session_records(**settings):
+    s = AttentionSession(dict(ATTENTION_DEFAULTS, **settings))
+    records = []
+    while not s.done:
+        records.append(s.step())
+    return s, records
+
+
+@pytest.mark.parametrize("execution", ["naive", "tiled", "split_k"])
+def test_steps_round_trip_through_json(execution):
+    _s, records = session_records(n=20, d=4, br=8, bc=6, causal=True, execution=execution)
+    for r in records:
+        back = step_from_dict(plain(step_to_dict(r)), "step")
+        assert step_to_dict(back) == step_to_dict(r)
+        for name in ("score_tile", "m_rows", "l_rows"):
+            a, b = getattr(r, name), getattr(back, name)
+            assert (a is None) == (b is None)
+            if a is not None:  # NaN (a chunk not run yet) and -inf (masked) survive
+                np.testing.assert_array_equal(a, b)
+
+
+def test_section_round_trips_and_keeps_arrays_of_the_last_steps_only():
+    s, records = session_records(n=64, d=4, br=4, bc=4)  # 256 tiles
+    sec = plain(attention_section(ATTENTION_DEFAULTS, s.info, records))
+    settings, info, back = read_attention_section(sec)
+    assert info == s.info and len(back) == 256 and settings["n"] == 1024
+    assert back[0].score_tile is None and back[-1].score_tile is not None
+    assert sec["metrics"]["bytes_read"] == tiled_traffic(64, 4, 4, 4, False, 4).bytes_read
+    assert read_attention_section(plain(attention_section(ATTENTION_DEFAULTS, None, [])))[1] \
+        is None
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("settings", "n"), 0, "labs.attention.settings.n"),
+    (("state", "run", "br"), "x", "labs.attention.state.run.br"),
+    (("state", "steps", 0, "q_rows"), [5, 2], "labs.attention.state.steps[0].q_rows"),
+    (("state", "steps", 0, "execution"), "naive", "labs.attention.state.steps[0].execution"),
+    (("state", "steps", 1, "k_rows"), [0, 99], "labs.attention.state.steps[1].k_rows"),
+    (("state", "steps", 1, "step"), 9, "labs.attention.state.steps[1].step"),
+])
+def test_section_reader_names_the_bad_field(path, value, message):
+    s, records = session_records(n=16, d=4, br=8, bc=8)
+    sec = plain(attention_section(ATTENTION_DEFAULTS, s.info, records))
+    node = sec
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        read_attention_section(sec)
+
+
+def parse(*argv):
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    return p.parse_args(list(argv))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_run_counts_each_execution_as_its_closed_form(causal):
+    argv = ["--n", "130", "--d", "16", "--br", "32", "--bc", "24"] + (["--causal"] * causal)
+    section, summary = run(parse(*argv), TraceRecorder())
+    ex = plain(summary)["executions"]
+    assert summary["element_bytes"] == 4
+    forms = {"naive": naive_traffic(130, 16, 4), "split_k": split_k_traffic(130, 16, 24, 4),
+             "tiled": tiled_traffic(130, 16, 32, 24, causal, 4)}
+    for name, form in forms.items():
+        assert (ex[name]["bytes_read"], ex[name]["bytes_written"]) == \
+            (form.bytes_read, form.bytes_written)
+        assert ex[name]["max_abs_error_vs_sdpa"] < 1e-5
+    # 5 Q tiles × 6 K tiles; causal: the K tiles starting before each Q tile's end, 2+3+4+6+6
+    assert ex["tiled"]["steps"] == (21 if causal else 30)
+    assert ex["split_k"]["steps"] == 6 + 1 and ex["naive"]["steps"] == 2 * 30 + 5
+    assert read_attention_section(plain(section))[1].execution == "tiled"
+
+
+def test_run_refuses_bad_options():
+    with pytest.raises(ValueError, match="options.n"):
+        run(parse("--n", "0"), TraceRecorder())
+
+
+def test_tiles_from_an_on_chip_memory():
+    assert tile_sizes(dict(ATTENTION_DEFAULTS, on_chip_kib=100, d=64)) == (64, 100)
+    assert tile_sizes(dict(ATTENTION_DEFAULTS, br=8, bc=16)) == (8, 16)
+    info = AttentionRunInfo.of(64, 8, 2, True, 16, 16, 4, "tiled")
+    assert info.closed_forms["naive"] == naive_traffic(64, 8, 4, 2)
+
+
+def test_naive_refuses_what_would_not_fit():
+    with pytest.raises(ValueError, match="GiB"):
+        AttentionSession(dict(ATTENTION_DEFAULTS, n=16384, heads=2, execution="naive"))
+
+
+def test_bench_counts_match_and_times_every_implementation():
+    from inferlab.engines.labs.attention.bench import counted_vs_closed_form, timings
+
+    assert counted_vs_closed_form() == 1.0
+    (row,) = timings(ns=(64,), d=8, repeats=1)
+    assert row["n"] == 64 and row["naive_sp_bytes"] == 2 * 64 * 64 * 4
+    assert all(row[k] > 0 for k in ("naive_s", "sdpa_s", "tiled_torch_s"))
