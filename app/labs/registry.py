@@ -177,6 +177,27 @@ LABS: tuple[LabSpec, ...] = (
         screenshot_settle_s=3.0,
     ),
     LabSpec(
+        id="attention",
+        title="Attention",
+        summary=("Naive attention, FlashAttention-2's tiles and Flash-Decoding's split-K, "
+                 "tile by tile, every byte to and from main memory counted"),
+        description=(
+            "the same attention run three ways on seeded Q, K, V — naive (S = QKᵀ/√d and P "
+            "materialised), tiled in FlashAttention-2's order (online softmax: the running "
+            "max m and sum ℓ per row, causal tiles skipped) and split-K decode "
+            "(Flash-Decoding: one query row, chunks combined by their (m, ℓ)) — each stepped "
+            "one tile at a time: Q, K, V, S and O as tile grids with the current tiles lit, "
+            "the score tile, m and ℓ as they change, the bytes each execution reads and "
+            "writes (counted by the engine, equal to the closed forms shown with the numbers "
+            "substituted), the three on the measured roofline and an H100's as the tile "
+            "grows, and naive torch, torch SDPA and the tiled kernels timed at growing N."),
+        controller="inferlab.app.labs.attention:AttentionLab",
+        read_section="inferlab.engines.labs.attention.section:read_attention_section",
+        run_arguments="inferlab.engines.labs.attention.run:add_arguments",
+        run="inferlab.engines.labs.attention.run:run",
+        bench="inferlab.app.labs.attention:run_attention_lab_bench",
+    ),
+    LabSpec(
         id="endpoint",
         title="Serving endpoint",
         summary=("Load-test a real vLLM / SGLang / llama.cpp server: every request's wait "

@@ -22,9 +22,9 @@ EXECUTIONS = (NAIVE, TILED, SPLIT_K)
 class AttentionStep:
     """One step (one tile) of one execution, and the totals after it.
 
-    `q_rows` and `k_rows` are the [start, end) rows of the tiles the step touched (None where
-    it touched none: naive's softmax reads whole rows of S, k_rows is then (0, N)); for
-    split-K the query row is N-1 and `k_rows` the chunk. `score_tile` holds the step's
+    `q_rows` and `k_rows` are the [start, end) rows of the tiles the step touched (naive's
+    softmax reads whole rows of S: k_rows is then (0, N)); for split-K the query row is N-1
+    and `k_rows` the chunk (the combine: (0, N)). `score_tile` holds the step's
     scaled scores (masked keys -inf), `m_rows` / `l_rows` the running max and sum of the Q
     tile's rows after it (split-K: every chunk's partial m and ℓ, NaN until computed)."""
 
@@ -33,8 +33,8 @@ class AttentionStep:
     steps_total: int
     head: int
     phase: str  # naive: scores | softmax | output; tiled: tile; split_k: chunk | combine
-    q_rows: tuple[int, int] | None
-    k_rows: tuple[int, int] | None
+    q_rows: tuple[int, int]
+    k_rows: tuple[int, int]
     step_bytes_read: int
     step_bytes_written: int
     on_chip_bytes: int

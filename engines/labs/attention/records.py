@@ -106,8 +106,7 @@ def _read_floats(value, where: str, ndim: int):
 def step_to_dict(s: AttentionStep, with_arrays: bool = True) -> dict:
     out = {"execution": s.execution, "step": s.step, "steps_total": s.steps_total,
            "head": s.head, "phase": s.phase,
-           "q_rows": None if s.q_rows is None else list(s.q_rows),
-           "k_rows": None if s.k_rows is None else list(s.k_rows),
+           "q_rows": list(s.q_rows), "k_rows": list(s.k_rows),
            "step_bytes_read": s.step_bytes_read, "step_bytes_written": s.step_bytes_written,
            "on_chip_bytes": s.on_chip_bytes, "bytes_read": s.bytes_read,
            "bytes_written": s.bytes_written, "flops": s.flops}
@@ -121,8 +120,6 @@ PHASES = ("scores", "softmax", "output", "tile", "chunk", "combine")
 
 
 def _rows(value, where):
-    if value is None:
-        return None
     a, b = read_tuple(value, (COUNT, COUNT), where, "[start, end]")
     if b < a:
         raise ValueError(f"{where}: expected start <= end, got [{a}, {b}]")

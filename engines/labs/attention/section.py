@@ -11,7 +11,7 @@ from inferlab.engines.labs.attention.records import (
     step_to_dict,
 )
 from inferlab.engines.labs.attention.settings import ATTENTION_DEFAULTS, ATTENTION_SETTINGS
-from inferlab.engines.settings import check_settings, read_list, read_object
+from inferlab.engines.settings import Setting, check_settings, read_fields, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
 STEPS_WITH_ARRAYS = 64
@@ -32,24 +32,43 @@ def attention_metrics(info: AttentionRunInfo | None, records) -> dict:
             "peak_on_chip_bytes": max(r.on_chip_bytes for r in records)}
 
 
-def attention_section(settings: dict, info: AttentionRunInfo | None, records) -> dict:
+def attention_section(settings: dict, info: AttentionRunInfo | None, records,
+                      timings: list[dict] = ()) -> dict:
+    """`timings`: rows of `bench.timings` the lab measured (none: not measured)."""
     if info is None:
         return lab_section(settings, {}, {"steps": 0})
     keep_from = len(records) - STEPS_WITH_ARRAYS
     steps = [step_to_dict(r, with_arrays=i >= keep_from) for i, r in enumerate(records)]
-    return lab_section(settings, {"run": info.to_dict(), "steps": steps},
+    return lab_section(settings, {"run": info.to_dict(), "steps": steps,
+                                  "timings": list(timings)},
                        attention_metrics(info, records))
 
 
+SECONDS = Setting("float", 0, 1e6, none=True)
+TIMING_FIELDS = {"n": Setting("int", 1, 1 << 20), "naive_sp_bytes": Setting("int", 0, 2**62)}
+TIMING_OPTIONAL = {"naive_s": None, "sdpa_s": None, "tiled_torch_s": None,
+                   "tiled_native_s": None, "naive_error": None}
+
+
+def _timing_row(value, where: str) -> dict:
+    row = read_fields(value, TIMING_FIELDS, where)
+    for key in TIMING_OPTIONAL:
+        if key in value:
+            reader = Setting("str", max_len=200, none=True) if key == "naive_error" else SECONDS
+            row[key] = reader(value[key], f"{where}.{key}")
+    return row
+
+
 def read_attention_section(sec: dict):
-    """(settings, AttentionRunInfo or None, [AttentionStep]); ValueError names a bad field."""
+    """(settings, AttentionRunInfo or None, [AttentionStep], [timing rows]); ValueError
+    names a bad field."""
     where = "labs.attention"
     read_object(sec, where)
     settings = check_settings(section_field(sec, "settings", where), ATTENTION_SETTINGS,
                               ATTENTION_DEFAULTS, f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
     if not state:
-        return settings, None, []
+        return settings, None, [], []
     info = AttentionRunInfo.from_dict(section_field(state, "run", f"{where}.state"),
                                       f"{where}.state.run")
     records = read_list(section_field(state, "steps", f"{where}.state"), step_from_dict,
@@ -65,4 +84,5 @@ def read_attention_section(sec: dict):
                                  f"{list(rows)}")
         if r.head >= info.heads:
             raise ValueError(f"{at}.head: expected below {info.heads}, got {r.head}")
-    return settings, info, records
+    timings = read_list(state.get("timings", []), _timing_row, f"{where}.state.timings", 64)
+    return settings, info, records, timings

@@ -53,7 +53,8 @@ def test_steps_round_trip_through_json(execution):
 def test_section_round_trips_and_keeps_arrays_of_the_last_steps_only():
     s, records = session_records(n=64, d=4, br=4, bc=4)  # 256 tiles
     sec = plain(attention_section(ATTENTION_DEFAULTS, s.info, records))
-    settings, info, back = read_attention_section(sec)
+    settings, info, back, timings = read_attention_section(sec)
+    assert timings == []
     assert info == s.info and len(back) == 256 and settings["n"] == 1024
     assert back[0].score_tile is None and back[-1].score_tile is not None
     assert sec["metrics"]["bytes_read"] == tiled_traffic(64, 4, 4, 4, False, 4).bytes_read
