@@ -127,3 +127,10 @@ def test_bad_inputs_are_refused():
         make_engine(NAIVE, q.double(), k.double(), v.double(), 4, 4)
     with pytest.raises(ValueError, match="unknown execution"):
         make_engine("flash3", q, k, v, 4, 4)
+
+
+def test_a_step_leaves_torchs_thread_count_as_it_found_it():
+    before = torch.get_num_threads()
+    engine = make_engine(TILED, *qkv(1, 16, 4, seed=0), 8, 8)
+    engine.step()
+    assert torch.get_num_threads() == before
