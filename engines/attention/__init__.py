@@ -7,6 +7,7 @@ moves to and from main memory and the working set it holds on chip.
     traffic.py     the closed forms of what each moves (one function each)
     step.py        the step record and the counting every engine shares
     executions.py  the three by name: engine, closed form, torch SDPA reference
+    native.py      the tiled loop in C on the native library (engines/kernels), for timing
 
 No lab concern lives here: the attention lab (engines/labs/attention) drives these.
 """
