@@ -68,23 +68,39 @@ class MaxGoodput:
     goodput_per_gpu: float  # the highest passing rate / GPUs (0: none passed)
     rate_per_s: float
     probes: tuple[RateProbe, ...]
+    capped: bool = False  # every probe passed: the goodput is at least this
 
 
-def max_goodput_per_gpu(config: ClusterConfig, requests: list[Request], slo: SLO,
-                        attainment: float = DEFAULT_ATTAINMENT, *, doublings: int = 6,
+def max_goodput_per_gpu(config: ClusterConfig, requests, slo: SLO,
+                        attainment: float = DEFAULT_ATTAINMENT, *, start_rate_per_s:
+                        float | None = None, doublings: int = 6,
                         bisections: int = 4) -> MaxGoodput:
-    """DistServe's goodput: from the requests' own rate, double (or halve) the rate until the
-    goal is crossed, then bisect the bracket (in log rate) `bisections` times."""
+    """DistServe's goodput: from a start rate, double (or halve) the rate until the goal is
+    crossed, then bisect the bracket (in log rate) `bisections` times.
+
+    `requests`: a list (scaled with `at_rate`; the start is its own rate), or a function
+    rate -> requests for an arrival process drawn at each rate (then give the start). A fixed
+    list at a high rate is one burst whose last TTFT is bounded by the work, not the rate:
+    draw as many requests as a fixed arrival window holds to see overload."""
     probes: list[RateProbe] = []
+    if callable(requests):
+        requests_at = requests
+        if start_rate_per_s is None:
+            raise ValueError("a function of the rate needs start_rate_per_s")
+    else:
+        listed = list(requests)
+        requests_at = lambda rate: at_rate(listed, rate)  # noqa: E731
+        if start_rate_per_s is None:
+            start_rate_per_s = offered_rate_per_s(listed)
 
     def passes(rate: float) -> bool:
-        result = run_cluster(config, at_rate(requests, rate))
+        result = run_cluster(config, requests_at(rate))
         got = slo_attainment(result.timings(), slo)
         probes.append(RateProbe(rate, got))
         return got >= attainment
 
-    rate = offered_rate_per_s(requests)
-    if not math.isfinite(rate):
+    rate = start_rate_per_s
+    if not math.isfinite(rate) or rate <= 0:
         raise ValueError("the requests all arrive at once: they have no rate to scale")
     if passes(rate):
         good, bad = rate, None
@@ -108,4 +124,5 @@ def max_goodput_per_gpu(config: ClusterConfig, requests: list[Request], slo: SLO
             else:
                 bad = mid
     n_gpus = config.layout.n_gpus
-    return MaxGoodput(0.0 if good is None else good / n_gpus, good or 0.0, tuple(probes))
+    return MaxGoodput(0.0 if good is None else good / n_gpus, good or 0.0, tuple(probes),
+                      capped=bad is None)

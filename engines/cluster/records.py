@@ -11,23 +11,30 @@ from dataclasses import asdict, dataclass
 from inferlab.engines.cluster.layout import COLOCATED, DECODE, PREFILL
 from inferlab.engines.presets import dataclass_from_dict
 from inferlab.engines.serve.records import IterationRecord, RequestInfo
+from inferlab.engines.settings import Setting
 
 ROLES = (COLOCATED, PREFILL, DECODE)
 
 
+_SECONDS = Setting("float", 0)
+_INDEX = Setting("int", 0)
+
+
 def _nonneg(record, name: str) -> None:
-    v = getattr(record, name)
-    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
-        raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+    v = _SECONDS.check(getattr(record, name), name)  # big integers, bools, nan: refused
     object.__setattr__(record, name, float(v))
 
 
 def _index(record, name: str, none: bool = False) -> None:
     v = getattr(record, name)
-    if none and v is None:
-        return
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+    if not (none and v is None):
+        _INDEX.check(v, name)
+
+
+def _text(record, name: str) -> None:
+    v = getattr(record, name)
+    if not isinstance(v, str) or not v:
+        raise ValueError(f"{name}: expected a non-empty string, got {type(v).__name__}")
 
 
 @dataclass(frozen=True)
@@ -48,19 +55,22 @@ class ClusterRequest:
     token_times_s: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.request_id, str) or not self.request_id:
-            raise ValueError("request_id: expected a non-empty string")
+        _text(self, "request_id")
         _nonneg(self, "arrival_s")
         _nonneg(self, "kv_transfer_s")
         for name in ("prompt_tokens", "max_new_tokens", "instance", "cached_tokens"):
             _index(self, name)
         _index(self, "decode_instance", none=True)
         times = self.token_times_s
-        if not isinstance(times, list | tuple) or not all(
-                isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
-                for t in times):
+        if not isinstance(times, list | tuple) or not set(map(type, times)) <= {int, float}:
             raise ValueError("token_times_s: expected a list of finite seconds")
-        object.__setattr__(self, "token_times_s", tuple(float(t) for t in times))
+        try:  # one pass in C: a run hands out every token's time
+            times = tuple(map(float, times))
+        except (TypeError, ValueError):
+            raise ValueError("token_times_s: expected a list of finite seconds") from None
+        if not math.isfinite(sum(times)):
+            raise ValueError("token_times_s: expected a list of finite seconds")
+        object.__setattr__(self, "token_times_s", times)
 
     def to_dict(self) -> dict:
         return asdict(self) | {"token_times_s": list(self.token_times_s)}
@@ -83,6 +93,7 @@ class KVTransfer:
     n_bytes: int
 
     def __post_init__(self) -> None:
+        _text(self, "request_id")
         for name in ("src", "dst", "n_bytes"):
             _index(self, name)
         _nonneg(self, "start_s")

@@ -58,33 +58,36 @@ def block_hashes(prompt: Sequence[int], block_size: int) -> list[int]:
 
 
 class Router:
-    """`choose(prompt, instances)` -> the index of the instance a request goes to."""
+    """`choose(prompt, instances)` -> the index of the instance a request goes to. Ties (an
+    idle cluster: every instance at 0 outstanding tokens) go to the instance chosen longest
+    ago, so that load spreads instead of piling on the first."""
 
     def __init__(self, policy: str) -> None:
         if policy not in ROUTERS:
             raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {policy!r}")
         self.policy = policy
         self._turn = 0
+        self._chosen_at: dict[int, int] = {}  # instance -> the turn it was last chosen
 
     def choose(self, prompt: Sequence[int], instances: Sequence[RoutedInstance]) -> int:
         if self.policy == ROUND_ROBIN:
             i = self._turn % len(instances)
-            self._turn += 1
         elif self.policy == LEAST_TOKENS:
-            i = least_tokens(instances)
+            i = self._least_tokens(instances)
         else:
             matched = [inst.cached_prefix_tokens(prompt) for inst in instances]
             best = max(matched)
-            if best == 0:
-                i = least_tokens(instances)
-            else:
-                i = least_tokens(instances, [j for j, m in enumerate(matched) if m == best])
+            among = None if best == 0 else [j for j, m in enumerate(matched) if m == best]
+            i = self._least_tokens(instances, among)
+        self._chosen_at[i] = self._turn
+        self._turn += 1
         instances[i].remember(prompt)
         return i
 
-
-def least_tokens(instances: Sequence[RoutedInstance], among: Sequence[int] | None = None) -> int:
-    """The instance (of `among`, default all) with the fewest outstanding tokens, the first
-    on a tie."""
-    among = range(len(instances)) if among is None else among
-    return min(among, key=lambda j: instances[j].outstanding_tokens)
+    def _least_tokens(self, instances: Sequence[RoutedInstance],
+                      among: Sequence[int] | None = None) -> int:
+        """The instance (of `among`, default all) with the fewest outstanding tokens; on a
+        tie the one chosen longest ago (never chosen: the first)."""
+        among = range(len(instances)) if among is None else among
+        return min(among, key=lambda j: (instances[j].outstanding_tokens,
+                                         self._chosen_at.get(j, -1 - j)))

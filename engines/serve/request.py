@@ -103,7 +103,7 @@ class Sequence:
 
     @property
     def is_prefilling(self) -> bool:
-        return self.num_remaining_prefill_tokens > 0
+        return self.num_computed_tokens < self.num_prefill_tokens
 
     @property
     def is_finished(self) -> bool:

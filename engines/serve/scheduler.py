@@ -323,13 +323,25 @@ class Scheduler:
         self._pending = None
         for chunk in output.prefills:
             self._computed(self.seqs[chunk.seq_id], chunk.n_tokens)
-        for sid in output.decodes:
-            self._computed(self.seqs[sid], 1)
+        seqs, mark_computed = self.seqs, self.blocks.mark_computed
+        for sid in output.decodes:  # _computed(seq, 1), inlined: once per decode
+            seq = seqs[sid]
+            seq.num_computed_tokens += 1
+            mark_computed(sid, seq.num_computed_tokens)
         done: list[Sequence] = []
         for sid in output.sample_ids:
-            for child, token in forks.get(sid, ()):
-                self._sampled(self.fork(sid, child), token, now_s, stop_ids, keep_eos, done)
-            self._sampled(self.seqs[sid], sampled[sid], now_s, stop_ids, keep_eos, done)
+            if forks:
+                for child, token in forks.get(sid, ()):
+                    self._sampled(self.fork(sid, child), token, now_s, stop_ids, keep_eos,
+                                  done)
+            seq, token = seqs[sid], int(sampled[sid])
+            request = seq.request
+            if (token not in stop_ids or request.ignore_eos) and \
+                    len(seq.output_ids) + 1 < request.max_new_tokens:  # the common case
+                seq.output_ids.append(token)
+                seq.token_times_s.append(now_s)
+            else:
+                self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
         return done
 
     def _sampled(self, seq: Sequence, token: int, now_s: float, stop_ids: Collection[int],
@@ -410,16 +422,21 @@ class Scheduler:
     def _reserve_decode(self, seq: Sequence) -> bool:
         """Reserve the slot of the token `seq` feeds back, preempting the newest running
         sequences while the pool has no block for it. False if `seq` preempted itself."""
-        sid = seq.seq_id
+        sid = seq.request.request_id
         token = seq.output_ids[-1]
         while not (done := self.blocks.try_append_token(sid, token))[0]:
             victim = self._running[-1]
             self._preempt(victim, seq)
             if victim is seq:
                 return False
+        b = self._batch
         if done[1] is not None:
-            self._batch.copies.append(BlockCopy(sid, *done[1]))
-        self._batch.decode(sid, seq.num_tokens)
+            b.copies.append(BlockCopy(sid, *done[1]))
+        # _Batch.decode, inlined: once per running sequence per iteration
+        b.decodes.append(sid)
+        b.sample_ids.append(sid)
+        b.num_tokens += 1
+        b.decode_context_tokens += len(seq.request.prompt_ids) + len(seq.output_ids)
         return True
 
     def _reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -482,12 +499,13 @@ class Scheduler:
         # Running first, oldest first. The only prefill still in progress is always the newest
         # running sequence (admission stops when a chunk uses up the budget or the pool), so
         # the decodes come before it.
+        reserve_decode = self._reserve_decode
         for seq in list(self._running):
             if seq.status != RUNNING:  # preempted just now for an older sequence
                 continue
-            if b.budget_left == 0:
+            if b.num_tokens >= b.budget:  # no budget left
                 break
-            if seq.is_prefilling:
+            if seq.num_computed_tokens < seq.num_prefill_tokens:  # prefilling
                 n = min(seq.num_remaining_prefill_tokens, b.budget_left)
                 while not self._reserve_prefill(seq, n):
                     victim = self._running[-1]
@@ -495,7 +513,7 @@ class Scheduler:
                     if victim is seq:
                         break
             else:
-                self._reserve_decode(seq)
+                reserve_decode(seq)
         if b.preempted:
             return
         self._order_waiting()

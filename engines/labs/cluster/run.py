@@ -1,0 +1,156 @@
+"""`inferlab run cluster`: the requests through a simulated cluster to their end, headless:
+each instance's iterations as spans on its own track, each KV transfer on the link's track;
+the summary holds kv_bytes_per_token, the link, the metrics, per request where it ran, its
+KV transfer and its token times, per instance its utilisation.
+
+`--search replicas|pd` instead runs every layout of that kind on `--gpus` GPUs (one full
+run each) and prints the grid with the best layout by goodput per GPU."""
+
+from __future__ import annotations
+
+from inferlab.engines.cluster.cluster import ClusterSimulation
+from inferlab.engines.cluster.layout import LAYOUTS
+from inferlab.engines.cluster.links import list_link_presets
+from inferlab.engines.cluster.router import ROUTERS
+from inferlab.engines.cluster.search import SEARCH_KINDS, search_layouts
+from inferlab.engines.labs.cluster.section import cluster_section
+from inferlab.engines.labs.cluster.settings import (
+    CLUSTER_DEFAULTS,
+    WORKLOADS,
+    check_cluster_settings,
+    cluster_config,
+    cluster_requests,
+    cluster_slo,
+)
+from inferlab.engines.settings import option_error
+
+OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--prefill",
+           "decode": "--decode", "router": "--router", "link": "--link",
+           "hardware": "--hardware", "model_config": "--model-config",
+           "scenario": "--scenario", "requests": "--requests", "rate_per_s": "--rate",
+           "seed": "--seed", "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot",
+           "overlap_transfer": "--no-overlap"}
+
+
+def add_arguments(p) -> None:
+    d = CLUSTER_DEFAULTS
+    p.add_argument("--layout", default=d["layout"], choices=LAYOUTS,
+                   help="replicas: data-parallel instances behind the router; tp: one "
+                        "instance over every GPU; pd: prefill and decode instances, the KV "
+                        f"moved between them (default {d['layout']})")
+    p.add_argument("--gpus", type=int, default=d["gpus"],
+                   help=f"GPUs in the cluster (default {d['gpus']})")
+    p.add_argument("--tp", type=int, default=d["tp"],
+                   help="tensor-parallel degree of each instance (default 1)")
+    p.add_argument("--prefill", type=int, default=d["prefill"],
+                   help="pd: prefill instances (default: half)")
+    p.add_argument("--decode", type=int, default=d["decode"],
+                   help="pd: decode instances (default: the rest)")
+    p.add_argument("--router", default=d["router"], choices=ROUTERS,
+                   help=f"how requests are spread over instances (default {d['router']})")
+    p.add_argument("--link", default=d["link"], choices=list_link_presets(),
+                   help=f"the interconnect between GPUs (default {d['link']})")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="pd: send the KV whole after the prefill instead of layer by layer")
+    p.add_argument("--hardware", default=d["hardware"],
+                   help=f"each GPU's hardware preset (default {d['hardware']})")
+    p.add_argument("--model-config", default=d["model_config"],
+                   help=f"the served model's preset (default {d['model_config']})")
+    p.add_argument("--scenario", default=d["scenario"], choices=WORKLOADS,
+                   help="lognormal: the seeded stream (--requests, --rate); or requests "
+                        "that share prefixes (multi-turn, few-shot, doc-qa, parallel, agent)")
+    p.add_argument("--requests", type=int, default=d["requests"],
+                   help=f"requests in the seeded stream (default {d['requests']})")
+    p.add_argument("--rate", type=float, default=d["rate_per_s"],
+                   help=f"Poisson arrival rate, requests/s (default {d['rate_per_s']:g})")
+    p.add_argument("--seed", type=int, default=d["seed"], help="workload seed (default 0)")
+    p.add_argument("--slo-ttft", type=float, default=d["slo_ttft_s"],
+                   help=f"goodput's TTFT objective, s (default {d['slo_ttft_s']:g})")
+    p.add_argument("--slo-tpot", type=float, default=d["slo_tpot_s"],
+                   help=f"goodput's TPOT objective, s (default {d['slo_tpot_s']:g})")
+    p.add_argument("--workload", default=None, metavar="FILE.jsonl",
+                   help="a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
+                        "instead of the seeded workload")
+    p.add_argument("--search", default=None, choices=SEARCH_KINDS,
+                   help="run every layout of this kind on --gpus GPUs and report the grid")
+
+
+def settings_of(args) -> dict:
+    settings = dict(CLUSTER_DEFAULTS, layout=args.layout, gpus=args.gpus, tp=args.tp,
+                    prefill=args.prefill, decode=args.decode, router=args.router,
+                    link=args.link, overlap_transfer=not args.no_overlap,
+                    hardware=args.hardware, model_config=args.model_config,
+                    scenario=args.scenario, requests=args.requests, rate_per_s=args.rate,
+                    seed=args.seed, slo_ttft_s=args.slo_ttft, slo_tpot_s=args.slo_tpot)
+    try:
+        return check_cluster_settings(settings, "settings")
+    except ValueError as e:
+        raise option_error(e, OPTIONS) from None
+
+
+def run(args, recorder):
+    """(section, summary): the run to its end, or with --search the layout grid."""
+    items = None
+    if args.workload:
+        from inferlab.engines.serve.workload import read_trace
+
+        items = read_trace(args.workload)
+        if not items:
+            raise ValueError(f"--workload {args.workload}: the trace holds no request")
+    settings = settings_of(args)
+    progress = getattr(args, "progress", None)
+    config = cluster_config(settings)
+    requests = cluster_requests(settings, config.model.vocab_size, items)
+    if args.search:
+        return _search(args.search, settings, config, requests, progress)
+    with recorder.span("route and run the cluster", cat="cluster",
+                       args={"layout": config.layout.label, "router": config.router}):
+        result = ClusterSimulation(config, requests).run()
+    trace_cluster(recorder, result, recorder.now_s())
+    section = cluster_section(settings, result)
+    link = config.link
+    summary = {"kv_bytes_per_token": result.kv_bytes_per_token,
+               "link": {"id": link.id, "bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+                        "latency_s": link.latency_s},
+               "layout": config.layout.to_dict(), "metrics": section["metrics"],
+               "requests": [{"request_id": r.request_id, "arrival_s": r.arrival_s,
+                             "prompt_tokens": r.prompt_tokens, "instance": r.instance,
+                             "decode_instance": r.decode_instance,
+                             "kv_transfer_s": r.kv_transfer_s,
+                             "token_times_s": list(r.token_times_s)}
+                            for r in result.requests],
+               "instances": [{"index": i.index, "role": i.role, "tp": i.tp,
+                              "kv_total_blocks": i.kv_total_blocks,
+                              "utilization": i.utilization(result.makespan_s),
+                              "comm_s": i.comm_s} for i in result.instances]}
+    return section, summary
+
+
+def _search(kind, settings, config, requests, progress):
+    result = search_layouts(config, kind, settings["gpus"], requests, cluster_slo(settings),
+                            settings["attainment"], progress)
+    best = None if result.best is None else result.cells[result.best]
+    summary = {"kind": kind, "budget_gpus": result.budget, "tp_rows": list(result.tps),
+               "columns": list(result.columns),
+               "cells": [c.to_dict() | {"label": c.layout.label} for c in result.cells],
+               "best": None if best is None else best.layout.label,
+               "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu}
+    from inferlab.engines.trace.snapshot import lab_section
+
+    return lab_section(settings, {"search": summary}, {}), summary
+
+
+def trace_cluster(recorder, result, offset_s: float = 0.0) -> None:
+    """Each instance's iterations on a track of its own ("instance 3 · decode"), each KV
+    transfer on the link's track."""
+    for inst in result.instances:
+        track = f"instance {inst.index} · {inst.role}"
+        for rec in inst.iterations:
+            recorder.add_span(f"iteration {rec.index}", offset_s + rec.start_s,
+                              offset_s + rec.end_s, cat="cluster", track=track,
+                              args={"prefill_tokens": rec.prefill_tokens,
+                                    "decode_tokens": rec.decode_tokens})
+    for t in result.transfers:
+        recorder.add_span(f"KV {t.request_id}", offset_s + t.start_s, offset_s + t.end_s,
+                          cat="kv-transfer", track="link",
+                          args={"src": t.src, "dst": t.dst, "bytes": t.n_bytes})

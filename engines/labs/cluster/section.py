@@ -1,0 +1,152 @@
+"""The snapshot's `labs.cluster`: the settings, the run (per request, per instance, per KV
+transfer) and its metrics; `read_cluster_section` reads it back strictly.
+
+A huge run keeps every k-th iteration of each instance (and its last), as the batching lab
+does; requests and transfers are kept whole (the metrics are recomputed from them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferlab.engines.cluster.cluster import ClusterResult
+from inferlab.engines.cluster.goodput import goodput_per_gpu, slo_attainment
+from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTransfer
+from inferlab.engines.labs.cluster.settings import check_cluster_settings, cluster_slo
+from inferlab.engines.serve.metrics import read_serving_metrics
+from inferlab.engines.settings import Setting, named, read_fields, read_list, read_object
+from inferlab.engines.trace.snapshot import lab_section, section_field
+from inferlab.engines.trace.thinning import keep_every
+
+ITERATIONS_LIMIT = 50_000
+"""Iterations kept over all instances; past it every k-th of each (and its last)."""
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """A cluster run as the snapshot holds it."""
+
+    kv_bytes_per_token: int
+    link_bandwidth_bytes_per_s: float
+    link_latency_s: float
+    makespan_s: float
+    requests: tuple[ClusterRequest, ...]
+    instances: tuple[InstanceRun, ...]
+    transfers: tuple[KVTransfer, ...]
+    iterations_every: int = 1
+
+    def to_dict(self) -> dict:
+        every = self.iterations_every
+        instances = []
+        for inst in self.instances:
+            d = inst.to_dict()
+            its, n = d["iterations"], len(d["iterations"])
+            d["iterations"] = [r for i, r in enumerate(its) if i % every == 0 or i == n - 1]
+            instances.append(d)
+        return {"kv_bytes_per_token": self.kv_bytes_per_token,
+                "link": {"bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s,
+                         "latency_s": self.link_latency_s},
+                "makespan_s": self.makespan_s, "iterations_every": every,
+                "requests": [r.to_dict() for r in self.requests],
+                "instances": instances, "transfers": [t.to_dict() for t in self.transfers]}
+
+
+def cluster_state(result: ClusterResult) -> ClusterState:
+    n = sum(len(i.iterations) for i in result.instances)
+    link = result.config.link
+    return ClusterState(result.kv_bytes_per_token, link.bandwidth_bytes_per_s, link.latency_s,
+                        result.makespan_s, result.requests, result.instances, result.transfers,
+                        keep_every(n, 1, ITERATIONS_LIMIT))
+
+
+def cluster_metrics(result: ClusterResult, settings: dict) -> dict:
+    """The batching lab's serving metrics of the whole cluster (its SLOs' goodput), plus
+    goodput per GPU (DistServe's: 0 below the attainment goal), the attainment, the prefix
+    hit rate, the GPUs and each instance's utilisation (busy / makespan)."""
+    slo = cluster_slo(settings)
+    timings = result.timings()
+    return result.metrics(slo).to_dict() | {
+        "gpus": result.config.layout.n_gpus,
+        "layout": result.config.layout.label,
+        "slo_attainment": slo_attainment(timings, slo),
+        "goodput_per_gpu": goodput_per_gpu(result, slo, settings["attainment"]),
+        "prefix_hit_rate": result.prefix_hit_rate(),
+        "kv_transfer_s_total": sum(r.kv_transfer_s for r in result.requests),
+        "utilization": [i.utilization(result.makespan_s) for i in result.instances],
+    }
+
+
+def cluster_section(settings: dict, result: ClusterResult) -> dict:
+    return lab_section(settings, cluster_state(result).to_dict(),
+                       cluster_metrics(result, settings))
+
+
+_NUMBER = Setting("float", 0)
+_EXTRA_METRICS = {"gpus": Setting("int", 1), "layout": Setting("str", max_len=200),
+                  "slo_attainment": Setting("float", 0, 1),
+                  "goodput_per_gpu": _NUMBER, "prefix_hit_rate": Setting("float", 0, 1),
+                  "kv_transfer_s_total": _NUMBER,
+                  "utilization": Setting("float-list", 0, 1.000001, max_len=4096)}
+_COUNT = Setting("int", 0)
+
+
+def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict]:
+    """(settings, ClusterState or None when no run was kept, metrics); ValueError names the
+    bad field."""
+    where = "labs.cluster"
+    read_object(sec, where)
+    settings = check_cluster_settings(section_field(sec, "settings", where), f"{where}.settings")
+    state = read_object(section_field(sec, "state", where), f"{where}.state")
+    metrics = read_object(section_field(sec, "metrics", where), f"{where}.metrics")
+    if "requests" not in state:  # no run kept (nothing yet, or a layout search's grid)
+        return settings, None, metrics
+    metrics = read_serving_metrics(metrics, f"{where}.metrics") | read_fields(
+        metrics, _EXTRA_METRICS, f"{where}.metrics")
+    w = f"{where}.state"
+    link = read_object(section_field(state, "link", w), f"{w}.link")
+    requests = read_list(section_field(state, "requests", w), _reader(ClusterRequest),
+                         f"{w}.requests")
+    instances = read_list(section_field(state, "instances", w), _reader(InstanceRun),
+                          f"{w}.instances", max_len=4096)
+    transfers = read_list(section_field(state, "transfers", w), _reader(KVTransfer),
+                          f"{w}.transfers")
+    _check_references(requests, instances, transfers, w)
+    return settings, ClusterState(
+        _COUNT(section_field(state, "kv_bytes_per_token", w), f"{w}.kv_bytes_per_token"),
+        _NUMBER(section_field(link, "bandwidth_bytes_per_s", f"{w}.link"),
+                f"{w}.link.bandwidth_bytes_per_s"),
+        _NUMBER(section_field(link, "latency_s", f"{w}.link"), f"{w}.link.latency_s"),
+        _NUMBER(section_field(state, "makespan_s", w), f"{w}.makespan_s"),
+        tuple(requests), tuple(instances), tuple(transfers),
+        Setting("int", 1)(section_field(state, "iterations_every", w),
+                          f"{w}.iterations_every")), metrics
+
+
+def _reader(cls):
+    def read(d, where: str):
+        with named(where):
+            return cls.from_dict(d, where)
+    return read
+
+
+def _check_references(requests, instances, transfers, where: str) -> None:
+    """Every instance a request or transfer names exists; request ids are distinct."""
+    n = len(instances)
+    ids: set[str] = set()
+    for i, r in enumerate(requests):
+        if r.request_id in ids:
+            raise ValueError(f"{where}.requests[{i}].request_id: {r.request_id!r} is already "
+                             f"the id of an earlier request")
+        ids.add(r.request_id)
+        for name in ("instance", "decode_instance"):
+            v = getattr(r, name)
+            if v is not None and v >= n:
+                raise ValueError(f"{where}.requests[{i}].{name}: no instance {v} "
+                                 f"(the run has {n})")
+    for i, t in enumerate(transfers):
+        if t.request_id not in ids:
+            raise ValueError(f"{where}.transfers[{i}].request_id: unknown request "
+                             f"{t.request_id!r}")
+        for name in ("src", "dst"):
+            if getattr(t, name) >= n:
+                raise ValueError(f"{where}.transfers[{i}].{name}: no instance "
+                                 f"{getattr(t, name)} (the run has {n})")

@@ -1,0 +1,131 @@
+"""The cluster lab's settings: the layout (replicas, tp or pd on `gpus` GPUs), the router, the
+link, the hardware and model presets, the workload (the batching lab's seeded stream or one
+of its prefix-sharing scenarios, or a JSONL trace), the SLOs goodput is judged by."""
+
+from __future__ import annotations
+
+from inferlab.engines.cluster.cluster import CLUSTER_POLICIES, ClusterConfig
+from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT
+from inferlab.engines.cluster.layout import LAYOUTS, PD, layout_for
+from inferlab.engines.cluster.links import list_link_presets, load_link_preset
+from inferlab.engines.cluster.router import ROUTERS
+from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
+from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.model.config import list_model_presets, load_model_preset
+from inferlab.engines.serve.engine import requests_from_workload
+from inferlab.engines.serve.metrics import SLO
+from inferlab.engines.serve.prefix_workloads import SCENARIOS, make_scenario
+from inferlab.engines.serve.request import Request
+from inferlab.engines.serve.workload import LengthDist, Workload, generate
+from inferlab.engines.settings import Setting, check_settings
+
+WORKLOADS = ("lognormal", *SCENARIOS)
+
+CLUSTER_DEFAULTS = {
+    "layout": PD,
+    "gpus": 8,
+    "tp": 1,
+    "prefill": 0,  # pd: prefill instances; 0 = half of them (and decode the rest)
+    "decode": 0,
+    "router": "least-tokens",
+    "link": "nvlink4",
+    "overlap_transfer": True,  # pd: the KV moves layer by layer during the prefill
+    "model_config": "llama-3-8b",
+    "hardware": "h100-sxm",
+    "policy": "continuous",
+    "prefix_cache": "hash",
+    "scenario": "lognormal",
+    "requests": 400,
+    "rate_per_s": 40.0,
+    "prompt_mean": 6.0,  # lognormal: median e^6 ≈ 403 tokens
+    "prompt_sigma": 0.5,
+    "output_mean": 5.0,  # median e^5 ≈ 148 tokens
+    "output_sigma": 0.5,
+    "seed": 0,
+    "max_num_batched_tokens": 2048,
+    "max_num_seqs": 128,
+    "slo_ttft_s": 1.0,
+    "slo_tpot_s": 0.05,
+    "attainment": DEFAULT_ATTAINMENT,
+}
+
+CLUSTER_SETTINGS = {
+    "layout": Setting("str", choices=LAYOUTS),
+    "gpus": Setting("int", 1, 1024),
+    "tp": Setting("int", 1, 1024),
+    "prefill": Setting("int", 0, 1024),
+    "decode": Setting("int", 0, 1024),
+    "router": Setting("str", choices=ROUTERS),
+    "link": Setting("str", choices=list_link_presets),
+    "overlap_transfer": Setting("bool"),
+    "model_config": Setting("str", choices=list_model_presets),
+    "hardware": Setting("str", choices=list_hardware_presets),
+    "policy": Setting("str", choices=CLUSTER_POLICIES),
+    "prefix_cache": Setting("str", choices=PREFIX_CACHES),
+    "scenario": Setting("str", choices=WORKLOADS),
+    "requests": Setting("int", 1, 100_000),
+    "rate_per_s": Setting("float", 0.001, 100_000),
+    "prompt_mean": Setting("float", 0, 12),
+    "prompt_sigma": Setting("float", 0, 3),
+    "output_mean": Setting("float", 0, 12),
+    "output_sigma": Setting("float", 0, 3),
+    "seed": Setting("int", 0, 2**31 - 1),
+    "max_num_batched_tokens": Setting("int", 1, 1_000_000),
+    "max_num_seqs": Setting("int", 1, 100_000),
+    "slo_ttft_s": Setting("float", 0.000001, 3600),
+    "slo_tpot_s": Setting("float", 0.000001, 3600),
+    "attainment": Setting("float", 0.01, 1.0),
+}
+
+SCENARIO_SCALE = 4
+"""A scenario's token sizes × this (the batching lab's simulated scale: GPU-sized prompts)."""
+
+
+def check_cluster_settings(settings, where: str = "settings") -> dict:
+    """The settings, strictly checked, with the layout's GPU arithmetic (ValueError naming
+    the field)."""
+    settings = check_settings(settings, CLUSTER_SETTINGS, CLUSTER_DEFAULTS, where)
+    try:
+        cluster_layout(settings)
+    except ValueError as e:
+        raise ValueError(f"{where}.layout: {e}") from None
+    return settings
+
+
+def cluster_layout(settings: dict):
+    s = settings
+    pd_counts = (s["prefill"] or None, s["decode"] or None) if s["layout"] == PD else (None,
+                                                                                       None)
+    tp = s["tp"] if s["layout"] != "tp" else None
+    return layout_for(s["layout"], s["gpus"], tp, *pd_counts)
+
+
+def cluster_config(settings: dict) -> ClusterConfig:
+    s = settings
+    return ClusterConfig(load_model_preset(s["model_config"]),
+                         load_hardware_preset(s["hardware"]), load_link_preset(s["link"]),
+                         cluster_layout(s), router=s["router"], policy=s["policy"],
+                         prefix_cache=s["prefix_cache"],
+                         max_num_batched_tokens=s["max_num_batched_tokens"],
+                         max_num_seqs=s["max_num_seqs"],
+                         overlap_transfer=s["overlap_transfer"])
+
+
+def cluster_slo(settings: dict) -> SLO:
+    return SLO(ttft_s=float(settings["slo_ttft_s"]), tpot_s=float(settings["slo_tpot_s"]))
+
+
+def cluster_requests(settings: dict, vocab_size: int, items=None) -> list[Request]:
+    """The run's requests: `items` (WorkloadRequests, a trace) or the settings' workload."""
+    s = settings
+    if items is None:
+        if s["scenario"] == "lognormal":
+            items = generate(Workload(
+                int(s["requests"]), rate_per_s=float(s["rate_per_s"]),
+                prompt_len=LengthDist.lognormal(s["prompt_mean"], s["prompt_sigma"]),
+                output_len=LengthDist.lognormal(s["output_mean"], s["output_sigma"]),
+                seed=int(s["seed"])))
+        else:
+            items = make_scenario(s["scenario"], int(s["seed"]), scale=SCENARIO_SCALE,
+                                  vocab_size=vocab_size)
+    return requests_from_workload(items, vocab_size)
