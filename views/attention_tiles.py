@@ -110,6 +110,13 @@ class TileStates:
         return s, q, k, v, o
 
 
+def set_title(plot, text: str) -> None:
+    """The plot's title, set only when it changes (setting it lays the plot out again)."""
+    if getattr(plot, "_title_text", None) != text:
+        plot._title_text = text
+        plot.setTitle(text, size="10pt")
+
+
 def tile_legend_html() -> str:
     """The grids' colours, for a label under them (a legend inside would cover tiles)."""
     return " &nbsp; ".join(
@@ -128,6 +135,7 @@ class TileGrids(pg.PlotWidget):
         self.item.setLabel("bottom", "key row (token)")
         self.item.hideButtons()
         self.item.setMenuEnabled(False)
+        self.item.disableAutoRange()  # the range is set once per run (`place`)
         self.images = {name: pg.ImageItem(axisOrder="row-major") for name in "SQKVO"}
         self.labels = {}
         for name, image in self.images.items():
@@ -167,7 +175,7 @@ class TileGrids(pg.PlotWidget):
             self.images[name].setImage(cells, autoLevels=False, levels=(0, 255))
             self.images[name].setRect(self._rects[name])  # after setImage: it maps pixels
         head = f"head {record.head + 1} of {info.heads} · " if record and info.heads > 1 else ""
-        self.item.setTitle(f"{head}tiles: Br = {info.br} rows, Bc = {info.bc} keys", size="10pt")
+        set_title(self.item, f"{head}tiles: Br = {info.br} rows, Bc = {info.bc} keys")
 
 
 class ScorePanel(QWidget):
@@ -178,9 +186,14 @@ class ScorePanel(QWidget):
         self.tile_plot = pg.PlotWidget()
         self.tile = self.tile_plot.getPlotItem()
         self.tile.invertY(True)
-        self.tile.setLabel("left", "query row")
-        self.tile.setLabel("bottom", "key row")
         self.tile.hideButtons()
+        self.tile.setLabel("left", "row in the tile")
+        self.tile.setLabel("bottom", "key in the tile")
+        self.tile.disableAutoRange()
+        self._ranges: dict = {}
+        self._tile_shape = None
+        self._level = 0.0
+        self._x_name = ""
         self.image = pg.ImageItem(axisOrder="row-major")
         self.tile.addItem(self.image)
         self.bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False,
@@ -193,6 +206,7 @@ class ScorePanel(QWidget):
             style_plot(plot)
             plot.setLabel("left", name)
             plot.hideButtons()
+            plot.disableAutoRange()
         self.m_prev = self.m_plot.plot(pen=pg.mkPen("#999", width=1, style=Qt.DashLine))
         self.m_now = self.m_plot.plot(pen=pg.mkPen("#D55E00", width=2))
         self.l_prev = self.l_plot.plot(pen=pg.mkPen("#999", width=1, style=Qt.DashLine))
@@ -208,7 +222,25 @@ class ScorePanel(QWidget):
         right.addWidget(note)
         layout.addLayout(right, 2)
 
+    def _keep_range(self, plot, tile_key, x, values) -> None:
+        """Set the plot's range when the Q tile changes or a value leaves it (not every step:
+        a fixed range keeps the axes' cached ticks)."""
+        finite = values[np.isfinite(values)]
+        if not finite.size:
+            return
+        lo, hi = float(finite.min()), float(finite.max())
+        key, (y0, y1) = self._ranges.get(id(plot), (None, (0.0, 0.0)))
+        if key != tile_key or lo < y0 or hi > y1:
+            pad = 0.1 * (hi - lo) + 1e-3 * max(1.0, abs(hi))
+            y0, y1 = lo - pad, hi + pad
+            self._ranges[id(plot)] = (tile_key, (y0, y1))
+            plot.setRange(xRange=(float(x[0]), float(x[-1]) + 1e-9), yRange=(y0, y1),
+                          padding=0.02)
+
     def clear(self) -> None:
+        self._ranges.clear()
+        self._tile_shape = None
+        self._level = 0.0
         self.image.clear()
         for curve in (self.m_prev, self.m_now, self.l_prev, self.l_now):
             curve.setData([], [])
@@ -226,21 +258,29 @@ class ScorePanel(QWidget):
             self.image.clear()
             what = {"softmax": "softmax of whole rows of S (read from main memory)",
                     "output": "P tile × V tile", "combine": "combine the chunks by (m, ℓ)"}
-            self.tile.setTitle(what.get(record.phase, "score tile not kept for this step"),
-                               size="10pt")
+            set_title(self.tile, what.get(record.phase, "score tile not kept for this step"))
         else:
             shown = np.where(np.isfinite(tile), tile, np.nan).astype(np.float32)
             finite = shown[np.isfinite(shown)]
-            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-            self.image.setImage(shown, autoLevels=False)
-            self.image.setRect(QRectF(c0, r0, c1 - c0, max(r1 - r0, 1)))
-            self.bar.setLevels((lo, hi if hi > lo else lo + 1))
+            # Axes in the tile's own rows and keys, and colour levels that only widen: a
+            # redraw then repaints no axis (their ticks are what a step's repaint costs).
+            top = float(np.abs(finite).max()) if finite.size else 1.0
+            if top > self._level or top < self._level / 4:
+                self._level = top
+                self.bar.setLevels((-top, top))
+            self.image.setImage(shown, autoLevels=False, levels=(-self._level, self._level))
+            self.image.setRect(QRectF(0, 0, tile.shape[1], tile.shape[0]))
+            if self._tile_shape != tile.shape:
+                self._tile_shape = tile.shape
+                self.tile.setRange(QRectF(0, 0, tile.shape[1], tile.shape[0]), padding=0)
             masked = " (masked: blank)" if not np.isfinite(tile).all() else ""
-            self.tile.setTitle(f"score tile S[{r0}:{r1}, {c0}:{c1}]{masked}", size="10pt")
+            set_title(self.tile, f"score tile S[{r0}:{r1}, {c0}:{c1}]{masked}")
         split = record.execution == "split_k"
         x_name = "chunk" if split else "query row"
-        for plot in (self.m_plot, self.l_plot):
-            plot.setLabel("bottom", x_name)
+        if self._x_name != x_name:
+            self._x_name = x_name
+            for plot in (self.m_plot, self.l_plot):
+                plot.setLabel("bottom", x_name)
         if record.m_rows is None:
             for curve in (self.m_prev, self.m_now, self.l_prev, self.l_now):
                 curve.setData([], [])
@@ -248,6 +288,8 @@ class ScorePanel(QWidget):
         x = np.arange(len(record.m_rows)) + (0 if split else r0)
         self.m_now.setData(x, _finite(record.m_rows), connect="finite")
         self.l_now.setData(x, _finite(record.l_rows), connect="finite")
+        for plot, values in ((self.m_plot, record.m_rows), (self.l_plot, record.l_rows)):
+            self._keep_range(plot, (record.head, record.q_rows), x, values)
         same = previous is not None and previous.m_rows is not None and \
             previous.q_rows == record.q_rows and previous.head == record.head and \
             len(previous.m_rows) == len(record.m_rows)

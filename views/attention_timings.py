@@ -27,7 +27,7 @@ class TimingsPlot(QWidget):
         style_plot(self.item)
         self.item.setLabel("bottom", "N (tokens)")
         self.item.setLabel("left", "time per call (s)")
-        self.item.setTitle("timed here (d = 64, fp32)", size="10pt")
+        self.item.setTitle("timed here (d = 64, fp32, 1 thread)", size="10pt")
         self.item.getAxis("bottom").setTicks(
             [[(math.log10(n), f"{n:,}") for n in (256, 1024, 4096, 16384)], []])
         self.item.hideButtons()
@@ -35,7 +35,7 @@ class TimingsPlot(QWidget):
         self._empty_range()
         self.button = QPushButton("Time on this device")
         self.button.setToolTip("Time naive torch, torch SDPA and the tiled kernels at N = 256 "
-                               "… 16,384 (about a minute on 2 cores)")
+                               "… 16,384 on one thread (a minute or two)")
         self.button.clicked.connect(self.measure_requested)
         self.note = QLabel("Not measured yet: the button times them here.")
         self.note.setWordWrap(True)

@@ -8,9 +8,10 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from inferlab.engines.attention.traffic import tiled_traffic
+from inferlab.views.attention_tiles import set_title
 from inferlab.views.roofline_plot import (
     SYMBOLS,
     RoofLine,
@@ -42,6 +43,7 @@ class BytesBars(pg.PlotWidget):
         self.item.setLabel("left", "main-memory traffic (MiB)")
         self.item.hideButtons()
         self.item.setMenuEnabled(False)
+        self.item.disableAutoRange()  # the range is set once per run, in `draw`
         self.item.getAxis("bottom").setTicks([[(i, NAMES[e]) for i, e in enumerate(ORDER)]])
         self.read = pg.BarGraphItem(x=[], height=[], width=0.3, brush=None,
                                     pen=pg.mkPen(READ_COLOR, width=2), name="read (closed form)")
@@ -78,9 +80,10 @@ class BytesBars(pg.PlotWidget):
             return
         self.counted.setOpts(x=[i - 0.16, i + 0.16],
                              height=[record.bytes_read / MIB, record.bytes_written / MIB])
-        self.item.setTitle(f"bytes moved; {NAMES[info.execution]} counted "
-                           f"{100 * (record.bytes_read + record.bytes_written) / max(1, info.closed_forms[info.execution].bytes_moved):.0f}%",
-                           size="10pt")
+        done = record.bytes_read + record.bytes_written
+        total = max(1, info.closed_forms[info.execution].bytes_moved)
+        set_title(self.item, f"bytes moved; {NAMES[info.execution]} counted "
+                             f"{100 * done / total:.0f}%")
 
 
 def bars_legend_html() -> str:
@@ -147,8 +150,8 @@ def legend_html(scene: RooflineScene) -> str:
     return " &nbsp; ".join(parts)
 
 
-def formula_html(info, record) -> str:
-    """The closed forms with this run's numbers substituted, and where the count stands."""
+def closed_forms_html(info) -> str:
+    """The closed forms with this run's numbers substituted."""
     n, d, h, e, br, bc = info.n, info.d, info.heads, info.element_bytes, info.br, info.bc
     f = info.closed_forms
     passes = math.ceil(n / br)
@@ -169,26 +172,56 @@ def formula_html(info, record) -> str:
         f"{hh}(Sd + 2Nd + S(d+2))·e = <b>{mib(f['split_k'].bytes_read)}</b>; writes "
         f"{hh}(S(d+2) + d)·e = <b>{mib(f['split_k'].bytes_written)}</b>",
     ]
-    if record is not None:
-        form = f[info.execution]
-        chip = f"on chip this step: {mib(record.on_chip_bytes)}"
-        if info.on_chip_bytes:
-            fits = "fits in" if record.on_chip_bytes <= info.on_chip_bytes else "exceeds"
-            chip += f" ({fits} M = {mib(info.on_chip_bytes)})"
-        rows.append(f"<b>counted</b> ({NAMES[info.execution]}, step {record.step + 1:,} of "
-                    f"{record.steps_total:,}, {record.phase}): read {mib(record.bytes_read)} "
-                    f"of {mib(form.bytes_read)}, written {mib(record.bytes_written)} of "
-                    f"{mib(form.bytes_written)}; {chip}")
     return "<br>".join(rows)
 
 
-class FormulaText(QLabel):
+def counted_html(info, record) -> str:
+    """Where the stepped engine's count stands after `record`."""
+    if record is None:
+        return ""
+    form = info.closed_forms[info.execution]
+    chip = f"on chip this step: {mib(record.on_chip_bytes)}"
+    if info.on_chip_bytes:
+        fits = "fits in" if record.on_chip_bytes <= info.on_chip_bytes else "exceeds"
+        chip += f" ({fits} M = {mib(info.on_chip_bytes)})"
+    return (f"<b>counted</b> ({NAMES[info.execution]}, step {record.step + 1:,} of "
+            f"{record.steps_total:,}, {record.phase}): read {mib(record.bytes_read)} "
+            f"of {mib(form.bytes_read)}, written {mib(record.bytes_written)} of "
+            f"{mib(form.bytes_written)}; {chip}")
+
+
+def formula_html(info, record) -> str:
+    """The closed forms with the numbers substituted, and where the count stands."""
+    return closed_forms_html(info) + "<br>" + counted_html(info, record)
+
+
+class FormulaText(QWidget):
+    """The closed forms (laid out once per run) over the count's line (every step)."""
+
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setWordWrap(True)
-        self.setTextFormat(self.textFormat().RichText)
-        self.setStyleSheet("QLabel { background: #fafafa; border: 1px solid #ddd; "
-                           "padding: 6px; }")
+        self.setStyleSheet("QLabel { background: #fafafa; }")
+        self.forms, self.counted = QLabel(), QLabel()
+        for label in (self.forms, self.counted):
+            label.setWordWrap(True)
+            label.setTextFormat(label.textFormat().RichText)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
+        layout.setSpacing(0)
+        layout.addWidget(self.forms)
+        layout.addWidget(self.counted)
+        self._info = None
+
+    def setText(self, text: str) -> None:  # noqa: N802 - a message in place of the forms
+        self._info = None
+        self.forms.setText(text)
+        self.counted.setText("")
+
+    def text(self) -> str:
+        return self.forms.text() + self.counted.text()
 
     def draw(self, info, record) -> None:
-        self.setText(formula_html(info, record))
+        if info is not self._info:
+            self._info = info
+            self.forms.setText(closed_forms_html(info))
+        self.counted.setText(counted_html(info, record))

@@ -12,9 +12,10 @@ from inferlab.engines.attention.step import as_heads
 from inferlab.engines.kernels.library import library
 
 NATIVE_BR, NATIVE_BC = 64, 256
-"""The kernel's default tiles: a 64×256 score tile (64 KiB) and a 256-row Kᵀ panel of d = 64
-(64 KiB) stay in a core's L2 while 16 register tiles of rows reuse them (measured best of
-32…256 at N = 4096 on the 2-core EPYC)."""
+"""The kernel's default tiles: a 64×256 score tile (64 KiB) and a 256-key Kᵀ panel of d = 64
+(64 KiB) stay in a core's L2 while 16 register tiles of rows reuse them. At N = 4096, d = 64
+on the 2-core EPYC (AVX-512 build) tiles from 32×128 to 128×512 all ran in 59-70 ms, within
+the machine's noise of one another."""
 
 
 def _function(lib=None):

@@ -4,9 +4,11 @@ forms, and real timings on this device at growing N.
     counted_vs_closed_form_bytes   Σ counted bytes / Σ closed-form bytes over the three
                                    stepped executions on several shapes (1 exactly)
     tiled_vs_naive_time_4096       the tiled kernel's time / naive torch's at N = 4096 (and
-    tiled_vs_naive_time_8192       8192), d = 64, one head, measured in the same run; the
-                                   tiled kernel is the native C loop where the library has
-                                   it, else the one-shot torch loop (`tiled_kernel` says)
+    tiled_vs_naive_time_8192       8192), d = 64, one head, one thread (BENCH_THREADS),
+                                   measured in the same run (`*_threads_N`: on all N of
+                                   torch's threads); the tiled kernel is the native C loop
+                                   where the library has it, else the one-shot torch loop
+                                   (`tiled_kernel` says)
     sdpa_vs_naive_time_*           torch SDPA's time / naive torch's at the same N
     timings                        per N (256 … 16384): naive_s, sdpa_s, tiled_torch_s,
                                    tiled_native_s, naive's S + P bytes; naive is skipped
@@ -28,6 +30,11 @@ BENCH_D = 64
 TORCH_TILE = 512
 """Br = Bc of the one-shot torch loop: its tiles' products are large enough for torch's
 matmul to run near peak, and the 512×512 score tile (1 MiB) sits in a core's L2."""
+BENCH_THREADS = 1
+"""The headline figures run on one thread: this project's machines have 2 cores shared with
+other work, and with 2 threads while a neighbour held a core every call below N = 4096
+measured a ~48 ms floor (the second OpenMP thread waiting for a core), whatever the
+implementation. The ratios at all of torch's threads are measured too (`*_threads_N`)."""
 COUNT_SHAPES = ((512, 64, 64, 64, False), (500, 48, 37, 29, True), (257, 16, 128, 8, True))
 
 
@@ -58,17 +65,23 @@ def tiled_kernels() -> dict:
 
 
 def timings(ns=BENCH_NS, d: int = BENCH_D, causal: bool = False, repeats: int = 3,
-            progress=None) -> list[dict]:
-    """Seconds per call of each implementation at each N (one head, fp32, this device)."""
+            progress=None, threads: int = BENCH_THREADS) -> list[dict]:
+    """Seconds per call of each implementation at each N (one head, fp32, this device), on
+    `threads` torch threads (the native kernel is given the same count)."""
     import psutil
 
     kernels = tiled_kernels()
     rows = []
-    for n in ns:
-        if progress is not None:
-            progress(None, f"timing N = {n}")
-        fits = 2 * n * n * 4 * 1.5 < psutil.virtual_memory().available
-        rows.append(_time_row(n, d, causal, repeats, kernels, fits))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for n in ns:
+            if progress is not None:
+                progress(None, f"timing N = {n}")
+            fits = 2 * n * n * 4 * 1.5 < psutil.virtual_memory().available
+            rows.append(_time_row(n, d, causal, repeats, kernels, fits))
+    finally:
+        torch.set_num_threads(before)
     return rows
 
 
@@ -93,10 +106,13 @@ def run_attention_bench(progress=None) -> dict:
     from inferlab.engines import kernels as native_kernels
 
     rows = timings(progress=progress)
+    all_threads = torch.get_num_threads()
+    wide = timings((4096, 8192), progress=progress, threads=all_threads) \
+        if all_threads != BENCH_THREADS else []
     names = list(tiled_kernels())
     tiled = "tiled_native" if "tiled_native" in names else "tiled_torch"
     out = {"counted_vs_closed_form_bytes": counted_vs_closed_form(), "tiled_kernel": tiled,
-           "torch_threads": torch.get_num_threads(),
+           "threads": BENCH_THREADS,
            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
            "native": native_kernels.describe()}
     for row in rows:
@@ -106,5 +122,11 @@ def run_attention_bench(progress=None) -> dict:
             out[f"sdpa_vs_naive_time_{n}"] = row["sdpa_s"] / row["naive_s"]
             if tiled != "tiled_torch":
                 out[f"tiled_torch_vs_naive_time_{n}"] = row["tiled_torch_s"] / row["naive_s"]
+    for row in wide:
+        if row.get("naive_s"):
+            n = row["n"]
+            out[f"tiled_vs_naive_time_{n}_threads_{all_threads}"] = row[f"{tiled}_s"] / row["naive_s"]
+            out[f"sdpa_vs_naive_time_{n}_threads_{all_threads}"] = row["sdpa_s"] / row["naive_s"]
     out["timings"] = rows
+    out["timings_all_threads"] = wide
     return out
