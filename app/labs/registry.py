@@ -134,6 +134,29 @@ LABS: tuple[LabSpec, ...] = (
         bench="inferlab.app.benches.batching:run_batching_lab_bench",
     ),
     LabSpec(
+        id="cluster",
+        title="Cluster",
+        summary=("Many simulated GPUs: replicas behind a router, tensor parallelism, "
+                 "prefill/decode split with the KV moved over a link; goodput per GPU"),
+        description=(
+            "N GPUs of a hardware preset joined by a link preset (NVLink 4, PCIe 5 x16, "
+            "400 Gb/s InfiniBand, 100 GbE), each instance the batching lab's scheduler on the "
+            "simulated clock: replicas behind a router (round-robin, least outstanding "
+            "tokens, prefix-aware), tensor parallelism (the weights and KV heads split t "
+            "ways, two ring all-reduces per layer on the link) and prefill/decode "
+            "disaggregation (DistServe, Splitwise: each request's KV moved over the link "
+            "after its prefill, whole or layer by layer). One lane per instance and one for "
+            "the link's KV transfers, each instance's KV pool use and utilisation, goodput "
+            "per GPU as DistServe defines it, and a layout search (replicas × t, or P:D × t "
+            "under a GPU budget) drawn as a heat map with the best layout marked."),
+        controller="inferlab.app.labs.cluster:ClusterLab",
+        read_section="inferlab.engines.labs.cluster.section:read_cluster_section",
+        run_arguments="inferlab.engines.labs.cluster.run:add_arguments",
+        run="inferlab.engines.labs.cluster.run:run",
+        bench="inferlab.engines.labs.cluster.bench:run_cluster_bench",
+        screenshot_settle_s=3.0,
+    ),
+    LabSpec(
         id="speculative",
         title="Speculative decoding",
         summary=("Draft K tokens, verify them in one target forward: every token's fate, "

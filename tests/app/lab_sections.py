@@ -166,7 +166,33 @@ def endpoint() -> dict:
     return _plain(endpoint_section(dict(ENDPOINT_DEFAULTS), record, sweep, side))
 
 
+def cluster() -> dict:
+    """A 2P:2D run of 12 requests, with a replicas search of 2 GPUs beside it."""
+    from inferlab.engines.cluster.cluster import run_cluster
+    from inferlab.engines.cluster.search import search_layouts
+    from inferlab.engines.labs.cluster.section import cluster_section, search_summary
+    from inferlab.engines.labs.cluster.settings import (
+        CLUSTER_DEFAULTS,
+        cluster_config,
+        cluster_requests,
+        cluster_slo,
+    )
+
+    settings = dict(CLUSTER_DEFAULTS, gpus=4, requests=12)
+    config = cluster_config(settings)
+    requests = cluster_requests(settings, config.model.vocab_size)
+    search = search_layouts(config, "replicas", 2, requests, cluster_slo(settings))
+    return _plain(cluster_section(settings, run_cluster(config, requests),
+                                  search_summary(search)))
+
+
+def attention() -> dict:
+    from tests.app.test_attention_lab import attention_section_sample
+
+    return attention_section_sample()
+
+
 BUILDERS = {"hardware": hardware, "roofline": roofline, "memory": memory, "mcu": mcu, "kv": kv,
-            "batching": batching, "speculative": speculative, "quant": quant,
-            "endpoint": endpoint}
+            "batching": batching, "cluster": cluster, "speculative": speculative,
+            "quant": quant, "attention": attention, "endpoint": endpoint}
 """Lab id -> builder, one per lab of the registry."""

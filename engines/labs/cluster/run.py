@@ -13,7 +13,7 @@ from inferlab.engines.cluster.layout import LAYOUTS
 from inferlab.engines.cluster.links import list_link_presets
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.cluster.search import SEARCH_KINDS, search_layouts
-from inferlab.engines.labs.cluster.section import cluster_section
+from inferlab.engines.labs.cluster.section import cluster_section, search_summary
 from inferlab.engines.labs.cluster.settings import (
     CLUSTER_DEFAULTS,
     WORKLOADS,
@@ -129,15 +129,8 @@ def run(args, recorder):
 def _search(kind, settings, config, requests, progress):
     result = search_layouts(config, kind, settings["gpus"], requests, cluster_slo(settings),
                             settings["attainment"], progress)
-    best = None if result.best is None else result.cells[result.best]
-    summary = {"kind": kind, "budget_gpus": result.budget, "tp_rows": list(result.tps),
-               "columns": list(result.columns),
-               "cells": [c.to_dict() | {"label": c.layout.label} for c in result.cells],
-               "best": None if best is None else best.layout.label,
-               "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu}
-    from inferlab.engines.trace.snapshot import lab_section
-
-    return lab_section(settings, {"search": summary}, {}), summary
+    summary = search_summary(result)
+    return cluster_section(settings, None, summary), summary
 
 
 def trace_cluster(recorder, result, offset_s: float = 0.0) -> None:

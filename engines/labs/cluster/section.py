@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from inferlab.engines.cluster.cluster import ClusterResult
 from inferlab.engines.cluster.goodput import goodput_per_gpu, slo_attainment
 from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTransfer
+from inferlab.engines.cluster.search import SEARCH_KINDS
 from inferlab.engines.labs.cluster.settings import check_cluster_settings, cluster_slo
 from inferlab.engines.serve.metrics import read_serving_metrics
 from inferlab.engines.settings import Setting, named, read_fields, read_list, read_object
@@ -75,9 +76,56 @@ def cluster_metrics(result: ClusterResult, settings: dict) -> dict:
     }
 
 
-def cluster_section(settings: dict, result: ClusterResult) -> dict:
-    return lab_section(settings, cluster_state(result).to_dict(),
-                       cluster_metrics(result, settings))
+def cluster_section(settings: dict, result: ClusterResult | None,
+                    search: dict | None = None) -> dict:
+    """The section of a run (or none) and of a layout search's summary (or none)."""
+    state = cluster_state(result).to_dict() if result is not None else {}
+    if search is not None:
+        state["search"] = search
+    return lab_section(settings, state,
+                       cluster_metrics(result, settings) if result is not None else {})
+
+
+def search_summary(result) -> dict:
+    """A SearchResult as the CLI prints it and the snapshot keeps it."""
+    best = None if result.best is None else result.cells[result.best]
+    return {"kind": result.kind, "budget_gpus": result.budget, "tp_rows": list(result.tps),
+            "columns": list(result.columns),
+            "cells": [{"row": c.row, "column": c.column, "label": c.layout.label,
+                       "goodput_per_gpu": c.goodput_per_gpu, "attainment": c.attainment,
+                       "ttft_p90_s": c.ttft_p90_s, "tpot_p90_s": c.tpot_p90_s}
+                      for c in result.cells],
+            "best": None if best is None else best.layout.label,
+            "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu}
+
+
+def read_search_summary(value, where: str) -> dict:
+    """`search_summary`'s dict read back strictly (cells inside the grid, best one of them)."""
+    top = read_fields(value, {
+        "kind": Setting("str", choices=SEARCH_KINDS), "budget_gpus": Setting("int", 1, 1024),
+        "tp_rows": Setting("int-list", 1, 1024, max_len=64),
+        "columns": Setting("str-list", max_len=64),
+        "cells": lambda v, w: read_list(v, _search_cell, w, max_len=4096),
+        "best": Setting("str", none=True, max_len=200),
+        "best_goodput_per_gpu": Setting("float", 0, none=True)}, where)
+    labels = set()
+    for i, cell in enumerate(top["cells"]):
+        if cell["row"] >= len(top["tp_rows"]) or cell["column"] >= len(top["columns"]):
+            raise ValueError(f"{where}.cells[{i}]: row {cell['row']}, column "
+                             f"{cell['column']} is outside the grid")
+        labels.add(cell["label"])
+    if top["best"] is not None and top["best"] not in labels:
+        raise ValueError(f"{where}.best: {top['best']!r} is none of the cells")
+    return top
+
+
+def _search_cell(value, where: str) -> dict:
+    maybe_s = Setting("float", 0, none=True)
+    return read_fields(value, {"row": Setting("int", 0), "column": Setting("int", 0),
+                               "label": Setting("str", max_len=200),
+                               "goodput_per_gpu": _NUMBER,
+                               "attainment": Setting("float", 0, 1),
+                               "ttft_p90_s": maybe_s, "tpot_p90_s": maybe_s}, where)
 
 
 _NUMBER = Setting("float", 0)
@@ -89,16 +137,19 @@ _EXTRA_METRICS = {"gpus": Setting("int", 1), "layout": Setting("str", max_len=20
 _COUNT = Setting("int", 0)
 
 
-def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict]:
-    """(settings, ClusterState or None when no run was kept, metrics); ValueError names the
-    bad field."""
+def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict, dict | None]:
+    """(settings, ClusterState or None when no run was kept, metrics, the layout search's
+    summary or None); ValueError names the bad field."""
     where = "labs.cluster"
     read_object(sec, where)
     settings = check_cluster_settings(section_field(sec, "settings", where), f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
     metrics = read_object(section_field(sec, "metrics", where), f"{where}.metrics")
-    if "requests" not in state:  # no run kept (nothing yet, or a layout search's grid)
-        return settings, None, metrics
+    search = None
+    if "search" in state:
+        search = read_search_summary(state["search"], f"{where}.state.search")
+    if "requests" not in state:  # no run kept (nothing yet, or a layout search alone)
+        return settings, None, metrics, search
     metrics = read_serving_metrics(metrics, f"{where}.metrics") | read_fields(
         metrics, _EXTRA_METRICS, f"{where}.metrics")
     w = f"{where}.state"
@@ -118,7 +169,7 @@ def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict]:
         _NUMBER(section_field(state, "makespan_s", w), f"{w}.makespan_s"),
         tuple(requests), tuple(instances), tuple(transfers),
         Setting("int", 1)(section_field(state, "iterations_every", w),
-                          f"{w}.iterations_every")), metrics
+                          f"{w}.iterations_every")), metrics, search
 
 
 def _reader(cls):

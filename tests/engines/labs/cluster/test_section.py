@@ -67,7 +67,8 @@ def test_the_trace_has_a_track_per_instance_and_the_link(pd_run):
 
 def test_a_section_reads_back_equal(pd_run):
     section = json.loads(json.dumps(pd_run[0]))
-    settings, state, metrics = read_cluster_section(section)
+    settings, state, metrics, search = read_cluster_section(section)
+    assert search is None
     assert settings["layout"] == "pd"
     assert [r.to_dict() for r in state.requests] == section["state"]["requests"]
     assert json.loads(json.dumps(state.to_dict())) == section["state"]
@@ -118,4 +119,9 @@ def test_search_reports_a_grid_with_the_best_layout():
     assert labels == {"1 × t1", "2 × t1", "4 × t1", "1 × t2", "2 × t2", "1 × t4"}
     best = max(summary["cells"], key=lambda c: c["goodput_per_gpu"])
     assert summary["best"] == best["label"]
-    read_cluster_section(json.loads(json.dumps(section)))  # a search's section reads too
+    _, state, _, search = read_cluster_section(json.loads(json.dumps(section)))
+    assert state is None and search == json.loads(json.dumps(summary))
+    bad = json.loads(json.dumps(section))
+    bad["state"]["search"]["best"] = "9 × t9"
+    with pytest.raises(ValueError, match=r"state\.search\.best"):
+        read_cluster_section(bad)

@@ -1,0 +1,174 @@
+"""Cluster lab: many simulated GPUs — replicas behind a router, tensor parallelism, prefill /
+decode disaggregation with the KV moved over a link — run to the end on the simulated clock,
+drawn as one lane per instance and one for the link, with goodput per GPU and a layout search.
+
+A whole run (or a whole search) is one worker task; what it hands back is the snapshot
+section, which is drawn through the section reader, so a live run and a snapshot are drawn
+the same way."""
+
+from __future__ import annotations
+
+from inferlab.app.labs.base import Lab
+from inferlab.engines.labs.cluster.section import read_cluster_section
+from inferlab.engines.labs.cluster.settings import (
+    CLUSTER_DEFAULTS,
+    CLUSTER_SETTINGS,
+    check_cluster_settings,
+)
+from inferlab.engines.settings import clean_settings
+from inferlab.views.cluster_view import ClusterView
+
+
+def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
+    """The run of `settings` to its end, as the snapshot's section (a worker's job)."""
+    from inferlab.engines.cluster.cluster import ClusterSimulation
+    from inferlab.engines.labs.cluster.run import trace_cluster
+    from inferlab.engines.labs.cluster.section import cluster_section
+    from inferlab.engines.labs.cluster.settings import cluster_config, cluster_requests
+
+    progress(0.05, "generating the requests")
+    config = cluster_config(settings)
+    requests = cluster_requests(settings, config.model.vocab_size)
+    progress(0.2, f"routing {len(requests)} requests through {config.layout.label}")
+    result = ClusterSimulation(config, requests).run()
+    if recorder is not None:
+        trace_cluster(recorder, result, recorder.now_s())
+    return cluster_section(settings, result)
+
+
+def search_section(settings: dict, kind: str, progress, should_stop) -> dict:
+    """Every layout of `kind` on settings' GPUs (one run each), as a section with the grid."""
+    from inferlab.engines.cluster.search import search_layouts
+    from inferlab.engines.labs.cluster.section import cluster_section, search_summary
+    from inferlab.engines.labs.cluster.settings import (
+        cluster_config,
+        cluster_requests,
+        cluster_slo,
+    )
+
+    config = cluster_config(settings)
+    requests = cluster_requests(settings, config.model.vocab_size)
+    result = search_layouts(config, kind, settings["gpus"], requests, cluster_slo(settings),
+                            settings["attainment"], progress)
+    return cluster_section(settings, None, search_summary(result))
+
+
+class ClusterLab(Lab):
+    lab_id = "cluster"
+    needs_devices = False  # simulated GPUs: nothing of this machine's
+
+    def __init__(self, context, parent=None):
+        super().__init__(context, parent)
+        self.view = ClusterView(CLUSTER_SETTINGS)
+        self.widget = self.view
+        self._settings = self._checked(clean_settings(self.saved_settings(), CLUSTER_SETTINGS,
+                                                      CLUSTER_DEFAULTS))
+        self.view.set_settings(self._settings)
+        self.run_state = None  # the last run's section (settings, state, metrics)
+        self.search = None  # the last search's summary
+        self._live = (None, None)  # kept while a snapshot is shown
+        self._started = False
+        self.view.run_requested.connect(self.run)
+        self.view.search_requested.connect(self.search_layouts)
+        self.view.set_busy(False, "The lab runs the default cluster when it is first shown.")
+
+    @staticmethod
+    def _checked(settings: dict) -> dict:
+        try:
+            return check_cluster_settings(settings)
+        except ValueError:  # a remembered layout that no longer adds up
+            return dict(CLUSTER_DEFAULTS)
+
+    def activated(self) -> None:
+        if not self._started and not self.read_only:
+            self._started = True
+            self.run()
+
+    # ---- settings ----------------------------------------------------------------------
+    def settings(self) -> dict:
+        return dict(self._settings)
+
+    def _take_view_settings(self) -> bool:
+        """The view's choices, checked; False (said in the status line) when they do not add
+        up (GPUs that do not split into the layout)."""
+        try:
+            self._settings = check_cluster_settings(dict(self._settings,
+                                                         **self.view.settings()))
+        except ValueError as e:
+            self.view.set_busy(False, str(e).removeprefix("settings."))
+            return False
+        self.save_settings()
+        return True
+
+    # ---- work --------------------------------------------------------------------------
+    def run(self) -> None:
+        if self.read_only or self.busy() or not self._take_view_settings():
+            return
+        settings, recorder = self.settings(), self.context.recorder
+        self.view.set_busy(True, "Running the cluster on the simulated clock…")
+        self.run_task("Cluster lab: run",
+                      lambda progress, stop: run_section(settings, progress, stop, recorder),
+                      self._show_run, self._failed, on_end=lambda: self.view.set_busy(False))
+
+    def search_layouts(self, kind: str) -> None:
+        if self.read_only or self.busy() or not self._take_view_settings():
+            return
+        settings = self.settings()
+        self.view.set_busy(True, f"Searching {kind} layouts on {settings['gpus']} GPUs, one "
+                                 "full run each…")
+        self.run_task("Cluster lab: layout search",
+                      lambda progress, stop: search_section(settings, kind, progress, stop),
+                      self._show_search, self._failed,
+                      on_end=lambda: self.view.set_busy(False))
+
+    def _failed(self, message: str) -> None:
+        self.view.set_busy(False, f"The run failed: {message}")
+
+    def _show_run(self, section: dict) -> None:
+        settings, state, metrics, _ = read_cluster_section(section)
+        self.run_state = section
+        self.view.draw(state, metrics, settings)
+        self.view.set_busy(False, f"{metrics.get('layout', '')}: {metrics.get('completed', 0)} "
+                                  f"requests in {metrics.get('duration_s', 0):.2f} simulated "
+                                  "s. Change the layout and Run again, or Search layouts.")
+
+    def _show_search(self, section: dict) -> None:
+        _, _, _, search = read_cluster_section(section)
+        self.search = search
+        self.view.show_search(search)
+        best = search.get("best") or "no layout meets the SLOs"
+        self.view.set_busy(False, f"{len(search['cells'])} layouts searched; best: {best}.")
+
+    # ---- snapshots ---------------------------------------------------------------------
+    def snapshot_section(self) -> dict:
+        from inferlab.engines.trace.snapshot import lab_section
+
+        run = self.run_state or lab_section(self.settings(), {}, {})
+        state = dict(run["state"])
+        if self.search is not None:
+            state["search"] = self.search
+        return {"settings": run["settings"], "state": state, "metrics": run["metrics"]}
+
+    def show_snapshot(self, section: dict) -> None:
+        settings, state, metrics, search = read_cluster_section(section)
+        if not self.read_only:
+            self._live = (self.run_state, self.search)
+        super().show_snapshot(section)
+        self.view.set_read_only(True)
+        self.view.set_settings(settings)
+        self.view.draw(state, metrics, settings)
+        self.view.show_search(search)
+        self.view.status.setText("Read-only snapshot." if state is not None else
+                                 "Read-only snapshot: it holds no cluster run.")
+
+    def show_live(self) -> None:
+        super().show_live()
+        self.view.set_read_only(False)
+        self.run_state, self.search = self._live
+        self.view.set_settings(self._settings)
+        if self.run_state is not None:
+            settings, state, metrics, _ = read_cluster_section(self.run_state)
+            self.view.draw(state, metrics, settings)
+        else:
+            self.view.draw(None, {}, self._settings)
+        self.view.show_search(self.search)

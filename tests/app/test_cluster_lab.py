@@ -1,0 +1,60 @@
+"""The cluster lab in the window: it runs the default cluster when first shown, runs again
+with the view's choices, searches layouts, refuses GPUs that do not add up, and reopens its
+snapshot read-only."""
+
+from __future__ import annotations
+
+from inferlab.engines.labs.cluster.section import read_cluster_section
+from tests.app.lab_helpers import wait_idle
+
+
+def open_cluster(qtbot, make_window, **settings):
+    window = make_window()
+    lab = window.lab("cluster")
+    lab._settings = lab._settings | dict(requests=30, **settings)
+    lab.view.set_settings(lab._settings)
+    window.show_lab("cluster")
+    qtbot.waitUntil(lambda: lab.run_state is not None, timeout=60000)
+    wait_idle(qtbot, window)
+    return window, lab
+
+
+def test_runs_searches_and_reopens_read_only(qtbot, make_window):
+    window, lab = open_cluster(qtbot, make_window, gpus=4)
+    settings, state, metrics, _ = read_cluster_section(lab.run_state)
+    assert settings["gpus"] == 4 and len(state.instances) == 4
+    assert metrics["completed"] == 30
+    assert lab.view.timeline.n_bars > 0
+    assert lab.view.facts.rowCount() > 5
+
+    lab.view.layout_kind.setCurrentIndex(lab.view.layout_kind.findData("replicas"))
+    lab.view.tp.setValue(2)
+    lab.run()
+    wait_idle(qtbot, window)
+    _, state, _, _ = read_cluster_section(lab.run_state)
+    assert [i.tp for i in state.instances] == [2, 2]
+
+    lab.search_layouts("replicas")
+    wait_idle(qtbot, window)
+    assert {c["label"] for c in lab.search["cells"]} == {
+        "1 × t1", "2 × t1", "4 × t1", "1 × t2", "2 × t2", "1 × t4"}
+    assert lab.view.tabs.currentWidget() is lab.view.search
+
+    section = lab.snapshot_section()
+    lab.show_snapshot(section)
+    assert lab.read_only and not lab.view.run_button.isEnabled()
+    assert lab.view.search.summary == lab.search
+    lab.show_live()
+    assert not lab.read_only and lab.view.run_button.isEnabled()
+
+
+def test_gpus_that_do_not_split_are_said_not_run(qtbot, make_window):
+    window, lab = open_cluster(qtbot, make_window)
+    before = lab.run_state
+    lab.view.layout_kind.setCurrentIndex(lab.view.layout_kind.findData("replicas"))
+    lab.view.gpus.setValue(6)
+    lab.view.tp.setValue(4)
+    lab.run()
+    wait_idle(qtbot, window)
+    assert lab.run_state is before
+    assert "do not split" in lab.view.status.text()

@@ -1,0 +1,103 @@
+"""The cluster lab's views draw a run's records: one lane per instance and the link, merged
+spans, utilisation bars; the search heat map marks its best cell."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
+from inferlab.engines.cluster.layout import Layout
+from inferlab.engines.cluster.links import load_link_preset
+from inferlab.engines.hardware.presets import load_hardware_preset
+from inferlab.engines.labs.cluster.section import cluster_state
+from inferlab.engines.labs.cluster.settings import CLUSTER_SETTINGS
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.serve.engine import requests_from_workload
+from inferlab.engines.serve.workload import LengthDist, Workload, generate
+from inferlab.views.cluster_search import ClusterSearchView, search_grid
+from inferlab.views.cluster_timeline import ClusterTimeline, merged_spans
+from inferlab.views.cluster_view import ClusterView, metric_rows
+
+
+def test_merged_spans_join_back_to_back_records_of_one_kind():
+    starts = [0.0, 1.0, 2.0, 3.5, 4.5, 5.5]
+    ends = [1.0, 2.0, 3.0, 4.5, 5.5, 6.0]
+    kinds = [True, True, False, False, False, True]
+    s, e, k = merged_spans(starts, ends, kinds)
+    # [0,2) prefill; [2,3) decode; a gap; [3.5,5.5) decode; [5.5,6) prefill
+    assert s.tolist() == [0.0, 2.0, 3.5, 5.5]
+    assert e.tolist() == [2.0, 3.0, 5.5, 6.0]
+    assert k.tolist() == [True, False, False, True]
+
+
+@pytest.fixture(scope="module")
+def pd_state():
+    cfg = load_model_preset("llama-3-8b")
+    items = generate(Workload(30, rate_per_s=20, prompt_len=LengthDist.lognormal(6, 0.5),
+                              output_len=LengthDist.lognormal(4, 0.5)))
+    config = ClusterConfig(cfg, load_hardware_preset("h100-sxm"), load_link_preset("nvlink4"),
+                           Layout("pd", prefill=1, decode=2))
+    return cluster_state(run_cluster(config, requests_from_workload(items, cfg.vocab_size)))
+
+
+def test_timeline_draws_a_lane_per_instance_and_the_link(qtbot, pd_state):
+    view = ClusterTimeline()
+    qtbot.addWidget(view)
+    view.draw(pd_state)
+    ticks = [label for _, label in view.lanes.getAxis("left")._tickLevels[0]]
+    assert ticks == ["prefill 0 (1 GPU)", "decode 1 (1 GPU)", "decode 2 (1 GPU)",
+                     "link (KV transfers)"]
+    x0 = np.asarray(view.transfer_bars.opts["x0"])
+    assert len(x0) == len(pd_state.transfers)
+    assert (np.asarray(view.transfer_bars.opts["y"]) == 3).all()
+    # merged spans never outnumber the iterations, and cover each instance's busy time
+    n_iterations = sum(len(i.iterations) for i in pd_state.instances)
+    assert 0 < view.n_bars - len(pd_state.transfers) <= n_iterations
+    widths = [np.asarray(b.opts["x1"]) - np.asarray(b.opts["x0"])
+              for b in (view.prefill_bars, view.decode_bars)]
+    busy = sum(i.busy_s for i in pd_state.instances)
+    assert sum(w.sum() for w in widths) == pytest.approx(busy, rel=1e-6)
+    util = np.asarray(view.util_bars.opts["x1"])
+    assert util == pytest.approx([100 * i.utilization(pd_state.makespan_s)
+                                  for i in pd_state.instances])
+    view.draw(None)
+    assert view.n_bars == 0
+
+
+def test_search_heat_map_marks_the_best_cell(qtbot):
+    summary = {"kind": "replicas", "budget_gpus": 4, "tp_rows": [1, 2], "columns": ["1", "2"],
+               "cells": [{"row": 0, "column": 0, "label": "1 × t1", "goodput_per_gpu": 3.0},
+                         {"row": 0, "column": 1, "label": "2 × t1", "goodput_per_gpu": 5.0},
+                         {"row": 1, "column": 0, "label": "1 × t2", "goodput_per_gpu": 0.0}],
+               "best": "2 × t1"}
+    grid = search_grid(summary)
+    assert grid[0].tolist() == [3.0, 5.0] and grid[1, 0] == 0.0 and np.isnan(grid[1, 1])
+    view = ClusterSearchView()
+    qtbot.addWidget(view)
+    view.show_summary(summary)
+    assert view.best.isVisible() and view.best.rect().x() == 1 and view.best.rect().y() == 0
+    texts = [t.toPlainText() for t in view.texts]
+    assert "over budget" in texts and any("misses the SLOs" in t for t in texts)
+    view.show_summary(None)
+    assert not view.best.isVisible() and not view.texts
+
+
+def test_view_settings_round_trip_and_the_figures(qtbot):
+    from inferlab.engines.labs.cluster.settings import CLUSTER_DEFAULTS
+
+    view = ClusterView(CLUSTER_SETTINGS)
+    qtbot.addWidget(view)
+    wanted = dict(CLUSTER_DEFAULTS, layout="replicas", gpus=4, tp=2, router="prefix",
+                  link="pcie5-x16", rate_per_s=12.5, overlap_transfer=False)
+    view.set_settings(wanted)
+    got = view.settings()
+    assert {k: wanted[k] for k in got} == got
+    assert not view.prefill.isEnabled() and view.tp.isEnabled()
+    rows = dict((r[0], r[1]) for r in metric_rows(
+        {"layout": "2 × t2", "gpus": 4, "goodput_per_gpu": 2.5, "slo_attainment": 0.95,
+         "ttft_s": {"p50": 0.01, "p90": 0.02}, "tpot_s": {"p50": 0.005, "p90": None},
+         "utilization": [0.5, 0.75]}, wanted))
+    assert rows["Goodput per GPU"] == "2.5 requests/s"
+    assert rows["TPOT p50 / p90"] == "5.0 ms / —"
+    assert rows["Utilisation min / max"] == "50 % / 75 %"

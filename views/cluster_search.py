@@ -1,0 +1,99 @@
+"""The layout search as a heat map: rows the tensor degree t, columns the replicas (or the P:D
+split), each cell's colour its goodput per GPU (every cell one full simulated run of the same
+requests), its number written in it, the best cell outlined. Cells no layout fits (more GPUs
+than the budget) are grey. It draws the search summary (`inferlab run cluster --search`'s
+dict); it starts no work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from inferlab.views.style import style_plot
+
+EMPTY = np.nan
+
+
+def search_grid(summary: dict) -> np.ndarray:
+    """goodput_per_gpu[row][column] (nan where no layout was run)."""
+    grid = np.full((len(summary["tp_rows"]), len(summary["columns"])), EMPTY)
+    for cell in summary["cells"]:
+        grid[cell["row"], cell["column"]] = cell["goodput_per_gpu"]
+    return grid
+
+
+class ClusterSearchView(QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.caption = QLabel("Search layouts: every layout of the kind on the cluster's GPUs, "
+                              "one full simulated run each, scored by goodput per GPU "
+                              "(requests/s within both SLOs at the attainment goal, per GPU).")
+        self.caption.setWordWrap(True)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.canvas, 1)
+        self.plot = self.canvas.addPlot()
+        style_plot(self.plot)
+        self.plot.showGrid(x=False, y=False)
+        self.plot.invertY(True)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.setLabel("left", "tensor-parallel degree t")
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setColorMap(pg.colormap.get("viridis"))
+        self.plot.addItem(self.image)
+        self.bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False,
+                                   label="goodput per GPU (requests/s)")
+        self.bar.setImageItem(self.image, insert_in=self.plot)
+        self.best = pg.QtWidgets.QGraphicsRectItem()
+        self.best.setPen(pg.mkPen("#D55E00", width=4))
+        self.best.setVisible(False)
+        self.plot.addItem(self.best)
+        self.texts: list = []
+        self.summary: dict | None = None
+
+    def show_summary(self, summary: dict | None) -> None:
+        for text in self.texts:
+            self.plot.removeItem(text)
+        self.texts = []
+        self.summary = summary
+        if not summary or not summary.get("cells"):
+            self.image.clear()
+            self.best.setVisible(False)
+            return
+        grid = search_grid(summary)
+        shown = np.where(np.isnan(grid), 0.0, grid)
+        high = float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0
+        self.image.setImage(shown, levels=(0, max(high, 1e-9)))
+        self.image.setRect(QRectF(0, 0, grid.shape[1], grid.shape[0]))
+        self.bar.setLevels((0, max(high, 1e-9)))
+        for cell in summary["cells"]:
+            value = cell["goodput_per_gpu"]
+            label = f"{cell['label']}\n{value:.3g} req/s/GPU" if value else (
+                f"{cell['label']}\nmisses the SLOs")
+            text = pg.TextItem(label, color="#FFFFFF" if value < 0.6 * high else "#000000",
+                               anchor=(0.5, 0.5))
+            text.setPos(cell["column"] + 0.5, cell["row"] + 0.5)
+            self.plot.addItem(text)
+            self.texts.append(text)
+        for row, col in zip(*np.nonzero(np.isnan(grid)), strict=True):
+            text = pg.TextItem("over budget", color="#BBBBBB", anchor=(0.5, 0.5))
+            text.setPos(col + 0.5, row + 0.5)
+            self.plot.addItem(text)
+            self.texts.append(text)
+        best = next((c for c in summary["cells"] if c["label"] == summary.get("best")), None)
+        if best is not None:
+            self.best.setRect(QRectF(best["column"], best["row"], 1, 1))
+        self.best.setVisible(best is not None)
+        self.plot.getAxis("left").setTicks(
+            [[(i + 0.5, str(t)) for i, t in enumerate(summary["tp_rows"])], []])
+        self.plot.getAxis("bottom").setTicks(
+            [[(j + 0.5, c) for j, c in enumerate(summary["columns"])], []])
+        self.plot.setXRange(0, grid.shape[1], padding=0)
+        self.plot.setYRange(0, grid.shape[0], padding=0)
+        self.plot.setTitle(f"{summary['kind']} layouts on {summary['budget_gpus']} GPUs — best: "
+                           f"{summary.get('best') or 'none meets the SLOs'}")

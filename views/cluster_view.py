@@ -1,0 +1,215 @@
+"""The cluster lab's window: the layout and workload choices on the left with the run's
+figures under them; the timeline (instances, link, KV use, utilisation) and the layout
+search's heat map in tabs on the right. Choices, defaults and ranges come from the lab's
+settings table (engines/labs/cluster/settings.py); the view only draws what it is given."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inferlab.views.choices import select_choice
+from inferlab.views.cluster_search import ClusterSearchView
+from inferlab.views.cluster_timeline import ClusterTimeline
+from inferlab.views.fact_table import FactTable
+
+LAYOUT_LABELS = {"replicas": "replicas behind a router", "tp": "one tensor-parallel instance",
+                 "pd": "prefill / decode split"}
+SEARCH_LABELS = {"replicas": "replicas × t", "pd": "P:D × t"}
+
+
+def _ms(seconds) -> str:
+    return "—" if seconds is None else f"{1e3 * seconds:.1f} ms"
+
+
+def metric_rows(metrics: dict, settings: dict) -> list[tuple]:
+    """The figures table: goodput first (what the lab is about), then latency, then load."""
+    if not metrics:
+        return []
+    ttft, tpot = metrics.get("ttft_s", {}), metrics.get("tpot_s", {})
+    util = metrics.get("utilization", [])
+    return [
+        ("Layout", f"{metrics.get('layout', '')} on {metrics.get('gpus', 0)} GPUs"),
+        ("Goodput per GPU", f"{metrics.get('goodput_per_gpu', 0):.3g} requests/s",
+         {"tip": "DistServe's: requests/s finishing within both SLOs, per GPU; 0 when fewer "
+                 f"than {100 * settings.get('attainment', 0.9):.0f} % of requests do"}),
+        ("SLO attainment", f"{100 * metrics.get('slo_attainment', 0):.1f} % within "
+                           f"TTFT ≤ {_ms(settings.get('slo_ttft_s'))}, "
+                           f"TPOT ≤ {_ms(settings.get('slo_tpot_s'))}"),
+        ("TTFT p50 / p90", f"{_ms(ttft.get('p50'))} / {_ms(ttft.get('p90'))}"),
+        ("TPOT p50 / p90", f"{_ms(tpot.get('p50'))} / {_ms(tpot.get('p90'))}"),
+        ("Requests", f"{metrics.get('completed', 0)} in {metrics.get('duration_s', 0):.2f} s"),
+        ("Output tokens/s", f"{metrics.get('output_tokens_per_s', 0):,.0f}"),
+        ("Prefix hit rate", f"{100 * metrics.get('prefix_hit_rate', 0):.1f} %"),
+        ("KV moved (Σ transfer s)", f"{metrics.get('kv_transfer_s_total', 0):.3f} s"),
+        ("Utilisation min / max", f"{100 * min(util, default=0):.0f} % / "
+                                  f"{100 * max(util, default=0):.0f} %"),
+    ]
+
+
+class ClusterView(QWidget):
+    run_requested = Signal()
+    search_requested = Signal(str)  # the layout kind to search
+    settings_changed = Signal(dict)
+
+    def __init__(self, settings_table: dict, parent=None):
+        super().__init__(parent)
+        self.table = settings_table
+        form = QFormLayout()
+        self.layout_kind = self._combo([(k, LAYOUT_LABELS[k]) for k in
+                                        self._choices("layout")])
+        self.gpus, self.tp = self._int("gpus"), self._int("tp")
+        self.prefill, self.decode = self._int("prefill"), self._int("decode")
+        self.prefill.setSpecialValueText("half")
+        self.decode.setSpecialValueText("the rest")
+        self.router = self._combo([(k, k) for k in self._choices("router")])
+        self.link = self._combo([(k, k) for k in self._choices("link")])
+        self.overlap = QCheckBox("overlap the KV transfer with the prefill")
+        self.model = self._combo([(k, k) for k in self._choices("model_config")])
+        self.hardware = self._combo([(k, k) for k in self._choices("hardware")])
+        self.scenario = self._combo([(k, k) for k in self._choices("scenario")])
+        self.requests = self._int("requests")
+        self.rate = self._float("rate_per_s", " req/s", 1)
+        self.slo_ttft = self._float("slo_ttft_s", " s", 3)
+        self.slo_tpot = self._float("slo_tpot_s", " s", 3)
+        for label, widget in (("Layout", self.layout_kind), ("GPUs", self.gpus),
+                              ("Tensor degree t", self.tp), ("Prefill instances", self.prefill),
+                              ("Decode instances", self.decode), ("Router", self.router),
+                              ("Link", self.link), ("", self.overlap), ("Model", self.model),
+                              ("GPU", self.hardware), ("Workload", self.scenario),
+                              ("Requests", self.requests), ("Arrival rate", self.rate),
+                              ("TTFT SLO", self.slo_ttft), ("TPOT SLO", self.slo_tpot)):
+            form.addRow(label, widget)
+        self.run_button = QPushButton("Run")
+        self.run_button.setToolTip("Route the requests through the cluster to their end "
+                                   "(simulated clock: each batch's roofline time)")
+        self.search_kind = QComboBox()
+        for key, label in SEARCH_LABELS.items():
+            self.search_kind.addItem(label, key)
+        self.search_button = QPushButton("Search layouts")
+        self.search_button.setToolTip("Run every layout of the kind on this many GPUs and "
+                                      "draw their goodput per GPU")
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.search_kind)
+        buttons.addWidget(self.search_button)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.facts = FactTable(("Figure", "Value"))
+        left = QWidget()
+        column = QVBoxLayout(left)
+        column.addLayout(form)
+        column.addLayout(buttons)
+        column.addWidget(self.status)
+        column.addWidget(self.facts, 1)
+        left.setMinimumWidth(360)
+
+        self.timeline = ClusterTimeline()
+        self.search = ClusterSearchView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.timeline, "Timeline")
+        self.tabs.addTab(self.search, "Layout search")
+        splitter = QSplitter()
+        splitter.addWidget(left)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([380, 900])
+        outer = QVBoxLayout(self)
+        outer.addWidget(splitter)
+
+        self.run_button.clicked.connect(self.run_requested)
+        self.search_button.clicked.connect(
+            lambda: self.search_requested.emit(self.search_kind.currentData()))
+        self.layout_kind.currentIndexChanged.connect(self._enable_fields)
+
+    # ---- widgets from the settings table -------------------------------------------------
+    def _choices(self, key: str) -> tuple:
+        choices = self.table[key].choices
+        return tuple(choices() if callable(choices) else choices)
+
+    @staticmethod
+    def _combo(items) -> QComboBox:
+        combo = QComboBox()
+        for key, label in items:
+            combo.addItem(label, key)
+        return combo
+
+    def _int(self, key: str) -> QSpinBox:
+        box = QSpinBox()
+        box.setRange(int(self.table[key].low), int(min(self.table[key].high, 2**31 - 1)))
+        return box
+
+    def _float(self, key: str, suffix: str, decimals: int) -> QDoubleSpinBox:
+        box = QDoubleSpinBox()
+        box.setDecimals(decimals)
+        box.setRange(self.table[key].low, self.table[key].high)
+        box.setSuffix(suffix)
+        return box
+
+    def _enable_fields(self) -> None:
+        kind = self.layout_kind.currentData()
+        self.prefill.setEnabled(kind == "pd")
+        self.decode.setEnabled(kind == "pd")
+        self.overlap.setEnabled(kind == "pd")
+        self.tp.setEnabled(kind != "tp")
+
+    # ---- settings ------------------------------------------------------------------------
+    def set_settings(self, s: dict) -> None:
+        select_choice(self.layout_kind, s["layout"])
+        for box, key in ((self.gpus, "gpus"), (self.tp, "tp"), (self.prefill, "prefill"),
+                         (self.decode, "decode"), (self.requests, "requests")):
+            box.setValue(int(s[key]))
+        for combo, key in ((self.router, "router"), (self.link, "link"),
+                           (self.model, "model_config"), (self.hardware, "hardware"),
+                           (self.scenario, "scenario")):
+            select_choice(combo, s[key])
+        self.overlap.setChecked(bool(s["overlap_transfer"]))
+        self.rate.setValue(float(s["rate_per_s"]))
+        self.slo_ttft.setValue(float(s["slo_ttft_s"]))
+        self.slo_tpot.setValue(float(s["slo_tpot_s"]))
+        self._enable_fields()
+
+    def settings(self) -> dict:
+        """The choices as settings (the lab overlays them on its own and checks them)."""
+        return {"layout": self.layout_kind.currentData(), "gpus": self.gpus.value(),
+                "tp": self.tp.value(), "prefill": self.prefill.value(),
+                "decode": self.decode.value(), "router": self.router.currentData(),
+                "link": self.link.currentData(), "overlap_transfer": self.overlap.isChecked(),
+                "model_config": self.model.currentData(),
+                "hardware": self.hardware.currentData(),
+                "scenario": self.scenario.currentData(), "requests": self.requests.value(),
+                "rate_per_s": self.rate.value(), "slo_ttft_s": self.slo_ttft.value(),
+                "slo_tpot_s": self.slo_tpot.value()}
+
+    # ---- drawing -------------------------------------------------------------------------
+    def set_busy(self, busy: bool, text: str | None = None) -> None:
+        self.run_button.setEnabled(not busy)
+        self.search_button.setEnabled(not busy)
+        if text is not None:
+            self.status.setText(text)
+
+    def set_read_only(self, read_only: bool) -> None:
+        for widget in (self.run_button, self.search_button):
+            widget.setEnabled(not read_only)
+
+    def draw(self, state, metrics: dict, settings: dict) -> None:
+        self.timeline.draw(state)
+        self.facts.set_rows(metric_rows(metrics, settings))
+
+    def show_search(self, summary: dict | None) -> None:
+        self.search.show_summary(summary)
+        if summary:
+            self.tabs.setCurrentWidget(self.search)
