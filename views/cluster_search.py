@@ -27,9 +27,12 @@ def search_grid(summary: dict) -> np.ndarray:
 class ClusterSearchView(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.caption = QLabel("Search layouts: every layout of the kind on the cluster's GPUs, "
-                              "one full simulated run each, scored by goodput per GPU "
-                              "(requests/s within both SLOs at the attainment goal, per GPU).")
+        self.caption = QLabel("Every layout of the kind within the cluster's GPUs, each one "
+                              "full simulated run of the same requests at the workload's "
+                              "arrival rate, scored by goodput per GPU (requests/s within both "
+                              "SLOs, per GPU; 0 below the attainment goal): the layout that "
+                              "serves this load within the SLOs on the fewest GPUs scores "
+                              "highest.")
         self.caption.setWordWrap(True)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
