@@ -26,6 +26,10 @@ TILE_LABELS = {UNTOUCHED: "not reached", SKIPPED: "skipped (causal, never loaded
                CURRENT: "this step"}
 
 
+READS_QK = ("scores", "tile", "chunk")
+"""The phases that load Q and K tiles (naive's softmax reads S, its output P and V)."""
+
+
 def _lut() -> np.ndarray:
     lut = np.full((256, 4), 255, dtype=np.ubyte)
     for code, hex_color in TILE_COLORS.items():
@@ -83,8 +87,8 @@ class TileStates:
         elif r.phase != "combine":
             if self.s[srow, j].max() < STORED:
                 self.s[srow, j] = VISITED
-        self.q[i] = np.maximum(self.q[i], VISITED)
-        if r.phase in ("scores", "tile", "chunk"):
+        if r.phase in READS_QK:
+            self.q[i] = np.maximum(self.q[i], VISITED)
             self.k[j] = np.maximum(self.k[j], VISITED)
         if r.phase in ("output", "tile", "chunk"):
             self.v[j] = np.maximum(self.v[j], VISITED)
@@ -100,8 +104,8 @@ class TileStates:
         i = slice(r.q_rows[0] // info.br, math.ceil(r.q_rows[1] / info.br))
         j = slice(r.k_rows[0] // info.bc, math.ceil(r.k_rows[1] / info.bc))
         s[slice(0, 1) if info.execution == "split_k" else i, j] = CURRENT
-        q[i] = CURRENT
-        if r.phase in ("scores", "tile", "chunk"):
+        if r.phase in READS_QK:
+            q[i] = CURRENT
             k[j] = CURRENT
         if r.phase in ("output", "tile", "chunk"):
             v[j] = CURRENT
@@ -256,8 +260,8 @@ class ScorePanel(QWidget):
         tile = record.score_tile
         if tile is None:
             self.image.clear()
-            what = {"softmax": "softmax of whole rows of S (read from main memory)",
-                    "output": "P tile × V tile", "combine": "combine the chunks by (m, ℓ)"}
+            what = {"softmax": "softmax: whole rows of S", "output": "O += P tile · V tile",
+                    "combine": "combine chunks by (m, ℓ)"}
             set_title(self.tile, what.get(record.phase, "score tile not kept for this step"))
         else:
             shown = np.where(np.isfinite(tile), tile, np.nan).astype(np.float32)

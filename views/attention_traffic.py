@@ -82,8 +82,7 @@ class BytesBars(pg.PlotWidget):
                              height=[record.bytes_read / MIB, record.bytes_written / MIB])
         done = record.bytes_read + record.bytes_written
         total = max(1, info.closed_forms[info.execution].bytes_moved)
-        set_title(self.item, f"bytes moved; {NAMES[info.execution]} counted "
-                             f"{100 * done / total:.0f}%")
+        set_title(self.item, f"bytes moved ({100 * done / total:.0f}% counted)")
 
 
 def bars_legend_html() -> str:

@@ -171,6 +171,9 @@ def redraw_ms(n: int = REDRAW_N, steps: int = REDRAW_STEPS) -> float:
         _app.processEvents()
         times.append(time.perf_counter() - t0)
     view.close()
+    import shiboken6
+
+    shiboken6.delete(view)  # now, not at interpreter exit (where its teardown could crash)
     return 1e3 * statistics.median(times)
 
 

@@ -110,3 +110,12 @@ def test_roofline_places_tiles_of_growing_size_at_growing_intensity():
     assert intensities == sorted(intensities) and len(tiles) == 7
     knee = H100[1] / H100[2]
     assert tiles[0].intensity < knee < tiles[-1].intensity  # memory- then compute-bound
+
+
+def test_naive_softmax_lights_rows_of_s_not_q_or_k():
+    s, records = run(n=16, d=4, br=8, bc=8, execution="naive")
+    softmax = next(i for i, r in enumerate(records) if r.phase == "softmax")
+    states = TileStates(s.info)
+    states.advance(records, softmax)
+    grid, q, k, _v, _o = states.lit(records[softmax])
+    assert grid[0].tolist() == [CURRENT, CURRENT] and CURRENT not in q and CURRENT not in k
