@@ -44,6 +44,8 @@ class AttentionHeader:
     roofs: tuple = ()
 
 
+SOURCE_LABELS = {"seeded": "seeded Q, K, V", "smollm2-135m": "SmolLM2 layer",
+                 "tiny": "tiny model layer"}
 SPINS = (  # key, label, tooltip, suffix
     ("n", "N", "Rows of Q, K and V: the context length", ""),
     ("d", "d", "Head width", ""),
@@ -87,6 +89,21 @@ class AttentionView(SteppedView):
             self.spins[key] = spin
             row.addWidget(QLabel(label))
             row.addWidget(spin)
+        self.source = QComboBox()
+        for key, label in SOURCE_LABELS.items():
+            self.source.addItem(label, key)
+        self.source.setToolTip("Q, K, V: seeded normal values, or one layer of a real model "
+                               "run on the shipped texts (its own head width d; N at most the "
+                               "text's ~7,700 tokens)")
+        self.source.currentIndexChanged.connect(self._emit)
+        self.source.currentIndexChanged.connect(self._source_changed)
+        self.layer = QSpinBox()
+        self.layer.setRange(0, int(ATTENTION_SETTINGS["layer"].high))
+        self.layer.setPrefix("layer ")
+        self.layer.setToolTip("The model layer whose Q, K, V are used")
+        self.layer.editingFinished.connect(self._emit)
+        row.addWidget(self.source)
+        row.addWidget(self.layer)
         self.causal = QCheckBox("causal")
         self.causal.setToolTip("Causal mask: the tiled execution skips K tiles after a Q "
                                "tile's last row")
@@ -151,11 +168,21 @@ class AttentionView(SteppedView):
                 spin.setValue(int(s[key]))
         self.causal.setChecked(bool(s.get("causal", False)))
         select_choice(self.execution, s.get("execution"))
+        select_choice(self.source, s.get("source"))
+        self.layer.setValue(int(s.get("layer", 0)))
         self._quiet = False
+        self._source_changed()
 
     def settings(self) -> dict:
         return {**{k: spin.value() for k, spin in self.spins.items()},
-                "causal": self.causal.isChecked(), "execution": self.execution.currentData()}
+                "causal": self.causal.isChecked(), "execution": self.execution.currentData(),
+                "source": self.source.currentData(), "layer": self.layer.value()}
+
+    def _source_changed(self, *_args) -> None:
+        """A model's layer has its own head width and seed: d and the layer spin follow."""
+        seeded = self.source.currentData() == "seeded"
+        self.spins["d"].setEnabled(seeded and not self.read_only)
+        self.layer.setEnabled(not seeded and not self.read_only)
 
     def _emit(self, *_args) -> None:
         if not self._quiet:
@@ -163,10 +190,11 @@ class AttentionView(SteppedView):
 
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
-        for w in (*self.spins.values(), self.causal, self.execution, self.reset_button,
-                  self.step_button, self.run_button):
+        for w in (*self.spins.values(), self.causal, self.execution, self.source,
+                  self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
         self.timings.set_read_only(read_only)
+        self._source_changed()
 
     # ---- drawing -------------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:

@@ -56,8 +56,16 @@ class AttentionLab(SteppedLab):
     def open_session(self, settings: dict, device: str, progress):
         from inferlab.engines.labs.attention.session import AttentionSession
 
-        progress(0.1, "seeding Q, K, V")
-        return AttentionSession(settings)
+        source = settings.get("source", "seeded")
+        progress(0.1, "seeding Q, K, V" if source == "seeded" else
+                 f"running {source} to layer {settings['layer']} on the shipped texts")
+        return AttentionSession(settings, device)
+
+    def preparing_text(self, settings: dict, device: str) -> str:
+        if settings.get("source", "seeded") == "seeded":
+            return "Seeding Q, K, V…"
+        return (f"Loading {settings['source']} and running it to layer {settings['layer']} "
+                f"on {device}…")
 
     def roofs(self) -> tuple:
         measured = self.context.roofs("cpu")
@@ -87,8 +95,9 @@ class AttentionLab(SteppedLab):
             return (f"All {e.steps_total:,} tiles done: {e.bytes_read:,} bytes read, "
                     f"{e.bytes_written:,} written (the closed form's exactly); max |O − SDPA| "
                     f"= {s.max_abs_error_vs_sdpa():.2g}. Reset (Ctrl+R) to run it again.")
-        return (f"{e.execution}: tile {e.step_index + 1:,} of {e.steps_total:,} next. Step (N) "
-                "runs one tile, Run (Space) runs to the end, Ctrl+R resets.")
+        return (f"{s.info.source}. {e.execution}: tile {e.step_index + 1:,} of "
+                f"{e.steps_total:,} next. Step (N) runs one tile, Run (Space) runs to the end, "
+                "Ctrl+R resets.")
 
     def thin_history(self) -> None:
         i = len(self.records) - 1 - LIVE_ARRAY_STEPS

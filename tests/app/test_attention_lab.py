@@ -117,3 +117,13 @@ def test_a_mutated_section_opens_or_is_refused_by_name(make_window, qtbot):
                         (mutate_value(section, rng, paths) for _ in range(150))), (ValueError,))
     result.check()
     assert result.cases == 150 and result.refused > 0 and result.ok > 0
+
+
+def test_a_model_layer_as_the_source(qtbot, make_window):
+    window, lab = lab_helpers.open_lab(qtbot, make_window, "attention", source="tiny",
+                                       layer=0, n=48, br=16, bc=16, causal=True)
+    info = lab.header.info
+    assert "tiny layer 0" in info.source and info.n == 48
+    lab.view.set_settings(lab.settings())  # open_lab set the lab's settings, not the view's
+    assert not lab.view.spins["d"].isEnabled() and lab.view.layer.isEnabled()
+    assert lab.records and lab.records[-1].execution == "tiled"

@@ -40,12 +40,15 @@ class AttentionRunInfo:
     execution: str  # the one being stepped
     on_chip_bytes: int  # the on-chip memory M (0: none given)
     closed_forms: dict  # execution -> Traffic
+    source: str = ""  # what Q, K and V are (seeded, or a model's layer on a text)
 
     @classmethod
-    def of(cls, n, d, heads, causal, br, bc, element_bytes, execution, on_chip_bytes=0):
+    def of(cls, n, d, heads, causal, br, bc, element_bytes, execution, on_chip_bytes=0,
+           source=""):
         forms = {e: closed_form(e, n, d, br, bc, causal, element_bytes, heads)
                  for e in EXECUTIONS}
-        return cls(n, d, heads, causal, br, bc, element_bytes, execution, on_chip_bytes, forms)
+        return cls(n, d, heads, causal, br, bc, element_bytes, execution, on_chip_bytes, forms,
+                   source)
 
     def to_dict(self) -> dict:
         return {"n": self.n, "d": self.d, "heads": self.heads, "causal": self.causal,
@@ -53,7 +56,8 @@ class AttentionRunInfo:
                 "execution": self.execution, "on_chip_bytes": self.on_chip_bytes,
                 "closed_forms": {e: {"bytes_read": t.bytes_read,
                                      "bytes_written": t.bytes_written, "flops": t.flops}
-                                 for e, t in self.closed_forms.items()}}
+                                 for e, t in self.closed_forms.items()},
+                "source": self.source}
 
     @classmethod
     def from_dict(cls, value, where: str) -> AttentionRunInfo:
@@ -63,7 +67,9 @@ class AttentionRunInfo:
                                      "element_bytes": Setting("int", 1, 16),
                                      "execution": Setting("str", choices=EXECUTIONS),
                                      "on_chip_bytes": COUNT,
-                                     "closed_forms": _read_forms}, where)
+                                     "closed_forms": _read_forms,
+                                     "source": Setting("str", max_len=400)}, where,
+                             optional={"source": ""})
         return cls(**fields)
 
 

@@ -25,6 +25,12 @@ def add_arguments(p) -> None:
                         "does (default 0: --br and --bc as given)")
     p.add_argument("--causal", action="store_true", help="causal mask")
     p.add_argument("--seed", type=int, default=d["seed"], help="seed of Q, K, V (default 0)")
+    p.add_argument("--source", default=d["source"], choices=("seeded", "smollm2-135m", "tiny"),
+                   help="Q, K, V: seeded normal values (default), or one layer of a model on "
+                        "the shipped texts (its own d; N at most the text's ~7,700 tokens)")
+    p.add_argument("--layer", type=int, default=d["layer"],
+                   help="the model layer whose Q, K, V are used (--source a model)")
+    p.add_argument("--device", default="cpu", help="where the model runs (default cpu)")
     p.add_argument("--stepped", default=d["execution"], choices=("naive", "tiled", "split_k"),
                    help="the execution whose steps the snapshot keeps (default tiled)")
 
@@ -36,7 +42,8 @@ def run(args, recorder):
     settings = check_settings(
         {"n": args.n, "d": args.d, "heads": args.heads, "causal": bool(args.causal),
          "br": args.br, "bc": args.bc, "on_chip_kib": args.on_chip_kib,
-         "execution": args.stepped, "seed": args.seed},
+         "execution": args.stepped, "seed": args.seed, "source": args.source,
+         "layer": args.layer},
         ATTENTION_SETTINGS, ATTENTION_DEFAULTS, "options")
     progress = getattr(args, "progress", None)
     executions = {}
@@ -44,14 +51,14 @@ def run(args, recorder):
         if progress is not None:
             progress(None, f"{execution}")
         with recorder.span(f"attention {execution}", cat="attention"):
-            executions |= run_executions(settings, (execution,))
-    session = AttentionSession(settings)  # the stepped one's records, for the snapshot
+            executions |= run_executions(settings, (execution,), device=args.device)
+    session = AttentionSession(settings, args.device)  # the stepped one's records, for the snapshot
     records = []
     while not session.done:
         records.append(session.step())
     section = attention_section(settings, session.info, records)
     info = session.info
-    summary = {"n": info.n, "d": info.d, "heads": info.heads, "causal": info.causal,
+    summary = {"source": info.source, "n": info.n, "d": info.d, "heads": info.heads, "causal": info.causal,
                "br": info.br, "bc": info.bc, "element_bytes": ELEMENT_BYTES,
                "executions": executions}
     return section, summary

@@ -3,18 +3,11 @@
 
 from __future__ import annotations
 
-import torch
-
 from inferlab.engines.attention.executions import make_engine, sdpa_reference
 from inferlab.engines.attention.step import EXECUTIONS, NAIVE
 from inferlab.engines.labs.attention.records import AttentionRunInfo
 from inferlab.engines.labs.attention.settings import ELEMENT_BYTES, MAX_NAIVE_BYTES, tile_sizes
-
-
-def seeded_qkv(n: int, d: int, heads: int, seed: int):
-    """Q, K, V [heads, N, d], standard normal from `seed`."""
-    g = torch.Generator().manual_seed(int(seed))
-    return [torch.randn(heads, n, d, generator=g) for _ in range(3)]
+from inferlab.engines.labs.attention.source import SEEDED, model_layer_qkv, seeded_qkv
 
 
 def check_naive_fits(n: int, heads: int) -> None:
@@ -28,16 +21,23 @@ def check_naive_fits(n: int, heads: int) -> None:
 class AttentionSession:
     """step() -> AttentionStep; `info` the run, `engine` the execution being stepped."""
 
-    def __init__(self, settings: dict) -> None:
+    def __init__(self, settings: dict, device: str = "cpu") -> None:
         n, d, heads = int(settings["n"]), int(settings["d"]), int(settings["heads"])
-        br, bc = tile_sizes(settings)
         execution, causal = settings["execution"], bool(settings["causal"])
+        source = settings.get("source", SEEDED)
+        if source == SEEDED:
+            self.q, self.k, self.v = seeded_qkv(n, d, heads, settings["seed"])
+            what = f"seeded normal Q, K, V (seed {settings['seed']})"
+        else:
+            self.q, self.k, self.v, what = model_layer_qkv(source, int(settings["layer"]), n,
+                                                           heads, device)
+            heads, n, d = self.q.shape
         if execution == NAIVE:
             check_naive_fits(n, heads)
-        self.q, self.k, self.v = seeded_qkv(n, d, heads, settings["seed"])
+        br, bc = tile_sizes(settings, d)
         self.engine = make_engine(execution, self.q, self.k, self.v, br, bc, causal)
         self.info = AttentionRunInfo.of(n, d, heads, causal, br, bc, ELEMENT_BYTES, execution,
-                                        int(settings["on_chip_kib"]) * 1024)
+                                        int(settings["on_chip_kib"]) * 1024, what)
 
     @property
     def done(self) -> bool:
@@ -56,12 +56,13 @@ class AttentionSession:
         return float((e.output - ref).abs().max())
 
 
-def run_executions(settings: dict, executions=EXECUTIONS, on_step=None) -> dict:
+def run_executions(settings: dict, executions=EXECUTIONS, on_step=None,
+                   device: str = "cpu") -> dict:
     """Each execution run to its end on the same Q, K, V: execution -> its counted totals,
     steps, peak working set and error against torch SDPA, beside the closed form."""
     out = {}
     for execution in executions:
-        session = AttentionSession(dict(settings, execution=execution))
+        session = AttentionSession(dict(settings, execution=execution), device)
         while not session.done:
             record = session.step()
             if on_step is not None:

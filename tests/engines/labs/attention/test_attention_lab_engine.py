@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from inferlab.engines.attention.traffic import naive_traffic, split_k_traffic, tiled_traffic
 from inferlab.engines.labs.attention.records import (
@@ -20,7 +21,7 @@ from inferlab.engines.labs.attention.section import (
     attention_section,
     read_attention_section,
 )
-from inferlab.engines.labs.attention.session import AttentionSession
+from inferlab.engines.labs.attention.session import AttentionSession, run_executions
 from inferlab.engines.labs.attention.settings import ATTENTION_DEFAULTS, tile_sizes
 from inferlab.engines.trace.recorder import TraceRecorder
 
@@ -129,3 +130,32 @@ def test_bench_counts_match_and_times_every_implementation():
     (row,) = timings(ns=(64,), d=8, repeats=1)
     assert row["n"] == 64 and row["naive_sp_bytes"] == 2 * 64 * 64 * 4
     assert all(row[k] > 0 for k in ("naive_s", "sdpa_s", "tiled_torch_s"))
+
+
+def check_model_source(spec, n, heads):
+    from inferlab.engines.labs.attention.source import model_layer_qkv
+    from inferlab.engines.model.cache import load_lab_model
+
+    cfg = load_lab_model(spec)[0].config
+    q, k, v, what = model_layer_qkv(spec, cfg.n_layers - 1, n, heads)
+    h = min(heads, cfg.n_heads)
+    assert q.shape == k.shape == v.shape == (h, n, cfg.d_head)
+    group = cfg.n_heads // cfg.n_kv_heads
+    if group > 1 and h > 1:  # query heads 0 and 1 share KV head 0
+        assert torch.equal(k[0], k[1]) and not torch.equal(q[0], q[1])
+    assert f"layer {cfg.n_layers - 1}" in what and f"{n} tokens" in what
+    s = dict(ATTENTION_DEFAULTS, source=spec, layer=cfg.n_layers - 1, n=n, heads=heads,
+             br=16, bc=24, causal=True)
+    out = run_executions(s)
+    for name, e in out.items():
+        assert e["max_abs_error_vs_sdpa"] < 1e-5, name
+        assert e["bytes_read"] == e["closed_form_bytes_read"]
+
+
+def test_q_k_v_of_a_model_layer_on_the_shipped_text():
+    check_model_source("tiny", 40, 8)
+
+
+@pytest.mark.slow  # loads SmolLM2
+def test_q_k_v_of_a_smollm2_layer(smollm2_path):
+    check_model_source("smollm2-135m", 96, 4)
