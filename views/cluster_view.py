@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTabWidget,
@@ -116,6 +117,10 @@ class ClusterView(QWidget):
         column.addWidget(self.status)
         column.addWidget(self.facts, 1)
         left.setMinimumWidth(360)
+        scroll = QScrollArea()  # the form scrolls rather than set the window's least height
+        scroll.setWidget(left)
+        scroll.setWidgetResizable(True)
+        scroll.setMinimumWidth(380)
 
         self.timeline = ClusterTimeline()
         self.search = ClusterSearchView()
@@ -123,7 +128,7 @@ class ClusterView(QWidget):
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(self.search, "Layout search")
         splitter = QSplitter()
-        splitter.addWidget(left)
+        splitter.addWidget(scroll)
         splitter.addWidget(self.tabs)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([380, 900])

@@ -74,6 +74,20 @@ class MemoryView(QWidget):
         self.utilization.setToolTip("Fraction of device memory the server may use "
                                     "(vLLM's gpu_memory_utilization)")
         form.addRow("Memory utilisation", self.utilization)
+        self.tp = QSpinBox()
+        self.tp.setRange(1, 1024)
+        self.tp.setToolTip("Tensor-parallel degree t: each GPU holds 1/t of every layer's "
+                           "weights and 1/t of the KV heads (at least one)")
+        self.pp = QSpinBox()
+        self.pp.setRange(1, 1024)
+        self.pp.setToolTip("Pipeline stages p: each GPU holds ⌈layers / p⌉ layers, weights "
+                           "and KV alike")
+        self.tp.setPrefix("t = ")
+        self.pp.setPrefix("p = ")
+        split = QHBoxLayout()  # one row: the form stays as tall as it was
+        split.addWidget(self.tp)
+        split.addWidget(self.pp)
+        form.addRow("Parallel t × p", split)
         self.model_note = QLabel()
         self.model_note.setWordWrap(True)
         self.model_note.setStyleSheet("color: #555")
@@ -81,7 +95,7 @@ class MemoryView(QWidget):
 
         for w in (self.model, self.weight_dtype, self.kv_dtype, self.target):
             w.currentIndexChanged.connect(self._emit)
-        for w in (self.context, self.batch, self.utilization):
+        for w in (self.context, self.batch, self.utilization, self.tp, self.pp):
             w.valueChanged.connect(self._emit)
 
         results_box = QGroupBox("Results")
@@ -131,6 +145,8 @@ class MemoryView(QWidget):
         self.context.setValue(int(s.get("context", 8192)))
         self.batch.setValue(int(s.get("batch", 1)))
         self.utilization.setValue(float(s.get("utilization", 0.9)))
+        self.tp.setValue(int(s.get("tp", 1)))
+        self.pp.setValue(int(s.get("pp", 1)))
         self._quiet = False
 
     def settings(self) -> dict:
@@ -142,11 +158,13 @@ class MemoryView(QWidget):
             "kv_dtype": self.kv_dtype.currentText(),
             "target": self.target.currentData(),
             "utilization": round(self.utilization.value(), 4),
+            "tp": self.tp.value(),
+            "pp": self.pp.value(),
         }
 
     def set_read_only(self, read_only: bool) -> None:
         for w in (self.model, self.context, self.batch, self.weight_dtype, self.kv_dtype,
-                  self.target, self.utilization):
+                  self.target, self.utilization, self.tp, self.pp):
             w.setEnabled(not read_only)
 
     def _emit(self, *_args) -> None:
@@ -162,12 +180,21 @@ class MemoryView(QWidget):
             f"{cfg.n_params / 1e9:.2f} B params." + (f"\nSource: {cfg.source}" if cfg.source else ""))
         b = bytes_per_element(plan.kv_dtype)
         tps = plan.decode_tokens_per_s_bound
+        t, p = plan.tp, plan.pp
+        layers, heads = -(-cfg.n_layers // p), max(1, cfg.n_kv_heads // t)
+        split = t * p > 1
+        per_gpu = f" (one GPU of {t * p})" if split else ""
         rows = [
-            ("KV bytes per token", _both(plan.kv_bytes_per_token),
-             f"2 × {cfg.n_layers} layers × {cfg.n_kv_heads} KV heads × {cfg.d_head} × {b:g} B"),
-            ("KV per request", _both(plan.kv_bytes_per_request), f"× {plan.context} tokens"),
-            ("KV for the batch", _both(plan.kv_bytes_total), f"× batch {plan.batch}"),
-            ("Weights", _both(plan.weight_bytes), f"{cfg.n_params:,} params × {plan.weight_dtype}"),
+            ("KV bytes per token" + per_gpu, _both(plan.kv_bytes_per_token),
+             f"2 × {layers} layers × {heads} KV heads × {cfg.d_head} × {b:g} B"
+             + (f"  (⌈{cfg.n_layers} / p={p}⌉ layers, max(1, {cfg.n_kv_heads} / t={t}) "
+                "heads)" if split else "")),
+            ("KV per request" + per_gpu, _both(plan.kv_bytes_per_request),
+             f"× {plan.context} tokens"),
+            ("KV for the batch" + per_gpu, _both(plan.kv_bytes_total), f"× batch {plan.batch}"),
+            ("Weights" + per_gpu, _both(plan.weight_bytes),
+             f"{cfg.n_params:,} params × {plan.weight_dtype}"
+             + (f" ÷ (t × p = {t * p})" if split else "")),
             ("Total", _both(plan.total_bytes), "weights + KV"),
             ("Budget", _both(plan.budget_bytes), f"{target_label} × utilisation"),
             ("Fits", "yes" if plan.fits else "NO", f"headroom {format_bytes(plan.headroom_bytes)}"),
@@ -177,8 +204,10 @@ class MemoryView(QWidget):
              "— (no bandwidth known)" if tps is None else f"{tps:,.0f} tokens/s",
              "batch × B ÷ (weights + batch KV) bytes per step"),
         ]
-        exact = {"KV bytes per token": plan.kv_bytes_per_token, "KV per request": plan.kv_bytes_per_request,
-                 "KV for the batch": plan.kv_bytes_total, "Weights": plan.weight_bytes,
+        exact = {"KV bytes per token" + per_gpu: plan.kv_bytes_per_token,
+                 "KV per request" + per_gpu: plan.kv_bytes_per_request,
+                 "KV for the batch" + per_gpu: plan.kv_bytes_total,
+                 "Weights" + per_gpu: plan.weight_bytes,
                  "Total": plan.total_bytes, "Budget": plan.budget_bytes}
         self.results.set_rows([row + ({"tip": f"{exact[row[0]]:,} bytes"},) if row[0] in exact else row
                                for row in rows])
@@ -212,7 +241,10 @@ class MemoryView(QWidget):
                                    pen=pg.mkPen(SEGMENT_COLORS["over budget"], width=2),
                                    label="budget", labelOpts={"position": 0.9})
             item.addItem(over)
-        item.setTitle(f"Memory budget: {format_bytes(used)} used of {format_bytes(plan.budget_bytes)} usable")
+        gpus = plan.tp * plan.pp
+        of = f" of one GPU (t × p = {gpus} GPUs)" if gpus > 1 else ""
+        item.setTitle(f"Memory budget{of}: {format_bytes(used)} used of "
+                      f"{format_bytes(plan.budget_bytes)} usable")
         item.setYRange(-0.6, 1.2)
         item.setXRange(0, max(x0, used / GIB) * 1.02)
 

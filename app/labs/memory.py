@@ -89,7 +89,11 @@ class MemoryLab(Lab):
             return
         cfg = self.model_config(self._settings["model"])
         target = self.targets.get(self._settings["target"]) or self.targets[LOCAL]
-        plan, variants = memory_plans(self._settings, cfg, target)
+        try:
+            plan, variants = memory_plans(self._settings, cfg, target)
+        except ValueError as e:  # a tensor degree that does not split the heads
+            self.view.model_note.setText(f"{e}: choose another tensor degree.")
+            return
         self.view.draw(cfg, plan, variants, target["label"])
         self._last = (cfg, plan, target)
 

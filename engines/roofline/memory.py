@@ -112,6 +112,8 @@ class MemoryPlan:
     max_context: int
     bw_bytes_per_s: float | None = None
     decode_tokens_per_s_bound: float | None = None
+    tp: int = 1  # the plan is one GPU's of a group of tp × pp (roofline.parallel)
+    pp: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every field."""
@@ -126,31 +128,39 @@ def plan_memory(cfg: ModelConfig, context: int, batch: int, weight_dtype: str = 
     budget = ⌊device_memory_bytes × utilization⌋ (default: an 80 GB card at 90 %);
     total = weights + batch × context × kv_bytes_per_token; fits when total ≤ budget.
     Every input is checked (type, finiteness, range) before use, so every number of the plan
-    is finite.
+    is finite. One GPU of a tensor/pipeline-parallel group: roofline.parallel.plan_gpu_share.
     """
+    return plan_from_bytes(cfg.id, weight_bytes(cfg, weight_dtype),
+                           kv_bytes_per_token(cfg, kv_dtype), context, batch, weight_dtype,
+                           kv_dtype, device_memory_bytes, utilization, bw_bytes_per_s)
+
+
+def plan_from_bytes(model_id: str, weights: int, per_token: int, context: int, batch: int,
+                    weight_dtype: str, kv_dtype: str, device_memory_bytes: int,
+                    utilization: float, bw_bytes_per_s: float | None = None, tp: int = 1,
+                    pp: int = 1) -> MemoryPlan:
+    """`plan_memory`'s arithmetic on one device's weights and KV bytes per token."""
     check_count("context", context, MAX_COUNT)
     check_count("batch", batch, MAX_COUNT)
     check_positive("utilization", utilization, 1.0)
     check_positive("device_memory_bytes", device_memory_bytes, MAX_BYTES, zero_ok=True)
     if bw_bytes_per_s is not None:
         check_positive("bw_bytes_per_s", bw_bytes_per_s, MAX_BW_BYTES_PER_S, zero_ok=True)
-    per_token = kv_bytes_per_token(cfg, kv_dtype)
     per_request = per_token * context
     kv_total = per_request * batch
-    weights = weight_bytes(cfg, weight_dtype)
     total = weights + kv_total
     budget = math.floor(device_memory_bytes * utilization)
     bound = (None if bw_bytes_per_s is None
              else decode_tokens_per_s_bound(weights, kv_total, batch, bw_bytes_per_s))
     return MemoryPlan(
-        model_id=cfg.id, context=context, batch=batch, weight_dtype=weight_dtype,
+        model_id=model_id, context=context, batch=batch, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, kv_bytes_per_token=per_token, kv_bytes_per_request=per_request,
         kv_bytes_total=kv_total, weight_bytes=weights, total_bytes=total,
         device_memory_bytes=device_memory_bytes, utilization=utilization,
         budget_bytes=budget, fits=total <= budget, headroom_bytes=budget - total,
         max_batch=max_batch_that_fits(budget, weights, per_request),
         max_context=max_context_that_fits(budget, weights, per_token, batch),
-        bw_bytes_per_s=bw_bytes_per_s, decode_tokens_per_s_bound=bound,
+        bw_bytes_per_s=bw_bytes_per_s, decode_tokens_per_s_bound=bound, tp=tp, pp=pp,
     )
 
 

@@ -12,7 +12,12 @@ import math
 from dataclasses import asdict, dataclass
 
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.roofline.memory import kv_bytes_per_token, weight_bytes
+from inferlab.engines.roofline.memory import (
+    MemoryPlan,
+    kv_bytes_per_token,
+    plan_from_bytes,
+    weight_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -57,3 +62,16 @@ def gpu_share(cfg: ModelConfig, tp: int = 1, pp: int = 1, weight_dtype: str = "f
     kv = whole * heads * layers // (n_kv * cfg.n_layers)
     return GpuShare(tp=tp, pp=pp, weight_bytes=math.ceil(weight_bytes(cfg, weight_dtype) / (tp * pp)),
                     kv_heads=heads, layers=layers, kv_bytes_per_token=kv)
+
+
+def plan_gpu_share(cfg: ModelConfig, context: int, batch: int, tp: int = 1, pp: int = 1,
+                   weight_dtype: str = "fp16", kv_dtype: str = "fp16",
+                   device_memory_bytes: int = 80_000_000_000, utilization: float = 0.9,
+                   bw_bytes_per_s: float | None = None) -> MemoryPlan:
+    """`plan_memory` for ONE GPU of a t × p group serving `batch` sequences of `context`
+    tokens: its weights and KV bytes per token are `gpu_share`'s (every GPU holds a slice of
+    every sequence's KV). With t = p = 1 it is plan_memory exactly."""
+    share = gpu_share(cfg, tp, pp, weight_dtype, kv_dtype)
+    return plan_from_bytes(cfg.id, share.weight_bytes, share.kv_bytes_per_token, context,
+                           batch, weight_dtype, kv_dtype, device_memory_bytes, utilization,
+                           bw_bytes_per_s, tp, pp)

@@ -8,14 +8,15 @@ from inferlab.engines.roofline.memory import (
     MAX_BW_BYTES_PER_S,
     MAX_BYTES,
     attention_variants,
-    plan_memory,
 )
+from inferlab.engines.roofline.parallel import plan_gpu_share
 from inferlab.engines.settings import Setting, check_settings, named, read_fields, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 
 MEMORY_DEFAULTS = {"model": "llama-3-8b", "context": 8192, "batch": 1, "weight_dtype": "fp16",
-                   "kv_dtype": "fp16", "target": "h100-sxm", "utilization": 0.9}
+                   "kv_dtype": "fp16", "target": "h100-sxm", "utilization": 0.9,
+                   "tp": 1, "pp": 1}
 MEMORY_SETTINGS = {  # the view's ranges
     "model": Setting("str"),
     "context": Setting("int", 1, 10_000_000),
@@ -24,6 +25,8 @@ MEMORY_SETTINGS = {  # the view's ranges
     "kv_dtype": Setting("str", choices=DTYPE_NAMES),
     "target": Setting("str"),
     "utilization": Setting("float", 0.05, 1.0),
+    "tp": Setting("int", 1, 1024),  # tensor-parallel degree: the plan is one GPU's
+    "pp": Setting("int", 1, 1024),  # pipeline stages
 }
 
 
@@ -35,13 +38,21 @@ def preset_target(preset) -> dict:
 
 def memory_plans(settings: dict, cfg: ModelConfig, target: dict):
     """The plan for the settings, and the MHA/GQA/MQA variants' (config, plan) beside it."""
+    """One GPU's plan under the settings' tensor degree t and pipeline stages p
+    (roofline.parallel.plan_gpu_share; ValueError when t does not split the heads)."""
     kwargs = dict(context=int(settings["context"]), batch=int(settings["batch"]),
                   weight_dtype=settings["weight_dtype"], kv_dtype=settings["kv_dtype"],
                   device_memory_bytes=int(target["memory_bytes"]),
                   utilization=float(settings["utilization"]),
                   bw_bytes_per_s=target.get("bw_bytes_per_s"))
-    plan = plan_memory(cfg, **kwargs)
-    variants = {kind: (vcfg, plan_memory(vcfg, **kwargs)) for kind, vcfg in attention_variants(cfg).items()}
+    tp, pp = int(settings.get("tp", 1)), int(settings.get("pp", 1))
+    plan = plan_gpu_share(cfg, tp=tp, pp=pp, **kwargs)
+    variants = {}
+    for kind, vcfg in attention_variants(cfg).items():
+        try:  # t may split the model's KV heads but not MQA's one (it is replicated) etc.
+            variants[kind] = (vcfg, plan_gpu_share(vcfg, tp=tp, pp=pp, **kwargs))
+        except ValueError:
+            continue
     return plan, variants
 
 
