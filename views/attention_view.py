@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from inferlab.engines.labs.attention.settings import ATTENTION_SETTINGS
+from inferlab.engines.labs.attention.settings import ATTENTION_SETTINGS, on_chip_presets
 from inferlab.views.attention_tiles import ScorePanel, TileGrids, TileStates, tile_legend_html
 from inferlab.views.attention_timings import TimingsPlot
 from inferlab.views.attention_traffic import (
@@ -89,6 +89,15 @@ class AttentionView(SteppedView):
             self.spins[key] = spin
             row.addWidget(QLabel(label))
             row.addWidget(spin)
+        self.on_chip = QComboBox()
+        self.on_chip.addItem("M preset…", 0)
+        for label, kib in on_chip_presets().items():
+            self.on_chip.addItem(f"{label}", kib)
+        self.on_chip.setToolTip("Set the on-chip memory M from a GPU's shared memory or this "
+                                "CPU's L2")
+        self.on_chip.activated.connect(self._preset_chosen)
+        self.on_chip.setMaximumWidth(110)
+        row.addWidget(self.on_chip)
         self.source = QComboBox()
         for key, label in SOURCE_LABELS.items():
             self.source.addItem(label, key)
@@ -178,6 +187,13 @@ class AttentionView(SteppedView):
                 "causal": self.causal.isChecked(), "execution": self.execution.currentData(),
                 "source": self.source.currentData(), "layer": self.layer.value()}
 
+    def _preset_chosen(self, index: int) -> None:
+        kib = self.on_chip.itemData(index)
+        if kib:
+            self.spins["on_chip_kib"].setValue(int(kib))
+            self._emit()
+        self.on_chip.setCurrentIndex(0)
+
     def _source_changed(self, *_args) -> None:
         """A model's layer has its own head width and seed: d and the layer spin follow."""
         seeded = self.source.currentData() == "seeded"
@@ -190,7 +206,7 @@ class AttentionView(SteppedView):
 
     def set_read_only(self, read_only: bool) -> None:
         self.read_only = read_only
-        for w in (*self.spins.values(), self.causal, self.execution, self.source,
+        for w in (*self.spins.values(), self.causal, self.execution, self.source, self.on_chip,
                   self.reset_button, self.step_button, self.run_button):
             w.setEnabled(not read_only)
         self.timings.set_read_only(read_only)

@@ -132,12 +132,13 @@ class AttentionLab(SteppedLab):
     # ---- snapshots ---------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
         info = self.header.info if self.header is not None else None
-        return attention_section(self.settings(), info, self.records, self.timing_rows)
+        roofs = self.header.roofs if self.header is not None else ()
+        return attention_section(self.settings(), info, self.records, self.timing_rows, roofs)
 
     def replay_parts(self, section: dict):
-        settings, info, records, rows = read_attention_section(section)
+        settings, info, records, rows, roofs = read_attention_section(section)
         self.view.timings.draw(rows)
-        return settings, (AttentionHeader(info, (gpu_roof(),)) if info else None), records
+        return settings, (AttentionHeader(info, roofs or (gpu_roof(),)) if info else None), records
 
     def replay_text(self, header, records) -> str:
         i = header.info

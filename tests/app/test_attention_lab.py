@@ -38,6 +38,7 @@ def test_lab_steps_runs_exports_and_reopens_read_only(qtbot, make_window, tmp_pa
     replay = window2.lab("attention")
     assert replay.read_only and len(replay.view.steps) == len(lab.records)
     assert not replay.view.step_button.isEnabled()
+    assert replay.view.header.roofs == lab.header.roofs  # placed on the same roofs
 
 
 def test_changing_a_setting_starts_again(qtbot, make_window):

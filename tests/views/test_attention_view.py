@@ -119,3 +119,10 @@ def test_naive_softmax_lights_rows_of_s_not_q_or_k():
     states.advance(records, softmax)
     grid, q, k, _v, _o = states.lit(records[softmax])
     assert grid[0].tolist() == [CURRENT, CURRENT] and CURRENT not in q and CURRENT not in k
+
+
+def test_an_on_chip_preset_sets_m(view, qtbot):
+    index = view.on_chip.findText("H100: shared memory per thread block")
+    with qtbot.waitSignal(view.settings_changed) as got:
+        view.on_chip.activated.emit(index)
+    assert got.args[0]["on_chip_kib"] == 227 and view.spins["on_chip_kib"].value() == 227

@@ -11,7 +11,14 @@ from inferlab.engines.labs.attention.records import (
     step_to_dict,
 )
 from inferlab.engines.labs.attention.settings import ATTENTION_DEFAULTS, ATTENTION_SETTINGS
-from inferlab.engines.settings import Setting, check_settings, read_fields, read_list, read_object
+from inferlab.engines.settings import (
+    Setting,
+    check_settings,
+    read_fields,
+    read_list,
+    read_object,
+    read_tuple,
+)
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
 STEPS_WITH_ARRAYS = 64
@@ -33,14 +40,16 @@ def attention_metrics(info: AttentionRunInfo | None, records) -> dict:
 
 
 def attention_section(settings: dict, info: AttentionRunInfo | None, records,
-                      timings: list[dict] = ()) -> dict:
-    """`timings`: rows of `bench.timings` the lab measured (none: not measured)."""
+                      timings: list[dict] = (), roofs=()) -> dict:
+    """`timings`: rows of `bench.timings` the lab measured (none: not measured); `roofs`:
+    the (label, peak FLOP/s, bandwidth bytes/s, measured) the run was placed on."""
     if info is None:
         return lab_section(settings, {}, {"steps": 0})
     keep_from = len(records) - STEPS_WITH_ARRAYS
     steps = [step_to_dict(r, with_arrays=i >= keep_from) for i, r in enumerate(records)]
     return lab_section(settings, {"run": info.to_dict(), "steps": steps,
-                                  "timings": list(timings)},
+                                  "timings": list(timings),
+                                  "roofs": [list(r) for r in roofs]},
                        attention_metrics(info, records))
 
 
@@ -60,7 +69,7 @@ def _timing_row(value, where: str) -> dict:
 
 
 def read_attention_section(sec: dict):
-    """(settings, AttentionRunInfo or None, [AttentionStep], [timing rows]); ValueError
+    """(settings, AttentionRunInfo or None, [AttentionStep], [timing rows], roofs); ValueError
     names a bad field."""
     where = "labs.attention"
     read_object(sec, where)
@@ -68,7 +77,7 @@ def read_attention_section(sec: dict):
                               ATTENTION_DEFAULTS, f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
     if not state:
-        return settings, None, [], []
+        return settings, None, [], [], ()
     info = AttentionRunInfo.from_dict(section_field(state, "run", f"{where}.state"),
                                       f"{where}.state.run")
     records = read_list(section_field(state, "steps", f"{where}.state"), step_from_dict,
@@ -85,4 +94,11 @@ def read_attention_section(sec: dict):
         if r.head >= info.heads:
             raise ValueError(f"{at}.head: expected below {info.heads}, got {r.head}")
     timings = read_list(state.get("timings", []), _timing_row, f"{where}.state.timings", 64)
-    return settings, info, records, timings
+    roofs = tuple(read_list(state.get("roofs", []), _roof, f"{where}.state.roofs", 8))
+    return settings, info, records, timings, roofs
+
+
+def _roof(value, where: str) -> tuple:
+    rate = Setting("float", 1e-300, 1e30)  # FLOP/s and bytes/s: positive and finite
+    return read_tuple(value, (Setting("str", max_len=200), rate, rate, Setting("bool")), where,
+                      "[label, peak FLOP/s, bandwidth bytes/s, measured]")

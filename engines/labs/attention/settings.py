@@ -32,7 +32,31 @@ ELEMENT_BYTES = 4  # fp32: what the engines compute in and the SDPA check holds 
 MAX_NAIVE_BYTES = 2 * 2**30
 """The naive engine keeps S and P (2·H·N² floats); past this the lab refuses to step it."""
 
-ON_CHIP_PRESETS_KIB = {"A100 / H100 shared memory per SM": 192, "this CPU's L2 (per core)": 1024}
+GPU_ON_CHIP_KIB = {"H100: shared memory per thread block": 227,
+                   "A100: shared memory per thread block": 163}
+"""The most shared memory one thread block may hold (NVIDIA's H100 and A100 tuning guides:
+228 and 164 KB per SM, 1 KB of each kept by the system)."""
+
+
+def cpu_l2_kib(cache_dir: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """This CPU's level-2 cache per core in KiB (Linux sysfs), None where unknown."""
+    from pathlib import Path
+
+    for index in sorted(Path(cache_dir).glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip()  # "1024K", "2M" or bytes
+                unit = {"K": 1, "M": 1024}.get(size[-1:])
+                return int(size[:-1]) * unit if unit else int(size) // 1024
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def on_chip_presets() -> dict[str, int]:
+    """Label -> on-chip memory M in KiB: the GPUs' shared memory and this CPU's L2."""
+    l2 = cpu_l2_kib()
+    return GPU_ON_CHIP_KIB | ({f"this CPU: L2 per core ({l2:,} KiB)": l2} if l2 else {})
 
 
 def tile_sizes(settings: dict, d: int | None = None) -> tuple[int, int]:

@@ -54,8 +54,8 @@ def test_steps_round_trip_through_json(execution):
 def test_section_round_trips_and_keeps_arrays_of_the_last_steps_only():
     s, records = session_records(n=64, d=4, br=4, bc=4)  # 256 tiles
     sec = plain(attention_section(ATTENTION_DEFAULTS, s.info, records))
-    settings, info, back, timings = read_attention_section(sec)
-    assert timings == []
+    settings, info, back, timings, roofs = read_attention_section(sec)
+    assert timings == [] and roofs == ()
     assert info == s.info and len(back) == 256 and settings["n"] == 1024
     assert back[0].score_tile is None and back[-1].score_tile is not None
     assert sec["metrics"]["bytes_read"] == tiled_traffic(64, 4, 4, 4, False, 4).bytes_read
@@ -70,6 +70,7 @@ def test_section_round_trips_and_keeps_arrays_of_the_last_steps_only():
     (("state", "steps", 0, "execution"), "naive", "labs.attention.state.steps[0].execution"),
     (("state", "steps", 1, "k_rows"), [0, 99], "labs.attention.state.steps[1].k_rows"),
     (("state", "steps", 1, "step"), 9, "labs.attention.state.steps[1].step"),
+    (("state", "roofs"), [["cpu", 1e11, 0.0, True]], "labs.attention.state.roofs[0][2]"),
 ])
 def test_section_reader_names_the_bad_field(path, value, message):
     s, records = session_records(n=16, d=4, br=8, bc=8)
@@ -159,3 +160,14 @@ def test_q_k_v_of_a_model_layer_on_the_shipped_text():
 @pytest.mark.slow  # loads SmolLM2
 def test_q_k_v_of_a_smollm2_layer(smollm2_path):
     check_model_source("smollm2-135m", 96, 4)
+
+
+def test_the_cpu_l2_is_read_from_sysfs(tmp_path):
+    from inferlab.engines.labs.attention.settings import cpu_l2_kib
+
+    for i, (level, size) in enumerate((("1", "32K"), ("1", "32K"), ("2", "2M"), ("3", "32M"))):
+        (tmp_path / f"index{i}").mkdir()
+        (tmp_path / f"index{i}" / "level").write_text(level + "\n")
+        (tmp_path / f"index{i}" / "size").write_text(size + "\n")
+    assert cpu_l2_kib(str(tmp_path)) == 2048
+    assert cpu_l2_kib(str(tmp_path / "absent")) is None
