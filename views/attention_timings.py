@@ -13,7 +13,8 @@ from inferlab.views.axes import LogSIAxis
 from inferlab.views.style import color, style_plot
 
 SERIES = (("naive_s", "naive torch (S, P materialised)"), ("sdpa_s", "torch SDPA"),
-          ("tiled_torch_s", "tiled, one-shot torch loop"), ("tiled_native_s", "tiled, native C"))
+          ("tiled_torch_s", "tiled, one-shot torch loop"), ("tiled_native_s", "tiled, native C"),
+          ("sdpa_flash_bf16_s", "SDPA flash backend (bf16, CUDA)"))
 
 
 class TimingsPlot(QWidget):
@@ -27,7 +28,7 @@ class TimingsPlot(QWidget):
         style_plot(self.item)
         self.item.setLabel("bottom", "N (tokens)")
         self.item.setLabel("left", "time per call (s)")
-        self.item.setTitle("timed here (d = 64, fp32, 1 thread)", size="10pt")
+        self.item.setTitle("timed on this device (d = 64, fp32)", size="10pt")
         self.item.getAxis("bottom").setTicks(
             [[(math.log10(n), f"{n:,}") for n in (256, 1024, 4096, 16384)], []])
         self.item.hideButtons()

@@ -112,10 +112,11 @@ class AttentionLab(SteppedLab):
         if self._timing_task is not None or self.read_only:
             return
         panel = self.view.timings
-        panel.set_busy(True, "Timing naive, SDPA and the tiled kernels…")
+        device = self.context.device_id
+        panel.set_busy(True, f"Timing naive, SDPA and the tiled kernels on {device}…")
 
         def work(progress, should_stop):
-            return timings(progress=progress)
+            return timings(progress=progress, device=device)
 
         def done(rows) -> None:
             self.timing_rows = rows

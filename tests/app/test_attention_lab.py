@@ -128,3 +128,23 @@ def test_a_model_layer_as_the_source(qtbot, make_window):
     lab.view.set_settings(lab.settings())  # open_lab set the lab's settings, not the view's
     assert not lab.view.spins["d"].isEnabled() and lab.view.layer.isEnabled()
     assert lab.records and lab.records[-1].execution == "tiled"
+
+
+def test_timings_are_measured_drawn_and_kept_in_the_snapshot(qtbot, make_window, monkeypatch,
+                                                             tmp_path):
+    from inferlab.engines.labs.attention import bench
+
+    real = bench.timings
+    monkeypatch.setattr(bench, "timings", lambda progress=None, device="cpu":
+                        real((64, 128), d=8, repeats=1, progress=progress, device=device))
+    window, lab = lab_helpers.open_lab(qtbot, make_window, "attention", n=32, d=8, br=8, bc=8)
+    lab.view.timings.button.click()
+    qtbot.waitUntil(lambda: len(lab.timing_rows) == 2 or "failed" in lab.view.timings.note.text(),
+                    timeout=30000)
+    assert lab.timing_rows, lab.view.timings.note.text()
+    wait_idle(qtbot, window)
+    assert [r["n"] for r in lab.timing_rows] == [64, 128]
+    assert len(lab.view.timings.item.listDataItems()) >= 3  # naive, SDPA, tiled torch (+ C)
+    section = json.loads(window.export_snapshot(tmp_path / "a.json").read_text())
+    assert [r["n"] for r in section["inferlab"]["labs"]["attention"]["state"]["timings"]] == \
+        [64, 128]

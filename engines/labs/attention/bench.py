@@ -14,6 +14,9 @@ forms, and real timings on this device at growing N.
                                    tiled_native_s, naive's S + P bytes; naive is skipped
                                    ("out of memory") where S and P would not fit in the RAM
                                    free now
+    timings_cuda, cuda_flash_*     where torch sees a GPU: the same on cuda:0 with torch
+                                   SDPA's flash backend (bf16) for the tiled kernel, naive
+                                   "out of memory" where its allocation fails
 """
 
 from __future__ import annotations
@@ -51,54 +54,73 @@ def counted_vs_closed_form() -> float:
     return counted / closed
 
 
-def tiled_kernels() -> dict:
-    """name -> fn(q, k, v, causal) of every tiled implementation that runs here."""
+def tiled_kernels(device: str = "cpu") -> dict:
+    """name -> fn(q, k, v, causal) of every tiled implementation that runs on `device`: the
+    one-shot torch loop everywhere, the native C loop on the CPU, torch SDPA's flash backend
+    (bf16: it takes no fp32) on CUDA."""
     found = {"tiled_torch": lambda q, k, v, c: flash_attention(q, k, v, TORCH_TILE, TORCH_TILE,
                                                                c)[0]}
-    try:
-        from inferlab.engines.attention.native import native_flash_attention, native_supported
-    except ImportError:
+    if device.startswith("cuda"):
+        found["sdpa_flash_bf16"] = sdpa_flash_bf16
         return found
+    from inferlab.engines.attention.native import native_flash_attention, native_supported
+
     if native_supported():
         found["tiled_native"] = lambda q, k, v, c: native_flash_attention(q, k, v, c)
     return found
 
 
+def sdpa_flash_bf16(q, k, v, causal: bool):
+    """torch SDPA restricted to its FlashAttention backend, on bf16 copies of q, k, v."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
 def timings(ns=BENCH_NS, d: int = BENCH_D, causal: bool = False, repeats: int = 3,
-            progress=None, threads: int = BENCH_THREADS) -> list[dict]:
-    """Seconds per call of each implementation at each N (one head, fp32, this device), on
-    `threads` torch threads (the native kernel is given the same count)."""
+            progress=None, threads: int = BENCH_THREADS, device: str = "cpu") -> list[dict]:
+    """Seconds per call of each implementation at each N (one head, fp32 unless named, on
+    `device`), on `threads` torch threads (the native kernel is given the same count). Naive
+    attention is skipped ("out of memory") where S and P would not fit in the free RAM (CPU),
+    or where allocating them fails (CUDA)."""
     import psutil
 
-    kernels = tiled_kernels()
+    kernels = tiled_kernels(device)
     rows = []
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        for n in ns:
-            if progress is not None:
-                progress(None, f"timing N = {n}")
-            fits = 2 * n * n * 4 * 1.5 < psutil.virtual_memory().available
-            rows.append(_time_row(n, d, causal, repeats, kernels, fits))
+        for i, n in enumerate(ns):
+            if progress is not None:  # the window's progress takes a fraction
+                progress(i / len(ns), f"timing N = {n} on {device}")
+            fits = device != "cpu" or 2 * n * n * 4 * 1.5 < psutil.virtual_memory().available
+            rows.append(_time_row(n, d, causal, repeats, kernels, fits, torch.device(device)))
     finally:
         torch.set_num_threads(before)
     return rows
 
 
-def _time_row(n: int, d: int, causal: bool, repeats: int, kernels: dict, naive_fits: bool):
+def _time_row(n: int, d: int, causal: bool, repeats: int, kernels: dict, naive_fits: bool,
+              device: torch.device):
     from inferlab.engines.hardware.timing import median_call_s
 
-    cpu = torch.device("cpu")
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    q, k, v = (torch.randn(1, n, d) for _ in range(3))
+    q, k, v = (torch.randn(1, n, d, device=device) for _ in range(3))
     row = {"n": n, "naive_sp_bytes": 2 * n * n * 4}  # S and P, live together at the softmax
+    row["naive_s"] = None
     if naive_fits:
-        row["naive_s"] = median_call_s(lambda: naive_attention(q, k, v, causal), cpu, repeats, 1)
-    else:
-        row["naive_s"], row["naive_error"] = None, "out of memory"
-    row["sdpa_s"] = median_call_s(lambda: sdpa(q, k, v, is_causal=causal), cpu, repeats, 1)
+        try:
+            row["naive_s"] = median_call_s(lambda: naive_attention(q, k, v, causal), device,
+                                           repeats, 1)
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+    if row["naive_s"] is None:
+        row["naive_error"] = "out of memory"
+    row["sdpa_s"] = median_call_s(lambda: sdpa(q, k, v, is_causal=causal), device, repeats, 1)
     for name, fn in kernels.items():
-        row[f"{name}_s"] = median_call_s(lambda fn=fn: fn(q, k, v, causal), cpu, repeats, 1)
+        row[f"{name}_s"] = median_call_s(lambda fn=fn: fn(q, k, v, causal), device, repeats, 1)
     return row
 
 
@@ -106,6 +128,7 @@ def run_attention_bench(progress=None) -> dict:
     from inferlab.engines import kernels as native_kernels
 
     rows = timings(progress=progress)
+    cuda = timings(progress=progress, device="cuda:0") if torch.cuda.is_available() else []
     all_threads = torch.get_num_threads()
     wide = timings((4096, 8192), progress=progress, threads=all_threads) \
         if all_threads != BENCH_THREADS else []
@@ -129,4 +152,11 @@ def run_attention_bench(progress=None) -> dict:
             out[f"sdpa_vs_naive_time_{n}_threads_{all_threads}"] = row["sdpa_s"] / row["naive_s"]
     out["timings"] = rows
     out["timings_all_threads"] = wide
+    if cuda:  # torch's flash backend against naive torch on the GPU, same run
+        out["timings_cuda"] = cuda
+        out["cuda_device"] = torch.cuda.get_device_name(0)
+        for row in cuda:
+            if row["n"] in (4096, 8192) and row.get("naive_s"):
+                out[f"cuda_flash_bf16_vs_naive_time_{row['n']}"] = \
+                    row["sdpa_flash_bf16_s"] / row["naive_s"]
     return out

@@ -56,7 +56,7 @@ def attention_section(settings: dict, info: AttentionRunInfo | None, records,
 SECONDS = Setting("float", 0, 1e6, none=True)
 TIMING_FIELDS = {"n": Setting("int", 1, 1 << 20), "naive_sp_bytes": Setting("int", 0, 2**62)}
 TIMING_OPTIONAL = {"naive_s": None, "sdpa_s": None, "tiled_torch_s": None,
-                   "tiled_native_s": None, "naive_error": None}
+                   "tiled_native_s": None, "sdpa_flash_bf16_s": None, "naive_error": None}
 
 
 def _timing_row(value, where: str) -> dict:

@@ -171,3 +171,15 @@ def test_the_cpu_l2_is_read_from_sysfs(tmp_path):
         (tmp_path / f"index{i}" / "size").write_text(size + "\n")
     assert cpu_l2_kib(str(tmp_path)) == 2048
     assert cpu_l2_kib(str(tmp_path / "absent")) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_timings_and_the_flash_backend():
+    from inferlab.engines.labs.attention.bench import sdpa_flash_bf16, timings
+
+    q, k, v = (torch.randn(2, 300, 64, device="cuda") for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(sdpa_flash_bf16(q, k, v, True).float(), ref, rtol=0, atol=3e-2)
+    (row,) = timings(ns=(512,), repeats=1, device="cuda:0")
+    assert all(row[k] > 0 for k in ("naive_s", "sdpa_s", "tiled_torch_s", "sdpa_flash_bf16_s"))
