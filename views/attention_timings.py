@@ -30,7 +30,7 @@ class TimingsPlot(QWidget):
         self.item.setLabel("left", "time per call (s)")
         self.item.setTitle("timed on this device (d = 64, fp32)", size="10pt")
         self.item.getAxis("bottom").setTicks(
-            [[(math.log10(n), f"{n:,}") for n in (256, 1024, 4096, 16384)], []])
+            [[(math.log10(4 ** i), f"{4 ** i:,}") for i in range(4, 9)], []])  # 256 … 65,536
         self.item.hideButtons()
         self.legend = self.item.addLegend(offset=(1, 1), labelTextSize="8pt")
         self._empty_range()
@@ -41,6 +41,7 @@ class TimingsPlot(QWidget):
         self.note = QLabel("Not measured yet: the button times them here.")
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #555")
+        self.note.setContentsMargins(4, 0, 4, 0)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot, 1)
@@ -71,6 +72,7 @@ class TimingsPlot(QWidget):
                 x, y = zip(*pts, strict=True)
                 self.item.plot(x, y, pen=pg.mkPen(color(i), width=2), symbol="o",
                                symbolSize=6, symbolBrush=color(i), name=label)
+        self.item.autoRange()  # the empty plot's fixed range is off while data is shown
         oom = [r["n"] for r in rows if r.get("naive_error")]
         self.note.setText(
             f"naive runs out of memory at N ≥ {min(oom):,} (S and P: "

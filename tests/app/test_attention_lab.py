@@ -148,3 +148,21 @@ def test_timings_are_measured_drawn_and_kept_in_the_snapshot(qtbot, make_window,
     section = json.loads(window.export_snapshot(tmp_path / "a.json").read_text())
     assert [r["n"] for r in section["inferlab"]["labs"]["attention"]["state"]["timings"]] == \
         [64, 128]
+
+
+def test_run_attention_json_on_the_command_line(capsys, tmp_path):
+    from inferlab.app.cli import main
+    from inferlab.engines.attention.traffic import tiled_traffic
+
+    snap = tmp_path / "run.json"
+    assert main(["run", "attention", "--n", "100", "--d", "16", "--br", "32", "--bc", "16",
+                 "--causal", "--snapshot", str(snap), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert metrics["element_bytes"] == 4
+    assert set(metrics["executions"]) == {"naive", "tiled", "split_k"}
+    tiled = metrics["executions"]["tiled"]
+    form = tiled_traffic(100, 16, 32, 16, True, 4)
+    assert (tiled["bytes_read"], tiled["bytes_written"]) == (form.bytes_read, form.bytes_written)
+    assert all(e["max_abs_error_vs_sdpa"] < 1e-5 and e["steps"] > 0
+               for e in metrics["executions"].values())
+    assert json.loads(snap.read_text())["inferlab"]["labs"]["attention"]["state"]["steps"]
