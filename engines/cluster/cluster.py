@@ -163,14 +163,19 @@ class ClusterSimulation:
         front_open = back_open = True
         if not reqs:
             front_open = self._close(self.front)
+        # each instance's next step time, in a heap with lazy deletion: an entry is current
+        # while its time equals next_at[i] (only a step or a submit changes an instance's)
+        self._next_at: list[float | None] = [None] * len(engines)
+        self._steps: list[tuple[float, int]] = []
+        for i in range(len(engines)):
+            self._refresh(i)
+        steps = self._steps
         while True:
             a_front = reqs[k].arrival_s if k < len(reqs) else math.inf
             a_back = pending[0][0] if pending else math.inf
-            t_min, i_min = math.inf, -1
-            for i, e in enumerate(engines):
-                t = e.next_step_s
-                if t is not None and t < t_min:
-                    t_min, i_min = t, i
+            while steps and steps[0][0] != self._next_at[steps[0][1]]:
+                heapq.heappop(steps)  # stale
+            t_min, i_min = steps[0] if steps else (math.inf, -1)
             a = min(a_front, a_back)
             if a == math.inf and i_min < 0:
                 break
@@ -183,13 +188,24 @@ class ClusterSimulation:
                 else:
                     self._route(heapq.heappop(pending)[2], self.back, self.back_router)
                 continue
+            heapq.heappop(steps)
+            self._next_at[i_min] = None
             record = engines[i_min].step()
+            self._refresh(i_min)
             if record is not None:
                 n_seq = self._after_step(i_min, record, pending, n_seq)
             if (self.back and back_open and not front_open and not pending
-                    and all(engines[i].next_step_s is None for i in self.front)):
+                    and all(self._next_at[i] is None for i in self.front)):
                 back_open = self._close(self.back)
         return self._result()
+
+    def _refresh(self, i: int) -> None:
+        """Re-read instance i's next step time into the heap (after a step or a submit)."""
+        t = self.engines[i].next_step_s
+        if t != self._next_at[i]:
+            self._next_at[i] = t
+            if t is not None:
+                heapq.heappush(self._steps, (t, i))
 
     def _close(self, instances) -> bool:
         for i in instances:
@@ -206,6 +222,7 @@ class ClusterSimulation:
             request = self._prefill_request(request)
         self.routed[i].outstanding_tokens += len(request.prompt_ids) + request.max_new_tokens
         self.engines[i].submit(request)
+        self._refresh(i)
 
     def _after_step(self, i: int, record, pending, n_seq: int) -> int:
         """Outstanding tokens down by the tokens made and the finished prompts; a prefill

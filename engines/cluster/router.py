@@ -81,7 +81,8 @@ class Router:
             i = self._least_tokens(instances, among)
         self._chosen_at[i] = self._turn
         self._turn += 1
-        instances[i].remember(prompt)
+        if self.policy == PREFIX:  # only the prefix policy reads what was sent where
+            instances[i].remember(prompt)
         return i
 
     def _least_tokens(self, instances: Sequence[RoutedInstance],

@@ -10,11 +10,12 @@ imports no lab.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from numbers import Integral, Real
 
 from inferlab.engines.presets import dataclass_from_dict
-from inferlab.engines.settings import Setting
+from inferlab.engines.settings import INT_LIMIT, Setting
 
 CLOCKS = ("wall", "simulated")
 
@@ -26,6 +27,8 @@ _SECONDS = Setting("float")
 def _count(record, name: str) -> None:
     """An int >= 0 (numpy integers become int: the records stay JSON-able)."""
     value = getattr(record, name)
+    if type(value) is int and 0 <= value < INT_LIMIT:  # the engine's own: nothing to convert
+        return
     if isinstance(value, Integral) and not isinstance(value, bool):
         value = int(value)
     object.__setattr__(record, name, _COUNT.check(value, name))
@@ -34,6 +37,8 @@ def _count(record, name: str) -> None:
 def _seconds(record, name: str) -> None:
     """A finite real number (stored as float)."""
     value = getattr(record, name)
+    if type(value) is float and math.isfinite(value):  # the engine's own
+        return
     if isinstance(value, Real) and not isinstance(value, bool | int | float):
         value = float(value)  # a numpy number
     object.__setattr__(record, name, float(_SECONDS.check(value, name)))
@@ -48,9 +53,12 @@ def _text(record, name: str, empty: bool = True) -> None:
 def _ids(record, name: str) -> None:
     """A tuple of request ids (a list is taken as one)."""
     value = getattr(record, name)
-    if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{name}: expected a tuple of request ids")
-    object.__setattr__(record, name, tuple(value))
+    # set(map(type, ...)): one pass in C (a record is built per iteration, ids per sequence)
+    if not isinstance(value, (tuple, list)) or not set(map(type, value)) <= {str}:
+        if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{name}: expected a tuple of request ids")
+    if type(value) is not tuple:
+        object.__setattr__(record, name, tuple(value))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@
     prefix_router_vs_round_robin_hit_rate   prefix hit rate of the prefix-aware router / of
                                       round-robin, multi-turn traffic on 4 replicas
     simulated_requests_per_s_of_wall  5,000 requests through one H100 instance per wall second
+                                      (the batching lab's simulator bench settings: no prefix
+                                      caching), beside the batching lab's own engine alone
+                                      (cluster_vs_one_engine_speed) and with block hashing
     search_wall_s                     a 16-GPU layout search (replicas × t), 1,000 requests
 
 Every max goodput is `goodput.max_goodput_per_gpu`: the same requests at scaled arrival
@@ -28,7 +31,7 @@ from inferlab.engines.cluster.links import load_link_preset
 from inferlab.engines.cluster.search import search_layouts
 from inferlab.engines.hardware.presets import load_hardware_preset
 from inferlab.engines.model.config import load_model_preset
-from inferlab.engines.serve.engine import requests_from_workload
+from inferlab.engines.serve.engine import bench_simulator, requests_from_workload
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.prefix_workloads import make_scenario
 from inferlab.engines.serve.workload import LengthDist, Workload, generate
@@ -121,11 +124,19 @@ def run_cluster_bench() -> dict:
     out["prefix_router_vs_round_robin_hit_rate"] = (
         rates["prefix"] / rates["round-robin"] if rates["round-robin"] else math.inf)
 
+    # the batching lab's simulator bench (engine.bench_simulator) with the same settings:
+    # no prefix caching, 256 sequences; then with block hashing, the cluster's default
     stream = _requests(cfg, 5000, 403, 148, 50.0)
-    t0 = time.perf_counter()
-    run_cluster(base, stream)
-    wall_s = time.perf_counter() - t0
-    out["simulated_requests_per_s_of_wall"] = len(stream) / wall_s
+    for key, prefix_cache in (("simulated_requests_per_s_of_wall", "none"),
+                              ("simulated_requests_per_s_of_wall_hashing", "hash")):
+        config = replace(base, prefix_cache=prefix_cache, max_num_seqs=256)
+        t0 = time.perf_counter()
+        run_cluster(config, stream)
+        out[key] = len(stream) / (time.perf_counter() - t0)
+    one = bench_simulator(5000)
+    out["one_engine_requests_per_s_of_wall"] = one["requests_per_wall_s"]
+    out["cluster_vs_one_engine_speed"] = (out["simulated_requests_per_s_of_wall"]
+                                          / one["requests_per_wall_s"])
 
     t0 = time.perf_counter()
     found = search_layouts(base, REPLICAS, 16, _requests(cfg, 1000, 403, 148, 100.0),
