@@ -70,7 +70,13 @@ class AttentionRunInfo:
                                      "closed_forms": _read_forms,
                                      "source": Setting("str", max_len=400)}, where,
                              optional={"source": ""})
-        return cls(**fields)
+        stored = fields.pop("closed_forms")
+        info = cls.of(**fields)  # derived data: recomputed, and the file's held to it
+        if stored != info.closed_forms:
+            raise ValueError(f"{where}.closed_forms: expected the closed forms of N = "
+                             f"{info.n}, d = {info.d}, Br = {info.br}, Bc = {info.bc}, "
+                             f"{info.heads} head(s), got others")
+        return info
 
 
 def _read_forms(value, where: str) -> dict:

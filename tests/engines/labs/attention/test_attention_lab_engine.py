@@ -71,6 +71,8 @@ def test_section_round_trips_and_keeps_arrays_of_the_last_steps_only():
     (("state", "steps", 1, "k_rows"), [0, 99], "labs.attention.state.steps[1].k_rows"),
     (("state", "steps", 1, "step"), 9, "labs.attention.state.steps[1].step"),
     (("state", "roofs"), [["cpu", 1e11, 0.0, True]], "labs.attention.state.roofs[0][2]"),
+    (("state", "run", "closed_forms", "tiled", "bytes_read"), 5,
+     "labs.attention.state.run.closed_forms"),
 ])
 def test_section_reader_names_the_bad_field(path, value, message):
     s, records = session_records(n=16, d=4, br=8, bc=8)
