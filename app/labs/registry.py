@@ -205,7 +205,8 @@ LABS: tuple[LabSpec, ...] = (
         summary=("Naive attention, FlashAttention-2's tiles and Flash-Decoding's split-K, "
                  "tile by tile, every byte to and from main memory counted"),
         description=(
-            "the same attention run three ways on seeded Q, K, V — naive (S = QKᵀ/√d and P "
+            "the same attention run three ways on seeded Q, K, V or a real layer's (SmolLM2 "
+            "on the shipped texts) — naive (S = QKᵀ/√d and P "
             "materialised), tiled in FlashAttention-2's order (online softmax: the running "
             "max m and sum ℓ per row, causal tiles skipped) and split-K decode "
             "(Flash-Decoding: one query row, chunks combined by their (m, ℓ)) — each stepped "
@@ -213,7 +214,9 @@ LABS: tuple[LabSpec, ...] = (
             "the score tile, m and ℓ as they change, the bytes each execution reads and "
             "writes (counted by the engine, equal to the closed forms shown with the numbers "
             "substituted), the three on the measured roofline and an H100's as the tile "
-            "grows, and naive torch, torch SDPA and the tiled kernels timed at growing N."),
+            "grows, and naive torch, torch SDPA and the tiled kernels (a native C loop; on "
+            "CUDA torch's flash backend) timed at growing N, up to where naive runs out of "
+            "memory."),
         controller="inferlab.app.labs.attention:AttentionLab",
         read_section="inferlab.engines.labs.attention.section:read_attention_section",
         run_arguments="inferlab.engines.labs.attention.run:add_arguments",
