@@ -111,8 +111,10 @@ class AttentionView(SteppedView):
         self.layer.setPrefix("layer ")
         self.layer.setToolTip("The model layer whose Q, K, V are used")
         self.layer.editingFinished.connect(self._emit)
-        row.addWidget(self.source)
-        row.addWidget(self.layer)
+        second = QHBoxLayout()  # what runs: the inputs' source, the execution, the buttons
+        second.setContentsMargins(0, 0, 0, 0)
+        second.addWidget(self.source)
+        second.addWidget(self.layer)
         self.causal = QCheckBox("causal")
         self.causal.setToolTip("Causal mask: the tiled execution skips K tiles after a Q "
                                "tile's last row")
@@ -124,17 +126,18 @@ class AttentionView(SteppedView):
                                   "shown by their closed forms)")
         self.execution.currentIndexChanged.connect(self._emit)
         row.addWidget(self.causal)
-        row.addWidget(QLabel("step"))
-        row.addWidget(self.execution)
+        second.addWidget(QLabel("step"))
+        second.addWidget(self.execution)
         self.step_buttons("Start again from the first tile (Ctrl+R)", "One tile (N)",
                           "Run to the last tile, or pause (Space)")
         row.addStretch(1)
+        second.addStretch(1)
 
         self.status = QLabel()
         self.status.setWordWrap(True)
         slider_row = self.replay_slider_row("step", "Show an earlier step (drag)", 220)
         for b in (self.reset_button, self.step_button, self.run_button):
-            slider_row.addWidget(b)
+            second.addWidget(b)
         self.grids = TileGrids()
         self.grid_legend = QLabel(tile_legend_html())
         self.grid_legend.setWordWrap(True)
@@ -163,6 +166,7 @@ class AttentionView(SteppedView):
         bottom.addWidget(self.timings, 4)
         layout = QVBoxLayout(self)
         layout.addLayout(row)
+        layout.addLayout(second)
         layout.addLayout(slider_row)
         layout.addWidget(self.status)
         layout.addLayout(top, 5)

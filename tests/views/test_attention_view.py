@@ -126,3 +126,8 @@ def test_an_on_chip_preset_sets_m(view, qtbot):
     with qtbot.waitSignal(view.settings_changed) as got:
         view.on_chip.activated.emit(index)
     assert got.args[0]["on_chip_kib"] == 227 and view.spins["on_chip_kib"].value() == 227
+
+
+def test_the_view_fits_a_small_window(view):
+    """The window can be no narrower than its widest lab page: 1200 px with the sidebar."""
+    assert view.minimumSizeHint().width() <= 1000
