@@ -11,6 +11,8 @@ to the whole of S (the masked tiles are computed and stored too).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from inferlab.engines.attention.step import (
@@ -44,6 +46,10 @@ class NaiveAttention(SteppedAttention):
             for i, r in enumerate(rows):
                 for j, c in enumerate(cols):
                     yield "output", h, r, c, i == 0, j == len(cols) - 1
+
+    def count_steps(self) -> int:
+        rows, cols = math.ceil(self.n / self.br), math.ceil(self.n / self.bc)
+        return self.n_heads * (2 * rows * cols + rows)
 
     def _run_step(self, item) -> dict:
         phase, h, (r0, r1), c, first, last = item

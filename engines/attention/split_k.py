@@ -12,6 +12,8 @@ partials and writes o (`traffic.split_k_traffic`).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from inferlab.engines.attention.step import SPLIT_K, SteppedAttention, as_array, tile_ranges
@@ -35,6 +37,9 @@ class SplitKDecode(SteppedAttention):
             for c, chunk in enumerate(chunks):
                 yield "chunk", h, c, chunk
             yield "combine", h, None, None
+
+    def count_steps(self) -> int:
+        return self.n_heads * (math.ceil(self.n / self.bc) + 1)
 
     def _run_step(self, item) -> dict:
         phase, h, c, chunk = item

@@ -81,12 +81,16 @@ class SteppedAttention:
         self.bytes_read = self.bytes_written = self.flops = 0
         self.peak_on_chip_bytes = 0
         self.step_index = 0
-        self._plan = list(self.plan())
-        self.steps_total = len(self._plan)
+        self._plan = iter(self.plan())  # lazily: N = 16k in 1-row tiles is 268M steps
+        self.steps_total = self.count_steps()
         self._step_read = self._step_written = 0
 
     def plan(self):
         """The steps in order, each a tuple the subclass's `_run_step` understands."""
+        raise NotImplementedError
+
+    def count_steps(self) -> int:
+        """How many steps `plan` yields (without walking it)."""
         raise NotImplementedError
 
     def _run_step(self, item) -> dict:
@@ -113,7 +117,7 @@ class SteppedAttention:
         # thread (measured, torch 2.13).
         torch.set_num_threads(1)
         try:
-            fields = self._run_step(self._plan[self.step_index])
+            fields = self._run_step(next(self._plan))
         finally:
             torch.set_num_threads(threads)
         on_chip = fields.pop("on_chip_elements") * self.element_bytes

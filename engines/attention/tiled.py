@@ -17,6 +17,8 @@ must equal its.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from inferlab.engines.attention.step import (
@@ -52,6 +54,11 @@ class TiledAttention(SteppedAttention):
                 tiles = visible_tiles(r1, self.n, self.bc, self.causal)
                 for j, c in enumerate(tiles):
                     yield h, (r0, r1), c, j == 0, j == len(tiles) - 1
+
+    def count_steps(self) -> int:
+        per_head = sum(math.ceil((r1 if self.causal else self.n) / self.bc)
+                       for _r0, r1 in tile_ranges(self.n, self.br))  # as `visible_tiles`
+        return self.n_heads * per_head
 
     def _run_step(self, item) -> dict:
         h, (r0, r1), (c0, c1), first, last = item

@@ -10,7 +10,11 @@ from inferlab.engines.labs.attention.records import (
     step_from_dict,
     step_to_dict,
 )
-from inferlab.engines.labs.attention.settings import ATTENTION_DEFAULTS, ATTENTION_SETTINGS
+from inferlab.engines.labs.attention.settings import (
+    ATTENTION_DEFAULTS,
+    ATTENTION_SETTINGS,
+    MAX_STEPS,
+)
 from inferlab.engines.settings import (
     Setting,
     check_settings,
@@ -22,7 +26,6 @@ from inferlab.engines.settings import (
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
 STEPS_WITH_ARRAYS = 64
-MAX_STEPS = 1_000_000
 
 
 def attention_metrics(info: AttentionRunInfo | None, records) -> dict:

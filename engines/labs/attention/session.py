@@ -6,7 +6,12 @@ from __future__ import annotations
 from inferlab.engines.attention.executions import make_engine, sdpa_reference
 from inferlab.engines.attention.step import EXECUTIONS, NAIVE
 from inferlab.engines.labs.attention.records import AttentionRunInfo
-from inferlab.engines.labs.attention.settings import ELEMENT_BYTES, MAX_NAIVE_BYTES, tile_sizes
+from inferlab.engines.labs.attention.settings import (
+    ELEMENT_BYTES,
+    MAX_NAIVE_BYTES,
+    MAX_STEPS,
+    tile_sizes,
+)
 from inferlab.engines.labs.attention.source import SEEDED, model_layer_qkv, seeded_qkv
 
 
@@ -36,6 +41,10 @@ class AttentionSession:
             check_naive_fits(n, heads)
         br, bc = tile_sizes(settings, d)
         self.engine = make_engine(execution, self.q, self.k, self.v, br, bc, causal)
+        if self.engine.steps_total > MAX_STEPS:
+            raise ValueError(f"{execution} attention at N={n} in tiles of Br={br}, Bc={bc} "
+                             f"is {self.engine.steps_total:,} steps, over the lab's "
+                             f"{MAX_STEPS:,}; choose larger tiles or a smaller N")
         self.info = AttentionRunInfo.of(n, d, heads, causal, br, bc, ELEMENT_BYTES, execution,
                                         int(settings["on_chip_kib"]) * 1024, what)
 

@@ -29,6 +29,8 @@ source: seeded Q, K, V (N × d as set), or layer `layer` of a model on the shipp
 own d; N and heads at most the text's tokens and the model's heads)."""
 
 ELEMENT_BYTES = 4  # fp32: what the engines compute in and the SDPA check holds to 1e-5
+MAX_STEPS = 1_000_000
+"""The most tiles a lab run steps (each keeps a record; a snapshot holds them all)."""
 MAX_NAIVE_BYTES = 2 * 2**30
 """The naive engine keeps S and P (2·H·N² floats); past this the lab refuses to step it."""
 

@@ -25,7 +25,12 @@ from inferlab.engines.attention.traffic import (
 def test_counted_bytes_equal_the_closed_form(n, d, br, bc, heads, causal, execution):
     q, k, v = (torch.zeros(heads, n, d) for _ in range(3))
     engine = make_engine(execution, q, k, v, br, bc, causal)
-    last = engine.run()
+    steps = 0
+    while not engine.done:
+        last = engine.step()
+        steps += 1
+    assert steps == engine.steps_total == last.steps_total  # the count without the walk
+    assert next(engine._plan, None) is None
     form = closed_form(execution, n, d, br, bc, causal, 4, heads)
     assert (engine.bytes_read, engine.bytes_written, engine.flops) == \
         (form.bytes_read, form.bytes_written, form.flops)

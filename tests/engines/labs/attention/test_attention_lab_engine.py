@@ -121,6 +121,11 @@ def test_tiles_from_an_on_chip_memory():
     assert info.closed_forms["naive"] == naive_traffic(64, 8, 4, 2)
 
 
+def test_a_run_of_too_many_tiles_is_refused():
+    with pytest.raises(ValueError, match="134,225,920 steps"):
+        AttentionSession(dict(ATTENTION_DEFAULTS, n=16384, d=4, br=1, bc=1, causal=True))
+
+
 def test_naive_refuses_what_would_not_fit():
     with pytest.raises(ValueError, match="GiB"):
         AttentionSession(dict(ATTENTION_DEFAULTS, n=16384, heads=2, execution="naive"))
