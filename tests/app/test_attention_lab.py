@@ -166,3 +166,13 @@ def test_run_attention_json_on_the_command_line(capsys, tmp_path):
     assert all(e["max_abs_error_vs_sdpa"] < 1e-5 and e["steps"] > 0
                for e in metrics["executions"].values())
     assert json.loads(snap.read_text())["inferlab"]["labs"]["attention"]["state"]["steps"]
+
+
+def test_a_refused_run_says_why_in_the_status_line(qtbot, make_window):
+    window = make_window()
+    lab = window.lab("attention")
+    lab._settings = lab._settings | {"n": 16384, "d": 4, "br": 1, "bc": 1}
+    window.show_lab("attention")
+    qtbot.waitUntil(lambda: "over the lab's" in lab.view.status.text(), timeout=30000)
+    wait_idle(qtbot, window)
+    assert lab.session is None and "choose larger tiles" in lab.view.status.text()
