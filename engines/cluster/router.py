@@ -90,5 +90,6 @@ class Router:
         """The instance (of `among`, default all) with the fewest outstanding tokens; on a
         tie the one chosen longest ago (never chosen: the first)."""
         among = range(len(instances)) if among is None else among
+        never = -len(instances)  # never chosen: before any turn, the first index first
         return min(among, key=lambda j: (instances[j].outstanding_tokens,
-                                         self._chosen_at.get(j, -1 - j)))
+                                         self._chosen_at.get(j, never + j)))

@@ -146,6 +146,7 @@ class StreamResult:
     http_status: int | None = None
     error: str | None = None
     error_kind: str | None = None  # http, auth, timeout, reset, malformed, server, connect, ...
+    server: int = 0                # which of the run's servers it went to (settings' urls)
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,7 @@ Metrics are engines.serve.metrics' own: each finished request becomes a RequestT
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 import time
@@ -45,12 +46,14 @@ from inferlab.engines.endpoint.client import (
 )
 from inferlab.engines.endpoint.probe import ProbeResult, probe
 from inferlab.engines.endpoint.prompts import build_prompt, tokens_per_word
+from inferlab.engines.endpoint.routing import ROUTERS, ServerRouter
 from inferlab.engines.endpoint.scrape import Scraper, ScrapeResult
 from inferlab.engines.endpoint.url import EndpointError, api_root, scrub
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
 from inferlab.engines.serve.workload import WorkloadRequest
 
 LATE_S = 0.05  # a request sent this much after its arrival time is "late"
+MAX_SERVERS = 64
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,20 @@ class EndpointSettings:
     temperature: float | None = 0.0
     shared_prefix_tokens: int = 0
     probe: bool = True
+    urls: tuple[str, ...] = ()             # more servers (replicas): the load is spread over
+    router: str = "round-robin"            # url + urls by this policy (routing.py)
 
     def checked(self) -> EndpointSettings:
         """Self, or ValueError naming the field (EndpointError for the URL)."""
         api_root(self.url)
+        if not isinstance(self.urls, (tuple, list)) or len(self.urls) > MAX_SERVERS - 1:
+            raise ValueError(f"urls: expected at most {MAX_SERVERS - 1} more servers")
+        roots = [api_root(self.url)] + [api_root(u) for u in self.urls]
+        if len(set(roots)) != len(roots):
+            raise ValueError("urls: a server is named twice")
+        if self.router not in ROUTERS:
+            raise ValueError(f"router: expected one of {', '.join(ROUTERS)}, "
+                             f"got {self.router!r}")
         if self.api not in APIS:
             raise ValueError(f"api: expected one of {', '.join(APIS)}, got {self.api!r}")
         if self.server_kind not in ("auto", *SERVER_KINDS):
@@ -104,6 +117,10 @@ class EndpointSettings:
     def in_flight_cap(self) -> int:
         return self.concurrency or self.max_in_flight
 
+    @property
+    def all_urls(self) -> tuple[str, ...]:
+        return (self.url, *self.urls)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -123,6 +140,8 @@ class EndpointRunResult:
     scrape: ScrapeResult = field(default_factory=ScrapeResult)
     notes: tuple[str, ...] = ()
     stopped: str | None = None            # None, "cancelled" or "max duration"
+    server_scrapes: tuple[ScrapeResult, ...] = ()  # each server's (scrape: the first one's)
+    server_probes: tuple[ProbeResult | None, ...] = ()
 
     def to_dict(self) -> dict:
         return {"settings": self.settings.to_dict(),
@@ -131,7 +150,9 @@ class EndpointRunResult:
                 "incomplete": self.incomplete, "not_sent": self.not_sent,
                 "stopped": self.stopped, "notes": list(self.notes),
                 "requests": [r.to_dict() for r in self.results],
-                "server_metrics": self.scrape.to_dict()}
+                "server_metrics": self.scrape.to_dict(),
+                "servers": [{"url": u, "metrics": sc.to_dict()} for u, sc in
+                            zip(self.settings.all_urls, self.server_scrapes, strict=False)]}
 
 
 def server_agreement(result: EndpointRunResult) -> dict:
@@ -179,6 +200,7 @@ class EndpointRun:
                  on_result: Callable[[StreamResult], None] | None = None) -> None:
         self.settings = settings.checked()
         self.root = api_root(settings.url)
+        self.roots = [api_root(u) for u in settings.all_urls]
         self.requests = list(requests)[:settings.max_requests]
         self._key = api_key or None
         self.count_tokens, self.slo, self.on_result = count_tokens, slo, on_result
@@ -192,9 +214,12 @@ class EndpointRun:
         self._outcome: EndpointRunResult | BaseException | None = None
         self._finished = threading.Event()
         self._scraper: Scraper | None = None
+        self._router = ServerRouter(settings.router, len(self.roots))
+        self._bodies: list[dict | None] = [None] * len(self.roots)  # (model, kind) per server
 
     def __repr__(self) -> str:  # the key stays out of reprs, logs and tracebacks
-        return f"EndpointRun({self.root!r}, {len(self.requests)} requests)"
+        more = f" + {len(self.roots) - 1} servers" if len(self.roots) > 1 else ""
+        return f"EndpointRun({self.root!r}{more}, {len(self.requests)} requests)"
 
     # ---- control, from any thread -------------------------------------------------------------
 
@@ -278,8 +303,13 @@ class EndpointRun:
                                   s.include_usage, s.temperature)))
         return specs
 
-    async def _one(self, pool: ClientPool, spec: RequestSpec, clock) -> None:
+    async def _one(self, pools: list[ClientPool], spec: RequestSpec, clock) -> None:
+        """Send `spec` to the server the router picks, stream it, record it."""
         s = self.settings
+        tokens = spec.prompt_tokens + spec.requested_tokens
+        j = self._router.choose(spec.prompt, tokens)
+        spec = self._for_server(spec, j)
+        pool = pools[j]
         client = pool.take()
         task = asyncio.ensure_future(stream_one(
             client, spec, clock, chat=s.api == "chat", read_timeout_s=s.read_timeout_s,
@@ -287,12 +317,26 @@ class EndpointRun:
             secret=self._key))
         self._inflight.add(task)  # _halt cancels it; it then returns a "cancelled" result
         try:
-            self._record(await task)
+            result = await task
+            self._record(replace(result, server=j) if j else result)
         finally:
             self._inflight.discard(task)
             pool.give_back(client)
+            self._router.done(j, tokens)
 
-    async def _closed_loop(self, pool, specs, clock) -> None:
+    def _for_server(self, spec: RequestSpec, j: int) -> RequestSpec:
+        """The spec with server j's body: its own model name and length controls when its
+        probe found others than the first server's."""
+        model_kind = self._bodies[j]
+        if j == 0 or model_kind is None:
+            return spec
+        model, kind = model_kind
+        s = self.settings
+        return replace(spec, body=request_body(s.api, model, spec.prompt,
+                                               spec.requested_tokens, kind, s.include_usage,
+                                               s.temperature))
+
+    async def _closed_loop(self, pools, specs, clock) -> None:
         pending = iter(specs)
 
         async def worker():
@@ -301,17 +345,17 @@ class EndpointRun:
                 if spec is None:
                     return
                 spec = replace(spec, scheduled_s=clock())
-                await self._one(pool, spec, clock)
+                await self._one(pools, spec, clock)
 
         await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
 
-    async def _open_loop(self, pool, specs, clock, t_start: float) -> None:
+    async def _open_loop(self, pools, specs, clock, t_start: float) -> None:
         gate = asyncio.Semaphore(self.settings.max_in_flight)
         sent: list[asyncio.Task] = []
 
         async def send(spec):
             try:
-                await self._one(pool, spec, clock)
+                await self._one(pools, spec, clock)
             finally:
                 gate.release()
 
@@ -342,46 +386,63 @@ class EndpointRun:
             return time.perf_counter() - t0
 
         tls = httpx.create_ssl_context()  # one for all clients, http or https
-        pool = ClientPool(lambda: make_client(self.root, self._key, 1, s.connect_timeout_s,
-                                              s.read_timeout_s, tls))
+        pools = [ClientPool(lambda root=root: make_client(root, self._key, 1,
+                                                          s.connect_timeout_s,
+                                                          s.read_timeout_s, tls))
+                 for root in self.roots]
         try:
-            return await self._drive(pool, clock, tls)
+            return await self._drive(pools, clock, tls)
         finally:
-            await pool.aclose()  # every connection, whatever state its request was left in
+            for pool in pools:  # every connection, whatever state its request was left in
+                await pool.aclose()
 
-    async def _drive(self, pool: ClientPool, clock, tls) -> EndpointRunResult:
+    async def _drive(self, pools: list[ClientPool], clock, tls) -> EndpointRunResult:
         s = self.settings
-        # the probe and the scraper have a client of their own, off the requests' pool
-        async with make_client(self.root, self._key, 2, s.connect_timeout_s, s.read_timeout_s,
-                               tls) as client:
-            info = None
+        # the probes and the scrapers have a client each, off the requests' pools
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(make_client(
+                root, self._key, 2, s.connect_timeout_s, s.read_timeout_s, tls))
+                for root in self.roots]
+            infos: list[ProbeResult | None] = [None] * len(clients)
             model, kind = s.model, s.server_kind
             if s.probe:
-                probing = asyncio.ensure_future(probe(client, self.root, s.model, s.api,
-                                                      s.server_kind, s.include_usage, self._key))
-                self._inflight.add(probing)
-                try:
-                    info = await probing
-                except (EndpointError, asyncio.CancelledError):
-                    if self._stopping is None:
-                        raise
-                    return self._result(None, "openai", None)  # cancelled while probing
-                self._inflight.discard(probing)
-                model, kind = info.model, info.server_kind
+                for j, (client, root) in enumerate(zip(clients, self.roots, strict=True)):
+                    probing = asyncio.ensure_future(probe(client, root, s.model, s.api,
+                                                          s.server_kind, s.include_usage,
+                                                          self._key))
+                    self._inflight.add(probing)
+                    try:
+                        infos[j] = await probing
+                    except EndpointError as e:
+                        if self._stopping is None:
+                            if len(clients) > 1:  # say which server
+                                raise EndpointError(f"server {j + 1} ({root}): {e}") from None
+                            raise
+                        return self._result(None, "openai", [])
+                    except asyncio.CancelledError:
+                        if self._stopping is None:
+                            raise
+                        return self._result(None, "openai", [])  # cancelled while probing
+                    self._inflight.discard(probing)
+                model, kind = infos[0].model, infos[0].server_kind
+                for j, other in enumerate(infos[1:], start=1):
+                    if (other.model, other.server_kind) != (model, kind):
+                        self._bodies[j] = (other.model, other.server_kind)
             elif not model:
                 raise EndpointError("give a model name (the probe is off)")
             kind = "openai" if kind == "auto" else kind
             specs = self._specs(model, kind)
             if self._stopping is not None:  # cancel() came before the loop ran
                 self._halt(self._stopping)
-            scraper = Scraper(client, clock, s.scrape_hz, self._key) if s.scrape_hz else None
-            self._scraper = scraper
-            scraping = asyncio.ensure_future(scraper.run()) if scraper else None
+            scrapers = ([Scraper(c, clock, s.scrape_hz, self._key) for c in clients]
+                        if s.scrape_hz else [])
+            self._scraper = scrapers[0] if scrapers else None
+            scrapings = [asyncio.ensure_future(sc.run()) for sc in scrapers]
             t_start = clock()
             if s.concurrency:
-                work = asyncio.ensure_future(self._closed_loop(pool, specs, clock))
+                work = asyncio.ensure_future(self._closed_loop(pools, specs, clock))
             else:
-                work = asyncio.ensure_future(self._open_loop(pool, specs, clock, t_start))
+                work = asyncio.ensure_future(self._open_loop(pools, specs, clock, t_start))
             stop = asyncio.ensure_future(self._stop_event.wait())
             await asyncio.wait({work, stop}, timeout=s.max_duration_s,
                                return_when=asyncio.FIRST_COMPLETED)
@@ -389,7 +450,7 @@ class EndpointRun:
                 self._halt("cancelled" if self._stop_event.is_set() else "max duration")
             await work
             stop.cancel()
-            if scraper is not None:
+            for scraper, scraping in zip(scrapers, scrapings, strict=True):
                 if self._stopping == "cancelled":
                     scraping.cancel()  # no last scrape: cancel means now
                 scraper.stop()
@@ -397,9 +458,10 @@ class EndpointRun:
                     await scraping
                 except asyncio.CancelledError:
                     pass
-        return self._result(info, kind, scraper)
+        return self._result(infos[0], kind, scrapers, tuple(infos))
 
-    def _result(self, info, kind: str, scraper: Scraper | None) -> EndpointRunResult:
+    def _result(self, info, kind: str, scrapers: list[Scraper],
+                infos: tuple = ()) -> EndpointRunResult:
         results = tuple(sorted(self.results_so_far(), key=lambda r: r.index))
         finished = [r for r in results if r.error_kind != "cancelled"]
         sends = [r.send_s for r in finished]
@@ -415,11 +477,16 @@ class EndpointRun:
                          f"({self.settings.max_in_flight}) or the client's CPU held them back")
         if any(r.token_source == "chunks" for r in finished if r.ok):
             notes.append("the server gave no usage: output tokens counted as chunks")
-        scrape = scraper.result() if scraper is not None else ScrapeResult(
-            notes=("scraping off",))
+        scrapes = tuple(sc.result() for sc in scrapers) or (ScrapeResult(
+            notes=("scraping off",)),) * len(self.roots)
+        scrape = scrapes[0]
+        if len(self.roots) > 1:
+            sent = self._router.sent
+            notes.append(f"{len(self.roots)} servers, {self.settings.router} routing: "
+                         + ", ".join(f"{n} to server {j + 1}" for j, n in enumerate(sent)))
         not_sent = len(self.requests) - len(results)
         return EndpointRunResult(
             settings=self.settings, probe=info, results=results, metrics=metrics,
             failures=failures, incomplete=len(results) - len(finished), not_sent=not_sent,
             scrape=scrape, notes=tuple(scrub(n, self._key) for n in notes),
-            stopped=self._stopping)
+            stopped=self._stopping, server_scrapes=scrapes, server_probes=tuple(infos))

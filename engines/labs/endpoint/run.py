@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import os
 
+from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.engines.endpoint.url import api_root
 from inferlab.engines.labs.endpoint.section import ENDPOINT_DEFAULTS, check_endpoint_settings
 from inferlab.engines.settings import option_error
 
-OPTIONS = {"url": "--url", "model": "--model", "requests": "--requests",
+OPTIONS = {"url": "--url", "urls": "--url", "router": "--router", "model": "--model", "requests": "--requests",
            "rate_per_s": "--rate", "concurrency": "--concurrency", "seed": "--seed",
            "max_duration_s": "--max-seconds", "slo_ttft_s": "--slo-ttft",
            "slo_tpot_s": "--slo-tpot", "scrape_hz": "--scrape-hz",
@@ -37,8 +38,13 @@ def _common(p, url_required: bool) -> None:
     from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
 
     d = ENDPOINT_DEFAULTS
-    p.add_argument("--url", required=url_required, default=None,
-                   help="the server's root, e.g. http://127.0.0.1:8000 (only it is contacted)")
+    p.add_argument("--url", required=url_required, default=None, nargs="+", metavar="URL",
+                   help="the server's root, e.g. http://127.0.0.1:8000 (only it is "
+                        "contacted); several: replicas the load is spread over (--router)")
+    p.add_argument("--router", default=d["router"], choices=ROUTERS,
+                   help="with several --url: round-robin, least-tokens (fewest outstanding "
+                        "tokens) or prefix (the server sent the longest prefix of the prompt) "
+                        f"(default {d['router']})")
     p.add_argument("--model", default="", help="the model name (default: the first the "
                                                "server lists at /v1/models)")
     p.add_argument("--api", default=d["api"], choices=tuple(APIS),
@@ -102,7 +108,8 @@ def settings_of(args) -> dict:
     if args.rate is not None and args.concurrency is not None:
         raise ValueError("give --rate (arrivals) or --concurrency (in flight), not both")
     paced = args.rate is not None or (args.workload and args.concurrency is None)
-    s = dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model, api=args.api,
+    s = dict(ENDPOINT_DEFAULTS, url=args.url[0], urls=list(args.url[1:]),
+             router=args.router, model=args.model, api=args.api,
              server_kind=args.server_kind, api_key_env=args.api_key_env,
              workload_file=args.workload, requests=args.requests, seed=args.seed,
              max_duration_s=args.max_seconds, slo_ttft_s=args.slo_ttft,
@@ -133,7 +140,7 @@ def run_endpoint(settings: dict, key: str | None, count_tokens=None):
 
 
 def request_summary(r) -> dict:
-    return {"index": r.index, "ttft_s": r.ttft_s, "e2e_s": r.e2e_s,
+    return {"index": r.index, "server": r.server, "ttft_s": r.ttft_s, "e2e_s": r.e2e_s,
             "output_tokens": r.output_tokens, "chunk_times_s": [t - r.send_s for t in
                                                                 r.chunk_times_s],
             "error": r.error}
@@ -166,6 +173,8 @@ def run(args, recorder):
                    failures=record.failures, incomplete=record.incomplete,
                    stopped=record.stopped, notes=list(record.notes),
                    server_metrics=record.scrape_note(), agreement=record.agreement,
+                   servers=[{"url": url, "scrapes": scrape.scrapes, "kind": scrape.kind}
+                            for url, scrape in record.servers],
                    requests=[request_summary(r) for r in record.results])
     if side is not None:
         summary["side_by_side"] = side_by_side_rows(side)

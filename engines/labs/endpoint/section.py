@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS, StreamResult
+from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.engines.endpoint.scrape import COMMON, ScrapeResult
 from inferlab.engines.labs.batching.section import batching_slo, batching_workload
 from inferlab.engines.serve.metrics import SLO, read_serving_metrics
@@ -45,6 +46,8 @@ WHERE = "labs.endpoint"
 
 ENDPOINT_DEFAULTS = {
     "url": "http://127.0.0.1:8000",
+    "urls": [],                  # more servers (replicas) the load is spread over
+    "router": "round-robin",     # how: round-robin, least-tokens, prefix (engines/endpoint/routing)
     "model": "",                 # "": the first model the server lists at /v1/models
     "api": "completions",        # or "chat"
     "server_kind": "auto",
@@ -86,6 +89,8 @@ def _hardware_presets():
 
 ENDPOINT_SETTINGS = {
     "url": Setting("str"),
+    "urls": Setting("str-list", max_len=63),
+    "router": Setting("str", choices=ROUTERS),
     "model": Setting("str"),
     "api": Setting("str", choices=tuple(APIS)),
     "server_kind": Setting("str", choices=("auto", *SERVER_KINDS)),
@@ -151,7 +156,8 @@ def run_settings(settings: dict, **overrides):
 
     s = settings
     fields = dict(
-        url=s["url"], model=s["model"] or None, api=s["api"], server_kind=s["server_kind"],
+        url=s["url"], urls=tuple(s["urls"]), router=s["router"],
+        model=s["model"] or None, api=s["api"], server_kind=s["server_kind"],
         concurrency=s["concurrency"] or None, max_in_flight=s["max_in_flight"],
         max_requests=s["requests"], max_duration_s=float(s["max_duration_s"]),
         read_timeout_s=float(s["read_timeout_s"]),
@@ -182,6 +188,8 @@ class EndpointRecord:
     server_kind: str | None = None
     agreement: dict = field(  # load.server_agreement: AGREEMENT_KEYS' figures
         default_factory=lambda: dict.fromkeys(AGREEMENT_KEYS))
+    servers: tuple[tuple[str, ScrapeResult], ...] = ()  # (url, its /metrics) per server, when
+                                                        # the run drove more than one
 
     @classmethod
     def of(cls, result) -> EndpointRecord:
@@ -195,7 +203,9 @@ class EndpointRecord:
                    scrape=result.scrape,
                    model=probe.model if probe else result.settings.model,
                    server_kind=probe.server_kind if probe else result.settings.server_kind,
-                   agreement=server_agreement(result))
+                   agreement=server_agreement(result),
+                   servers=tuple(zip(result.settings.all_urls, result.server_scrapes,
+                                     strict=False)) if result.settings.urls else ())
 
     @property
     def has_metrics(self) -> bool:
@@ -219,7 +229,7 @@ class EndpointRecord:
 
 REQUEST_KEYS = ("index", "scheduled_s", "send_s", "end_s", "chunk_times_s", "chunk_tokens",
                 "output_tokens", "token_source", "prompt_tokens", "requested_tokens",
-                "finish_reason", "http_status", "error", "error_kind")
+                "finish_reason", "http_status", "error", "error_kind", "server")
 
 
 def request_dict(r: StreamResult) -> dict:
@@ -248,6 +258,9 @@ def endpoint_section(settings: dict, record: EndpointRecord | None, sweep=None,
             "notes": list(record.notes), "model": record.model,
             "server_kind": record.server_kind, "agreement": dict(record.agreement),
             "server_metrics": scrape_dict(record.scrape)}
+        if record.servers:
+            state["run"]["servers"] = [{"url": url, "metrics": scrape_dict(scrape)}
+                                       for url, scrape in record.servers]
         metrics = dict(record.metrics)
     if sweep is not None:
         state["sweep"] = sweep.to_dict()
@@ -283,13 +296,15 @@ REQUEST_FIELDS = {
     "http_status": Setting("int", 100, 599, none=True),
     "error": Setting("str", none=True, max_len=2000),
     "error_kind": Setting("str", none=True, max_len=40),
+    "server": Setting("int", 0, 63),
 }
 
 
 def read_request(d, where: str, budget: list[int]) -> StreamResult:
     """One request's dict back as a StreamResult; `budget`: chunk times left to read."""
     times = Setting("float-list", -1e9, 1e9, max_len=budget[0])
-    f = read_fields(d, {"chunk_times_s": times} | REQUEST_FIELDS, where)
+    f = read_fields(d, {"chunk_times_s": times} | REQUEST_FIELDS, where,
+                    optional={"server": 0})  # a snapshot of one server has none
     times = f["chunk_times_s"] = tuple(f["chunk_times_s"])
     f["chunk_tokens"] = tuple(f["chunk_tokens"])
     budget[0] -= len(times)
@@ -344,10 +359,21 @@ def read_run(d, where: str, metrics: dict) -> EndpointRecord:
         "notes": _notes(1000), "server_metrics": read_scrape,
         "model": Setting("str", none=True, max_len=1000),
         "server_kind": Setting("str", none=True, max_len=40),
-        "agreement": lambda v, w: read_fields(v, dict.fromkeys(AGREEMENT_KEYS, RATE), w)},
-        where)
+        "agreement": lambda v, w: read_fields(v, dict.fromkeys(AGREEMENT_KEYS, RATE), w),
+        "servers": lambda v, w: tuple(read_list(v, _server, w, 64))},
+        where, optional={"servers": ()})
+    n_servers = max(1, len(f["servers"]))
+    for i, r in enumerate(f["requests"]):
+        if r.server >= n_servers:
+            raise ValueError(f"{where}.requests[{i}].server: no server {r.server} (the run "
+                             f"had {n_servers})")
     return EndpointRecord(results=f.pop("requests"), metrics=metrics,
                           scrape=f.pop("server_metrics"), **f)
+
+
+def _server(d, where: str) -> tuple[str, ScrapeResult]:
+    f = read_fields(d, {"url": Setting("str", max_len=2000), "metrics": read_scrape}, where)
+    return f["url"], f["metrics"]
 
 
 SWEEP_POINT_FIELDS = {

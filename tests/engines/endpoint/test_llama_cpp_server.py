@@ -38,6 +38,16 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def llama_server(smollm2_path, tmp_path_factory):
+    yield from _llama_server(smollm2_path, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def second_llama_server(smollm2_path, tmp_path_factory):
+    """Another llama.cpp server on SmolLM2, on a port of its own: a replica."""
+    yield from _llama_server(smollm2_path, tmp_path_factory)
+
+
+def _llama_server(smollm2_path, tmp_path_factory):
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail("llama-cpp-python is not installed: `make setup-test` installs the test "
                     "extra (llama-cpp-python[server])")
@@ -128,3 +138,24 @@ def test_client_tokens_per_s_agree_with_llama_servers_own_counters(smollm2_path,
     agree = server_agreement(result)
     assert agree["server_output_tokens_per_s"] == pytest.approx(
         agree["client_output_tokens_per_s"], rel=0.10)
+
+
+@pytest.mark.parametrize("router", ["round-robin", "prefix"])
+def test_two_llama_cpp_servers_share_the_load(llama_server, second_llama_server, router):
+    """Two real servers behind the client's router: round-robin halves the requests; the
+    prefix router keeps requests that share a long prompt prefix on one server."""
+    shared = " ".join(["Summarise the following note about paged attention for a new "
+                       "engineer in one sentence."] * 3)
+    work = [WorkloadRequest(arrival_s=0.0, prompt_tokens=64, output_tokens=4,
+                            prompt=f"{shared} Question {i}:") for i in range(4)]
+    settings = EndpointSettings(url=llama_server, urls=(second_llama_server,), router=router,
+                                concurrency=2, scrape_hz=0, max_duration_s=120)
+    result = EndpointRun(settings, work).run()
+    assert result.metrics.completed == 4, result.failures
+    by_server = [sum(1 for r in result.results if r.server == j) for j in (0, 1)]
+    assert sum(by_server) == 4
+    if router == "round-robin":
+        assert by_server == [2, 2]
+    else:  # after the first, every prompt shares its first 2 blocks of 16 words with it
+        assert sorted(by_server) == [0, 4]
+    assert [p.server_kind for p in result.server_probes] == ["llama-cpp-python"] * 2
