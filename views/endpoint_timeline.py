@@ -20,6 +20,7 @@ import pyqtgraph as pg
 from inferlab.engines.labs.batching.timeline import DECODE, PREEMPTED, STALLED, WAITING, segment_at
 from inferlab.engines.labs.endpoint.section import request_segments
 from inferlab.views.batch_timeline import BAR_HEIGHT, GanttFrame
+from inferlab.views.style import color
 
 STATES = (WAITING, DECODE, PREEMPTED, STALLED)
 LEGEND = {WAITING: "waiting (sent, no token yet)", DECODE: "streaming",
@@ -76,6 +77,9 @@ class EndpointTimelineView(GanttFrame):
         self.kv_plot.setMinimumHeight(90)
         self.kv_plot.setMaximumHeight(100)
 
+        self._server_curves: list = []
+        self.server_legend = self.running_plot.addLegend(offset=(-5, 2), labelTextSize="8pt")
+        self.server_legend.setVisible(False)
         self.record = None
         self.segments = None
         self._hover = ""
@@ -103,7 +107,38 @@ class EndpointTimelineView(GanttFrame):
         ok = sum(1 for r in results if r.ok)
         self.readout.setText(f"{ok} of {n} requests completed" if n else "")
 
+    def _draw_servers(self, record) -> None:
+        """Several servers: each one's running requests and KV use in a colour of its own
+        (server 1 is the first URL), over the strips the first server's series use."""
+        for plot, curve in self._server_curves:
+            plot.removeItem(curve)
+        self._server_curves = []
+        self.server_legend.clear()
+        servers = record.servers if record is not None else ()
+        if len(servers) < 2:
+            self.server_legend.setVisible(False)
+            return
+        self.server_legend.setVisible(True)
+        for j, (url, scrape) in enumerate(servers):
+            for plot, key, scale in ((self.running_plot, "running", 1.0),
+                                     (self.kv_plot, "kv_usage_frac", 100.0)):
+                pts = scrape.common.get(key)
+                if pts is None or not len(pts):
+                    continue
+                x, y = held_steps(pts)
+                curve = plot.plot(x, scale * y, pen=pg.mkPen(color(j), width=1.5))
+                self._server_curves.append((plot, curve))
+                if plot is self.running_plot:
+                    self.server_legend.addItem(curve, f"server {j + 1} ({url})")
+
     def _draw_server(self, record) -> None:
+        if record is not None and len(record.servers) > 1:
+            for curve in (self.running_curve, self.waiting_curve, self.kv_curve):
+                curve.setData([], [])  # each server's own curves instead
+            self._draw_servers(record)
+            self.no_metrics.setText("")
+            return
+        self._draw_servers(None)
         common = record.scrape.common if record is not None else {}
         for curve, key, scale in ((self.running_curve, "running", 1.0),
                                   (self.waiting_curve, "waiting", 1.0),

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
+from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.views.endpoint_results import MetricsPanel, SweepPanel
 from inferlab.views.endpoint_timeline import EndpointTimelineView
 
@@ -85,7 +86,14 @@ class EndpointView(QWidget):
     def _build_controls(self) -> None:
         self.url = QLineEdit()
         self.url.setToolTip("The server's root; only this URL is ever contacted, and only "
-                            "when you press Run")
+                            "when you press Run. Several roots, separated by spaces: "
+                            "replicas the load is spread over by the router")
+        self.router = QComboBox()
+        for policy in ROUTERS:
+            self.router.addItem(policy, policy)
+        self.router.setToolTip("With several URLs: round-robin, least-tokens (the server "
+                               "with the fewest outstanding tokens) or prefix (the server "
+                               "sent the longest prefix of the prompt)")
         self.model = QLineEdit()
         self.model.setPlaceholderText("first at /v1/models")
         self.api = QComboBox()
@@ -106,6 +114,7 @@ class EndpointView(QWidget):
         server = QGroupBox("Server")
         f = QFormLayout(server)
         f.addRow("URL", self.url)
+        f.addRow("Router", self.router)
         f.addRow("Model", self.model)
         f.addRow("API", self.api)
         f.addRow("Server kind", self.server_kind)
@@ -198,6 +207,7 @@ class EndpointView(QWidget):
         lv.addWidget(self.status)
         self.left.setFixedWidth(340)
 
+        self.router.currentIndexChanged.connect(self._emit)
         for w in (self.url, self.model, self.api_key_env, self.workload_file):
             w.editingFinished.connect(self._emit)
         for w in (self.api, self.server_kind, self.pacing, self.engine_model,
@@ -216,7 +226,8 @@ class EndpointView(QWidget):
     def set_settings(self, s: dict) -> None:
         self._quiet = True
         try:
-            self.url.setText(s["url"])
+            self.url.setText(" ".join([s["url"], *s.get("urls", [])]))
+            self.router.setCurrentIndex(max(0, self.router.findData(s.get("router"))))
             self.model.setText(s["model"])
             self.api.setCurrentText(s["api"])
             self.server_kind.setCurrentText(s["server_kind"])
@@ -248,7 +259,9 @@ class EndpointView(QWidget):
         """What the controls say (never the key: it is read with `key_text`)."""
         paced = self.pacing.currentData() == "arrivals"
         return {
-            "url": self.url.text().strip(), "model": self.model.text().strip(),
+            "url": (self.url.text().replace(",", " ").split() or [""])[0],
+            "urls": self.url.text().replace(",", " ").split()[1:],
+            "router": self.router.currentData(), "model": self.model.text().strip(),
             "api": self.api.currentText(), "server_kind": self.server_kind.currentText(),
             "api_key_env": self.api_key_env.text().strip(),
             "workload_file": self.workload_file.text().strip(),
@@ -279,7 +292,7 @@ class EndpointView(QWidget):
             self.status.setText(message)
 
     def inputs(self):
-        return (self.url, self.model, self.api, self.server_kind, self.api_key,
+        return (self.url, self.router, self.model, self.api, self.server_kind, self.api_key,
                 self.api_key_env, self.workload_file, self.requests, self.rate, self.seed,
                 self.pacing, self.concurrency, self.slo_ttft, self.slo_tpot,
                 self.max_duration, self.scrape_hz, self.engine_model, self.model_config,
