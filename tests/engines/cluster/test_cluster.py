@@ -28,6 +28,7 @@ from inferlab.engines.serve.workload import LengthDist, Workload, generate
 CFG = load_model_preset("llama-3-8b")
 H100 = load_hardware_preset("h100-sxm")
 NVLINK = load_link_preset("nvlink4")
+L4 = load_hardware_preset("l4")
 
 
 def workload(n=60, rate=40.0, seed=0, prompt_mean=6.0, output_mean=4.0):
@@ -122,14 +123,17 @@ def test_overlapping_the_transfer_never_lands_it_later():
         assert s.end_s - s.start_s <= w[s.request_id] + 1e-12
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(router=st.sampled_from(ROUTERS), replicas=st.integers(1, 4), seed=st.integers(0, 99),
        kind=st.sampled_from([REPLICAS, PD]))
 def test_every_request_is_routed_once_and_completes(router, replicas, seed, kind):
     requests = workload(n=25, rate=80.0, seed=seed, prompt_mean=5.0, output_mean=3.0)
     layout = (Layout(REPLICAS, replicas=replicas) if kind == REPLICAS
               else Layout(PD, prefill=replicas, decode=max(1, 5 - replicas)))
-    result = run_cluster(config(layout, router=router), requests)
+    # an L4's pool (2,641 blocks, not an H100's 26,674): the same routing, a tenth of the
+    # blocks to build for every instance of every example
+    small = ClusterConfig(CFG, L4, NVLINK, layout, router=router)
+    result = run_cluster(small, requests)
     assert sorted(r.request_id for r in result.requests) == sorted(
         r.request_id for r in requests)
     seen = [info.request_id for inst in result.instances if inst.role != "decode"
