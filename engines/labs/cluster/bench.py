@@ -66,6 +66,8 @@ class PdCase:
     min_requests: int = 200
 
 
+BISECTIONS = 3  # of each max-goodput bracket: rates known to a factor 2^(1/8) ≈ 1.09
+
 LONG_TIGHT = PdCase(8, 2048, 64, SLO(ttft_s=1.0, tpot_s=0.010), window_s=8.0)
 SHORT_LOOSE = PdCase(4, 128, 128, SLO(ttft_s=1.0, tpot_s=0.025), window_s=6.0)
 
@@ -82,7 +84,7 @@ def pd_vs_colocated(base: ClusterConfig, case: PdCase) -> dict:
     def goodput(layout):
         return max_goodput_per_gpu(replace(base, layout=layout), requests_at, case.slo,
                                    start_rate_per_s=16.0 * case.gpus, doublings=8,
-                                   bisections=3)
+                                   bisections=BISECTIONS)
 
     colocated = goodput(Layout(REPLICAS, replicas=case.gpus))
     splits = {f"{p}P:{d}D": goodput(Layout(PD, prefill=p, decode=d))
@@ -99,7 +101,9 @@ def pd_vs_colocated(base: ClusterConfig, case: PdCase) -> dict:
             "pd_goodput_per_gpu": {k: v.goodput_per_gpu for k, v in splits.items()},
             "capped": [k for k, v in (("colocated", colocated), *splits.items())
                        if v.capped or v.rate_per_s > too_fast],
-            "probes": sum(len(v.probes) for v in (colocated, *splits.values()))}
+            "probes": sum(len(v.probes) for v in (colocated, *splits.values())),
+            # each goodput is known to within this factor (the bisection's last bracket)
+            "rate_resolution_factor": 2 ** (1 / 2 ** BISECTIONS)}
 
 
 def run_cluster_bench() -> dict:
