@@ -11,7 +11,7 @@ The pool knows nothing of sequences; `BlockManager` keeps the block tables.
 
 from __future__ import annotations
 
-from inferlab.engines.kv.free_queue import Block, FreeBlockQueue
+from inferlab.engines.kv.free_queue import Block, FreeBlockQueue, LazyBlocks
 from inferlab.engines.kv.prefix_cache import PrefixCacheIndex
 
 DEFAULT_BLOCK_SIZE = 16
@@ -43,8 +43,8 @@ class BlockPool:
         self.n_blocks = n_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.blocks = [Block(i) for i in range(n_blocks)]
-        self.free_queue = FreeBlockQueue(self.blocks)
+        self.blocks = LazyBlocks(n_blocks)  # made as they are first handed out
+        self.free_queue = FreeBlockQueue(fresh=self.blocks)
         self.cache = PrefixCacheIndex()
         self.n_cached_free = 0
         """Free blocks that still hold a cached prefix (revivable by a hit)."""

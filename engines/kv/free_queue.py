@@ -62,33 +62,101 @@ class Block:
         return f"Block({self.block_id}, ref={self.ref_count}, n_tokens={self.n_tokens}{cached})"
 
 
+class LazyBlocks:
+    """A pool's blocks by id, each made the first time it is asked for (in id order): a big
+    pool (an H100's 26,674 blocks of Llama-3-8B) costs nothing until its blocks are used, and
+    a simulated cluster builds one per instance per run. Indexing and iteration are a list's;
+    iterating makes every block."""
+
+    __slots__ = ("_made", "_n")
+
+    def __init__(self, n_blocks: int) -> None:
+        self._made: list[Block] = []
+        self._n = n_blocks
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def n_made(self) -> int:
+        return len(self._made)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"block {i} of a pool of {self._n}")
+        made = self._made
+        while len(made) <= i:
+            made.append(Block(len(made)))
+        return made[i]
+
+    def __iter__(self) -> Iterator[Block]:
+        if self._n:
+            self[self._n - 1]
+        return iter(self._made)
+
+
 class FreeBlockQueue:
     """Free blocks in eviction order: pop from the head, append at the tail, remove anywhere.
 
     Two sentinel nodes bound the list so that no operation needs a special case for the ends.
-    A block is in the queue exactly when its `prev` is not None.
+    A linked block is in the queue exactly when its `prev` is not None. A pool's blocks that
+    were never handed out (`fresh`, a LazyBlocks) wait at the head as a range of ids, in id
+    order, before every linked block: what a queue of all of them in id order would do.
     """
 
-    def __init__(self, blocks: Iterable[Block] = ()) -> None:
+    def __init__(self, blocks: Iterable[Block] = (), fresh: LazyBlocks | None = None) -> None:
         self._head = Block(-1)
         self._tail = Block(-1)
         self._head.next = self._tail
         self._tail.prev = self._head
         self._len = 0
+        self._fresh = fresh
+        self._fresh_next = 0  # fresh ids [_fresh_next, len(fresh)) are queued
+        if fresh is not None:
+            self._len = len(fresh)
         for block in blocks:
             self.append(block)
+
+    def _n_fresh(self) -> int:
+        return 0 if self._fresh is None else len(self._fresh) - self._fresh_next
+
+    def _link_fresh(self) -> None:
+        """Turn the fresh range into linked blocks at the head (for a removal inside it)."""
+        n = self._n_fresh()
+        if not n:
+            return
+        first = self._head.next
+        prev = self._head
+        for i in range(self._fresh_next, len(self._fresh)):
+            block = self._fresh[i]
+            prev.next, block.prev = block, prev
+            prev = block
+        prev.next, first.prev = first, prev
+        self._fresh_next = len(self._fresh)
 
     def __len__(self) -> int:
         return self._len
 
     def __iter__(self) -> Iterator[Block]:
+        if self._fresh is not None:
+            for i in range(self._fresh_next, len(self._fresh)):
+                yield self._fresh[i]
         node = self._head.next
         while node is not self._tail:
             yield node
             node = node.next
 
     def __contains__(self, block: Block) -> bool:
-        return block.prev is not None
+        return block.prev is not None or self._is_fresh(block)
+
+    def _is_fresh(self, block: Block) -> bool:
+        fresh = self._fresh
+        return (fresh is not None and self._fresh_next <= block.block_id < len(fresh)
+                and fresh[block.block_id] is block)
 
     def block_ids(self) -> list[int]:
         """The queued block ids, head (next to be reused) first."""
@@ -98,12 +166,19 @@ class FreeBlockQueue:
         """The block `popleft` would return, left in place."""
         if self._len == 0:
             raise IndexError("no free blocks")
+        if self._n_fresh():
+            return self._fresh[self._fresh_next]
         return self._head.next  # type: ignore[return-value]
 
     def popleft(self) -> Block:
         """Remove and return the head: the least recently freed block."""
         if self._len == 0:
             raise IndexError("no free blocks")
+        if self._n_fresh():
+            block = self._fresh[self._fresh_next]
+            self._fresh_next += 1
+            self._len -= 1
+            return block
         block = self._head.next
         assert block is not None and block.next is not None
         self._head.next = block.next
@@ -114,7 +189,7 @@ class FreeBlockQueue:
 
     def append(self, block: Block) -> None:
         """Put `block` at the tail: it will be reused after every block already queued."""
-        if block.prev is not None:
+        if block.prev is not None or self._is_fresh(block):
             raise ValueError(f"block {block.block_id} is already in the free queue")
         last = self._tail.prev
         assert last is not None
@@ -126,6 +201,8 @@ class FreeBlockQueue:
 
     def remove(self, block: Block) -> None:
         """Take `block` out from wherever it is (a prefix-cache hit on a free block)."""
+        if self._is_fresh(block):
+            self._link_fresh()
         prev, nxt = block.prev, block.next
         if prev is None or nxt is None:
             raise ValueError(f"block {block.block_id} is not in the free queue")

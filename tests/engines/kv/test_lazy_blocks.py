@@ -1,0 +1,54 @@
+"""The lazy pool: a FreeBlockQueue over a LazyBlocks range hands blocks out, takes them back
+and removes them exactly as one built over every block in id order (the reference), while
+making only the blocks that were asked for."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.engines.kv.block_pool import BlockPool
+from inferlab.engines.kv.free_queue import Block, FreeBlockQueue, LazyBlocks
+
+OPS = st.lists(st.tuples(st.sampled_from(["pop", "append", "remove", "peek"]),
+                         st.integers(0, 10_000)), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), OPS)
+def test_a_lazy_queue_behaves_as_a_queue_of_every_block(n, ops):
+    lazy_blocks = LazyBlocks(n)
+    lazy = FreeBlockQueue(fresh=lazy_blocks)
+    eager_blocks = [Block(i) for i in range(n)]
+    eager = FreeBlockQueue(eager_blocks)
+    out: list[int] = []  # ids handed out, in both
+    for op, k in ops:
+        if op == "pop" and len(eager):
+            a, b = lazy.popleft(), eager.popleft()
+            assert a.block_id == b.block_id
+            out.append(a.block_id)
+        elif op == "append" and out:
+            i = out.pop(k % len(out))
+            lazy.append(lazy_blocks[i])
+            eager.append(eager_blocks[i])
+        elif op == "remove" and len(eager):
+            ids = eager.block_ids()
+            i = ids[k % len(ids)]
+            lazy.remove(lazy_blocks[i])
+            eager.remove(eager_blocks[i])
+            out.append(i)
+        elif op == "peek" and len(eager):
+            assert lazy.peek().block_id == eager.peek().block_id
+        assert len(lazy) == len(eager)
+        assert lazy.block_ids() == eager.block_ids()
+        assert all((lazy_blocks[i] in lazy) == (eager_blocks[i] in eager) for i in range(n))
+
+
+def test_a_pool_makes_only_the_blocks_it_hands_out():
+    pool = BlockPool(26_674, 16)
+    assert pool.blocks.n_made == 0 and pool.n_free == 26_674
+    first = [pool.allocate_block() for _ in range(3)]
+    assert [b.block_id for b in first] == [0, 1, 2] and pool.blocks.n_made == 3
+    pool.release(first[1])
+    assert pool.free_queue.peek().block_id == 3  # never-used blocks before freed ones
+    assert len(list(pool.blocks)) == 26_674 and pool.blocks[-1].block_id == 26_673
