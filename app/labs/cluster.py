@@ -30,7 +30,8 @@ def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
     config = cluster_config(settings)
     requests = cluster_requests(settings, config.model.vocab_size)
     progress(0.2, f"routing {len(requests)} requests through {config.layout.label}")
-    result = ClusterSimulation(config, requests).run()
+    result = ClusterSimulation(config, requests).run(
+        lambda fraction, message: progress(0.2 + 0.8 * fraction, message))
     if recorder is not None:
         trace_cluster(recorder, result, recorder.now_s())
     return cluster_section(settings, result)

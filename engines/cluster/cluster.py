@@ -37,6 +37,8 @@ from inferlab.engines.serve.metrics import SLO, RequestTiming, ServingMetrics, s
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scheduler import CONTINUOUS, NO_CHUNKING, Scheduler
 
+PROGRESS_EVERY = 500  # requests routed between two progress reports
+
 CLUSTER_POLICIES = (CONTINUOUS, NO_CHUNKING)
 """A router feeds an instance one request at a time, so no instance waits for a batch to
 fill: the continuous policies only."""
@@ -156,7 +158,9 @@ class ClusterSimulation:
         return Request(r.request_id, (*r.prompt_ids, first_token), r.max_new_tokens - 1,
                        arrival_s)
 
-    def run(self) -> ClusterResult:
+    def run(self, progress=None) -> ClusterResult:
+        """Route and run every request to its end; `progress(fraction, message)` is told
+        of the requests routed so far (every PROGRESS_EVERY)."""
         engines, reqs = self.engines, self.requests
         pending: list[tuple[float, int, Request]] = []  # decode-bound arrivals (KV landed)
         k, n_seq = 0, 0
@@ -183,6 +187,8 @@ class ClusterSimulation:
                 if a_front <= a_back:
                     self._route(reqs[k], self.front, self.front_router)
                     k += 1
+                    if progress is not None and k % PROGRESS_EVERY == 0:
+                        progress(k / len(reqs), f"{k:,} of {len(reqs):,} requests routed")
                     if k == len(reqs):
                         front_open = self._close(self.front)
                 else:

@@ -105,7 +105,7 @@ def run(args, recorder):
         return _search(args.search, settings, config, requests, progress)
     with recorder.span("route and run the cluster", cat="cluster",
                        args={"layout": config.layout.label, "router": config.router}):
-        result = ClusterSimulation(config, requests).run()
+        result = ClusterSimulation(config, requests).run(progress)
     trace_cluster(recorder, result, recorder.now_s())
     section = cluster_section(settings, result)
     link = config.link

@@ -125,3 +125,14 @@ def test_search_reports_a_grid_with_the_best_layout():
     bad["state"]["search"]["best"] = "9 × t9"
     with pytest.raises(ValueError, match=r"state\.search\.best"):
         read_cluster_section(bad)
+
+
+def test_a_long_run_reports_its_progress():
+    told = []
+    args = run_args("--layout", "replicas", "--gpus", "2")
+    args.requests = 1200
+    args.progress = lambda fraction, message: told.append((fraction, message))
+    cluster_run.run(args, TraceRecorder())
+    fractions = [f for f, _ in told]
+    assert fractions == sorted(fractions) and fractions[-1] <= 1.0
+    assert ("1,000 of 1,200 requests routed" in [m for _, m in told])
