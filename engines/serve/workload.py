@@ -346,6 +346,16 @@ def _parse_line(text: str, where: str) -> WorkloadRequest:
         raise WorkloadError(f"{where}: {e}") from None
 
 
+def read_trace_requests(path: str | os.PathLike, named: str | None = None
+                        ) -> list[WorkloadRequest]:
+    """`read_trace`, and a trace that holds no request is an error too (a run needs one):
+    ValueError "<named or path>: the trace holds no request"."""
+    items = read_trace(path)
+    if not items:
+        raise ValueError(f"{named or path}: the trace holds no request")
+    return items
+
+
 def read_trace(path: str | os.PathLike) -> list[WorkloadRequest]:
     """The requests of a JSONL trace, sorted by arrival (stable). Any bad line is a
     WorkloadError naming the file, the line number and the field; nothing half-read."""

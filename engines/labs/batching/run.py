@@ -86,11 +86,9 @@ def run(args, recorder):
     """Run the workload to its end; (section, summary: metrics + per-request timings)."""
     items = None
     if args.workload:
-        from inferlab.engines.serve.workload import read_trace
+        from inferlab.engines.serve.workload import read_trace_requests
 
-        items = read_trace(args.workload)
-        if not items:
-            raise ValueError(f"--workload {args.workload}: the trace holds no request")
+        items = read_trace_requests(args.workload, f"--workload {args.workload}")
         args.requests = min(len(items), 100_000)
     settings = settings_of(args)
     progress = getattr(args, "progress", None)  # progress(fraction, message), when given one

@@ -13,15 +13,16 @@ from inferlab.engines.cluster.layout import LAYOUTS
 from inferlab.engines.cluster.links import list_link_presets
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.cluster.search import SEARCH_KINDS, search_layouts
+from inferlab.engines.labs.batching.section import WORKLOADS
 from inferlab.engines.labs.cluster.section import cluster_section, search_summary
 from inferlab.engines.labs.cluster.settings import (
     CLUSTER_DEFAULTS,
-    WORKLOADS,
     check_cluster_settings,
     cluster_config,
     cluster_requests,
     cluster_slo,
 )
+from inferlab.engines.serve.workload import read_trace_requests
 from inferlab.engines.settings import option_error
 
 OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--prefill",
@@ -92,11 +93,7 @@ def run(args, recorder):
     """(section, summary): the run to its end, or with --search the layout grid."""
     items = None
     if args.workload:
-        from inferlab.engines.serve.workload import read_trace
-
-        items = read_trace(args.workload)
-        if not items:
-            raise ValueError(f"--workload {args.workload}: the trace holds no request")
+        items = read_trace_requests(args.workload, f"--workload {args.workload}")
     settings = settings_of(args)
     progress = getattr(args, "progress", None)
     config = cluster_config(settings)

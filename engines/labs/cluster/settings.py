@@ -11,15 +11,16 @@ from inferlab.engines.cluster.links import list_link_presets, load_link_preset
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.labs.batching.section import (
+    BATCHING_SETTINGS,
+    SIMULATED_SCENARIO_SCALE,
+    batching_items,
+)
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.metrics import SLO
-from inferlab.engines.serve.prefix_workloads import SCENARIOS, make_scenario
 from inferlab.engines.serve.request import Request
-from inferlab.engines.serve.workload import LengthDist, Workload, generate
 from inferlab.engines.settings import Setting, check_settings
-
-WORKLOADS = ("lognormal", *SCENARIOS)
 
 CLUSTER_DEFAULTS = {
     "layout": PD,
@@ -62,24 +63,13 @@ CLUSTER_SETTINGS = {
     "hardware": Setting("str", choices=list_hardware_presets),
     "policy": Setting("str", choices=CLUSTER_POLICIES),
     "prefix_cache": Setting("str", choices=PREFIX_CACHES),
-    "scenario": Setting("str", choices=WORKLOADS),
-    "requests": Setting("int", 1, 100_000),
-    "rate_per_s": Setting("float", 0.001, 100_000),
-    "prompt_mean": Setting("float", 0, 12),
-    "prompt_sigma": Setting("float", 0, 3),
-    "output_mean": Setting("float", 0, 12),
-    "output_sigma": Setting("float", 0, 3),
-    "seed": Setting("int", 0, 2**31 - 1),
-    "max_num_batched_tokens": Setting("int", 1, 1_000_000),
-    "max_num_seqs": Setting("int", 1, 100_000),
-    "slo_ttft_s": Setting("float", 0.000001, 3600),
-    "slo_tpot_s": Setting("float", 0.000001, 3600),
+    # the workload, the per-instance scheduler budget and the SLOs: the batching lab's own
+    **{key: BATCHING_SETTINGS[key] for key in (
+        "scenario", "requests", "rate_per_s", "prompt_mean", "prompt_sigma", "output_mean",
+        "output_sigma", "seed", "max_num_batched_tokens", "max_num_seqs", "slo_ttft_s",
+        "slo_tpot_s")},
     "attainment": Setting("float", 0.01, 1.0),
 }
-
-SCENARIO_SCALE = 4
-"""A scenario's token sizes × this (the batching lab's simulated scale: GPU-sized prompts)."""
-
 
 def check_cluster_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked, with the layout's GPU arithmetic (ValueError naming
@@ -117,15 +107,6 @@ def cluster_slo(settings: dict) -> SLO:
 
 def cluster_requests(settings: dict, vocab_size: int, items=None) -> list[Request]:
     """The run's requests: `items` (WorkloadRequests, a trace) or the settings' workload."""
-    s = settings
-    if items is None:
-        if s["scenario"] == "lognormal":
-            items = generate(Workload(
-                int(s["requests"]), rate_per_s=float(s["rate_per_s"]),
-                prompt_len=LengthDist.lognormal(s["prompt_mean"], s["prompt_sigma"]),
-                output_len=LengthDist.lognormal(s["output_mean"], s["output_sigma"]),
-                seed=int(s["seed"])))
-        else:
-            items = make_scenario(s["scenario"], int(s["seed"]), scale=SCENARIO_SCALE,
-                                  vocab_size=vocab_size)
+    if items is None:  # the batching lab's seeded stream or scenario, at its GPU scale
+        items = batching_items(settings, vocab_size, SIMULATED_SCENARIO_SCALE)
     return requests_from_workload(items, vocab_size)

@@ -142,10 +142,7 @@ def endpoint_requests(settings: dict) -> list:
 
     path = settings["workload_file"]
     if path:
-        items = workload.read_trace(path)
-        if not items:
-            raise ValueError(f"{path}: the trace holds no request")
-        return items[: int(settings["requests"])]
+        return workload.read_trace_requests(path)[: int(settings["requests"])]
     return workload.generate(endpoint_workload(settings))
 
 
