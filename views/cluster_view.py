@@ -22,9 +22,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.choices import select_choice
 from inferlab.views.cluster_search import ClusterSearchView
-from inferlab.views.cluster_timeline import ClusterTimeline
+from inferlab.views.cluster_timeline import ClusterTimeline, lane_label
 from inferlab.views.fact_table import FactTable
 
 LAYOUT_LABELS = {"replicas": "replicas behind a router", "tp": "one tensor-parallel instance",
@@ -78,7 +79,9 @@ class ClusterView(QWidget):
         self.decode.setSpecialValueText("the rest")
         self.router = self._combo([(k, k) for k in self._choices("router")])
         self.link = self._combo([(k, k) for k in self._choices("link")])
-        self.overlap = QCheckBox("overlap the KV transfer with the prefill")
+        self.overlap = QCheckBox("KV sent during the prefill")
+        self.overlap.setToolTip("pd: the KV moves layer by layer while the prefill runs "
+                                "(else whole, after it)")
         self.model = self._combo([(k, k) for k in self._choices("model_config")])
         self.hardware = self._combo([(k, k) for k in self._choices("hardware")])
         self.scenario = self._combo([(k, k) for k in self._choices("scenario")])
@@ -124,9 +127,26 @@ class ClusterView(QWidget):
 
         self.timeline = ClusterTimeline()
         self.search = ClusterSearchView()
+        # one instance's requests on the batching lab's own Gantt (its scheduler's records)
+        self.instance_choice = QComboBox()
+        self.instance_choice.setToolTip("Whose requests the Gantt shows: each instance runs "
+                                        "the batching lab's scheduler (a decode instance's "
+                                        "requests arrive when their KV has landed)")
+        self.requests_gantt = BatchTimelineView()
+        per_instance = QWidget()
+        column = QVBoxLayout(per_instance)
+        column.setContentsMargins(0, 0, 0, 0)
+        pick = QHBoxLayout()
+        pick.addWidget(QLabel("Instance"))
+        pick.addWidget(self.instance_choice, 1)
+        column.addLayout(pick)
+        column.addWidget(self.requests_gantt, 1)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.timeline, "Timeline")
+        self.tabs.addTab(per_instance, "Requests per instance")
         self.tabs.addTab(self.search, "Layout search")
+        self.instance_choice.currentIndexChanged.connect(self._draw_instance)
+        self._instances: tuple = ()
         splitter = QSplitter()
         splitter.addWidget(scroll)
         splitter.addWidget(self.tabs)
@@ -213,6 +233,25 @@ class ClusterView(QWidget):
     def draw(self, state, metrics: dict, settings: dict) -> None:
         self.timeline.draw(state)
         self.facts.set_rows(metric_rows(metrics, settings))
+        self._instances = state.instances if state is not None else ()
+        chosen = max(0, self.instance_choice.currentIndex())
+        self.instance_choice.blockSignals(True)
+        self.instance_choice.clear()
+        for inst in self._instances:
+            self.instance_choice.addItem(
+                f"{lane_label(inst.index, inst.role, inst.tp)}: {len(inst.requests)} "
+                f"requests, {len(inst.iterations)} iterations", inst.index)
+        self.instance_choice.setCurrentIndex(min(chosen, len(self._instances) - 1))
+        self.instance_choice.blockSignals(False)
+        self._draw_instance()
+
+    def _draw_instance(self, *_args) -> None:
+        i = self.instance_choice.currentIndex()
+        if 0 <= i < len(self._instances):
+            inst = self._instances[i]
+            self.requests_gantt.draw(inst.requests, inst.iterations)
+        else:
+            self.requests_gantt.draw((), ())
 
     def show_search(self, summary: dict | None) -> None:
         self.search.show_summary(summary)

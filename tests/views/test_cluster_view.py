@@ -101,3 +101,19 @@ def test_view_settings_round_trip_and_the_figures(qtbot):
     assert rows["Goodput per GPU"] == "2.5 requests/s"
     assert rows["TPOT p50 / p90"] == "5.0 ms / —"
     assert rows["Utilisation min / max"] == "50 % / 75 %"
+
+
+def test_each_instance_on_the_batching_labs_gantt(qtbot, pd_state):
+    from inferlab.engines.labs.cluster.settings import CLUSTER_DEFAULTS
+
+    view = ClusterView(CLUSTER_SETTINGS)
+    qtbot.addWidget(view)
+    view.draw(pd_state, {}, dict(CLUSTER_DEFAULTS))
+    assert view.instance_choice.count() == 3
+    decode = pd_state.instances[2]
+    view.instance_choice.setCurrentIndex(2)
+    gantt = view.requests_gantt
+    assert set(gantt.segments.request_ids) == {r.request_id for r in decode.requests}
+    assert gantt.iterations == decode.iterations
+    view.draw(None, {}, dict(CLUSTER_DEFAULTS))
+    assert view.instance_choice.count() == 0
