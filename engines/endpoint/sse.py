@@ -52,7 +52,8 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         # Fast path, the usual piece from an OpenAI-compatible server: exactly one whole
         # "data: ...\n\n" event. Same result as the general path, a tenth of the cost.
-        if not self._tail and not self._data and chunk[:6] == b"data: " \
+        # (not after an "event:" line: the event it names would be lost)
+        if not self._tail and not self._data and not self._event and chunk[:6] == b"data: " \
                 and chunk[-2:] == b"\n\n" and chunk.count(b"\n") == 2 and b"\r" not in chunk \
                 and len(chunk) <= MAX_LINE_BYTES:
             return [SSEEvent(self._text(chunk[6:-2]))]

@@ -94,3 +94,11 @@ def test_arbitrary_bytes_decode_or_raise_malformed_the_same_way_however_cut(data
             return "malformed"
 
     assert outcome([data]) == outcome(cut(data, points))
+
+
+def test_an_event_name_in_one_piece_names_the_data_of_the_next():
+    """The fast path (a piece that is exactly one "data: ...\\n\\n" event) must not drop an
+    "event:" line that came in the piece before (found by the cutting property above)."""
+    assert decode([b"event: ping\n", b"data: x\n\n"]) == [SSEEvent("x", "ping")]
+    assert decode([b"event: ping\n", b"data: \n\n", b"data: y\n\n"]) == [
+        SSEEvent("", "ping"), SSEEvent("y")]
