@@ -7,6 +7,7 @@ import pytest
 from inferlab.engines.labs.quant.bench import run_quant_bench
 
 
+@pytest.mark.slow  # a whole bench (every scheme quantized, scored, decoded): 10 s here
 def test_bench_figures_on_the_tiny_model():
     out = run_quant_bench("tiny", ["int4-g128", "awq-int4-g128", "kv-fp8"], decode_tokens=6,
                           rounds=1, rss=False, eval_text="Clocks count swings. " * 20)
@@ -25,6 +26,7 @@ def test_bench_figures_on_the_tiny_model():
                                                "int4-g128+int8-lm_head"}
 
 
+@pytest.mark.slow  # a whole bench with the GPTQ variants: 14 s here
 def test_bench_scores_every_held_out_text_and_the_gptq_variants():
     texts = {"prose": "Clocks count swings of a pendulum. " * 12,
              "dialogue": "A: Is the kiln hot? B: Not yet, give it an hour. " * 8}
