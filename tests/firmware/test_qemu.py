@@ -148,7 +148,11 @@ def test_per_op_cycles_come_from_systick_and_repeat(emulated):
 @pytest.mark.slow  # a subprocess start-up of QEMU
 def test_board_emulate_prints_the_url_and_stops_on_interrupt(tmp_path):
     need_tools("qemu-mps2-an386")
-    cmd = [sys.executable, "-m", "inferlab.app.cli", "board", "emulate", "--model",
+    # Ctrl+C's handler set in the child: a suite started in the background (`make test &`)
+    # runs with SIGINT ignored, which Python then keeps ignoring in every child it starts
+    cli = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+           "from inferlab.app.cli import main; sys.exit(main(sys.argv[1:]))")
+    cmd = [sys.executable, "-c", cli, "board", "emulate", "--model",
            str(model_path("hello_world_int8")), "--out", str(tmp_path / "fw")]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
