@@ -501,7 +501,7 @@ class BlockManager:
         that wrote them (a runner: after each forward, with the tokens computed so far);
         counts never go back, so a smaller `n_tokens` than before changes nothing.
         """
-        seq = self._seqs.get(seq_id) or self._seq(seq_id)
+        seq = self._seq(seq_id)
         if not 0 <= n_tokens <= len(seq.token_ids):
             raise ValueError(
                 f"sequence {seq_id!r} has {len(seq.token_ids)} reserved tokens; "

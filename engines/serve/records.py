@@ -53,10 +53,11 @@ def _text(record, name: str, empty: bool = True) -> None:
 def _ids(record, name: str) -> None:
     """A tuple of request ids (a list is taken as one)."""
     value = getattr(record, name)
-    # set(map(type, ...)): one pass in C (a record is built per iteration, ids per sequence)
-    if not isinstance(value, (tuple, list)) or not set(map(type, value)) <= {str}:
-        if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"{name}: expected a tuple of request ids")
+    # set(map(type, ...)): one pass in C for plain str ids (a record per iteration, an id
+    # per sequence); str subclasses take the isinstance check
+    if not isinstance(value, (tuple, list)) or not (
+            set(map(type, value)) <= {str} or all(isinstance(v, str) for v in value)):
+        raise ValueError(f"{name}: expected a tuple of request ids")
     if type(value) is not tuple:
         object.__setattr__(record, name, tuple(value))
 

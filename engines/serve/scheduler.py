@@ -422,21 +422,16 @@ class Scheduler:
     def _reserve_decode(self, seq: Sequence) -> bool:
         """Reserve the slot of the token `seq` feeds back, preempting the newest running
         sequences while the pool has no block for it. False if `seq` preempted itself."""
-        sid = seq.request.request_id
+        sid = seq.seq_id
         token = seq.output_ids[-1]
         while not (done := self.blocks.try_append_token(sid, token))[0]:
             victim = self._running[-1]
             self._preempt(victim, seq)
             if victim is seq:
                 return False
-        b = self._batch
         if done[1] is not None:
-            b.copies.append(BlockCopy(sid, *done[1]))
-        # _Batch.decode, inlined: once per running sequence per iteration
-        b.decodes.append(sid)
-        b.sample_ids.append(sid)
-        b.num_tokens += 1
-        b.decode_context_tokens += len(seq.request.prompt_ids) + len(seq.output_ids)
+            self._batch.copies.append(BlockCopy(sid, *done[1]))
+        self._batch.decode(sid, len(seq.request.prompt_ids) + len(seq.output_ids))
         return True
 
     def _reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -499,13 +494,12 @@ class Scheduler:
         # Running first, oldest first. The only prefill still in progress is always the newest
         # running sequence (admission stops when a chunk uses up the budget or the pool), so
         # the decodes come before it.
-        reserve_decode = self._reserve_decode
         for seq in list(self._running):
             if seq.status != RUNNING:  # preempted just now for an older sequence
                 continue
-            if b.num_tokens >= b.budget:  # no budget left
+            if b.budget_left == 0:
                 break
-            if seq.num_computed_tokens < seq.num_prefill_tokens:  # prefilling
+            if seq.is_prefilling:
                 n = min(seq.num_remaining_prefill_tokens, b.budget_left)
                 while not self._reserve_prefill(seq, n):
                     victim = self._running[-1]
@@ -513,7 +507,7 @@ class Scheduler:
                     if victim is seq:
                         break
             else:
-                reserve_decode(seq)
+                self._reserve_decode(seq)
         if b.preempted:
             return
         self._order_waiting()
