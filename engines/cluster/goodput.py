@@ -4,9 +4,10 @@ per GPU.
 
     slo_attainment    the share of requests that completed within both objectives
                       (metrics.SLO.met_by: TTFT = t_1 − arrival, TPOT = (t_n − t_1)/(n − 1))
-    goodput_per_gpu   one run: the SLO-meeting requests per second of its duration, over its
-                      GPUs, when the attainment reaches the goal; 0 when it does not (the
-                      layout cannot serve this load)
+    score_run         one run: its metrics, its attainment and its goodput per GPU — the
+                      SLO-meeting requests per second of its duration, over its GPUs, when
+                      the attainment reaches the goal; 0 when it does not (the layout
+                      cannot serve this load)
     max_goodput_per_gpu  DistServe's figure: the highest arrival rate of the same requests
                       (their arrival times scaled) whose run reaches the goal, over the GPUs;
                       found by doubling then bisecting the rate, each probe a full run
@@ -18,7 +19,7 @@ import math
 from dataclasses import dataclass, replace
 
 from inferlab.engines.cluster.cluster import ClusterConfig, ClusterResult, run_cluster
-from inferlab.engines.serve.metrics import SLO, RequestTiming
+from inferlab.engines.serve.metrics import SLO, RequestTiming, ServingMetrics, summarize
 from inferlab.engines.serve.request import Request
 
 DEFAULT_ATTAINMENT = 0.9
@@ -31,14 +32,25 @@ def slo_attainment(timings: list[RequestTiming], slo: SLO) -> float:
     return sum(1 for t in timings if t.ok and slo.met_by(t)) / len(timings)
 
 
-def goodput_per_gpu(result: ClusterResult, slo: SLO,
-                    attainment: float = DEFAULT_ATTAINMENT) -> float:
-    """One run's goodput per GPU (see the module docstring)."""
+@dataclass(frozen=True)
+class RunScore:
+    """One run judged by its SLOs: its serving metrics (goodput under `slo`), the share of
+    requests within both objectives, and goodput per GPU (0 below the attainment goal)."""
+
+    metrics: ServingMetrics
+    attainment: float
+    goodput_per_gpu: float
+
+
+def score_run(result: ClusterResult, slo: SLO,
+              attainment: float = DEFAULT_ATTAINMENT) -> RunScore:
+    """The run's RunScore, its timings and metrics computed once."""
     timings = result.timings()
-    if slo_attainment(timings, slo) < attainment:
-        return 0.0
-    metrics = result.metrics(slo)
-    return (metrics.goodput_requests_per_s or 0.0) / result.config.layout.n_gpus
+    got = slo_attainment(timings, slo)
+    metrics = summarize(timings, slo=slo)
+    per_gpu = 0.0 if got < attainment else (
+        (metrics.goodput_requests_per_s or 0.0) / result.config.layout.n_gpus)
+    return RunScore(metrics, got, per_gpu)
 
 
 def offered_rate_per_s(requests: list[Request]) -> float:

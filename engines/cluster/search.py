@@ -1,5 +1,5 @@
 """The layout search: every layout of a kind under a GPU budget, each one full simulated run
-of the same requests, scored by goodput per GPU (goodput.goodput_per_gpu); the grid the heat
+of the same requests, scored by goodput per GPU (goodput.score_run); the grid the heat
 map draws, and the best cell.
 
     replicas  rows: tensor degree t (1, 2, 4, …: those that split the model's heads);
@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
-from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT, goodput_per_gpu, slo_attainment
+from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT, score_run
 from inferlab.engines.cluster.layout import PD, REPLICAS, Layout
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.roofline.parallel import gpu_share
@@ -100,11 +100,10 @@ def search_layouts(base: ClusterConfig, kind: str, budget: int, requests, slo: S
     for done, (i, j, layout) in enumerate(todo):
         if progress is not None:
             progress(done / len(todo), f"layout {layout.label}")
-        result = run_cluster(replace(base, layout=layout), requests)
-        metrics = result.metrics(slo)
-        cells.append(SearchCell(i, j, layout, goodput_per_gpu(result, slo, attainment),
-                                slo_attainment(result.timings(), slo), metrics.ttft_s.p90,
-                                metrics.tpot_s.p90))
+        score = score_run(run_cluster(replace(base, layout=layout), requests), slo,
+                          attainment)
+        cells.append(SearchCell(i, j, layout, score.goodput_per_gpu, score.attainment,
+                                score.metrics.ttft_s.p90, score.metrics.tpot_s.p90))
     ranked = [k for k, c in enumerate(cells) if c.goodput_per_gpu > 0]
     best = max(ranked, key=lambda k: (cells[k].goodput_per_gpu, cells[k].attainment,
                                       -cells[k].layout.n_gpus), default=None)

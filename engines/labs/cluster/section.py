@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferlab.engines.cluster.cluster import ClusterResult
-from inferlab.engines.cluster.goodput import goodput_per_gpu, slo_attainment
+from inferlab.engines.cluster.goodput import score_run
 from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTransfer
 from inferlab.engines.cluster.search import SEARCH_KINDS
 from inferlab.engines.labs.cluster.settings import check_cluster_settings, cluster_slo
@@ -63,13 +63,12 @@ def cluster_metrics(result: ClusterResult, settings: dict) -> dict:
     """The batching lab's serving metrics of the whole cluster (its SLOs' goodput), plus
     goodput per GPU (DistServe's: 0 below the attainment goal), the attainment, the prefix
     hit rate, the GPUs and each instance's utilisation (busy / makespan)."""
-    slo = cluster_slo(settings)
-    timings = result.timings()
-    return result.metrics(slo).to_dict() | {
+    score = score_run(result, cluster_slo(settings), settings["attainment"])
+    return score.metrics.to_dict() | {
         "gpus": result.config.layout.n_gpus,
         "layout": result.config.layout.label,
-        "slo_attainment": slo_attainment(timings, slo),
-        "goodput_per_gpu": goodput_per_gpu(result, slo, settings["attainment"]),
+        "slo_attainment": score.attainment,
+        "goodput_per_gpu": score.goodput_per_gpu,
         "prefix_hit_rate": result.prefix_hit_rate(),
         "kv_transfer_s_total": sum(r.kv_transfer_s for r in result.requests),
         "utilization": [i.utilization(result.makespan_s) for i in result.instances],
