@@ -199,8 +199,8 @@ class EndpointRun:
                  slo: SLO | None = None,
                  on_result: Callable[[StreamResult], None] | None = None) -> None:
         self.settings = settings.checked()
-        self.root = api_root(settings.url)
         self.roots = [api_root(u) for u in settings.all_urls]
+        self.root = self.roots[0]
         self.requests = list(requests)[:settings.max_requests]
         self._key = api_key or None
         self.count_tokens, self.slo, self.on_result = count_tokens, slo, on_result
@@ -215,7 +215,8 @@ class EndpointRun:
         self._finished = threading.Event()
         self._scraper: Scraper | None = None
         self._router = ServerRouter(settings.router, len(self.roots))
-        self._bodies: list[dict | None] = [None] * len(self.roots)  # (model, kind) per server
+        # (model, server kind) of a server whose probe found others than the first's
+        self._model_kind: list[tuple[str, str] | None] = [None] * len(self.roots)
 
     def __repr__(self) -> str:  # the key stays out of reprs, logs and tracebacks
         more = f" + {len(self.roots) - 1} servers" if len(self.roots) > 1 else ""
@@ -327,7 +328,7 @@ class EndpointRun:
     def _for_server(self, spec: RequestSpec, j: int) -> RequestSpec:
         """The spec with server j's body: its own model name and length controls when its
         probe found others than the first server's."""
-        model_kind = self._bodies[j]
+        model_kind = self._model_kind[j]
         if j == 0 or model_kind is None:
             return spec
         model, kind = model_kind
@@ -427,7 +428,7 @@ class EndpointRun:
                 model, kind = infos[0].model, infos[0].server_kind
                 for j, other in enumerate(infos[1:], start=1):
                     if (other.model, other.server_kind) != (model, kind):
-                        self._bodies[j] = (other.model, other.server_kind)
+                        self._model_kind[j] = (other.model, other.server_kind)
             elif not model:
                 raise EndpointError("give a model name (the probe is off)")
             kind = "openai" if kind == "auto" else kind
