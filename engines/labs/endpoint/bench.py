@@ -6,6 +6,8 @@ concurrent streams? The fake server runs in its OWN process, so this process's C
 the SSE decoder, the bookkeeping. Figures are per second of wall time, so "0.12 of a core per
 100 streams" means 200 streams kept 24 % of one core busy.
 
+`scrape_agreement`: the client's output tokens/s against the server's own counter, scraped.
+
 `fake_sweep` runs the guidellm-style sweep (sweep.endpoint_sweep) against a fake server, as a
 smoke test of the whole path; against a real server, call endpoint_sweep with its URL.
 """
@@ -65,6 +67,23 @@ def client_overhead(streams: int = 200, rounds: int = 2, output_tokens: int = 10
         "cpu_us_per_chunk": cpu_s / chunks * 1e6 if chunks else None,
         "itl_p50_s": result.metrics.itl_s.p50, "itl_p99_s": result.metrics.itl_s.p99,
     }
+
+
+def scrape_agreement(streams: int = 5, requests: int = 10, output_tokens: int = 40,
+                     token_interval_s: float = 0.02, scrape_hz: float = 4.0) -> dict:
+    """The client's output tokens/s beside the server's own counter over its scrapes' span
+    (load.server_agreement), against the fake server with /metrics: how far the two clocks'
+    spans differ (the scrapes hold the run and at most a scrape period either side)."""
+    from inferlab.engines.endpoint.load import server_agreement
+
+    work = [WorkloadRequest(0.0, 16, output_tokens)] * requests
+    with fake_server_process(token_interval_s, metrics=True) as url:
+        settings = EndpointSettings(url=url, concurrency=streams, scrape_hz=scrape_hz,
+                                    max_duration_s=120)
+        figures = server_agreement(EndpointRun(settings, work).run())
+    client, server = figures["client_output_tokens_per_s"], figures["server_output_tokens_per_s"]
+    return figures | {"server_vs_client_output_tokens_per_s":
+                      server / client if client and server is not None else None}
 
 
 def fake_sweep(n_requests: int = 24, output_tokens: int = 16, token_interval_s: float = 0.01,

@@ -213,9 +213,9 @@ def add_bench_arguments(p) -> None:
 def bench(args) -> dict:
     """The sweep's figures against --url, or the client's overhead without it."""
     if getattr(args, "url", None) is None:
-        from inferlab.engines.labs.endpoint.bench import client_overhead
+        from inferlab.engines.labs.endpoint.bench import client_overhead, scrape_agreement
 
-        return {"client_overhead": client_overhead()}
+        return {"client_overhead": client_overhead(), "scrape_agreement": scrape_agreement()}
     from inferlab.engines.endpoint.sweep import endpoint_sweep
     from inferlab.engines.labs.endpoint.section import endpoint_slo, endpoint_workload, run_settings
 
