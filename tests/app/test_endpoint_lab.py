@@ -187,9 +187,12 @@ def test_bench_endpoint_sweeps_a_url_and_options_are_checked(capsys, server, mon
     import inferlab.engines.labs.endpoint.bench as bench
 
     monkeypatch.setattr(bench, "client_overhead", lambda: {"cpu_cores_per_100_streams": 0.1})
+    monkeypatch.setattr(bench, "scrape_agreement",
+                        lambda: {"server_vs_client_output_tokens_per_s": 1.0})
     assert main(["bench", "endpoint", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got.pop("kernels")["kernels"] in ("native", "torch")  # every bench names its path
-    assert got == {"client_overhead": {"cpu_cores_per_100_streams": 0.1}}
+    assert got == {"client_overhead": {"cpu_cores_per_100_streams": 0.1},
+                   "scrape_agreement": {"server_vs_client_output_tokens_per_s": 1.0}}
     assert main(["bench", "roofline", "--url", fake.url]) != 0
     assert "--url is an option of bench endpoint only" in capsys.readouterr().err
