@@ -7,7 +7,8 @@ against plain decoding of the same prompts in the same run; hf_prompt_lookup_spe
 
 The lab's shipped prompts (assets/text/speculative_prompts.txt) are the bench's prompts, in
 their two groups: `grounded` (the answer copies from the prompt) and `open` (chat), each with
-its own figures, best row, adaptive-K row and transformers' prompt lookup."""
+its own figures, best row, adaptive-K row and transformers' prompt lookup. Each decode runs to
+the model's end of turn, at most `new_tokens` tokens."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from inferlab.engines.labs.speculative.bench import DEFAULT_DRAFTERS, run_speculative_bench
 
 
-def run_speculative_lab_bench(new_tokens: int = 64, ks: Sequence[int] = (2, 4, 8),
+def run_speculative_lab_bench(new_tokens: int = 128, ks: Sequence[int] = (2, 4, 8),
                               drafters: Sequence[str] = DEFAULT_DRAFTERS,
                               repeats: int = 1, tree_widths: Sequence[int] = (1, 3)) -> dict:
     from inferlab.engines.labs.speculative.settings import prompt_groups

@@ -23,8 +23,11 @@ The open group also gets `skip_auto`: the training-free skip self-draft (the lay
 searched on calibration text) against `layerskip:N` at the same draft cost and K.
 
 Greedy speculative output equals plain greedy output (tests check it); the bench reports
-whether it did here too (`outputs_equal`). End-of-sequence is ignored: every run emits exactly
-`new_tokens` tokens.
+whether it did here too (`outputs_equal`). Every decode, plain, speculative and transformers',
+stops at the model's end of turn (or `new_tokens`), as a user's request does: the tokens a
+model babbles past its answer (a new "user" turn) are not the workload being measured. Equal
+greedy outputs mean plain and speculative decoding emit the same tokens, so the work compared
+is the same. `stop_at_eos=False` emits exactly `new_tokens` tokens instead.
 """
 
 from __future__ import annotations
@@ -45,15 +48,19 @@ DEFAULT_PROMPTS = (
 DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
 
 
-def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int):
-    """(plain s, prompt-lookup s) of transformers' `generate` over `prompts`, medians."""
+def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
+              stops: Sequence[int]):
+    """(plain s, prompt-lookup s) of transformers' `generate` over `prompts`, medians; each
+    up to `new_tokens` or one of `stops` (none: exactly `new_tokens`)."""
+    length = ({"eos_token_id": list(stops), "pad_token_id": stops[0]} if stops
+              else {"min_new_tokens": new_tokens})
 
     def run(**kw) -> float:
         t0 = time.perf_counter()
         with torch.inference_mode():
             for ids in prompts:
                 model.generate(torch.tensor([ids]), max_new_tokens=new_tokens,
-                               min_new_tokens=new_tokens, do_sample=False, **kw)
+                               do_sample=False, **length, **kw)
         return time.perf_counter() - t0
 
     run(prompt_lookup_num_tokens=10)  # warm up
@@ -64,7 +71,8 @@ def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int):
     return statistics.median(plain), statistics.median(lookup)
 
 
-def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int) -> dict:
+def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
+                  stops: Sequence[int]) -> dict:
     """The n-gram drafter with K chosen per step (a fresh `AdaptiveK` per prompt): its row,
     K "auto", the mean K chosen and how often it chose plain decoding (K = 0)."""
     from inferlab.engines.labs.speculative.settings import AUTO_K_MAX
@@ -78,7 +86,8 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int) -> dict
         return policies[-1]
 
     row = measure_k(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens,
-                    [t for t, _ in plain], plain[-1][1], repeats, k_policy=policy).to_dict()
+                    [t for t, _ in plain], plain[-1][1], repeats, k_policy=policy,
+                    stop_token_ids=stops).to_dict()
     chosen = [k for p in policies for k in p.chosen]
     row.update(k="auto", theory_tokens_per_forward=None, predicted_speedup=None,
                k_chosen_mean=statistics.fmean(chosen) if chosen else 0.0,
@@ -87,7 +96,7 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int) -> dict
 
 
 def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeats: int,
-                       plain_now) -> dict:
+                       plain_now, stops: Sequence[int] = ()) -> dict:
     """`skip:auto` (the set searched on calibration text, from the user cache when this model
     was searched before) decoded at the search's K, beside `layerskip:N` keeping as many
     layers (the same draft cost) at the same K: alpha, c and speedup_wall measured on `ids`;
@@ -107,7 +116,8 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
     for name, spec in (("skip", skip_spec(best.skipped)), ("layerskip", f"layerskip:{n_kept}")):
         plain = plain_now()
         rows[name] = measure_k(model, tok, spec, best.k, ids, new_tokens,
-                               [t for t, _ in plain], plain[-1][1], repeats).to_dict()
+                               [t for t, _ in plain], plain[-1][1], repeats,
+                               stop_token_ids=stops).to_dict()
     return {"drafter": skip_spec(best.skipped), "skipped": list(best.skipped), "k": best.k,
             "layers_kept": n_kept, "calibration_alpha": best.alpha,
             "calibration_first_layers_alpha": best.first_layers_alpha,
@@ -121,13 +131,13 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
 
 def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence[str],
            ks: Sequence[int], tree_widths: Sequence[int], repeats: int, adaptive: bool,
-           hf_model, skip_auto: bool = False) -> dict:
+           hf_model, skip_auto: bool = False, stops: Sequence[int] = ()) -> dict:
     """One prompt set's rows (per drafter, K and width), its best, the adaptive row and
     transformers' prompt-lookup speedup, all measured on these prompts in this run."""
     from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
 
     def plain_now():  # plain decoding timed right beside each row: a busier machine slows both
-        return [plain_decode(model, ids, new_tokens) for _ in range(max(1, repeats))]
+        return [plain_decode(model, ids, new_tokens, stops) for _ in range(max(1, repeats))]
 
     rows = []
     for spec in drafters:
@@ -136,39 +146,43 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
                 plain = plain_now()
                 rows.append(measure_k(model, tok, spec, k, ids, new_tokens,
                                       [t for t, _ in plain], plain[-1][1], repeats,
-                                      tree_width=width).to_dict())
+                                      tree_width=width, stop_token_ids=stops).to_dict())
     out: dict = {"prompts": len(ids), "results": rows,
                  "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,
                  "adaptive": None, "hf_prompt_lookup_speedup": None}
     if adaptive and "ngram" in drafters:
-        out["adaptive"] = _adaptive_row(model, tok, ids, new_tokens, plain_now(), repeats)
+        out["adaptive"] = _adaptive_row(model, tok, ids, new_tokens, plain_now(), repeats,
+                                        stops)
     if skip_auto:
         from inferlab.engines.speculative.errors import SpeculativeError
 
         try:
             out["skip_auto"] = _skip_auto_figures(model, tok, ids, new_tokens, repeats,
-                                                  plain_now)
+                                                  plain_now, stops)
         except SpeculativeError as e:  # e.g. a target without intermediate layers
             out["skip_auto"] = {"error": str(e)}
     if hf_model is not None:
         out["hf_plain_s"], out["hf_prompt_lookup_s"] = _hf_times(hf_model, ids, new_tokens,
-                                                                 repeats)
+                                                                 repeats, stops)
         out["hf_prompt_lookup_speedup"] = out["hf_plain_s"] / out["hf_prompt_lookup_s"]
     return out
 
 
 def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] = DEFAULT_PROMPTS,
-                          new_tokens: int = 64, drafters: Sequence[str] = DEFAULT_DRAFTERS,
+                          new_tokens: int = 128, drafters: Sequence[str] = DEFAULT_DRAFTERS,
                           ks: Sequence[int] = (2, 4, 8), dtype: str = "fp32",
                           repeats: int = 1, threads: int | None = 1,
                           transformers: bool = True, model_name: str | None = None,
                           tree_widths: Sequence[int] = (1,), adaptive: bool = True,
-                          skip_auto_group: str | None = "open") -> dict:
+                          skip_auto_group: str | None = "open",
+                          stop_at_eos: bool = True) -> dict:
     """Per drafter, K and tree width (`tree_widths` > 1: ngram only): acceptance_rate,
     mean_acceptance_length, tokens_per_target_forward, alpha, theory_tokens_per_forward,
     speedup_wall (against plain decoding of the same prompts, this run); the adaptive-K row
     (`adaptive`, n-gram drafter); and hf_prompt_lookup_speedup. Chat template applied.
     `skip_auto_group`: the group that also gets the `skip_auto` figures (None: none).
+    `new_tokens`: the most each prompt emits (all of them, ignoring the end of turn, when not
+    `stop_at_eos`); `emitted_tokens` in each row says how many were.
     `prompts` a list (the figures at the top level) or groups of them by name (the figures
     under each name: `grounded`, `open`). `model_name`: another `load_model` name (default
     SmolLM2; transformers only runs that). fp32 by default: the CPU runtime's fastest path
@@ -186,9 +200,11 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         model, tok = load_model(model_name, dtype=dtype)
         groups = dict(prompts) if isinstance(prompts, Mapping) else {None: prompts}
         ids = {name: [tok.encode_prompt(p) for p in texts] for name, texts in groups.items()}
-        plain_decode(model, next(iter(ids.values())), new_tokens)  # warm up
+        stops = tuple(tok.eos_token_ids) if stop_at_eos else ()
+        plain_decode(model, next(iter(ids.values())), new_tokens, stops)  # warm up
         out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
-                     "threads": torch.get_num_threads(), "repeats": repeats}
+                     "stop_at_eos": bool(stops), "threads": torch.get_num_threads(),
+                     "repeats": repeats}
         hf_model = None
         if transformers and model_name == SMOLLM2_ID:
             from inferlab.engines.model.bench import load_transformers_gguf
@@ -199,7 +215,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                 out["transformers_error"] = f"transformers not installed: {e}"
         for name, group_ids in ids.items():
             figures = _group(model, tok, group_ids, new_tokens, drafters, ks, tree_widths,
-                             repeats, adaptive, hf_model, skip_auto=name == skip_auto_group)
+                             repeats, adaptive, hf_model, skip_auto=name == skip_auto_group,
+                             stops=stops)
             if name is None:
                 out.update(figures)
             else:

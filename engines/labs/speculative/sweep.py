@@ -34,23 +34,28 @@ def _alpha(runs) -> float:
     return accepted / tested if tested else 0.0
 
 
-def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int):
-    """(seconds, outputs): greedy target decoding of every prompt, one after another."""
+def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int,
+                 stop_token_ids: Sequence[int] = ()):
+    """(seconds, outputs): greedy target decoding of every prompt, one after another, each
+    up to `new_tokens` tokens or a stop token."""
     from inferlab.engines.model.generate import generate
 
     t0 = time.perf_counter()
-    outs = [generate(model, [list(p)], max_new_tokens=new_tokens).generations[0].token_ids
+    outs = [generate(model, [list(p)], max_new_tokens=new_tokens,
+                     stop_token_ids=stop_token_ids).generations[0].token_ids
             for p in prompts]
     return time.perf_counter() - t0, outs
 
 
 def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[int]],
               new_tokens: int, plain_s: Sequence[float], refs, repeats: int = 1,
-              drafter=None, tree_width: int = 1, k_policy: Callable | None = None) -> KPoint:
+              drafter=None, tree_width: int = 1, k_policy: Callable | None = None,
+              stop_token_ids: Sequence[int] = ()) -> KPoint:
     """Decode `prompts` speculatively with K = `k` (`repeats` times, the median wall time)
-    against `plain_s`, the plain decode times of the same prompts in this run; `tree_width`
-    candidates per step as one token tree. `k_policy`: a factory of a fresh K policy
-    (`AdaptiveK`, K up to `k`) for each prompt, as each request of a server gets its own."""
+    against `plain_s`, the plain decode times of the same prompts in this run (each up to
+    `new_tokens` or a stop token, as `plain_decode` was given); `tree_width` candidates per
+    step as one token tree. `k_policy`: a factory of a fresh K policy (`AdaptiveK`, K up to
+    `k`) for each prompt, as each request of a server gets its own."""
     from inferlab.engines.labs.speculative.drafters import make_drafter
     from inferlab.engines.speculative.decoder import SpeculativeDecoder
     from inferlab.engines.speculative.sampling import GREEDY
@@ -73,7 +78,7 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
         for i, p in enumerate(prompts):
             if rep or i:
                 decoder.k_policy = fresh()
-            runs.append(decoder.generate(list(p), new_tokens))
+            runs.append(decoder.generate(list(p), new_tokens, stop_token_ids))
         spec_s.append(time.perf_counter() - t0)
     equal = all(r.token_ids == ref for r, ref in zip(runs, refs, strict=True))
     st = acceptance_stats([s.accepted for r in runs for s in r.steps])
@@ -90,13 +95,14 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
                   speedup_model(alpha, k, cost), plain / spec, plain, spec, draft_s,
                   target_s, equal, tree_width,
                   expected_tokens_per_forward_drafted(
-                      alpha, [len(s.drafted) for r in runs for s in r.steps]))
+                      alpha, [len(s.drafted) for r in runs for s in r.steps]), emitted)
 
 
 def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
             progress: Callable | None = None, should_stop: Callable | None = None) -> KSweep:
     """The lab's prompt (its settings: model, drafter, prompt, max_tokens) decoded plainly,
-    then with each K; greedy whatever the lab's temperature, so the outputs must be equal."""
+    then with each K, up to max_tokens or the end of the answer (as the lab's run stops);
+    greedy whatever the lab's temperature, so the outputs must be equal."""
     from inferlab.engines.labs.speculative.drafters import make_drafter
     from inferlab.engines.labs.speculative.settings import check_speculative_settings
     from inferlab.engines.model.cache import load_lab_model, resolve_model_name
@@ -113,13 +119,15 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
     n = s["max_tokens"]
     plain_decode(model, ids, min(n, 4))  # warm up
     report(0.05, "plain decoding (the baseline)")
-    plain_s, refs = plain_decode(model, ids, n)
+    stops = tok.eos_token_ids
+    plain_s, refs = plain_decode(model, ids, n, stops)
     points = []
     for i, k in enumerate(ks):
         check_stop(should_stop)
         report(0.1 + 0.9 * i / len(ks), f"K = {k} ({i + 1} of {len(ks)})")
         drafter.reset()
         points.append(measure_k(model, tok, s["drafter"], k, ids, n, [plain_s], refs,
-                                drafter=drafter, tree_width=s["tree_width"]))
+                                drafter=drafter, tree_width=s["tree_width"],
+                                stop_token_ids=stops))
     report(1.0, "swept")
     return KSweep(resolve_model_name(s["model"]), s["drafter"], n, tuple(points))

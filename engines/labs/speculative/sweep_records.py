@@ -32,6 +32,9 @@ class KPoint:
     theory_drafted_tokens_per_forward: float | None = None
     """The theory over each step's own draft length (statistics.
     expected_tokens_per_forward_drafted); None in snapshots from before it."""
+    emitted_tokens: int | None = None
+    """Tokens emitted over the prompts (each decode stops at the end of its answer or the
+    token limit); None in snapshots from before it."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,5 +108,7 @@ def sweep_from_dict(d, where: str) -> KSweep:
             theory_drafted_tokens_per_forward=None if p.get(
                 "theory_drafted_tokens_per_forward") is None else _number(
                 p["theory_drafted_tokens_per_forward"],
-                f"{w}.theory_drafted_tokens_per_forward"), **floats))
+                f"{w}.theory_drafted_tokens_per_forward"),
+            emitted_tokens=None if p.get("emitted_tokens") is None else _count(
+                p["emitted_tokens"], f"{w}.emitted_tokens"), **floats))
     return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))

@@ -103,3 +103,23 @@ def test_a_sweep_of_trees_reads_back_with_its_width():
     with pytest.raises(ValueError, match=r"w.points\[0\].tree_width: expected an integer in "
                                          r"1..64, got 0"):
         sweep_from_dict(d, "w")
+
+
+def test_plain_and_speculative_decodes_stop_at_the_same_stop_token():
+    """The bench's decodes end at the model's end of turn, as a request does: a stop token met
+    at position j ends both the plain and the speculative decode there, with equal outputs."""
+    from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
+    from inferlab.engines.model.tiny import tiny_model
+
+    model, tok = tiny_model()
+    ids = [tok.encode_prompt("Hello there.")]
+    _, (whole,) = plain_decode(model, ids, 16)
+    j = 5
+    stop = whole[j]
+    cut = whole[: whole.index(stop)]  # the first occurrence ends the decode
+    plain_s, refs = plain_decode(model, ids, 16, [stop])
+    assert refs == [cut]
+    point = measure_k(model, tok, "ngram", 3, ids, 16, [plain_s], refs, stop_token_ids=[stop])
+    assert point.outputs_equal and point.emitted_tokens == len(cut)
+    free = measure_k(model, tok, "ngram", 3, ids, 16, [plain_s], [whole])
+    assert free.outputs_equal and free.emitted_tokens == 16
