@@ -123,13 +123,20 @@ class LayerWeights:
 
 
 def held_bytes(item) -> int:
-    """Bytes one weight holds at its dtype: a tensor's, or a linear's `nbytes` where it has one
-    (which leaves out layout padding)."""
+    """Bytes one weight holds: a tensor's at its dtype, or the linear's own `nbytes` (any
+    linear: `Linear` at its dtype without layout padding, a low-bit layer its codes, scales
+    and minima)."""
     if isinstance(item, torch.Tensor):
         return item.numel() * item.element_size()
-    if hasattr(item, "nbytes"):
-        return item.nbytes
-    return item.weight.numel() * item.weight.element_size()
+    return item.nbytes
+
+
+def held_params(item) -> int:
+    """Parameters one weight stands for: a tensor's elements, or the linear's out × in
+    (`out_features`, `in_features`: whatever codes hold them)."""
+    if isinstance(item, torch.Tensor):
+        return item.numel()
+    return item.out_features * item.in_features
 
 
 class Llama:
@@ -207,7 +214,9 @@ class Llama:
                    lm_head)
 
     def _weights(self) -> list:
-        """Every weight held: tensors, and the linears (the tied lm_head counted once)."""
+        """Every weight held: tensors, and the linears of any kind (the tied lm_head counted
+        once: the embedding is then the lm_head's weight tensor, or the low-bit lm_head
+        itself)."""
         items: list = [self.embed, self.final_norm]
         if not self.tied:
             items.append(self.lm_head)
@@ -217,14 +226,14 @@ class Llama:
 
     @property
     def n_params(self) -> int:
-        """Parameters actually held (the tied lm_head counted once)."""
-        return sum(t.numel() if isinstance(t, torch.Tensor) else t.out_features * t.in_features
-                   for t in self._weights())
+        """Parameters actually held (the tied lm_head counted once), each weight's own
+        count (`held_params`)."""
+        return sum(held_params(t) for t in self._weights())
 
     @property
     def weight_bytes(self) -> int:
-        """Bytes of every weight held at its dtype (norm vectors are kept in fp32; a linear's
-        `nbytes` where it has one, which leaves out layout padding)."""
+        """Bytes of every weight held (norm vectors are kept in fp32), each weight's own
+        count (`held_bytes`): a low-bit model's codes, scales and minima."""
         return sum(held_bytes(t) for t in self._weights())
 
     def new_cache(self, n_blocks: int, block_size: int = 16) -> PagedKVCache:

@@ -1,5 +1,6 @@
 """Weight-only INT8 and INT4 linear layers that never materialise the fp32 weight, and a
-`Llama` whose linears are low-bit (`lowbit_model`).
+`Llama` whose linears are low-bit (`lowbit_model`: a plain `Llama`, which counts any linear's
+own `nbytes` and out × in parameters).
 
     Int8Linear: y = (x · qᵀ) ⊙ s        q int8 [out, in], s fp32 [out] (symmetric per row)
     Int4Linear: y = Σ_groups d · (x_g · u_gᵀ) + m · Σ x_g    u in [0, 15], groups of g along in
@@ -37,9 +38,13 @@ from dataclasses import replace
 import torch
 
 from inferlab.engines.kernels.decoder import NativeOperand
+from inferlab.engines.model.linear import Linear
+from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.rope import RopeTables
 from inferlab.engines.quant.affine import quantize_uniform
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.group import GroupQuantized, quantize_groups
+from inferlab.engines.quant.model_quant import LINEARS
 
 FALLBACK_ROWS = 256
 """The torch path dequantizes this many output rows at a time."""
@@ -315,56 +320,6 @@ def _chunked(layer: LowBitLinear, x: torch.Tensor) -> torch.Tensor:
 
 # ---- the model ---------------------------------------------------------------------------------
 
-from inferlab.engines.model.llama import Llama  # noqa: E402  (after the layers it holds)
-from inferlab.engines.quant.model_quant import LINEARS  # noqa: E402
-
-
-class LowBitLlama(Llama):
-    """A `Llama` whose linears (and, optionally, lm_head and tied embedding) are low-bit.
-    Built by `lowbit_model`; forward and generation are Llama's."""
-
-    bits: int
-    lm_head_bits: int | None
-
-    def _tensors(self) -> list:
-        items = [self.final_norm]
-        tied_lowbit = self.tied and not isinstance(self.lm_head, torch.Tensor) and \
-            self.embed is self.lm_head
-        if not tied_lowbit:
-            items.append(self.embed)
-        if not self.tied or tied_lowbit:
-            items.append(self.lm_head)
-        for lw in self.layers:
-            items += [lw.attn_norm, lw.mlp_norm, *(getattr(lw, w) for w in LINEARS)]
-        return items
-
-    @property
-    def weight_bytes(self) -> int:
-        """Bytes actually held: codes, scales and minima of the low-bit layers, the rest at
-        its dtype (a tied low-bit lm_head and embedding counted once)."""
-        total = 0
-        for t in self._tensors():
-            if isinstance(t, torch.Tensor):
-                total += _nbytes(t)
-            elif hasattr(t, "nbytes"):
-                total += t.nbytes
-            else:  # a plain Linear
-                total += _nbytes(t.weight)
-        return total
-
-    @property
-    def n_params(self) -> int:
-        total = 0
-        for t in self._tensors():
-            if isinstance(t, torch.Tensor):
-                total += t.numel()
-            elif hasattr(t, "nbytes"):
-                total += t.out_features * t.in_features
-            else:
-                total += t.weight.numel()
-        return total
-
-
 def _lowbit(weight: torch.Tensor, bits: int, group_size: int) -> LowBitLinear:
     if bits == 8:
         return Int8Linear.quantize(weight)
@@ -374,7 +329,7 @@ def _lowbit(weight: torch.Tensor, bits: int, group_size: int) -> LowBitLinear:
 
 
 def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
-                 lm_head_bits: int | None = 8) -> LowBitLlama:
+                 lm_head_bits: int | None = 8) -> Llama:
     """A new model whose four linears per layer are `bits`-bit (8: symmetric per channel;
     4: asymmetric RTN in ragged groups of `group_size`), its lm_head `lm_head_bits`-bit
     (None keeps it as it is; a tied embedding then reads rows from the same codes).
@@ -385,10 +340,8 @@ def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
     if not model.dtype.is_floating_point or model.device.type != "cpu":
         raise QuantError("lowbit_model needs a floating-point model on the CPU")
     out = copy.copy(model)
-    out.__class__ = LowBitLlama
     out.dtype = torch.float32
     out._decoder = None  # the layers are new: their native plan is made at the first step
-    out.bits, out.lm_head_bits = bits, lm_head_bits
     out.layers = [replace(lw, attn_norm=lw.attn_norm.clone(), mlp_norm=lw.mlp_norm.clone(),
                           **{w: _lowbit(getattr(lw, w).weight, bits, group_size)
                              for w in LINEARS})
@@ -397,14 +350,10 @@ def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
     if model.dtype == torch.float32:
         out.rope = copy.deepcopy(model.rope)
     else:
-        from inferlab.engines.model.rope import RopeTables
-
         c = model.config
         out.rope = RopeTables(c.d_head, c.max_position, c.rope_theta, torch.float32,
                               model.device)
     if lm_head_bits is None:
-        from inferlab.engines.model.linear import Linear
-
         out.lm_head = Linear(model.lm_head.weight.float().clone())
         out.embed = out.lm_head.weight if model.tied else model.embed.float().clone()
     else:

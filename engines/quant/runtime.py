@@ -32,11 +32,12 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from inferlab.engines.model.linear import Linear
+from inferlab.engines.model.llama import Llama
 from inferlab.engines.quant.affine import AffineQuantized
 from inferlab.engines.quant.awq import AwqQuantized
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.group import GroupQuantized
-from inferlab.engines.quant.lowbit_linear import Int4Linear, Int8Linear, LowBitLlama
+from inferlab.engines.quant.lowbit_linear import Int4Linear, Int8Linear
 from inferlab.engines.quant.model_quant import LINEARS, QuantizedModel, linear_name
 
 INT8_KERNEL = "int8 kernel"
@@ -104,7 +105,7 @@ def runtime_linear(record) -> tuple[object, str]:
 @dataclass(frozen=True)
 class RuntimeModel:
     scheme: str
-    model: LowBitLlama
+    model: Llama
     kinds: dict[str, int] = field(default_factory=dict)
     """Kind of code ("int8 kernel", ...) -> how many linears run on it."""
 
@@ -138,8 +139,6 @@ def runtime_model(qm: QuantizedModel) -> RuntimeModel:
             kinds[kind] += 1
         layers.append(replace(lw, **swapped))
     out = copy.copy(source)
-    out.__class__ = LowBitLlama
-    out.bits, out.lm_head_bits = 0, None
     out.layers = layers
     return RuntimeModel(qm.scheme, out, dict(kinds))
 
