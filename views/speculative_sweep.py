@@ -32,7 +32,8 @@ class SweepPanel(QWidget):
         self.measured = p.plot([], [], pen=pen(MEASURED, 2), symbol="o", symbolBrush=MEASURED,
                                symbolPen=None, name="measured wall clock")
         self.model = p.plot([], [], pen=pen(MODEL, 2, dashed=True), symbol="t",
-                            symbolBrush=MODEL, symbolPen=None, name="E / (K·c + 1)")
+                            symbolBrush=MODEL, symbolPen=None,
+                            name="model Σ E(kᵢ) / Σ (kᵢ·c + v(kᵢ))")
         self.tokens = p.plot([], [], pen=pen(TOKENS, 1), symbol="s", symbolBrush=TOKENS,
                              symbolPen=None, name="tokens per target forward")
         p.addItem(pg.InfiniteLine(1.0, angle=0, pen=pen("#000000", 1, dashed=True)))
@@ -77,8 +78,11 @@ class SweepPanel(QWidget):
         best = max(points, key=lambda p: p.speedup_wall)
         c = sum(p.cost_ratio for p in points) / len(points)
         same = all(p.outputs_equal for p in points)
+        v = ("" if best.verify_cost_ratio is None else
+             f"; verifying K + 1 = {best.k + 1} tokens costs v = {best.verify_cost_ratio:.2f} "
+             "of a 1-token forward")
         self.note.setText(
-            f"{sweep.drafter} on {sweep.model}, {sweep.new_tokens} tokens: best K = {best.k} "
-            f"at {best.speedup_wall:.2f}× (model {best.predicted_speedup:.2f}×); a draft "
-            f"token costs c = {c:.2f} of a target forward on average; outputs "
+            f"{sweep.drafter} on {sweep.model}, at most {sweep.new_tokens} tokens: best K = "
+            f"{best.k} at {best.speedup_wall:.2f}× (model {best.predicted_speedup:.2f}×); a "
+            f"draft token costs c = {c:.2f} of a target forward on average{v}; outputs "
             + ("equal plain greedy's at every K." if same else "DIFFER from plain greedy's."))

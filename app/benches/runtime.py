@@ -39,8 +39,8 @@ import torch
 from inferlab.app.benches.host import host_step_figures
 from inferlab.engines import kernels
 from inferlab.engines.hardware.timing import median_call_s
+from inferlab.engines.speculative.verify_cost import step_seconds
 
-VERIFY_CONTEXT_TOKENS = 64
 KV_CONTEXT_TOKENS = 2048
 """The KV-dtype pair decodes after the default prompt repeated to this many tokens (or the
 model's context less the new tokens): at ~250 tokens SmolLM2's K/V is 2 % of the bytes a
@@ -49,27 +49,6 @@ ROW_COUNTS = (1, 5, 9, 16)
 
 
 CPU = torch.device("cpu")
-
-
-def step_seconds(model, n_tokens: int, repeats: int = 7,
-                 context_tokens: int = VERIFY_CONTEXT_TOKENS) -> float:
-    """Median seconds of one `ModelRunner.step` scoring `n_tokens` new tokens (all their
-    logits, as a K + 1 verification does) after `context_tokens` cached ones."""
-    from inferlab.engines.model.runner import ModelRunner
-
-    runner = ModelRunner(model, max_tokens=context_tokens + n_tokens + 16,
-                         enable_prefix_caching=False)
-    prompt = [(7 * i + 3) % model.config.vocab_size for i in range(context_tokens)]
-    runner.add("s", prompt)
-    runner.step(["s"])
-    drafts = [(11 * i + 5) % model.config.vocab_size for i in range(n_tokens)]
-
-    def once() -> None:
-        runner.append_tokens("s", drafts)
-        runner.step(["s"], logits=[n_tokens])
-        runner.truncate("s", context_tokens)
-
-    return median_call_s(once, CPU, repeats=repeats, warmup=1)
 
 
 def _linear_table(models: dict, repeats: int) -> list[dict]:

@@ -9,9 +9,9 @@ and cost, in units of one plain decode step (a 1-token target forward),
 
     T(K) = K · c + v(K)                   c: draft cost per token, v(K): the K+1-token forward
 
-so the expected speedup of K over plain decoding is E(K) / T(K). `AdaptiveK` measures all
-three on the run itself: α from the drafts so far (a Beta prior, exponentially forgetting
-old steps), c from the drafter's time per drafted token, v(K) from the target's forward times
+so the expected speedup of K over plain decoding is E(K) / T(K) (statistics.speedup_model).
+`AdaptiveK` measures all three on the run itself: α from the drafts so far (a Beta prior,
+exponentially forgetting old steps), c from the drafter's time per drafted token, v(K) from the target's forward times
 per query length (seeded from a prior curve until a length has been timed). It chooses the
 K in 0..k_max with the largest predicted speedup, 0 (plain decoding) unless some K > 0 beats 1
 by `margin`. Every `probe_every` plain steps it drafts `probe_k` tokens anyway, so a prompt
@@ -26,24 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from inferlab.engines.speculative.statistics import speedup_model
+
 DEFAULT_VERIFY_SLOPE = 0.06
 """Prior for v(K) = 1 + slope · K before a length is timed (the native runtime's
 `verify_cost_ratio_k4` of 1.25 on SmolLM2 fp32 is 1 + 0.0625 · 4)."""
-
-
-def expected_tokens(alpha: float, k: int) -> float:
-    """E(K): mean tokens emitted per target forward with K drafts accepted independently with
-    probability alpha each (the accepted run, plus the target's own next token)."""
-    if k <= 0:
-        return 1.0
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-def predicted_speedup(alpha: float, k: int, draft_cost: float, verify_cost: float) -> float:
-    """E(K) / (K · c + v(K)), all costs relative to one plain decode step."""
-    return expected_tokens(alpha, k) / (k * draft_cost + verify_cost)
 
 
 def _smoothed(old: float | None, new: float) -> float:
@@ -102,8 +89,8 @@ class AdaptiveK:
     def speedups(self) -> dict[int, float]:
         """Predicted speedup of every K in 0..k_max on what has been measured so far."""
         a, c = self.alpha, self.draft_cost()
-        return {k: predicted_speedup(a, k, c, self.verify_cost(k) if k else 1.0)
-                for k in range(self.k_max + 1)}
+        return {0: 1.0} | {k: speedup_model(a, k, c, self.verify_cost(k))
+                           for k in range(1, self.k_max + 1)}
 
     def choose(self) -> int:
         """K for the next step."""

@@ -9,7 +9,7 @@ keeps the most agreement; it stops when agreement falls below `min_alpha`, after
 a better predicted speedup. Of the sets on that path it keeps the one with the largest predicted
 speedup
 
-    max over K in 1..k_max of  E(K; α) / (K · c + v(K))     (engines.speculative.adaptive_k)
+    max over K in 1..k_max of  E(K; α) / (K · c + v(K))     (engines.speculative.statistics)
 
 with α the set's greedy acceptance measured on the text and c its draft cost.
 
@@ -36,9 +36,10 @@ from pathlib import Path
 import torch
 
 from inferlab.engines.model.llama import Llama, held_bytes
-from inferlab.engines.speculative.adaptive_k import DEFAULT_VERIFY_SLOPE, predicted_speedup
+from inferlab.engines.speculative.adaptive_k import DEFAULT_VERIFY_SLOPE
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.model_drafter import check_skipped, sub_model
+from inferlab.engines.speculative.statistics import speedup_model
 
 CACHE_VERSION = 1
 
@@ -80,7 +81,7 @@ def draft_cost(target: Llama, skipped: Sequence[int]) -> float:
 
 def best_k(alpha: float, cost: float, k_max: int, verify_slope: float) -> tuple[int, float]:
     """(K, predicted speedup) maximising E(K) / (K c + v(K)) with v(K) = 1 + slope · K."""
-    return max(((k, predicted_speedup(alpha, k, cost, 1.0 + verify_slope * k))
+    return max(((k, speedup_model(alpha, k, cost, 1.0 + verify_slope * k))
                 for k in range(1, k_max + 1)), key=lambda kv: kv[1])
 
 

@@ -14,13 +14,19 @@ Predicted, from the acceptance rate alpha of one draft (Leviathan et al. 2023):
 
     alpha                    = E[sum_x min(p(x), q(x))]   (1 - total-variation distance)
     tokens per target forward E = (1 - alpha^(K+1)) / (1 - alpha)          (K + 1 at alpha 1)
-    speedup                  = E / (K * c + 1),   c = draft forward cost / target forward cost
+    speedup                  = E / (K * c + v(K)),   c = draft cost per token / target forward
+                               cost, v(K) = cost of a K + 1-token target forward / a 1-token one
+
+and over steps as they were drafted (step i proposed k_i drafts, none for a plain step):
+
+    E_drafted                = mean_i E(k_i)                          (E(0) = 1)
+    speedup_drafted          = sum_i E(k_i) / sum_i (k_i * c + v(k_i))   (v(0) = 1)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -116,10 +122,34 @@ def expected_tokens_per_forward_drafted(alpha: float, draft_lengths) -> float:
                      for k in lengths) / len(lengths)
 
 
-def speedup_model(alpha: float, k: int, cost_ratio: float) -> float:
-    """Predicted speedup over plain decoding: E / (K * c + 1), c = draft/target cost ratio."""
+def _check_cost(value: float, name: str, low: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value >= low):
+        raise SpeculativeError(f"{name} must be a finite number >= {low:g}, got {value!r}")
+
+
+def speedup_model(alpha: float, k: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
+    """Predicted speedup over plain decoding: E / (K * c + v(K)), c = draft/target cost ratio
+    per draft token, v(K) = `verify_cost` (1: a K + 1-token forward costs what one token's
+    does)."""
     _check_alpha_k(alpha, k)
-    if not (isinstance(cost_ratio, int | float) and math.isfinite(cost_ratio)
-            and cost_ratio >= 0):
-        raise SpeculativeError(f"cost_ratio must be a finite number >= 0, got {cost_ratio!r}")
-    return expected_tokens_per_forward(alpha, k) / (k * cost_ratio + 1)
+    _check_cost(cost_ratio, "cost_ratio", 0.0)
+    _check_cost(verify_cost, "verify_cost", 1.0)
+    return expected_tokens_per_forward(alpha, k) / (k * cost_ratio + verify_cost)
+
+
+def speedup_model_drafted(alpha: float, draft_lengths, cost_ratio: float,
+                          verify_costs: Mapping[int, float]) -> float:
+    """The speedup over the steps as they were drafted: sum_i E(k_i) / sum_i (k_i * c +
+    v(k_i)), v(k) from `verify_costs` (measured per draft length; v(0) = 1, a plain step)."""
+    lengths = list(draft_lengths)
+    if not lengths:
+        raise SpeculativeError("no steps to average over")
+    _check_cost(cost_ratio, "cost_ratio", 0.0)
+    missing = sorted({k for k in lengths if k and k not in verify_costs})
+    if missing:
+        raise SpeculativeError(f"verify_costs has no v(K) for draft lengths {missing}")
+    for k in {k for k in lengths if k}:
+        _check_cost(verify_costs[k], f"verify_costs[{k}]", 1.0)
+    tokens = math.fsum(expected_tokens_per_forward(alpha, k) if k else 1.0 for k in lengths)
+    cost = math.fsum(k * cost_ratio + verify_costs[k] if k else 1.0 for k in lengths)
+    return tokens / cost

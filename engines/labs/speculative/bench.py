@@ -7,6 +7,10 @@ gets busier mid-run slows both alike), and transformers' prompt-lookup assisted 
 prompts. Every figure is a median over repeats of the whole prompt set:
 
     speedup_wall               = plain wall s / speculative wall s      (same prompts, tokens)
+    verify_cost_ratios         v(K) = t(a K + 1-token target step) / t(a 1-token step), timed
+                                 once before the rows (speculative.verify_cost)
+    predicted_speedup          = sum_i E(k_i) / sum_i (k_i·c + v(k_i)) over the steps' own
+                                 draft lengths k_i, c the row's measured draft cost per token
     tokens_per_target_forward  = emitted tokens / target forwards
     alpha                      = accepted / drafts tested (a step stops testing at its first
                                  rejection: the geometric model's estimate)
@@ -35,8 +39,20 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 
 import torch
+
+from inferlab.engines.labs.speculative.drafters import skip_auto
+from inferlab.engines.labs.speculative.settings import AUTO_K_MAX
+from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
+from inferlab.engines.model.bench import load_transformers_gguf
+from inferlab.engines.model.llama import resolve_dtype
+from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
+from inferlab.engines.speculative.adaptive_k import AdaptiveK
+from inferlab.engines.speculative.errors import SpeculativeError
+from inferlab.engines.speculative.model_drafter import skip_spec
+from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 
 DEFAULT_PROMPTS = (
     "Summarise in two sentences: The lighthouse keeper climbed the stairs every evening, lit "
@@ -72,12 +88,9 @@ def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
 
 
 def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
-                  stops: Sequence[int]) -> dict:
+                  stops: Sequence[int], verify_costs: Mapping[int, float]) -> dict:
     """The n-gram drafter with K chosen per step (a fresh `AdaptiveK` per prompt): its row,
     K "auto", the mean K chosen and how often it chose plain decoding (K = 0)."""
-    from inferlab.engines.labs.speculative.settings import AUTO_K_MAX
-    from inferlab.engines.labs.speculative.sweep import measure_k
-    from inferlab.engines.speculative.adaptive_k import AdaptiveK
 
     policies: list[AdaptiveK] = []
 
@@ -87,25 +100,22 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
 
     row = measure_k(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens,
                     [t for t, _ in plain], plain[-1][1], repeats, k_policy=policy,
-                    stop_token_ids=stops).to_dict()
+                    stop_token_ids=stops, verify_costs=verify_costs).to_dict()
     chosen = [k for p in policies for k in p.chosen]
-    row.update(k="auto", theory_tokens_per_forward=None, predicted_speedup=None,
+    row.update(k="auto", theory_tokens_per_forward=None, verify_cost_ratio=None,
                k_chosen_mean=statistics.fmean(chosen) if chosen else 0.0,
                plain_step_frac=chosen.count(0) / len(chosen) if chosen else 0.0)
     return row
 
 
 def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeats: int,
-                       plain_now, stops: Sequence[int] = ()) -> dict:
+                       plain_now, stops: Sequence[int] = (),
+                       verify_costs: Mapping[int, float] | None = None) -> dict:
     """`skip:auto` (the set searched on calibration text, from the user cache when this model
     was searched before) decoded at the search's K, beside `layerskip:N` keeping as many
     layers (the same draft cost) at the same K: alpha, c and speedup_wall measured on `ids`;
     the search's own path (teacher-forced agreement of each set and of the first N layers)."""
-    from dataclasses import asdict
 
-    from inferlab.engines.labs.speculative.drafters import skip_auto
-    from inferlab.engines.labs.speculative.sweep import measure_k
-    from inferlab.engines.speculative.model_drafter import skip_spec
 
     t0 = time.perf_counter()
     search = skip_auto(model, tok)
@@ -117,7 +127,7 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
         plain = plain_now()
         rows[name] = measure_k(model, tok, spec, best.k, ids, new_tokens,
                                [t for t, _ in plain], plain[-1][1], repeats,
-                               stop_token_ids=stops).to_dict()
+                               stop_token_ids=stops, verify_costs=verify_costs).to_dict()
     return {"drafter": skip_spec(best.skipped), "skipped": list(best.skipped), "k": best.k,
             "layers_kept": n_kept, "calibration_alpha": best.alpha,
             "calibration_first_layers_alpha": best.first_layers_alpha,
@@ -131,10 +141,10 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
 
 def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence[str],
            ks: Sequence[int], tree_widths: Sequence[int], repeats: int, adaptive: bool,
-           hf_model, skip_auto: bool = False, stops: Sequence[int] = ()) -> dict:
+           hf_model, with_skip_auto: bool = False, stops: Sequence[int] = (),
+           verify_costs: Mapping[int, float] | None = None) -> dict:
     """One prompt set's rows (per drafter, K and width), its best, the adaptive row and
     transformers' prompt-lookup speedup, all measured on these prompts in this run."""
-    from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
 
     def plain_now():  # plain decoding timed right beside each row: a busier machine slows both
         return [plain_decode(model, ids, new_tokens, stops) for _ in range(max(1, repeats))]
@@ -146,19 +156,18 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
                 plain = plain_now()
                 rows.append(measure_k(model, tok, spec, k, ids, new_tokens,
                                       [t for t, _ in plain], plain[-1][1], repeats,
-                                      tree_width=width, stop_token_ids=stops).to_dict())
+                                      tree_width=width, stop_token_ids=stops,
+                                      verify_costs=verify_costs).to_dict())
     out: dict = {"prompts": len(ids), "results": rows,
                  "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,
                  "adaptive": None, "hf_prompt_lookup_speedup": None}
     if adaptive and "ngram" in drafters:
         out["adaptive"] = _adaptive_row(model, tok, ids, new_tokens, plain_now(), repeats,
-                                        stops)
-    if skip_auto:
-        from inferlab.engines.speculative.errors import SpeculativeError
-
+                                        stops, verify_costs)
+    if with_skip_auto:
         try:
             out["skip_auto"] = _skip_auto_figures(model, tok, ids, new_tokens, repeats,
-                                                  plain_now, stops)
+                                                  plain_now, stops, verify_costs)
         except SpeculativeError as e:  # e.g. a target without intermediate layers
             out["skip_auto"] = {"error": str(e)}
     if hf_model is not None:
@@ -188,9 +197,6 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
     SmolLM2; transformers only runs that). fp32 by default: the CPU runtime's fastest path
     (every layer of a step in one native call; bf16 widens in registers and runs the small ops
     one by one: on an AVX2 EPYC, plain bf16 decode 94 ms a token against fp32's 45)."""
-    from inferlab.engines.labs.speculative.sweep import plain_decode
-    from inferlab.engines.model.llama import resolve_dtype
-    from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
     before = torch.get_num_threads()
     if threads is not None:
@@ -202,12 +208,13 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         ids = {name: [tok.encode_prompt(p) for p in texts] for name, texts in groups.items()}
         stops = tuple(tok.eos_token_ids) if stop_at_eos else ()
         plain_decode(model, next(iter(ids.values())), new_tokens, stops)  # warm up
+        verify_costs = verify_cost_ratios(model, range(1, max((*ks, AUTO_K_MAX)) + 1))
         out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
                      "stop_at_eos": bool(stops), "threads": torch.get_num_threads(),
-                     "repeats": repeats}
+                     "repeats": repeats,
+                     "verify_cost_ratios": {str(k): v for k, v in verify_costs.items()}}
         hf_model = None
         if transformers and model_name == SMOLLM2_ID:
-            from inferlab.engines.model.bench import load_transformers_gguf
 
             try:
                 hf_model = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
@@ -215,8 +222,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                 out["transformers_error"] = f"transformers not installed: {e}"
         for name, group_ids in ids.items():
             figures = _group(model, tok, group_ids, new_tokens, drafters, ks, tree_widths,
-                             repeats, adaptive, hf_model, skip_auto=name == skip_auto_group,
-                             stops=stops)
+                             repeats, adaptive, hf_model, with_skip_auto=name == skip_auto_group,
+                             stops=stops, verify_costs=verify_costs)
             if name is None:
                 out.update(figures)
             else:

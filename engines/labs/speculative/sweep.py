@@ -1,5 +1,6 @@
 """Speedup against K: the same prompts decoded plainly and speculatively with each K, timed in
-one run, beside the model E / (K·c + 1) with c measured from the same run.
+one run, beside the model E / (K·c + v(K)) over the drafts the steps made, with c and v measured
+in the same run.
 
     measure_k(model, tok, drafter_spec, k, prompts, new_tokens, plain_s, refs) -> KPoint
     k_sweep(settings, ks, device, progress, should_stop) -> KSweep     (the lab's sweep)
@@ -8,17 +9,21 @@ one run, beside the model E / (K·c + 1) with c measured from the same run.
 what one draft token cost against one target forward in this run:
 
     c = (draft seconds / draft tokens proposed) / (target forward seconds / target forwards)
+    v(K) = t(a target step scoring K + 1 tokens) / t(a step scoring 1)   (speculative.
+           verify_cost, timed on this machine before the sweep)
+    predicted_speedup = sum_i E(k_i) / sum_i (k_i·c + v(k_i))   over the steps' draft lengths
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from inferlab.engines import kernels
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.speculative.sweep_records import KPoint, KSweep
+from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 
 DEFAULT_KS = (1, 2, 3, 4, 6, 8)
 
@@ -50,12 +55,14 @@ def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int,
 def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[int]],
               new_tokens: int, plain_s: Sequence[float], refs, repeats: int = 1,
               drafter=None, tree_width: int = 1, k_policy: Callable | None = None,
-              stop_token_ids: Sequence[int] = ()) -> KPoint:
+              stop_token_ids: Sequence[int] = (),
+              verify_costs: Mapping[int, float] | None = None) -> KPoint:
     """Decode `prompts` speculatively with K = `k` (`repeats` times, the median wall time)
     against `plain_s`, the plain decode times of the same prompts in this run (each up to
     `new_tokens` or a stop token, as `plain_decode` was given); `tree_width` candidates per
     step as one token tree. `k_policy`: a factory of a fresh K policy (`AdaptiveK`, K up to
-    `k`) for each prompt, as each request of a server gets its own."""
+    `k`) for each prompt, as each request of a server gets its own. `verify_costs`: v(K) for
+    K = 1..k (`verify_cost_ratios`); None takes v = 1 (verification as cheap as one token)."""
     from inferlab.engines.labs.speculative.drafters import make_drafter
     from inferlab.engines.speculative.decoder import SpeculativeDecoder
     from inferlab.engines.speculative.sampling import GREEDY
@@ -63,7 +70,7 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
         acceptance_stats,
         expected_tokens_per_forward,
         expected_tokens_per_forward_drafted,
-        speedup_model,
+        speedup_model_drafted,
     )
 
     if drafter is None:
@@ -90,12 +97,13 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
     drafted = sum(len(s.drafted) for r in runs for s in r.steps)
     cost = (draft_s / drafted) / (target_s / forwards) if drafted and target_s else 0.0
     plain, spec = statistics.median(plain_s), statistics.median(spec_s)
+    lengths = [len(s.drafted) for r in runs for s in r.steps]
+    v = dict(verify_costs) if verify_costs is not None else dict.fromkeys(range(1, k + 1), 1.0)
     return KPoint(drafter_spec, k, st.acceptance_rate, st.mean_acceptance_length, alpha,
                   emitted / forwards, expected_tokens_per_forward(alpha, k), forwards, cost,
-                  speedup_model(alpha, k, cost), plain / spec, plain, spec, draft_s,
-                  target_s, equal, tree_width,
-                  expected_tokens_per_forward_drafted(
-                      alpha, [len(s.drafted) for r in runs for s in r.steps]), emitted)
+                  speedup_model_drafted(alpha, lengths, cost, v), plain / spec, plain, spec,
+                  draft_s, target_s, equal, tree_width,
+                  expected_tokens_per_forward_drafted(alpha, lengths), emitted, v[k])
 
 
 def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
@@ -118,6 +126,8 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
                                len(ids[0]) + s["max_tokens"] + max(ks) + 1, device)
     n = s["max_tokens"]
     plain_decode(model, ids, min(n, 4))  # warm up
+    report(0.03, "timing the target's verification steps, v(K)")
+    verify_costs = verify_cost_ratios(model, range(1, max(ks) + 1))
     report(0.05, "plain decoding (the baseline)")
     stops = tok.eos_token_ids
     plain_s, refs = plain_decode(model, ids, n, stops)
@@ -128,6 +138,6 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
         drafter.reset()
         points.append(measure_k(model, tok, s["drafter"], k, ids, n, [plain_s], refs,
                                 drafter=drafter, tree_width=s["tree_width"],
-                                stop_token_ids=stops))
+                                stop_token_ids=stops, verify_costs=verify_costs))
     report(1.0, "swept")
     return KSweep(resolve_model_name(s["model"]), s["drafter"], n, tuple(points))

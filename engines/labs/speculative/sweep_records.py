@@ -35,6 +35,9 @@ class KPoint:
     emitted_tokens: int | None = None
     """Tokens emitted over the prompts (each decode stops at the end of its answer or the
     token limit); None in snapshots from before it."""
+    verify_cost_ratio: float | None = None
+    """v(K): a K + 1-token target step's time over a 1-token one's, measured before the run
+    (1.0 where it was not measured); None in snapshots from before it."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +77,11 @@ def _width(v, where: str) -> int:
     return Setting("int", 1, 64).check(v, where)
 
 
+def _optional(p: dict, key: str, read, where: str):
+    """A point's field added after the first snapshots: None where absent (or null)."""
+    return None if p.get(key) is None else read(p[key], f"{where}.{key}")
+
+
 def sweep_from_dict(d, where: str) -> KSweep:
     """A `KSweep` from its dict; ValueError naming the field."""
     from inferlab.engines.trace.snapshot import section_field
@@ -105,10 +113,8 @@ def sweep_from_dict(d, where: str) -> KSweep:
                                    f"{w}.target_forwards"),
             outputs_equal=equal,
             tree_width=_width(p.get("tree_width", 1), f"{w}.tree_width"),
-            theory_drafted_tokens_per_forward=None if p.get(
-                "theory_drafted_tokens_per_forward") is None else _number(
-                p["theory_drafted_tokens_per_forward"],
-                f"{w}.theory_drafted_tokens_per_forward"),
-            emitted_tokens=None if p.get("emitted_tokens") is None else _count(
-                p["emitted_tokens"], f"{w}.emitted_tokens"), **floats))
+            theory_drafted_tokens_per_forward=_optional(
+                p, "theory_drafted_tokens_per_forward", _number, w),
+            emitted_tokens=_optional(p, "emitted_tokens", _count, w),
+            verify_cost_ratio=_optional(p, "verify_cost_ratio", _number, w), **floats))
     return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))

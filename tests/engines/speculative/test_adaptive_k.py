@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from inferlab.engines.model.generate import generate
-from inferlab.engines.speculative.adaptive_k import AdaptiveK, expected_tokens, predicted_speedup
+from inferlab.engines.speculative.adaptive_k import AdaptiveK
 from inferlab.engines.speculative.decoder import SpeculativeDecoder
 from inferlab.engines.speculative.drafter import Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
@@ -18,14 +18,14 @@ from inferlab.engines.speculative.sampling import SamplingSettings
 from tests.engines.speculative.chi_square import chi_square_p_value
 
 
-def test_expected_tokens_by_hand():
-    assert expected_tokens(0.5, 0) == 1.0
-    assert expected_tokens(0.5, 1) == pytest.approx(1.5)  # 1 + 0.5
-    assert expected_tokens(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
-    assert expected_tokens(1.0, 4) == 5.0
-    assert expected_tokens(0.0, 6) == 1.0
-    # alpha 0.8, K 2: 1.8 / 1.1 speedup with v = 1.1 and free drafts
-    assert predicted_speedup(0.8, 2, 0.0, 1.1) == pytest.approx((1 + 0.8 + 0.64) / 1.1)
+def test_the_policy_predicts_with_the_statistics_formula():
+    """Its table is E(K) / (K c + v(K)) on its own alpha, c and v (statistics.speedup_model),
+    1.0 for K = 0: a free draft (c = 0) and the prior v before any timing."""
+    policy = AdaptiveK(k_max=3, prior_alpha=0.8)
+    table = policy.speedups()
+    assert table[0] == 1.0
+    for k in (1, 2, 3):  # v(K) = 1 + 0.06 K, the prior
+        assert table[k] == pytest.approx(sum(0.8**i for i in range(k + 1)) / (1 + 0.06 * k))
 
 
 def _feed(policy: AdaptiveK, steps: int, accept_all: bool, forward_1_s: float = 0.01):

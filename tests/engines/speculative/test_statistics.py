@@ -14,6 +14,7 @@ from inferlab.engines.speculative.statistics import (
     estimate_alpha,
     expected_tokens_per_forward,
     speedup_model,
+    speedup_model_drafted,
 )
 from tests.engines.speculative.trials import chain_trials, distributions
 
@@ -74,6 +75,24 @@ def test_the_speedup_model():
     assert speedup_model(0.5, 3, 0.1) == pytest.approx(1.875 / 1.3)
     assert speedup_model(1.0, 4, 0.0) == 5.0  # a free, perfect draft
     assert speedup_model(0.0, 4, 0.25) == 0.5  # a useless draft halves the speed
+    # alpha 0.8, K 2, free drafts, a 3-token forward costing 1.1 of one token's
+    assert speedup_model(0.8, 2, 0.0, 1.1) == pytest.approx((1 + 0.8 + 0.64) / 1.1)
+
+
+def test_the_speedup_model_over_the_drafts_made():
+    """sum_i E(k_i) / sum_i (k_i c + v(k_i)), by hand: steps of 2, 0 and 4 drafts at alpha
+    0.5, c 0.1, v(2) 1.1, v(4) 1.3 (a plain step: 1 token for 1 forward)."""
+    v = {2: 1.1, 4: 1.3}
+    tokens = 1.75 + 1.0 + 1.9375
+    cost = (0.2 + 1.1) + 1.0 + (0.4 + 1.3)
+    assert speedup_model_drafted(0.5, [2, 0, 4], 0.1, v) == pytest.approx(tokens / cost)
+    # every step K drafts with v = 1 is the fixed-K model
+    assert speedup_model_drafted(0.7, [3] * 5, 0.2, {3: 1.0}) == pytest.approx(
+        speedup_model(0.7, 3, 0.2))
+    with pytest.raises(SpeculativeError, match=r"draft lengths \[3\]"):
+        speedup_model_drafted(0.5, [2, 3], 0.1, v)
+    with pytest.raises(SpeculativeError, match="verify_costs"):
+        speedup_model_drafted(0.5, [2], 0.1, {2: 0.5})
 
 
 @pytest.mark.parametrize("call, match", [

@@ -9,7 +9,10 @@ import pytest
 from inferlab.engines.hardware.cancel import Cancelled
 from inferlab.engines.labs.speculative.settings import speculative_defaults
 from inferlab.engines.labs.speculative.sweep import k_sweep
-from inferlab.engines.speculative.statistics import expected_tokens_per_forward, speedup_model
+from inferlab.engines.speculative.statistics import (
+    expected_tokens_per_forward,
+    speedup_model_drafted,
+)
 
 
 @pytest.mark.parametrize("drafter", ["tiny", "quant:int8"])
@@ -24,7 +27,7 @@ def test_a_sweep_on_the_tiny_model(drafter):
         assert p.cost_ratio > 0 and p.speedup_wall > 0
         assert p.theory_tokens_per_forward == pytest.approx(
             expected_tokens_per_forward(p.alpha, p.k))
-        assert p.predicted_speedup == pytest.approx(speedup_model(p.alpha, p.k, p.cost_ratio))
+        assert p.verify_cost_ratio >= 1.0  # v(K), timed before the sweep
         assert 1 <= p.tokens_per_target_forward <= p.k + 1
     assert sweep.model == "tiny" and sweep.new_tokens == 24
 
@@ -123,3 +126,29 @@ def test_plain_and_speculative_decodes_stop_at_the_same_stop_token():
     assert point.outputs_equal and point.emitted_tokens == len(cut)
     free = measure_k(model, tok, "ngram", 3, ids, 16, [plain_s], [whole])
     assert free.outputs_equal and free.emitted_tokens == 16
+
+
+def test_the_predicted_speedup_is_over_the_drafts_made_with_the_given_v():
+    """predicted_speedup = sum_i E(k_i) / sum_i (k_i c + v(k_i)) over the steps' own draft
+    lengths (recomputed from the same greedy decode), with the v(K) it is given; v = 1 where
+    none is given."""
+    from inferlab.engines.labs.speculative.drafters import make_drafter
+    from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
+    from inferlab.engines.model.tiny import tiny_model
+    from inferlab.engines.speculative.decoder import SpeculativeDecoder
+    from inferlab.engines.speculative.sampling import GREEDY
+
+    model, tok = tiny_model()
+    ids = [tok.encode_prompt("Hello there.")]
+    plain_s, refs = plain_decode(model, ids, 12)
+    v = {1: 1.1, 2: 1.2, 3: 1.5}
+    point = measure_k(model, tok, "ngram", 3, ids, 12, [plain_s], refs, verify_costs=v)
+    drafter = make_drafter("ngram", model, tok, GREEDY, 0, model.config.max_position)
+    run = SpeculativeDecoder(model, drafter, k=3, tokenizer=tok).generate(list(ids[0]), 12)
+    lengths = [len(s.drafted) for s in run.steps]
+    assert point.predicted_speedup == pytest.approx(
+        speedup_model_drafted(point.alpha, lengths, point.cost_ratio, v))
+    assert point.verify_cost_ratio == 1.5
+    free = measure_k(model, tok, "ngram", 3, ids, 12, [plain_s], refs)
+    assert free.verify_cost_ratio == 1.0 and free.predicted_speedup == pytest.approx(
+        speedup_model_drafted(free.alpha, lengths, free.cost_ratio, dict.fromkeys(v, 1.0)))
