@@ -50,7 +50,7 @@ def instance_pool_blocks(cfg: ModelConfig, preset: HardwarePreset, tp: int = 1,
     """KV blocks of a tensor-parallel instance: each GPU's budget ⌊memory × utilization⌋
     minus its share of the weights, over its share of kv_bytes_per_token (gpu_share), in
     blocks. A block holds block_size tokens on all t GPUs at once. For t = 1 this is
-    serve.clock.simulated_pool_blocks."""
+    serve.executors.simulated_pool_blocks."""
     share = gpu_share(cfg, tp, 1, dtype, dtype)
     free = math.floor(preset.memory_bytes * utilization) - share.weight_bytes
     n_blocks = max(0, free) // share.kv_bytes_per_token // block_size

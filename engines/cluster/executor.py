@@ -25,7 +25,7 @@ from inferlab.engines.dtypes import bytes_per_element
 from inferlab.engines.hardware.presets import HardwarePreset
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.roofline.interconnect import ring_all_reduce_s
-from inferlab.engines.serve.clock import SimulatedExecutor
+from inferlab.engines.serve.executors import SimulatedExecutor
 from inferlab.engines.serve.request import Sequence
 from inferlab.engines.serve.scheduler import SchedulerOutput
 

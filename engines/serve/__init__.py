@@ -10,6 +10,6 @@
   one IterationRecord per iteration; `bench_simulator` (simulated requests per wall second).
 - `records`: `RequestInfo` (per request) and `IterationRecord` / `PrefillSlice` (per
   iteration), the frozen records the engine hands out and snapshots store.
-- `clock`: the executors: `ModelExecutor` (the real model, wall clock) and `SimulatedExecutor`
+- `executors`: one per clock: `ModelExecutor` (the real model, wall clock) and `SimulatedExecutor`
   (the roofline time of each flat batch, no model); `simulated_pool_blocks` sizes the pool.
 """

@@ -6,7 +6,7 @@
     scheduler.update(out, sampled, token time, eos_id)   (tokens out, finished sequences freed)
 
 Each step hands out an IterationRecord on the executor's clock ("wall" or "simulated", see
-clock.py); `timings()` feeds metrics.summarize, `request_infos()` the batching lab. On the
+executors.py); `timings()` feeds metrics.summarize, `request_infos()` the batching lab. On the
 wall clock the scheduler's own time is part of the iteration, as it is in a real server:
 an iteration is [host work: the previous update and this schedule, measured] + forward +
 sample, and its tokens come out at its end. On the simulated clock only the batch is timed (and
@@ -209,7 +209,7 @@ def bench_simulator(n_requests: int = 5000, model: str = "llama-3-8b",
     from inferlab.engines.hardware.presets import load_hardware_preset
     from inferlab.engines.model.config import load_model_preset
     from inferlab.engines.serve import workload
-    from inferlab.engines.serve.clock import SimulatedExecutor, simulated_pool_blocks
+    from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
     from inferlab.engines.serve.metrics import summarize
 
     cfg, preset = load_model_preset(model), load_hardware_preset(hardware)

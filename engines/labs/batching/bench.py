@@ -35,8 +35,8 @@ def scheduler_overhead(n_running: int = 64, output_tokens: int = 48) -> dict:
     """The scheduler's share of decode iterations with `n_running` sequences, tiny model."""
     from inferlab.engines.model.cache import load_lab_model
     from inferlab.engines.model.runner import ModelRunner
-    from inferlab.engines.serve.clock import ModelExecutor
     from inferlab.engines.serve.engine import ServingEngine
+    from inferlab.engines.serve.executors import ModelExecutor
     from inferlab.engines.serve.request import Request
     from inferlab.engines.serve.scheduler import Scheduler
 
@@ -69,8 +69,8 @@ def cost_model_calibration(model: str = "smollm2-135m", requests: int = 32,
         ProfiledCostModel,
         prediction_errors,
     )
-    from inferlab.engines.serve.clock import ModelExecutor, SimulatedExecutor
     from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+    from inferlab.engines.serve.executors import ModelExecutor, SimulatedExecutor
     from inferlab.engines.serve.scheduler import Scheduler
 
     roofs = measure_roofs("cpu", quick=quick_roofs)

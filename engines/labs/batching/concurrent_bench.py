@@ -58,8 +58,8 @@ def run_continuous(model, prompts_ids: list[list[int]], output_tokens: int
                    ) -> tuple[float, list[list[int]]]:
     """(wall seconds, each request's output ids) of the continuous engine on `model`."""
     from inferlab.engines.model.runner import ModelRunner
-    from inferlab.engines.serve.clock import ModelExecutor
     from inferlab.engines.serve.engine import ServingEngine
+    from inferlab.engines.serve.executors import ModelExecutor
     from inferlab.engines.serve.request import Request
     from inferlab.engines.serve.scheduler import Scheduler
 

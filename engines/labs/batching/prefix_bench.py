@@ -35,8 +35,8 @@ def _simulated(items, prefix_cache: str, schedule: str = "fcfs", n_blocks: int |
     from inferlab.engines.kv.block_manager import BlockManager
     from inferlab.engines.labs.batching.section import prefix_hit_rate
     from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve.clock import SimulatedExecutor, simulated_pool_blocks
     from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+    from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
     from inferlab.engines.serve.metrics import summarize
     from inferlab.engines.serve.scheduler import Scheduler
 

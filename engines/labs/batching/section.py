@@ -169,7 +169,7 @@ class BatchingSession:
         if settings["clock"] == "simulated":
             from inferlab.engines.hardware.presets import load_hardware_preset
             from inferlab.engines.model.config import load_model_preset
-            from inferlab.engines.serve.clock import SimulatedExecutor, simulated_pool_blocks
+            from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
 
             cfg = load_model_preset(settings["model_config"])
             preset = load_hardware_preset(settings["hardware"])
@@ -185,7 +185,7 @@ class BatchingSession:
         else:
             from inferlab.engines.model.cache import load_lab_model, resolve_model_name
             from inferlab.engines.model.runner import ModelRunner
-            from inferlab.engines.serve.clock import ModelExecutor
+            from inferlab.engines.serve.executors import ModelExecutor
 
             with kernels.chosen(settings.get("kernels", "auto")):
                 model, _tokenizer = load_lab_model(settings["model"], device)

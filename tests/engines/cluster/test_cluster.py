@@ -19,8 +19,8 @@ from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.roofline.interconnect import kv_transfer_s
 from inferlab.engines.roofline.memory import kv_bytes_per_token
-from inferlab.engines.serve.clock import SimulatedExecutor, simulated_pool_blocks
 from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
 from inferlab.engines.serve.metrics import SLO, RequestTiming, summarize
 from inferlab.engines.serve.scheduler import Scheduler
 from inferlab.engines.serve.workload import LengthDist, Workload, generate

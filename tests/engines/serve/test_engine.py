@@ -15,13 +15,13 @@ from inferlab.engines.model.sampler import SamplingParams
 from inferlab.engines.roofline.costs import decode_step_cost, prefill_step_cost
 from inferlab.engines.roofline.memory import kv_bytes_per_token, weight_bytes
 from inferlab.engines.serve import workload
-from inferlab.engines.serve.clock import (
+from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+from inferlab.engines.serve.executors import (
     ModelExecutor,
     SimulatedExecutor,
     mixed_step_cost,
     simulated_pool_blocks,
 )
-from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
 from inferlab.engines.serve.metrics import e2e_s, summarize, ttft_s
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scheduler import (
@@ -257,7 +257,7 @@ def test_an_iteration_accounts_for_its_time_on_each_clock(tiny):
     assert all(a.end_s == b.start_s for a, b in zip(records, records[1:], strict=False))  # all at t=0
 
     from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve.clock import SimulatedExecutor
+    from inferlab.engines.serve.executors import SimulatedExecutor
 
     sim = ServingEngine(Scheduler(CONTINUOUS, BlockManager(64, 4), 8),
                         SimulatedExecutor(load_model_preset("llama-3-8b"), (1e15, 3e12)),

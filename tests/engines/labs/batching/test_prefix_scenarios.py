@@ -87,8 +87,8 @@ def test_every_eviction_is_recorded_at_its_iteration(cache):
     from inferlab.engines.hardware.presets import load_hardware_preset
     from inferlab.engines.kv.block_manager import BlockManager
     from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve.clock import SimulatedExecutor
     from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+    from inferlab.engines.serve.executors import SimulatedExecutor
     from inferlab.engines.serve.prefix_workloads import few_shot
     from inferlab.engines.serve.scheduler import Scheduler
 
