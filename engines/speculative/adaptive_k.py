@@ -25,12 +25,59 @@ rejection sampling stays exact for any K (the target's distribution is kept).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from inferlab.engines.speculative.statistics import speedup_model
 
 DEFAULT_VERIFY_SLOPE = 0.06
 """Prior for v(K) = 1 + slope · K before a length is timed (the native runtime's
 `verify_cost_ratio_k4` of 1.25 on SmolLM2 fp32 is 1 + 0.0625 · 4)."""
+
+
+@runtime_checkable
+class KPolicy(Protocol):
+    """What `SpeculativeDecoder(k_policy=...)` asks of a per-step K policy: the most it may
+    choose, a choice before each step (from past steps only, so rejection sampling stays
+    exact), and each step's outcome after it."""
+
+    k_max: int
+    chosen: list[int]
+
+    def choose(self) -> int: ...
+
+    def observe(self, drafted: int, accepted: int, query_tokens: int, forward_s: float,
+                draft_s: float) -> None: ...
+
+
+@dataclass
+class HeuristicK:
+    """transformers' `num_assistant_tokens_schedule="heuristic"` (assisted generation): start
+    at `start` drafts; after a step that accepted every draft, two more; after any rejection,
+    one fewer (never below 1). It never chooses plain decoding and knows no costs: the anchor
+    `AdaptiveK` is measured against. Capped at `k_max`, as the cache is sized for it."""
+
+    k_max: int = 8
+    start: int = 5
+    chosen: list[int] = field(default_factory=list)
+    _k: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.start <= self.k_max:
+            raise ValueError(f"HeuristicK needs 1 <= start <= k_max, got {self.start}, "
+                             f"{self.k_max}")
+        self._k = float(self.start)
+
+    def choose(self) -> int:
+        k = min(self.k_max, int(self._k))
+        self.chosen.append(k)
+        return k
+
+    def observe(self, drafted: int, accepted: int, query_tokens: int, forward_s: float,
+                draft_s: float) -> None:
+        if drafted == 0:  # no draft was made (no n-gram match): nothing was learnt
+            return
+        self._k = min(float(self.k_max), self._k + 2.0) if accepted == drafted \
+            else max(1.0, self._k - 1.0)
 
 
 def _smoothed(old: float | None, new: float) -> float:

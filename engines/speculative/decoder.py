@@ -56,7 +56,7 @@ from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tokenizer import Tokenizer
 from inferlab.engines.speculative import mass
-from inferlab.engines.speculative.adaptive_k import AdaptiveK
+from inferlab.engines.speculative.adaptive_k import KPolicy
 from inferlab.engines.speculative.drafter import Drafter, Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.rejection import verify_drafts
@@ -177,11 +177,12 @@ class SpeculativeDecoder:
     def __init__(self, target: Llama, drafter: Drafter, k: int = 4,
                  settings: SamplingSettings = GREEDY, seed: int = 0,
                  tokenizer: Tokenizer | None = None, block_size: int = 16,
-                 tree_width: int = 1, k_policy: AdaptiveK | None = None) -> None:
+                 tree_width: int = 1, k_policy: KPolicy | None = None) -> None:
         self.k_policy = k_policy
         if k_policy is not None:
-            if not isinstance(k_policy, AdaptiveK):
-                raise SpeculativeError(f"k_policy must be an AdaptiveK, got {k_policy!r}")
+            if not isinstance(k_policy, KPolicy):
+                raise SpeculativeError(f"k_policy must be a KPolicy (AdaptiveK, HeuristicK), "
+                                       f"got {k_policy!r}")
             if tree_width != 1:
                 raise SpeculativeError("k_policy chooses a chain's length: tree_width must be 1")
             k = k_policy.k_max  # the most it can choose: what the cache is sized for

@@ -22,7 +22,10 @@ prompts. Every figure is a median over repeats of the whole prompt set:
 Given prompt groups (the lab's: `grounded`, where the answer copies from the prompt, and
 `open`, chat as the control), every figure is measured per group. Each group also gets an
 `adaptive` row: the n-gram drafter with K chosen per step by `AdaptiveK` (0 = plain
-decoding), a fresh policy per prompt, with the mean K it chose and its share of plain steps.
+decoding), a fresh policy per prompt, with the mean K it chose and its share of plain steps;
+beside it `hf_heuristic_k`, the same drafter under transformers' heuristic K schedule (start
+at 5, +2 after a fully accepted step, -1 otherwise, capped alike), and
+`adaptive_vs_hf_heuristic_k`, the ratio of their speedups.
 The open group also gets `skip_auto`: the training-free skip self-draft (the layer set
 searched on calibration text) against `layerskip:N` at the same draft cost and K.
 
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 
 import torch
@@ -49,7 +52,7 @@ from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
 from inferlab.engines.model.bench import load_transformers_gguf
 from inferlab.engines.model.llama import resolve_dtype
 from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
-from inferlab.engines.speculative.adaptive_k import AdaptiveK
+from inferlab.engines.speculative.adaptive_k import AdaptiveK, HeuristicK, KPolicy
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.model_drafter import skip_spec
 from inferlab.engines.speculative.verify_cost import verify_cost_ratios
@@ -88,14 +91,17 @@ def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
 
 
 def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
-                  stops: Sequence[int], verify_costs: Mapping[int, float]) -> dict:
-    """The n-gram drafter with K chosen per step (a fresh `AdaptiveK` per prompt): its row,
-    K "auto", the mean K chosen and how often it chose plain decoding (K = 0)."""
+                  stops: Sequence[int], verify_costs: Mapping[int, float],
+                  make_policy: Callable[[], KPolicy] = lambda: AdaptiveK(k_max=AUTO_K_MAX,
+                                                                         probe_k=2)) -> dict:
+    """The n-gram drafter with K chosen per step (a fresh policy per prompt: `AdaptiveK`, or
+    transformers' heuristic schedule): its row, K "auto", the mean K chosen and how often it
+    chose plain decoding (K = 0)."""
 
-    policies: list[AdaptiveK] = []
+    policies: list[KPolicy] = []
 
-    def policy() -> AdaptiveK:
-        policies.append(AdaptiveK(k_max=AUTO_K_MAX, probe_k=2))
+    def policy() -> KPolicy:
+        policies.append(make_policy())
         return policies[-1]
 
     row = measure_k(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens,
@@ -164,6 +170,11 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
     if adaptive and "ngram" in drafters:
         out["adaptive"] = _adaptive_row(model, tok, ids, new_tokens, plain_now(), repeats,
                                         stops, verify_costs)
+        out["hf_heuristic_k"] = _adaptive_row(
+            model, tok, ids, new_tokens, plain_now(), repeats, stops, verify_costs,
+            lambda: HeuristicK(k_max=AUTO_K_MAX, start=5))
+        out["adaptive_vs_hf_heuristic_k"] = (out["adaptive"]["speedup_wall"]
+                                             / out["hf_heuristic_k"]["speedup_wall"])
     if with_skip_auto:
         try:
             out["skip_auto"] = _skip_auto_figures(model, tok, ids, new_tokens, repeats,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from inferlab.engines.model.generate import generate
-from inferlab.engines.speculative.adaptive_k import AdaptiveK
+from inferlab.engines.speculative.adaptive_k import AdaptiveK, HeuristicK
 from inferlab.engines.speculative.decoder import SpeculativeDecoder
 from inferlab.engines.speculative.drafter import Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
@@ -73,6 +73,21 @@ def test_bad_policies_are_refused(tiny):
         SpeculativeDecoder(tiny[0], NgramDrafter(), k_policy=AdaptiveK(), tree_width=2)
 
 
+def test_the_heuristic_schedule_by_hand():
+    """transformers' heuristic: +2 after a step accepting every draft, -1 after a rejection
+    (never below 1, never above k_max); a step with no draft changes nothing."""
+    policy = HeuristicK(k_max=8, start=5)
+    outcomes = [(5, 5), (7, 7), (8, 8), (8, 3), (7, 0), (0, 0), (6, 0), (5, 0), (4, 0),
+                (3, 0), (2, 0), (1, 0), (1, 1)]
+    for drafted, accepted in outcomes:
+        policy.choose()
+        policy.observe(drafted, accepted, drafted + 1, 0.01, 0.0)
+    policy.choose()
+    assert policy.chosen == [5, 7, 8, 8, 7, 6, 6, 5, 4, 3, 2, 1, 1, 3]
+    with pytest.raises(ValueError):
+        HeuristicK(k_max=4, start=5)
+
+
 PROMPTS = [list(b"the cat sat on the mat. the cat sat on the"), list(b"abcabcabc"), [7]]
 
 
@@ -82,11 +97,13 @@ def test_greedy_output_is_plain_greedy_output(tiny, drafter):
     for prompt in PROMPTS:
         plain = generate(model, [prompt], max_new_tokens=40).generations[0].token_ids
         d = NgramDrafter() if drafter == "ngram" else ModelDrafter(model, tokenizer=tok)
-        policy = AdaptiveK(k_max=5, probe_every=3)
-        dec = SpeculativeDecoder(model, d, k_policy=policy)
-        run = dec.generate(prompt, 40)
-        assert tuple(run.token_ids) == tuple(plain)
-        assert len(set(policy.chosen)) >= 1 and max(policy.chosen) <= 5
+        for policy in (AdaptiveK(k_max=5, probe_every=3), HeuristicK(k_max=5, start=3)):
+            if drafter == "model":
+                d.reset()
+            dec = SpeculativeDecoder(model, d, k_policy=policy)
+            run = dec.generate(prompt, 40)
+            assert tuple(run.token_ids) == tuple(plain)
+            assert len(set(policy.chosen)) >= 1 and max(policy.chosen) <= 5
 
 
 class _Sampled:

@@ -52,9 +52,13 @@ def test_the_bench_rows():
     for row in (chain, tree):  # the theory over what was drafted, at most K + 1
         assert 1.0 <= row["theory_drafted_tokens_per_forward"] <= row["k"] + 1
     assert chain["theory_drafted_tokens_per_forward"] <= chain["theory_tokens_per_forward"]
-    auto = out["adaptive"]
-    assert auto["k"] == "auto" and auto["outputs_equal"] and auto["speedup_wall"] > 0
-    assert 0 <= auto["k_chosen_mean"] <= 8 and 0 <= auto["plain_step_frac"] <= 1
+    auto, hf = out["adaptive"], out["hf_heuristic_k"]
+    for row in (auto, hf):
+        assert row["k"] == "auto" and row["outputs_equal"] and row["speedup_wall"] > 0
+        assert 0 <= row["k_chosen_mean"] <= 8 and 0 <= row["plain_step_frac"] <= 1
+    assert hf["plain_step_frac"] == 0  # the heuristic always drafts
+    assert out["adaptive_vs_hf_heuristic_k"] == pytest.approx(
+        auto["speedup_wall"] / hf["speedup_wall"])
 
 
 def test_the_bench_reports_each_prompt_group():
