@@ -33,8 +33,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from inferlab.engines.board.board_server import BoardServer
     from inferlab.engines.board.boards import DEFAULT_CODE_BYTES, DEFAULT_RUNTIME_OVERHEAD_BYTES
-    from inferlab.engines.board.virtual_board import BoardServer, VirtualBoard
+    from inferlab.engines.board.virtual_board import VirtualBoard
     from inferlab.engines.mcu.planners import PLANNERS
 
     if args.planner not in PLANNERS:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from inferlab.engines.board.board_server import serve
 from inferlab.engines.board.emulator import Emulator, find_qemu
 from inferlab.engines.board.link import BoardDisconnected, BoardError, BoardLink
 from inferlab.engines.board.toolchain import (
@@ -31,7 +32,6 @@ from inferlab.engines.board.toolchain import (
     default_out_dir,
     require_tools,
 )
-from inferlab.engines.board.virtual_board import serve
 from inferlab.engines.mcu.planners import PLANNERS
 
 VIRTUAL = "virtual"

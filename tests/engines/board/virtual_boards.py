@@ -14,7 +14,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from inferlab.engines.board.virtual_board import BoardServer, VirtualBoard
+from inferlab.engines.board.board_server import BoardServer
+from inferlab.engines.board.virtual_board import VirtualBoard
 
 
 @contextmanager
