@@ -1,10 +1,10 @@
 """The lab registry: every lab described once, as a frozen `LabSpec`.
 
 The sidebar and View menu, `inferlab run LAB`, `inferlab bench LAB`, `inferlab screenshot
---lab LAB`, snapshot reading, `make screenshots` and the README's lab list are all built from
-`LABS`. Code is named by reference ("module:attribute") and imported only when used, so that
-listing the labs (the window's first paint, `inferlab --help`) imports neither torch nor a
-lab's view.
+--lab LAB`, snapshot reading, the plots of a snapshot comparison, `make screenshots` and the
+README's lab list are all built from `LABS`. Code is named by reference ("module:attribute")
+and imported only when used, so that listing the labs (the window's first paint, `inferlab
+--help`) imports neither torch nor a lab's view.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ class LabSpec:
     bench_requires: tuple[str, ...] = ()  # optional packages the bench needs (absent: reported)
     screenshot_size: tuple[int, int] = (1280, 800)
     screenshot_settle_s: float = 1.5  # event-loop time before waiting for the lab's tasks
+    compare_plots: str | None = None  # read_section's records -> [engines.trace.overlay
+                                      # .Plot]: one snapshot's side of a comparison's
+                                      # overlaid plots (app/compare_plots.py pairs A and B)
 
 
 def resolve(ref: str):
@@ -50,6 +53,7 @@ LABS: tuple[LabSpec, ...] = (
             "*measure* the roofs: peak matmul FLOP/s per dtype and memory bandwidth."),
         controller="inferlab.app.labs.hardware:HardwareLab",
         read_section="inferlab.engines.labs.hardware.section:read_hardware_section",
+        compare_plots="inferlab.engines.labs.hardware.compare_plots:hardware_plots",
     ),
     LabSpec(
         id="roofline",
@@ -63,6 +67,7 @@ LABS: tuple[LabSpec, ...] = (
             "substituted."),
         controller="inferlab.app.labs.roofline:RooflineLab",
         read_section="inferlab.engines.labs.roofline.section:read_roofline_section",
+        compare_plots="inferlab.engines.labs.roofline.compare_plots:roofline_plots",
         bench="inferlab.app.benches.roofline:run_roofline_bench",
     ),
     LabSpec(
@@ -75,6 +80,7 @@ LABS: tuple[LabSpec, ...] = (
             "MHA vs GQA vs MQA side by side. GiB (2³⁰) and GB (10⁹) are always labelled."),
         controller="inferlab.app.labs.memory:MemoryLab",
         read_section="inferlab.engines.labs.memory.section:read_memory_section",
+        compare_plots="inferlab.engines.labs.memory.compare_plots:memory_plots",
     ),
     LabSpec(
         id="mcu",
@@ -89,6 +95,7 @@ LABS: tuple[LabSpec, ...] = (
             "an emulated Cortex-M4. TFLM's example models ship in `assets/tflite`."),
         controller="inferlab.app.labs.mcu:McuLab",
         read_section="inferlab.engines.labs.mcu.section:read_mcu_section",
+        compare_plots="inferlab.engines.labs.mcu.compare_plots:mcu_plots",
         run_arguments="inferlab.engines.labs.mcu.run:add_arguments",
         run="inferlab.engines.labs.mcu.run:run",
         bench="inferlab.engines.labs.mcu.bench:run_mcu_bench",
@@ -107,6 +114,7 @@ LABS: tuple[LabSpec, ...] = (
             "requests and its waste."),
         controller="inferlab.app.labs.kv:KVLab",
         read_section="inferlab.engines.labs.kv.section:read_kv_section",
+        compare_plots="inferlab.engines.labs.kv.compare_plots:kv_plots",
         run_arguments="inferlab.engines.labs.kv.run:add_arguments",
         run="inferlab.engines.labs.kv.run:run",
         bench="inferlab.app.benches.kv:run_kv_lab_bench",
@@ -129,6 +137,7 @@ LABS: tuple[LabSpec, ...] = (
             "rate sweep (p99 latency against achieved throughput, the SLO knee marked)."),
         controller="inferlab.app.labs.batching:BatchingLab",
         read_section="inferlab.engines.labs.batching.section:read_batching_section",
+        compare_plots="inferlab.engines.labs.batching.compare_plots:batching_plots",
         run_arguments="inferlab.engines.labs.batching.run:add_arguments",
         run="inferlab.engines.labs.batching.run:run",
         bench="inferlab.app.benches.batching:run_batching_lab_bench",
@@ -193,6 +202,7 @@ LABS: tuple[LabSpec, ...] = (
             "stored low-bit codes, and a sample generation beside fp32's."),
         controller="inferlab.app.labs.quant:QuantLab",
         read_section="inferlab.engines.labs.quant.section:read_quant_section",
+        compare_plots="inferlab.engines.labs.quant.compare_plots:quant_plots",
         run_arguments="inferlab.engines.labs.quant.run:add_arguments",
         run="inferlab.engines.labs.quant.run:run",
         bench="inferlab.engines.labs.quant.bench:bench",
