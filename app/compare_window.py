@@ -1,5 +1,7 @@
 """File ▸ Compare snapshots…: a window over two snapshot files — the comparison table
-(views/snapshot_compare.py) and a button that writes the pair as one HTML report."""
+(views/snapshot_compare.py), the labs' plots with A and B overlaid (views/overlay_plots.py,
+app/compare_plots.py) in a second tab, and a button that writes the pair as one HTML
+report."""
 
 from __future__ import annotations
 
@@ -12,11 +14,14 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QMessageBox,
     QPushButton,
+    QTabWidget,
     QVBoxLayout,
 )
 
+from inferlab.app.compare_plots import lab_overlays
 from inferlab.engines.trace.compare import compare_snapshots
 from inferlab.engines.trace.snapshot import read_snapshot
+from inferlab.views.overlay_plots import OverlayPlotsView
 from inferlab.views.snapshot_compare import SnapshotCompareView
 
 
@@ -31,8 +36,15 @@ class CompareWindow(QDialog):
         self.setWindowTitle(f"Compare {self.paths[0].name} → {self.paths[1].name}")
         self.setWindowFlag(Qt.WindowType.WindowMaximizeButtonHint, True)
         self.resize(1000, 700)
+        names = self.paths[0].name, self.paths[1].name
         self.view = SnapshotCompareView()
-        self.view.render(self.comparison, self.paths[0].name, self.paths[1].name)
+        self.view.render(self.comparison, *names)
+        self.overlays = lab_overlays(*self.snapshots, self.comparison.labs, *names)
+        self.plots = OverlayPlotsView()
+        self.plots.render(self.overlays, *names)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.view, "Figures")
+        self.tabs.addTab(self.plots, f"Plots ({self.plots.plot_count()})")
         report = QPushButton("Export report (HTML)…")
         report.clicked.connect(self.export_report_dialog)
         close = QPushButton("Close")
@@ -42,17 +54,21 @@ class CompareWindow(QDialog):
         buttons.addWidget(report)
         buttons.addWidget(close)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.view, 1)
+        layout.addWidget(self.tabs, 1)
         layout.addLayout(buttons)
 
     def export_report(self, path: str | Path) -> Path:
-        """The pair's comparison report (tables; no page images: the window shows live
-        labs, not these snapshots — `inferlab report A --compare B` renders those)."""
+        """The pair's comparison report: the tables and the overlaid plots (no page images:
+        the window shows live labs, not these snapshots — `inferlab report A --compare B`
+        renders those)."""
+        from inferlab.app.compare_plots import overlay_pngs
         from inferlab.app.report import build_report, write_report
 
         (a, b), (pa, pb) = self.snapshots, self.paths
         return write_report(path, build_report(a, pa.name, None, b, pb.name, None,
-                                               self.comparison))
+                                               self.comparison,
+                                               overlays=overlay_pngs(self.overlays,
+                                                                     pa.name, pb.name)))
 
     def export_report_dialog(self) -> None:
         default = str(self.paths[1].with_suffix(".html"))

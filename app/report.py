@@ -5,7 +5,8 @@ there is no script.
     header           the snapshot's file, date, InferLab version
     host facts       the machine it ran on (with a comparison: the facts that differ)
     per lab          the lab's page as the window shows it replaying the snapshot (a PNG
-                     rendered offscreen; with a comparison A's and B's one above the other),
+                     rendered offscreen; with a comparison A's and B's one above the other,
+                     then the lab's plots with A and B overlaid: app/compare_plots.py),
                      its figures (flattened metrics; with a comparison A, B, B - A, B / A,
                      the furthest moved first) and its settings (or the settings that differ)
 
@@ -62,9 +63,11 @@ def write_report(path: str | Path, page: str) -> Path:
 def build_report(a: Snapshot, a_name: str, images_a: Mapping[str, bytes] | None = None,
                  b: Snapshot | None = None, b_name: str = "",
                  images_b: Mapping[str, bytes] | None = None,
-                 comparison: Comparison | None = None, notes: list[str] | None = None) -> str:
+                 comparison: Comparison | None = None, notes: list[str] | None = None,
+                 overlays: Mapping[str, bytes | str] | None = None) -> str:
     """The report's HTML. With `b` (and its `comparison` to `a`), a comparison report;
-    `notes` are shown under the header (what could not be drawn, and why)."""
+    `notes` are shown under the header (what could not be drawn, and why); `overlays`: lab
+    id -> its plots with A and B overlaid as one PNG, or the message why it has none."""
     images_a, images_b = images_a or {}, images_b or {}
     title = f"InferLab: {a_name}" + (f" against {b_name}" if b is not None else "")
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -79,13 +82,15 @@ def build_report(a: Snapshot, a_name: str, images_a: Mapping[str, bytes] | None 
             parts.append("<h3>Figures</h3>" + _pairs(flatten_numbers(section.get("metrics"))))
             parts.append("<h3>Settings</h3>" + _pairs(flatten_values(section.get("settings"))))
     else:
-        parts.append(_comparison(comparison, images_a, images_b, a_name, b_name))
+        parts.append(_comparison(comparison, images_a, images_b, a_name, b_name,
+                                 overlays or {}))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 def _comparison(c: Comparison, images_a: Mapping[str, bytes],
-                images_b: Mapping[str, bytes], a_name: str, b_name: str) -> str:
+                images_b: Mapping[str, bytes], a_name: str, b_name: str,
+                overlays: Mapping[str, bytes | str]) -> str:
     out = ["<h2>Host facts that differ</h2>"]
     out.append(_diff_table(c.host, with_where=False) if c.host else
                "<p>None: both ran on the same host facts and InferLab version.</p>")
@@ -96,6 +101,12 @@ def _comparison(c: Comparison, images_a: Mapping[str, bytes],
         out.append(f"<h2>{_e(lab)}</h2>")
         out.append(_image(images_a.get(lab), f"A: the {lab} lab replaying {a_name}"))
         out.append(_image(images_b.get(lab), f"B: the {lab} lab replaying {b_name}"))
+        overlaid = overlays.get(lab)
+        if isinstance(overlaid, str):
+            out.append(f"<p class='note'>Plots of A and B overlaid: {_e(overlaid)}</p>")
+        else:
+            out.append(_image(overlaid, f"The {lab} lab's plots, A = {a_name} and "
+                                        f"B = {b_name} overlaid"))
         rows = [r for r in c.rows if r.lab == lab]
         out.append("<h3>Figures</h3><table><tr><th>figure</th><th>A</th><th>B</th>"
                    "<th>B − A</th><th>B / A</th></tr>")

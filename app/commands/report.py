@@ -1,6 +1,7 @@
 """`inferlab report SNAPSHOT [--compare B] --out r.html`: one self-contained HTML file (the
 labs' pages as embedded PNGs, their figures and settings, the host facts; with --compare the
-comparison's tables and both runs' pages) that opens in any browser without InferLab."""
+comparison's tables, both runs' pages and each lab's plots with A and B overlaid) that opens
+in any browser without InferLab."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def register(sub) -> None:
     p.add_argument("--compare", metavar="B", help="a second snapshot: compare it against the first")
     p.add_argument("--out", required=True, help="output .html file")
     p.add_argument("--no-images", action="store_true",
-                   help="tables only: no offscreen render of the labs' pages")
+                   help="tables only: no offscreen render of the labs' pages or plots")
     p.set_defaults(func=run)
 
 
@@ -25,16 +26,19 @@ def run(args) -> int:
     out = report_path(args.out)  # a bad name is refused before any rendering
     a = read_snapshot(args.snapshot)
     b = read_snapshot(args.compare) if args.compare else None
-    images_a = images_b = None
+    images_a = images_b = overlays = None
     notes: list[str] = []
+    a_name, b_name = Path(args.snapshot).name, Path(args.compare).name if args.compare else ""
+    comparison = compare_snapshots(a, b) if b is not None else None
     if not args.no_images:
         images_a = _images(args.snapshot, list(a.labs), notes)
         if b is not None:
+            from inferlab.app.compare_plots import lab_overlays, overlay_pngs
+
             images_b = _images(args.compare, list(b.labs), notes)
-    comparison = compare_snapshots(a, b) if b is not None else None
-    page = build_report(a, Path(args.snapshot).name, images_a, b,
-                        Path(args.compare).name if args.compare else "", images_b, comparison,
-                        notes)
+            overlays = overlay_pngs(lab_overlays(a, b, comparison.labs, a_name, b_name),
+                                    a_name, b_name)
+    page = build_report(a, a_name, images_a, b, b_name, images_b, comparison, notes, overlays)
     print(write_report(out, page))
     return 0
 
