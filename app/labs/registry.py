@@ -251,6 +251,7 @@ LABS: tuple[LabSpec, ...] = (
             "never written anywhere."),
         controller="inferlab.app.labs.endpoint:EndpointLab",
         read_section="inferlab.engines.labs.endpoint.section:read_endpoint_section",
+        compare_plots="inferlab.engines.labs.endpoint.compare_plots:endpoint_plots",
         run_arguments="inferlab.engines.labs.endpoint.run:add_arguments",
         run="inferlab.engines.labs.endpoint.run:run",
         bench="inferlab.engines.labs.endpoint.run:bench",

@@ -21,19 +21,25 @@ LATENCIES = (("TTFT", "time to first token", ttft_s, True),
 on a log axis), as the lab's own Compare tab draws it."""
 
 
+def latency_cdf_plots(timings) -> list[Plot]:
+    """The TTFT, TPOT and E2E CDFs (ms) of the timings that succeeded (the endpoint lab's
+    too: its requests as the client timed them)."""
+    done = [t for t in timings if t.ok]
+    plots = []
+    for name, what, latency, log_x in LATENCIES:
+        x, y = latency_cdf([1e3 * v for v in map(latency, done) if v is not None])
+        plots.append(Plot(f"{name} CDF ({what})", f"{name} (ms)", "fraction of requests",
+                          (Curve(name, x, y, steps=True),), log_x=log_x))
+    return plots
+
+
 def batching_plots(read) -> list[Plot]:
     """`read`: what read_batching_section returns (settings, requests, iterations, metrics).
     No plot for a section without a run."""
     _settings, requests, iterations, _metrics = read
     if not requests or not iterations:
         return []
-    timings = [t for t in request_timings(requests, iterations) if t.ok]
-    plots = []
-    for name, what, latency, log_x in LATENCIES:
-        values_ms = [1e3 * v for v in map(latency, timings) if v is not None]
-        x, y = latency_cdf(values_ms)
-        plots.append(Plot(f"{name} CDF ({what})", f"{name} (ms)", "fraction of requests",
-                          (Curve(name, x, y, steps=True),), log_x=log_x))
+    plots = latency_cdf_plots(request_timings(requests, iterations))
     strips = iteration_strips(iterations)
     t0_s = min(min(r.arrival_s for r in requests), iterations[0].start_s)
     t_s = strips.end_s - t0_s

@@ -15,7 +15,7 @@ from inferlab.engines.serve.metrics import percentiles
 from inferlab.engines.trace.overlay import overlay
 from tests.app.lab_sections import BUILDERS
 
-PLOTTED = ("hardware", "roofline", "memory", "mcu", "kv", "batching", "quant")
+PLOTTED = ("hardware", "roofline", "memory", "mcu", "kv", "batching", "quant", "endpoint")
 
 
 @functools.cache
@@ -57,6 +57,20 @@ def test_batching_cdfs_are_the_runs_latencies_and_the_strips_its_iterations():
     kv = curve(plots["KV pool use per iteration"], "KV use")
     assert np.allclose(kv.y, [100 * it["kv_used_blocks"] / it["kv_total_blocks"]
                               for it in iterations], rtol=1e-12)
+
+
+def test_endpoint_cdfs_are_the_clients_latencies_of_the_requests_that_succeeded():
+    sec = section("endpoint")  # the fixture: 3 requests streamed, 1 answered HTTP 500
+    metrics, results = sec["metrics"], sec["state"]["run"]["requests"]
+    ok = [r for r in results if r["error"] is None]
+    assert len(ok) == 3 == metrics["completed"] and len(results) == 4
+    plots = plots_of("endpoint")
+    ttft = next(p for t, p in plots.items() if t.startswith("TTFT CDF")).curves[0]
+    assert ttft.x.tolist() == sorted(1e3 * (r["chunk_times_s"][0] - r["send_s"]) for r in ok)
+    for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s")):
+        c = next(p for t, p in plots.items() if t.startswith(f"{name} CDF")).curves[0]
+        want = [metrics[key][p] for p in ("p50", "p99")]
+        assert np.allclose(percentiles(c.x / 1e3, (50, 99)), want, rtol=1e-12), name
 
 
 def test_roofline_roof_and_points_are_the_measured_ones():
@@ -144,6 +158,7 @@ def test_a_section_compared_with_itself_overlays_identical_sides(lab):
 
 def test_a_section_without_a_run_draws_nothing():
     empty = {"batching": {**section("batching"), "state": {}},
+             "endpoint": {**section("endpoint"), "state": {}, "metrics": {}},
              "kv": {**section("kv"), "state": {}},
              "mcu": {**section("mcu"), "state": {}},
              "quant": {**section("quant"), "state": {}},
