@@ -594,10 +594,13 @@ class SpeculativeView(SteppedView):
         self.all_point.setData([a], [m["tokens_per_target_forward"]])
         gap = (f"{drafting / m['theory_tokens_per_forward'] - 1:+.0%} from the theory"
                if drafting else "no step drafted yet")
+        drafter = self.header.drafter if self.header is not None else ""
+        why = ("no n-gram match, or the last token" if drafter.startswith("ngram")
+               else "the last token, or K = 0 chosen")
         self.theory_note.setText(
             f"Measured α = {a:.3f} (K = {k}): the theory predicts "
             f"<b>{m['theory_tokens_per_forward']:.2f}</b> tokens per forward; the forwards "
             f"that drafted emitted <b>{drafting:.2f}</b> ({gap}), every forward "
-            f"<b>{m['tokens_per_target_forward']:.2f}</b> (a forward with no draft — no n-gram "
-            "match, the last token — emits one); over the drafts the steps made, the theory "
+            f"<b>{m['tokens_per_target_forward']:.2f}</b> (a forward with no draft — {why} — "
+            "emits one); over the drafts the steps made, the theory "
             f"predicts <b>{m.get('theory_drafted_tokens_per_forward', 0.0):.2f}</b>.")

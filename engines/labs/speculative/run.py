@@ -17,8 +17,11 @@ from inferlab.engines.labs.speculative.settings import (
     check_speculative_settings,
     speculative_defaults,
 )
+from inferlab.engines.labs.speculative.sweep import k_point, plain_decode
+from inferlab.engines.labs.speculative.sweep_records import KSweep
 from inferlab.engines.labs.speculative.trace import speculative_trace_step
 from inferlab.engines.settings import option_error
+from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 
 OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k", "tree_width": "--tree-width",
            "temperature": "--temperature", "top_p": "--top-p", "prompt": "--prompt",
@@ -111,9 +114,12 @@ def run(args, recorder):
             progress(emitted / settings["max_tokens"], f"{emitted} of at most "
                      f"{settings['max_tokens']} tokens")
     header = session.header()
-    section = speculative_section(settings, header, session.records)
-    m = section["metrics"]
     run_ = session.run()
+    beside = (_plain_beside(session, run_, decode_s, settings, recorder, progress)
+              if getattr(args, "compare_plain", False) else None)
+    section = speculative_section(settings, header, session.records,
+                                  None if beside is None else beside[1])
+    m = section["metrics"]
     summary = {
         "token_ids": list(run_.token_ids),
         "text": session.tokenizer.decode(run_.token_ids),
@@ -134,24 +140,32 @@ def run(args, recorder):
     policy = session.decoder.k_policy
     if policy is not None:
         summary["k_chosen"] = list(policy.chosen)  # per step; drafts may be fewer (n-grams)
-    if getattr(args, "compare_plain", False):
-        summary.update(_plain_beside(session, run_.token_ids, decode_s, settings, recorder,
-                                     progress))
+    if beside is not None:
+        summary.update(beside[0])
     return section, summary
 
 
-def _plain_beside(session, token_ids, decode_s: float, settings: dict, recorder,
-                  progress) -> dict:
+def _plain_beside(session, run_, decode_s: float, settings: dict, recorder,
+                  progress) -> tuple[dict, KSweep]:
     """The same prompt decoded plainly by the target (greedy, as many tokens): its wall time
-    beside the speculative one's, and whether the greedy outputs agree."""
-    from inferlab.engines.labs.speculative.sweep import plain_decode
-
+    beside the speculative one's and whether the greedy outputs agree (the summary's
+    fields), and the run as one point of a K sweep (the lab draws it on its speedup plot
+    beside the model, with v(K) timed here)."""
     if progress is not None:
         progress(None, "plain decoding, for the comparison")
-    n = max(1, len(token_ids))
+    target = session.decoder.target
+    n = max(1, len(run_.token_ids))
     with recorder.span("plain decode (the comparison)", cat="speculative", args={"tokens": n}):
-        plain_s, outs = plain_decode(session.decoder.target, [session.decoder.prompt], n)
+        plain_s, outs = plain_decode(target, [session.decoder.prompt], n)
+    with recorder.span("time the verification steps, v(K)", cat="speculative"):
+        verify_costs = verify_cost_ratios(target, range(1, run_.k + 1))
     greedy = settings["temperature"] == 0
-    return {"plain_decode_s": plain_s,
-            "speedup_wall": plain_s / decode_s if decode_s > 0 else None,
-            "outputs_equal": (list(outs[0]) == list(token_ids)) if greedy else None}
+    point = k_point(settings["drafter"], run_.k, [run_], plain_s, decode_s, outs,
+                    run_.tree_width, verify_costs)
+    summary = {"plain_decode_s": plain_s,
+               "speedup_wall": plain_s / decode_s if decode_s > 0 else None,
+               "outputs_equal": (list(outs[0]) == list(run_.token_ids)) if greedy else None,
+               "predicted_speedup": point.predicted_speedup,
+               "verify_cost_ratio": point.verify_cost_ratio, "draft_cost_ratio": point.cost_ratio}
+    return summary, KSweep(session.header().model, settings["drafter"], settings["max_tokens"],
+                           (point,))

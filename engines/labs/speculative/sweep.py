@@ -22,29 +22,29 @@ from collections.abc import Callable, Mapping, Sequence
 
 from inferlab.engines import kernels
 from inferlab.engines.hardware.cancel import check_stop
+from inferlab.engines.labs.speculative.drafters import make_drafter
+from inferlab.engines.labs.speculative.metrics import geometric_alpha
+from inferlab.engines.labs.speculative.settings import check_speculative_settings
 from inferlab.engines.labs.speculative.sweep_records import KPoint, KSweep
+from inferlab.engines.model.cache import load_lab_model, resolve_model_name
+from inferlab.engines.model.generate import generate
+from inferlab.engines.speculative.decoder import SpeculativeDecoder, SpeculativeRun
+from inferlab.engines.speculative.sampling import GREEDY
+from inferlab.engines.speculative.statistics import (
+    acceptance_stats,
+    expected_tokens_per_forward,
+    expected_tokens_per_forward_drafted,
+    speedup_model_drafted,
+)
 from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 
 DEFAULT_KS = (1, 2, 3, 4, 6, 8)
-
-
-def _alpha(runs) -> float:
-    """Accepted drafts over drafts tested (a step stops testing at its first rejection)."""
-    accepted = tested = 0
-    for run in runs:
-        for s in run.steps:
-            n = s.n_accepted
-            accepted += n
-            tested += n + (1 if n < len(s.drafted) else 0)
-    return accepted / tested if tested else 0.0
 
 
 def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int,
                  stop_token_ids: Sequence[int] = ()):
     """(seconds, outputs): greedy target decoding of every prompt, one after another, each
     up to `new_tokens` tokens or a stop token."""
-    from inferlab.engines.model.generate import generate
-
     t0 = time.perf_counter()
     outs = [generate(model, [list(p)], max_new_tokens=new_tokens,
                      stop_token_ids=stop_token_ids).generations[0].token_ids
@@ -63,16 +63,6 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
     step as one token tree. `k_policy`: a factory of a fresh K policy (`AdaptiveK`, K up to
     `k`) for each prompt, as each request of a server gets its own. `verify_costs`: v(K) for
     K = 1..k (`verify_cost_ratios`); None takes v = 1 (verification as cheap as one token)."""
-    from inferlab.engines.labs.speculative.drafters import make_drafter
-    from inferlab.engines.speculative.decoder import SpeculativeDecoder
-    from inferlab.engines.speculative.sampling import GREEDY
-    from inferlab.engines.speculative.statistics import (
-        acceptance_stats,
-        expected_tokens_per_forward,
-        expected_tokens_per_forward_drafted,
-        speedup_model_drafted,
-    )
-
     if drafter is None:
         drafter = make_drafter(drafter_spec, model, tok, GREEDY, 0, model.config.max_position)
     fresh = k_policy or (lambda: None)
@@ -87,22 +77,32 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
                 decoder.k_policy = fresh()
             runs.append(decoder.generate(list(p), new_tokens, stop_token_ids))
         spec_s.append(time.perf_counter() - t0)
-    equal = all(r.token_ids == ref for r, ref in zip(runs, refs, strict=True))
-    st = acceptance_stats([s.accepted for r in runs for s in r.steps])
-    alpha = _alpha(runs)
-    forwards = sum(r.target_forwards for r in runs)
+    return k_point(drafter_spec, k, runs, statistics.median(plain_s),
+                   statistics.median(spec_s), refs, tree_width, verify_costs)
+
+
+def k_point(drafter_spec: str, k: int, runs: Sequence[SpeculativeRun], plain_s: float,
+            spec_s: float, refs, tree_width: int = 1,
+            verify_costs: Mapping[int, float] | None = None) -> KPoint:
+    """One K's figures from its speculative runs (one per prompt, in the order of `refs`, the
+    plain greedy outputs) and the two wall times of the same prompts: `plain_s` plainly,
+    `spec_s` speculatively. `verify_costs` as `measure_k` takes them."""
+    steps = [s for r in runs for s in r.steps]
+    equal = all(r.token_ids == tuple(ref) for r, ref in zip(runs, refs, strict=True))
+    st = acceptance_stats([s.accepted for s in steps])
+    alpha = geometric_alpha(steps)
+    forwards = len(steps)
     emitted = sum(len(r.token_ids) for r in runs)
     target_s = sum(r.target_forward_s for r in runs)
     draft_s = sum(r.draft_s for r in runs)
-    drafted = sum(len(s.drafted) for r in runs for s in r.steps)
+    lengths = [len(s.drafted) for s in steps]
+    drafted = sum(lengths)
     cost = (draft_s / drafted) / (target_s / forwards) if drafted and target_s else 0.0
-    plain, spec = statistics.median(plain_s), statistics.median(spec_s)
-    lengths = [len(s.drafted) for r in runs for s in r.steps]
     v = dict(verify_costs) if verify_costs is not None else dict.fromkeys(range(1, k + 1), 1.0)
     return KPoint(drafter_spec, k, st.acceptance_rate, st.mean_acceptance_length, alpha,
                   emitted / forwards, expected_tokens_per_forward(alpha, k), forwards, cost,
-                  speedup_model_drafted(alpha, lengths, cost, v), plain / spec, plain, spec,
-                  draft_s, target_s, equal, tree_width,
+                  speedup_model_drafted(alpha, lengths, cost, v), plain_s / spec_s, plain_s,
+                  spec_s, draft_s, target_s, equal, tree_width,
                   expected_tokens_per_forward_drafted(alpha, lengths), emitted, v[k])
 
 
@@ -111,10 +111,6 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
     """The lab's prompt (its settings: model, drafter, prompt, max_tokens) decoded plainly,
     then with each K, up to max_tokens or the end of the answer (as the lab's run stops);
     greedy whatever the lab's temperature, so the outputs must be equal."""
-    from inferlab.engines.labs.speculative.drafters import make_drafter
-    from inferlab.engines.labs.speculative.settings import check_speculative_settings
-    from inferlab.engines.model.cache import load_lab_model, resolve_model_name
-    from inferlab.engines.speculative.sampling import GREEDY
 
     s = check_speculative_settings(settings)
     report = progress or (lambda _f, _m="": None)

@@ -166,3 +166,26 @@ def test_adaptive_k_is_refused_with_token_trees():
 
     with pytest.raises(ValueError, match="adaptive_k"):
         check_speculative_settings(dict(speculative_defaults(), adaptive_k=True, tree_width=2))
+
+
+def test_compare_plain_keeps_the_run_as_a_point_of_the_speedup_plot(capsys, tmp_path):
+    """With --snapshot, --compare-plain's wall times and the model's prediction (its v(K)
+    timed in the run) are kept as a one-point K sweep that the lab reads back and draws."""
+    from inferlab.app.cli import main
+    from inferlab.engines.labs.speculative.section import read_speculative_sweep
+    from inferlab.engines.trace.snapshot import read_snapshot
+
+    out_path = tmp_path / "s.json"
+    assert main(["run", "speculative", "--model", "tiny", "--max-tokens", "16", "--k", "3",
+                 "--compare-plain", "--snapshot", str(out_path), "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    sweep = read_speculative_sweep(read_snapshot(out_path).labs["speculative"])
+    (point,) = sweep.points
+    assert (point.k, sweep.drafter, sweep.model) == (3, "ngram", "tiny")
+    assert point.plain_s == pytest.approx(m["plain_decode_s"])
+    assert point.speculative_s == pytest.approx(m["decode_s"])
+    assert point.speedup_wall == pytest.approx(m["speedup_wall"])
+    assert point.outputs_equal and point.emitted_tokens == len(m["token_ids"])
+    assert point.predicted_speedup == pytest.approx(m["predicted_speedup"])
+    assert point.verify_cost_ratio == m["verify_cost_ratio"] >= 1.0
+    assert point.target_forwards == m["target_forwards"]
