@@ -78,11 +78,9 @@ class SweepPanel(QWidget):
         best = max(points, key=lambda p: p.speedup_wall)
         c = sum(p.cost_ratio for p in points) / len(points)
         same = all(p.outputs_equal for p in points)
-        v = ("" if best.verify_cost_ratio is None else
-             f"; verifying K + 1 = {best.k + 1} tokens costs v = {best.verify_cost_ratio:.2f} "
-             "of a 1-token forward")
+        v = "" if best.verify_cost_ratio is None else f", v({best.k}) = {best.verify_cost_ratio:.2f}"
+        which = f"K = {best.k}" if len(points) == 1 else f"best K = {best.k}"
         self.note.setText(
-            f"{sweep.drafter} on {sweep.model}, at most {sweep.new_tokens} tokens: best K = "
-            f"{best.k} at {best.speedup_wall:.2f}× (model {best.predicted_speedup:.2f}×); a "
-            f"draft token costs c = {c:.2f} of a target forward on average{v}; outputs "
-            + ("equal plain greedy's at every K." if same else "DIFFER from plain greedy's."))
+            f"{sweep.drafter} on {sweep.model}: {which} at <b>{best.speedup_wall:.2f}×</b> plain "
+            f"decoding's wall clock (model {best.predicted_speedup:.2f}×; c = {c:.2f}{v}); "
+            "outputs " + ("equal plain greedy's." if same else "DIFFER from plain greedy's."))
