@@ -182,6 +182,7 @@ LABS: tuple[LabSpec, ...] = (
             "for the measured α."),
         controller="inferlab.app.labs.speculative:SpeculativeLab",
         read_section="inferlab.engines.labs.speculative.section:read_speculative_section",
+        compare_plots="inferlab.engines.labs.speculative.compare_plots:speculative_plots",
         run_arguments="inferlab.engines.labs.speculative.run:add_arguments",
         run="inferlab.engines.labs.speculative.run:run",
         bench="inferlab.app.benches.speculative:run_speculative_lab_bench",

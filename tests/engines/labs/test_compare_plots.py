@@ -15,7 +15,8 @@ from inferlab.engines.serve.metrics import percentiles
 from inferlab.engines.trace.overlay import overlay
 from tests.app.lab_sections import BUILDERS
 
-PLOTTED = ("hardware", "roofline", "memory", "mcu", "kv", "batching", "quant", "endpoint")
+PLOTTED = ("hardware", "roofline", "memory", "mcu", "kv", "batching", "quant", "endpoint",
+           "speculative")
 
 
 @functools.cache
@@ -141,6 +142,20 @@ def test_memory_at_the_settings_context_is_the_labs_own_plan():
     assert at.size == 1 and total.y[at[0]] == sec["metrics"]["total_bytes"] / 2**30
     assert budget.dashed and np.unique(budget.y).size == 1
     assert np.all(np.diff(total.y) >= 0)  # more context, more KV
+
+
+def test_speculative_plots_are_the_runs_rates_and_emitted_tokens():
+    sec = section("speculative")
+    plots = plots_of("speculative")
+    rates = sec["metrics"]["acceptance_rate_by_position"]
+    acc = curve(plots["Acceptance by draft position"], "acceptance")
+    assert acc.x.tolist() == list(range(1, len(rates) + 1))
+    assert np.allclose(acc.y, [100 * r for r in rates], rtol=1e-12)
+    steps = sec["state"]["steps"]
+    tokens = curve(plots["Tokens emitted by target forward"], "tokens")
+    assert tokens.x.tolist() == list(range(1, len(steps) + 1))
+    assert tokens.y[-1] == sec["metrics"]["tokens"]
+    assert np.diff(tokens.y, prepend=0).tolist() == [len(s["token_ids"]) for s in steps]
 
 
 @pytest.mark.parametrize("lab", PLOTTED)
