@@ -3,6 +3,11 @@
     quantize_by_name(model, "int8" | ... | "gptq-int4-g128" | "awq-int4-g128" | "wanda-2:4",
                      tokenizer)
     evaluate_scheme(model, tokenizer, name) -> SchemeResult (perplexity, bytes, SQNR per layer)
+    score_held_out(model, {"prose": ids, ...}) -> HeldOutScore (perplexity per text, mean, seconds)
+    linear_sqnr_db(qm) -> {"layers.0.qkv": dB, ...}
+
+`evaluate_scheme` is those steps on one text; the quant lab (`engines.labs.quant.evaluation`)
+runs the same steps on its texts and adds the runtime model's speed and a sample.
 
 The data-free names are `schemes.SCHEMES` (with the pruning schemes "sparse-2:4" and
 "unstructured-50%"); GPTQ, AWQ and Wanda calibrate on `calibration.py`'s text and are
@@ -12,7 +17,7 @@ scored, like every scheme, on OTHER texts (the held-out ones).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from inferlab.engines.model.perplexity import PerplexityResult, perplexity
@@ -74,10 +79,44 @@ def quantize_by_name(model, name: str, tokenizer=None,
 def held_out_perplexity(model, tokenizer, text: str | None = None, **method) -> PerplexityResult:
     """Perplexity on `text` (default the shipped held-out prose passage, never calibration
     text); `method`: `perplexity`'s window, stride, convention."""
+    return perplexity(model, held_out_ids(tokenizer, text), **method)
+
+
+def held_out_ids(tokenizer, text: str | None = None) -> list[int]:
+    """`text` (default the shipped held-out prose passage) as token ids; QuantError if it is
+    empty."""
     text = eval_text() if text is None else text
     if not text.strip():
         raise QuantError("eval text is empty")
-    return perplexity(model, tokenizer.encode(text), **method)
+    return tokenizer.encode(text)
+
+
+def linear_sqnr_db(qm: QuantizedModel) -> dict[str, float]:
+    """SQNR in dB of each quantized linear of `qm`, by its name ("layers.0.qkv", ...)."""
+    return {r.name: r.error.sqnr_db for r in qm.linears}
+
+
+@dataclass(frozen=True)
+class HeldOutScore:
+    """A model's perplexity on each held-out text, their mean, and how long scoring took."""
+
+    by_text: dict[str, float]
+    """Text name -> perplexity on it."""
+    mean: float
+    """The mean of `by_text`."""
+    eval_s: float
+
+
+def score_held_out(model, eval_sets: Mapping[str, Sequence[int]], paged: bool = False,
+                   **method) -> HeldOutScore:
+    """Perplexity of `model` on each held-out text of `eval_sets` (name -> token ids, never
+    calibration text), timed; `paged` and `method` (window, stride, convention, bos_id) as
+    `perplexity` takes them (`paged`: through the model's own KV cache, for a quantized one)."""
+    t0 = time.perf_counter()
+    by_text = {k: perplexity(model, ids, paged=paged, **method).perplexity
+               for k, ids in eval_sets.items()}
+    mean = sum(by_text.values()) / len(by_text)
+    return HeldOutScore(by_text, mean, time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)
@@ -100,9 +139,9 @@ class SchemeResult:
 
 def evaluate_scheme(model, tokenizer, name: str, eval_text_: str | None = None,
                     calibration_text: str | None = None, progress=None) -> SchemeResult:
-    """Quantize `model` with `name` and score it on the held-out text."""
+    """Quantize `model` with `name` and score it on the held-out text (default the shipped
+    prose passage)."""
     qm = quantize_by_name(model, name, tokenizer, calibration_text, progress)
-    t0 = time.perf_counter()
-    ppl = held_out_perplexity(qm.model, tokenizer, eval_text_).perplexity
-    return SchemeResult(name, ppl, qm.weight_bytes, qm.quantize_s, time.perf_counter() - t0,
-                        {r.name: r.error.sqnr_db for r in qm.linears})
+    held = score_held_out(qm.model, {"held-out": held_out_ids(tokenizer, eval_text_)})
+    return SchemeResult(name, held.mean, qm.weight_bytes, qm.quantize_s, held.eval_s,
+                        linear_sqnr_db(qm))

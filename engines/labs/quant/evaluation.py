@@ -114,7 +114,7 @@ def prepare(model, tokenizer, name: str, progress: Callable | None = None,
     """`model` with the scheme `name` applied (QuantError naming it if unknown); the
     calibrated schemes see `calibration_text` (default the shipped set)."""
     from inferlab.engines.quant.cast import quantize_bf16
-    from inferlab.engines.quant.evaluate import NAMES, quantize_by_name
+    from inferlab.engines.quant.evaluate import NAMES, linear_sqnr_db, quantize_by_name
     from inferlab.engines.quant.kv_quant import kv_quantized
     from inferlab.engines.quant.model_quant import quantize_model
     from inferlab.engines.quant.runtime import runtime_model
@@ -142,8 +142,7 @@ def prepare(model, tokenizer, name: str, progress: Callable | None = None,
     except QuantError as e:  # a model on another device or dtype: time the fake-quant one
         running, runs_as = qm.model, f"fp32 (dequantized: {e})"
     return Prepared(qm.model, running, qm.weight_bytes, runs_as, qm.quantize_s,
-                    {r.name: r.error.sqnr_db for r in qm.linears}, False,
-                    qm.calibration_tokens)
+                    linear_sqnr_db(qm), False, qm.calibration_tokens)
 
 
 def sample_ids(model, prompt_ids: Sequence[int], n_tokens: int = SAMPLE_TOKENS) -> list[int]:
@@ -171,25 +170,21 @@ def score(p: Prepared, tokenizer, name: str, eval_sets: Mapping[str, Sequence[in
     `ppl`: `perplexity`'s window, stride, convention, bos_id), its decode timed (None:
     skipped) and sampled after `prompt_ids`; `reference_ids` is the fp32 sample the
     agreement is counted against."""
-    from inferlab.engines.model.perplexity import perplexity
+    from inferlab.engines.quant.evaluate import score_held_out
     from inferlab.engines.quant.runtime import decode_tokens_per_s
 
     if progress is not None:
         n = sum(map(len, eval_sets.values()))
         progress(0.9, f"{name}: perplexity on {len(eval_sets)} held-out texts, {n:,} tokens")
-    t0 = time.perf_counter()
-    by_text = {k: perplexity(p.scored, ids, paged=p.paged, **(ppl or {})).perplexity
-               for k, ids in eval_sets.items()}
-    mean = sum(by_text.values()) / len(by_text)
-    eval_s = time.perf_counter() - t0
+    held = score_held_out(p.scored, eval_sets, p.paged, **(ppl or {}))
     speed = None
     if decode_tokens:
         speed = decode_tokens_per_s(p.running, list(prompt_ids), decode_tokens)
     ids = sample_ids(p.running, prompt_ids)
     agree = len(ids) if reference_ids is None else agree_prefix(ids, reference_ids)
-    return SchemeRun(name, mean, p.weight_bytes, kv_bytes_per_token(p.running), speed,
-                     p.runs_as, p.quantize_s, eval_s, tokenizer.decode(ids), agree, p.sqnr_db,
-                     by_text, p.calibration_tokens)
+    return SchemeRun(name, held.mean, p.weight_bytes, kv_bytes_per_token(p.running), speed,
+                     p.runs_as, p.quantize_s, held.eval_s, tokenizer.decode(ids), agree,
+                     p.sqnr_db, held.by_text, p.calibration_tokens)
 
 
 def run_scheme(model, tokenizer, name: str, eval_sets: Mapping[str, Sequence[int]],
