@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from inferlab.views.style import style_plot
+from inferlab.views.style import nowrap, style_plot
 
 UNTOUCHED, SKIPPED, VISITED, STORED, CURRENT = range(5)
 TILE_COLORS = {UNTOUCHED: "#EEEEEE", SKIPPED: "#9E9E9E", VISITED: "#9CC9E8",
@@ -124,7 +124,8 @@ def set_title(plot, text: str) -> None:
 def tile_legend_html() -> str:
     """The grids' colours, for a label under them (a legend inside would cover tiles)."""
     return " &nbsp; ".join(
-        f"<span style='color:{TILE_COLORS[c]}; font-size:14pt'>■</span> {TILE_LABELS[c]}"
+        f"<span style='color:{TILE_COLORS[c]}; font-size:14pt'>■</span>&nbsp;"
+        f"{nowrap(TILE_LABELS[c])}"
         for c in (CURRENT, VISITED, STORED, SKIPPED, UNTOUCHED))
 
 

@@ -19,7 +19,7 @@ from inferlab.views.roofline_plot import (
     RooflinePoint,
     RooflineScene,
 )
-from inferlab.views.style import color, style_plot
+from inferlab.views.style import color, nowrap, style_plot
 
 NAMES = {"naive": "naive", "tiled": "tiled (FA-2)", "split_k": "split-K decode"}
 ORDER = ("naive", "tiled", "split_k")
@@ -86,10 +86,10 @@ class BytesBars(pg.PlotWidget):
 
 
 def bars_legend_html() -> str:
-    return (f"<span style='color:{READ_COLOR}'>□</span> read, "
-            f"<span style='color:{WRITE_COLOR}'>□</span> written (closed form) &nbsp; "
-            f"<span style='color:{COUNTED_COLOR}'>■</span> counted so far by the stepped "
-            "engine (read | written)")
+    return (f"<span style='color:{READ_COLOR}'>□</span>&nbsp;read, "
+            f"<span style='color:{WRITE_COLOR}'>□</span>&nbsp;{nowrap('written (closed form)')}"
+            f" &nbsp; <span style='color:{COUNTED_COLOR}'>■</span>&nbsp;"
+            f"{nowrap('counted so far')} by the stepped engine (read | written)")
 
 
 def roofline_scene(info, roofs) -> RooflineScene:
@@ -140,11 +140,11 @@ SYMBOL_TEXT = {"o": "○", "t": "▽", "s": "□", "d": "◇"}
 
 def legend_html(scene: RooflineScene) -> str:
     """The roofs and point series in RooflinePlot's colours and symbols."""
-    parts = [f"<span style='color:{color(i)}'>{'━' if r.measured else '╌'}</span> {r.label}"
-             for i, r in enumerate(scene.roofs)]
+    parts = [f"<span style='color:{color(i)}'>{'━' if r.measured else '╌'}</span>&nbsp;"
+             f"{nowrap(r.label)}" for i, r in enumerate(scene.roofs)]
     series = list(dict.fromkeys(p.series for p in scene.points))
     parts += [f"<span style='color:{color(len(scene.roofs) + i)}'>"
-              f"{SYMBOL_TEXT.get(SYMBOLS[i % len(SYMBOLS)], '•')}</span> {name}"
+              f"{SYMBOL_TEXT.get(SYMBOLS[i % len(SYMBOLS)], '•')}</span>&nbsp;{nowrap(name)}"
               for i, name in enumerate(series)]
     return " &nbsp; ".join(parts)
 

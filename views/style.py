@@ -11,6 +11,12 @@ PALETTE = (
 )
 
 
+def nowrap(label: str) -> str:
+    """A legend entry's text that a wrapping QLabel never breaks (its spaces non-breaking):
+    the entries wrap between them, never inside one."""
+    return label.replace(" ", "&nbsp;")
+
+
 def color(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
