@@ -65,18 +65,21 @@ sysdeps:
 run: setup
 	$(VENV)/bin/inferlab
 
-# -n auto: one pytest-xdist worker per core (each its own QApplication and model loads).
+# -n auto: one pytest-xdist worker per core (each its own QApplication and model loads);
+# --dist loadscope: each module whole on one worker, so a module's fixtures (a bundle build, a
+# fresh clone's set-up, a model load) are made once; tests/conftest.py orders the longest
+# modules first so that both workers end together.
 # Bytecode is written even where the shell says not to (PYTHONDONTWRITEBYTECODE): without its
 # cache pytest rewrites every test module's asserts on every run and in every worker (~7 s of
 # a run's collection on 2 cores), and each CLI subprocess compiles the package again.
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE QT_QPA_PLATFORM=offscreen
 
 test: setup-test
-	$(TEST_ENV) $(PY) -m pytest -q -n auto
+	$(TEST_ENV) $(PY) -m pytest -q -n auto --dist loadscope
 
 # The edit loop: everything not marked slow (tests/conftest.py marks the heavy fixtures' tests).
 test-fast: setup-test
-	$(TEST_ENV) $(PY) -m pytest -q -n auto -m "not slow"
+	$(TEST_ENV) $(PY) -m pytest -q -n auto --dist loadscope -m "not slow"
 
 test-gpu: setup-test
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu

@@ -28,11 +28,30 @@ SLOW_FIXTURES = {
 }
 
 
+# Minutes each, once per module: a PyInstaller build, a fresh clone set up, a venv install.
+LONGEST_FIXTURES = {"bundle", "clone", "installed"}
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # `make test` runs modules whole on each worker (`--dist loadscope`: a module's fixtures
+    # are built once, not on both workers) in this order: the longest modules first, then
+    # those with slow tests, then the rest, so that both workers finish together instead of
+    # one building the bundle while the other waits idle at the end. Stable: each module
+    # keeps its place within its tier and its own test order.
+    tier: dict[str, int] = {}
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        cost = 0 if fixtures & LONGEST_FIXTURES else 1 if item.get_closest_marker("slow") else 2
+        tier[_module(item)] = min(tier.get(_module(item), 2), cost)
+    items.sort(key=lambda item: tier[_module(item)])
 
 
 @pytest.fixture
