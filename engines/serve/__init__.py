@@ -6,6 +6,8 @@
 - `request`: `Request` (frozen, as submitted) and `Sequence` (the scheduler's working state).
 - `scheduler`: `Scheduler` with the `continuous` (vLLM v1, chunked prefill),
   `continuous-no-chunking` (vLLM v0, prefill-first) and `static` batching policies.
+- `policies`: those policies, one small class each, and the admission orders (`fcfs`, `lpm`);
+  `forks`: parallel sampling's forks of a running sequence.
 - `engine`: `ServingEngine`, the loop (admit arrivals, schedule, execute, update) handing out
   one IterationRecord per iteration; `bench_simulator` (simulated requests per wall second).
 - `records`: `RequestInfo` (per request) and `IterationRecord` / `PrefillSlice` (per

@@ -5,40 +5,19 @@ The engine loop is `out = scheduler.schedule(now_s)`, run the model on `out`, th
 `BlockManager`, prefix caching included); K/V counts advance, tokens are appended and finished
 sequences free their blocks in `update`.
 
-Policies (`POLICIES`):
-
-    continuous              vLLM v1: running sequences first (one token per decode; the one
-                            prefill still in progress continues with a chunk), then waiting
-                            requests FCFS take prefill chunks from the token budget left,
-                            chunked when they do not fit. Blocks are reserved chunk by chunk.
-                            A decode the pool cannot serve preempts the newest running
-                            sequence (recompute) until it fits or preempts itself; no request
-                            is admitted in an iteration that preempted.
-    continuous-no-chunking  vLLM v0's default: prefill-first. If the first waiting requests fit
-                            whole (budget and pool), the iteration is prefill-only; otherwise
-                            every running sequence decodes. A prefill is never split.
-    static                  a fixed batch: it starts when `static_batch_size` requests wait (or
-                            the oldest has waited `static_timeout_s`, or arrivals are closed),
-                            prefills in one iteration, then decodes until EVERY member has
-                            finished; nobody joins meanwhile, so finished members leave idle
-                            slots (bubbles). Its blocks for prompt + max_new_tokens are checked
-                            at the start, so a static batch never preempts.
-
-Which waiting request is admitted next (`SCHEDULES`, the continuous policies): "fcfs", arrival
-order; or "lpm", SGLang's longest prefix match: the request whose prompt the prefix cache holds
-most of goes first (ties in arrival order), so requests sharing a prefix run while it is
-cached. A queue longer than LPM_MAX_QUEUE is served FCFS, as SGLang does, because matching
-every waiting prompt each iteration costs more than it saves there. Preempted sequences stay
-at the front either way.
+Policies (`POLICIES`, one small class each in `policies.py`): "continuous" (vLLM v1, chunked
+prefill, preemption by recompute), "continuous-no-chunking" (vLLM v0's prefill-first, a prefill
+never split) and "static" (a fixed batch that decodes until its last member finishes, never
+preempting). Which waiting request is admitted next (`SCHEDULES`, the continuous policies):
+"fcfs", arrival order, or "lpm", SGLang's longest prefix match (`policies.LongestPrefixMatch`).
+Preempted sequences stay at the front either way.
 
 Preemption is vLLM's recompute: the victim's blocks are freed, its computed count drops to 0,
 its outputs stay, and it waits at the FRONT of the queue to re-prefill prompt + outputs.
 
-Parallel sampling forks (vLLM v0's n > 1): right after a parent's prefill, `update(...,
-forks=...)` gives it children that share every block (BlockManager.fork), each with its own
-first token. A shared, partly filled last block is copied on the first append that needs it:
-those copies are in `SchedulerOutput.copies`, and the executor makes them in the cache before
-the forward (the scheduler only reserves; it never touches K/V).
+Parallel sampling forks (vLLM v0's n > 1; `forks.py`): right after a parent's prefill,
+`update(..., forks=...)` gives it children that share every block, each with its own first
+token; the block copies those shared blocks need later are in `SchedulerOutput.copies`.
 """
 
 from __future__ import annotations
@@ -49,6 +28,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.serve.forks import check_update_forks, fork_sequence
+from inferlab.engines.serve.policies import (
+    Continuous,
+    Fcfs,
+    LongestPrefixMatch,
+    NoChunking,
+    Static,
+)
 from inferlab.engines.serve.request import (
     FINISHED,
     LENGTH,
@@ -66,8 +53,10 @@ POLICIES = (CONTINUOUS, NO_CHUNKING, STATIC)
 FCFS = "fcfs"
 LPM = "lpm"
 SCHEDULES = (FCFS, LPM)
-LPM_MAX_QUEUE = 128
-"""Above this many waiting requests "lpm" admits FCFS (SGLang's fallback)."""
+BATCHING = {CONTINUOUS: Continuous, NO_CHUNKING: NoChunking, STATIC: Static}
+"""Policy name -> its class (`policies.py`)."""
+ORDERS = {FCFS: Fcfs, LPM: LongestPrefixMatch}
+"""Schedule name -> the class that orders the waiting queue (`policies.py`)."""
 
 
 class RequestRefusedError(ValueError):
@@ -125,7 +114,12 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    """Queues, the token budget and block reservation for one policy over one BlockManager."""
+    """Queues, the token budget and block reservation for one policy over one BlockManager.
+
+    The policy (`batching`, from `policies.py`) chooses each batch through the reservation
+    steps below (`reserve_decode`, `reserve_prefill`, `preempt`, `admit`, `order_waiting`)
+    over the live queues `waiting_seqs` and `running_seqs` and the batch being built
+    (`batch`); the properties `waiting` and `running` are copies for the lab."""
 
     def __init__(
         self,
@@ -152,6 +146,8 @@ class Scheduler:
             )
         self.policy = policy
         self.schedule_order = schedule
+        self.batching = BATCHING[policy]()
+        self.admission = ORDERS[schedule]()
         self.blocks = block_manager
         self.block_size = block_manager.block_size
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -160,11 +156,11 @@ class Scheduler:
         self.static_timeout_s = static_timeout_s
         self.arrivals_closed = False
         self.seqs: dict[str, Sequence] = {}
-        self._waiting: list[Sequence] = []
-        self._running: list[Sequence] = []
+        self.waiting_seqs: list[Sequence] = []
+        self.running_seqs: list[Sequence] = []
         self._finished: list[Sequence] = []
         self._pending: SchedulerOutput | None = None
-        self._batch = _Batch(max_num_batched_tokens)
+        self.batch = _Batch(max_num_batched_tokens)
         self.num_iterations = 0
         self.num_preemptions = 0
 
@@ -172,12 +168,12 @@ class Scheduler:
     @property
     def waiting(self) -> list[Sequence]:
         """Waiting sequences, the next admitted first (preempted ones at the front)."""
-        return list(self._waiting)
+        return list(self.waiting_seqs)
 
     @property
     def running(self) -> list[Sequence]:
         """Running sequences, oldest admission first (the newest is preempted first)."""
-        return list(self._running)
+        return list(self.running_seqs)
 
     @property
     def finished(self) -> list[Sequence]:
@@ -195,7 +191,7 @@ class Scheduler:
 
     @property
     def has_unfinished(self) -> bool:
-        return bool(self._waiting or self._running)
+        return bool(self.waiting_seqs or self.running_seqs)
 
     # ---- arrivals ----------------------------------------------------------------------------
     def add(self, request: Request) -> Sequence:
@@ -211,13 +207,13 @@ class Scheduler:
         rid = request.request_id
         if rid in self.seqs:
             raise ValueError(f"request {rid!r} was already added")
-        self._check_runnable(request)
+        self.check_runnable(request)
         seq = Sequence(request)
         self.seqs[rid] = seq
-        self._waiting.append(seq)
+        self.waiting_seqs.append(seq)
         return seq
 
-    def _check_runnable(self, request: Request) -> None:
+    def check_runnable(self, request: Request) -> None:
         """RequestRefusedError, with the numbers, for a request this scheduler can never run
         (see `add`)."""
         rid = request.request_id
@@ -231,14 +227,14 @@ class Scheduler:
                 f"needs {need} KV blocks of {self.block_size} tokens, but the pool has {pool} "
                 f"blocks ({pool * self.block_size} tokens); it can never run"
             )
-        budget = self.max_num_batched_tokens
-        if self.policy != CONTINUOUS and n_prompt > budget:
+        budget, batching = self.max_num_batched_tokens, self.batching
+        if not batching.splits_prefill and n_prompt > budget:
             raise RequestRefusedError(
                 f"request {rid!r}: its prompt of {n_prompt} tokens exceeds "
                 f"max_num_batched_tokens={budget}, and policy {self.policy!r} never splits a "
                 "prefill; it can never run"
             )
-        if self.policy == NO_CHUNKING and total - 1 > budget:
+        if not batching.splits_prefill and batching.preempts and total - 1 > budget:
             raise RequestRefusedError(
                 f"request {rid!r}: prompt {n_prompt} + up to {n_new - 1} outputs = "
                 f"{total - 1} tokens, which a recompute after a preemption re-prefills in one "
@@ -257,14 +253,9 @@ class Scheduler:
         waiting to fill, or nothing waiting)."""
         if self._pending is not None:
             raise RuntimeError("schedule() called twice without update()")
-        self._batch = _Batch(self.max_num_batched_tokens)
-        if self.policy == CONTINUOUS:
-            self._schedule_continuous()
-        elif self.policy == NO_CHUNKING:
-            self._schedule_no_chunking()
-        else:
-            self._schedule_static(now_s)
-        b = self._batch
+        self.batch = _Batch(self.max_num_batched_tokens)
+        self.batching.schedule(self, now_s)
+        b = self.batch
         for sid in b.seq_ids():
             seq = self.seqs[sid]
             if seq.first_scheduled_s is None:
@@ -304,16 +295,7 @@ class Scheduler:
             raise ValueError(f"sampled tokens do not match the batch: missing {missing}, "
                              f"not sampling this iteration {extra}")
         forks = forks or {}
-        not_sampling = sorted(set(forks) - set(output.sample_ids))
-        if not_sampling:
-            raise ValueError(f"forks of {not_sampling}, which sample nothing this iteration")
-        n_more = 0
-        for pid, children in forks.items():  # all refusals before anything changes
-            self._check_forks(self.seqs[pid], [c for c, _ in children], n_more)
-            n_more += len(children)
-        all_ids = [c.request_id for children in forks.values() for c, _ in children]
-        if len(all_ids) != len(set(all_ids)):
-            raise ValueError(f"forks name a child twice: {sorted(all_ids)}")
+        check_update_forks(self, output.sample_ids, forks)  # all refusals before any change
         if eos_id is None:
             stop_ids: Collection[int] = ()
         elif isinstance(eos_id, Collection):
@@ -356,7 +338,7 @@ class Scheduler:
             seq.finish_reason = STOP if eos else LENGTH
             seq.finish_s = now_s
             self.blocks.free(seq.seq_id)
-            self._running.remove(seq)
+            self.running_seqs.remove(seq)
             self._finished.append(seq)
             done.append(seq)
 
@@ -367,74 +349,32 @@ class Scheduler:
         through `forks`), once the parent's prefill is done, never in a static batch; a child
         `add` would refuse is refused the same way, and one over max_num_seqs is a ValueError.
         The child runs right after the parent and its earlier children: as old as the parent,
-        so preempted before it."""
+        so preempted before it (`forks.fork_sequence`)."""
         if self._pending is not None:
             raise RuntimeError("fork() between schedule() and update(): fork after update")
-        parent = self.seqs.get(parent_id)
-        if parent is None or parent.status != RUNNING or parent.is_prefilling:
-            raise ValueError(f"cannot fork {parent_id!r}: only a running sequence whose "
-                             "prefill is done can fork")
-        self._check_forks(parent, [child])
-        cid = child.request_id
-        self.blocks.fork(parent_id, cid)
-        seq = Sequence(child, status=RUNNING, output_ids=list(parent.output_ids),
-                       num_computed_tokens=parent.num_computed_tokens,
-                       num_prefill_tokens=parent.num_prefill_tokens,
-                       token_times_s=list(parent.token_times_s),
-                       first_scheduled_s=parent.first_scheduled_s, parent_id=parent_id,
-                       num_cached_tokens=parent.num_cached_tokens)
-        self.seqs[cid] = seq
-        at = self._running.index(parent) + 1
-        while at < len(self._running) and self._running[at].parent_id == parent_id:
-            at += 1
-        self._running.insert(at, seq)
-        return seq
+        return fork_sequence(self, parent_id, child)
 
     def _computed(self, seq: Sequence, n_tokens: int) -> None:
         seq.num_computed_tokens += n_tokens
         self.blocks.mark_computed(seq.seq_id, seq.num_computed_tokens)
 
-    def _check_forks(self, parent: Sequence, children: Seq[Request], n_more: int = 0) -> None:
-        """What `fork` refuses, checked for all of a parent's children before any is made
-        (`n_more`: children of other parents forked in the same update)."""
-        pid = parent.seq_id
-        if self.policy == STATIC:
-            raise ValueError("a static batch is fixed when it starts: it cannot fork")
-        ids = [c.request_id for c in children]
-        for child in children:
-            cid = child.request_id
-            if cid in self.seqs or ids.count(cid) > 1:
-                raise ValueError(f"request {cid!r} was already added")
-            if child.prompt_ids != parent.request.prompt_ids:
-                raise ValueError(f"fork {cid!r} of {pid!r}: a child shares the parent's "
-                                 "blocks, so it must have the parent's prompt")
-            if child.max_new_tokens <= len(parent.output_ids):
-                raise ValueError(f"fork {cid!r}: max_new_tokens {child.max_new_tokens} is "
-                                 f"already reached by the parent's {len(parent.output_ids)} "
-                                 "outputs")
-            self._check_runnable(child)
-        n_running = len(self._running) + n_more + len(children)
-        if n_running > self.max_num_seqs:
-            raise ValueError(f"forks of {pid!r}: {n_running} sequences would run, "
-                             f"max_num_seqs={self.max_num_seqs}")
-
-    # ---- reservation, shared by the policies ---------------------------------------------------
-    def _reserve_decode(self, seq: Sequence) -> bool:
+    # ---- reservation: the policies' steps ---------------------------------------------------
+    def reserve_decode(self, seq: Sequence) -> bool:
         """Reserve the slot of the token `seq` feeds back, preempting the newest running
         sequences while the pool has no block for it. False if `seq` preempted itself."""
         sid = seq.seq_id
         token = seq.output_ids[-1]
         while not (done := self.blocks.try_append_token(sid, token))[0]:
-            victim = self._running[-1]
-            self._preempt(victim, seq)
+            victim = self.running_seqs[-1]
+            self.preempt(victim, seq)
             if victim is seq:
                 return False
         if done[1] is not None:
-            self._batch.copies.append(BlockCopy(sid, *done[1]))
-        self._batch.decode(sid, len(seq.request.prompt_ids) + len(seq.output_ids))
+            self.batch.copies.append(BlockCopy(sid, *done[1]))
+        self.batch.decode(sid, len(seq.request.prompt_ids) + len(seq.output_ids))
         return True
 
-    def _reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
+    def reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
         """Reserve the next `n_tokens` prefill tokens of `seq` (prefix hits free on the first
         chunk) if the pool has them now; False (nothing changed) if not."""
         sid, tokens = seq.seq_id, seq.token_ids[: seq.num_prefill_tokens]
@@ -445,127 +385,45 @@ class Scheduler:
             seq.num_computed_tokens = cached = self.blocks.allocate(sid, tokens, n_tokens)
             if seq.num_cached_tokens is None:
                 seq.num_cached_tokens = seq.num_computed_tokens
-            self._batch.copies.extend(BlockCopy(sid, *c) for c in self.blocks.take_copies())
+            self.batch.copies.extend(BlockCopy(sid, *c) for c in self.blocks.take_copies())
         else:
             if not self.blocks.can_append(sid, n_tokens):
                 return False
             start = seq.num_computed_tokens
             cows = self.blocks.append_tokens(sid, tokens[start : start + n_tokens])
-            self._batch.copies.extend(BlockCopy(sid, *c) for c in cows)
+            self.batch.copies.extend(BlockCopy(sid, *c) for c in cows)
         start = seq.num_computed_tokens
         n = self.blocks.num_tokens(sid) - start
         if cached:
-            self._batch.cached[sid] = cached
-        self._batch.prefill(PrefillChunk(sid, start, n),
-                            samples=start + n == seq.num_prefill_tokens)
+            self.batch.cached[sid] = cached
+        self.batch.prefill(PrefillChunk(sid, start, n),
+                           samples=start + n == seq.num_prefill_tokens)
         return True
 
-    def _admit(self, seq: Sequence) -> None:
-        self._waiting.remove(seq)
+    def admit(self, seq: Sequence) -> None:
+        """`seq` (whose first chunk is reserved) leaves the waiting queue and runs."""
+        self.waiting_seqs.remove(seq)
         seq.status = RUNNING
-        self._running.append(seq)
+        self.running_seqs.append(seq)
 
-    def _preempt(self, seq: Sequence, needed_by: Sequence) -> None:
+    def preempt(self, seq: Sequence, needed_by: Sequence) -> None:
+        """Recompute preemption of `seq` for `needed_by`'s reservation: its blocks freed, back
+        to the FRONT of the waiting queue to re-prefill prompt + outputs."""
         self.blocks.free(seq.seq_id)
-        self._running.remove(seq)
+        self.running_seqs.remove(seq)
         seq.status = PREEMPTED
         seq.num_computed_tokens = 0
         seq.num_prefill_tokens = seq.num_tokens
         seq.preemptions += 1
-        self._waiting.insert(0, seq)
-        self._batch.preempted.append(seq.seq_id)
-        self._batch.preempted_for.append(needed_by.seq_id)
+        self.waiting_seqs.insert(0, seq)
+        self.batch.preempted.append(seq.seq_id)
+        self.batch.preempted_for.append(needed_by.seq_id)
         self.num_preemptions += 1
 
-    def _order_waiting(self) -> None:
-        """"lpm": the waiting requests by how much of their prompt is cached now, most first
-        (a stable sort: ties stay in arrival order); preempted ones stay in front."""
-        if self.schedule_order != LPM or not 1 < len(self._waiting) <= LPM_MAX_QUEUE:
-            return
-        cached = self.blocks.cached_prefix_len
-        front = [s for s in self._waiting if s.status == PREEMPTED]
-        rest = [s for s in self._waiting if s.status != PREEMPTED]
-        rest.sort(key=lambda s: -cached(s.token_ids[: s.num_prefill_tokens]))
-        self._waiting = front + rest
-
-    # ---- continuous (vLLM v1) -----------------------------------------------------------------
-    def _schedule_continuous(self) -> None:
-        b = self._batch
-        # Running first, oldest first. The only prefill still in progress is always the newest
-        # running sequence (admission stops when a chunk uses up the budget or the pool), so
-        # the decodes come before it.
-        for seq in list(self._running):
-            if seq.status != RUNNING:  # preempted just now for an older sequence
-                continue
-            if b.budget_left == 0:
-                break
-            if seq.is_prefilling:
-                n = min(seq.num_remaining_prefill_tokens, b.budget_left)
-                while not self._reserve_prefill(seq, n):
-                    victim = self._running[-1]
-                    self._preempt(victim, seq)
-                    if victim is seq:
-                        break
-            else:
-                self._reserve_decode(seq)
-        if b.preempted:
-            return
-        self._order_waiting()
-        while self._waiting and b.budget_left and len(self._running) < self.max_num_seqs:
-            seq = self._waiting[0]
-            n = min(seq.num_remaining_prefill_tokens, b.budget_left)
-            if not self._reserve_prefill(seq, n):
-                return
-            self._admit(seq)
-
-    # ---- continuous-no-chunking (vLLM v0) -----------------------------------------------------
-    def _schedule_no_chunking(self) -> None:
-        b = self._batch
-        self._order_waiting()
-        while self._waiting and len(self._running) < self.max_num_seqs:
-            seq = self._waiting[0]
-            n = seq.num_remaining_prefill_tokens  # before prefix hits: a safe bound
-            if n > b.budget_left or not self._reserve_prefill(seq, n):
-                break
-            self._admit(seq)
-        if b.prefills:  # prefill-only iteration: the running sequences' decodes wait
-            return
-        self._decode_all()
-
-    def _decode_all(self) -> None:
-        b = self._batch
-        for seq in list(self._running):
-            if seq.status != RUNNING:  # preempted just now for an older sequence
-                continue
-            if b.budget_left == 0:
-                break
-            self._reserve_decode(seq)
-
-    # ---- static ----------------------------------------------------------------------------------
-    def _schedule_static(self, now_s: float) -> None:
-        if self._running:  # the batch decodes until its last member finishes
-            self._decode_all()
-            return
-        if not self._waiting or not self._static_batch_ready(now_s):
-            return
-        # a new batch: FCFS while the members' prompts fit the budget and their whole
-        # prompt + max_new_tokens fit the pool (then no decode of theirs can run out of blocks)
-        b = self._batch
-        free = self.blocks.n_free_blocks
-        for seq in self._waiting[: self.static_batch_size]:
-            request = seq.request
-            need = self.blocks.blocks_needed(len(request.prompt_ids) + request.max_new_tokens)
-            n = seq.num_remaining_prefill_tokens
-            if n > b.budget_left or need > free or not self._reserve_prefill(seq, n):
-                break
-            free -= need
-            self._admit(seq)
-
-    def _static_batch_ready(self, now_s: float) -> bool:
-        if len(self._waiting) >= self.static_batch_size or self.arrivals_closed:
-            return True
-        timeout = self.static_timeout_s
-        return timeout is not None and now_s - self._waiting[0].request.arrival_s >= timeout
+    def order_waiting(self) -> None:
+        """The waiting queue in the admission order (`admission`: "fcfs" or "lpm");
+        preempted sequences stay in front."""
+        self.waiting_seqs = self.admission.order(self.waiting_seqs, self.blocks)
 
 
 class _Batch:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from inferlab.engines.kv import BlockManager
+from inferlab.engines.serve.policies import LPM_MAX_QUEUE
 from inferlab.engines.serve.request import Request
-from inferlab.engines.serve.scheduler import LPM_MAX_QUEUE, Scheduler
+from inferlab.engines.serve.scheduler import Scheduler
 
 SHARED = list(range(100, 132))  # 2 blocks of 16
 
