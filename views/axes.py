@@ -19,8 +19,22 @@ def si_label(value: float) -> str:
     return f"{value:.3g}"
 
 
+LABELLED_MANTISSAS = (1.0, 2.0, 5.0)
+"""The ticks of a decade that carry a label (pyqtgraph's minor ticks at 2× … 9× stay as
+ticks): every one labelled crowds a two-decade axis into 300400500…"""
+
+
+def labelled(log_values) -> list[bool]:
+    """Which of a log axis's tick positions (log10 of the value) are labelled: those at 1×,
+    2× and 5× a power of ten where there are at least two such; all of them otherwise (a
+    range under a decade keeps its own ticks)."""
+    keep = [round(10 ** (v - math.floor(v)), 6) in LABELLED_MANTISSAS for v in log_values]
+    return keep if sum(keep) >= 2 else [True] * len(keep)
+
+
 class LogSIAxis(pg.AxisItem):
-    """For log-mode plots: ticks at decades (and 2×, 5× where they fit), SI-labelled."""
+    """For log-mode plots: ticks at decades (and 2× … 9× where they fit), SI-labelled at
+    1×, 2× and 5× a decade (`labelled`)."""
 
     def __init__(self, orientation: str, unit: str = "", **kwargs):
         super().__init__(orientation, **kwargs)
@@ -30,4 +44,5 @@ class LogSIAxis(pg.AxisItem):
     def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph API
         if not self.logMode:
             return super().tickStrings(values, scale, spacing)
-        return [si_label(10**v) for v in values]
+        return [si_label(10**v) if keep else ""
+                for v, keep in zip(values, labelled(values), strict=True)]

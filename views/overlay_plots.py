@@ -2,9 +2,10 @@
 
 `OverlayPlot` draws one plot: every curve in its side's colour (A orange, B blue, as the
 batching lab's Compare tab has them; A wider, under B, so that where they agree both show),
-dashed or as markers as the curve says, and under it a legend naming side and curve. `LabOverlayPlots` is one lab's plots in a grid (or its message: what the
-report renders as one image); `OverlayPlotsView` all labs' in a scroll area, under a line
-saying which file is A and which is B.
+dashed or as markers as the curve says, log axes labelled at 1-2-5 (views/axes.py), and
+under it a legend naming side and curve. `LabOverlayPlots` is one lab's plots in a grid (or
+its message: what the report renders as one image); `OverlayPlotsView` all labs' in a
+scroll area, under a line saying which file is A and which is B.
 """
 
 from __future__ import annotations
@@ -30,20 +31,6 @@ TICK_LABELS_PX = 480  # the width tick labels along categories are spread over, 
 CHAR_PX = 7
 COLUMNS = 2
 PLOT_HEIGHT_PX = 280
-
-
-class _LogAxis(LogSIAxis):
-    """SI-labelled log ticks, labelled only at 1×, 2× and 5× a decade where there are such
-    (every minor tick labelled crowds a two-decade axis: 300400500…)."""
-
-    def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph API
-        labels = super().tickStrings(values, scale, spacing)
-        if not self.logMode:
-            return labels
-        keep = [round(10 ** (v - math.floor(v)), 6) in (1.0, 2.0, 5.0) for v in values]
-        if sum(keep) < 2:  # a range under a decade: its own ticks
-            return labels
-        return [label if k else "" for label, k in zip(labels, keep, strict=True)]
 
 
 def curve_points(curve: Curve, log_x: bool, log_y: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -94,9 +81,9 @@ class OverlayPlot(QWidget):
         super().__init__(parent)
         axes = {}
         if record.log_x:
-            axes["bottom"] = _LogAxis("bottom")
+            axes["bottom"] = LogSIAxis("bottom")
         if record.log_y:
-            axes["left"] = _LogAxis("left")
+            axes["left"] = LogSIAxis("left")
         self.plot_widget = pg.PlotWidget(background="w", axisItems=axes)
         self.record = record
         plot = self.plot_widget.getPlotItem()
