@@ -9,12 +9,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
+from inferlab.engines.labs.attention.section import TIMING_SERIES
 from inferlab.views.axes import LogSIAxis
 from inferlab.views.style import color, style_plot
 
-SERIES = (("naive_s", "naive torch (S, P materialised)"), ("sdpa_s", "torch SDPA"),
-          ("tiled_torch_s", "tiled, one-shot torch loop"), ("tiled_native_s", "tiled, native C"),
-          ("sdpa_flash_bf16_s", "SDPA flash backend (bf16, CUDA)"))
+SERIES = TIMING_SERIES
 
 
 class TimingsPlot(QWidget):

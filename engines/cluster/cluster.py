@@ -78,6 +78,13 @@ class ClusterConfig:
     dtype: str = "fp16"
 
 
+def request_timings(requests) -> list[RequestTiming]:
+    """The batching lab's RequestTiming of each ClusterRequest: done when it made every
+    token it asked for."""
+    return [RequestTiming(r.arrival_s, r.token_times_s, r.prompt_tokens,
+                          ok=len(r.token_times_s) == r.max_new_tokens) for r in requests]
+
+
 @dataclass(frozen=True)
 class ClusterResult:
     config: ClusterConfig
@@ -89,9 +96,7 @@ class ClusterResult:
 
     def timings(self) -> list[RequestTiming]:
         """Per request, the batching lab's RequestTiming (for metrics.summarize)."""
-        return [RequestTiming(r.arrival_s, r.token_times_s, r.prompt_tokens,
-                              ok=len(r.token_times_s) == r.max_new_tokens)
-                for r in self.requests]
+        return request_timings(self.requests)
 
     def metrics(self, slo: SLO | None = None) -> ServingMetrics:
         return summarize(self.timings(), slo=slo)

@@ -58,8 +58,12 @@ def attention_section(settings: dict, info: AttentionRunInfo | None, records,
 
 SECONDS = Setting("float", 0, 1e6, none=True)
 TIMING_FIELDS = {"n": Setting("int", 1, 1 << 20), "naive_sp_bytes": Setting("int", 0, 2**62)}
-TIMING_OPTIONAL = {"naive_s": None, "sdpa_s": None, "tiled_torch_s": None,
-                   "tiled_native_s": None, "sdpa_flash_bf16_s": None, "naive_error": None}
+TIMING_SERIES = (("naive_s", "naive torch (S, P materialised)"), ("sdpa_s", "torch SDPA"),
+                 ("tiled_torch_s", "tiled, one-shot torch loop"),
+                 ("tiled_native_s", "tiled, native C"),
+                 ("sdpa_flash_bf16_s", "SDPA flash backend (bf16, CUDA)"))
+"""The timed kernels: a timing row's seconds per call and what was timed."""
+TIMING_OPTIONAL = {**{key: None for key, _name in TIMING_SERIES}, "naive_error": None}
 
 
 def _timing_row(value, where: str) -> dict:

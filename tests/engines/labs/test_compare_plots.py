@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from inferlab.app.labs.registry import lab_spec, resolve
+from inferlab.engines.labs.attention.section import TIMING_SERIES
 from inferlab.engines.serve.metrics import percentiles
 from inferlab.engines.trace.overlay import overlay
 from tests.app.lab_sections import BUILDERS
 
 PLOTTED = ("hardware", "roofline", "memory", "mcu", "kv", "batching", "quant", "endpoint",
-           "speculative")
+           "speculative", "cluster", "attention")
 
 
 @functools.cache
@@ -158,6 +159,55 @@ def test_speculative_plots_are_the_runs_rates_and_emitted_tokens():
     assert np.diff(tokens.y, prepend=0).tolist() == [len(s["token_ids"]) for s in steps]
 
 
+def test_cluster_cdfs_utilisation_and_kv_are_the_runs_own():
+    sec = section("cluster")  # the fixture: 2P:2D, 12 requests
+    metrics, state = sec["metrics"], sec["state"]
+    plots = plots_of("cluster")
+    for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s")):
+        c = next(p for t, p in plots.items() if t.startswith(f"{name} CDF")).curves[0]
+        assert c.x.size == metrics["completed"] == 12
+        want = [metrics[key][p] for p in ("p50", "p90", "p99")]
+        assert np.allclose(percentiles(c.x / 1e3, (50, 90, 99)), want, rtol=1e-12), name
+    ttft = next(p for t, p in plots.items() if t.startswith("TTFT CDF")).curves[0]
+    assert ttft.x.tolist() == sorted(1e3 * (r["token_times_s"][0] - r["arrival_s"])
+                                     for r in state["requests"])
+    util = plots["Utilisation per instance"]
+    assert util.x_ticks == ("prefill 0", "prefill 1", "decode 2", "decode 3")
+    assert util.curves[0].style == "points"
+    assert np.allclose(util.curves[0].y, [100 * u for u in metrics["utilization"]],
+                       rtol=1e-12)
+    t0 = min(r["arrival_s"] for r in state["requests"])
+    for inst, name in zip(state["instances"], util.x_ticks, strict=True):
+        kv = curve(plots["KV pool use per instance"], name)
+        its = inst["iterations"]
+        assert kv.dashed == (inst["role"] == "prefill")
+        assert kv.steps and kv.x.tolist() == [it["end_s"] - t0 for it in its]
+        assert np.allclose(kv.y, [100 * it["kv_used_blocks"] / it["kv_total_blocks"]
+                                  for it in its], rtol=1e-12)
+
+
+def test_attention_bytes_are_the_steps_counts_and_the_closed_forms():
+    sec = section("attention")
+    run, steps, timings = sec["state"]["run"], sec["state"]["steps"], sec["state"]["timings"]
+    plots = plots_of("attention")
+    moved = plots["Main-memory bytes by step"]
+    read = curve(moved, f"read ({run['execution']})")
+    written = curve(moved, f"written ({run['execution']})")
+    assert read.x.tolist() == [s["step"] + 1 for s in steps] and moved.log_y
+    assert read.y.tolist() == [s["bytes_read"] for s in steps]
+    assert written.dashed and written.y.tolist() == [s["bytes_written"] for s in steps]
+    assert read.y[-1] == sec["metrics"]["bytes_read"] == sec["metrics"]["closed_form_bytes_read"]
+    for what, field in (("read", "bytes_read"), ("written", "bytes_written")):
+        plot = plots[f"Bytes {what} per execution (closed form)"]
+        assert plot.x_ticks == tuple(run["closed_forms"])
+        assert plot.curves[0].y.tolist() == [f[field] for f in run["closed_forms"].values()]
+    sdpa = curve(plots["Time per call against N: torch SDPA"], "torch SDPA")
+    assert sdpa.x.tolist() == [r["n"] for r in timings if r.get("sdpa_s")]
+    assert np.allclose(sdpa.y, [1e3 * r["sdpa_s"] for r in timings if r.get("sdpa_s")])
+    timed = {t.split(": ", 1)[1] for t in plots if t.startswith("Time per call")}
+    assert timed == {name for key, name in TIMING_SERIES if any(r.get(key) for r in timings)}
+
+
 @pytest.mark.parametrize("lab", PLOTTED)
 def test_a_section_compared_with_itself_overlays_identical_sides(lab):
     plots = list(plots_of(lab).values())
@@ -177,6 +227,8 @@ def test_a_section_without_a_run_draws_nothing():
              "kv": {**section("kv"), "state": {}},
              "mcu": {**section("mcu"), "state": {}},
              "quant": {**section("quant"), "state": {}},
+             "cluster": {**section("cluster"), "state": {}, "metrics": {}},
+             "attention": {**section("attention"), "state": {}, "metrics": {"steps": 0}},
              "roofline": {**section("roofline"),
                           "state": {"roofs": None, "measured_points": []}}}
     for lab, sec in empty.items():
