@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from inferlab.app.compare_plots import lab_overlays
+from inferlab.app.labs.registry import lab_headlines
 from inferlab.engines.trace.compare import compare_snapshots
 from inferlab.engines.trace.snapshot import read_snapshot
 from inferlab.views.overlay_plots import OverlayPlotsView
@@ -32,7 +33,7 @@ class CompareWindow(QDialog):
         super().__init__(parent)
         self.paths = (Path(a), Path(b))
         self.snapshots = (read_snapshot(a), read_snapshot(b))
-        self.comparison = compare_snapshots(*self.snapshots)
+        self.comparison = compare_snapshots(*self.snapshots, headlines=lab_headlines())
         self.setWindowTitle(f"Compare {self.paths[0].name} → {self.paths[1].name}")
         self.setWindowFlag(Qt.WindowType.WindowMaximizeButtonHint, True)
         self.resize(1000, 700)

@@ -7,8 +7,10 @@ there is no script.
     per lab          the lab's page as the window shows it replaying the snapshot (a PNG
                      rendered offscreen; with a comparison A's and B's one above the other,
                      then the lab's plots with A and B overlaid: app/compare_plots.py),
-                     its figures (flattened metrics; with a comparison A, B, B - A, B / A,
-                     the furthest moved first) and its settings (or the settings that differ)
+                     its figures (flattened metrics; the lab's headline figures first, by
+                     their label and unit, from its registry entry; with a comparison A, B,
+                     B - A, B / A, headlines marked better or worse, the rest the furthest
+                     moved first) and its settings (or the settings that differ)
 
 `build_report` takes the images already rendered (lab id -> PNG bytes) so that the page is
 built, and tested, without Qt; `app/commands/report.py` renders them.
@@ -18,15 +20,17 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from inferlab.engines.trace.compare import (
     Comparison,
+    FigureRow,
+    Headline,
+    figure_rows,
     flatten_numbers,
     flatten_values,
     format_figure,
-    format_ratio,
 )
 from inferlab.engines.trace.snapshot import Snapshot
 
@@ -36,6 +40,8 @@ h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; } h3 { font-size
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.headline td { font-weight: bold; } .name { color: #777; font-weight: normal; }
+td.better { color: #007A4D; } td.worse { color: #C0392B; }
 th { background: #f2f2f2; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 4px 0; }
 figure { margin: 12px 0; } figcaption { font-size: 13px; color: #444; }
@@ -64,11 +70,17 @@ def build_report(a: Snapshot, a_name: str, images_a: Mapping[str, bytes] | None 
                  b: Snapshot | None = None, b_name: str = "",
                  images_b: Mapping[str, bytes] | None = None,
                  comparison: Comparison | None = None, notes: list[str] | None = None,
-                 overlays: Mapping[str, bytes | str] | None = None) -> str:
+                 overlays: Mapping[str, bytes | str] | None = None,
+                 headlines: Mapping[str, Sequence[Headline]] | None = None) -> str:
     """The report's HTML. With `b` (and its `comparison` to `a`), a comparison report;
     `notes` are shown under the header (what could not be drawn, and why); `overlays`: lab
-    id -> its plots with A and B overlaid as one PNG, or the message why it has none."""
+    id -> its plots with A and B overlaid as one PNG, or the message why it has none;
+    `headlines`: a single snapshot's first figures per lab (default: the registry's; a
+    comparison's rows come ordered already)."""
+    from inferlab.app.labs.registry import lab_headlines
+
     images_a, images_b = images_a or {}, images_b or {}
+    headlines = lab_headlines() if headlines is None else headlines
     title = f"InferLab: {a_name}" + (f" against {b_name}" if b is not None else "")
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
@@ -79,18 +91,20 @@ def build_report(a: Snapshot, a_name: str, images_a: Mapping[str, bytes] | None 
         for lab, section in _labs(a).items():
             parts.append(f"<h2>{_e(lab)}</h2>")
             parts.append(_image(images_a.get(lab), f"the {lab} lab replaying {a_name}"))
-            parts.append("<h3>Figures</h3>" + _pairs(flatten_numbers(section.get("metrics"))))
+            figures = flatten_numbers(section.get("metrics"))
+            heads, rest = figure_rows(lab, figures, {}, list(figures), headlines.get(lab, ()))
+            parts.append("<h3>Figures</h3>" + _values_table(heads + rest))
             parts.append("<h3>Settings</h3>" + _pairs(flatten_values(section.get("settings"))))
     else:
-        parts.append(_comparison(comparison, images_a, images_b, a_name, b_name,
-                                 overlays or {}))
+        parts.append(_comparison(comparison, _labs(a), _labs(b), images_a, images_b, a_name,
+                                 b_name, overlays or {}))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def _comparison(c: Comparison, images_a: Mapping[str, bytes],
-                images_b: Mapping[str, bytes], a_name: str, b_name: str,
-                overlays: Mapping[str, bytes | str]) -> str:
+def _comparison(c: Comparison, a_labs: Mapping, b_labs: Mapping,
+                images_a: Mapping[str, bytes], images_b: Mapping[str, bytes], a_name: str,
+                b_name: str, overlays: Mapping[str, bytes | str]) -> str:
     out = ["<h2>Host facts that differ</h2>"]
     out.append(_diff_table(c.host, with_where=False) if c.host else
                "<p>None: both ran on the same host facts and InferLab version.</p>")
@@ -108,17 +122,49 @@ def _comparison(c: Comparison, images_a: Mapping[str, bytes],
             out.append(_image(overlaid, f"The {lab} lab's plots, A = {a_name} and "
                                         f"B = {b_name} overlaid"))
         rows = [r for r in c.rows if r.lab == lab]
-        out.append("<h3>Figures</h3><table><tr><th>figure</th><th>A</th><th>B</th>"
-                   "<th>B − A</th><th>B / A</th></tr>")
-        for r in rows:
-            out.append(f"<tr><td>{_e(r.figure)}</td><td class='num'>{_n(r.a)}</td>"
-                       f"<td class='num'>{_n(r.b)}</td><td class='num'>{_n(r.b_minus_a)}</td>"
-                       f"<td class='num'>{_e(format_ratio(r.b_over_a))}</td></tr>")
+        out.append("<h3>Figures</h3><table><tr><th>figure</th><th>unit</th><th>A</th>"
+                   "<th>B</th><th>B − A</th><th>B / A</th></tr>")
+        for i, r in enumerate(rows):
+            out.append(_other_figures(rows, i, 6, ", the furthest moved first"))
+            verdict = f" {r.verdict}" if r.verdict else ""
+            out.append(f"<tr{_headline(r)}>{_figure_cell(r)}<td>{_e(r.unit or '')}</td>"
+                       f"<td class='num'>{_n(r.a)}</td><td class='num'>{_n(r.b)}</td>"
+                       f"<td class='num'>{_n(r.b_minus_a)}</td>"
+                       f"<td class='num{verdict}'>{_e(r.ratio_text())}</td></tr>")
         out.append("</table>")
         diffs = [d for d in c.settings if d.where == lab]
         out.append("<h3>Settings that differ</h3>" +
                    (_diff_table(diffs, with_where=False) if diffs else "<p>None.</p>"))
     return "\n".join(out)
+
+
+def _headline(row: FigureRow) -> str:
+    return " class='headline'" if row.headline else ""
+
+
+def _figure_cell(row: FigureRow) -> str:
+    """A headline by its label, its dotted name beside it; any other figure by its name."""
+    if not row.headline:
+        return f"<td>{_e(row.figure)}</td>"
+    title = f" title='{_e(row.better)} is better'" if row.better else ""
+    return (f"<td{title}>{_e(row.label)} <span class='name'>{_e(row.figure)}</span></td>")
+
+
+def _values_table(rows: Sequence[FigureRow]) -> str:
+    """One snapshot's figures: the headlines first (label, name, unit), then the rest."""
+    if not rows:
+        return "<p class='note'>None recorded.</p>"
+    body = "".join(_other_figures(rows, i, 3) +
+                   f"<tr{_headline(r)}>{_figure_cell(r)}<td>{_e(r.unit or '')}</td>"
+                   f"<td class='num'>{_n(r.a)}</td></tr>" for i, r in enumerate(rows))
+    return f"<table><tr><th>figure</th><th>unit</th><th>value</th></tr>{body}</table>"
+
+
+def _other_figures(rows: Sequence[FigureRow], i: int, columns: int, moved: str = "") -> str:
+    """The line between the headlines and the other figures, before the first of those."""
+    if not (i and rows[i - 1].headline and not rows[i].headline):
+        return ""
+    return f"<tr><th colspan='{columns}'>Other figures{moved}</th></tr>"
 
 
 def _header(a: Snapshot, a_name: str, b: Snapshot | None, b_name: str) -> str:

@@ -1,15 +1,20 @@
 """Two snapshots compared (engines.trace.compare's `Comparison`): what makes the runs not the
 same experiment first (host facts, settings, labs on one side only), then every figure both
-hold — A, B, B − A, B / A, the furthest moved first — filterable by name."""
+hold — A, B, B − A, B / A — each lab's headline figures first (in bold, by their label and
+unit, B / A marked better in green or worse in red by the figure's direction), then the rest,
+the furthest moved first; filterable by name or label."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from inferlab.engines.trace.compare import Comparison, format_figure, format_ratio
+from inferlab.engines.trace.compare import Comparison, FigureRow, format_figure
 from inferlab.views.fact_table import FactTable
 
-HEADERS = ("lab", "figure", "A", "B", "B − A", "B / A")
+HEADERS = ("lab", "figure", "unit", "A", "B", "B − A", "B / A")
+VERDICT_COLORS = {"better": "#007A4D", "worse": "#C0392B"}
 
 
 class SnapshotCompareView(QWidget):
@@ -19,9 +24,11 @@ class SnapshotCompareView(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(self.summary.textFormat().RichText)
         self.filter = QLineEdit()
-        self.filter.setPlaceholderText("filter figures by name, e.g. ttft or tokens_per_s")
+        self.filter.setPlaceholderText("filter figures by name or label, e.g. ttft or "
+                                       "throughput")
         self.filter.setClearButtonEnabled(True)
         self.table = FactTable(HEADERS)
+        self.table.setWordWrap(False)  # one line a figure, however narrow B / A starts
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
         layout.addWidget(self.filter)
@@ -39,10 +46,32 @@ class SnapshotCompareView(QWidget):
             return
         needle = self.filter.text().strip().lower()
         rows = [r for r in self.comparison.rows
-                if not needle or needle in f"{r.lab}:{r.figure}".lower()]
-        self.table.set_rows((r.lab, r.figure, format_figure(r.a), format_figure(r.b),
-                             format_figure(r.b_minus_a), format_ratio(r.b_over_a))
-                            for r in rows)
+                if not needle or needle in f"{r.lab}:{r.figure} {r.label or ''}".lower()]
+        self.table.set_rows(table_row(r) for r in rows)
+        ratio = HEADERS.index("B / A")
+        right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        for i, r in enumerate(rows):
+            for column in range(HEADERS.index("A"), ratio):  # numbers line up on the right
+                self.table.item(i, column).setTextAlignment(right)
+            if r.headline:
+                item = self.table.item(i, 1)
+                font = item.font()
+                font.setBold(True)
+                item.setFont(font)
+            if r.verdict:
+                self.table.item(i, ratio).setForeground(
+                    QBrush(QColor(VERDICT_COLORS[r.verdict])))
+
+
+def table_row(r: FigureRow) -> tuple:
+    """A row's cells: a headline by its label (its dotted name, for --fail-if, and its
+    direction on hover), any other figure by its dotted name."""
+    cells = (r.lab, r.label if r.headline else r.figure, r.unit or "", format_figure(r.a),
+             format_figure(r.b), format_figure(r.b_minus_a), r.ratio_text())
+    if not r.headline:
+        return cells
+    better = f"; {r.better} is better" if r.better else ""
+    return (*cells, {"tip": f"{r.lab}:{r.figure}{better}"})
 
 
 def summary_html(c: Comparison, a_name: str, b_name: str) -> str:

@@ -1,6 +1,7 @@
-"""`inferlab compare A.json B.json`: two snapshots' figures side by side (A, B, B − A, B / A,
-the figures that moved most first), the settings and host facts that differ; `--fail-if
-'FIGURE < BOUND'` exits 1 when B / A of that figure falls past the bound."""
+"""`inferlab compare A.json B.json`: two snapshots' figures side by side (A, B, B − A, B / A;
+each lab's headline figures first, from its registry entry, marked better or worse, then the
+rest, the figures that moved most first), the settings and host facts that differ;
+`--fail-if 'FIGURE < BOUND'` exits 1 when B / A of that figure falls past the bound."""
 
 from __future__ import annotations
 
@@ -20,11 +21,13 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from inferlab.app.cli import print_json
+    from inferlab.app.labs.registry import lab_headlines
     from inferlab.engines.trace.compare import compare_snapshots, failed_bounds, parse_bound
     from inferlab.engines.trace.snapshot import read_snapshot
 
     bounds = [parse_bound(text) for text in args.fail_if]  # a bad bound: before any read
-    comparison = compare_snapshots(read_snapshot(args.a), read_snapshot(args.b))
+    comparison = compare_snapshots(read_snapshot(args.a), read_snapshot(args.b),
+                                   headlines=lab_headlines())
     failures = failed_bounds(comparison, bounds)
     if args.json:
         print_json({**comparison.to_dict(), "failed": failures})
@@ -37,8 +40,6 @@ def run(args) -> int:
 
 def format_comparison(comparison) -> str:
     """The comparison as text: the differences that make runs incomparable first."""
-    from inferlab.engines.trace.compare import format_figure, format_ratio
-
     lines = []
     if comparison.host:
         lines.append("host facts that differ:")
@@ -52,10 +53,31 @@ def format_comparison(comparison) -> str:
     if not comparison.labs:
         lines.append("no lab is in both snapshots: no figure to compare")
         return "\n".join(lines)
+    heads = [r for r in comparison.rows if r.headline]
+    rest = [r for r in comparison.rows if not r.headline]
     width = max(len(f"{r.lab}:{r.figure}") for r in comparison.rows) if comparison.rows else 6
-    lines.append(f"{'figure':<{width}}  {'A':>12}  {'B':>12}  {'B - A':>12}  {'B / A':>10}")
-    for r in comparison.rows:
-        lines.append(f"{r.lab + ':' + r.figure:<{width}}  {format_figure(r.a):>12}  "
-                     f"{format_figure(r.b):>12}  {format_figure(r.b_minus_a):>12}  "
-                     f"{format_ratio(r.b_over_a):>10}")
+    numbers = f"{'A':>12}  {'B':>12}  {'B - A':>12}  {'B / A':<10}"
+    if heads:
+        label = max(len(_label(r)) for r in heads)
+        lines.append("headline figures, as each lab shows them (better, worse: by the "
+                     "figure's direction):")
+        lines.append(f"{'figure':<{width}}  {'what':<{label}}  {numbers}".rstrip())
+        lines += [f"{r.lab + ':' + r.figure:<{width}}  {_label(r):<{label}}  {_numbers(r)}"
+                  for r in heads]
+    if rest:
+        if heads:
+            lines.append("other figures, the furthest moved first:")
+        lines.append(f"{'figure':<{width}}  {numbers}".rstrip())
+        lines += [f"{r.lab + ':' + r.figure:<{width}}  {_numbers(r)}" for r in rest]
     return "\n".join(lines)
+
+
+def _label(row) -> str:
+    return f"{row.label} ({row.unit})" if row.unit else row.label
+
+
+def _numbers(row) -> str:
+    from inferlab.engines.trace.compare import format_figure
+
+    return (f"{format_figure(row.a):>12}  {format_figure(row.b):>12}  "
+            f"{format_figure(row.b_minus_a):>12}  {row.ratio_text()}").rstrip()

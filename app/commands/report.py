@@ -19,6 +19,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from inferlab.app.labs.registry import lab_headlines
     from inferlab.app.report import build_report, report_path, write_report
     from inferlab.engines.trace.compare import compare_snapshots
     from inferlab.engines.trace.snapshot import read_snapshot
@@ -29,7 +30,7 @@ def run(args) -> int:
     images_a = images_b = overlays = None
     notes: list[str] = []
     a_name, b_name = Path(args.snapshot).name, Path(args.compare).name if args.compare else ""
-    comparison = compare_snapshots(a, b) if b is not None else None
+    comparison = compare_snapshots(a, b, headlines=lab_headlines()) if b is not None else None
     if not args.no_images:
         images_a = _images(args.snapshot, list(a.labs), notes)
         if b is not None:

@@ -2,7 +2,8 @@
 
 The sidebar and View menu, `inferlab run LAB`, `inferlab bench LAB`, `inferlab screenshot
 --lab LAB`, snapshot reading, the plots of a snapshot comparison, `make screenshots` and the
-README's lab list are all built from `LABS`. Code is named by reference ("module:attribute")
+README's lab list are all built from `LABS`; a comparison's first rows (a lab's headline
+figures) too. Code is named by reference ("module:attribute")
 and imported only when used, so that listing the labs (the window's first paint, `inferlab
 --help`) imports neither torch nor a lab's view.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+
+from inferlab.engines.trace.compare import Headline
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,33 @@ class LabSpec:
     compare_plots: str | None = None  # read_section's records -> [engines.trace.overlay
                                       # .Plot]: one snapshot's side of a comparison's
                                       # overlaid plots (app/compare_plots.py pairs A and B)
+    headlines: tuple[Headline, ...] = ()  # the figures the lab shows (dotted names in its
+                                          # metrics, label, unit, better): a comparison's
+                                          # and a report's first rows, in this order
 
 
 def resolve(ref: str):
     """The object a "module:attribute" reference names (imports the module)."""
     module, _, attribute = ref.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def _serving_headlines(*extra: Headline) -> tuple[Headline, ...]:
+    """The serving metrics every serving lab shows (engines/serve/metrics.py's names)."""
+    up, down = "higher", "lower"
+    return (Headline("output_tokens_per_s", "output throughput", "tokens/s", up),
+            Headline("request_throughput_per_s", "request throughput", "requests/s", up),
+            Headline("goodput_requests_per_s", "SLO goodput", "requests/s", up),
+            Headline("ttft_s.p50", "TTFT p50", "s", down),
+            Headline("ttft_s.p99", "TTFT p99", "s", down),
+            Headline("tpot_s.p50", "TPOT p50", "s", down),
+            Headline("tpot_s.p99", "TPOT p99", "s", down),
+            Headline("itl_s.p99", "ITL p99", "s", down),
+            Headline("e2e_s.p50", "E2E p50", "s", down),
+            Headline("e2e_s.p99", "E2E p99", "s", down),
+            *extra,
+            Headline("completed", "requests completed", "requests", up),
+            Headline("failed", "requests failed", "requests", down))
 
 
 LABS: tuple[LabSpec, ...] = (
@@ -53,6 +77,10 @@ LABS: tuple[LabSpec, ...] = (
             "*measure* the roofs: peak matmul FLOP/s per dtype and memory bandwidth."),
         controller="inferlab.app.labs.hardware:HardwareLab",
         read_section="inferlab.engines.labs.hardware.section:read_hardware_section",
+        headlines=(
+            Headline("roofs.*.peak_flops.*", "peak matmul", "FLOP/s", "higher"),
+            Headline("roofs.*.bandwidth_bytes_per_s", "memory bandwidth", "bytes/s", "higher"),
+            Headline("roofs.*.knee_flops_per_byte.*", "knee P / W", "FLOP/byte")),
         compare_plots="inferlab.engines.labs.hardware.compare_plots:hardware_plots",
     ),
     LabSpec(
@@ -67,6 +95,11 @@ LABS: tuple[LabSpec, ...] = (
             "substituted."),
         controller="inferlab.app.labs.roofline:RooflineLab",
         read_section="inferlab.engines.labs.roofline.section:read_roofline_section",
+        headlines=(
+            Headline("peak_flops.*", "peak matmul (measured)", "FLOP/s", "higher"),
+            Headline("bandwidth_bytes_per_s", "memory bandwidth (measured)", "bytes/s",
+                     "higher"),
+            Headline("knee_flops_per_byte.*", "knee P / W", "FLOP/byte")),
         compare_plots="inferlab.engines.labs.roofline.compare_plots:roofline_plots",
         bench="inferlab.app.benches.roofline:run_roofline_bench",
     ),
@@ -80,6 +113,13 @@ LABS: tuple[LabSpec, ...] = (
             "MHA vs GQA vs MQA side by side. GiB (2³⁰) and GB (10⁹) are always labelled."),
         controller="inferlab.app.labs.memory:MemoryLab",
         read_section="inferlab.engines.labs.memory.section:read_memory_section",
+        headlines=(
+            Headline("total_bytes", "weights + KV per GPU", "bytes", "lower"),
+            Headline("kv_bytes_per_token", "KV per token", "bytes", "lower"),
+            Headline("kv_bytes_total", "KV for the batch", "bytes", "lower"),
+            Headline("weight_bytes", "weights", "bytes", "lower"),
+            Headline("max_batch", "largest batch at this context", "sequences", "higher"),
+            Headline("max_context", "longest context at this batch", "tokens", "higher")),
         compare_plots="inferlab.engines.labs.memory.compare_plots:memory_plots",
     ),
     LabSpec(
@@ -95,6 +135,14 @@ LABS: tuple[LabSpec, ...] = (
             "an emulated Cortex-M4. TFLM's example models ship in `assets/tflite`."),
         controller="inferlab.app.labs.mcu:McuLab",
         read_section="inferlab.engines.labs.mcu.section:read_mcu_section",
+        headlines=(
+            Headline("arena_bytes.*", "arena", "bytes", "lower"),
+            Headline("lower_bound_bytes", "arena lower bound", "bytes"),
+            Headline("sram_margin_bytes", "SRAM left on the board", "bytes", "higher"),
+            Headline("flash_margin_bytes", "flash left on the board", "bytes", "higher"),
+            Headline("host_total_us", "host interpreter time", "µs", "lower"),
+            Headline("est_cycles", "estimated cycles on the board", "cycles", "lower"),
+            Headline("macs", "multiply-accumulates", "MACs")),
         compare_plots="inferlab.engines.labs.mcu.compare_plots:mcu_plots",
         run_arguments="inferlab.engines.labs.mcu.run:add_arguments",
         run="inferlab.engines.labs.mcu.run:run",
@@ -114,6 +162,19 @@ LABS: tuple[LabSpec, ...] = (
             "requests and its waste."),
         controller="inferlab.app.labs.kv:KVLab",
         read_section="inferlab.engines.labs.kv.section:read_kv_section",
+        headlines=(
+            Headline("paged_waste_frac", "paged waste", "fraction", "lower"),
+            Headline("contiguous_waste_frac", "contiguous waste", "fraction", "lower"),
+            Headline("paged_peak_reserved_slots", "paged peak reserved", "token slots",
+                     "lower"),
+            Headline("contiguous_peak_reserved_slots", "contiguous peak reserved",
+                     "token slots", "lower"),
+            Headline("prefix_hit_rate", "prefix hit rate", "fraction", "higher"),
+            Headline("paged_max_concurrent_seqs", "paged sequences at once", "sequences",
+                     "higher"),
+            Headline("preemptions", "preemptions", "sequences", "lower"),
+            Headline("evictions", "cached blocks evicted", "blocks", "lower"),
+            Headline("model_s", "model time", "s", "lower")),
         compare_plots="inferlab.engines.labs.kv.compare_plots:kv_plots",
         run_arguments="inferlab.engines.labs.kv.run:add_arguments",
         run="inferlab.engines.labs.kv.run:run",
@@ -137,6 +198,9 @@ LABS: tuple[LabSpec, ...] = (
             "rate sweep (p99 latency against achieved throughput, the SLO knee marked)."),
         controller="inferlab.app.labs.batching:BatchingLab",
         read_section="inferlab.engines.labs.batching.section:read_batching_section",
+        headlines=_serving_headlines(
+            Headline("preemptions", "preemptions", "requests", "lower"),
+            Headline("prefix_hit_rate", "prefix hit rate", "fraction", "higher")),
         compare_plots="inferlab.engines.labs.batching.compare_plots:batching_plots",
         run_arguments="inferlab.engines.labs.batching.run:add_arguments",
         run="inferlab.engines.labs.batching.run:run",
@@ -160,6 +224,15 @@ LABS: tuple[LabSpec, ...] = (
             "under a GPU budget) drawn as a heat map with the best layout marked."),
         controller="inferlab.app.labs.cluster:ClusterLab",
         read_section="inferlab.engines.labs.cluster.section:read_cluster_section",
+        headlines=(
+            Headline("goodput_per_gpu", "goodput per GPU (DistServe)", "requests/s",
+                     "higher"),
+            Headline("slo_attainment", "SLO attainment", "fraction", "higher"),
+            *_serving_headlines(
+                Headline("kv_transfer_s_total", "KV transfer time, all requests", "s",
+                         "lower"),
+                Headline("prefix_hit_rate", "prefix hit rate", "fraction", "higher")),
+            Headline("gpus", "GPUs", "GPUs")),
         compare_plots="inferlab.engines.labs.cluster.compare_plots:cluster_plots",
         run_arguments="inferlab.engines.labs.cluster.run:add_arguments",
         run="inferlab.engines.labs.cluster.run:run",
@@ -183,6 +256,15 @@ LABS: tuple[LabSpec, ...] = (
             "for the measured α."),
         controller="inferlab.app.labs.speculative:SpeculativeLab",
         read_section="inferlab.engines.labs.speculative.section:read_speculative_section",
+        headlines=(
+            Headline("tokens_per_target_forward", "tokens per target forward", "tokens",
+                     "higher"),
+            Headline("acceptance_rate", "acceptance rate", "fraction", "higher"),
+            Headline("alpha", "α (geometric fit)", "fraction", "higher"),
+            Headline("mean_acceptance_length", "mean acceptance length", "tokens", "higher"),
+            Headline("theory_tokens_per_forward", "E = (1 − α^(K+1)) / (1 − α)", "tokens"),
+            Headline("target_forward_s", "target forward time", "s", "lower"),
+            Headline("draft_s", "draft time", "s", "lower")),
         compare_plots="inferlab.engines.labs.speculative.compare_plots:speculative_plots",
         run_arguments="inferlab.engines.labs.speculative.run:add_arguments",
         run="inferlab.engines.labs.speculative.run:run",
@@ -204,6 +286,9 @@ LABS: tuple[LabSpec, ...] = (
             "stored low-bit codes, and a sample generation beside fp32's."),
         controller="inferlab.app.labs.quant:QuantLab",
         read_section="inferlab.engines.labs.quant.section:read_quant_section",
+        headlines=(
+            Headline("perplexity.*", "perplexity", "", "lower"),
+            Headline("weight_bytes.*", "weight memory", "bytes", "lower")),
         compare_plots="inferlab.engines.labs.quant.compare_plots:quant_plots",
         run_arguments="inferlab.engines.labs.quant.run:add_arguments",
         run="inferlab.engines.labs.quant.run:run",
@@ -231,6 +316,12 @@ LABS: tuple[LabSpec, ...] = (
             "memory."),
         controller="inferlab.app.labs.attention:AttentionLab",
         read_section="inferlab.engines.labs.attention.section:read_attention_section",
+        headlines=(
+            Headline("bytes_read", "bytes read from main memory", "bytes", "lower"),
+            Headline("bytes_written", "bytes written to main memory", "bytes", "lower"),
+            Headline("peak_on_chip_bytes", "peak on chip", "bytes", "lower"),
+            Headline("flops", "FLOPs", "FLOP"),
+            Headline("steps_total", "steps", "steps")),
         compare_plots="inferlab.engines.labs.attention.compare_plots:attention_plots",
         run_arguments="inferlab.engines.labs.attention.run:add_arguments",
         run="inferlab.engines.labs.attention.run:run",
@@ -254,6 +345,7 @@ LABS: tuple[LabSpec, ...] = (
             "never written anywhere."),
         controller="inferlab.app.labs.endpoint:EndpointLab",
         read_section="inferlab.engines.labs.endpoint.section:read_endpoint_section",
+        headlines=_serving_headlines(),
         compare_plots="inferlab.engines.labs.endpoint.compare_plots:endpoint_plots",
         run_arguments="inferlab.engines.labs.endpoint.run:add_arguments",
         run="inferlab.engines.labs.endpoint.run:run",
@@ -271,6 +363,11 @@ def lab_spec(lab_id: str) -> LabSpec:
         if spec.id == lab_id:
             return spec
     raise ValueError(f"unknown lab {lab_id!r}; labs: {', '.join(s.id for s in LABS)}")
+
+
+def lab_headlines() -> dict[str, tuple[Headline, ...]]:
+    """Lab id -> its headline figures: what `compare_snapshots` lists first."""
+    return {spec.id: spec.headlines for spec in LABS if spec.headlines}
 
 
 def readme_lab_list() -> str:

@@ -7,9 +7,12 @@ snapshots hold, each figure is a row
     figure, a, b, b_minus_a = b - a, b_over_a = b / a   (None where a is 0 or one side lacks it)
 
 rows ordered by how far they moved (|log(b / a)|, largest first; rows without a ratio after
-them). Settings are flattened the same way and listed where they differ, as are the host
-facts and the app version: two runs on different CPUs or builds are not the same
-experiment, and the comparison says so before any figure is read.
+them). A lab may describe its headline figures (`Headline`: what the lab shows, with a label,
+a unit and which way is better); those rows come first, in the order the lab describes them,
+each marked better or worse by its direction, then the rest by movement. Settings are
+flattened the same way and listed where they differ, as are the host facts and the app
+version: two runs on different CPUs or builds are not the same experiment, and the
+comparison says so before any figure is read.
 
 `--fail-if 'FIGURE < BOUND'` (`parse_bound`, `failed_bounds`) holds B / A of a figure to a
 bound, so a user can gate a change in their own CI.
@@ -24,6 +27,39 @@ from dataclasses import dataclass
 
 from inferlab.engines.trace.snapshot import Snapshot
 
+BETTER = ("higher", "lower")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One figure a lab shows, described once (its registry entry): `figure` is the dotted
+    name in the lab's metrics, where `*` stands for one name part (`perplexity.*`: a row per
+    scheme, the parts it stood for named after the label: "perplexity (int8)"); `better` is
+    the direction of an improvement, "higher" or "lower", None where neither is."""
+
+    figure: str
+    label: str
+    unit: str = ""
+    better: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.better is not None and self.better not in BETTER:
+            raise ValueError(f"headline {self.figure!r}: better {self.better!r}, expected "
+                             f"one of {', '.join(BETTER)} or None")
+
+    def matches(self, names: Sequence[str]) -> list[tuple[str, str]]:
+        """(name, label) of each of `names` this figure describes, in their order."""
+        if "*" not in self.figure:
+            return [(self.figure, self.label)] if self.figure in names else []
+        pattern = re.compile(r"\.".join("([^.]+)" if part == "*" else re.escape(part)
+                                         for part in self.figure.split(".")))
+        out = []
+        for name in names:
+            match = pattern.fullmatch(name)
+            if match:
+                out.append((name, f"{self.label} ({', '.join(match.groups())})"))
+        return out
+
 
 @dataclass(frozen=True)
 class FigureRow:
@@ -31,6 +67,10 @@ class FigureRow:
     figure: str
     a: float | None
     b: float | None
+    label: str | None = None  # a headline's (None: a figure the lab does not describe)
+    unit: str | None = None
+    better: str | None = None  # "higher", "lower" or None
+    headline: bool = False
 
     @property
     def b_minus_a(self) -> float | None:
@@ -42,9 +82,24 @@ class FigureRow:
             return None
         return self.b / self.a
 
+    @property
+    def verdict(self) -> str:
+        """"better" or "worse" by the figure's direction (B − A against `better`); "" where
+        it has none, or nothing moved."""
+        change = self.b_minus_a
+        if self.better is None or not change:
+            return ""
+        return "better" if (change > 0) == (self.better == "higher") else "worse"
+
+    def ratio_text(self) -> str:
+        """B / A as the tables show it: the ratio, the arrow of B − A, and better or worse."""
+        return format_ratio(self.b_over_a, self.b_minus_a, self.verdict)
+
     def to_dict(self) -> dict:
         return {"lab": self.lab, "figure": self.figure, "a": self.a, "b": self.b,
-                "b_minus_a": self.b_minus_a, "b_over_a": self.b_over_a}
+                "b_minus_a": self.b_minus_a, "b_over_a": self.b_over_a,
+                "label": self.label, "unit": self.unit, "better": self.better,
+                "headline": self.headline}
 
 
 @dataclass(frozen=True)
@@ -79,15 +134,22 @@ class Comparison:
 
 
 def format_figure(value: float | None) -> str:
-    """A figure as the comparison shows it (6 significant digits; "–" where absent)."""
-    return "–" if value is None else f"{value:.6g}"
-
-
-def format_ratio(value: float | None) -> str:
-    """B / A with its direction (▲ up, ▼ down): whether up is better depends on the figure."""
+    """A figure as the comparison shows it: a whole number whole, its thousands grouped
+    (17,134,264,320 bytes), any other to 6 significant digits; "–" where absent."""
     if value is None:
         return "–"
-    return f"{value:.4f}" + ("" if value == 1 else " ▲" if value > 1 else " ▼")
+    if math.isfinite(value) and abs(value) < 1e15 and value == int(value):
+        return f"{int(value):,}"
+    return f"{value:.6g}"
+
+
+def format_ratio(value: float | None, change: float | None = None, verdict: str = "") -> str:
+    """B / A with its direction: ▲ up, ▼ down (of B − A where given, else of the ratio), and
+    the verdict after it ("better", "worse") where the figure has a direction."""
+    moved = (value - 1 if value is not None else 0.0) if change is None else change
+    arrow = "" if not moved else " ▲" if moved > 0 else " ▼"
+    text = ("–" if value is None else f"{value:.4f}") + arrow
+    return f"{text} {verdict}" if verdict and arrow else text
 
 
 def flatten_numbers(data: object, prefix: str = "") -> dict[str, float]:
@@ -118,28 +180,50 @@ def flatten_values(data: object, prefix: str = "") -> dict[str, object]:
 
 
 def compare_snapshots(a: Snapshot, b: Snapshot,
-                      figures: Mapping[str, Sequence[str]] | None = None) -> Comparison:
+                      figures: Mapping[str, Sequence[str]] | None = None,
+                      headlines: Mapping[str, Sequence[Headline]] | None = None) -> Comparison:
     """The comparison of `a` and `b`. `figures` may name, per lab id, the figures to list
-    (dotted names; default: every number in the lab's metrics)."""
+    (dotted names; default: every number in the lab's metrics); `headlines`, per lab id, the
+    figures the lab shows (its registry entry's): their rows first, lab by lab."""
     labs_a, labs_b = _labs(a), _labs(b)
     both = tuple(lab for lab in labs_a if lab in labs_b)
-    rows: list[FigureRow] = []
+    first: list[FigureRow] = []
+    rest: list[FigureRow] = []
     settings: list[Difference] = []
     for lab in both:
         fa = flatten_numbers(_part(labs_a[lab], "metrics"))
         fb = flatten_numbers(_part(labs_b[lab], "metrics"))
         names = list(figures[lab]) if figures and lab in figures else \
             list(dict.fromkeys([*fa, *fb]))
-        rows.extend(FigureRow(lab, name, fa.get(name), fb.get(name)) for name in names)
+        heads, others = figure_rows(lab, fa, fb, names, (headlines or {}).get(lab, ()))
+        first += heads
+        rest += others
         settings.extend(_differences(lab, _part(labs_a[lab], "settings"),
                                      _part(labs_b[lab], "settings")))
     host = _differences("host", a.host, b.host)
     if a.app_version != b.app_version:
         host.insert(0, Difference("app_version", "app_version", a.app_version, b.app_version))
-    return Comparison(rows=tuple(sorted(rows, key=_moved)), settings=tuple(settings),
+    return Comparison(rows=(*first, *sorted(rest, key=_moved)), settings=tuple(settings),
                       host=tuple(host), labs=both,
                       only_in_a=tuple(lab for lab in labs_a if lab not in labs_b),
                       only_in_b=tuple(lab for lab in labs_b if lab not in labs_a))
+
+
+def figure_rows(lab: str, fa: Mapping[str, float], fb: Mapping[str, float],
+                names: Sequence[str], headlines: Sequence[Headline] = ()
+                ) -> tuple[list[FigureRow], list[FigureRow]]:
+    """(the headline rows in `headlines`' order, the other rows in `names`' order) of the
+    figures `names` of one lab; a headline neither side holds has no row."""
+    heads: list[FigureRow] = []
+    taken: set[str] = set()
+    for h in headlines:
+        for name, label in h.matches(names):
+            if name not in taken:
+                taken.add(name)
+                heads.append(FigureRow(lab, name, fa.get(name), fb.get(name), label, h.unit,
+                                       h.better, headline=True))
+    return heads, [FigureRow(lab, name, fa.get(name), fb.get(name))
+                   for name in names if name not in taken]
 
 
 def _labs(snapshot: Snapshot) -> dict:

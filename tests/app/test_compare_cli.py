@@ -23,8 +23,14 @@ def test_json_rows_and_a_passing_bound(tmp_path, capsys):
     assert main(["compare", str(a), str(b), "--json",
                  "--fail-if", "output_tokens_per_s < 0.95"]) == 0
     out = json.loads(capsys.readouterr().out)
+    # the batching lab's first headline: its description added to the keys rows always had
     assert out["figures"][0] == {"lab": "batching", "figure": "output_tokens_per_s",
-                                 "a": 100.0, "b": 120.0, "b_minus_a": 20.0, "b_over_a": 1.2}
+                                 "a": 100.0, "b": 120.0, "b_minus_a": 20.0, "b_over_a": 1.2,
+                                 "label": "output throughput", "unit": "tokens/s",
+                                 "better": "higher", "headline": True}
+    assert out["figures"][1] == {"lab": "batching", "figure": "ttft_p50_s", "a": 0.5,
+                                 "b": 0.5, "b_minus_a": 0.0, "b_over_a": 1.0, "label": None,
+                                 "unit": None, "better": None, "headline": False}
     assert out["settings_differ"] == [{"where": "batching", "name": "policy",
                                        "a": "continuous", "b": "static"}]
     assert out["failed"] == []
@@ -34,7 +40,8 @@ def test_a_failing_bound_exits_1_and_says_which(tmp_path, capsys):
     a, b = write(tmp_path / "a.json", 100.0), write(tmp_path / "b.json", 90.0)
     assert main(["compare", str(a), str(b), "--fail-if", "output_tokens_per_s < 0.95"]) == 1
     captured = capsys.readouterr()
-    assert "batching:output_tokens_per_s" in captured.out and "0.9000" in captured.out
+    assert "batching:output_tokens_per_s" in captured.out
+    assert "output throughput (tokens/s)" in captured.out and "0.9000 ▼ worse" in captured.out
     assert "failed: output_tokens_per_s < 0.95: batching:output_tokens_per_s B / A = 0.9" \
         in captured.err
 

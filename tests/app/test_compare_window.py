@@ -37,13 +37,19 @@ def test_the_comparison_window_lists_rows_and_what_differs(make_window, tmp_path
     b = write(tmp_path / "b.json", 150.0, cpu="avx512", policy="static")
     compare = window.compare_snapshots(a, b)
     rows = cells(compare.view.table)
-    assert rows[0] == ["batching", "output_tokens_per_s", "100", "150", "50", "1.5000 ▲"]
-    assert ["kv", "hit_rate", "0.25", "0.25", "0", "1.0000"] in rows
+    # the batching lab's headline first, by its label and unit, B / A marked by its direction
+    assert rows[0] == ["batching", "output throughput", "tokens/s", "100", "150", "50",
+                       "1.5000 ▲ better"]
+    assert compare.view.table.item(0, 1).font().bold()
+    assert "batching:output_tokens_per_s" in compare.view.table.item(0, 1).toolTip()
+    assert ["kv", "hit_rate", "", "0.25", "0.25", "0", "1.0000"] in rows
     summary = compare.view.summary.text()
     assert "Host facts differ" in summary and "avx2 → avx512" in summary
     assert "policy: continuous → static" in summary
     compare.view.filter.setText("HIT")
-    assert cells(compare.view.table) == [["kv", "hit_rate", "0.25", "0.25", "0", "1.0000"]]
+    assert cells(compare.view.table) == [["kv", "hit_rate", "", "0.25", "0.25", "0", "1.0000"]]
+    compare.view.filter.setText("throughput")  # a headline's label filters too
+    assert [r[1] for r in cells(compare.view.table)] == ["output throughput"]
     report = compare.export_report(tmp_path / "r.html")
     text = report.read_text()
     assert "output_tokens_per_s" in text and "<script" not in text

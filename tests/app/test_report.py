@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from inferlab.app.cli import main
+from inferlab.app.labs.registry import lab_headlines
 from inferlab.app.report import build_report
 from inferlab.engines.trace.compare import compare_snapshots
 from inferlab.engines.trace.snapshot import lab_section, make_snapshot, write_snapshot
@@ -73,12 +74,15 @@ def test_a_snapshot_report_holds_its_figures_settings_and_images_inline():
 def test_a_comparison_report_has_the_rows_and_both_images():
     a, b = snap(100.0), snap(150.0, policy="static")
     page = build_report(a, "a.json", {"batching": PNG_MAGIC + b"A"}, b, "b.json",
-                        {"batching": PNG_MAGIC + b"B"}, compare_snapshots(a, b))
+                        {"batching": PNG_MAGIC + b"B"},
+                        compare_snapshots(a, b, headlines=lab_headlines()))
     p = parsed(page)
     assert len(p.images) == 2
     cells = p.cells
-    i = cells.index("output_tokens_per_s")
-    assert cells[i: i + 5] == ["output_tokens_per_s", "100", "150", "50", "1.5000 ▲"]
+    # a headline (the registry's batching entry): its label, name, unit, and B / A's verdict
+    i = cells.index("output throughput")
+    assert cells[i: i + 7] == ["output throughput", "output_tokens_per_s", "tokens/s", "100",
+                               "150", "50", "1.5000 ▲ better"]
     assert "Settings that differ" in cells and "static" in cells
 
 
@@ -88,7 +92,7 @@ def test_the_command_writes_a_report_without_images_and_refuses_bad_input(tmp_pa
     out = tmp_path / "r.html"
     assert main(["report", str(tmp_path / "a.json"), "--compare", str(tmp_path / "b.json"),
                  "--out", str(out), "--no-images"]) == 0
-    assert "2.0000 ▲" in parsed(out.read_text()).cells
+    assert "2.0000 ▲ better" in parsed(out.read_text()).cells
     # the window cannot replay this made-up section: the tables still come, with a note
     assert main(["report", str(tmp_path / "a.json"), "--out", str(out)]) == 0
     cells = parsed(out.read_text()).cells
@@ -125,3 +129,4 @@ def test_the_report_renders_the_labs_pages_and_a_browser_opens_it(tmp_path):
     assert shot.exists() and shot.stat().st_size > 10_000, run.stderr[-2000:]
     log = run.stderr
     assert "Failed to load resource" not in log and "Uncaught" not in log, log[-2000:]
+

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from inferlab.engines.trace.compare import (
+    Headline,
     compare_snapshots,
     failed_bounds,
     flatten_numbers,
@@ -133,3 +134,50 @@ def test_fuzzed_pairs_never_crash():
     result = run_cases(cases, allowed=(SnapshotError,))
     assert not result.failures, result.failures[:3]
     assert result.ok > 50  # most mutations still read: the comparison really ran on them
+
+
+HEADLINES = (Headline("output_tokens_per_s", "output throughput", "tokens/s", "higher"),
+             Headline("latency.ttft_p50_s", "TTFT p50", "s", "lower"),
+             Headline("nowhere_s", "a figure neither run wrote", "s", "lower"),
+             Headline("perplexity.*", "perplexity", "", "lower"))
+
+
+def served(tokens_per_s: float, ttft_s: float, iterations: int, ppl: dict) -> dict:
+    return lab_section({}, {}, {"iterations": iterations, "perplexity": ppl,
+                                "output_tokens_per_s": tokens_per_s,
+                                "latency": {"ttft_p50_s": ttft_s}})
+
+
+def test_headline_rows_come_first_in_their_order_marked_by_their_direction():
+    # throughput down (worse), TTFT down (better), one scheme's perplexity up (worse), one
+    # gone from B; `iterations` moved furthest but is no headline: it follows them
+    a = snap({"batching": served(100.0, 0.5, 10, {"int8": 9.0, "int4": 12.0})})
+    b = snap({"batching": served(90.0, 0.25, 40, {"int8": 9.9})})
+    c = compare_snapshots(a, b, headlines={"batching": HEADLINES})
+    assert [(r.figure, r.label, r.headline) for r in c.rows] == [
+        ("output_tokens_per_s", "output throughput", True),
+        ("latency.ttft_p50_s", "TTFT p50", True),  # "nowhere_s": in neither, no row
+        ("perplexity.int8", "perplexity (int8)", True),
+        ("perplexity.int4", "perplexity (int4)", True),
+        ("iterations", None, False)]
+    assert [r.verdict for r in c.rows] == ["worse", "better", "worse", "", ""]
+    assert [r.ratio_text() for r in c.rows] == [
+        "0.9000 ▼ worse", "0.5000 ▼ better", "1.1000 ▲ worse", "–", "4.0000 ▲"]
+    assert c.rows[0].to_dict() == {
+        "lab": "batching", "figure": "output_tokens_per_s", "a": 100.0, "b": 90.0,
+        "b_minus_a": -10.0, "b_over_a": 0.9, "label": "output throughput",
+        "unit": "tokens/s", "better": "higher", "headline": True}
+    assert c.rows[-1].to_dict()["label"] is None and c.rows[-1].to_dict()["better"] is None
+    # a lab with no headlines described: every row by movement, as before
+    assert [r.figure for r in compare_snapshots(a, b).rows][:2] == \
+        ["iterations", "latency.ttft_p50_s"]
+
+
+def test_a_headline_wildcard_stands_for_one_name_part_and_a_direction_is_checked():
+    h = Headline("roofs.*.peak_flops.*", "peak matmul", "FLOP/s", "higher")
+    assert h.matches(["roofs.cpu.peak_flops.fp32", "roofs.cpu.bandwidth_bytes_per_s",
+                      "roofs.cuda:0.peak_flops.bf16", "roofs.a.b.peak_flops.fp32"]) == [
+        ("roofs.cpu.peak_flops.fp32", "peak matmul (cpu, fp32)"),
+        ("roofs.cuda:0.peak_flops.bf16", "peak matmul (cuda:0, bf16)")]
+    with pytest.raises(ValueError, match="better 'up'"):
+        Headline("x", "x", better="up")
