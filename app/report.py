@@ -10,7 +10,9 @@ there is no script.
                      its figures (flattened metrics; the lab's headline figures first, by
                      their label and unit, from its registry entry; with a comparison A, B,
                      B - A, B / A, headlines marked better or worse, the rest the furthest
-                     moved first) and its settings (or the settings that differ)
+                     moved first), the formulas behind them with the snapshot's numbers
+                     (the registry entry's `formulas`; A's and B's side by side) and its
+                     settings (or the settings that differ)
 
 `build_report` takes the images already rendered (lab id -> PNG bytes) so that the page is
 built, and tested, without Qt; `app/commands/report.py` renders them.
@@ -42,6 +44,7 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.headline td { font-weight: bold; } .name { color: #777; font-weight: normal; }
 td.better { color: #007A4D; } td.worse { color: #C0392B; }
+td.formula { font-family: DejaVu Sans Mono, monospace; font-size: 12px; }
 th { background: #f2f2f2; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 4px 0; }
 figure { margin: 12px 0; } figcaption { font-size: 13px; color: #444; }
@@ -94,6 +97,7 @@ def build_report(a: Snapshot, a_name: str, images_a: Mapping[str, bytes] | None 
             figures = flatten_numbers(section.get("metrics"))
             heads, rest = figure_rows(lab, figures, {}, list(figures), headlines.get(lab, ()))
             parts.append("<h3>Figures</h3>" + _values_table(heads + rest))
+            parts.append(_formulas_table({"": _formulas(lab, section)}))
             parts.append("<h3>Settings</h3>" + _pairs(flatten_values(section.get("settings"))))
     else:
         parts.append(_comparison(comparison, _labs(a), _labs(b), images_a, images_b, a_name,
@@ -132,6 +136,8 @@ def _comparison(c: Comparison, a_labs: Mapping, b_labs: Mapping,
                        f"<td class='num'>{_n(r.b_minus_a)}</td>"
                        f"<td class='num{verdict}'>{_e(r.ratio_text())}</td></tr>")
         out.append("</table>")
+        out.append(_formulas_table({"A": _formulas(lab, a_labs.get(lab)),
+                                    "B": _formulas(lab, b_labs.get(lab))}))
         diffs = [d for d in c.settings if d.where == lab]
         out.append("<h3>Settings that differ</h3>" +
                    (_diff_table(diffs, with_where=False) if diffs else "<p>None.</p>"))
@@ -165,6 +171,39 @@ def _other_figures(rows: Sequence[FigureRow], i: int, columns: int, moved: str =
     if not (i and rows[i - 1].headline and not rows[i].headline):
         return ""
     return f"<tr><th colspan='{columns}'>Other figures{moved}</th></tr>"
+
+
+def _formulas(lab: str, section: object) -> list[tuple[str, str]] | str:
+    """(formula, substituted) pairs of the lab's registry hook on `section`; [] for a lab
+    without one; the reason as a string where the section does not read."""
+    from inferlab.app.labs.registry import LABS, resolve
+
+    spec = next((s for s in LABS if s.id == lab), None)
+    if spec is None or spec.formulas is None:
+        return []
+    try:
+        return list(resolve(spec.formulas)(resolve(spec.read_section)(section)))
+    except ValueError as exc:
+        return f"the formulas cannot be substituted: {exc}"
+
+
+def _formulas_table(sides: Mapping[str, list[tuple[str, str]] | str]) -> str:
+    """The formulas with each side's numbers ("" one snapshot; "A", "B" a comparison), the
+    formulas paired by their text (A's order first)."""
+    if not any(sides.values()):
+        return ""
+    notes = "".join(f"<p class='note'>{_e(k + ': ' if k else '')}{_e(v)}</p>"
+                    for k, v in sides.items() if isinstance(v, str))
+    pairs = {k: dict(v) for k, v in sides.items() if not isinstance(v, str)}
+    formulas = list(dict.fromkeys(f for v in pairs.values() for f in v))
+    if not formulas:
+        return "<h3>Formulas with the numbers</h3>" + notes
+    head = "".join(f"<th>{_e(k) or 'with the numbers'}</th>" for k in pairs)
+    body = "".join(f"<tr><td>{_e(f)}</td>" +
+                   "".join(f"<td class='formula'>{_e(v.get(f, '–'))}</td>"
+                           for v in pairs.values()) + "</tr>" for f in formulas)
+    return (f"<h3>Formulas with the numbers</h3>{notes}<table><tr><th>formula</th>{head}"
+            f"</tr>{body}</table>")
 
 
 def _header(a: Snapshot, a_name: str, b: Snapshot | None, b_name: str) -> str:

@@ -3,7 +3,7 @@
 The sidebar and View menu, `inferlab run LAB`, `inferlab bench LAB`, `inferlab screenshot
 --lab LAB`, snapshot reading, the plots of a snapshot comparison, `make screenshots` and the
 README's lab list are all built from `LABS`; a comparison's first rows (a lab's headline
-figures) too. Code is named by reference ("module:attribute")
+figures) and a report's formulas too. Code is named by reference ("module:attribute")
 and imported only when used, so that listing the labs (the window's first paint, `inferlab
 --help`) imports neither torch nor a lab's view.
 """
@@ -40,6 +40,9 @@ class LabSpec:
     headlines: tuple[Headline, ...] = ()  # the figures the lab shows (dotted names in its
                                           # metrics, label, unit, better): a comparison's
                                           # and a report's first rows, in this order
+    formulas: str | None = None  # read_section's records -> [(formula, substituted)]: the
+                                 # formulas behind its figures with the snapshot's numbers
+                                 # (computed by the engine functions that hold them)
 
 
 def resolve(ref: str):
@@ -100,6 +103,7 @@ LABS: tuple[LabSpec, ...] = (
             Headline("bandwidth_bytes_per_s", "memory bandwidth (measured)", "bytes/s",
                      "higher"),
             Headline("knee_flops_per_byte.*", "knee P / W", "FLOP/byte")),
+        formulas="inferlab.engines.labs.roofline.formulas:roofline_formulas",
         compare_plots="inferlab.engines.labs.roofline.compare_plots:roofline_plots",
         bench="inferlab.app.benches.roofline:run_roofline_bench",
     ),
@@ -120,6 +124,7 @@ LABS: tuple[LabSpec, ...] = (
             Headline("weight_bytes", "weights", "bytes", "lower"),
             Headline("max_batch", "largest batch at this context", "sequences", "higher"),
             Headline("max_context", "longest context at this batch", "tokens", "higher")),
+        formulas="inferlab.engines.labs.memory.formulas:memory_formulas",
         compare_plots="inferlab.engines.labs.memory.compare_plots:memory_plots",
     ),
     LabSpec(
@@ -234,6 +239,7 @@ LABS: tuple[LabSpec, ...] = (
                 Headline("prefix_hit_rate", "prefix hit rate", "fraction", "higher")),
             Headline("gpus", "GPUs", "GPUs")),
         compare_plots="inferlab.engines.labs.cluster.compare_plots:cluster_plots",
+        formulas="inferlab.engines.labs.cluster.formulas:cluster_formulas",
         run_arguments="inferlab.engines.labs.cluster.run:add_arguments",
         run="inferlab.engines.labs.cluster.run:run",
         bench="inferlab.engines.labs.cluster.bench:run_cluster_bench",
@@ -323,6 +329,7 @@ LABS: tuple[LabSpec, ...] = (
             Headline("flops", "FLOPs", "FLOP"),
             Headline("steps_total", "steps", "steps")),
         compare_plots="inferlab.engines.labs.attention.compare_plots:attention_plots",
+        formulas="inferlab.engines.labs.attention.formulas:attention_formulas",
         run_arguments="inferlab.engines.labs.attention.run:add_arguments",
         run="inferlab.engines.labs.attention.run:run",
         bench="inferlab.app.labs.attention:run_attention_lab_bench",

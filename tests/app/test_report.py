@@ -130,3 +130,31 @@ def test_the_report_renders_the_labs_pages_and_a_browser_opens_it(tmp_path):
     log = run.stderr
     assert "Failed to load resource" not in log and "Uncaught" not in log, log[-2000:]
 
+
+def test_a_labs_formulas_come_with_each_snapshots_numbers_and_its_headlines_first():
+    from tests.app.lab_sections import memory
+
+    sec = memory()
+    four = {**sec, "settings": {**sec["settings"], "batch": 4}}
+
+    def of(section):
+        return make_snapshot("0.1.0", {}, [], {"memory": section},
+                             created_utc="2026-12-02T00:00:00+00:00")
+
+    cells = parsed(build_report(of(sec), "a.json")).cells
+    figures = cells.index("Figures")
+    assert cells[figures + 4: figures + 8] == ["weights + KV per GPU", "total_bytes", "bytes",
+                                              "17,134,264,320"]  # the first headline
+    i = cells.index("KV for the batch = KV per token × context × batch")
+    assert cells[i + 1] == "131,072 B × 8,192 × 1 = 1,073,741,824 B (1.00 GiB)"
+    a, b = of(sec), of(four)
+    page = build_report(a, "a.json", None, b, "b.json", None,
+                        compare_snapshots(a, b, headlines=lab_headlines()))
+    cells = parsed(page).cells
+    i = cells.index("KV for the batch = KV per token × context × batch")
+    assert cells[i + 1: i + 3] == ["131,072 B × 8,192 × 1 = 1,073,741,824 B (1.00 GiB)",
+                                   "131,072 B × 8,192 × 4 = 4,294,967,296 B (4.00 GiB)"]
+    broken = of({**sec, "state": {**sec["state"], "target": "h100"}})
+    cells = parsed(build_report(broken, "a.json")).cells
+    assert any(c.startswith("the formulas cannot be substituted: labs.memory.state.target")
+               for c in cells)

@@ -1,0 +1,52 @@
+"""The memory lab's formulas with a snapshot's numbers (what its Results table shows): one
+GPU's KV and weights, what fits, the decode bound. The numbers are the lab's own plan
+(memory_plans: engines/roofline/memory.py and parallel.py, where the formulas live).
+"""
+
+from __future__ import annotations
+
+from inferlab.engines.dtypes import bytes_per_element
+from inferlab.engines.labs.memory.section import memory_plans
+from inferlab.engines.roofline.parallel import gpu_share
+from inferlab.engines.roofline.units import format_bandwidth, format_bytes
+
+
+def memory_formulas(read) -> list[tuple[str, str]]:
+    """`read`: what read_memory_section returns (settings, ModelConfig, target).
+    (formula, substituted) pairs, one GPU's of a t × p group."""
+    settings, cfg, target = read
+    plan, _variants = memory_plans(settings, cfg, target)
+    share = gpu_share(cfg, plan.tp, plan.pp, plan.weight_dtype, plan.kv_dtype)
+    split = f" ÷ (t × p = {plan.tp * plan.pp})" if plan.tp * plan.pp > 1 else ""
+    out = [
+        ("KV per token = 2 × layers × KV heads × d_head × bytes(kv_dtype)",
+         f"2 × {share.layers} × {share.kv_heads} × {cfg.d_head} × "
+         f"{bytes_per_element(plan.kv_dtype):g} B = {_bytes(plan.kv_bytes_per_token)}"),
+        ("KV for the batch = KV per token × context × batch",
+         f"{plan.kv_bytes_per_token:,} B × {plan.context:,} × {plan.batch:,} = "
+         f"{_bytes(plan.kv_bytes_total)}"),
+        ("weights = parameters × bytes(weight_dtype)" + (" ÷ (t × p)" if split else ""),
+         f"{cfg.n_params:,} × {bytes_per_element(plan.weight_dtype):g} B{split} = "
+         f"{_bytes(plan.weight_bytes)}"),
+        ("total = weights + KV for the batch; budget = ⌊device memory × utilisation⌋",
+         f"{_bytes(plan.weight_bytes)} + {_bytes(plan.kv_bytes_total)} = "
+         f"{_bytes(plan.total_bytes)}; ⌊{plan.device_memory_bytes:,} B × "
+         f"{plan.utilization:g}⌋ = {_bytes(plan.budget_bytes)}: "
+         + ("fits" if plan.fits else "does NOT fit")),
+        ("largest batch = ⌊(budget − weights) ÷ KV per request⌋",
+         f"⌊({plan.budget_bytes:,} − {plan.weight_bytes:,}) ÷ "
+         f"{plan.kv_bytes_per_request:,}⌋ = {plan.max_batch:,} sequences"),
+        ("longest context = ⌊(budget − weights) ÷ (KV per token × batch)⌋",
+         f"⌊({plan.budget_bytes:,} − {plan.weight_bytes:,}) ÷ ({plan.kv_bytes_per_token:,} × "
+         f"{plan.batch:,})⌋ = {plan.max_context:,} tokens"),
+    ]
+    if plan.decode_tokens_per_s_bound is not None:
+        out.append(("decode tokens/s ≤ batch × W ÷ (weights + KV for the batch)",
+                    f"{plan.batch:,} × {format_bandwidth(plan.bw_bytes_per_s)} ÷ "
+                    f"{_bytes(plan.total_bytes)} = "
+                    f"{plan.decode_tokens_per_s_bound:,.0f} tokens/s"))
+    return out
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} B ({format_bytes(n)})"
