@@ -272,6 +272,7 @@ LABS: tuple[LabSpec, ...] = (
             Headline("target_forward_s", "target forward time", "s", "lower"),
             Headline("draft_s", "draft time", "s", "lower")),
         compare_plots="inferlab.engines.labs.speculative.compare_plots:speculative_plots",
+        formulas="inferlab.engines.labs.speculative.formulas:speculative_formulas",
         run_arguments="inferlab.engines.labs.speculative.run:add_arguments",
         run="inferlab.engines.labs.speculative.run:run",
         bench="inferlab.app.benches.speculative:run_speculative_lab_bench",

@@ -12,7 +12,7 @@ from inferlab.app.labs.registry import LABS, lab_spec, resolve
 from inferlab.engines.roofline.interconnect import kv_transfer_s
 from tests.app.lab_sections import BUILDERS
 
-WITH_FORMULAS = ("roofline", "memory", "cluster", "attention")
+WITH_FORMULAS = ("roofline", "memory", "cluster", "speculative", "attention")
 
 
 @functools.cache
@@ -81,6 +81,22 @@ def test_cluster_transfer_and_utilisation_are_the_runs():
     assert [s.rsplit("= ", 1)[1] for s in shares] == [f"{u:.1%}" for u in m["utilization"]]
     goodput = next(v for k, v in f.items() if k.startswith("goodput per GPU"))
     assert goodput.endswith(f"= {m['goodput_per_gpu']:.4g} req/s per GPU")
+
+
+def test_speculative_theory_is_the_runs():
+    """The substituted E equals the section's own theory figures (metrics.py computes them
+    with the same statistics functions) and the measured tokens per forward its metric."""
+    sec = section("speculative")
+    m, k = sec["metrics"], sec["state"]["k"]
+    f = formulas_of("speculative")
+    a = m["alpha"]
+    e = f["E = (1 − α^(K+1)) / (1 − α), tokens per target forward with K drafts every step"]
+    assert e == f"(1 − {a:.4f}^{k + 1}) / (1 − {a:.4f}) = {m['theory_tokens_per_forward']:.3f}"
+    drafted = f["E_drafted = mean over steps of E(kᵢ), kᵢ each step's own draft length "
+                "(E(0) = 1)"]
+    assert drafted.startswith(f"{m['theory_drafted_tokens_per_forward']:.3f} over "
+                              f"{m['target_forwards']} steps")
+    assert drafted.endswith(f"= {m['tokens_per_target_forward']:.3f}")
 
 
 def test_a_section_without_a_run_gives_no_formulas():
