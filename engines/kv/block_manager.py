@@ -16,53 +16,35 @@ Slot s of the flat cache is block s // block_size, offset s % block_size. A full
 the prefix cache only when the caller says its K/V is written (`mark_computed`), not when it is
 reserved: a prompt reserved whole but prefilled in chunks, or a sequence stepped after
 another that shares its prefix, must not hand out blocks whose K/V nobody wrote yet.
+
+This module is the bookkeeping (block tables: allocate, append, fork, copy-on-write, truncate,
+free). The manager composes the other jobs, one module each: `prefix_hashing` (the hash chain
+along a table), `radix_blocks` (the radix tree over the pool), `forward_tensors` (slot
+mappings, block tables and context lengths for the forward) and `block_stats` (the figures
+and the block grid the views draw).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import torch
 
+from inferlab.engines.kv import block_stats, forward_tensors
+from inferlab.engines.kv import prefix_cache as prefix_index
 from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
 from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
 from inferlab.engines.kv.free_queue import Block
-from inferlab.engines.kv.pool_state import CACHED_FREE, SHARED, USED, KVPoolState
+from inferlab.engines.kv.pool_state import KVPoolState
 from inferlab.engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
+from inferlab.engines.kv.prefix_hashing import PrefixHashing
 from inferlab.engines.kv.radix_blocks import RadixBlocks
+from inferlab.engines.kv.seq_blocks import SeqBlocks
 from inferlab.engines.kv.stats import KVStats
 
 PREFIX_CACHES = ("hash", "radix", "none")
 """How a manager finds cached prefixes: vLLM's chained block hashes, SGLang's radix tree over
 token ids, or not at all."""
-
-
-class _Seq:
-    """A sequence's table and tokens; `chain_*` name the prefix through its first
-    `n_registered` blocks (those registered in, or found in, the prefix cache)."""
-
-    __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id",
-                 "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node",
-                 "radix_pos", "table_version")
-
-    def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
-        self.blocks = blocks
-        self.token_ids = token_ids
-        self.n_cached_tokens = n_cached_tokens
-        self.chain_hash = ROOT_HASH
-        self.chain_id = ROOT_CONTENT_ID
-        self.n_registered = 0
-        # radix caching: the prompt's length, the tokens marked computed, how many leading
-        # tokens the tree holds, and the tree node this sequence locks
-        self.n_prompt = len(token_ids)
-        self.n_computed = n_cached_tokens
-        self.n_inserted = n_cached_tokens
-        self.radix_node = None
-        self.radix_pos = 0  # the length of radix_node's path
-        # bumped when an entry of `blocks` is replaced or removed (appends leave it): what a
-        # persistent copy of the table (engines/kv/input_batch) checks before reusing it
-        self.table_version = 0
 
 
 class BlockManager:
@@ -91,16 +73,13 @@ class BlockManager:
         radix_page_size: int = 1,
         eviction_policy: str = "lru",
     ) -> None:
-        from inferlab.engines.kv import prefix_cache as hashing
-
         if prefix_cache is None:
             prefix_cache = "hash" if enable_prefix_caching else "none"
         if prefix_cache not in PREFIX_CACHES:
             raise ValueError(f"prefix_cache must be one of {', '.join(PREFIX_CACHES)}, "
                              f"got {prefix_cache!r}")
         self.prefix_cache = prefix_cache
-        self._hashing = prefix_cache == "hash"
-        self.pool = BlockPool(n_blocks, block_size, self._hashing)
+        self.pool = BlockPool(n_blocks, block_size, prefix_cache == "hash")
         self.block_size = block_size
         self.n_blocks = n_blocks
         self.enable_prefix_caching = prefix_cache != "none"
@@ -108,8 +87,12 @@ class BlockManager:
                       if prefix_cache == "radix" else None)
         self._copies: list[tuple[int, int]] = []
         self.bytes_per_slot = bytes_per_slot
-        self._hash = hash_fn if hash_fn is not None else hashing.hash_block_tokens
-        self._seqs: dict[object, _Seq] = {}
+        # the default looked up now, not at import: tests monkeypatch prefix_cache's function
+        if hash_fn is None:
+            hash_fn = prefix_index.hash_block_tokens
+        self.hashing = PrefixHashing(self.pool, hash_fn) if prefix_cache == "hash" else None
+        """The hash chain along block tables ("hash" caching), else None."""
+        self._seqs: dict[object, SeqBlocks] = {}
         self.prefix_query_tokens = 0
         """Prompt tokens looked up in the prefix cache, ever."""
         self.prefix_hit_tokens = 0
@@ -179,9 +162,9 @@ class BlockManager:
         (what a cache-aware scheduler ranks by)."""
         if self.radix is not None:
             return len(self.radix.peek(token_ids))
-        if not self._hashing or not len(token_ids):
+        if self.hashing is None or not len(token_ids):
             return 0
-        return len(self._find_cached_prefix(token_ids)[0]) * self.block_size
+        return len(self.hashing.find_cached_prefix(token_ids)[0]) * self.block_size
 
     def take_copies(self) -> list[tuple[int, int]]:
         """The (src, dst) block copies allocations made since the last call (a radix hit that
@@ -229,10 +212,6 @@ class BlockManager:
 
     def can_append(self, seq_id: object, n_tokens: int = 1) -> bool:
         """Whether `append_tokens(seq_id, n_tokens ids)` would find its blocks free now."""
-        seq = self._seqs.get(seq_id)
-        if seq is not None and n_tokens == 1:  # fast path (a decode): room in its own block
-            if len(seq.token_ids) % self.block_size and seq.blocks[-1].ref_count == 1:
-                return True
         seq = self._seq(seq_id)
         need = self._append_blocks_needed(seq, n_tokens)
         return need <= self.pool.n_free or need <= self.n_free_blocks
@@ -267,9 +246,9 @@ class BlockManager:
         for block in hits:  # revive hits before allocating, so none of them is evicted
             self.pool.touch(block)
         n_cached = len(hits) * self.block_size
-        seq = _Seq(self._table(hits, n), list(token_ids[:n]), n_cached)
+        seq = SeqBlocks(self._table(hits, n), list(token_ids[:n]), n_cached)
         seq.chain_hash, seq.chain_id, seq.n_registered = chain_hash, chain_id, len(hits)
-        if self._hashing:
+        if self.hashing is not None:
             self.prefix_query_tokens += len(token_ids)
             self.prefix_hit_tokens += n_cached
         self._seqs[seq_id] = seq
@@ -282,16 +261,8 @@ class BlockManager:
         a fresh copy `dst`, and the caller must copy block `src`'s K/V into it
         (`PagedKVCache.copy_blocks`) before writing the new token. Otherwise None.
         """
-        seq = self._seqs.get(seq_id)
-        if seq is not None:  # fast path: room in an unshared last block
-            tokens = seq.token_ids
-            n_old = len(tokens)
-            if n_old % self.block_size:
-                last = seq.blocks[-1]
-                if last.ref_count == 1:
-                    tokens.append(token_id)
-                    last.n_tokens += 1
-                    return None
+        if self._append_in_place(seq_id, token_id):
+            return None
         cows = self.append_tokens(seq_id, (token_id,))
         return cows[0] if cows else None
 
@@ -300,18 +271,28 @@ class BlockManager:
         """`append_token` if `can_append(seq_id)`: (True, its copy-on-write pair or None);
         (False, None), nothing changed, when no block is free. One call per decode: the
         scheduler's hot path."""
-        seq = self._seqs.get(seq_id)
-        if seq is not None:  # fast path: room in an unshared last block
-            tokens = seq.token_ids
-            if len(tokens) % self.block_size:
-                last = seq.blocks[-1]
-                if last.ref_count == 1:
-                    tokens.append(token_id)
-                    last.n_tokens += 1
-                    return True, None
+        if self._append_in_place(seq_id, token_id):
+            return True, None
         if not self.can_append(seq_id, 1):
             return False, None
-        return True, self.append_token(seq_id, token_id)
+        cows = self.append_tokens(seq_id, (token_id,))
+        return True, (cows[0] if cows else None)
+
+    def _append_in_place(self, seq_id: object, token_id: int) -> bool:
+        """The append fast path (a decode): when `seq_id`'s last block has room and no other
+        table holds it, take its next slot and return True; otherwise change nothing and
+        return False (`append_tokens` then does the whole job)."""
+        seq = self._seqs.get(seq_id)
+        if seq is None:
+            return False
+        tokens = seq.token_ids
+        if len(tokens) % self.block_size:
+            last = seq.blocks[-1]
+            if last.ref_count == 1:
+                tokens.append(token_id)
+                last.n_tokens += 1
+                return True
+        return False
 
     def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
         """Reserve slots for several tokens (chunked prefill, speculative drafts).
@@ -358,7 +339,7 @@ class BlockManager:
             pos += take
         return cows
 
-    def _append_blocks_needed(self, seq: _Seq, n_new: int) -> int:
+    def _append_blocks_needed(self, seq: SeqBlocks, n_new: int) -> int:
         n_old = len(seq.token_ids)
         need = self.blocks_needed(n_old + n_new) - len(seq.blocks)
         if n_old % self.block_size and seq.blocks[-1].ref_count > 1:
@@ -372,7 +353,7 @@ class BlockManager:
             raise ValueError(f"sequence {child_id!r} already has KV blocks")
         for block in parent.blocks:
             self.pool.touch(block)
-        child = _Seq(list(parent.blocks), list(parent.token_ids), parent.n_cached_tokens)
+        child = SeqBlocks(list(parent.blocks), list(parent.token_ids), parent.n_cached_tokens)
         child.chain_hash, child.chain_id = parent.chain_hash, parent.chain_id
         child.n_registered = parent.n_registered
         child.n_prompt, child.n_computed = parent.n_prompt, parent.n_computed
@@ -446,8 +427,8 @@ class BlockManager:
             seq.n_registered = min(seq.n_registered, n_full)
             if n_tokens < seq.radix_pos:  # its locked node's path is no longer its prefix
                 seq.radix_pos = -1
-        elif seq.n_registered > n_full:
-            self._rewind_chain(seq, n_full)
+        elif seq.n_registered > n_full:  # only a hash chain registers outside the tree
+            self.hashing.rewind(seq, n_full)
         return [b.block_id for b in reversed(released)]
 
     def replace_tokens(self, seq_id: object, start: int, token_ids: Sequence[int]) -> None:
@@ -475,22 +456,6 @@ class BlockManager:
                                  "cached; its tokens cannot change")
         seq.token_ids[start : start + n] = [int(t) for t in token_ids]
 
-    def _rewind_chain(self, seq: _Seq, n_blocks: int) -> None:
-        """Point `seq`'s chain at the end of its first `n_blocks` blocks again: the hashes
-        recomputed, the content ids those blocks' cache entries carry. Stops early where an
-        entry is gone (a twin evicted): `mark_computed` registers from there again."""
-        bs = self.block_size
-        chain_hash, chain_id = ROOT_HASH, ROOT_CONTENT_ID
-        n_ok = 0
-        for index in range(n_blocks):
-            block_tokens = tuple(seq.token_ids[index * bs : (index + 1) * bs])
-            block_hash = self._hash(chain_hash, block_tokens)
-            entry = self.pool.cache.lookup(block_hash, chain_id, block_tokens)
-            if entry is None:
-                break
-            chain_hash, chain_id, n_ok = block_hash, entry.content_id, index + 1
-        seq.chain_hash, seq.chain_id, seq.n_registered = chain_hash, chain_id, n_ok
-
     # ---- prefix cache ----------------------------------------------------------------------------
 
     def mark_computed(self, seq_id: object, n_tokens: int) -> None:
@@ -509,11 +474,10 @@ class BlockManager:
             )
         if self.radix is not None:
             self._mark_computed_radix(seq, n_tokens)
-        elif self._hashing and n_tokens // self.block_size > seq.n_registered:
-            for index in range(seq.n_registered, n_tokens // self.block_size):
-                self._register(seq, index)
+        elif self.hashing is not None:
+            self.hashing.register_computed(seq, n_tokens)
 
-    def _mark_computed_radix(self, seq: _Seq, n_tokens: int) -> None:
+    def _mark_computed_radix(self, seq: SeqBlocks, n_tokens: int) -> None:
         """Cache the prompt's computed whole blocks in the tree as they are computed (later
         prompts sharing them hit while this one still runs), and move this sequence's lock to
         where they end. Only whole prompt blocks: the tree holding the block a sequence still
@@ -538,7 +502,10 @@ class BlockManager:
         """Prefix hits, the chain after them, and how many tokens `allocate` reserves."""
         n = len(token_ids)
         self._check_prompt(token_ids, n_new_tokens)
-        hits, chain_hash, chain_id = self._find_cached_prefix(token_ids)
+        if self.hashing is None:
+            hits, chain_hash, chain_id = [], ROOT_HASH, ROOT_CONTENT_ID
+        else:
+            hits, chain_hash, chain_id = self.hashing.find_cached_prefix(token_ids)
         n_reserve = n
         if n_new_tokens is not None:
             n_reserve = min(n, len(hits) * self.block_size + n_new_tokens)
@@ -563,7 +530,7 @@ class BlockManager:
         self._check_capacity(len(token_ids))
 
     @staticmethod
-    def _radix_start(seq: _Seq):
+    def _radix_start(seq: SeqBlocks):
         """Where an insert of `seq`'s tokens may begin: the node it locks, whose path is its
         first radix_pos tokens (None after a rollback cut into them: from the root)."""
         if seq.radix_node is None or seq.radix_pos < 0:
@@ -599,7 +566,7 @@ class BlockManager:
         if src is not None:
             self._copies.append((src.block_id, blocks[len(hits)].block_id))
         n_cached = len(slots)
-        seq = _Seq(blocks, list(token_ids[:n]), n_cached)
+        seq = SeqBlocks(blocks, list(token_ids[:n]), n_cached)
         seq.n_prompt = len(token_ids)
         seq.n_registered, seq.radix_node, seq.radix_pos = len(hits), node, n_cached
         self.prefix_query_tokens += len(token_ids)
@@ -608,35 +575,6 @@ class BlockManager:
         self._seqs[seq_id] = seq
         return n_cached
 
-    def _find_cached_prefix(self, tokens: Sequence[int]) -> tuple[list[Block], int, int]:
-        """Cached blocks for the longest prefix of whole blocks within tokens[:-1]."""
-        hits: list[Block] = []
-        chain_hash, chain_id = ROOT_HASH, ROOT_CONTENT_ID
-        if not self._hashing:
-            return hits, chain_hash, chain_id
-        bs = self.block_size
-        lookup = self.pool.cache.lookup
-        for i in range((len(tokens) - 1) // bs):
-            block_tokens = tuple(tokens[i * bs : (i + 1) * bs])
-            block_hash = self._hash(chain_hash, block_tokens)
-            block = lookup(block_hash, chain_id, block_tokens)
-            if block is None:
-                break
-            hits.append(block)
-            chain_hash, chain_id = block_hash, block.content_id
-        return hits, chain_hash, chain_id
-
-    def _register(self, seq: _Seq, index: int) -> None:
-        """Register `seq`'s full block `index` (every block before it is already chained)."""
-        bs = self.block_size
-        block_tokens = tuple(seq.token_ids[index * bs : (index + 1) * bs])
-        block_hash = self._hash(seq.chain_hash, block_tokens)
-        seq.chain_id = self.pool.cache.register(
-            seq.blocks[index], block_hash, seq.chain_id, block_tokens
-        )
-        seq.chain_hash = block_hash
-        seq.n_registered = index + 1
-
     # ---- model-facing tensors ----------------------------------------------------------------------
 
     def slot_mapping(self, seq_id: object, positions: Iterable[int] | torch.Tensor) -> torch.Tensor:
@@ -644,19 +582,8 @@ class BlockManager:
 
             slot = block_table[pos // block_size] * block_size + pos % block_size
         """
-        seq = self._seq(seq_id)
-        pos = torch.as_tensor(
-            positions if isinstance(positions, torch.Tensor) else list(positions),
-            dtype=torch.int64,
-        )
-        if pos.numel() and (int(pos.min()) < 0 or int(pos.max()) >= len(seq.token_ids)):
-            raise IndexError(
-                f"positions {int(pos.min())}..{int(pos.max())} outside sequence {seq_id!r}'s "
-                f"{len(seq.token_ids)} reserved tokens"
-            )
-        bs = self.block_size
-        table = torch.tensor([b.block_id for b in seq.blocks], dtype=torch.int64)
-        return table[pos // bs] * bs + pos % bs
+        return forward_tensors.slot_mapping(self._seq(seq_id), positions, self.block_size,
+                                            seq_id)
 
     def block_table_tensor(
         self, seq_ids: Sequence[object], device: torch.device | str | None = None, pad: int = 0
@@ -665,94 +592,27 @@ class BlockManager:
 
         Padding entries are never read: attention masks keys at or past `context_lens`.
         """
-        tables = [[b.block_id for b in self._seq(s).blocks] for s in seq_ids]
-        width = max((len(t) for t in tables), default=0)
-        out = torch.full((len(tables), width), pad, dtype=torch.int32)
-        for row, table in enumerate(tables):
-            out[row, : len(table)] = torch.tensor(table, dtype=torch.int32)
-        return out if device is None else out.to(device)
+        return forward_tensors.block_table_tensor([self._seq(s) for s in seq_ids], device, pad)
 
     def context_lens_tensor(
         self, seq_ids: Sequence[object], device: torch.device | str | None = None
     ) -> torch.Tensor:
         """int32 [n_seqs]: reserved tokens per sequence (the keys attention reads)."""
-        out = torch.tensor([len(self._seq(s).token_ids) for s in seq_ids], dtype=torch.int32)
-        return out if device is None else out.to(device)
+        return forward_tensors.context_lens_tensor([self._seq(s) for s in seq_ids], device)
 
     # ---- statistics --------------------------------------------------------------------------------
 
     def stats(self, step: int = 0) -> KVStats:
         """The pool as a frozen record (O(n_blocks))."""
-        bs = self.block_size
-        pool = self.pool
-        filled = shared = saved = tree_only = 0
-        for block in pool.blocks:
-            ref = block.ref_count - block.tree_refs  # the sequences holding it
-            if ref:
-                filled += block.n_tokens
-                if ref > 1:
-                    shared += 1
-                    saved += (ref - 1) * bs
-            elif block.tree_refs:
-                tree_only += 1
-        used = pool.n_used - tree_only
-        cached_free = pool.n_cached_free + tree_only
-        return KVStats(
-            allocator="paged",
-            step=step,
-            n_seqs=len(self._seqs),
-            total_slots=self.n_blocks * bs,
-            block_size=bs,
-            blocks_total=self.n_blocks,
-            blocks_used=used,
-            blocks_free=pool.n_free - pool.n_cached_free,
-            blocks_cached_free=cached_free,
-            slots_reserved=used * bs,
-            slots_filled=filled,
-            tokens_logical=sum(len(s.token_ids) for s in self._seqs.values()),
-            slots_external_waste=0,
-            shared_blocks=shared,
-            shared_saved_slots=saved,
-            prefix_hit_tokens=self.prefix_hit_tokens,
-            prefix_query_tokens=self.prefix_query_tokens,
-            evictions=self.n_evicted_blocks,
+        return block_stats.paged_stats(
+            self.pool, self._seqs, step=step, prefix_hit_tokens=self.prefix_hit_tokens,
+            prefix_query_tokens=self.prefix_query_tokens, evictions=self.n_evicted_blocks,
             bytes_per_slot=self.bytes_per_slot,
         )
 
     def pool_state(self) -> KVPoolState:
         """Every block's state, owner, ref count and fill, for the block grid (O(n_blocks))."""
-        blocks = self.pool.blocks
-        n = self.n_blocks
-        ref = np.array([b.ref_count - b.tree_refs for b in blocks], dtype=np.int32)
-        fill = np.array([b.n_tokens for b in blocks], dtype=np.int32)
-        free_blocks = list(self.pool.free_queue)
-        state = np.zeros(n, dtype=np.uint8)
-        state[ref == 1] = USED
-        state[ref > 1] = SHARED
-        state[[b.block_id for b in free_blocks if b.block_hash is not None]] = CACHED_FREE
-        if self.radix is not None:  # kept by the tree alone: evictable or pinned by a lock
-            state[self.radix.tree_only_block_ids()] = CACHED_FREE
-        seq_ids = tuple(self._seqs)
-        tables = tuple(tuple([b.block_id for b in s.blocks]) for s in self._seqs.values())
-        # owner = the first sequence (lowest index) whose table holds the block
-        owner = np.full(n, len(tables), dtype=np.int32)
-        if tables:
-            flat = np.fromiter(
-                (b for t in tables for b in t), dtype=np.int64, count=sum(map(len, tables))
-            )
-            index = np.repeat(np.arange(len(tables), dtype=np.int32), [len(t) for t in tables])
-            np.minimum.at(owner, flat, index)
-        owner[owner == len(tables)] = -1
-        return KVPoolState(
-            block_size=self.block_size,
-            seq_ids=seq_ids,
-            state=state,
-            owner=owner,
-            ref_count=ref,
-            n_tokens=fill,
-            block_tables=tables,
-            free_queue=np.array([b.block_id for b in free_blocks], dtype=np.int32),
-        )
+        return block_stats.paged_pool_state(self.pool, self._seqs, self.radix)
 
     def table_state(self, seq_id: object) -> tuple[object, int, list]:
         """(the sequence's record, its table version, its blocks) for a persistent copy of
@@ -762,7 +622,7 @@ class BlockManager:
         seq = self._seq(seq_id)
         return seq, seq.table_version, seq.blocks
 
-    def _seq(self, seq_id: object) -> _Seq:
+    def _seq(self, seq_id: object) -> SeqBlocks:
         try:
             return self._seqs[seq_id]
         except KeyError:

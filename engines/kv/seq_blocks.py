@@ -1,0 +1,35 @@
+"""`SeqBlocks`: one sequence's block table and tokens, the record the block manager's parts
+share (the bookkeeping in `block_manager`, the hash chain in `prefix_hashing`, the forward's
+tensors in `forward_tensors`, the views' figures in `block_stats`)."""
+
+from __future__ import annotations
+
+from inferlab.engines.kv.free_queue import Block
+from inferlab.engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
+
+
+class SeqBlocks:
+    """A sequence's table and tokens; `chain_*` name the prefix through its first
+    `n_registered` blocks (those registered in, or found in, the prefix cache)."""
+
+    __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id",
+                 "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node",
+                 "radix_pos", "table_version")
+
+    def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
+        self.blocks = blocks
+        self.token_ids = token_ids
+        self.n_cached_tokens = n_cached_tokens
+        self.chain_hash = ROOT_HASH
+        self.chain_id = ROOT_CONTENT_ID
+        self.n_registered = 0
+        # radix caching: the prompt's length, the tokens marked computed, how many leading
+        # tokens the tree holds, and the tree node this sequence locks
+        self.n_prompt = len(token_ids)
+        self.n_computed = n_cached_tokens
+        self.n_inserted = n_cached_tokens
+        self.radix_node = None
+        self.radix_pos = 0  # the length of radix_node's path
+        # bumped when an entry of `blocks` is replaced or removed (appends leave it): what a
+        # persistent copy of the table (engines/kv/input_batch) checks before reusing it
+        self.table_version = 0
