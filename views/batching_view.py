@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -237,11 +236,7 @@ class BatchingView(SteppedView):
         layout.addWidget(self.status)
         layout.addLayout(metrics_row)
         layout.addWidget(self.tabs, 1)
-        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
-                           ("Ctrl+R", self.reset_requested.emit)):
-            shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(slot)
+        self.step_shortcuts()
         self.show_metrics({})
 
     # ---- settings --------------------------------------------------------------------------

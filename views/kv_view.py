@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor, QKeySequence, QShortcut
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -127,7 +127,7 @@ class KVView(SteppedView):
         self.selected: str | None = None
         self._build_controls()
         self._build_body()
-        self._build_shortcuts()
+        self.step_shortcuts()
         self.set_running(False)
 
     # ---- construction ---------------------------------------------------------------------
@@ -338,13 +338,6 @@ class KVView(SteppedView):
         head.addWidget(self.stats_line, 2, 0)
         layout.addLayout(head)
         layout.addWidget(body, 1)
-
-    def _build_shortcuts(self) -> None:
-        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
-                           ("Ctrl+R", self.reset_requested.emit)):
-            shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(slot)
 
     # ---- settings --------------------------------------------------------------------------
     def set_choices(self, scenarios: Sequence[tuple[str, str, str]],

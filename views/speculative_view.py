@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QCursor, QKeySequence, QShortcut
+from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -302,11 +302,7 @@ class SpeculativeView(SteppedView):
         layout.addLayout(slider_row)
         layout.addLayout(plots, 3)
         layout.addWidget(self.theory_note)
-        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
-                           ("Ctrl+R", self.reset_requested.emit)):
-            shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(slot)
+        self.step_shortcuts()
         self._drafter_changed()
         self.show_stats({})
 

@@ -3,12 +3,15 @@ its Run button toggling to Pause, Step off while a run goes or in a snapshot, an
 line (red for errors, hidden when empty).
 
 A view subclasses `SteppedView` and builds `status`; `step_buttons` builds `reset_button`,
-`step_button` and `run_button` wired to the signals; `replay_slider_row` builds the slider that shows an earlier step (it calls `_on_slider`).
+`step_button` and `run_button` wired to the signals; `step_shortcuts` adds their keys (Space,
+N, Ctrl+R); `replay_slider_row` builds the slider that shows an earlier step (it calls
+`_on_slider`).
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
 
@@ -42,6 +45,14 @@ class SteppedView(QWidget):
         self.reset_button.clicked.connect(self.reset_requested)
         self.step_button.clicked.connect(self.step_requested)
         self.run_button.clicked.connect(self.run_toggled)
+
+    def step_shortcuts(self) -> None:
+        """Space runs or pauses, N steps, Ctrl+R resets, while the focus is in this view."""
+        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
+                           ("Ctrl+R", self.reset_requested.emit)):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(slot)
 
     def replay_slider_row(self, unit: str, tip: str, label_width: int) -> QHBoxLayout:
         """"Show <unit>" [slider] "<unit> —": sets `slider` and `step_label`; a moved slider
