@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         # The window: it paints before any command module (numpy, planners, ...) is imported.
-        from inferlab.app.gui import launch
+        from inferlab.app.launch import launch
 
         return launch()
     parser = build_parser()

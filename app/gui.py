@@ -1,15 +1,20 @@
-"""Start the Qt application: display check, QApplication, main window."""
+"""The Qt application's shared pieces: the display check, the one QApplication, pyqtgraph's
+options, and the process clock the start-up figures read.
+
+The window (`main_window`), its launch (`launch`), the offscreen renders (`offscreen`,
+`offscreen_window`) and the benches all import this module, and it imports none of them: the
+bottom of app/'s import graph (`[tool.importlinter]` keeps app/ free of circles). Qt and
+pyqtgraph are imported inside the functions: a command that only checks the display pays for
+neither.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
-NO_DISPLAY_MESSAGE = (
-    "inferlab: no display found (neither DISPLAY nor WAYLAND_DISPLAY is set); "
-    "run the window on a virtual screen with `xvfb-run -a inferlab`, "
-    "or render a lab to a file with `inferlab screenshot --lab roofline --out roofline.png`."
-)
+from inferlab.app import __version__
 
 
 def display_available(environ=os.environ, platform: str = sys.platform) -> bool:
@@ -33,8 +38,6 @@ def create_application(argv: list[str] | None = None, plots: bool = True):
     app.setApplicationName("InferLab")
     app.setOrganizationName("InferLab")
     app.setOrganizationDomain("inferlab.dev")
-    from inferlab.app import __version__
-
     app.setApplicationVersion(__version__)
     if plots:
         configure_plots()
@@ -48,20 +51,15 @@ def configure_plots() -> None:
     pg.setConfigOptions(antialias=True, background="w", foreground="k")
 
 
-def launch() -> int:
-    """`inferlab` with no arguments: open the main window and run the event loop.
+def seconds_since_process_start() -> float:
+    """Seconds since this process started. On Linux from the kernel's start time of the
+    process and the boot clock (10 ms ticks); psutil's create_time adds the boot time, which
+    /proc gives in whole seconds: up to a second off."""
+    try:
+        with open("/proc/self/stat") as stat:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, AttributeError, ValueError, IndexError):  # not Linux
+        import psutil
 
-    The window paints its sidebar, menus and device bar first; torch (device discovery, on a
-    worker thread), pyqtgraph and the labs come after that first paint (`deferred=True`).
-    """
-    if not display_available():
-        print(NO_DISPLAY_MESSAGE, file=sys.stderr)
-        return 2
-    app = create_application(plots=False)
-    from inferlab.app.main_window import MainWindow
-
-    window = MainWindow(deferred=True)
-    if os.environ.get("INFERLAB_EXIT_AFTER_PAINT"):
-        window.quit_after_first_paint(wait_for_labs=os.environ["INFERLAB_EXIT_AFTER_PAINT"] == "labs")
-    window.show()
-    return app.exec()
+        return time.time() - psutil.Process().create_time()

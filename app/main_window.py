@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from inferlab.app.context import AppContext
+from inferlab.app.gui import configure_plots, seconds_since_process_start
 from inferlab.app.labs import registry
 
 START_FALLBACK_MS = 1000  # deferred start-up begins at first paint, or this long after show
@@ -242,8 +243,6 @@ class MainWindow(QMainWindow):
     def _build_lab(self, spec, controller) -> None:
         """Build a lab's controller and put its widget where its placeholder was."""
         if self._deferred:
-            from inferlab.app.gui import configure_plots
-
             configure_plots()  # before the first view: launch() left it to the window
         lab = controller(self.context, parent=self)
         self._labs[spec.id] = lab
@@ -544,8 +543,6 @@ class MainWindow(QMainWindow):
         """For the start-up bench and tests: at first paint print the seconds since the
         process started and whether torch was imported by then; with `wait_for_labs` go on
         (deferred start-up) to print when the current lab and then every lab was built; close."""
-        from inferlab.app.benches.gui import seconds_since_process_start
-
         def report(**figures) -> None:
             for key, value in figures.items():
                 print(f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}", flush=True)

@@ -34,7 +34,7 @@ class FirstPaint(QObject):
     def eventFilter(self, obj, event):
         if event.type() == QEvent.Paint:
             obj.removeEventFilter(self)
-            from inferlab.app.benches.gui import seconds_since_process_start
+            from inferlab.app.gui import seconds_since_process_start
             print(f"first_paint_s={seconds_since_process_start():.3f}", flush=True)
             QTimer.singleShot(0, obj.close)
         return False
@@ -47,20 +47,6 @@ window.installEventFilter(probe)
 window.show()
 sys.exit(app.exec())
 """
-
-
-def seconds_since_process_start() -> float:
-    """Seconds since this process started. On Linux from the kernel's start time of the
-    process and the boot clock (10 ms ticks); psutil's create_time adds the boot time, which
-    /proc gives in whole seconds: up to a second off."""
-    try:
-        with open("/proc/self/stat") as stat:
-            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-        return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, AttributeError, ValueError, IndexError):  # not Linux
-        import psutil
-
-        return time.time() - psutil.Process().create_time()
 
 
 def _figures(command: list[str], env: dict) -> dict[str, str]:
@@ -101,7 +87,8 @@ def gui_stall_during_measurement(tick_ms: int = 5) -> dict:
     the largest gap between ticks is the GUI thread's longest stall."""
     from PySide6.QtCore import QTimer
 
-    from inferlab.app.offscreen import make_window, process_events_for
+    from inferlab.app.offscreen import process_events_for
+    from inferlab.app.offscreen_window import make_window
 
     _app, window = make_window()
     try:

@@ -47,7 +47,7 @@ def run(args) -> int:
 def _images(path: str, lab_ids: list[str], notes: list[str]) -> dict[str, bytes]:
     """The labs' pages as the window replays `path`; a snapshot the window cannot open gets
     none, and a note saying why (its figures and settings still make the report)."""
-    from inferlab.app.offscreen import render_snapshot_labs
+    from inferlab.app.offscreen_window import render_snapshot_labs
 
     try:
         return render_snapshot_labs(path, lab_ids)

@@ -31,7 +31,7 @@ def _size(text: str | None, lab_id: str) -> tuple[int, int]:
 
 
 def run(args) -> int:
-    from inferlab.app.offscreen import render_lab
+    from inferlab.app.offscreen_window import render_lab
 
     if args.lab == "all":
         folder = Path(args.out)

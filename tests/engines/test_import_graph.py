@@ -5,8 +5,8 @@
 (`engines/labs/<id>`) above every mechanism package (exhaustive: a new package under engines/
 must be placed), the MCU lab above the board side above the arena side (`engines.mcu` never
 imports `engines.board`), and no import circle among the siblings of any package under
-engines (so none between two engines subpackages, nor between two modules of one). Its graph
-counts every import, those inside functions included.
+engines (so none between two engines subpackages, nor between two modules of one), nor under
+app. Its graph counts every import, those inside functions included.
 
 The own check below reads engines/**/*.py with `ast` and follows the imports a module runs
 when it is imported (its top level, `if TYPE_CHECKING:` blocks included: a circle of type
@@ -35,6 +35,7 @@ def test_import_linter_contracts_are_kept():
     assert done.returncode == 0, report[-4000:]
     assert "0 broken" in report and "No import circle in engines" in report
     assert "Labs above the mechanism packages KEPT" in report
+    assert "No import circle in app, between packages or modules at any depth KEPT" in report
 
 
 # ---- the own check -------------------------------------------------------------------------
