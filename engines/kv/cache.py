@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import torch
 
+from inferlab.engines.dtypes import torch_dtype
 from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, blocks_for_budget
 
 
@@ -36,8 +37,6 @@ def kv_bytes_per_block(
 def _as_torch_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
-    from inferlab.engines.dtypes import torch_dtype
-
     return torch_dtype(dtype)
 
 
