@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferlab.engines.hardware.timing import median_call_s
+from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.serve.request import Sequence
 from inferlab.engines.serve.scheduler import SchedulerOutput
 
@@ -112,9 +114,6 @@ class ProfiledCostModel:
                 seq_grid=(1, 2, 4, 8, 16, 32, 64), context: int = 64, repeats: int = 3,
                 block_size: int = 16) -> ProfiledCostModel:
         """Profile `model` on its device (a scratch cache; a warm-up forward per point)."""
-        from inferlab.engines.hardware.timing import median_call_s
-        from inferlab.engines.model.runner import ModelRunner
-
         def timed(run) -> float:
             return median_call_s(run, model.device, repeats=repeats, warmup=1)
 

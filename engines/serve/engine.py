@@ -18,8 +18,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from inferlab.engines.hardware.presets import load_hardware_preset
 from inferlab.engines.kv.block_manager import BlockManager
-from inferlab.engines.serve.metrics import RequestTiming
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.serve import workload
+from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
+from inferlab.engines.serve.metrics import RequestTiming, summarize
 from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scheduler import RequestRefusedError, Scheduler
@@ -206,12 +210,6 @@ def bench_simulator(n_requests: int = 5000, model: str = "llama-3-8b",
                     hardware: str = "h100-sxm", rate_per_s: float = 50.0) -> dict:
     """Run `n_requests` of `model` on `hardware` through the continuous scheduler on the
     simulated clock; how many simulated requests the simulator gets through per wall second."""
-    from inferlab.engines.hardware.presets import load_hardware_preset
-    from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve import workload
-    from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
-    from inferlab.engines.serve.metrics import summarize
-
     cfg, preset = load_model_preset(model), load_hardware_preset(hardware)
     stream = workload.generate(workload.Workload(
         n_requests, rate_per_s=rate_per_s, prompt_len=workload.LengthDist.lognormal(6.0, 0.5),

@@ -30,6 +30,8 @@ from itertools import pairwise
 
 import numpy as np
 
+from inferlab.engines.settings import Setting, read_fields, read_object
+
 DEFAULT_PERCENTILES = (50, 90, 99)
 
 
@@ -225,8 +227,6 @@ def read_serving_metrics(m, where: str) -> dict:
     {mean, p50, p90, p99, std} (null where there were no values), goodput a rate or null,
     slo_s null or {ttft_s, tpot_s, e2e_s} seconds or null. ValueError names the field
     under `where`; {} reads as {} (no run). Fields other than these are left out."""
-    from inferlab.engines.settings import Setting, read_fields, read_object
-
     if not read_object(m, where):
         return {}
     count, rate = Setting("int", 0), Setting("float", 0)

@@ -33,6 +33,7 @@ every *_tokens size for the simulator (scale 4 still fits Llama-3-8B's 8192).
 from __future__ import annotations
 
 import bisect
+import inspect
 import math
 from collections.abc import Callable, Iterable, Sequence
 
@@ -328,8 +329,6 @@ def make_scenario(name: str, seed: int = 0, n: int | None = None, scale: float =
     """SCENARIOS[name]'s requests: `n` (None: the generator's default), every *_tokens
     default multiplied by `scale` (rounded, at least 1 where it was), then `overrides` (any
     keyword of the generator, taken as given)."""
-    import inspect
-
     if name not in SCENARIOS:
         raise WorkloadError(f"unknown scenario {name!r}; the scenarios are "
                             f"{', '.join(SCENARIOS)}")
