@@ -17,6 +17,12 @@ prompts. Every figure is a median over repeats of the whole prompt set:
     theory_tokens_per_forward  = (1 - alpha^(K+1)) / (1 - alpha)
     theory_drafted_tokens_per_forward   the same averaged over each step's own draft length
                                  (a drafter that proposes fewer than K, or none, emits less)
+    yield_per_target_forward   = (accepted drafts + 1) per forward, before the end of an
+                                 answer cuts a last step short (tokens_per_target_forward
+                                 counts what was emitted, so it falls below the theory by
+                                 that cut on short answers)
+    theory_gap                 = yield_per_target_forward / theory_drafted − 1 per row, and
+                                 each group's max_abs_theory_gap over its rows
     hf_prompt_lookup_speedup   = transformers plain s / transformers prompt-lookup s
 
 Given prompt groups (the lab's: `grounded`, where the answer copies from the prompt, and
@@ -164,8 +170,10 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
                                       [t for t, _ in plain], plain[-1][1], repeats,
                                       tree_width=width, stop_token_ids=stops,
                                       verify_costs=verify_costs).to_dict())
+    gaps = [abs(r["theory_gap"]) for r in rows if r["theory_gap"] is not None]
     out: dict = {"prompts": len(ids), "results": rows,
                  "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,
+                 "max_abs_theory_gap": max(gaps, default=None),
                  "adaptive": None, "hf_prompt_lookup_speedup": None}
     if adaptive and "ngram" in drafters:
         out["adaptive"] = _adaptive_row(model, tok, ids, new_tokens, plain_now(), repeats,

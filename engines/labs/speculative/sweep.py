@@ -103,7 +103,9 @@ def k_point(drafter_spec: str, k: int, runs: Sequence[SpeculativeRun], plain_s: 
                   emitted / forwards, expected_tokens_per_forward(alpha, k), forwards, cost,
                   speedup_model_drafted(alpha, lengths, cost, v), plain_s / spec_s, plain_s,
                   spec_s, draft_s, target_s, equal, tree_width,
-                  expected_tokens_per_forward_drafted(alpha, lengths), emitted, v[k])
+                  expected_tokens_per_forward_drafted(alpha, lengths), emitted,
+                  yield_per_target_forward=sum(s.n_accepted + 1 for s in steps) / forwards,
+                  verify_cost_ratio=v[k])
 
 
 def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",

@@ -35,12 +35,27 @@ class KPoint:
     emitted_tokens: int | None = None
     """Tokens emitted over the prompts (each decode stops at the end of its answer or the
     token limit); None in snapshots from before it."""
+    yield_per_target_forward: float | None = None
+    """Tokens the target forwards yielded, accepted drafts plus the target's own token each,
+    before the end of an answer cut a last step short: what the geometric theory over the
+    drafts made predicts (emitted tokens per forward fall below it by the cut); None in
+    snapshots from before it."""
     verify_cost_ratio: float | None = None
     """v(K): a K + 1-token target step's time over a 1-token one's, measured before the run
     (1.0 where it was not measured); None in snapshots from before it."""
 
+    @property
+    def theory_gap(self) -> float | None:
+        """yield_per_target_forward / theory_drafted_tokens_per_forward − 1: how far the
+        forwards' yield is from the geometric theory over the drafts made (None where a
+        snapshot lacks either)."""
+        if self.yield_per_target_forward is None or not self.theory_drafted_tokens_per_forward:
+            return None
+        return self.yield_per_target_forward / self.theory_drafted_tokens_per_forward - 1.0
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields, and the theory gap beside them (derived: read back from the fields)."""
+        return {**asdict(self), "theory_gap": self.theory_gap}
 
 
 @dataclass(frozen=True)
@@ -116,5 +131,7 @@ def sweep_from_dict(d, where: str) -> KSweep:
             theory_drafted_tokens_per_forward=_optional(
                 p, "theory_drafted_tokens_per_forward", _number, w),
             emitted_tokens=_optional(p, "emitted_tokens", _count, w),
-            verify_cost_ratio=_optional(p, "verify_cost_ratio", _number, w), **floats))
+            verify_cost_ratio=_optional(p, "verify_cost_ratio", _number, w),
+            yield_per_target_forward=_optional(p, "yield_per_target_forward", _number, w),
+            **floats))
     return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))

@@ -130,6 +130,13 @@ def test_plain_and_speculative_decodes_stop_at_the_same_stop_token():
     assert point.outputs_equal and point.emitted_tokens == len(cut)
     free = measure_k(model, tok, "ngram", 3, ids, 16, [plain_s], [whole])
     assert free.outputs_equal and free.emitted_tokens == 16
+    # K is capped by the tokens left: a length limit cuts no step, so the forwards' yield is
+    # what was emitted; a stop token can cut the last step, so the yield is at least that
+    assert free.yield_per_target_forward == pytest.approx(free.tokens_per_target_forward)
+    assert point.yield_per_target_forward >= point.tokens_per_target_forward
+    row = point.to_dict()
+    assert row["theory_gap"] == pytest.approx(
+        point.yield_per_target_forward / point.theory_drafted_tokens_per_forward - 1)
 
 
 def test_the_predicted_speedup_is_over_the_drafts_made_with_the_given_v():
