@@ -37,6 +37,7 @@ from dataclasses import replace
 
 import torch
 
+from inferlab.engines.kernels import library as native
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import Llama
@@ -45,6 +46,7 @@ from inferlab.engines.quant.affine import quantize_uniform
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.group import GroupQuantized, quantize_groups
 from inferlab.engines.quant.model_quant import LINEARS
+from inferlab.engines.quant.packing import pack_int4, unpack_int4
 
 FALLBACK_ROWS = 256
 """The torch path dequantizes this many output rows at a time."""
@@ -56,16 +58,12 @@ past it the step is a prefill, which does not run there)."""
 def kernel_library() -> ctypes.CDLL | None:
     """The native library's handle (engines/kernels: built on first use, then cached on
     disk), or None when it does not build here or is turned off (`lib_error()` says why)."""
-    from inferlab.engines.kernels.library import library
-
-    lib = library()
+    lib = native.library()
     return None if lib is None else lib.cdll
 
 
 def lib_error() -> str | None:
     """Why the native kernels are not in use (None while they are)."""
-    from inferlab.engines.kernels import library as native
-
     return native.BUILD_ERROR
 
 
@@ -233,8 +231,6 @@ class Int4Linear:
         if self.interleaved:
             self.codes = _interleave(u, self.lanes)
         else:  # two per byte, element 2i low nibble (the torch path only)
-            from inferlab.engines.quant.packing import pack_int4
-
             self.codes = pack_int4(u) if k % 2 == 0 else u.to(torch.uint8).contiguous()
         self.scales = scales.to(torch.float32).contiguous()
         self.mins = mins.to(torch.float32).contiguous()
@@ -267,8 +263,6 @@ class Int4Linear:
             return _deinterleave(c, self.in_features, self.lanes)
         if c.shape[-1] == self.in_features:
             return c
-        from inferlab.engines.quant.packing import unpack_int4
-
         return unpack_int4(c).to(torch.uint8)
 
     def dequantize(self, rows: slice | torch.Tensor = slice(None)) -> torch.Tensor:

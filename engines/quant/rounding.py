@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from inferlab.engines.quant.errors import QuantError
+
 ROUNDINGS = ("half_even", "half_away", "add_half_trunc")
 
 
@@ -35,8 +37,6 @@ def add_half_trunc(v: torch.Tensor) -> torch.Tensor:
 
 def rounder(name: str):
     """The rounding function called `name` (one of ROUNDINGS)."""
-    from inferlab.engines.quant.errors import QuantError
-
     table = {"half_even": round_half_even, "half_away": round_half_away,
              "add_half_trunc": add_half_trunc}
     if name not in table:

@@ -26,11 +26,13 @@ logits are the fake-quantized model's and its perplexity the one reported beside
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import torch
 
+from inferlab.engines.model.bench import decode_rate, generate_runner
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import Llama
 from inferlab.engines.quant.affine import AffineQuantized
@@ -148,10 +150,6 @@ def decode_tokens_per_s(model, prompt_ids: list[int], new_tokens: int = 32,
     """Greedy single-stream decode speed, prefill excluded (`engines.model.bench.decode_rate`):
     the best of `repeats` (a busy machine only ever slows a run down). A run the noise made
     meaningless (n tokens timed no slower than 1: NaN) is tried again, twice at most."""
-    import math
-
-    from inferlab.engines.model.bench import decode_rate, generate_runner
-
     run = generate_runner(model, prompt_ids)
     run(2)  # warm-up: allocations, the kernel library's first load
     rates = []
