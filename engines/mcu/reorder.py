@@ -211,7 +211,7 @@ def write_reordered(data: bytes, order: Sequence[int]) -> bytes:
     """The `.tflite` file `data` with subgraph 0's operators stored in `order` (operator
     indices of the original), everything else byte for byte the same. TFLM runs stored
     order, so this is how a reordered schedule reaches it."""
-    from tflite.Model import Model as FbModel
+    from tflite.Model import Model as FbModel  # here: start-up, as graph._read_model
 
     data = bytes(data)
     model = load_model(data)  # the same checks as any model file
