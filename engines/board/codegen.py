@@ -26,7 +26,7 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -138,9 +138,7 @@ def generate(source: str | os.PathLike | bytes | Model, *, planner: str = "tflm-
 
 
 def _renamed(model: Model, name: str) -> Model:
-    import dataclasses
-
-    return dataclasses.replace(model, name=name) if model.name == "<bytes>" else model
+    return replace(model, name=name) if model.name == "<bytes>" else model
 
 
 def board_config_h(board_id: str, board_name: str, sram_bytes: int, flash_bytes: int) -> str:

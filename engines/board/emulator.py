@@ -21,7 +21,9 @@ round trip near 2 ms instead of ~48 ms. With `-icount shift=5` QEMU's virtual cl
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -53,9 +55,6 @@ def free_port() -> int:
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     """Linux: the child gets SIGTERM when the starting thread ends (no orphaned QEMU)."""
     try:
-        import ctypes
-        import signal
-
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass

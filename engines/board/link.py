@@ -23,6 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import serial
+
 from inferlab.engines.board import protocol as p
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -148,8 +150,6 @@ class BoardLink:
 
     def __init__(self, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = 2,
                  baudrate: int = 115200, run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S):
-        import serial
-
         if timeout_s <= 0 or retries < 0:
             raise ValueError("timeout_s must be > 0 and retries >= 0")
         self.url = url
@@ -377,8 +377,6 @@ class BoardLink:
         return self._pending.pop(0)
 
     def _fail(self, exc: BaseException, what: str):
-        import serial
-
         self.close()
         if isinstance(exc, serial.SerialTimeoutException):
             raise BoardTimeout(f"{what} to {self.url} timed out ({exc})") from None

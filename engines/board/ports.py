@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from serial.tools import list_ports as serial_list_ports
+
 from inferlab.engines.board.boards import BoardPreset, list_boards
 
 
@@ -51,8 +53,6 @@ def describe_port(port, boards: list[BoardPreset]) -> PortInfo:
 
 def list_ports() -> list[PortInfo]:
     """Serial ports on this machine, sorted by device name; an empty list when there are none."""
-    from serial.tools import list_ports as serial_list_ports
-
     boards = list_boards()
     return sorted((describe_port(p, boards) for p in serial_list_ports.comports()),
                   key=lambda p: p.device)
