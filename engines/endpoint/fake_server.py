@@ -30,6 +30,7 @@ a framework and cost the bench's CPU figure more than the client under test.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import re
@@ -345,8 +346,6 @@ class FakeServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--interval", type=float, default=0.005, help="seconds between tokens")

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
+import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from inferlab.engines.endpoint.http_get import get_capped
@@ -173,8 +174,6 @@ class _Store:
         self.points += 1
 
     def arrays(self) -> dict:
-        import numpy as np
-
         return {k: np.column_stack((np.frombuffer(self.times[k]),
                                     np.frombuffer(self.values[k]))) for k in self.times}
 
@@ -272,8 +271,6 @@ class Scraper:
         """The common series scraped so far, safe to call from another thread while the
         scraper runs (each array copied whole under the GIL; a pair caught between its time
         and its value is cut to the shorter)."""
-        import numpy as np
-
         times, values = dict(self._common.times), dict(self._common.values)
         common = {}
         for k in times:
