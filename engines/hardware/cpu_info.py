@@ -8,6 +8,8 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
+import psutil
+
 # Flags that decide which matmul kernels a CPU can run (x86 and Arm spellings).
 FLAGS_OF_INTEREST: tuple[str, ...] = (
     "avx",
@@ -69,8 +71,6 @@ def cpu_flags(cpuinfo: dict[str, str]) -> tuple[str, ...]:
 def cpu_freq_mhz(cpuinfo: dict[str, str]) -> float | None:
     """The maximum (else current) clock in MHz, or None where nothing reports one."""
     try:
-        import psutil
-
         freq = psutil.cpu_freq()
     except Exception:  # not implemented on some platforms / containers
         freq = None

@@ -11,7 +11,9 @@ import platform
 from dataclasses import dataclass, field
 
 import psutil
+import torch
 
+from inferlab.engines.dtypes import torch_dtype
 from inferlab.engines.hardware import cpu_info, nvml
 from inferlab.engines.hardware.versions import runtime_versions
 
@@ -84,8 +86,6 @@ def get_device(device_id: str) -> DeviceInfo:
 
 def torch_device(device_id: str):
     """The torch.device for a present device id; ValueError naming the ones available."""
-    import torch
-
     return torch.device(_checked_id(device_id))
 
 
@@ -101,8 +101,6 @@ def _checked_id(device_id: str) -> str:
 
 def _cuda_device_count() -> int:
     try:
-        import torch
-
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
     except Exception:  # a broken driver looks like no GPU, never a crash
         return 0
@@ -152,10 +150,6 @@ def cpu_dtype_support() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _cpu_matmul_runs(dtype: str) -> bool:
-    import torch
-
-    from inferlab.engines.dtypes import torch_dtype
-
     try:
         a = torch.ones(8, 8, dtype=torch_dtype(dtype))
         return bool(torch.isfinite(torch.matmul(a, a).float()).all())
@@ -164,8 +158,6 @@ def _cpu_matmul_runs(dtype: str) -> bool:
 
 
 def _onednn_supports(dtype: str) -> bool:
-    import torch
-
     check = {"bf16": "_is_mkldnn_bf16_supported", "fp16": "_is_mkldnn_fp16_supported"}[dtype]
     try:
         return bool(getattr(torch.ops.mkldnn, check)())
@@ -175,8 +167,6 @@ def _onednn_supports(dtype: str) -> bool:
 
 def _torch_threads() -> int | None:
     try:
-        import torch
-
         return torch.get_num_threads()
     except Exception:
         return None
@@ -184,16 +174,12 @@ def _torch_threads() -> int | None:
 
 def _torch_cpu_capability() -> str | None:
     try:
-        import torch
-
         return torch.backends.cpu.get_cpu_capability()
     except Exception:
         return None
 
 
 def _cuda_device(index: int) -> DeviceInfo:
-    import torch
-
     props = torch.cuda.get_device_properties(index)
     uuid = str(getattr(props, "uuid", "") or "")
     facts = nvml.static_facts(nvml.handle_for_cuda_index(index, uuid))

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from inferlab.engines.dtypes import torch_dtype
 from inferlab.engines.hardware.cancel import Cancelled, check_stop
 from inferlab.engines.hardware.discovery import get_device, torch_device
@@ -74,8 +76,6 @@ def measure_matmul_flops(
     device: str = "cpu", dtype: str = "fp32", n: int = 2048, repeats: int = 5, warmup: int = 2
 ) -> float:
     """FLOP/s of an n×n by n×n matmul in `dtype`: 2·n³ over the median time of one call."""
-    import torch
-
     dev = torch_device(device)
     _check_positive(n=n)
     kind = torch_dtype(dtype)
@@ -94,8 +94,6 @@ def measure_copy_bandwidth(
     The buffers hold fp32 (nbytes rounded down to whole elements): torch's CPU copy of uint8
     runs about 25% below the memory's rate, fp32 and wider at it.
     """
-    import torch
-
     dev = torch_device(device)
     _check_positive(nbytes=nbytes)
     elements = max(1, int(nbytes) // 4)
@@ -111,8 +109,6 @@ def measure_read_bandwidth(
     """Bytes/s of `src.sum()` over fp32 (nbytes rounded down to whole elements): a read-only
     stream, the access a decode step's weights make. On some machines it runs below the copy
     rate (which counts read + write); a decode is held to both."""
-    import torch
-
     dev = torch_device(device)
     _check_positive(nbytes=nbytes)
     elements = max(1, int(nbytes) // 4)

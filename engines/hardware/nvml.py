@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import threading
 
+import pynvml
+
 _lock = threading.Lock()
 _module = None
 _tried = False
@@ -22,8 +24,6 @@ def nvml():
         if not _tried:
             _tried = True
             try:
-                import pynvml
-
                 pynvml.nvmlInit()
                 _module = pynvml
             except Exception:  # library missing, driver missing, or no permission

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from inferlab.engines import kernels
 from inferlab.engines.dtypes import torch_dtype
 from inferlab.engines.hardware.cancel import check_stop
@@ -151,8 +153,6 @@ def _native_runs(dtype: str) -> bool:
 
 def _time_native(device: str, dtype: str, m: int, n: int, k: int, repeats: int, warmup: int):
     """Median seconds of the native skinny product x[m×k] · W[n×k]ᵀ (the layout it reads)."""
-    import torch
-
     kind = torch_dtype(dtype)
     x = torch.randn(m, k, dtype=torch.float32)
     w = torch.randn(n, k, dtype=kind)
@@ -161,8 +161,6 @@ def _time_native(device: str, dtype: str, m: int, n: int, k: int, repeats: int, 
 
 def _time_matmul(device: str, dtype: str, m: int, n: int, k: int, repeats: int, warmup: int):
     """Median seconds of C[m×n] = A[m×k] · B[k×n] with C preallocated."""
-    import torch
-
     dev = torch_device(device)
     kind = torch_dtype(dtype)
     a = torch.randn(m, k, device=dev, dtype=kind)

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import psutil
+import torch
 
 from inferlab.engines.hardware import nvml
+from inferlab.engines.hardware.discovery import device_ids
 from inferlab.engines.hardware.ring_buffer import RingBuffer
 from inferlab.engines.hardware.telemetry_history import GPU_SERIES, GpuSeries, TelemetryHistory
 
@@ -150,8 +152,6 @@ def _fit(values: list[float], cores: int) -> np.ndarray:
 
 
 def _default_gpu_ids() -> list[str]:
-    from inferlab.engines.hardware.discovery import device_ids
-
     return [device for device in device_ids() if device.startswith("cuda:")]
 
 
@@ -167,8 +167,6 @@ def _handle(gpu_id: str):
 
 def _torch_uuid(index: int) -> str | None:
     try:
-        import torch
-
         return str(torch.cuda.get_device_properties(index).uuid)
     except Exception:  # no torch CUDA (a CPU build on a GPU host): match by index
         return None

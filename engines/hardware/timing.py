@@ -13,6 +13,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+import torch
+
 # Shortest sample worth timing, per device kind (seconds).
 MIN_SAMPLE_S = {"cpu": 0.002, "cuda": 0.010}
 MAX_CALLS_PER_SAMPLE = 1000
@@ -20,8 +22,6 @@ MAX_CALLS_PER_SAMPLE = 1000
 
 def synchronize(device) -> None:
     """Wait for the device's queued work (a no-op on the CPU)."""
-    import torch
-
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -46,8 +46,6 @@ def median_call_s(fn: Callable[[], object], device, repeats: int = 5, warmup: in
 
 
 def _sample_s(fn: Callable[[], object], device, calls: int) -> float:
-    import torch
-
     synchronize(device)
     if device.type == "cuda":
         with torch.cuda.device(device):  # events record on that device's current stream

@@ -5,6 +5,9 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
+import numpy
+import torch
+
 from inferlab.engines.hardware import nvml
 
 
@@ -14,9 +17,6 @@ def runtime_versions() -> dict[str, str | None]:
     `cuda` is the CUDA version torch was built with (None for a CPU build); `nvidia_driver`
     comes from NVML. Qt's version is added by the app, which is the only layer that has Qt.
     """
-    import numpy
-    import torch
-
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
