@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from inferlab.engines.kv.pool_state import KVPoolState
+from inferlab.engines.kv.pool_state import SHARED, KVPoolState
 from inferlab.engines.kv.radix_state import RadixTreeState, radix_state_from_dict
 from inferlab.engines.kv.stats import KVStats
 from inferlab.engines.settings import (
@@ -159,8 +159,6 @@ def pool_from_dict(d: dict, where: str) -> KVPoolState:
     """A pool read back: every block's state, owner (an index into seq_ids, -1 for none),
     ref count and fill within their ranges; block tables and the free queue name blocks
     that exist."""
-    from inferlab.engines.kv.pool_state import SHARED
-
     f = read_fields(d, {"block_size": Setting("int", 1, MAX_BLOCK_SIZE),
                         "seq_ids": Setting("str-list", max_len=MAX_SEQS)}, where)
     block_size, seq_ids = f["block_size"], tuple(f["seq_ids"])

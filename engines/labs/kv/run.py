@@ -7,12 +7,12 @@ summary). The registry entry (app/labs/registry.py) names both."""
 from __future__ import annotations
 
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
+from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES, get_scenario
 from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run, kv_section, kv_trace_step
+from inferlab.engines.model.cache import load_lab_model
 
 
 def add_arguments(p) -> None:
-    from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES
-
     p.add_argument("--model", default=KV_DEFAULTS["model"],
                    help="auto (SmolLM2-135M when installed, else tiny), smollm2-135m, tiny, or "
                         "a .gguf file / Hugging Face folder (default auto)")
@@ -41,8 +41,6 @@ def add_arguments(p) -> None:
 
 def run(args, recorder):
     """Run a KV scenario to its end (real model, paged cache, contiguous beside it)."""
-    from inferlab.engines.labs.kv.scenarios import get_scenario
-
     get_scenario(args.scenario)  # unknown name: ValueError listing the scenarios
     if args.block_size < 1:
         raise ValueError(f"--block-size must be at least 1, got {args.block_size}")
@@ -55,8 +53,6 @@ def run(args, recorder):
     if progress is not None:
         progress(None, f"loading {args.model}")
     with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
-        from inferlab.engines.model.cache import load_lab_model
-
         load_lab_model(args.model, args.device)
 
     def on_step(record):

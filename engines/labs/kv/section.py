@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from inferlab.engines import kernels
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES
+from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.settings import Setting, check_settings, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
@@ -37,11 +40,11 @@ KV_SETTINGS = {  # the view's ranges
 def kv_lab_model(settings: dict, device: str = "cpu"):
     """(model, tokenizer) the KV lab runs: the settings' model on their kernel path, its
     cache at `kv_dtype`."""
-    from inferlab.engines.model.cache import load_lab_model
-
     with kernels.chosen(settings.get("kernels", "auto")):
         model, tokenizer = load_lab_model(settings["model"], device)
     if settings.get("kv_dtype", "model") != "model":
+        # here, not at the top: every command imports this section at start-up (the
+        # registry); the quantized pool's module loads only when a run asks for it
         from inferlab.engines.quant.kv_quant import kv_quantized
 
         model = kv_quantized(model, settings["kv_dtype"])
@@ -83,9 +86,7 @@ def kv_metrics(records) -> dict:
 
 def kv_section(settings: dict, info, seq_infos, records) -> dict:
     """`info`: KVRunInfo (None before any run); `seq_infos`: SeqInfo; `records`: KVStepRecord."""
-    from dataclasses import asdict
-
-    from inferlab.engines.labs.kv.records import step_to_dict
+    from inferlab.engines.labs.kv.records import step_to_dict  # here: start-up, as above
 
     if info is None:
         return section(settings, {}, {"steps": 0})
@@ -100,7 +101,7 @@ def kv_section(settings: dict, info, seq_infos, records) -> dict:
 
 def read_kv_section(sec: dict):
     """(settings, KVRunInfo or None, [SeqInfo], [KVStepRecord]); ValueError names a bad field."""
-    from inferlab.engines.labs.kv.records import (
+    from inferlab.engines.labs.kv.records import (  # here: start-up, as above
         MAX_SEQS,
         info_from_dict,
         seq_info_from_dict,
@@ -130,7 +131,7 @@ def read_kv_section(sec: dict):
 
 def kv_session(settings: dict, model, tokenizer):
     """The KV lab's session on `model` for `settings` (the run's and the window's alike)."""
-    from inferlab.engines.labs.kv.session import KVLabSession
+    from inferlab.engines.labs.kv.session import KVLabSession  # here: start-up, as above
 
     return KVLabSession(model, tokenizer, settings["scenario"],
                         block_size=int(settings["block_size"]),
