@@ -21,12 +21,16 @@ forms, and real timings on this device at growing N.
 
 from __future__ import annotations
 
+import psutil
 import torch
 
+from inferlab.engines import kernels as native_kernels
 from inferlab.engines.attention.executions import closed_form, make_engine
 from inferlab.engines.attention.naive import naive_attention
+from inferlab.engines.attention.native import native_flash_attention, native_supported
 from inferlab.engines.attention.step import EXECUTIONS
 from inferlab.engines.attention.tiled import flash_attention
+from inferlab.engines.hardware.timing import median_call_s
 
 BENCH_NS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 BENCH_D = 64
@@ -63,8 +67,6 @@ def tiled_kernels(device: str = "cpu") -> dict:
     if device.startswith("cuda"):
         found["sdpa_flash_bf16"] = sdpa_flash_bf16
         return found
-    from inferlab.engines.attention.native import native_flash_attention, native_supported
-
     if native_supported():
         found["tiled_native"] = lambda q, k, v, c: native_flash_attention(q, k, v, c)
     return found
@@ -72,6 +74,8 @@ def tiled_kernels(device: str = "cpu") -> dict:
 
 def sdpa_flash_bf16(q, k, v, causal: bool):
     """torch SDPA restricted to its FlashAttention backend, on bf16 copies of q, k, v."""
+    # here, not at the top: torch.nn.attention came with torch 2.3 (we accept 2.2), and only
+    # this CUDA contender needs it
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
@@ -85,8 +89,6 @@ def timings(ns=BENCH_NS, d: int = BENCH_D, causal: bool = False, repeats: int = 
     `device`), on `threads` torch threads (the native kernel is given the same count). Naive
     attention is skipped ("out of memory") where S and P would not fit in the free RAM (CPU),
     or where allocating them fails (CUDA)."""
-    import psutil
-
     kernels = tiled_kernels(device)
     rows = []
     before = torch.get_num_threads()
@@ -104,8 +106,6 @@ def timings(ns=BENCH_NS, d: int = BENCH_D, causal: bool = False, repeats: int = 
 
 def _time_row(n: int, d: int, causal: bool, repeats: int, kernels: dict, naive_fits: bool,
               device: torch.device):
-    from inferlab.engines.hardware.timing import median_call_s
-
     sdpa = torch.nn.functional.scaled_dot_product_attention
     q, k, v = (torch.randn(1, n, d, device=device) for _ in range(3))
     row = {"n": n, "naive_sp_bytes": 2 * n * n * 4}  # S and P, live together at the softmax
@@ -125,8 +125,6 @@ def _time_row(n: int, d: int, causal: bool, repeats: int, kernels: dict, naive_f
 
 
 def run_attention_bench(progress=None) -> dict:
-    from inferlab.engines import kernels as native_kernels
-
     rows = timings(progress=progress)
     cuda = timings(progress=progress, device="cuda:0") if torch.cuda.is_available() else []
     all_threads = torch.get_num_threads()

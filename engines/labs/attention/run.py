@@ -36,6 +36,8 @@ def add_arguments(p) -> None:
 
 
 def run(args, recorder):
+    # here, not at the top: every command imports this module at start-up (the registry's
+    # run arguments); the section and the session load when a run starts
     from inferlab.engines.labs.attention.section import attention_section
     from inferlab.engines.labs.attention.session import AttentionSession, run_executions
 

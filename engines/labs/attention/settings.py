@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inferlab.engines.attention.step import EXECUTIONS, TILED
 from inferlab.engines.attention.traffic import tiles_for_on_chip
 from inferlab.engines.labs.attention.source import SEEDED, SOURCES
@@ -42,8 +44,6 @@ GPU_ON_CHIP_KIB = {"H100: shared memory per thread block": 227,
 
 def cpu_l2_kib(cache_dir: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
     """This CPU's level-2 cache per core in KiB (Linux sysfs), None where unknown."""
-    from pathlib import Path
-
     for index in sorted(Path(cache_dir).glob("index*")):
         try:
             if (index / "level").read_text().strip() == "2":

@@ -12,6 +12,8 @@ import importlib.resources
 
 import torch
 
+from inferlab.engines.model.cache import load_lab_model
+
 SEEDED = "seeded"
 SOURCES = (SEEDED, "smollm2-135m", "tiny")
 TEXTS = ("clocks.txt", "kiln.txt", "backups.txt", "lighthouse.txt")
@@ -33,8 +35,6 @@ def shipped_text() -> str:
 def model_layer_qkv(spec: str, layer: int, n: int, heads: int, device: str = "cpu"):
     """(Q, K, V [heads', N', d], what they are): layer `layer` of model `spec` on the first N'
     = min(N, tokens of the text, the model's context) tokens; heads' = min(heads, H)."""
-    from inferlab.engines.model.cache import load_lab_model
-
     model, tokenizer = load_lab_model(spec, device)
     cfg = model.config
     if not 0 <= layer < cfg.n_layers:
