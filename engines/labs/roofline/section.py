@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inferlab.engines.dtypes import DTYPE_NAMES
 from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
+from inferlab.engines.hardware.presets import list_hardware_presets
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
@@ -14,8 +15,6 @@ ROOFLINE_DEFAULTS = {"dtype": "fp32", "presets": [], "model": "smollm2-135m", "c
 
 
 def _hardware_ids():
-    from inferlab.engines.hardware.presets import list_hardware_presets
-
     return list_hardware_presets()
 
 
