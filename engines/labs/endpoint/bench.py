@@ -20,7 +20,8 @@ import sys
 import time
 from collections.abc import Iterator
 
-from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
+from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings, server_agreement
+from inferlab.engines.endpoint.sweep import endpoint_sweep
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.workload import LengthDist, Workload, WorkloadRequest
 
@@ -74,8 +75,6 @@ def scrape_agreement(streams: int = 5, requests: int = 10, output_tokens: int = 
     """The client's output tokens/s beside the server's own counter over its scrapes' span
     (load.server_agreement), against the fake server with /metrics: how far the two clocks'
     spans differ (the scrapes hold the run and at most a scrape period either side)."""
-    from inferlab.engines.endpoint.load import server_agreement
-
     work = [WorkloadRequest(0.0, 16, output_tokens)] * requests
     with fake_server_process(token_interval_s, metrics=True) as url:
         settings = EndpointSettings(url=url, concurrency=streams, scrape_hz=scrape_hz,
@@ -90,8 +89,6 @@ def fake_sweep(n_requests: int = 24, output_tokens: int = 16, token_interval_s: 
                n_rates: int = 2, slo: SLO | None = None) -> dict:
     """The sweep against a fake server in its own process (it serves every stream in
     parallel, so the throughput point is bounded by the client and the loopback)."""
-    from inferlab.engines.endpoint.sweep import endpoint_sweep
-
     workload = Workload(n_requests=n_requests, prompt_len=LengthDist.fixed(16),
                         output_len=LengthDist.fixed(output_tokens), seed=0)
     with fake_server_process(token_interval_s) as url:

@@ -21,9 +21,20 @@ from __future__ import annotations
 
 import os
 
+from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
 from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.engines.endpoint.url import api_root
-from inferlab.engines.labs.endpoint.section import ENDPOINT_DEFAULTS, check_endpoint_settings
+from inferlab.engines.labs.endpoint.section import (
+    ENDPOINT_DEFAULTS,
+    EndpointRecord,
+    check_endpoint_settings,
+    endpoint_requests,
+    endpoint_section,
+    endpoint_slo,
+    endpoint_trace,
+    endpoint_workload,
+    run_settings,
+)
 from inferlab.engines.settings import option_error
 
 OPTIONS = {"url": "--url", "urls": "--url", "router": "--router", "model": "--model", "requests": "--requests",
@@ -35,8 +46,6 @@ OPTIONS = {"url": "--url", "urls": "--url", "router": "--router", "model": "--mo
 
 
 def _common(p, url_required: bool) -> None:
-    from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
-
     d = ENDPOINT_DEFAULTS
     p.add_argument("--url", required=url_required, default=None, nargs="+", metavar="URL",
                    help="the server's root, e.g. http://127.0.0.1:8000 (only it is "
@@ -127,12 +136,9 @@ def settings_of(args) -> dict:
 def run_endpoint(settings: dict, key: str | None, count_tokens=None):
     """One load run of `settings` (checked): the EndpointRunResult. EndpointError (one
     sentence) when the server cannot be used."""
+    # here, not at the top: every command imports this module at start-up (the registry's
+    # run arguments); the load runner, the side-by-side engines and the sweep load when used
     from inferlab.engines.endpoint.load import EndpointRun
-    from inferlab.engines.labs.endpoint.section import (
-        endpoint_requests,
-        endpoint_slo,
-        run_settings,
-    )
 
     requests = endpoint_requests(settings)
     return EndpointRun(run_settings(settings), requests, api_key=key,
@@ -148,12 +154,6 @@ def request_summary(r) -> dict:
 
 def run(args, recorder):
     """Run the workload against --url; (section, summary)."""
-    from inferlab.engines.labs.endpoint.section import (
-        EndpointRecord,
-        endpoint_section,
-        endpoint_trace,
-    )
-
     settings = settings_of(args)
     api_root(settings["url"])  # a bad URL is said before anything else
     key = api_key(settings["api_key_env"])
@@ -164,7 +164,7 @@ def run(args, recorder):
     endpoint_trace(recorder, record, offset)
     side = None
     if args.side_by_side:
-        from inferlab.engines.labs.endpoint.side_by_side import compare_engines
+        from inferlab.engines.labs.endpoint.side_by_side import compare_engines  # here: start-up
 
         with recorder.span("side by side: in-app engine and simulated GPU", cat="endpoint"):
             side = compare_engines(settings, record)
@@ -213,11 +213,11 @@ def add_bench_arguments(p) -> None:
 def bench(args) -> dict:
     """The sweep's figures against --url, or the client's overhead without it."""
     if getattr(args, "url", None) is None:
+        # here: start-up, as in run_endpoint
         from inferlab.engines.labs.endpoint.bench import client_overhead, scrape_agreement
 
         return {"client_overhead": client_overhead(), "scrape_agreement": scrape_agreement()}
-    from inferlab.engines.endpoint.sweep import endpoint_sweep
-    from inferlab.engines.labs.endpoint.section import endpoint_slo, endpoint_workload, run_settings
+    from inferlab.engines.endpoint.sweep import endpoint_sweep  # here: start-up, as above
 
     settings = _checked(dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model,
                              api_key_env=args.api_key_env, sweep_rates=args.rates,

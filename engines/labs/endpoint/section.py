@@ -27,7 +27,10 @@ import numpy as np
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS, StreamResult
 from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.engines.endpoint.scrape import COMMON, ScrapeResult
+from inferlab.engines.hardware.presets import list_hardware_presets
 from inferlab.engines.labs.batching.section import batching_slo, batching_workload
+from inferlab.engines.model.config import list_model_presets
+from inferlab.engines.serve import workload
 from inferlab.engines.serve.metrics import SLO, read_serving_metrics
 from inferlab.engines.settings import (
     Setting,
@@ -76,14 +79,10 @@ ENDPOINT_DEFAULTS = {
 
 
 def _model_presets():
-    from inferlab.engines.model.config import list_model_presets
-
     return list_model_presets()
 
 
 def _hardware_presets():
-    from inferlab.engines.hardware.presets import list_hardware_presets
-
     return list_hardware_presets()
 
 
@@ -138,8 +137,6 @@ endpoint_workload = batching_workload
 def endpoint_requests(settings: dict) -> list:
     """The run's WorkloadRequests: the trace file's (at most `requests` of them) or the
     seeded workload's. ValueError naming the file when it cannot be read."""
-    from inferlab.engines.serve import workload
-
     path = settings["workload_file"]
     if path:
         return workload.read_trace_requests(path)[: int(settings["requests"])]
@@ -149,6 +146,8 @@ def endpoint_requests(settings: dict) -> list:
 def run_settings(settings: dict, **overrides):
     """The load runner's EndpointSettings for the lab's settings (no key: it is passed
     apart, to EndpointRun)."""
+    # here, not at the top: every command imports this section at start-up (the registry);
+    # the load runner, the sweep and the batching timeline load with a run or a snapshot
     from inferlab.engines.endpoint.load import EndpointSettings
 
     s = settings
@@ -191,7 +190,7 @@ class EndpointRecord:
     @classmethod
     def of(cls, result) -> EndpointRecord:
         """From a load.EndpointRunResult."""
-        from inferlab.engines.endpoint.load import server_agreement
+        from inferlab.engines.endpoint.load import server_agreement  # here: start-up
 
         probe = result.probe
         return cls(results=tuple(result.results), metrics=result.metrics.to_dict(),
@@ -382,6 +381,7 @@ SWEEP_POINT_FIELDS = {
 
 
 def read_sweep(d, where: str):
+    # here: start-up, as run_settings'
     from inferlab.engines.endpoint.sweep import STRATEGIES, EndpointSweep, EndpointSweepPoint
 
     fields = {"strategy": Setting("str", choices=STRATEGIES)} | SWEEP_POINT_FIELDS
@@ -435,7 +435,7 @@ def request_segments(results):
     (row = its index in the workload) WAITING from send to the first token, DECODE
     ("streaming") from the first token to the last chunk; a failed request's whole span is
     PREEMPTED (drawn as "failed"), a cancelled one's STALLED (drawn as "cancelled")."""
-    from inferlab.engines.labs.batching.timeline import (
+    from inferlab.engines.labs.batching.timeline import (  # here: start-up, as run_settings'
         DECODE,
         PREEMPTED,
         STALLED,

@@ -15,6 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from inferlab.engines.hardware.cancel import check_stop
+from inferlab.engines.labs.batching.compare import run_policy
+from inferlab.engines.labs.batching.section import (
+    BATCHING_DEFAULTS,
+    WALL_MAX_OUTPUT,
+    WALL_MAX_PROMPT,
+    WALL_MAX_REQUESTS,
+)
 from inferlab.engines.serve.workload import WorkloadRequest
 
 TITLES = {"endpoint": "Endpoint (client side)", "engine": "In-app engine (wall clock)",
@@ -42,14 +49,6 @@ def compare_engines(settings: dict, record, device: str = "cpu",
                     should_stop: Callable[[], bool] | None = None) -> dict:
     """{"columns": {"endpoint"|"engine"|"simulated": {"title", "metrics"}}, "notes": [...]}
     for the endpoint run `record` (section.EndpointRecord) and the lab's `settings`."""
-    from inferlab.engines.labs.batching.compare import run_policy
-    from inferlab.engines.labs.batching.section import (
-        BATCHING_DEFAULTS,
-        WALL_MAX_OUTPUT,
-        WALL_MAX_PROMPT,
-        WALL_MAX_REQUESTS,
-    )
-
     report = progress or (lambda fraction, message: None)
     items = replayed_requests(record.results)
     if not items:
