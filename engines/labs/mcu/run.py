@@ -5,6 +5,9 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from inferlab.engines.board.boards import load_board
 from inferlab.engines.labs.mcu.section import (
     MCU_DEFAULTS,
     MCU_NO_COMPARE,
@@ -18,6 +21,8 @@ from inferlab.engines.labs.mcu.section import (
     mcu_with_runs,
 )
 from inferlab.engines.mcu.examples import default_model, model_argument
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
 
 
 def add_arguments(p) -> None:
@@ -37,11 +42,6 @@ def add_arguments(p) -> None:
 
 def run(args, recorder):
     """Plan the model, check it against the board, run it on the host interpreter."""
-    from pathlib import Path
-
-    from inferlab.engines.board.boards import load_board
-    from inferlab.engines.mcu.graph import load_model
-    from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
     for name, value in (("--planner", args.planner), ("--compare", args.compare)):
         allowed = mcu_planner_names() + ([MCU_NO_COMPARE] if name == "--compare" else [])
         if value not in allowed:

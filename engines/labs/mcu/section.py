@@ -4,6 +4,16 @@ Built here without Qt, so that the lab and `inferlab run mcu` write the same sec
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import time
+
+import numpy as np
+
+from inferlab.engines.board.boards import fit_check, list_boards
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.model_planners import plan_model, planner_names
+from inferlab.engines.mcu.op_costs import op_macs
 from inferlab.engines.settings import Setting, check_settings, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
@@ -27,10 +37,6 @@ MCU_HOST_REPEATS = 5  # host runs: one warm-up, then the best of this many invoc
 
 def mcu_plan(model, planner: str):
     """(Plan, milliseconds it took) for one planner of `engines.mcu.model_planners.planner_names`."""
-    import time
-
-    from inferlab.engines.mcu.model_planners import plan_model
-
     t0 = time.perf_counter()
     plan = plan_model(model, planner)
     return plan, (time.perf_counter() - t0) * 1e3
@@ -58,6 +64,8 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
     Works for every planner: in-place aliases are named, patch tiles are coloured by the op
     that writes them, and steps carry what runs at each (reordered, patch-based plans).
     """
+    # here, not at the top: every command imports this section at start-up (the registry);
+    # the records (and the interpreter's inputs) load with a plan, a run or a snapshot
     from inferlab.engines.labs.mcu.records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
 
     labels = mcu_step_labels(model, plan)
@@ -95,8 +103,7 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
 
 def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
     """One OpRow per operator: output shape, MACs (`op_macs`), cycles = MACs × cycles/MAC."""
-    from inferlab.engines.labs.mcu.records import OpRow
-    from inferlab.engines.mcu.op_costs import op_macs
+    from inferlab.engines.labs.mcu.records import OpRow  # here: start-up, as in mcu_layout
 
     rows = []
     for op in model.operators:
@@ -111,8 +118,6 @@ def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
 
 def mcu_planner_names() -> list[str]:
     """Every planner the engines offer: TFLM-style buffer planners, then model-level ones."""
-    from inferlab.engines.mcu.model_planners import planner_names
-
     return list(planner_names())
 
 
@@ -147,10 +152,7 @@ def mcu_planners(settings: dict) -> list[str]:
 def mcu_state(model, path, board, plans, note: str = "", compare_note: str = ""):
     """The McuState of `model` (loaded from `path`) on `board`; `plans`: (Plan, ms) pairs,
     the chosen planner's first (its arena is the one checked against the board)."""
-    import os
-
-    from inferlab.engines.board.boards import fit_check
-    from inferlab.engines.labs.mcu.records import McuState
+    from inferlab.engines.labs.mcu.records import McuState  # here: start-up, as in mcu_layout
 
     layouts = tuple(mcu_layout(model, plan, ms) for plan, ms in plans)
     file_bytes = os.path.getsize(path) if path and os.path.isfile(path) else 0
@@ -167,11 +169,8 @@ def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, sh
     repeats, in µs: other threads and processes only ever slow an op down.
     Raises UnsupportedOpError naming the op the interpreter lacks.
     """
-    import numpy as np
-
-    from inferlab.engines.labs.mcu.records import RunRecord
-    from inferlab.engines.mcu.inputs import random_input
-    from inferlab.engines.mcu.interpreter import ArenaInterpreter
+    from inferlab.engines.labs.mcu.records import RunRecord  # here: start-up, as in mcu_layout
+    from inferlab.engines.mcu.inputs import random_input  # here: start-up, as in mcu_layout
 
     interp = ArenaInterpreter(model, plan)
     inputs = random_input(model, seed)
@@ -192,8 +191,6 @@ def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, sh
 
 def mcu_with_runs(state, host_run=None, board_run=None):
     """`state` with a host and/or board run recorded and their per-op times in the table."""
-    import dataclasses
-
     host_run = host_run or state.host_run
     board_run = board_run or state.board_run
     ops = tuple(dataclasses.replace(
@@ -238,7 +235,7 @@ def mcu_section(settings: dict, state) -> dict:
 def read_mcu_section(sec: dict):
     """(settings, McuState or None: the lab had no model) from a snapshot's `labs.mcu`;
     ValueError names a bad field."""
-    from inferlab.engines.labs.mcu.records import McuState
+    from inferlab.engines.labs.mcu.records import McuState  # here: start-up, as in mcu_layout
 
     read_object(sec, "labs.mcu")
     settings = check_settings(section_field(sec, "settings", "labs.mcu"), MCU_SETTINGS,
@@ -249,6 +246,4 @@ def read_mcu_section(sec: dict):
 
 
 def _board_ids() -> list[str]:
-    from inferlab.engines.board.boards import list_boards
-
     return [b.id for b in list_boards()]
