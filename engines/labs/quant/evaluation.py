@@ -17,7 +17,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from inferlab.engines.model.generate import generate
 from inferlab.engines.quant.errors import QuantError
+from inferlab.engines.quant.evaluate import NAMES, linear_sqnr_db, quantize_by_name, score_held_out
+from inferlab.engines.quant.model_quant import quantize_model
+from inferlab.engines.quant.schemes import SCHEMES
 
 FP32 = "fp32"
 BF16 = "bf16"
@@ -28,15 +32,11 @@ SAMPLE_TOKENS = 24
 
 def lab_schemes() -> tuple[str, ...]:
     """Every name `run_scheme` takes, baseline first."""
-    from inferlab.engines.quant.evaluate import NAMES
-
     return (FP32, BF16, *NAMES, *KV_SCHEMES)
 
 
 def describe(name: str) -> str:
     """One line on what `name` stores."""
-    from inferlab.engines.quant.schemes import SCHEMES
-
     if name in SCHEMES:
         return SCHEMES[name].description
     return {
@@ -113,10 +113,10 @@ def prepare(model, tokenizer, name: str, progress: Callable | None = None,
             calibration_text: str | Sequence[str] | None = None) -> Prepared:
     """`model` with the scheme `name` applied (QuantError naming it if unknown); the
     calibrated schemes see `calibration_text` (default the shipped set)."""
+    # here, not at the top: every command imports this module at start-up (the lab's section
+    # and bench); the bf16 cast, the KV quantizer and the runtimes load with a scheme
     from inferlab.engines.quant.cast import quantize_bf16
-    from inferlab.engines.quant.evaluate import NAMES, linear_sqnr_db, quantize_by_name
     from inferlab.engines.quant.kv_quant import kv_quantized
-    from inferlab.engines.quant.model_quant import quantize_model
     from inferlab.engines.quant.runtime import runtime_model
 
     if name == FP32:
@@ -147,8 +147,6 @@ def prepare(model, tokenizer, name: str, progress: Callable | None = None,
 
 def sample_ids(model, prompt_ids: Sequence[int], n_tokens: int = SAMPLE_TOKENS) -> list[int]:
     """`n_tokens` greedy tokens after `prompt_ids` (end-of-sequence ignored)."""
-    from inferlab.engines.model.generate import generate
-
     out = generate(model, [list(prompt_ids)], max_new_tokens=n_tokens)
     return list(out.generations[0].token_ids)
 
@@ -170,8 +168,7 @@ def score(p: Prepared, tokenizer, name: str, eval_sets: Mapping[str, Sequence[in
     `ppl`: `perplexity`'s window, stride, convention, bos_id), its decode timed (None:
     skipped) and sampled after `prompt_ids`; `reference_ids` is the fp32 sample the
     agreement is counted against."""
-    from inferlab.engines.quant.evaluate import score_held_out
-    from inferlab.engines.quant.runtime import decode_tokens_per_s
+    from inferlab.engines.quant.runtime import decode_tokens_per_s  # here: as in prepare
 
     if progress is not None:
         n = sum(map(len, eval_sets.values()))

@@ -20,6 +20,7 @@ from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.fp8 import Fp8Quantized, decode_fp8
 from inferlab.engines.quant.group import GroupQuantized
 from inferlab.engines.quant.metrics import TensorError, tensor_error
+from inferlab.engines.quant.schemes import scheme
 
 BINS = 121
 MAX_SCALE_ROWS = 192
@@ -132,8 +133,6 @@ def _fp8_grid(rec: Fp8Quantized):
 
 def analyse_layer(weight: torch.Tensor, scheme_name: str, linear: str = "") -> LayerAnalysis:
     """`weight` [out, in] quantized with the data-free scheme `scheme_name`, described."""
-    from inferlab.engines.quant.schemes import scheme
-
     if weight.dim() != 2:
         raise QuantError(f"weight must be 2-d [out, in], got shape {tuple(weight.shape)}")
     w = weight.float()

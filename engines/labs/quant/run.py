@@ -19,6 +19,7 @@ from inferlab.engines.labs.quant.section import (
     quant_section,
 )
 from inferlab.engines.model.perplexity import CONVENTIONS
+from inferlab.engines.quant.errors import QuantError
 
 MAX_EVAL_BYTES = 4 << 20
 
@@ -96,8 +97,9 @@ def _window(value: str) -> int | None:
 
 
 def run(args, recorder):
+    # here, not at the top: every command imports run.py at start-up (the registry); the
+    # session loads with a run
     from inferlab.engines.labs.quant.session import QuantSession
-    from inferlab.engines.quant.errors import QuantError
 
     if args.scheme not in lab_schemes():
         raise ValueError(f"--scheme: expected one of {', '.join(lab_schemes())}, got "

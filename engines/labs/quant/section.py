@@ -18,6 +18,7 @@ from inferlab.engines.labs.quant.evaluation import SchemeRun, lab_schemes
 from inferlab.engines.labs.quant.layer import LayerAnalysis
 from inferlab.engines.model.perplexity import CONVENTIONS, SLIDING, WINDOW
 from inferlab.engines.quant.metrics import TensorError
+from inferlab.engines.quant.schemes import SCHEMES
 from inferlab.engines.settings import (
     Setting,
     check_settings,
@@ -33,8 +34,6 @@ LINEAR_CHOICES = ("qkv", "o", "gate_up", "down")
 
 
 def layer_schemes() -> tuple[str, ...]:
-    from inferlab.engines.quant.schemes import SCHEMES
-
     return tuple(SCHEMES)
 
 

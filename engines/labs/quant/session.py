@@ -14,7 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from inferlab.engines import kernels
-from inferlab.engines.model.perplexity import SLIDING, WINDOW
+from inferlab.engines.labs.quant.evaluation import run_scheme, sample_ids
+from inferlab.engines.labs.quant.layer import analyse_layer
+from inferlab.engines.model.cache import load_lab_model, resolve_model_name
+from inferlab.engines.model.perplexity import SLIDING, WINDOW, resolve_window, windows
+from inferlab.engines.quant.calibration import eval_texts
 from inferlab.engines.quant.errors import QuantError
 
 SAMPLE_PROMPT = "In two sentences, how does a pendulum clock keep time?"
@@ -44,9 +48,6 @@ class QuantSession:
         """Load `spec` (cached between sessions) on the kernel path `kernel_setting` (a lab's
         `kernels` setting) and tokenize the held-out texts (default the shipped three; one
         string is one text named "eval"; never the calibration texts)."""
-        from inferlab.engines.model.cache import load_lab_model, resolve_model_name
-        from inferlab.engines.quant.calibration import eval_texts
-
         if progress is not None:
             progress(0.05, f"loading {spec}")
         with kernels.chosen(kernel_setting):
@@ -75,8 +76,6 @@ class QuantSession:
     def set_perplexity(self, window: int | None, stride: int | None, convention: str) -> None:
         """How perplexity is computed from now on (`engines.model.perplexity`); ValueError
         names a bad choice (e.g. a text too short for llama.cpp's 2 * n_ctx)."""
-        from inferlab.engines.model.perplexity import resolve_window, windows
-
         w, s = resolve_window(self.model, window, stride, convention)
         for name, ids in self.eval_sets.items():
             try:
@@ -95,8 +94,6 @@ class QuantSession:
     def ppl_method(self) -> dict:
         """The window and stride as used (the model's context resolved), for reports:
         ppl_convention, ppl_window_tokens, ppl_stride_tokens."""
-        from inferlab.engines.model.perplexity import resolve_window
-
         w, s = resolve_window(self.model, self.ppl_window, self.ppl_stride,
                               self.ppl_convention)
         return {"ppl_convention": self.ppl_convention, "ppl_window_tokens": w,
@@ -112,14 +109,10 @@ class QuantSession:
         return getattr(self.model.layers[layer], linear).weight
 
     def analyse(self, layer: int, linear: str, scheme_name: str):
-        from inferlab.engines.labs.quant.layer import analyse_layer
-
         return analyse_layer(self.weight(layer, linear), scheme_name,
                              f"layers.{layer}.{linear}")
 
     def reference(self) -> list[int]:
-        from inferlab.engines.labs.quant.evaluation import sample_ids
-
         if self.reference_ids is None:
             self.reference_ids = sample_ids(self.model, self.prompt_ids)
         return self.reference_ids
@@ -127,8 +120,6 @@ class QuantSession:
     def run(self, name: str, decode_tokens: int | None = 32,
             progress: Callable | None = None):
         """`name` applied, scored, timed and sampled (a SchemeRun), remembered by name."""
-        from inferlab.engines.labs.quant.evaluation import run_scheme
-
         out = run_scheme(self.model, self.tokenizer, name, self.eval_sets, self.prompt_ids,
                          self.reference(), decode_tokens, progress, self.calibration_texts,
                          self.ppl())
