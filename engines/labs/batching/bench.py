@@ -21,7 +21,21 @@ transformers) take minutes; `real=False` leaves them out.
 
 from __future__ import annotations
 
+from inferlab.engines.hardware.microbench import measure_roofs
+from inferlab.engines.labs.batching.concurrent_bench import run_concurrent_bench
 from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
+from inferlab.engines.model.cache import load_lab_model
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.serve import workload as wl
+from inferlab.engines.serve.calibration import (
+    PredictingExecutor,
+    ProfiledCostModel,
+    prediction_errors,
+)
+from inferlab.engines.serve.engine import ServingEngine, bench_simulator, requests_from_workload
+from inferlab.engines.serve.executors import ModelExecutor, SimulatedExecutor
+from inferlab.engines.serve.request import Request
+from inferlab.engines.serve.scheduler import Scheduler
 
 
 def policy_metrics(settings: dict):
@@ -33,13 +47,6 @@ def policy_metrics(settings: dict):
 
 def scheduler_overhead(n_running: int = 64, output_tokens: int = 48) -> dict:
     """The scheduler's share of decode iterations with `n_running` sequences, tiny model."""
-    from inferlab.engines.model.cache import load_lab_model
-    from inferlab.engines.model.runner import ModelRunner
-    from inferlab.engines.serve.engine import ServingEngine
-    from inferlab.engines.serve.executors import ModelExecutor
-    from inferlab.engines.serve.request import Request
-    from inferlab.engines.serve.scheduler import Scheduler
-
     model, _ = load_lab_model("tiny")
     prompt_tokens = 16
     requests = [Request(f"r{i}", [(7 * i + j) % 200 + 1 for j in range(prompt_tokens)],
@@ -60,19 +67,6 @@ def scheduler_overhead(n_running: int = 64, output_tokens: int = 48) -> dict:
 def cost_model_calibration(model: str = "smollm2-135m", requests: int = 32,
                            quick_roofs: bool = False) -> dict:
     """The roofline cost model on this device's measured roofs against the wall clock."""
-    from inferlab.engines.hardware.microbench import measure_roofs
-    from inferlab.engines.model.cache import load_lab_model
-    from inferlab.engines.model.runner import ModelRunner
-    from inferlab.engines.serve import workload as wl
-    from inferlab.engines.serve.calibration import (
-        PredictingExecutor,
-        ProfiledCostModel,
-        prediction_errors,
-    )
-    from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
-    from inferlab.engines.serve.executors import ModelExecutor, SimulatedExecutor
-    from inferlab.engines.serve.scheduler import Scheduler
-
     roofs = measure_roofs("cpu", quick=quick_roofs)
     lab_model, _ = load_lab_model(model)
     items = wl.generate(wl.Workload(
@@ -102,8 +96,6 @@ def cost_model_calibration(model: str = "smollm2-135m", requests: int = 32,
 
 def run_batching_bench(requests: int = BATCHING_DEFAULTS["requests"],
                        simulator_requests: int = 5000, real: bool = True) -> dict:
-    from inferlab.engines.serve.engine import bench_simulator
-
     settings = dict(BATCHING_DEFAULTS, requests=requests)
     continuous = policy_metrics(dict(settings, policy="continuous"))
     static = policy_metrics(dict(settings, policy="static"))
@@ -123,8 +115,6 @@ def run_batching_bench(requests: int = BATCHING_DEFAULTS["requests"],
     }
     figures.update(scheduler_overhead())
     if real:
-        from inferlab.engines.labs.batching.concurrent_bench import run_concurrent_bench
-
         figures.update(cost_model_calibration())
         concurrent = run_concurrent_bench()
         figures["concurrent_run"] = {k: v for k, v in concurrent.items()  # its set-up

@@ -25,6 +25,13 @@ import numpy as np
 
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.batching.compare_records import VARIANT_KEYS, PolicyRun, SweepPoint
+from inferlab.engines.labs.batching.section import (
+    batching_metrics,
+    batching_session,
+    batching_workload,
+    check_batching_settings,
+)
+from inferlab.engines.serve import workload
 from inferlab.engines.serve.metrics import tpot_s, ttft_s
 
 Progress = Callable[[float, str], None]
@@ -39,8 +46,6 @@ def latency_cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
 
 def run_policy(settings: dict, items, device: str = "cpu", should_stop=None) -> PolicyRun:
     """`settings`' policy over the workload `items` to the end."""
-    from inferlab.engines.labs.batching.section import batching_metrics, batching_session
-
     session = batching_session(settings, device, items)
     while not session.done:
         check_stop(should_stop)
@@ -84,9 +89,6 @@ def compare_policies(settings: dict,
                      should_stop=None) -> list[PolicyRun]:
     """Each variant (a policy name, or a dict of VARIANT_KEYS overrides) over the same
     requests (`settings`' workload), in order."""
-    from inferlab.engines.labs.batching.section import batching_workload, check_batching_settings
-    from inferlab.engines.serve import workload
-
     settings = check_batching_settings(settings)
     # a scenario's requests depend on the model's vocabulary: each run makes them (seeded,
     # the same every time); the seeded stream is made once here
@@ -121,9 +123,6 @@ def rate_sweep(settings: dict, rates: Sequence[float],
     """One full run per (rate, variant: a policy or VARIANT_KEYS overrides) of the seeded
     stream (a scenario sets its own arrivals: the sweep runs the stream of the settings'
     lengths); points in rate order, variants in the given order."""
-    from inferlab.engines.labs.batching.section import batching_workload, check_batching_settings
-    from inferlab.engines.serve import workload
-
     report = progress or (lambda fraction, message: None)
     total = len(rates) * len(policies)
     points = []

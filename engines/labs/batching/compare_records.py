@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.presets import dataclass_from_dict
 from inferlab.engines.serve.metrics import METRIC_KEYS, read_serving_metrics
+from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.settings import Setting, read_fields, read_list, read_object
 
 MAX_VALUES = 100_000  # per-request latencies kept per run (the workload's own limit)
@@ -22,9 +25,6 @@ VARIANT_KEYS = ("policy", "prefix_cache", "schedule")
 
 def _check_variant(record) -> None:
     """`record`'s policy, prefix cache and queue order are ones the scheduler knows."""
-    from inferlab.engines.kv.block_manager import PREFIX_CACHES
-    from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-
     for name, choices in zip(VARIANT_KEYS, (POLICIES, PREFIX_CACHES, SCHEDULES), strict=True):
         value = getattr(record, name)
         if value not in choices:
@@ -126,8 +126,6 @@ def comparison_state(runs: Sequence[PolicyRun], points: Sequence[SweepPoint]) ->
 def read_comparison_state(state: dict, where: str = "labs.batching.state"
                           ) -> tuple[list[PolicyRun], list[SweepPoint]]:
     """The inverse of comparison_state; ValueError naming the bad field."""
-    from inferlab.engines.presets import dataclass_from_dict
-
     def run(item, w):
         if isinstance(item, dict) and "metrics" in item:  # the metrics the Compare tab draws
             item = dict(item, metrics=read_batching_metrics(item["metrics"], f"{w}.metrics"))

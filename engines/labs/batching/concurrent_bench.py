@@ -32,6 +32,7 @@ import time
 
 import torch
 
+from inferlab.engines import kernels
 from inferlab.engines.labs.batching.vllm_peer import (
     VLLM_PYTHON_ENV,
     VllmPeer,
@@ -39,6 +40,15 @@ from inferlab.engines.labs.batching.vllm_peer import (
     hf_folder,
     vllm_python,
 )
+from inferlab.engines.model.bench import load_transformers_gguf
+from inferlab.engines.model.llama import resolve_dtype
+from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.serve.engine import ServingEngine
+from inferlab.engines.serve.executors import ModelExecutor
+from inferlab.engines.serve.request import Request
+from inferlab.engines.serve.scheduler import Scheduler
+from inferlab.engines.serve.workload import prompt_texts
 
 PROMPTS_PER_REQUEST = 4
 """Short prompts joined per request: with SmolLM2's chat template about 100 prompt tokens,
@@ -47,8 +57,6 @@ the size the issue's reference figures were measured at."""
 
 def bench_prompts(n_requests: int) -> list[str]:
     """`n_requests` distinct prompt texts, each PROMPTS_PER_REQUEST shipped prompts in a row."""
-    from inferlab.engines.serve.workload import prompt_texts
-
     texts = prompt_texts()
     return [" ".join(texts[(i + j) % len(texts)] for j in range(PROMPTS_PER_REQUEST))
             for i in range(n_requests)]
@@ -57,12 +65,6 @@ def bench_prompts(n_requests: int) -> list[str]:
 def run_continuous(model, prompts_ids: list[list[int]], output_tokens: int
                    ) -> tuple[float, list[list[int]]]:
     """(wall seconds, each request's output ids) of the continuous engine on `model`."""
-    from inferlab.engines.model.runner import ModelRunner
-    from inferlab.engines.serve.engine import ServingEngine
-    from inferlab.engines.serve.executors import ModelExecutor
-    from inferlab.engines.serve.request import Request
-    from inferlab.engines.serve.scheduler import Scheduler
-
     block_size = 16
     n_blocks = sum(-(-(len(p) + output_tokens) // block_size) for p in prompts_ids)
     runner = ModelRunner(model, n_blocks=n_blocks, block_size=block_size,
@@ -98,9 +100,6 @@ def run_transformers(hf_model, prompts_ids: list[list[int]], output_tokens: int,
 def _vllm_peer(stack: contextlib.ExitStack, prompts_ids: list[list[int]], output_tokens: int,
                dtype: str, out: dict):
     """The vLLM peer (entered on `stack`), or None with `out["vllm_cpu_error"]` saying why."""
-    from inferlab.engines.model.llama import resolve_dtype
-    from inferlab.engines.model.registry import smollm2_gguf_path
-
     python = vllm_python()
     if python is None:
         out["vllm_cpu_error"] = f"not run: {VLLM_PYTHON_ENV} names no Python with vllm"
@@ -132,11 +131,6 @@ def _peer_generate(peer, prompts_ids: list[list[int]], output_tokens: int, out: 
 def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: str = "fp32",
                          repeats: int = 2, transformers: bool = True,
                          torch_kernels: bool = True, vllm: bool = True) -> dict:
-    from inferlab.engines import kernels
-    from inferlab.engines.model.bench import load_transformers_gguf
-    from inferlab.engines.model.llama import resolve_dtype
-    from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
-
     model, tok = load_model(SMOLLM2_ID, dtype=dtype)
     torch_model = None
     if torch_kernels and kernels.current() == "native":

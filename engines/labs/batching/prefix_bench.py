@@ -21,7 +21,21 @@ from __future__ import annotations
 
 import time
 
-from inferlab.engines.labs.batching.section import SIMULATED_SCENARIO_SCALE
+from inferlab.engines.hardware.presets import load_hardware_preset
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.labs.batching.section import (
+    BATCHING_DEFAULTS,
+    SIMULATED_SCENARIO_SCALE,
+    batching_session,
+    prefix_hit_rate,
+)
+from inferlab.engines.model.cache import load_lab_model
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
+from inferlab.engines.serve.metrics import summarize
+from inferlab.engines.serve.prefix_workloads import few_shot, make_scenario
+from inferlab.engines.serve.scheduler import Scheduler
 
 SIM_MODEL, SIM_HARDWARE, BLOCK_SIZE = "llama-3-8b", "h100-sxm", 16
 FEW_SHOT_REQUESTS, FEW_SHOT_PREFIXES, POOL_FRACTION = 128, 16, 0.3
@@ -31,15 +45,6 @@ OVERHEAD_RUNNING = 256
 def _simulated(items, prefix_cache: str, schedule: str = "fcfs", n_blocks: int | None = None,
                max_num_seqs: int = 256, timed: bool = False) -> dict:
     """Run WorkloadRequests on the simulated clock; the figures a comparison row needs."""
-    from inferlab.engines.hardware.presets import load_hardware_preset
-    from inferlab.engines.kv.block_manager import BlockManager
-    from inferlab.engines.labs.batching.section import prefix_hit_rate
-    from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
-    from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
-    from inferlab.engines.serve.metrics import summarize
-    from inferlab.engines.serve.scheduler import Scheduler
-
     cfg, hw = load_model_preset(SIM_MODEL), load_hardware_preset(SIM_HARDWARE)
     if n_blocks is None:
         n_blocks = simulated_pool_blocks(cfg, hw, BLOCK_SIZE)
@@ -94,9 +99,6 @@ def _time_radix(blocks) -> list[float]:
 
 def hit_tokens(scale: float = SIMULATED_SCENARIO_SCALE) -> dict:
     """Cached tokens by hash and by radix on multi-turn and doc-qa (pool never short)."""
-    from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve.prefix_workloads import make_scenario
-
     vocab = load_model_preset(SIM_MODEL).vocab_size
     out = {}
     for name in ("multi-turn", "doc-qa"):
@@ -113,9 +115,6 @@ def few_shot_pressure(n: int = FEW_SHOT_REQUESTS, n_prefixes: int = FEW_SHOT_PRE
                       pool_fraction: float = POOL_FRACTION) -> dict:
     """LPM vs FCFS on few-shot requests that all wait at once, pool a fraction of what they
     would hold together (each example block once, each request's question and output)."""
-    from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve.prefix_workloads import few_shot
-
     vocab = load_model_preset(SIM_MODEL).vocab_size
     examples = 1024
     items = few_shot(0, n, examples_tokens=examples, question_tokens=32, output_tokens=64,
@@ -139,9 +138,6 @@ def few_shot_pressure(n: int = FEW_SHOT_REQUESTS, n_prefixes: int = FEW_SHOT_PRE
 def step_overhead(n: int = 1024) -> dict:
     """The radix tree's host time per iteration against the simulated iteration, with
     OVERHEAD_RUNNING sequences running (few-shot requests all waiting at once)."""
-    from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.serve.prefix_workloads import few_shot
-
     vocab = load_model_preset(SIM_MODEL).vocab_size
     items = few_shot(0, n, examples_tokens=1024, question_tokens=64, output_tokens=128,
                      n_prefixes=8, rate_per_s=None, vocab_size=vocab)
@@ -162,10 +158,6 @@ def wall_multi_turn(model: str = "smollm2-135m", device: str = "cpu",
     """Multi-turn (the scenario's default `conversations`, or that many) through the real
     model on the wall clock, no cache / hash / radix: TTFT p50 and throughput of each, and
     whether every request's greedy output is the same."""
-    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
-    from inferlab.engines.model.cache import load_lab_model
-    from inferlab.engines.serve.prefix_workloads import make_scenario
-
     vocab = load_lab_model(model, device)[0].config.vocab_size
     items = make_scenario("multi-turn", 0, n=conversations, vocab_size=vocab)
     rows, outputs = {}, {}

@@ -7,8 +7,11 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
+from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.batching.section import (
     BATCHING_DEFAULTS,
+    WORKLOADS,
     batching_metrics,
     batching_section,
     batching_session,
@@ -16,6 +19,8 @@ from inferlab.engines.labs.batching.section import (
     batching_trace_requests,
     check_batching_settings,
 )
+from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
+from inferlab.engines.serve.workload import read_trace_requests
 from inferlab.engines.settings import option_error
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
@@ -25,11 +30,6 @@ OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--pr
 
 
 def add_arguments(p) -> None:
-    from inferlab.engines.kv.block_manager import PREFIX_CACHES
-    from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
-    from inferlab.engines.labs.batching.section import WORKLOADS
-    from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-
     d = BATCHING_DEFAULTS
     p.add_argument("--policy", default=d["policy"], choices=POLICIES,
                    help=f"the batching policy (default {d['policy']})")
@@ -86,8 +86,6 @@ def run(args, recorder):
     """Run the workload to its end; (section, summary: metrics + per-request timings)."""
     items = None
     if args.workload:
-        from inferlab.engines.serve.workload import read_trace_requests
-
         items = read_trace_requests(args.workload, f"--workload {args.workload}")
         args.requests = min(len(items), 100_000)
     settings = settings_of(args)

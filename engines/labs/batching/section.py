@@ -13,13 +13,20 @@ from __future__ import annotations
 import time
 
 from inferlab.engines import kernels
+from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
-from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.kv.block_manager import PREFIX_CACHES, BlockManager
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
+from inferlab.engines.model.cache import load_lab_model, resolve_model_name
+from inferlab.engines.model.config import list_model_presets, load_model_preset
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.serve import workload
+from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+from inferlab.engines.serve.executors import ModelExecutor, SimulatedExecutor, simulated_pool_blocks
 from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
-from inferlab.engines.serve.prefix_workloads import SCENARIOS
+from inferlab.engines.serve.prefix_workloads import SCENARIOS, make_scenario
 from inferlab.engines.serve.records import CLOCKS, IterationRecord, RequestInfo
-from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
+from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES, Scheduler
 from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
@@ -58,14 +65,10 @@ BATCHING_DEFAULTS = {
 
 
 def _model_presets():
-    from inferlab.engines.model.config import list_model_presets
-
     return list_model_presets()
 
 
 def _hardware_presets():
-    from inferlab.engines.hardware.presets import list_hardware_presets
-
     return list_hardware_presets()
 
 
@@ -110,9 +113,6 @@ def check_batching_settings(settings, where: str = "settings") -> dict:
 def batching_items(settings: dict, vocab_size: int, scale: float = 1.0) -> list:
     """The WorkloadRequests of `settings`: its scenario's (token sizes × `scale`, ids below
     `vocab_size`; `requests` does not apply: a scenario sizes itself), or the seeded stream."""
-    from inferlab.engines.serve import workload
-    from inferlab.engines.serve.prefix_workloads import make_scenario
-
     if settings["scenario"] == "lognormal":
         return workload.generate(batching_workload(settings))
     return make_scenario(settings["scenario"], int(settings["seed"]), scale=scale,
@@ -121,8 +121,6 @@ def batching_items(settings: dict, vocab_size: int, scale: float = 1.0) -> list:
 
 def batching_workload(settings: dict):
     """The workload spec of `settings` (seeded Poisson arrivals, lognormal lengths)."""
-    from inferlab.engines.serve import workload
-
     return workload.Workload(
         int(settings["requests"]), rate_per_s=float(settings["rate_per_s"]),
         prompt_len=workload.LengthDist.lognormal(settings["prompt_mean"],
@@ -161,16 +159,8 @@ class BatchingSession:
     record; `done`, `step_index` (iterations so far), `request_infos()`, `timings()`."""
 
     def __init__(self, settings: dict, device: str = "cpu", items=None) -> None:
-        from inferlab.engines.kv.block_manager import BlockManager
-        from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
-        from inferlab.engines.serve.scheduler import Scheduler
-
         self.settings = settings = check_batching_settings(settings)
         if settings["clock"] == "simulated":
-            from inferlab.engines.hardware.presets import load_hardware_preset
-            from inferlab.engines.model.config import load_model_preset
-            from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
-
             cfg = load_model_preset(settings["model_config"])
             preset = load_hardware_preset(settings["hardware"])
             blocks = BlockManager(simulated_pool_blocks(cfg, preset, BLOCK_SIZE), BLOCK_SIZE,
@@ -183,10 +173,6 @@ class BatchingSession:
             items = list(items) if items is not None else batching_items(
                 settings, vocab, SIMULATED_SCENARIO_SCALE)
         else:
-            from inferlab.engines.model.cache import load_lab_model, resolve_model_name
-            from inferlab.engines.model.runner import ModelRunner
-            from inferlab.engines.serve.executors import ModelExecutor
-
             with kernels.chosen(settings.get("kernels", "auto")):
                 model, _tokenizer = load_lab_model(settings["model"], device)
             vocab = model.config.vocab_size
@@ -302,6 +288,8 @@ def read_batching_section(sec: dict):
     read_object(sec, where)
     settings = check_batching_settings(section_field(sec, "settings", where), f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
+    # here, not at the top: every command imports this section at start-up (the registry);
+    # the comparison's records and the timeline load with a snapshot or a trace
     from inferlab.engines.labs.batching.compare_records import (
         read_batching_metrics,
         read_comparison_state,
@@ -365,6 +353,7 @@ def batching_trace_iteration(recorder, record: IterationRecord, offset_s: float 
 def batching_trace_requests(recorder, requests, iterations, offset_s: float = 0.0) -> None:
     """Each request on its own track ("request <id>"): one span per state it was in
     (waiting, prefill, decode, preempted, stalled: the timeline's segments)."""
+    # here, not at the top: start-up, as in read_batching_section
     from inferlab.engines.labs.batching.timeline import STATE_NAMES, timeline_segments
 
     segments = timeline_segments(requests, iterations)

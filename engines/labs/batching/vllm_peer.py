@@ -19,6 +19,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+import platformdirs
+
+from inferlab.engines.model.bench import load_transformers_gguf
+
 VLLM_PYTHON_ENV = "INFERLAB_VLLM_PYTHON"
 START_TIMEOUT_S = 600.0
 """vLLM's CPU start-up (model load, KV-cache allocation, warm-up) takes 100-150 s here."""
@@ -61,16 +65,12 @@ def hf_folder(gguf_path: Path, dtype) -> Path:
     """A Hugging Face model folder of the GGUF at `gguf_path` (config, tokenizer and
     safetensors weights in `dtype`), converted by transformers once and cached by file name,
     size and dtype under the user cache."""
-    import platformdirs
-
-    from inferlab.engines.model.bench import load_transformers_gguf
-
     stat = gguf_path.stat()
     key = f"{gguf_path.stem}-{stat.st_size}-{dtype_name(dtype)}"
     out = Path(platformdirs.user_cache_dir("inferlab")) / "hf" / key
     if (out / "config.json").is_file():
         return out
-    import transformers
+    import transformers  # here: the test extra's, and only for a first conversion
 
     tmp = out.with_name(out.name + ".partial")
     model = load_transformers_gguf(gguf_path, dtype)
