@@ -29,6 +29,8 @@ def bytes_per_element(dtype: str) -> float:
 
 def torch_dtype(dtype: str):
     """The torch dtype that computes in `dtype` (only the float formats torch runs)."""
+    # here, not at the top: the byte table serves torch-free modules (roofline, memory, the
+    # views' dtype choices); only this function needs torch
     import torch
 
     table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

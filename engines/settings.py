@@ -20,11 +20,14 @@ ttft_s.p50), what the window's banner shows.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 Reader = Callable[[Any, str], Any]
 """reader(value, where) -> the value read, or ValueError("<where>: ...")."""
@@ -288,8 +291,6 @@ def read_dataclass(cls, value, where: str, fields: Mapping[str, Reader] | None =
     """`cls(**value)` for a dataclass whose fields are read one by one: by `fields[name]`
     where given, else by the Setting its annotation names ("int", "float", "str", "bool",
     each with "| None"). A field with a default may be absent; other keys are ignored."""
-    import dataclasses
-
     read_object(value, where)
     fields = fields or {}
     out = {}
@@ -312,8 +313,6 @@ def read_dataclass(cls, value, where: str, fields: Mapping[str, Reader] | None =
 def read_int_array(value, where: str, low: int, high: int, max_len: int = 10_000_000):
     """A list of integers in low..high as a 1-D int64 numpy array (checked at numpy's speed:
     a pool's blocks are many)."""
-    import numpy as np
-
     if not isinstance(value, list):
         raise ValueError(f"{where}: expected a list of integers, got {shown(value)}")
     if len(value) > max_len:
