@@ -112,7 +112,7 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
 
     row = measure_k(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens,
                     [t for t, _ in plain], plain[-1][1], repeats, k_policy=policy,
-                    stop_token_ids=stops, verify_costs=verify_costs).to_dict()
+                    stop_token_ids=stops, verify_costs=verify_costs).figures()
     chosen = [k for p in policies for k in p.chosen]
     row.update(k="auto", theory_tokens_per_forward=None, verify_cost_ratio=None,
                k_chosen_mean=statistics.fmean(chosen) if chosen else 0.0,
@@ -139,7 +139,7 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
         plain = plain_now()
         rows[name] = measure_k(model, tok, spec, best.k, ids, new_tokens,
                                [t for t, _ in plain], plain[-1][1], repeats,
-                               stop_token_ids=stops, verify_costs=verify_costs).to_dict()
+                               stop_token_ids=stops, verify_costs=verify_costs).figures()
     return {"drafter": skip_spec(best.skipped), "skipped": list(best.skipped), "k": best.k,
             "layers_kept": n_kept, "calibration_alpha": best.alpha,
             "calibration_first_layers_alpha": best.first_layers_alpha,
@@ -169,7 +169,7 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
                 rows.append(measure_k(model, tok, spec, k, ids, new_tokens,
                                       [t for t, _ in plain], plain[-1][1], repeats,
                                       tree_width=width, stop_token_ids=stops,
-                                      verify_costs=verify_costs).to_dict())
+                                      verify_costs=verify_costs).figures())
     gaps = [abs(r["theory_gap"]) for r in rows if r["theory_gap"] is not None]
     out: dict = {"prompts": len(ids), "results": rows,
                  "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,

@@ -134,7 +134,7 @@ def test_plain_and_speculative_decodes_stop_at_the_same_stop_token():
     # what was emitted; a stop token can cut the last step, so the yield is at least that
     assert free.yield_per_target_forward == pytest.approx(free.tokens_per_target_forward)
     assert point.yield_per_target_forward >= point.tokens_per_target_forward
-    row = point.to_dict()
+    row = point.figures()
     assert row["theory_gap"] == pytest.approx(
         point.yield_per_target_forward / point.theory_drafted_tokens_per_forward - 1)
 
