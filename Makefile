@@ -68,18 +68,23 @@ run: setup
 # -n auto: one pytest-xdist worker per core (each its own QApplication and model loads);
 # --dist loadscope: each module whole on one worker, so a module's fixtures (a bundle build, a
 # fresh clone's set-up, a model load) are made once; tests/conftest.py orders the longest
-# modules first so that both workers end together.
+# modules first so that both workers end together (--no-loadscope-reorder: xdist would
+# otherwise order modules by their number of tests, putting the bundle's three last).
 # Bytecode is written even where the shell says not to (PYTHONDONTWRITEBYTECODE): without its
 # cache pytest rewrites every test module's asserts on every run and in every worker (~7 s of
 # a run's collection on 2 cores), and each CLI subprocess compiles the package again.
-TEST_ENV := env -u PYTHONDONTWRITEBYTECODE QT_QPA_PLATFORM=offscreen
+# OMP_NUM_THREADS=1: each worker has a core of its own; torch's and the native kernels' OpenMP
+# teams of a thread per core in every worker (and in each CLI subprocess) oversubscribe the
+# cores, and a spinning team then crawls (a SmolLM2 test took 106 s instead of 21 while the
+# bundle built beside it). Tests that need more threads ask for them.
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1
 
 test: setup-test
-	$(TEST_ENV) $(PY) -m pytest -q -n auto --dist loadscope
+	$(TEST_ENV) $(PY) -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 # The edit loop: everything not marked slow (tests/conftest.py marks the heavy fixtures' tests).
 test-fast: setup-test
-	$(TEST_ENV) $(PY) -m pytest -q -n auto --dist loadscope -m "not slow"
+	$(TEST_ENV) $(PY) -m pytest -q -n auto --dist loadscope --no-loadscope-reorder -m "not slow"
 
 test-gpu: setup-test
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu
