@@ -103,7 +103,6 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
     """The n-gram drafter with K chosen per step (a fresh policy per prompt: `AdaptiveK`, or
     transformers' heuristic schedule): its row, K "auto", the mean K chosen and how often it
     chose plain decoding (K = 0)."""
-
     policies: list[KPolicy] = []
 
     def policy() -> KPolicy:
@@ -127,8 +126,6 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
     was searched before) decoded at the search's K, beside `layerskip:N` keeping as many
     layers (the same draft cost) at the same K: alpha, c and speedup_wall measured on `ids`;
     the search's own path (teacher-forced agreement of each set and of the first N layers)."""
-
-
     t0 = time.perf_counter()
     search = skip_auto(model, tok)
     search_s = time.perf_counter() - t0
@@ -216,7 +213,6 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
     SmolLM2; transformers only runs that). fp32 by default: the CPU runtime's fastest path
     (every layer of a step in one native call; bf16 widens in registers and runs the small ops
     one by one: on an AVX2 EPYC, plain bf16 decode 94 ms a token against fp32's 45)."""
-
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -234,7 +230,6 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                      "verify_cost_ratios": {str(k): v for k, v in verify_costs.items()}}
         hf_model = None
         if transformers and model_name == SMOLLM2_ID:
-
             try:
                 hf_model = load_transformers_gguf(smollm2_gguf_path(), resolve_dtype(dtype))
             except ImportError as e:
