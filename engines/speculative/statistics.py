@@ -150,6 +150,7 @@ def speedup_model_drafted(alpha: float, draft_lengths, cost_ratio: float,
         raise SpeculativeError(f"verify_costs has no v(K) for draft lengths {missing}")
     for k in {k for k in lengths if k}:
         _check_cost(verify_costs[k], f"verify_costs[{k}]", 1.0)
-    tokens = math.fsum(expected_tokens_per_forward(alpha, k) if k else 1.0 for k in lengths)
+    # mean E over the steps (E_drafted) times their number: the tokens they should emit
+    tokens = expected_tokens_per_forward_drafted(alpha, lengths) * len(lengths)
     cost = math.fsum(k * cost_ratio + verify_costs[k] if k else 1.0 for k in lengths)
     return tokens / cost
