@@ -11,11 +11,17 @@ callable, or any `reader(value, where) -> value`), `read_list` and `read_map` re
 name -> value objects with a reader per item, `read_tuple` a row of fixed length ([low,
 high]), `read_dataclass` builds a record whose fields are read by their annotations,
 `read_int_array` checks a long list of integers at numpy's speed, and `named` prefixes an
-error raised by a record's own constructor with the field it was read from. A section reader
-checks every field its lab's view draws, so a view never meets a value of the wrong kind, a
-non-finite number or a count past its range. Every refusal is one ValueError
-"<where>: expected ..., got ..." whose <where> is the field's path (labs.batching.metrics.
-ttft_s.p50), what the window's banner shows.
+error raised by a record's own constructor with the field it was read from.
+
+A frozen record checks its own fields when it is built (`check_fields` in its __post_init__),
+with the same readers and a few more that also take what an engine hands out (numpy numbers,
+tuples): `read_count`, `read_float` (`read_seconds`, `read_probability`), `read_floats`,
+`read_name`, `read_names`; `as_tuple` and `or_none` adapt any reader to a record's tuple or a null.
+
+A section reader checks every field its lab's view draws, so a view never meets a value of
+the wrong kind, a non-finite number or a count past its range. Every refusal is one
+ValueError "<where>: expected ..., got ..." whose <where> is the field's path
+(labs.batching.metrics.ttft_s.p50), what the window's banner shows.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -66,11 +73,16 @@ class Setting:
         if self.kind in ("int", "float"):
             return self._check_number(value, where)
         if self.kind in ("int-list", "float-list"):
+            value = self._check_list(value, where, "numbers")
+            if _plain_numbers(value, self.kind == "int-list", self.low, self.high):
+                return list(value)
             item = Setting(self.kind[:-5], self.low, self.high)
-            return [item.check(v, f"{where}[{i}]")
-                    for i, v in enumerate(self._check_list(value, where, "numbers"))]
+            return [item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
         if self.kind == "str-list":
             value = self._check_list(value, where, "names")
+            if self.choices is None and set(map(type, value)) <= {str} \
+                    and "".join(value).isascii():  # plain text: nothing to look at
+                return list(value)
             if not all(isinstance(v, str) for v in value):
                 raise ValueError(f"{where}: expected a list of names, got {shown(value)}")
             for v in value:
@@ -127,6 +139,29 @@ class Setting:
         if self.high is not None:
             return f"{noun} <= {_number(self.high)}"
         return noun
+
+
+def _plain_numbers(values: list, integers: bool, low: float | None,
+                   high: float | None) -> bool:
+    """True when every item of `values` passes at a glance, in a few passes in C: plain ints
+    (or floats), finite, in low..high and inside ±2**63 (a run's every token time). False:
+    look item by item (and name the first bad one)."""
+    if not values:
+        return True
+    kinds = set(map(type, values))
+    if not kinds <= ({int} if integers else {int, float}):
+        return False
+    if float in kinds:
+        try:
+            if not math.isfinite(sum(values)):  # a nan or an infinity in it
+                return False
+        except OverflowError:  # an integer past a double's range
+            return False
+        if len(kinds) == 1 and low is None and high is None:
+            return True  # finite floats, no range: nothing more to look at
+    lo, hi = min(values), max(values)
+    return (-INT_LIMIT < lo and hi < INT_LIMIT and (low is None or lo >= low)
+            and (high is None or hi <= high))
 
 
 def is_unicode(text: str) -> bool:
@@ -329,3 +364,103 @@ def read_int_array(value, where: str, low: int, high: int, max_len: int = 10_000
         raise ValueError(f"{where}: expected integers in {_number(low)}..{_number(high)}, got "
                          f"{bad}")
     return array
+
+
+# ---- a record's own fields: numbers an engine made, names, sequences ------------------------
+# A frozen record checks itself when it is built (from an engine's values or a snapshot's), so
+# these readers take what an engine hands them too: a numpy number, a tuple. The engine's own
+# plain values pass at a glance: a run builds a record per iteration.
+
+_COUNT = Setting("int", 0)
+_TEXT = Setting("str")
+_NAMES = Setting("str-list")
+
+
+def read_count(value, where: str) -> int:
+    """An integer >= 0 (below 2**63) as an int: a numpy integer is taken, a bool is not."""
+    if type(value) is int and 0 <= value < INT_LIMIT:
+        return value
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        value = int(value)
+    return _COUNT.check(value, where)
+
+
+def read_float(value, where: str, low: float | None = None,
+               high: float | None = None) -> float:
+    """A finite number in low..high as a float: an int or a numpy number is taken, a bool is
+    not ("<where>: expected a finite number >= 0, got -1")."""
+    if type(value) is float and math.isfinite(value) and (low is None or value >= low) \
+            and (high is None or value <= high):
+        return value
+    if isinstance(value, Real) and type(value) not in (bool, int, float):
+        value = float(value)  # a numpy number (np.float64 is a float too)
+    return float(Setting("float", low, high).check(value, where))
+
+
+def read_seconds(value, where: str) -> float:
+    """A time on a run's clock or a duration: a finite number >= 0, as a float."""
+    return read_float(value, where, 0.0)
+
+
+def read_probability(value, where: str) -> float:
+    """A probability: a finite number in 0..1, as a float."""
+    return read_float(value, where, 0.0, 1.0)
+
+
+def read_floats(value, where: str, low: float | None = None, high: float | None = None,
+                max_len: int = 10_000_000) -> tuple[float, ...]:
+    """A list (or tuple) of at most `max_len` finite numbers in low..high as a tuple of floats,
+    checked in a few passes in C when they are plain (a run's every token time); a bad one
+    is named by its index ("<where>[3]: expected a finite number, got nan")."""
+    if type(value) in (list, tuple) and len(value) <= max_len \
+            and _plain_numbers(value, False, low, high):
+        return tuple(map(float, value))
+    numbers = Setting("float-list", low, high, max_len=max_len).check(
+        list(value) if type(value) is tuple else value, where)
+    return tuple(map(float, numbers))
+
+
+def read_name(value, where: str) -> str:
+    """Non-empty text: an id, a model's or a drafter's name."""
+    if type(value) is str and value and value.isascii():
+        return value
+    if isinstance(value, str) and not value:
+        raise ValueError(f"{where}: expected a name (non-empty text), got ''")
+    return _TEXT.check(value, where)
+
+
+def read_names(value, where: str) -> tuple[str, ...]:
+    """A list (or tuple) of names (text), as a tuple: an iteration's request ids, checked in
+    a few passes in C when they are plain; a bad one is refused as `Setting("str-list")`
+    refuses it."""
+    if type(value) in (tuple, list) and set(map(type, value)) <= {str} \
+            and "".join(value).isascii():
+        return value if type(value) is tuple else tuple(value)
+    return tuple(_NAMES.check(list(value) if type(value) is tuple else value, where))
+
+
+def as_tuple(read: Reader) -> Reader:
+    """A reader of a list (a tuple is taken as one) whose result is a tuple: a frozen record's
+    sequence, `as_tuple(Setting("int-list", 0))` a tuple of counts."""
+    def read_as_tuple(value, where: str) -> tuple:
+        return tuple(read(list(value) if type(value) is tuple else value, where))
+    return read_as_tuple
+
+
+def or_none(read: Reader) -> Reader:
+    """A reader that takes null (None) as None and reads anything else with `read`."""
+    def read_or_none(value, where: str):
+        return None if value is None else read(value, where)
+    return read_or_none
+
+
+def check_fields(record, readers: Mapping[str, Reader]) -> None:
+    """A frozen dataclass's own check, for its __post_init__: each field `readers` names is
+    read in place, the value read replacing the one given (a numpy number becomes an int or a
+    float, a list a tuple); a refusal names the field ("arrival_s: expected ..."), which
+    `named` or the record's from_dict prefixes with where the record was read from."""
+    for name, read in readers.items():
+        value = getattr(record, name)
+        got = read(value, name)
+        if got is not value:
+            object.__setattr__(record, name, got)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inferlab.engines.settings import Setting, check_settings, clean_settings
 
@@ -181,3 +183,185 @@ def test_read_int_array_checks_a_whole_list_at_once():
                          ([0, 2**70], r"w: expected a list of integers"), ("0", r"got '0'")):
         with pytest.raises(ValueError, match=message):
             read_int_array(bad, "w", -1, 3)
+
+
+# ---- a record's own fields: the readers that also take what an engine hands out -------------
+
+def test_read_count_takes_a_numpy_integer_and_refuses_the_rest():
+    import numpy as np
+
+    from inferlab.engines.settings import read_count
+
+    assert read_count(0, "n") == 0 and read_count(2**63 - 1, "n") == 2**63 - 1
+    got = read_count(np.int64(7), "n")
+    assert got == 7 and type(got) is int
+    for bad, message in ((-1, r"n: expected an integer >= 0, got -1"),
+                         (True, r"n: expected an integer >= 0, got True"),
+                         (1.0, r"got 1\.0"), ("3", r"got '3'"), (None, r"got None"),
+                         (2**63, r"got 9223372036854775808"),
+                         (np.int64(-2), r"got -2"), (np.float64(2.0), r"got np\.float64\(2\.0\)")):
+        with pytest.raises(ValueError, match=message):
+            read_count(bad, "n")
+
+
+def test_read_float_returns_a_float_in_its_range():
+    import numpy as np
+
+    from inferlab.engines.settings import read_float, read_probability, read_seconds
+
+    for value, low, high, want in ((0.5, None, None, 0.5), (-3, None, None, -3.0),
+                                   (np.float32(0.25), 0, 1, 0.25), (np.int32(2), 0, None, 2.0),
+                                   (1e9, 0, 1e9, 1e9)):
+        got = read_float(value, "t", low, high)
+        assert got == want and type(got) is float
+    assert type(read_seconds(0, "t")) is float and read_probability(1, "p") == 1.0
+    for call, message in (
+            (lambda: read_float(math.nan, "t"), r"t: expected a finite number, got nan"),
+            (lambda: read_float(-math.inf, "t"), r"t: expected a finite number, got -inf"),
+            (lambda: read_float(True, "t"), r"t: expected a finite number, got True"),
+            (lambda: read_float("0", "t"), r"got '0'"),
+            (lambda: read_float(10**400, "t"), r"got an integer of about 401 digits"),
+            (lambda: read_float(1e9 + 1, "t", 0, 1e9), r"t: expected a finite number in "
+                                                        r"0\.\.1,000,000,000"),
+            (lambda: read_seconds(-0.5, "start_s"), r"start_s: expected a finite number >= 0, "
+                                                    r"got -0\.5"),
+            (lambda: read_seconds(np.float64(math.nan), "t"), r"got nan"),
+            (lambda: read_probability(1.5, "p"), r"p: expected a finite number in 0\.\.1, "
+                                                 r"got 1\.5")):
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+def test_read_floats_reads_a_list_or_tuple_as_floats_and_names_a_bad_item():
+    from inferlab.engines.settings import read_floats
+
+    assert read_floats([0, 0.5, 2], "t") == (0.0, 0.5, 2.0)
+    assert type(read_floats((1, 2), "t")[0]) is float and read_floats([], "t") == ()
+    assert read_floats([1e308, 1e308], "t") == (1e308, 1e308)  # their sum overflows: each is fine
+    for bad, kwargs, message in (
+            ([0.5, math.nan], {}, r"t\[1\]: expected a finite number, got nan"),
+            ([0.5, math.inf, -math.inf], {}, r"t\[1\]: .* got inf"),
+            ([1, 10**400], {}, r"t\[1\]: .* got an integer of about 401 digits"),
+            ([1, 2**63], {}, r"t\[1\]: expected a finite number, got 9223372036854775808"),
+            ([0.5, True], {}, r"t\[1\]: .* got True"),
+            ([0.5, None], {}, r"t\[1\]: .* got None"),
+            ([0.5, 1.5], {"low": 0, "high": 1}, r"t\[1\]: expected a finite number in 0\.\.1"),
+            ([0.5, -1], {"low": 0}, r"t\[1\]: expected a finite number >= 0, got -1"),
+            ([0.5] * 3, {"max_len": 2}, r"t: expected a list of at most 2 numbers, got 3"),
+            ("0.5", {}, r"t: expected a list of numbers, got '0\.5'")):
+        with pytest.raises(ValueError, match=message):
+            read_floats(bad, "t", **kwargs)
+
+
+def test_read_name_wants_non_empty_text():
+    from inferlab.engines.settings import read_name
+
+    assert read_name("r0001", "id") == "r0001" and read_name("café", "id") == "café"
+    for bad, message in (("", r"id: expected a name \(non-empty text\), got ''"),
+                         (3, r"id: expected text, got 3"), (None, r"got None"),
+                         ("\ud800", r"id: expected text, got a lone surrogate")):
+        with pytest.raises(ValueError, match=message):
+            read_name(bad, "id")
+
+
+def test_as_tuple_and_or_none_adapt_a_reader():
+    from inferlab.engines.settings import as_tuple, or_none, read_count
+
+    ids = as_tuple(Setting("str-list"))
+    assert ids(("a", "b"), "w") == ("a", "b") and ids(["a"], "w") == ("a",) and ids([], "w") == ()
+    with pytest.raises(ValueError, match=r"w: expected a list of names, got 'a'"):
+        ids("a", "w")
+    with pytest.raises(ValueError, match=r"w: expected a list of names, got \('a', 3\)|w: "
+                                         r"expected a list of names, got \['a', 3\]"):
+        ids(("a", 3), "w")
+    maybe = or_none(read_count)
+    assert maybe(None, "w") is None and maybe(3, "w") == 3
+    with pytest.raises(ValueError, match=r"w: expected an integer >= 0, got -1"):
+        maybe(-1, "w")
+
+
+def test_check_fields_reads_a_records_fields_in_place():
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from inferlab.engines.settings import as_tuple, check_fields, read_count, read_seconds
+
+    @dataclass(frozen=True)
+    class Span:
+        n: int
+        start_s: float
+        ids: tuple = ()
+
+        def __post_init__(self):
+            check_fields(self, {"n": read_count, "start_s": read_seconds,
+                                "ids": as_tuple(Setting("str-list"))})
+
+    span = Span(np.int64(3), 1, ["a"])
+    assert span == Span(3, 1.0, ("a",))
+    assert type(span.n) is int and type(span.start_s) is float and type(span.ids) is tuple
+    with pytest.raises(ValueError, match=r"^start_s: expected a finite number >= 0, got -1$"):
+        Span(0, -1)
+    with pytest.raises(ValueError, match=r"^ids: expected a list of names"):
+        Span(0, 0.0, "a")
+
+
+def test_number_and_name_lists_read_at_a_glance_as_item_by_item():
+    """The lists' fast path (a few passes in C) gives what reading item by item gives."""
+    int_list = Setting("int-list", -5, 5)
+    assert int_list.check([-5, 0, 5], "w") == [-5, 0, 5]
+    for bad, message in (([0, 6], r"w\[1\]: expected an integer in -5\.\.5, got 6"),
+                         ([0, 1.0], r"w\[1\]: .* got 1\.0"), ([True], r"w\[0\]: .* got True")):
+        with pytest.raises(ValueError, match=message):
+            int_list.check(bad, "w")
+    names = Setting("str-list")
+    assert names.check(["a", "é"], "w") == ["a", "é"]
+    with pytest.raises(ValueError, match=r"w: expected text, got a lone surrogate"):
+        names.check(["a", "\ud800"], "w")
+
+
+_ITEMS = (st.integers(-(2**70), 2**70) | st.floats() | st.booleans() | st.none()
+          | st.sampled_from(["x", "\ud800"]))
+_BOUND = st.none() | st.integers(-100, 100) | st.floats(-100, 100)
+
+
+def _item_by_item(setting: Setting, values: list):
+    """What a list setting reads, one item at a time (the reference): a list or the error."""
+    item = Setting(setting.kind[:-5], setting.low, setting.high)
+    try:
+        return [item.check(v, f"w[{i}]") for i, v in enumerate(values)]
+    except ValueError as e:
+        return str(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(["int-list", "float-list"]), low=_BOUND, high=_BOUND,
+       values=st.lists(_ITEMS, max_size=8)
+       | st.lists(st.integers(-10, 10) | st.floats(-10, 10), max_size=8))
+def test_a_list_of_numbers_reads_as_item_by_item(kind, low, high, values):
+    setting = Setting(kind, low, high)
+    want = _item_by_item(setting, values)
+    try:
+        got = setting.check(values, "w")
+    except ValueError as e:
+        got = str(e)
+    assert got == want
+    if isinstance(want, list):
+        assert list(map(type, got)) == list(map(type, want))
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(-(2**70), 2**70) | st.floats(), max_size=8),
+       low=st.none() | st.just(0.0))
+def test_read_floats_agrees_with_read_float_item_by_item(values, low):
+    from inferlab.engines.settings import read_float, read_floats
+
+    try:
+        want = tuple(read_float(v, f"w[{i}]", low) for i, v in enumerate(values))
+    except ValueError as e:
+        want = str(e)
+    try:
+        got = read_floats(tuple(values), "w", low)
+    except ValueError as e:
+        got = str(e)
+    assert got == want
