@@ -264,6 +264,20 @@ def test_read_name_wants_non_empty_text():
             read_name(bad, "id")
 
 
+def test_read_names_reads_ids_as_a_tuple():
+    from inferlab.engines.settings import read_names
+
+    ids = ("r0001", "r0002")
+    assert read_names(ids, "d") is ids  # an engine's tuple of plain ids: kept as it is
+    assert read_names(["a", "é"], "d") == ("a", "é") and read_names([], "d") == ()
+    for bad, message in (("a", r"d: expected a list of names, got 'a'"),
+                         (("a", 3), r"d: expected a list of names, got \['a', 3\]"),
+                         (["a", "\ud800"], r"d: expected text, got a lone surrogate"),
+                         (None, r"d: expected a list of names, got None")):
+        with pytest.raises(ValueError, match=message):
+            read_names(bad, "d")
+
+
 def test_as_tuple_and_or_none_adapt_a_reader():
     from inferlab.engines.settings import as_tuple, or_none, read_count
 
