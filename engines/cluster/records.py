@@ -5,36 +5,24 @@ Frozen, with to_dict / from_dict (ValueError naming the field), for the snapshot
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 from inferlab.engines.cluster.layout import COLOCATED, DECODE, PREFILL
 from inferlab.engines.presets import dataclass_from_dict
 from inferlab.engines.serve.records import IterationRecord, RequestInfo
-from inferlab.engines.settings import Setting
+from inferlab.engines.settings import (
+    Setting,
+    check_fields,
+    or_none,
+    read_count,
+    read_floats,
+    read_list,
+    read_name,
+    read_object,
+    read_seconds,
+)
 
 ROLES = (COLOCATED, PREFILL, DECODE)
-
-
-_SECONDS = Setting("float", 0)
-_INDEX = Setting("int", 0)
-
-
-def _nonneg(record, name: str) -> None:
-    v = _SECONDS.check(getattr(record, name), name)  # big integers, bools, nan: refused
-    object.__setattr__(record, name, float(v))
-
-
-def _index(record, name: str, none: bool = False) -> None:
-    v = getattr(record, name)
-    if not (none and v is None):
-        _INDEX.check(v, name)
-
-
-def _text(record, name: str) -> None:
-    v = getattr(record, name)
-    if not isinstance(v, str) or not v:
-        raise ValueError(f"{name}: expected a non-empty string, got {type(v).__name__}")
 
 
 @dataclass(frozen=True)
@@ -55,22 +43,7 @@ class ClusterRequest:
     token_times_s: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        _text(self, "request_id")
-        _nonneg(self, "arrival_s")
-        _nonneg(self, "kv_transfer_s")
-        for name in ("prompt_tokens", "max_new_tokens", "instance", "cached_tokens"):
-            _index(self, name)
-        _index(self, "decode_instance", none=True)
-        times = self.token_times_s
-        if not isinstance(times, list | tuple) or not set(map(type, times)) <= {int, float}:
-            raise ValueError("token_times_s: expected a list of finite seconds")
-        try:  # one pass in C: a run hands out every token's time
-            times = tuple(map(float, times))
-        except (TypeError, ValueError):
-            raise ValueError("token_times_s: expected a list of finite seconds") from None
-        if not math.isfinite(sum(times)):
-            raise ValueError("token_times_s: expected a list of finite seconds")
-        object.__setattr__(self, "token_times_s", times)
+        check_fields(self, _REQUEST_FIELDS)
 
     def to_dict(self) -> dict:
         return asdict(self) | {"token_times_s": list(self.token_times_s)}
@@ -78,6 +51,13 @@ class ClusterRequest:
     @classmethod
     def from_dict(cls, data, where: str = "request") -> ClusterRequest:
         return dataclass_from_dict(cls, data, where, ValueError)
+
+
+_REQUEST_FIELDS = {"request_id": read_name, "arrival_s": read_seconds,
+                   "prompt_tokens": read_count, "max_new_tokens": read_count,
+                   "instance": read_count, "decode_instance": or_none(read_count),
+                   "kv_transfer_s": read_seconds, "cached_tokens": read_count,
+                   "token_times_s": read_floats}  # every token's time: checked in C
 
 
 @dataclass(frozen=True)
@@ -93,11 +73,7 @@ class KVTransfer:
     n_bytes: int
 
     def __post_init__(self) -> None:
-        _text(self, "request_id")
-        for name in ("src", "dst", "n_bytes"):
-            _index(self, name)
-        _nonneg(self, "start_s")
-        _nonneg(self, "end_s")
+        check_fields(self, _TRANSFER_FIELDS)
         if self.end_s < self.start_s:
             raise ValueError(f"end_s {self.end_s} is before start_s {self.start_s}")
 
@@ -107,6 +83,10 @@ class KVTransfer:
     @classmethod
     def from_dict(cls, data, where: str = "transfer") -> KVTransfer:
         return dataclass_from_dict(cls, data, where, ValueError)
+
+
+_TRANSFER_FIELDS = {"request_id": read_name, "src": read_count, "dst": read_count,
+                    "start_s": read_seconds, "end_s": read_seconds, "n_bytes": read_count}
 
 
 @dataclass(frozen=True)
@@ -128,12 +108,7 @@ class InstanceRun:
         return self.busy_s / makespan_s if makespan_s > 0 else 0.0
 
     def __post_init__(self) -> None:
-        for name in ("index", "tp", "kv_total_blocks"):
-            _index(self, name)
-        if self.role not in ROLES:
-            raise ValueError(f"role: expected one of {', '.join(ROLES)}, got {self.role!r}")
-        _nonneg(self, "busy_s")
-        _nonneg(self, "comm_s")
+        check_fields(self, _INSTANCE_FIELDS)
 
     def to_dict(self) -> dict:
         return {"index": self.index, "role": self.role, "tp": self.tp,
@@ -143,14 +118,13 @@ class InstanceRun:
 
     @classmethod
     def from_dict(cls, data, where: str = "instance") -> InstanceRun:
-        if not isinstance(data, dict):
-            raise ValueError(f"{where}: expected an object")
-        for key in ("requests", "iterations"):
-            if not isinstance(data.get(key), list):
-                raise ValueError(f"{where}.{key}: expected a list")
-        fields = {k: v for k, v in data.items() if k not in ("requests", "iterations")}
-        fields["requests"] = tuple(RequestInfo.from_dict(r, f"{where}.requests[{i}]")
-                                   for i, r in enumerate(data["requests"]))
-        fields["iterations"] = tuple(IterationRecord.from_dict(r, f"{where}.iterations[{i}]")
-                                     for i, r in enumerate(data["iterations"]))
+        fields = dict(read_object(data, where))
+        for key, record in (("requests", RequestInfo), ("iterations", IterationRecord)):
+            if key in fields:
+                fields[key] = tuple(read_list(fields[key], record.from_dict, f"{where}.{key}"))
         return dataclass_from_dict(cls, fields, where, ValueError)
+
+
+_INSTANCE_FIELDS = {"index": read_count, "role": Setting("str", choices=ROLES),
+                    "tp": read_count, "kv_total_blocks": read_count, "busy_s": read_seconds,
+                    "comm_s": read_seconds}

@@ -10,56 +10,27 @@ imports no lab.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
-from numbers import Integral, Real
 
 from inferlab.engines.presets import dataclass_from_dict
-from inferlab.engines.settings import INT_LIMIT, Setting
+from inferlab.engines.settings import (
+    Setting,
+    check_fields,
+    read_count,
+    read_float,
+    read_list,
+    read_name,
+    read_names,
+    read_object,
+    read_seconds,
+)
 
 CLOCKS = ("wall", "simulated")
 
+_TEXT = Setting("str")
 
-_COUNT = Setting("int", 0)
-_SECONDS = Setting("float")
-
-
-def _count(record, name: str) -> None:
-    """An int >= 0 (numpy integers become int: the records stay JSON-able)."""
-    value = getattr(record, name)
-    if type(value) is int and 0 <= value < INT_LIMIT:  # the engine's own: nothing to convert
-        return
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        value = int(value)
-    object.__setattr__(record, name, _COUNT.check(value, name))
-
-
-def _seconds(record, name: str) -> None:
-    """A finite real number (stored as float)."""
-    value = getattr(record, name)
-    if type(value) is float and math.isfinite(value):  # the engine's own
-        return
-    if isinstance(value, Real) and not isinstance(value, bool | int | float):
-        value = float(value)  # a numpy number
-    object.__setattr__(record, name, float(_SECONDS.check(value, name)))
-
-
-def _text(record, name: str, empty: bool = True) -> None:
-    value = getattr(record, name)
-    if not isinstance(value, str) or (not empty and not value):
-        raise ValueError(f"{name}: expected a {'' if empty else 'non-empty '}string")
-
-
-def _ids(record, name: str) -> None:
-    """A tuple of request ids (a list is taken as one)."""
-    value = getattr(record, name)
-    # set(map(type, ...)): one pass in C for plain str ids (a record per iteration, an id
-    # per sequence); str subclasses take the isinstance check
-    if not isinstance(value, (tuple, list)) or not (
-            set(map(type, value)) <= {str} or all(isinstance(v, str) for v in value)):
-        raise ValueError(f"{name}: expected a tuple of request ids")
-    if type(value) is not tuple:
-        object.__setattr__(record, name, tuple(value))
+_REQUEST_FIELDS = {"request_id": read_name, "arrival_s": read_float,
+                   "prompt_tokens": read_count, "max_new_tokens": read_count, "prompt": _TEXT}
 
 
 @dataclass(frozen=True)
@@ -71,11 +42,7 @@ class RequestInfo:
     prompt: str = ""  # the text, when the workload has one
 
     def __post_init__(self) -> None:
-        _text(self, "request_id", empty=False)
-        _seconds(self, "arrival_s")
-        _count(self, "prompt_tokens")
-        _count(self, "max_new_tokens")
-        _text(self, "prompt")
+        check_fields(self, _REQUEST_FIELDS)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,13 +64,18 @@ class PrefillSlice:
     cached: int = 0
 
     def __post_init__(self) -> None:
-        _text(self, "request_id", empty=False)
-        _count(self, "start")
-        _count(self, "n_tokens")
-        _count(self, "cached")
+        check_fields(self, _SLICE_FIELDS)
         if self.cached > self.start:
             raise ValueError(f"cached: {self.cached} tokens, but the chunk starts at "
                              f"{self.start}")
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "prefill") -> PrefillSlice:
+        return dataclass_from_dict(cls, data, where, ValueError)
+
+
+_SLICE_FIELDS = {"request_id": read_name, "start": read_count, "n_tokens": read_count,
+                 "cached": read_count}
 
 
 @dataclass(frozen=True)
@@ -132,12 +104,7 @@ class IterationRecord:
     evicted_blocks: int = 0  # cached prefix blocks eviction gave up during the iteration
 
     def __post_init__(self) -> None:
-        _count(self, "index")
-        _text(self, "policy")
-        if self.clock not in CLOCKS:
-            raise ValueError(f"clock: expected one of {', '.join(CLOCKS)}, got {self.clock!r}")
-        _seconds(self, "start_s")
-        _seconds(self, "end_s")
+        check_fields(self, _ITERATION_FIELDS)
         if self.end_s < self.start_s:
             raise ValueError(f"end_s {self.end_s} is before start_s {self.start_s}")
         prefills = self.prefills
@@ -145,15 +112,6 @@ class IterationRecord:
                 isinstance(p, PrefillSlice) for p in prefills):
             raise ValueError("prefills: expected a tuple of PrefillSlice")
         object.__setattr__(self, "prefills", tuple(prefills))
-        for name in ("decodes", "preempted", "finished"):
-            _ids(self, name)
-        for name in ("kv_used_blocks", "kv_total_blocks", "waiting", "running",
-                     "evicted_blocks"):
-            _count(self, name)
-        for name in ("schedule_s", "forward_s", "sample_s"):
-            _seconds(self, name)
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
 
     @property
     def duration_s(self) -> float:
@@ -181,17 +139,17 @@ class IterationRecord:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "iteration") -> IterationRecord:
-        if not isinstance(data, dict):
-            raise ValueError(f"{where}: expected an object")
-        raw = dict(data)
-        prefills = raw.get("prefills")
-        if not isinstance(prefills, list):
-            raise ValueError(f"{where}.prefills: expected a list")
-        raw["prefills"] = tuple(dataclass_from_dict(PrefillSlice, p, f"{where}.prefills[{i}]",
-                                                    ValueError) for i, p in enumerate(prefills))
-        for key in ("decodes", "preempted", "finished"):
-            value = raw.get(key)
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"{where}.{key}: expected a list of request ids")
-            raw[key] = tuple(value)
+        raw = dict(read_object(data, where))
+        if "prefills" in raw:
+            raw["prefills"] = read_list(raw["prefills"], PrefillSlice.from_dict,
+                                        f"{where}.prefills")
         return dataclass_from_dict(cls, raw, where, ValueError)
+
+
+_ITERATION_FIELDS = {
+    "index": read_count, "policy": _TEXT, "clock": Setting("str", choices=CLOCKS),
+    "start_s": read_float, "end_s": read_float, "decodes": read_names,
+    "preempted": read_names, "finished": read_names, "kv_used_blocks": read_count,
+    "kv_total_blocks": read_count, "waiting": read_count, "running": read_count,
+    "evicted_blocks": read_count, "schedule_s": read_seconds, "forward_s": read_seconds,
+    "sample_s": read_seconds}

@@ -14,7 +14,7 @@ from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTran
 from inferlab.engines.cluster.search import SEARCH_KINDS
 from inferlab.engines.labs.cluster.settings import check_cluster_settings, cluster_slo
 from inferlab.engines.serve.metrics import read_serving_metrics
-from inferlab.engines.settings import Setting, named, read_fields, read_list, read_object
+from inferlab.engines.settings import Setting, read_fields, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
 
@@ -153,11 +153,11 @@ def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict, dict | N
         metrics, _EXTRA_METRICS, f"{where}.metrics")
     w = f"{where}.state"
     link = read_object(section_field(state, "link", w), f"{w}.link")
-    requests = read_list(section_field(state, "requests", w), _reader(ClusterRequest),
+    requests = read_list(section_field(state, "requests", w), ClusterRequest.from_dict,
                          f"{w}.requests")
-    instances = read_list(section_field(state, "instances", w), _reader(InstanceRun),
+    instances = read_list(section_field(state, "instances", w), InstanceRun.from_dict,
                           f"{w}.instances", max_len=4096)
-    transfers = read_list(section_field(state, "transfers", w), _reader(KVTransfer),
+    transfers = read_list(section_field(state, "transfers", w), KVTransfer.from_dict,
                           f"{w}.transfers")
     _check_references(requests, instances, transfers, w)
     return settings, ClusterState(
@@ -169,13 +169,6 @@ def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict, dict | N
         tuple(requests), tuple(instances), tuple(transfers),
         Setting("int", 1)(section_field(state, "iterations_every", w),
                           f"{w}.iterations_every")), metrics, search
-
-
-def _reader(cls):
-    def read(d, where: str):
-        with named(where):
-            return cls.from_dict(d, where)
-    return read
 
 
 def _check_references(requests, instances, transfers, where: str) -> None:
