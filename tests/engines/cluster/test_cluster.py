@@ -4,6 +4,7 @@ and the batching lab's metric definitions."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -197,3 +198,8 @@ def test_records_round_trip_and_refuse_bad_fields():
     bad = dataclasses.replace(result.transfers[0]).to_dict() | {"end_s": -1}
     with pytest.raises(ValueError, match="end_s"):
         KVTransfer.from_dict(bad)
+    times = result.requests[0].to_dict()["token_times_s"]
+    for value in (10**400, math.nan, True):  # a huge integer once raised OverflowError
+        bad = result.requests[0].to_dict() | {"token_times_s": times[:1] + [value]}
+        with pytest.raises(ValueError, match=r"^request: token_times_s\[1\]: expected a finite"):
+            ClusterRequest.from_dict(bad)
