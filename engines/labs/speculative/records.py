@@ -4,8 +4,19 @@ read strictly (ValueError naming the field; a tree step's `tree_tokens`, `tree_p
 
 from __future__ import annotations
 
+from functools import partial
+
 from inferlab.engines.labs.speculative.settings import MAX_K, MAX_TREE_WIDTH
-from inferlab.engines.settings import Setting
+from inferlab.engines.settings import (
+    Setting,
+    as_tuple,
+    or_none,
+    read_fields,
+    read_float,
+    read_floats,
+    read_list,
+    read_probability,
+)
 from inferlab.engines.speculative.decoder import SpeculativeStep
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.verification import TokenFate
@@ -27,7 +38,7 @@ def step_to_dict(s: SpeculativeStep) -> dict:
 TREE_KEYS = ("tree_tokens", "tree_parents", "tree_path")
 
 
-def _tree_fields(d: dict, where: str, vocab: int, drafted: list[int], n_accepted: int
+def _tree_fields(d: dict, where: str, vocab: int, drafted: tuple[int, ...], n_accepted: int
                  ) -> dict:
     """A tree step's three fields, strictly: a valid tree whose path runs down from the
     root, its tokens the accepted drafts, `drafted` a path of the tree from the root."""
@@ -35,19 +46,23 @@ def _tree_fields(d: dict, where: str, vocab: int, drafted: list[int], n_accepted
 
     if not any(key in d for key in TREE_KEYS):
         return {}
-    tokens = [int_field(t, f"{where}.tree_tokens[{i}]", 0, vocab - 1)
-              for i, t in enumerate(list_field(d, "tree_tokens", where))]
+
+    def ids(key: str, low: int, high: int, n: int | None = None) -> tuple[int, ...]:
+        value = Setting("int-list", low, high)(section_field(d, key, where), f"{where}.{key}")
+        if n is not None and len(value) != n:
+            raise ValueError(f"{where}.{key}: expected {n} entries, got {len(value)}")
+        return tuple(value)
+
+    tokens = ids("tree_tokens", 0, vocab - 1)
     if not 1 <= len(tokens) <= MAX_K * MAX_TREE_WIDTH:
         raise ValueError(f"{where}.tree_tokens: expected 1..{MAX_K * MAX_TREE_WIDTH} nodes, "
                          f"got {len(tokens)}")
-    parents = [int_field(t, f"{where}.tree_parents[{i}]", ROOT, len(tokens))
-               for i, t in enumerate(list_field(d, "tree_parents", where, len(tokens)))]
+    parents = ids("tree_parents", ROOT, len(tokens), len(tokens))
     try:
-        tree = TokenTree(tuple(tokens), tuple(parents))
+        tree = TokenTree(tokens, parents)
     except SpeculativeError as e:
         raise ValueError(f"{where}.tree_parents: {e}") from None
-    path = [int_field(t, f"{where}.tree_path[{i}]", 0, len(tokens) - 1)
-            for i, t in enumerate(list_field(d, "tree_path", where, n_accepted))]
+    path = ids("tree_path", 0, len(tokens) - 1, n_accepted)
     for j, node in enumerate(path):
         if parents[node] != (path[j - 1] if j else ROOT):
             raise ValueError(f"{where}.tree_path[{j}]: node {node} does not hang below the "
@@ -59,82 +74,42 @@ def _tree_fields(d: dict, where: str, vocab: int, drafted: list[int], n_accepted
             raise ValueError(f"{where}.drafted[{j}]: the drafts are not a path of the tree")
         if j < n_accepted and node != path[j]:
             raise ValueError(f"{where}.tree_path[{j}]: not the accepted draft's node")
-    return {"tree_tokens": tuple(tokens), "tree_parents": tuple(parents),
-            "tree_path": tuple(path)}
+    return {"tree_tokens": tokens, "tree_parents": parents, "tree_path": path}
 
 
-def int_field(value, where: str, low: int = 0, high: int = 2**31 - 1) -> int:
-    """An int in low..high (the section reader reads its header with it too)."""
-    return Setting("int", low, high).check(value, where)
-
-
-_SECONDS = Setting("float", 0, 1e9)
-_PROB = Setting("float", 0, 1)
-
-
-def _seconds(value, where: str) -> float:
-    return float(_SECONDS.check(value, where))
-
-
-def _prob(value, where: str) -> float:
-    return float(_PROB.check(value, where))
-
-
-def list_field(d: dict, key: str, where: str, n: int | None = None) -> list:
-    """d[key], a list (of n entries when n is given)."""
-    value = section_field(d, key, where)
-    if not isinstance(value, list):
-        raise ValueError(f"{where}.{key}: expected a list, got {type(value).__name__}")
-    if n is not None and len(value) != n:
-        raise ValueError(f"{where}.{key}: expected {n} entries, got {len(value)}")
-    return value
+_BOOL = Setting("bool")
+_FATE = Setting("str", choices=tuple(f.value for f in TokenFate))
+_SECONDS = partial(read_float, low=0.0, high=1e9)  # a step's time (past 1e9 s: not a run)
+_STEP_FIELDS = {
+    "index": Setting("int", 0, 2**31 - 1),
+    "accepted": as_tuple(lambda v, w: read_list(v, _BOOL, w)),
+    "fates": as_tuple(lambda v, w: read_list(v, _FATE, w)),
+    "p": partial(read_floats, low=0.0, high=1.0),
+    "q": as_tuple(lambda v, w: read_list(v, or_none(read_probability), w)),
+    "target_tokens": Setting("int", 1, 2**31 - 1),
+    "target_forward_s": _SECONDS, "draft_s": _SECONDS,
+    "finish_reason": Setting("str", choices=("stop", "length"), none=True)}
 
 
 def step_from_dict(d, where: str, index: int, vocab: int) -> SpeculativeStep:
     """A step read strictly: lengths agree, acceptance is a run from the start, ids in the
     vocabulary, probabilities in 0..1."""
-    if not isinstance(d, dict):
-        raise ValueError(f"{where}: expected an object, got {type(d).__name__}")
-    if int_field(section_field(d, "index", where), f"{where}.index") != index:
-        raise ValueError(f"{where}.index: expected {index}, got {d['index']!r}")
-    drafted = [int_field(t, f"{where}.drafted[{i}]", 0, vocab - 1)
-               for i, t in enumerate(list_field(d, "drafted", where))]
+    token_ids = as_tuple(Setting("int-list", 0, vocab - 1))
+    f = read_fields(d, _STEP_FIELDS | {"drafted": token_ids, "token_ids": token_ids}, where)
+    if f["index"] != index:
+        raise ValueError(f"{where}.index: expected {index}, got {f['index']!r}")
+    drafted, accepted, tokens = f["drafted"], f["accepted"], f["token_ids"]
     if len(drafted) > MAX_K:
         raise ValueError(f"{where}.drafted: expected at most {MAX_K} drafts, got {len(drafted)}")
-    accepted = list_field(d, "accepted", where, len(drafted))
+    n = len(tokens)
+    for key, length in (("accepted", len(drafted)), ("fates", n), ("p", n), ("q", n)):
+        if len(f[key]) != length:
+            raise ValueError(f"{where}.{key}: expected {length} entries, got {len(f[key])}")
     for i, a in enumerate(accepted):
-        if not isinstance(a, bool):
-            raise ValueError(f"{where}.accepted[{i}]: expected true or false, got {a!r}")
         if a and i and not accepted[i - 1]:
             raise ValueError(f"{where}.accepted[{i}]: a draft accepted after a rejected one")
-    tokens = [int_field(t, f"{where}.token_ids[{i}]", 0, vocab - 1)
-              for i, t in enumerate(list_field(d, "token_ids", where))]
-    n = len(tokens)
     if n > sum(accepted) + 1:
         raise ValueError(f"{where}.token_ids: {n} tokens, more than the {sum(accepted)} "
                          "accepted drafts + 1")
-    fates = []
-    for i, f in enumerate(list_field(d, "fates", where, n)):
-        try:
-            fates.append(TokenFate(f) if isinstance(f, str) else None)
-        except ValueError:
-            fates.append(None)
-        if fates[-1] is None:
-            raise ValueError(f"{where}.fates[{i}]: expected one of "
-                             f"{', '.join(x.value for x in TokenFate)}, got {f!r}")
-    p = [_prob(v, f"{where}.p[{i}]") for i, v in enumerate(list_field(d, "p", where, n))]
-    q = [None if v is None else _prob(v, f"{where}.q[{i}]")
-         for i, v in enumerate(list_field(d, "q", where, n))]
-    reason = section_field(d, "finish_reason", where)
-    if reason not in (None, "stop", "length"):
-        raise ValueError(f"{where}.finish_reason: expected null, stop or length, got {reason!r}")
     tree = _tree_fields(d, where, vocab, drafted, sum(accepted))
-    return SpeculativeStep(
-        index=index, drafted=tuple(drafted), accepted=tuple(accepted), token_ids=tuple(tokens),
-        fates=tuple(fates), p=tuple(p), q=tuple(q),
-        target_tokens=int_field(section_field(d, "target_tokens", where),
-                                f"{where}.target_tokens", 1),
-        target_forward_s=_seconds(section_field(d, "target_forward_s", where),
-                                  f"{where}.target_forward_s"),
-        draft_s=_seconds(section_field(d, "draft_s", where), f"{where}.draft_s"),
-        finish_reason=reason, **tree)
+    return SpeculativeStep(**(f | {"fates": tuple(map(TokenFate, f["fates"]))}), **tree)

@@ -7,12 +7,7 @@
 from __future__ import annotations
 
 from inferlab.engines.labs.speculative.metrics import speculative_metrics
-from inferlab.engines.labs.speculative.records import (
-    int_field,
-    list_field,
-    step_from_dict,
-    step_to_dict,
-)
+from inferlab.engines.labs.speculative.records import step_from_dict, step_to_dict
 from inferlab.engines.labs.speculative.session import SpeculativeHeader
 from inferlab.engines.labs.speculative.settings import (
     MAX_K,
@@ -20,6 +15,7 @@ from inferlab.engines.labs.speculative.settings import (
     STEPS_LIMIT,
     check_speculative_settings,
 )
+from inferlab.engines.settings import Setting, read_list, read_name, read_object
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
 
@@ -48,26 +44,17 @@ def read_speculative_section(sec):
     where = "labs.speculative"
     settings = check_speculative_settings(section_field(sec, "settings", where),
                                           f"{where}.settings")
-    state = section_field(sec, "state", where)
-    if not isinstance(state, dict):
-        raise ValueError(f"{where}.state: expected an object")
-    if not isinstance(section_field(sec, "metrics", where), dict):
-        raise ValueError(f"{where}.metrics: expected an object")
+    state = read_object(section_field(sec, "state", where), f"{where}.state")
+    read_object(section_field(sec, "metrics", where), f"{where}.metrics")  # recomputed
     if not state:
         return settings, None, [], {}
     w = f"{where}.state"
-    strings = {}
-    for key in ("model", "drafter"):
-        value = section_field(state, key, w)
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{w}.{key}: expected a name, got {value!r}")
-        strings[key] = value
-    k = int_field(section_field(state, "k", w), f"{w}.k", 1, MAX_K)
-    width = int_field(state.get("tree_width", 1), f"{w}.tree_width", 1, MAX_TREE_WIDTH)
-    n_layers = int_field(section_field(state, "n_layers", w), f"{w}.n_layers", 0, 100_000)
-    texts_raw = section_field(state, "token_texts", w)
-    if not isinstance(texts_raw, dict):
-        raise ValueError(f"{w}.token_texts: expected an object")
+    strings = {key: read_name(section_field(state, key, w), f"{w}.{key}")
+               for key in ("model", "drafter")}
+    k = Setting("int", 1, MAX_K)(section_field(state, "k", w), f"{w}.k")
+    width = Setting("int", 1, MAX_TREE_WIDTH)(state.get("tree_width", 1), f"{w}.tree_width")
+    n_layers = Setting("int", 0, 100_000)(section_field(state, "n_layers", w), f"{w}.n_layers")
+    texts_raw = read_object(section_field(state, "token_texts", w), f"{w}.token_texts")
     texts: dict[int, str] = {}
     for key, text in texts_raw.items():
         if not (key.isascii() and key.isdigit() and len(key) <= 9) \
@@ -75,14 +62,12 @@ def read_speculative_section(sec):
             raise ValueError(f"{w}.token_texts[{key[:20]!r}]: expected a token id's text")
         texts[int(key)] = text
     vocab = 2**31
-    prompt = [int_field(t, f"{w}.prompt_token_ids[{i}]", 0, vocab - 1)
-              for i, t in enumerate(list_field(state, "prompt_token_ids", w))]
+    prompt = Setting("int-list", 0, vocab - 1)(section_field(state, "prompt_token_ids", w),
+                                               f"{w}.prompt_token_ids")
     if not prompt:
         raise ValueError(f"{w}.prompt_token_ids: expected at least one token")
-    raw_steps = list_field(state, "steps", w)
-    if len(raw_steps) > STEPS_LIMIT:
-        raise ValueError(f"{w}.steps: expected at most {STEPS_LIMIT} steps, got "
-                         f"{len(raw_steps)}")
+    raw_steps = read_list(section_field(state, "steps", w), read_object, f"{w}.steps",
+                          STEPS_LIMIT)
     steps = [step_from_dict(d, f"{w}.steps[{i}]", i, vocab) for i, d in enumerate(raw_steps)]
     for i, s in enumerate(steps):
         if len(s.drafted) > k:
