@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from inferlab.engines.attention.step import EXECUTIONS, AttentionStep
 from inferlab.engines.attention.traffic import Traffic
 from inferlab.engines.settings import (
     Setting,
+    read_dataclass,
     read_fields,
     read_list,
     read_map,
@@ -25,7 +27,10 @@ from inferlab.engines.settings import (
 )
 
 COUNT = Setting("int", 0, 2**62)
+NUMBER = Setting("float")
 MAX_TILE_VALUES = 1 << 20
+_TRAFFIC = partial(read_dataclass, Traffic,
+                   fields={"bytes_read": COUNT, "bytes_written": COUNT, "flops": COUNT})
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,8 @@ class AttentionRunInfo:
                                      "element_bytes": Setting("int", 1, 16),
                                      "execution": Setting("str", choices=EXECUTIONS),
                                      "on_chip_bytes": COUNT,
-                                     "closed_forms": _read_forms,
+                                     "closed_forms": lambda v, w: read_map(
+                                         v, _TRAFFIC, w, len(EXECUTIONS)),
                                      "source": Setting("str", max_len=400)}, where,
                              optional={"source": ""})
         stored = fields.pop("closed_forms")
@@ -77,13 +83,6 @@ class AttentionRunInfo:
                              f"{info.n}, d = {info.d}, Br = {info.br}, Bc = {info.bc}, "
                              f"{info.heads} head(s), got others")
         return info
-
-
-def _read_forms(value, where: str) -> dict:
-    def traffic(item, at):
-        return Traffic(**read_fields(item, {"bytes_read": COUNT, "bytes_written": COUNT,
-                                            "flops": COUNT}, at))
-    return read_map(value, traffic, where, len(EXECUTIONS))
 
 
 def _floats(x: np.ndarray | None):
@@ -98,6 +97,8 @@ def _floats(x: np.ndarray | None):
 
 
 def _read_floats(value, where: str, ndim: int):
+    """`_floats`'s list read back (null: None), each value a finite number, null (NaN),
+    "inf" or "-inf"."""
     if value is None:
         return None
     def one(v, at):
@@ -105,7 +106,7 @@ def _read_floats(value, where: str, ndim: int):
             return math.nan
         if v in ("inf", "-inf"):
             return float(v)
-        return Setting("float")(v, at)
+        return NUMBER(v, at)
     if ndim == 1:
         return np.array(read_list(value, one, where, MAX_TILE_VALUES), dtype=np.float32)
     rows = read_list(value, lambda r, at: read_list(r, one, at, MAX_TILE_VALUES), where,

@@ -12,6 +12,7 @@ strictly (ValueError naming the field).
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.labs.quant.evaluation import SchemeRun, lab_schemes
@@ -21,8 +22,11 @@ from inferlab.engines.quant.metrics import TensorError
 from inferlab.engines.quant.schemes import SCHEMES
 from inferlab.engines.settings import (
     Setting,
+    as_tuple,
     check_settings,
+    or_none,
     read_fields,
+    read_floats,
     read_list,
     read_map,
     read_object,
@@ -82,12 +86,8 @@ COUNT = Setting("int", 0)
 POSITIVE = Setting("int", 1)
 SECONDS = Setting("float", 0)
 NUMBER = Setting("float")  # any finite number
-
-
-def _numbers(kind: str, max_len: int, low: float | None = None):
-    """A reader of a list of numbers ("float" or "int", at least `low`) as a tuple."""
-    setting = Setting(f"{kind}-list", low, max_len=max_len)
-    return lambda v, where: tuple(setting(v, where))
+FLOATS = partial(read_floats, max_len=10_000)  # a histogram's edges, a row of scales
+COUNTS = as_tuple(Setting("int-list", 0, max_len=10_000))  # a histogram's counts
 
 
 _DB = Setting("float", -1e4, 1e4)
@@ -128,13 +128,12 @@ def read_scheme_run(d, where: str) -> SchemeRun:
 LAYER_FIELDS = {
     "scheme": TEXT, "linear": TEXT,
     "shape": lambda v, w: read_tuple(v, (POSITIVE, POSITIVE), w, "[out, in]"),
-    "hist_edges": _numbers("float", 10_000), "hist_counts": _numbers("int", 10_000, 0),
-    "levels": _numbers("float", 70_000), "unit": TEXT,
-    "clip_range": lambda v, w: None if v is None else read_tuple(v, (NUMBER, NUMBER), w,
-                                                                 "[low, high]"),
-    "error_edges": _numbers("float", 10_000), "error_counts": _numbers("int", 10_000, 0),
-    "scales": lambda v, w: tuple(read_list(v, _numbers("float", 10_000), w, 10_000)),
-    "scale_rows": _numbers("int", 10_000, 0), "scale_label": TEXT,
+    "hist_edges": FLOATS, "hist_counts": COUNTS,
+    "levels": partial(read_floats, max_len=70_000), "unit": TEXT,
+    "clip_range": or_none(lambda v, w: read_tuple(v, (NUMBER, NUMBER), w, "[low, high]")),
+    "error_edges": FLOATS, "error_counts": COUNTS,
+    "scales": as_tuple(lambda v, w: read_list(v, FLOATS, w, 10_000)),
+    "scale_rows": COUNTS, "scale_label": TEXT,
     "error": lambda v, w: TensorError(**read_fields(v, _ERROR_FIELDS, w)),
     "nbytes": POSITIVE, "source_bytes": POSITIVE,
 }
@@ -200,7 +199,7 @@ def read_quant_section(sec):
         "ppl_convention": Setting("str", choices=CONVENTIONS),
         "ppl_window_tokens": Setting("int", 2, 1 << 20, none=True),
         "ppl_stride_tokens": Setting("int", 1, 1 << 20, none=True),
-        "layer": lambda v, w: None if v is None else read_layer_analysis(v, w),
+        "layer": or_none(read_layer_analysis),
         "runs": lambda v, w: read_list(v, read_scheme_run, w, 1000)}, f"{where}.state",
         STATE_OPTIONAL)
     return (settings, f["model"], f["eval_tokens"], f["layer"], f["runs"],
