@@ -19,8 +19,12 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
+
+from inferlab.engines.model.generate import generate
+from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper."
 
@@ -38,8 +42,6 @@ def decode_rate(run: Callable[[int], None], new_tokens: int) -> float:
 
 def generate_runner(model, ids: list[int]) -> Callable[[int], None]:
     """`run(n)`: greedy `generate` of exactly n tokens after `ids` with our `model`."""
-    from inferlab.engines.model.generate import generate
-
     def run(n: int) -> None:
         generate(model, [ids], max_new_tokens=n)
 
@@ -50,6 +52,7 @@ def load_transformers_gguf(path, dtype: torch.dtype = torch.float32):
     """transformers' own model of a local GGUF file (its loader dequantizes it), eval mode:
     the peer every bench measures beside ours. ImportError without transformers."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the GGUF is local; never reach a hub
+    # here, not at the top: the test extra's (optional), and it reads HF_HUB_OFFLINE on import
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -83,6 +86,7 @@ def llama_cpp_runner(path, ids: list[int], threads: int) -> Callable[[int], list
     Prompts are evaluated one token at a time (`n_batch=1`): llama-cpp-python 0.3.36 crashes
     evaluating a multi-token batch on AVX-512 + AMX Xeons; decode (one token a step) is the
     same either way and prefill is excluded from the rate."""
+    # here, not at the top: llama-cpp-python is the test extra's (optional)
     import llama_cpp
 
     llm = llama_cpp.Llama(str(path), n_ctx=512, n_threads=threads, n_threads_batch=threads,
@@ -110,10 +114,6 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
     `threads` sets torch's thread count for the run (None: leave torch's; restored after).
     Without the `transformers` package (or with transformers=False) its figures are None.
     """
-    from pathlib import Path
-
-    from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
-
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)

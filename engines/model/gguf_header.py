@@ -21,6 +21,8 @@ import mmap
 import struct
 from pathlib import Path
 
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
 from inferlab.engines.model.errors import ModelLoadError
 
 GGUF_VERSIONS = (2, 3)
@@ -131,8 +133,6 @@ def check_gguf_header(path: Path) -> None:
 
 
 def _walk(buf, size: int, where: str) -> None:
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
     (version,) = struct.unpack_from("<I", buf, 4)
     order = ">" if version & 0xFFFF == 0 else "<"  # as GGUFReader: a byte-swapped file
     w = _Walker(buf, size, where, order)

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from gguf import GGUFReader, GGUFValueType
+from gguf.quants import dequantize
 
 from inferlab.engines.model.config import ConfigError, ModelConfig, check_field, show
 from inferlab.engines.model.errors import ModelLoadError
@@ -92,8 +94,6 @@ class GGUFFile:
         if magic != GGUF_MAGIC:
             raise ModelLoadError(f"{where}: not a GGUF file (starts with {magic!r}, "
                                  f"expected {GGUF_MAGIC!r})")
-        from gguf import GGUFReader
-
         check_gguf_header(self.path)  # every count bounded before GGUFReader trusts it
         try:
             self.reader = GGUFReader(self.path)
@@ -151,8 +151,6 @@ class GGUFFile:
 
     def tensor(self, name: str) -> torch.Tensor:
         """Tensor `name` dequantized to fp32, in PyTorch's [out, in] orientation."""
-        from gguf.quants import dequantize
-
         t = self.tensors.get(name)
         if t is None:
             raise ModelLoadError(f"{self.path}: missing tensor {name!r}")
@@ -186,8 +184,6 @@ def _is_kind(value: Any, kind: type) -> bool:
 
 def _field_value(field) -> Any:
     """A metadata field's value from its raw parts (for gguf versions without `contents`)."""
-    from gguf import GGUFValueType
-
     kind = field.types[0]
     if kind == GGUFValueType.ARRAY:
         if field.types[-1] == GGUFValueType.STRING:

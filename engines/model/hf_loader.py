@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
 
 from inferlab.engines.model.config import (
     ConfigError,
@@ -69,9 +71,6 @@ def hf_state_dict(folder: Path, config: ModelConfig | None = None) -> dict[str, 
     With `config`, the tensors' shapes (read from the files' headers) are checked against
     it before any tensor is read.
     """
-    from safetensors import SafetensorError, safe_open
-    from safetensors.torch import load_file
-
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES)

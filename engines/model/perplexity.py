@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.runner import ModelRunner
 
 PASSAGE = "lighthouse.txt"
 SLIDING = "sliding"
@@ -150,8 +151,6 @@ def windows(n_tokens: int, window: int, stride: int, convention: str = SLIDING
 
 
 def _paged_logits(model: Llama, chunk: torch.Tensor) -> torch.Tensor:
-    from inferlab.engines.model.runner import ModelRunner
-
     block_size = 16
     runner = ModelRunner(model, n_blocks=-(-len(chunk) // block_size) + 1,
                          block_size=block_size, enable_prefix_caching=False)

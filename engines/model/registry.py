@@ -60,19 +60,23 @@ def load_model(spec: str, dtype: str = "fp32", device: str = "cpu") -> tuple[Lla
     if not spec or not spec.strip():
         raise ValueError(f"unknown model {spec!r}: {choices}")
     if spec == "tiny":
+        # here, not at the top: every command imports the registry at start-up
         from inferlab.engines.model.tiny import tiny_model
 
         return tiny_model(dtype, dev)
     if spec == SMOLLM2_ID:
+        # here, not at the top: start-up, as tiny's
         from inferlab.engines.model.gguf_loader import load_gguf
 
         return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID)
     path = Path(spec).expanduser()
     if path.is_dir():
+        # here, not at the top: start-up, as tiny's
         from inferlab.engines.model.hf_loader import load_hf_folder
 
         return load_hf_folder(path, dtype, dev)
     if path.is_file():
+        # here, not at the top: start-up, as tiny's
         from inferlab.engines.model.gguf_loader import load_gguf
 
         return load_gguf(path, dtype, dev)

@@ -50,6 +50,7 @@ import torch
 from inferlab.engines.kv.attention_metadata import AttentionMetadata
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.kv.input_batch import InputBatch
+from inferlab.engines.kv.paged_attention import MaskedAttention
 from inferlab.engines.model.llama import Llama
 
 
@@ -134,8 +135,6 @@ class ModelRunner:
 
         Returns fp32 logits: "all" (every query) or a count (the last `logits` queries).
         """
-        from inferlab.engines.kv.paged_attention import MaskedAttention
-
         n_res = self.blocks.num_tokens(seq_id)
         n = n_res - start
         if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < n_res:
