@@ -1,19 +1,28 @@
 """Choosing K each step: draft as many tokens as pay for themselves on this machine, none when
 drafting does not pay.
 
-With per-draft acceptance α (drafts accepted independently), K drafts yield on average
+With α_j the chance that the j-th draft of a step is accepted given that the drafts before it
+were, K drafts yield on average
 
-    E(K) = (1 - α^(K+1)) / (1 - α)        tokens per target forward   (E(0) = 1)
+    E(K) = 1 + α_1 + α_1·α_2 + ... + α_1···α_K    tokens per target forward   (E(0) = 1)
 
-and cost, in units of one plain decode step (a 1-token target forward),
+(the geometric (1 - α^(K+1)) / (1 - α) when every α_j is one α: statistics.
+expected_tokens_positional). One α undervalues long drafts where acceptance comes in runs,
+as it does where the answer copies from the prompt: SmolLM2 on the lab's grounded prompts
+accepted 0.74 of drafts overall, and a K chosen on that one number (mean 3.5) ran 0.96x
+transformers' +2/-1 schedule, which reaches K 8 within a copied span. K drafts cost, in units
+of one plain decode step (a 1-token target forward),
 
     T(K) = K · c + v(K)                   c: draft cost per token, v(K): the K+1-token forward
 
-so the expected speedup of K over plain decoding is E(K) / T(K) (statistics.speedup_model).
-`AdaptiveK` measures all three on the run itself: α from the drafts so far (a Beta prior,
-exponentially forgetting old steps), c from the drafter's time per drafted token, v(K) from the target's forward times
-per query length (seeded from a prior curve until a length has been timed). It chooses the
-K in 0..k_max with the largest predicted speedup, 0 (plain decoding) unless some K > 0 beats 1
+so the expected speedup of K over plain decoding is E(K) / T(K) (statistics.speedup_model's
+form, with the E above).
+`AdaptiveK` measures all three on the run itself: each α_j from the steps that tried a j-th
+draft (a Beta prior centred on α_(j-1), α_1's on the step-wide α, so a position seldom
+reached follows the one before it; all exponentially forgetting old steps), c from the drafter's time per drafted token, v(K) from
+the target's forward times per query length (until a length has been timed: the v(K) curve
+measured on this machine when given, `verify_cost.verify_cost_ratios`, else a prior line).
+It chooses the K in 0..k_max with the largest predicted speedup, 0 (plain decoding) unless some K > 0 beats 1
 by `margin`. Every `probe_every` plain steps it drafts `probe_k` tokens anyway, so a prompt
 that starts copying later is noticed; on a prompt that copies nothing the probes are the only
 cost over plain decoding.
@@ -24,10 +33,11 @@ rejection sampling stays exact for any K (the target's distribution is kept).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from inferlab.engines.speculative.statistics import speedup_model
+from inferlab.engines.speculative.statistics import expected_tokens_positional
 
 DEFAULT_VERIFY_SLOPE = 0.06
 """Prior for v(K) = 1 + slope · K before a length is timed (the native runtime's
@@ -98,10 +108,14 @@ class AdaptiveK:
     forget: float = 0.95
     """At each step that drafted, the counts so far are kept at this weight (recent steps
     count most)."""
+    verify_prior: Mapping[int, float] | None = None
+    """v(K) per K before that query length is timed in this run (None: 1 + 0.06 K)."""
     chosen: list[int] = field(default_factory=list)
     """The K chosen for each step so far."""
     _accepted: float = 0.0
     _drafted: float = 0.0  # drafts tried: accepted ones, plus the first rejected of a step
+    _pos_accepted: list[float] = field(default_factory=list)  # per draft position j - 1
+    _pos_tried: list[float] = field(default_factory=list)
     _forward_s: dict[int, float] = field(default_factory=dict)  # query length -> EWMA s
     _draft_s_per_token: float | None = None
     _plain_run: int = 0
@@ -110,6 +124,8 @@ class AdaptiveK:
         if self.k_max < 1 or self.probe_every < 1 or not 1 <= self.probe_k <= self.k_max:
             raise ValueError(f"AdaptiveK needs k_max >= 1, probe_every >= 1 and 1 <= probe_k "
                              f"<= k_max, got {self.k_max}, {self.probe_every}, {self.probe_k}")
+        self._pos_accepted = [0.0] * self.k_max
+        self._pos_tried = [0.0] * self.k_max
 
     @property
     def alpha(self) -> float:
@@ -117,13 +133,26 @@ class AdaptiveK:
         return (self._accepted + self.prior_alpha * self.prior_weight) / \
             (self._drafted + self.prior_weight)
 
+    def position_alphas(self) -> list[float]:
+        """α_1..α_kmax: each position's acceptance given the drafts before it were accepted,
+        shrunk by `prior_weight` tries towards the position before it (the first towards the
+        step-wide `alpha`): a position never tried yet takes the deepest one measured, as
+        acceptance within a copied span stays high rather than falling back to the mean."""
+        prior, w, out = self.alpha, self.prior_weight, []
+        for acc, tried in zip(self._pos_accepted, self._pos_tried, strict=True):
+            prior = (acc + prior * w) / (tried + w)
+            out.append(prior)
+        return out
+
     def verify_cost(self, k: int) -> float:
-        """v(K): the measured forward time of K+1 query tokens over that of 1 (the prior
-        curve for lengths not yet timed)."""
+        """v(K): the measured forward time of K+1 query tokens over that of 1 (for lengths not
+        yet timed: `verify_prior`, else the prior line)."""
         one = self._forward_s.get(1)
         timed = self._forward_s.get(k + 1)
         if one and timed:
             return max(1.0, timed / one)
+        if self.verify_prior and k in self.verify_prior:
+            return max(1.0, float(self.verify_prior[k]))
         return 1.0 + DEFAULT_VERIFY_SLOPE * k
 
     def draft_cost(self) -> float:
@@ -135,9 +164,9 @@ class AdaptiveK:
 
     def speedups(self) -> dict[int, float]:
         """Predicted speedup of every K in 0..k_max on what has been measured so far."""
-        a, c = self.alpha, self.draft_cost()
-        return {0: 1.0} | {k: speedup_model(a, k, c, self.verify_cost(k))
-                           for k in range(1, self.k_max + 1)}
+        alphas, c = self.position_alphas(), self.draft_cost()
+        return {0: 1.0} | {k: expected_tokens_positional(alphas[:k])
+                           / (k * c + self.verify_cost(k)) for k in range(1, self.k_max + 1)}
 
     def choose(self) -> int:
         """K for the next step."""
@@ -165,6 +194,9 @@ class AdaptiveK:
         if trials:
             self._accepted = self._accepted * self.forget + accepted
             self._drafted = self._drafted * self.forget + trials
+            for j in range(self.k_max):  # position j + 1 was tried, and accepted or not
+                self._pos_accepted[j] = self._pos_accepted[j] * self.forget + (j < accepted)
+                self._pos_tried[j] = self._pos_tried[j] * self.forget + (j < trials)
         if forward_s > 0:
             self._forward_s[query_tokens] = _smoothed(self._forward_s.get(query_tokens),
                                                       forward_s)

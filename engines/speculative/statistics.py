@@ -110,6 +110,24 @@ def expected_tokens_per_forward(alpha: float, k: int) -> float:
     return math.fsum(alpha**i for i in range(k + 1))
 
 
+def expected_tokens_positional(alphas: Sequence[float]) -> float:
+    """E for K = len(alphas) drafts when the j-th draft is accepted with probability
+    alphas[j-1] given that the ones before it were: 1 + a1 + a1·a2 + ... + a1···aK (the
+    geometric E when every entry is one alpha). Copied text is accepted in runs (a draft after
+    an accepted one is accepted more often than the first of a step), which one alpha cannot
+    say: with it the geometric E undervalues long drafts."""
+    if not alphas:
+        raise SpeculativeError("no draft positions")
+    for a in alphas:
+        if not (isinstance(a, int | float) and 0 <= a <= 1):
+            raise SpeculativeError(f"every alpha must be a number in [0, 1], got {a!r}")
+    total, reach = [1.0], 1.0
+    for a in alphas:
+        reach *= a
+        total.append(reach)
+    return math.fsum(total)
+
+
 def expected_tokens_per_forward_drafted(alpha: float, draft_lengths) -> float:
     """E over the steps as they were drafted: the mean of (1 - alpha^(k_i+1)) / (1 - alpha)
     for each step's own draft length k_i (a step that drafted nothing emits one token). The

@@ -98,11 +98,13 @@ def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
 
 def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
                   stops: Sequence[int], verify_costs: Mapping[int, float],
-                  make_policy: Callable[[], KPolicy] = lambda: AdaptiveK(k_max=AUTO_K_MAX,
-                                                                         probe_k=2)) -> dict:
-    """The n-gram drafter with K chosen per step (a fresh policy per prompt: `AdaptiveK`, or
-    transformers' heuristic schedule): its row, K "auto", the mean K chosen and how often it
-    chose plain decoding (K = 0)."""
+                  make_policy: Callable[[], KPolicy] | None = None) -> dict:
+    """The n-gram drafter with K chosen per step (a fresh policy per prompt: `AdaptiveK` on
+    this machine's measured v(K) by default, or transformers' heuristic schedule): its row, K
+    "auto", the mean K chosen and how often it chose plain decoding (K = 0)."""
+    if make_policy is None:
+        def make_policy() -> KPolicy:
+            return AdaptiveK(k_max=AUTO_K_MAX, probe_k=2, verify_prior=verify_costs)
     policies: list[KPolicy] = []
 
     def policy() -> KPolicy:

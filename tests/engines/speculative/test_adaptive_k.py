@@ -62,6 +62,53 @@ def test_costly_drafts_shorten_k():
     assert policy.choose() == 1
 
 
+def test_position_alphas_and_the_choice_by_hand():
+    """Steps that either reject the first draft (3) or accept all four (2): the step-wide
+    alpha is (8 + 0.5) / (11 + 1) (8 accepted of 11 tried, the prior 0.5 weighing one try);
+    the first position was tried 5 times and accepted twice, the later ones accepted both
+    times tried; each is shrunk by one try towards the one before it (the first towards
+    alpha). v(K) = 1 + 0.25 K from `verify_prior` (nothing timed: forward 0 s)."""
+    prior = {k: 1.0 + 0.25 * k for k in range(1, 5)}
+    policy = AdaptiveK(k_max=4, forget=1.0, verify_prior=prior)
+    for accepted in (0, 4, 0, 4, 0):
+        policy.observe(4, accepted, 5, 0.0, 0.0)
+    alpha = 8.5 / 12
+    assert policy.alpha == pytest.approx(alpha)
+    a1 = (2 + alpha) / 6
+    a2 = (2 + a1) / 3
+    a3 = (2 + a2) / 3
+    a4 = (2 + a3) / 3
+    assert policy.position_alphas() == pytest.approx([a1, a2, a3, a4])
+    table = policy.speedups()
+    reach = [a1, a1 * a2, a1 * a2 * a3, a1 * a2 * a3 * a4]
+    for k in range(1, 5):
+        assert table[k] == pytest.approx((1 + sum(reach[:k])) / (1 + 0.25 * k))
+    # the geometric E on one alpha would choose K 2; the positions say K 4 pays most
+    geometric = {k: sum(alpha**i for i in range(k + 1)) / (1 + 0.25 * k) for k in range(1, 5)}
+    assert max(geometric, key=geometric.get) == 2
+    assert policy.choose() == 4
+
+
+def test_an_untried_position_follows_the_deepest_tried():
+    """Two steps accepting both of two drafts: positions 3 and 4, never tried, take position
+    2's estimate, not the step-wide alpha."""
+    policy = AdaptiveK(k_max=4, forget=1.0)
+    for _ in range(2):
+        policy.observe(2, 2, 3, 0.0, 0.0)
+    alphas = policy.position_alphas()
+    assert alphas[2] == alphas[3] == pytest.approx(alphas[1])
+    assert alphas[1] > policy.alpha - 1e-12
+
+
+def test_timed_lengths_override_the_verify_prior():
+    policy = AdaptiveK(k_max=4, verify_prior={2: 1.5, 3: 1.9})
+    assert policy.verify_cost(2) == 1.5 and policy.verify_cost(1) == pytest.approx(1.06)
+    policy.observe(0, 0, 1, 0.010, 0.0)
+    policy.observe(2, 2, 3, 0.012, 0.0)  # a 3-token forward timed: v(2) = 1.2
+    assert policy.verify_cost(2) == pytest.approx(1.2)
+    assert policy.verify_cost(3) == 1.9
+
+
 def test_bad_policies_are_refused(tiny):
     with pytest.raises(ValueError):
         AdaptiveK(k_max=0)

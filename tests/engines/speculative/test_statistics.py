@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.sampling import SamplingSettings
@@ -13,6 +15,7 @@ from inferlab.engines.speculative.statistics import (
     acceptance_stats,
     estimate_alpha,
     expected_tokens_per_forward,
+    expected_tokens_positional,
     speedup_model,
     speedup_model_drafted,
 )
@@ -131,3 +134,19 @@ def test_the_theory_over_the_drafted_lengths_by_hand():
     assert expected_tokens_per_forward_drafted(0.3, [0, 0]) == 1.0
     with pytest.raises(SpeculativeError):
         expected_tokens_per_forward_drafted(0.5, [])
+
+
+def test_the_positional_expectation_by_hand():
+    """1 + a1 + a1·a2 + ...: drafts 2 and 3 reached only through the ones before them."""
+    assert expected_tokens_positional([0.5]) == pytest.approx(1.5)
+    assert expected_tokens_positional([0.5, 0.8, 1.0]) == pytest.approx(1 + 0.5 + 0.4 + 0.4)
+    assert expected_tokens_positional([0.0, 1.0]) == 1.0  # the first rejected: nothing after
+    for bad in ([], [1.5], [-0.1], [float("nan")]):
+        with pytest.raises(SpeculativeError):
+            expected_tokens_positional(bad)
+
+
+@given(st.floats(0.0, 1.0), st.integers(1, 12))
+def test_one_alpha_at_every_position_is_the_geometric_expectation(alpha, k):
+    assert expected_tokens_positional([alpha] * k) == pytest.approx(
+        expected_tokens_per_forward(alpha, k), rel=1e-12)
