@@ -30,6 +30,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from inferlab.engines.kernels import library as native
+
 KERNEL_PATHS = ("native", "torch")
 KERNEL_SETTING_CHOICES = ("auto", *KERNEL_PATHS)
 """A lab's `kernels` setting: auto (the process-wide choice: native unless `--kernels torch`
@@ -78,16 +80,12 @@ def use(path: str) -> Iterator[None]:
 
 def native_available() -> bool:
     """Whether the native library builds and loads here (builds it on first call)."""
-    from inferlab.engines.kernels.library import library
-
-    return library() is not None
+    return native.library() is not None
 
 
 def describe() -> dict:
     """What a bench or a snapshot records: the chosen path, what runs (the library's
     instruction set, or why torch runs instead) and the CPU's SIMD flags."""
-    from inferlab.engines.kernels import library as native
-
     lib = native.library() if current() == "native" else None
     flags = sorted(f for f in native.host_flags()
                    if f.startswith(("avx", "amx", "fma", "f16c", "asimd", "sve")))

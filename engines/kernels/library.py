@@ -22,9 +22,10 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import platformdirs
 
 ISA_FLAGS: dict[str, tuple[str, ...]] = {
     "avx512": ("-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma",
@@ -94,12 +95,7 @@ def _sources() -> list[Path]:
 
 def cache_dir() -> Path:
     """Where builds go: platformdirs' user cache (~/.cache/inferlab/kernels on Linux)."""
-    try:
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("inferlab")) / "kernels"
-    except ImportError:
-        return Path(tempfile.gettempdir()) / "inferlab-kernels"
+    return Path(platformdirs.user_cache_dir("inferlab")) / "kernels"
 
 
 def _compile(out: Path, flags: list[str]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from inferlab.engines.kernels.library import NativeLibrary, library
+from inferlab.engines.kernels.library import NativeLibrary, host_flags, library
 
 MAX_SKINNY_ROWS = 32
 """Up to this many fp32 rows the native kernel streams the weight once and beats torch's
@@ -31,8 +31,6 @@ def max_rows(dtype: torch.dtype) -> int:
     if dtype == torch.bfloat16:
         global _FAST_BF16
         if _FAST_BF16 is None:
-            from inferlab.engines.kernels.library import host_flags
-
             _FAST_BF16 = bool({"avx512_bf16", "amx_bf16"} & host_flags())
         return MAX_BF16_ROWS_FAST_TORCH if _FAST_BF16 else MAX_SKINNY_ROWS
     return MAX_SKINNY_ROWS
