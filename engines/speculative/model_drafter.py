@@ -35,6 +35,8 @@ import torch
 from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tokenizer import Tokenizer
+from inferlab.engines.quant.errors import QuantError
+from inferlab.engines.quant.lowbit_linear import lowbit_model
 from inferlab.engines.speculative import mass
 from inferlab.engines.speculative.checks import check_vocab, token_tensor
 from inferlab.engines.speculative.drafter import Proposal
@@ -48,9 +50,6 @@ _QUANTIZED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def quantized_self_draft(target: Llama, bits: int) -> Llama:
     """The target with `bits`-bit weights (8: symmetric per channel; 4: groups of 128; the
     lm_head INT8), computing in fp32 on the CPU; SpeculativeError off the CPU."""
-    from inferlab.engines.quant.errors import QuantError
-    from inferlab.engines.quant.lowbit_linear import lowbit_model
-
     per_target = _QUANTIZED.setdefault(target, {})
     if bits not in per_target:
         try:
