@@ -27,6 +27,7 @@ def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
         return lab_section(settings, {}, {"target_forwards": 0})
     extra = {}
     if sweep is not None:
+        # here, not at the top: every command imports this section at start-up (the registry)
         from inferlab.engines.labs.speculative.sweep_records import sweep_to_dict
 
         extra["sweep"] = sweep_to_dict(sweep)
@@ -88,6 +89,7 @@ def read_speculative_section(sec):
 def read_speculative_sweep(sec):
     """The section's K sweep (a `KSweep`), or None when it holds none; ValueError names a
     bad field."""
+    # here, not at the top: start-up, as in speculative_section
     from inferlab.engines.labs.speculative.sweep_records import sweep_from_dict
 
     state = sec.get("state") if isinstance(sec, dict) else None

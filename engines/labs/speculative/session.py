@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from inferlab.engines import kernels
 from inferlab.engines.labs.speculative.drafters import make_drafter
 from inferlab.engines.labs.speculative.settings import check_speculative_settings, sampling_of
+from inferlab.engines.model import cache as model_cache
 from inferlab.engines.speculative.adaptive_k import AdaptiveK
-from inferlab.engines.speculative.decoder import SpeculativeStep
+from inferlab.engines.speculative.decoder import SpeculativeDecoder, SpeculativeStep
 from inferlab.engines.speculative.errors import SpeculativeError
 
 
@@ -37,13 +38,11 @@ class SpeculativeSession:
     `SpeculativeStep`; `done`, `step_index`, `records`, `header()`, `run()`."""
 
     def __init__(self, settings: dict, device: str = "cpu") -> None:
-        from inferlab.engines.model.cache import load_lab_model, resolve_model_name
-        from inferlab.engines.speculative.decoder import SpeculativeDecoder
-
         self.settings = settings = check_speculative_settings(settings)
         with kernels.chosen(settings["kernels"]):
-            model, tok = load_lab_model(settings["model"], device)
-        self.model_id = resolve_model_name(settings["model"])
+            # through the module, read at call time: tests give it their own target
+            model, tok = model_cache.load_lab_model(settings["model"], device)
+        self.model_id = model_cache.resolve_model_name(settings["model"])
         self.device = device
         self.tokenizer = tok
         prompt_ids = tok.encode_prompt(settings["prompt"], chat=not settings["raw"])

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings
 
 PROMPTS_FILE = "speculative_prompts.txt"
 MAX_K = 32
@@ -171,8 +172,6 @@ def check_speculative_settings(settings, where: str = "settings") -> dict:
 
 
 def sampling_of(settings: dict):
-    from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings
-
     if settings["temperature"] == 0:
         return GREEDY
     return SamplingSettings(temperature=float(settings["temperature"]),

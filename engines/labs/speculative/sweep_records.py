@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from inferlab.engines.settings import Setting
+from inferlab.engines.trace.snapshot import section_field
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,6 @@ def _optional(p: dict, key: str, read, where: str):
 
 def sweep_from_dict(d, where: str) -> KSweep:
     """A `KSweep` from its dict; ValueError naming the field."""
-    from inferlab.engines.trace.snapshot import section_field
-
     if not isinstance(d, dict):
         raise ValueError(f"{where}: expected an object")
     texts = {}
