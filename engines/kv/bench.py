@@ -14,6 +14,7 @@ Everything is seeded. Timings interleave the contenders and keep each one's fast
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 
@@ -309,6 +310,4 @@ def run_kv_bench(quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    import json
-
     print(json.dumps(run_kv_bench(), indent=2))

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 _CHILD = r"""
-import gc, json, sys
+import ctypes, gc, json, sys
 import psutil, torch
 from inferlab.engines.model.generate import generate
 from inferlab.engines.model.registry import load_model
@@ -29,7 +29,6 @@ if bits:
 generate(model, [tok.encode_prompt("Hi")], max_new_tokens=1)
 gc.collect()
 try:  # hand freed heap pages back to the OS (glibc keeps them otherwise)
-    import ctypes
     ctypes.CDLL("libc.so.6").malloc_trim(0)
 except (OSError, AttributeError):
     pass
