@@ -80,7 +80,11 @@ class SweepPanel(QWidget):
         same = all(p.outputs_equal for p in points)
         v = "" if best.verify_cost_ratio is None else f", v({best.k}) = {best.verify_cost_ratio:.2f}"
         which = f"K = {best.k}" if len(points) == 1 else f"best K = {best.k}"
+        model = f"model {best.predicted_speedup:.2f}×"
+        if best.predicted_speedup_wall is not None:  # the prefill is in both wall times
+            model += (f" on the decode steps, {best.predicted_speedup_wall:.2f}× with the "
+                      f"prefill, {best.prefill_s / best.plain_s:.0%} of plain's time, unshortened")
         self.note.setText(
             f"{sweep.drafter} on {sweep.model}: {which} at <b>{best.speedup_wall:.2f}×</b> plain "
-            f"decoding's wall clock (model {best.predicted_speedup:.2f}×; c = {c:.2f}{v}); "
+            f"decoding's wall clock ({model}; c = {c:.2f}{v}); "
             "outputs " + ("equal plain greedy's." if same else "DIFFER from plain greedy's."))

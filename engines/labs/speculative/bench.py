@@ -11,6 +11,9 @@ prompts. Every figure is a median over repeats of the whole prompt set:
                                  once before the rows (speculative.verify_cost)
     predicted_speedup          = sum_i E(k_i) / sum_i (k_i·c + v(k_i)) over the steps' own
                                  draft lengths k_i, c the row's measured draft cost per token
+    predicted_speedup_wall     = the same with the prompts' prefill (`prefill_s`, timed in the
+                                 plain decode) on both sides, as the wall clock has it: a
+                                 prompt's forward is not sped up
     tokens_per_target_forward  = emitted tokens / target forwards
     alpha                      = accepted / drafts tested (a step stops testing at its first
                                  rejection: the geometric model's estimate)
@@ -112,8 +115,9 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
         return policies[-1]
 
     row = measure_k(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens,
-                    [t for t, _ in plain], plain[-1][1], repeats, k_policy=policy,
-                    stop_token_ids=stops, verify_costs=verify_costs).figures()
+                    [p.seconds for p in plain], plain[-1].outputs, repeats, k_policy=policy,
+                    stop_token_ids=stops, verify_costs=verify_costs,
+                    prefill_s=plain[-1].prefill_s).figures()
     chosen = [k for p in policies for k in p.chosen]
     row.update(k="auto", theory_tokens_per_forward=None, verify_cost_ratio=None,
                k_chosen_mean=statistics.fmean(chosen) if chosen else 0.0,
@@ -137,8 +141,9 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
     for name, spec in (("skip", skip_spec(best.skipped)), ("layerskip", f"layerskip:{n_kept}")):
         plain = plain_now()
         rows[name] = measure_k(model, tok, spec, best.k, ids, new_tokens,
-                               [t for t, _ in plain], plain[-1][1], repeats,
-                               stop_token_ids=stops, verify_costs=verify_costs).figures()
+                               [p.seconds for p in plain], plain[-1].outputs, repeats,
+                               stop_token_ids=stops, verify_costs=verify_costs,
+                               prefill_s=plain[-1].prefill_s).figures()
     return {"drafter": skip_spec(best.skipped), "skipped": list(best.skipped), "k": best.k,
             "layers_kept": n_kept, "calibration_alpha": best.alpha,
             "calibration_first_layers_alpha": best.first_layers_alpha,
@@ -166,9 +171,10 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
             for width in tree_widths if spec == "ngram" else (1,):
                 plain = plain_now()
                 rows.append(measure_k(model, tok, spec, k, ids, new_tokens,
-                                      [t for t, _ in plain], plain[-1][1], repeats,
+                                      [p.seconds for p in plain], plain[-1].outputs, repeats,
                                       tree_width=width, stop_token_ids=stops,
-                                      verify_costs=verify_costs).figures())
+                                      verify_costs=verify_costs,
+                                      prefill_s=plain[-1].prefill_s).figures())
     gaps = [abs(r["theory_gap"]) for r in rows if r["theory_gap"] is not None]
     out: dict = {"prompts": len(ids), "results": rows,
                  "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,

@@ -163,16 +163,19 @@ def _plain_beside(session, run_, decode_s: float, settings: dict, recorder,
     target = session.decoder.target
     n = max(1, len(run_.token_ids))
     with recorder.span("plain decode (the comparison)", cat="speculative", args={"tokens": n}):
-        plain_s, outs = plain_decode(target, [session.decoder.prompt], n)
+        plain = plain_decode(target, [session.decoder.prompt], n)
+    plain_s, outs = plain.seconds, plain.outputs
     with recorder.span("time the verification steps, v(K)", cat="speculative"):
         verify_costs = verify_cost_ratios(target, range(1, run_.k + 1))
     greedy = settings["temperature"] == 0
     point = k_point(settings["drafter"], run_.k, [run_], plain_s, decode_s, outs,
-                    run_.tree_width, verify_costs)
+                    run_.tree_width, verify_costs, plain.prefill_s)
     summary = {"plain_decode_s": plain_s,
                "speedup_wall": plain_s / decode_s if decode_s > 0 else None,
                "outputs_equal": (list(outs[0]) == list(run_.token_ids)) if greedy else None,
                "predicted_speedup": point.predicted_speedup,
+               "predicted_speedup_wall": point.predicted_speedup_wall,
+               "prefill_s": plain.prefill_s,
                "verify_cost_ratio": point.verify_cost_ratio, "draft_cost_ratio": point.cost_ratio}
     return summary, KSweep(session.header().model, settings["drafter"], settings["max_tokens"],
                            (point,))

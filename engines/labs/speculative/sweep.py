@@ -12,6 +12,8 @@ what one draft token cost against one target forward in this run:
     v(K) = t(a target step scoring K + 1 tokens) / t(a step scoring 1)   (speculative.
            verify_cost, timed on this machine before the sweep)
     predicted_speedup = sum_i E(k_i) / sum_i (k_i·c + v(k_i))   over the steps' draft lengths
+    predicted_speedup_wall = the same with the prompts' prefill, timed in the plain decode,
+                             added to both sides unchanged (statistics.speedup_with_prefill)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from inferlab.engines import kernels
 from inferlab.engines.hardware.cancel import check_stop
@@ -41,28 +44,39 @@ from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 DEFAULT_KS = (1, 2, 3, 4, 6, 8)
 
 
+class PlainDecode(NamedTuple):
+    seconds: float
+    outputs: list
+    prefill_s: float
+    """The prompts' forwards (each prompt's first step), within `seconds`: the part of a
+    request that speculative decoding does not shorten."""
+
+
 def plain_decode(model, prompts: Sequence[Sequence[int]], new_tokens: int,
-                 stop_token_ids: Sequence[int] = ()):
-    """(seconds, outputs): greedy target decoding of every prompt, one after another, each
-    up to `new_tokens` tokens or a stop token."""
+                 stop_token_ids: Sequence[int] = ()) -> PlainDecode:
+    """Greedy target decoding of every prompt, one after another, each up to `new_tokens`
+    tokens or a stop token: its wall time, outputs and prefill time."""
     t0 = time.perf_counter()
-    outs = [generate(model, [list(p)], max_new_tokens=new_tokens,
-                     stop_token_ids=stop_token_ids).generations[0].token_ids
-            for p in prompts]
-    return time.perf_counter() - t0, outs
+    results = [generate(model, [list(p)], max_new_tokens=new_tokens,
+                        stop_token_ids=stop_token_ids) for p in prompts]
+    seconds = time.perf_counter() - t0
+    return PlainDecode(seconds, [r.generations[0].token_ids for r in results],
+                       sum(r.prefill_s for r in results))
 
 
 def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[int]],
               new_tokens: int, plain_s: Sequence[float], refs, repeats: int = 1,
               drafter=None, tree_width: int = 1, k_policy: Callable | None = None,
               stop_token_ids: Sequence[int] = (),
-              verify_costs: Mapping[int, float] | None = None) -> KPoint:
+              verify_costs: Mapping[int, float] | None = None,
+              prefill_s: float | None = None) -> KPoint:
     """Decode `prompts` speculatively with K = `k` (`repeats` times, the median wall time)
     against `plain_s`, the plain decode times of the same prompts in this run (each up to
     `new_tokens` or a stop token, as `plain_decode` was given); `tree_width` candidates per
     step as one token tree. `k_policy`: a factory of a fresh K policy (`AdaptiveK`, K up to
     `k`) for each prompt, as each request of a server gets its own. `verify_costs`: v(K) for
-    K = 1..k (`verify_cost_ratios`); None takes v = 1 (verification as cheap as one token)."""
+    K = 1..k (`verify_cost_ratios`); None takes v = 1 (verification as cheap as one token).
+    `prefill_s`: the prompts' prefill within `plain_s` (`PlainDecode.prefill_s`)."""
     if drafter is None:
         drafter = make_drafter(drafter_spec, model, tok, GREEDY, 0, model.config.max_position)
     fresh = k_policy or (lambda: None)
@@ -78,12 +92,13 @@ def measure_k(model, tok, drafter_spec: str, k: int, prompts: Sequence[Sequence[
             runs.append(decoder.generate(list(p), new_tokens, stop_token_ids))
         spec_s.append(time.perf_counter() - t0)
     return k_point(drafter_spec, k, runs, statistics.median(plain_s),
-                   statistics.median(spec_s), refs, tree_width, verify_costs)
+                   statistics.median(spec_s), refs, tree_width, verify_costs, prefill_s)
 
 
 def k_point(drafter_spec: str, k: int, runs: Sequence[SpeculativeRun], plain_s: float,
             spec_s: float, refs, tree_width: int = 1,
-            verify_costs: Mapping[int, float] | None = None) -> KPoint:
+            verify_costs: Mapping[int, float] | None = None,
+            prefill_s: float | None = None) -> KPoint:
     """One K's figures from its speculative runs (one per prompt, in the order of `refs`, the
     plain greedy outputs) and the two wall times of the same prompts: `plain_s` plainly,
     `spec_s` speculatively. `verify_costs` as `measure_k` takes them."""
@@ -105,7 +120,7 @@ def k_point(drafter_spec: str, k: int, runs: Sequence[SpeculativeRun], plain_s: 
                   spec_s, draft_s, target_s, equal, tree_width,
                   expected_tokens_per_forward_drafted(alpha, lengths), emitted,
                   yield_per_target_forward=sum(s.n_accepted + 1 for s in steps) / forwards,
-                  verify_cost_ratio=v[k])
+                  verify_cost_ratio=v[k], prefill_s=prefill_s)
 
 
 def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
@@ -128,14 +143,15 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
     verify_costs = verify_cost_ratios(model, range(1, max(ks) + 1))
     report(0.05, "plain decoding (the baseline)")
     stops = tok.eos_token_ids
-    plain_s, refs = plain_decode(model, ids, n, stops)
+    plain = plain_decode(model, ids, n, stops)
     points = []
     for i, k in enumerate(ks):
         check_stop(should_stop)
         report(0.1 + 0.9 * i / len(ks), f"K = {k} ({i + 1} of {len(ks)})")
         drafter.reset()
-        points.append(measure_k(model, tok, s["drafter"], k, ids, n, [plain_s], refs,
-                                drafter=drafter, tree_width=s["tree_width"],
-                                stop_token_ids=stops, verify_costs=verify_costs))
+        points.append(measure_k(model, tok, s["drafter"], k, ids, n, [plain.seconds],
+                                plain.outputs, drafter=drafter, tree_width=s["tree_width"],
+                                stop_token_ids=stops, verify_costs=verify_costs,
+                                prefill_s=plain.prefill_s))
     report(1.0, "swept")
     return KSweep(resolve_model_name(s["model"]), s["drafter"], n, tuple(points))

@@ -44,6 +44,20 @@ class KPoint:
     verify_cost_ratio: float | None = None
     """v(K): a K + 1-token target step's time over a 1-token one's, measured before the run
     (1.0 where it was not measured); None in snapshots from before it."""
+    prefill_s: float | None = None
+    """The prompts' prefill within `plain_s` (each prompt's first forward): in both wall
+    times alike, as speculative decoding does not shorten it; None where not timed."""
+
+    @property
+    def predicted_speedup_wall(self) -> float | None:
+        """`predicted_speedup` with the prefill added to both sides unchanged: what the model
+        predicts for the wall clock (None without `prefill_s`)."""
+        if self.prefill_s is None or not self.plain_s:
+            return None
+        # here, not at the top: the section reader needs no engine, and statistics imports torch
+        from inferlab.engines.speculative.statistics import speedup_with_prefill
+
+        return speedup_with_prefill(self.predicted_speedup, self.prefill_s / self.plain_s)
 
     @property
     def theory_gap(self) -> float | None:
@@ -59,7 +73,8 @@ class KPoint:
 
     def figures(self) -> dict:
         """The fields and, beside them, the theory gap (a bench row; derived, so not stored)."""
-        return {**self.to_dict(), "theory_gap": self.theory_gap}
+        return {**self.to_dict(), "theory_gap": self.theory_gap,
+                "predicted_speedup_wall": self.predicted_speedup_wall}
 
 
 @dataclass(frozen=True)
@@ -135,5 +150,6 @@ def sweep_from_dict(d, where: str) -> KSweep:
             emitted_tokens=_optional(p, "emitted_tokens", _count, w),
             verify_cost_ratio=_optional(p, "verify_cost_ratio", _number, w),
             yield_per_target_forward=_optional(p, "yield_per_target_forward", _number, w),
+            prefill_s=_optional(p, "prefill_s", _number, w),
             **floats))
     return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))

@@ -18,6 +18,7 @@ from inferlab.engines.speculative.statistics import (
     expected_tokens_positional,
     speedup_model,
     speedup_model_drafted,
+    speedup_with_prefill,
 )
 from tests.engines.speculative.trials import chain_trials, distributions
 
@@ -150,3 +151,13 @@ def test_the_positional_expectation_by_hand():
 def test_one_alpha_at_every_position_is_the_geometric_expectation(alpha, k):
     assert expected_tokens_positional([alpha] * k) == pytest.approx(
         expected_tokens_per_forward(alpha, k), rel=1e-12)
+
+
+def test_the_prefill_is_not_sped_up_by_hand():
+    """Amdahl: 10 % of the plain time in prefill, the rest 2x faster: 1 / (0.1 + 0.45)."""
+    assert speedup_with_prefill(2.0, 0.1) == pytest.approx(1 / 0.55)
+    assert speedup_with_prefill(2.0, 0.0) == 2.0
+    assert speedup_with_prefill(2.0, 1.0) == 1.0
+    for bad in ((0.0, 0.1), (2.0, 1.5), (2.0, -0.1), (float("inf"), 0.1)):
+        with pytest.raises(SpeculativeError):
+            speedup_with_prefill(*bad)

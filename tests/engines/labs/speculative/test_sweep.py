@@ -120,11 +120,11 @@ def test_plain_and_speculative_decodes_stop_at_the_same_stop_token():
 
     model, tok = tiny_model()
     ids = [tok.encode_prompt("Hello there.")]
-    _, (whole,) = plain_decode(model, ids, 16)
+    (whole,) = plain_decode(model, ids, 16).outputs
     j = 5
     stop = whole[j]
     cut = whole[: whole.index(stop)]  # the first occurrence ends the decode
-    plain_s, refs = plain_decode(model, ids, 16, [stop])
+    plain_s, refs, _ = plain_decode(model, ids, 16, [stop])
     assert refs == [cut]
     point = measure_k(model, tok, "ngram", 3, ids, 16, [plain_s], refs, stop_token_ids=[stop])
     assert point.outputs_equal and point.emitted_tokens == len(cut)
@@ -151,15 +151,23 @@ def test_the_predicted_speedup_is_over_the_drafts_made_with_the_given_v():
 
     model, tok = tiny_model()
     ids = [tok.encode_prompt("Hello there.")]
-    plain_s, refs = plain_decode(model, ids, 12)
+    plain_s, refs, prefill_s = plain_decode(model, ids, 12)
+    assert 0 < prefill_s < plain_s
     v = {1: 1.1, 2: 1.2, 3: 1.5}
-    point = measure_k(model, tok, "ngram", 3, ids, 12, [plain_s], refs, verify_costs=v)
+    point = measure_k(model, tok, "ngram", 3, ids, 12, [plain_s], refs, verify_costs=v,
+                      prefill_s=prefill_s)
     drafter = make_drafter("ngram", model, tok, GREEDY, 0, model.config.max_position)
     run = SpeculativeDecoder(model, drafter, k=3, tokenizer=tok).generate(list(ids[0]), 12)
     lengths = [len(s.drafted) for s in run.steps]
     assert point.predicted_speedup == pytest.approx(
         speedup_model_drafted(point.alpha, lengths, point.cost_ratio, v))
     assert point.verify_cost_ratio == 1.5
+    # the wall clock's prediction: the prefill share p of plain_s is not sped up
+    p = prefill_s / plain_s
+    assert point.predicted_speedup_wall == pytest.approx(
+        1 / (p + (1 - p) / point.predicted_speedup))
+    assert point.figures()["predicted_speedup_wall"] == point.predicted_speedup_wall
     free = measure_k(model, tok, "ngram", 3, ids, 12, [plain_s], refs)
+    assert free.prefill_s is None and free.predicted_speedup_wall is None
     assert free.verify_cost_ratio == 1.0 and free.predicted_speedup == pytest.approx(
         speedup_model_drafted(free.alpha, lengths, free.cost_ratio, dict.fromkeys(v, 1.0)))
