@@ -36,12 +36,34 @@ def _feed(policy: AdaptiveK, steps: int, accept_all: bool, forward_1_s: float = 
 
 
 def test_rejected_drafts_lead_to_plain_decoding_with_probes():
-    policy = AdaptiveK(k_max=6, probe_every=8, probe_k=2)
+    """A probe of 2 drafts costs v(2) - 1 = 0.10 here: within a 1 % budget that is one every
+    10 plain steps, capped at every 8."""
+    policy = AdaptiveK(k_max=6, probe_every=8, probe_k=2, probe_budget=0.01)
     _feed(policy, 80, accept_all=False)
     late = policy.chosen[40:]
     assert policy.alpha < 0.1
+    assert policy.probe_interval() == 8
     assert late.count(0) >= 0.85 * len(late)  # plain steps, a probe every 8
     assert set(late) == {0, 2}
+
+
+@pytest.mark.parametrize("v2, interval", [(1.01, 1), (1.02, 1), (1.05, 3), (1.10, 5),
+                                          (1.30, 8)])
+def test_probes_come_as_often_as_their_budget_allows(v2, interval):
+    """The default budget of 2 % of plain decoding: a probe costing v(2) - 1 (drafts free)
+    comes every ceil((v(2) - 1) / 0.02) plain steps, at least every 8; where all is rejected
+    the probes' cost over the steps is within the budget (or one probe per 8 steps, where a
+    probe costs more than 8 budgets)."""
+    policy = AdaptiveK(k_max=6, probe_k=2, verify_prior={k: 1 + (v2 - 1) * k / 2
+                                                         for k in range(1, 7)})
+    assert policy.probe_interval() == interval
+    for _ in range(200):
+        k = policy.choose()
+        policy.observe(k, 0, k + 1, 0.0, 0.0)  # every draft rejected, nothing timed
+    late = policy.chosen[100:]
+    overhead = sum(policy.verify_cost(k) - 1 for k in late if k) / len(late)
+    assert overhead <= max(0.02, (v2 - 1) / 8) + 1e-9
+    assert late.count(2) >= len(late) // interval - 1
 
 
 def test_accepted_drafts_lead_to_long_drafts():
