@@ -3,10 +3,16 @@ from the sweep itself so that the section reader needs no engine to read them.""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
-from inferlab.engines.settings import Setting
+from inferlab.engines.settings import (
+    Setting,
+    or_none,
+    read_count,
+    read_float,
+    read_name,
+    read_seconds,
+)
 from inferlab.engines.trace.snapshot import section_field
 
 
@@ -98,14 +104,6 @@ def sweep_to_dict(sweep: KSweep) -> dict:
             "points": [p.to_dict() for p in sweep.points]}
 
 
-def _number(v, where: str) -> float:
-    return float(Setting("float", 0, math.inf).check(v, where))
-
-
-def _count(v, where: str, high: int = 2**31) -> int:
-    return Setting("int", 0, high).check(v, where)
-
-
 def _width(v, where: str) -> int:
     """A point's tree width (absent in older snapshots: 1, a chain)."""
     return Setting("int", 1, 64).check(v, where)
@@ -113,7 +111,16 @@ def _width(v, where: str) -> int:
 
 def _optional(p: dict, key: str, read, where: str):
     """A point's field added after the first snapshots: None where absent (or null)."""
-    return None if p.get(key) is None else read(p[key], f"{where}.{key}")
+    return or_none(read)(p.get(key), f"{where}.{key}")
+
+
+def _number(v, where: str) -> float:
+    """A point's figure: a finite number >= 0."""
+    return read_float(v, where, 0.0)
+
+
+def _k(v, where: str) -> int:
+    return Setting("int", 0, 1024).check(v, where)
 
 
 def sweep_from_dict(d, where: str) -> KSweep:
@@ -122,11 +129,8 @@ def sweep_from_dict(d, where: str) -> KSweep:
         raise ValueError(f"{where}: expected an object")
     texts = {}
     for key in ("model", "drafter"):
-        v = section_field(d, key, where)
-        if not isinstance(v, str) or not v:
-            raise ValueError(f"{where}.{key}: expected a name, got {v!r}"[:200])
-        texts[key] = v
-    new_tokens = _count(section_field(d, "new_tokens", where), f"{where}.new_tokens")
+        texts[key] = read_name(section_field(d, key, where), f"{where}.{key}")
+    new_tokens = read_count(section_field(d, "new_tokens", where), f"{where}.new_tokens")
     raw = section_field(d, "points", where)
     if not isinstance(raw, list) or len(raw) > MAX_POINTS:
         raise ValueError(f"{where}.points: expected a list of at most {MAX_POINTS} points")
@@ -140,16 +144,16 @@ def sweep_from_dict(d, where: str) -> KSweep:
             raise ValueError(f"{w}.outputs_equal: expected true or false")
         floats = {k: _number(section_field(p, k, w), f"{w}.{k}") for k in _FLOATS}
         points.append(KPoint(
-            drafter=texts["drafter"], k=_count(section_field(p, "k", w), f"{w}.k", 1024),
-            target_forwards=_count(section_field(p, "target_forwards", w),
-                                   f"{w}.target_forwards"),
+            drafter=texts["drafter"], k=_k(section_field(p, "k", w), f"{w}.k"),
+            target_forwards=read_count(section_field(p, "target_forwards", w),
+                                       f"{w}.target_forwards"),
             outputs_equal=equal,
             tree_width=_width(p.get("tree_width", 1), f"{w}.tree_width"),
             theory_drafted_tokens_per_forward=_optional(
                 p, "theory_drafted_tokens_per_forward", _number, w),
-            emitted_tokens=_optional(p, "emitted_tokens", _count, w),
+            emitted_tokens=_optional(p, "emitted_tokens", read_count, w),
             verify_cost_ratio=_optional(p, "verify_cost_ratio", _number, w),
             yield_per_target_forward=_optional(p, "yield_per_target_forward", _number, w),
-            prefill_s=_optional(p, "prefill_s", _number, w),
+            prefill_s=_optional(p, "prefill_s", read_seconds, w),
             **floats))
     return KSweep(texts["model"], texts["drafter"], new_tokens, tuple(points))
