@@ -52,7 +52,10 @@ class MainWindow(QMainWindow):
     startup_finished = Signal()  # deferred start-up: every lab is built
 
     def __init__(self, context: AppContext | None = None, settings: QSettings | None = None,
-                 deferred: bool = False):
+                 deferred: bool = False, lazy: bool = False):
+        """`deferred`: the first paint before anything slow (the app's start-up: devices
+        found and labs built after it); `lazy`: each lab built when it is first shown or
+        asked for (a window used for a lab or two: building all eleven takes ~1 s)."""
         super().__init__()
         self.context = context or AppContext(settings=settings, discover=not deferred)
         self.settings = self.context.settings
@@ -61,6 +64,7 @@ class MainWindow(QMainWindow):
         self.specs = registry.LABS
         self._labs: dict = {}  # lab id -> controller, once built
         self._deferred = deferred
+        self._lazy = False  # set once the window is whole: a lab built before would miss it
         self._started = False  # deferred start-up began
         self._step_pending = False
         self._closing = False
@@ -76,6 +80,9 @@ class MainWindow(QMainWindow):
         if deferred:
             self._start_trigger = _OnFirstPaint(
                 self, lambda: QTimer.singleShot(0, self._start_deferred))
+        elif lazy:
+            self._lazy = True
+            self.current_lab()
         else:
             self.build_all_labs()
         self._restore_window_state()
@@ -264,7 +271,9 @@ class MainWindow(QMainWindow):
         spec = self.specs[row]
         self.settings.setValue("window/lab", spec.id)
         lab = self._labs.get(spec.id)
-        if lab is None:
+        if lab is None and self._lazy:
+            self._ensure_lab(spec)  # shown and activated as it is built
+        elif lab is None:
             self._schedule_startup_step()  # deferred start-up: this lab is built next
         elif not lab.read_only:
             lab.activated()

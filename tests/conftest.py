@@ -61,7 +61,9 @@ def settings_path(tmp_path):
 
 @pytest.fixture
 def make_window(qtbot, settings_path):
-    """Build MainWindows on a temporary settings file; quick measurements; closed after."""
+    """Build MainWindows on a temporary settings file; quick measurements; closed after.
+    Each lab is built when a test first shows it or asks for it (`lazy`; `window.labs`
+    builds them all), so a test of one lab does not pay for the other ten."""
     from PySide6.QtCore import QSettings
 
     from inferlab.app.context import AppContext
@@ -71,7 +73,7 @@ def make_window(qtbot, settings_path):
 
     def make(path=settings_path):
         settings = QSettings(path, QSettings.IniFormat)
-        window = MainWindow(context=AppContext(settings=settings, quick=True))
+        window = MainWindow(context=AppContext(settings=settings, quick=True), lazy=True)
         qtbot.addWidget(window)
         window.show()
         windows.append(window)
