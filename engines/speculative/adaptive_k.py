@@ -25,7 +25,8 @@ measured on this machine when given, `verify_cost.verify_cost_ratios`, else a pr
 It chooses the K in 0..k_max with the largest predicted speedup, 0 (plain decoding) unless some K > 0 beats 1
 by `margin`. Among plain steps it drafts `probe_k` tokens anyway, so a prompt that starts
 copying later is noticed: as often as keeps the probes' extra cost (probe_k·c + v(probe_k) − 1
-each) within `probe_budget` of plain decoding's time, at least every `probe_every` steps. On
+each) within `probe_budget` of plain decoding's time (2 %: a prompt that copies nothing costs
+that much more than plain decoding), at least every `probe_every` steps. On
 a prompt that copies nothing the probes are the only cost over plain decoding; where a probe
 is nearly free (an n-gram draft, v(2) ≈ 1.02 here) it probes every step, which on the lab's
 grounded prompts found copied spans that a probe every 8 steps missed (one answer took 18
@@ -105,7 +106,7 @@ class AdaptiveK:
     """A per-step K policy for `SpeculativeDecoder(k_policy=...)`; see the module doc."""
 
     k_max: int = 8
-    probe_every: int = 8
+    probe_every: int = 64
     probe_k: int = 2
     probe_budget: float = 0.02
     """The probes' extra cost on a prompt that copies nothing, as a share of plain decoding."""
@@ -155,6 +156,11 @@ class AdaptiveK:
             out.append(prior)
         return out
 
+    def _prior_verify_cost(self, k: int) -> float:
+        if self.verify_prior and k in self.verify_prior:
+            return max(1.0, float(self.verify_prior[k]))
+        return 1.0 + DEFAULT_VERIFY_SLOPE * k
+
     def verify_cost(self, k: int) -> float:
         """v(K): the measured forward time of K+1 query tokens over that of 1 (for lengths not
         yet timed: `verify_prior`, else the prior line)."""
@@ -162,13 +168,24 @@ class AdaptiveK:
         timed = self._forward_s.get(k + 1)
         if one and timed:
             return max(1.0, timed / one)
-        if self.verify_prior and k in self.verify_prior:
-            return max(1.0, float(self.verify_prior[k]))
-        return 1.0 + DEFAULT_VERIFY_SLOPE * k
+        return self._prior_verify_cost(k)
+
+    def _one_forward_s(self) -> float | None:
+        """A 1-token forward's seconds: timed, or (a run that never decoded plainly yet) the
+        shortest timed length's over its prior v."""
+        if self._forward_s.get(1):
+            return self._forward_s[1]
+        timed = [n for n, s in self._forward_s.items() if s > 0]
+        if not timed:
+            return None
+        n = min(timed)
+        return self._forward_s[n] / self._prior_verify_cost(n - 1)
 
     def draft_cost(self) -> float:
-        """c: the drafter's seconds per drafted token over one plain forward (0 until timed)."""
-        one = self._forward_s.get(1)
+        """c: the drafter's seconds per drafted token over one plain forward (0 until a draft
+        and a forward are timed). Without the forward's estimate a costly drafter would look
+        free to a policy that never chose plain decoding, and never would."""
+        one = self._one_forward_s()
         if self._draft_s_per_token is None or not one:
             return 0.0
         return self._draft_s_per_token / one
