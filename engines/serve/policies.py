@@ -24,16 +24,22 @@ LPM_MAX_QUEUE = 128
 """Above this many waiting requests "lpm" admits FCFS (SGLang's fallback)."""
 
 
-def decode_running(sched) -> None:
-    """Every running sequence decodes one token, oldest first, while the budget lasts (a
-    decode the pool cannot serve preempts the newest, `Scheduler.reserve_decode`)."""
+def each_running(sched, reserve) -> None:
+    """`reserve(seq)` for every running sequence, oldest first, while the token budget lasts
+    (one preempted by an older sequence's reservation is skipped)."""
     b = sched.batch
     for seq in list(sched.running_seqs):
         if seq.status != RUNNING:  # preempted just now for an older sequence
             continue
         if b.budget_left == 0:
             break
-        sched.reserve_decode(seq)
+        reserve(seq)
+
+
+def decode_running(sched) -> None:
+    """Every running sequence decodes one token, oldest first, while the budget lasts (a
+    decode the pool cannot serve preempts the newest, `Scheduler.reserve_decode`)."""
+    each_running(sched, sched.reserve_decode)
 
 
 class Continuous:
@@ -50,23 +56,22 @@ class Continuous:
 
     def schedule(self, sched, now_s: float) -> None:
         b = sched.batch
+
+        def reserve(seq) -> None:
+            if not seq.is_prefilling:
+                sched.reserve_decode(seq)
+                return
+            n = min(seq.num_remaining_prefill_tokens, b.budget_left)
+            while not sched.reserve_prefill(seq, n):
+                victim = sched.running_seqs[-1]
+                sched.preempt(victim, seq)
+                if victim is seq:
+                    break
+
         # Running first, oldest first. The only prefill still in progress is always the newest
         # running sequence (admission stops when a chunk uses up the budget or the pool), so
         # the decodes come before it.
-        for seq in list(sched.running_seqs):
-            if seq.status != RUNNING:  # preempted just now for an older sequence
-                continue
-            if b.budget_left == 0:
-                break
-            if seq.is_prefilling:
-                n = min(seq.num_remaining_prefill_tokens, b.budget_left)
-                while not sched.reserve_prefill(seq, n):
-                    victim = sched.running_seqs[-1]
-                    sched.preempt(victim, seq)
-                    if victim is seq:
-                        break
-            else:
-                sched.reserve_decode(seq)
+        each_running(sched, reserve)
         if b.preempted:
             return
         sched.order_waiting()
