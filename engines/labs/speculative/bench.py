@@ -57,7 +57,7 @@ import torch
 
 from inferlab.engines.labs.speculative.drafters import skip_auto
 from inferlab.engines.labs.speculative.settings import AUTO_K_MAX
-from inferlab.engines.labs.speculative.sweep import measure_k, plain_decode
+from inferlab.engines.labs.speculative.sweep import PlainDecode, measure_k, plain_decode
 from inferlab.engines.model.bench import load_transformers_gguf
 from inferlab.engines.model.llama import resolve_dtype
 from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
@@ -99,6 +99,15 @@ def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
     return statistics.median(plain), statistics.median(lookup)
 
 
+def _row(model, tok, spec: str, k: int, ids, new_tokens: int, plain: Sequence[PlainDecode],
+         repeats: int, **options) -> dict:
+    """One row's figures (`measure_k`) against the plain decodes timed beside it: their wall
+    times, the last one's outputs as the reference and its prefill time."""
+    return measure_k(model, tok, spec, k, ids, new_tokens, [p.seconds for p in plain],
+                     plain[-1].outputs, repeats, prefill_s=plain[-1].prefill_s,
+                     **options).figures()
+
+
 def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
                   stops: Sequence[int], verify_costs: Mapping[int, float],
                   make_policy: Callable[[], KPolicy] | None = None) -> dict:
@@ -114,10 +123,8 @@ def _adaptive_row(model, tok, ids, new_tokens: int, plain, repeats: int,
         policies.append(make_policy())
         return policies[-1]
 
-    row = measure_k(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens,
-                    [p.seconds for p in plain], plain[-1].outputs, repeats, k_policy=policy,
-                    stop_token_ids=stops, verify_costs=verify_costs,
-                    prefill_s=plain[-1].prefill_s).figures()
+    row = _row(model, tok, "ngram", AUTO_K_MAX, ids, new_tokens, plain, repeats,
+               k_policy=policy, stop_token_ids=stops, verify_costs=verify_costs)
     chosen = [k for p in policies for k in p.chosen]
     row.update(k="auto", theory_tokens_per_forward=None, verify_cost_ratio=None,
                k_chosen_mean=statistics.fmean(chosen) if chosen else 0.0,
@@ -140,10 +147,8 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
     rows = {}
     for name, spec in (("skip", skip_spec(best.skipped)), ("layerskip", f"layerskip:{n_kept}")):
         plain = plain_now()
-        rows[name] = measure_k(model, tok, spec, best.k, ids, new_tokens,
-                               [p.seconds for p in plain], plain[-1].outputs, repeats,
-                               stop_token_ids=stops, verify_costs=verify_costs,
-                               prefill_s=plain[-1].prefill_s).figures()
+        rows[name] = _row(model, tok, spec, best.k, ids, new_tokens, plain, repeats,
+                          stop_token_ids=stops, verify_costs=verify_costs)
     return {"drafter": skip_spec(best.skipped), "skipped": list(best.skipped), "k": best.k,
             "layers_kept": n_kept, "calibration_alpha": best.alpha,
             "calibration_first_layers_alpha": best.first_layers_alpha,
@@ -170,11 +175,9 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
         for k in ks:
             for width in tree_widths if spec == "ngram" else (1,):
                 plain = plain_now()
-                rows.append(measure_k(model, tok, spec, k, ids, new_tokens,
-                                      [p.seconds for p in plain], plain[-1].outputs, repeats,
-                                      tree_width=width, stop_token_ids=stops,
-                                      verify_costs=verify_costs,
-                                      prefill_s=plain[-1].prefill_s).figures())
+                rows.append(_row(model, tok, spec, k, ids, new_tokens, plain, repeats,
+                                 tree_width=width, stop_token_ids=stops,
+                                 verify_costs=verify_costs))
     gaps = [abs(r["theory_gap"]) for r in rows if r["theory_gap"] is not None]
     out: dict = {"prompts": len(ids), "results": rows,
                  "best": max(rows, key=lambda r: r["speedup_wall"]) if rows else None,
