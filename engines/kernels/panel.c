@@ -104,12 +104,12 @@ void il_panel_f32(const float* x, const float* p, float* y, int64_t M, int64_t K
     const int64_t mc = M - m0 < IL_MC ? M - m0 : IL_MC;
     const float* xb = x + m0 * K;
     float* yb = y + m0 * N;
+    const int64_t tiles = (mc + IL_PMR - 1) / IL_PMR; /* per panel: its prefetches dealt out */
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
     for (int64_t t = 0; t < n_panels; ++t) {
       const float* pt = p + t * K * IL_NP;
       const float* pf = t + IL_PANEL_PF < n_panels ? pt + IL_PANEL_PF * K * IL_NP : 0;
       const int64_t n0 = t * IL_NP, cols = N - n0 < IL_NP ? N - n0 : IL_NP;
-      const int64_t tiles = (mc + IL_PMR - 1) / IL_PMR;
       for (int64_t m = 0; m < mc; m += IL_PMR)
         ptile(xb + m * K, mc - m < IL_PMR ? mc - m : IL_PMR, K, pt, yb + m * N + n0, N, cols,
               pf, m / IL_PMR, tiles);
