@@ -19,18 +19,19 @@ so the expected speedup of K over plain decoding is E(K) / T(K) (statistics.spee
 form, with the E above).
 `AdaptiveK` measures all three on the run itself: each α_j from the steps that tried a j-th
 draft (a Beta prior centred on α_(j-1), α_1's on the step-wide α, so a position seldom
-reached follows the one before it; all exponentially forgetting old steps), c from the drafter's time per drafted token, v(K) from
-the target's forward times per query length (until a length has been timed: the v(K) curve
-measured on this machine when given, `verify_cost.verify_cost_ratios`, else a prior line).
-It chooses the K in 0..k_max with the largest predicted speedup, 0 (plain decoding) unless some K > 0 beats 1
-by `margin`. Among plain steps it drafts `probe_k` tokens anyway, so a prompt that starts
-copying later is noticed: as often as keeps the probes' extra cost (probe_k·c + v(probe_k) − 1
-each) within `probe_budget` of plain decoding's time (2 %: a prompt that copies nothing costs
-that much more than plain decoding), at least every `probe_every` steps. On
-a prompt that copies nothing the probes are the only cost over plain decoding; where a probe
-is nearly free (an n-gram draft, v(2) ≈ 1.02 here) it probes every step, which on the lab's
-grounded prompts found copied spans that a probe every 8 steps missed (one answer took 18
-forwards instead of 12, and the policy ran 0.95x transformers' schedule).
+reached follows the one before it; all exponentially forgetting old steps), c from the
+drafter's time per drafted token, v(K) from the target's forward times per query length
+(until a length has been timed: the v(K) curve measured on this machine when given,
+`verify_cost.verify_cost_ratios`, else a prior line). It chooses the K in 0..k_max with the
+largest predicted speedup, 0 (plain decoding) unless some K > 0 beats 1 by `margin`.
+
+Among plain steps it drafts `probe_k` tokens anyway, so a prompt that starts copying later is
+noticed: as often as keeps the probes' extra cost (probe_k·c + v(probe_k) − 1 each) within
+`probe_budget` of plain decoding's time (2 %: a prompt that copies nothing costs that much
+more than plain decoding), at least every `probe_every` steps. Where a probe is nearly free
+(an n-gram draft, v(2) ≈ 1.02 here) it probes every step, which on the lab's grounded prompts
+found copied spans that a probe every 8 steps missed (one answer took 18 forwards instead of
+12, and the policy ran 0.95x transformers' schedule).
 
 The choice depends only on past steps, never on the draft being verified, so the verifier's
 rejection sampling stays exact for any K (the target's distribution is kept).
