@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 # fixture (a subprocess start-up, a whole-window screenshot) carries @pytest.mark.slow itself.
 SLOW_FIXTURES = {
     "smollm2": "SmolLM2-135M loaded and dequantized to fp32",
+    "hf_smollm2_folder": "transformers' conversion of SmolLM2 to a Hugging Face folder",
     "hf_smollm2": "transformers' SmolLM2, the logits reference",
     "llama_server": "a llama.cpp server started on SmolLM2",
     "firmware_images": "firmware builds (host gcc, arm-none-eabi) and their QEMU runs",
@@ -30,10 +31,23 @@ SLOW_FIXTURES = {
 
 # Minutes each, once per module: a PyInstaller build, a fresh clone set up, a venv install.
 LONGEST_FIXTURES = {"bundle", "clone", "installed"}
+# Made once per run and shared by the workers (~20 s): a module that asks for it without loading
+# from it runs right after the longest ones, so that it is made before the modules that load
+# from it start; they would otherwise wait on its lock with their core idle.
+MADE_ONCE, LOADED_FROM = "hf_smollm2_folder", "hf_smollm2"
 
 
 def _module(item) -> str:
     return item.nodeid.split("::", 1)[0]
+
+
+def _tier(item) -> int:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & LONGEST_FIXTURES:
+        return 0
+    if MADE_ONCE in fixtures and LOADED_FROM not in fixtures:
+        return 1
+    return 2 if item.get_closest_marker("slow") else 3
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
@@ -43,14 +57,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
     # `make test` runs modules whole on each worker (`--dist loadscope`: a module's fixtures
     # are built once, not on both workers) in this order: the longest modules first, then
-    # those with slow tests, then the rest, so that both workers finish together instead of
-    # one building the bundle while the other waits idle at the end. Stable: each module
-    # keeps its place within its tier and its own test order.
+    # the maker of the shared fixture, then those with slow tests, then the rest, so that both
+    # workers finish together instead of one building the bundle while the other waits idle
+    # at the end. Stable: each module keeps its place within its tier and its own test order.
     tier: dict[str, int] = {}
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        cost = 0 if fixtures & LONGEST_FIXTURES else 1 if item.get_closest_marker("slow") else 2
-        tier[_module(item)] = min(tier.get(_module(item), 2), cost)
+        tier[_module(item)] = min(tier.get(_module(item), 3), _tier(item))
     items.sort(key=lambda item: tier[_module(item)])
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
 import tempfile
 import threading
 from pathlib import Path
 
+import filelock
 import platformdirs
 
 from inferlab.engines.model.bench import load_transformers_gguf
@@ -61,28 +63,37 @@ def dtype_name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def hf_folder(gguf_path: Path, dtype) -> Path:
+def hf_folder(gguf_path: Path, dtype, cache_root: Path | None = None) -> Path:
     """A Hugging Face model folder of the GGUF at `gguf_path` (config, tokenizer and
     safetensors weights in `dtype`), converted by transformers once and cached by file name,
-    size and dtype under the user cache."""
+    size and dtype under `cache_root` (default: the user cache). Processes that ask at once
+    (two windows, two test workers) convert it once: the others wait on its lock file."""
     stat = gguf_path.stat()
     key = f"{gguf_path.stem}-{stat.st_size}-{dtype_name(dtype)}"
-    out = Path(platformdirs.user_cache_dir("inferlab")) / "hf" / key
+    root = Path(cache_root) if cache_root is not None else Path(
+        platformdirs.user_cache_dir("inferlab"))
+    out = root / "hf" / key
     if (out / "config.json").is_file():
         return out
-    import transformers  # here: the test extra's, and only for a first conversion
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(out.with_name(out.name + ".lock")):
+        if (out / "config.json").is_file():  # converted while this one waited
+            return out
+        # here, not at the top: the test extra's, and only for a first conversion
+        import transformers
 
-    tmp = out.with_name(out.name + ".partial")
-    model = load_transformers_gguf(gguf_path, dtype)
-    # transformers marks a GGUF-loaded model as quantized and refuses to save it, yet its
-    # weights are already dequantized: drop the mark so plain safetensors are written
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.save_pretrained(tmp)
-    transformers.AutoTokenizer.from_pretrained(
-        str(gguf_path.parent), gguf_file=gguf_path.name).save_pretrained(tmp)
-    tmp.rename(out)  # complete folders only: a killed conversion leaves just the .partial
+        tmp = out.with_name(out.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)  # a killed conversion's leftovers
+        model = load_transformers_gguf(gguf_path, dtype)
+        # transformers marks a GGUF-loaded model as quantized and refuses to save it, yet its
+        # weights are already dequantized: drop the mark so plain safetensors are written
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        transformers.AutoTokenizer.from_pretrained(
+            str(gguf_path.parent), gguf_file=gguf_path.name).save_pretrained(tmp)
+        tmp.rename(out)  # complete folders only: a killed conversion leaves just the .partial
     return out
 
 

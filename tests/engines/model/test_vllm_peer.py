@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -35,22 +36,58 @@ def test_a_python_without_vllm_fails_with_its_import_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_converted_folder_holds_the_gguf_model(smollm2_path, hf_smollm2):
+def test_the_converted_folder_holds_the_gguf_model(smollm2, smollm2_path, hf_smollm2_folder):
     import transformers
 
-    folder = hf_folder(smollm2_path, torch.float32)
+    folder = hf_smollm2_folder
     assert (folder / "config.json").is_file() and not folder.with_name(
         folder.name + ".partial").exists()
     stamp = (folder / "config.json").stat().st_mtime_ns
-    assert hf_folder(smollm2_path, torch.float32) == folder  # cached, not converted again
+    # cached, not converted again
+    assert hf_folder(smollm2_path, torch.float32, cache_root=folder.parents[1]) == folder
     assert (folder / "config.json").stat().st_mtime_ns == stamp
+    # transformers' conversion against our own GGUF reader (gguf's dequantizer, our model)
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
-    gguf_model, gguf_tok = hf_smollm2
-    ids = torch.tensor([gguf_tok.encode("The lighthouse keeper climbed the stairs")])
+    model, tok = smollm2
+    ids = tok.encode("The lighthouse keeper climbed the stairs")
     with torch.inference_mode():
-        torch.testing.assert_close(reloaded(ids).logits, gguf_model(ids).logits)
-    assert transformers.AutoTokenizer.from_pretrained(str(folder)).encode(
-        "lighthouse keeper") == gguf_tok.encode("lighthouse keeper")
+        theirs = reloaded(torch.tensor([ids])).logits[0]
+    ours = model.forward_nocache(torch.tensor(ids), all_logits=True)
+    assert (ours - theirs).abs().max().item() < 1e-3
+    folder_tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    for text in ("lighthouse keeper", "Why is the sky blue? 42 × 7", "  spaces\tand\nlines"):
+        assert folder_tok.encode(text) == tok.encode(text), text
+
+
+def test_one_conversion_when_several_ask_at_once(tmp_path, monkeypatch):
+    from inferlab.engines.labs.batching import vllm_peer
+    from tests.engines.model.model_files import write_tiny_gguf
+
+    gguf_path = write_tiny_gguf(tmp_path / "tiny.gguf")
+    converted = []
+    real_load = vllm_peer.load_transformers_gguf
+
+    def counting_load(path, dtype):
+        converted.append(path)
+        return real_load(path, dtype)
+
+    monkeypatch.setattr(vllm_peer, "load_transformers_gguf", counting_load)
+    cache = tmp_path / "cache"
+    leftover = cache / "hf" / f"tiny-{gguf_path.stat().st_size}-float32.partial"
+    leftover.mkdir(parents=True)  # a conversion killed half-way
+    (leftover / "model.safetensors").write_bytes(b"cut short")
+    with ThreadPoolExecutor(3) as pool:
+        folders = list(pool.map(lambda _: hf_folder(gguf_path, torch.float32, cache), range(3)))
+    assert len(set(folders)) == 1 and converted == [gguf_path]
+    assert not leftover.exists()
+    reloaded = transformers_folder_model(folders[0])
+    assert reloaded.config.vocab_size == 258
+
+
+def transformers_folder_model(folder):
+    import transformers
+
+    return transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
 
 
 @pytest.mark.slow
