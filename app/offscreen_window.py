@@ -12,10 +12,11 @@ from inferlab.app.main_window import MainWindow
 from inferlab.app.offscreen import ensure_platform, process_events_for, temporary_settings
 
 
-def make_window(size=(1280, 800)):
+def make_window(size=(1280, 800), lazy: bool = False):
+    """An offscreen window of `size`; `lazy`: each lab built when first shown or asked for."""
     ensure_platform()
     app = create_application()
-    window = MainWindow(settings=temporary_settings())
+    window = MainWindow(settings=temporary_settings(), lazy=lazy)
     window.resize(*size)
     window.show()
     return app, window
@@ -25,7 +26,8 @@ def render_lab(lab_id: str, out: str | Path, snapshot: str | Path | None = None,
                size=(1280, 800), timeout_s: float = 120.0) -> Path:
     """Open the window on `lab_id` (live, or a snapshot read-only), let it settle, save a PNG."""
     spec = lab_spec(lab_id)  # unknown lab: ValueError listing the labs
-    _app, window = make_window(size)
+    # lazy: the page shown is the only one built; a snapshot's labs are built as it opens
+    _app, window = make_window(size, lazy=True)
     try:
         if snapshot is not None:
             window.open_snapshot(snapshot)
