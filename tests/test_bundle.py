@@ -189,18 +189,12 @@ def test_the_bundle_runs_the_model_kernels_and_firmware_from_another_folder(bund
 def test_the_bundled_window_is_the_venvs_window(bundle, tmp_path):
     from inferlab.app.labs import LAB_IDS
 
-    # The first lab (a fresh user's), as the venv draws it offscreen and as the bundle does.
-    reference, bundled = tmp_path / "venv.png", tmp_path / "bundle.png"
+    # The first lab (a fresh user's) as the venv's `inferlab screenshot` draws it offscreen,
+    # and the bundle's real window on an X screen of that size: grabbed until it shows that lab.
+    reference = tmp_path / "venv.png"
     run([*VENV_INFERLAB, "screenshot", "--lab", LAB_IDS[0], "--out", reference], tmp_path,
         QT_QPA_PLATFORM="offscreen")
-    run([bundle, "screenshot", "--lab", LAB_IDS[0], "--out", bundled], tmp_path,
-        QT_QPA_PLATFORM="offscreen")
-    ref = pixels(reference)
-    assert ref.shape == (SCREEN[1], SCREEN[0], 3)
-    offscreen = compare(pixels(bundled), ref)
-    assert offscreen["sidebar_mean_abs"] < 1 and offscreen["mean_abs"] < DRAWN_MEAN_ABS, offscreen
-
-    # The real window on an X screen of the window's size: grabbed until it shows that lab.
+    assert pixels(reference).shape == (SCREEN[1], SCREEN[0], 3)
     grab = tmp_path / "window.png"
     stats = json.loads(xvfb([sys.executable, __file__, bundle, reference, grab], tmp_path,
                             QT_QPA_PLATFORM="xcb"))
