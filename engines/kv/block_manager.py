@@ -204,9 +204,10 @@ class BlockManager:
             return self.blocks_needed(n) <= self.pool.n_free
         if self.radix is not None:
             self._check_prompt(tokens, n_new_tokens)
-            n_reserve, hits, src = self._plan_radix(tokens, n_new_tokens, self.radix.peek(tokens))
+            slots = self.radix.peek(tokens)
+            n_reserve, hits, _src = self._plan_radix(tokens, n_new_tokens, slots)
             need = self.blocks_needed(n_reserve) - len(hits)
-            return need <= self.radix.n_available(hits + ([src] if src else []))
+            return need <= self.radix.n_available(self.radix.pinned_by(slots))
         hits, _, _, n_reserve = self._plan(tokens, n_new_tokens)
         return self._fits(self.blocks_needed(n_reserve), hits)
 
@@ -552,7 +553,7 @@ class BlockManager:
         slots, node = radix.match(token_ids)
         n, hits, src = self._plan_radix(token_ids, n_new_tokens, slots)
         need = self.blocks_needed(n)
-        available = radix.n_available(hits + ([src] if src else []))
+        available = radix.n_available(radix.pinned_by(slots))  # the lock below pins them
         if need - len(hits) > available:
             raise KVOutOfMemoryError(
                 f"sequence {seq_id!r} needs {need - len(hits)} free KV blocks, "

@@ -110,6 +110,13 @@ class RadixBlocks:
         return frozenset(b for b in candidates - pinned
                          if blocks[b].ref_count == blocks[b].tree_refs)
 
+    def pinned_by(self, slots: Sequence[int]) -> list[Block]:
+        """The blocks a match of `slots` pins once its node is locked: every block a matched
+        slot lies in. Beside the shared whole blocks and the copy source, a match that ends in
+        a short node can lie in a block of another path (one of its first positions)."""
+        bs, blocks = self.block_size, self.pool.blocks
+        return [blocks[b] for b in dict.fromkeys(s // bs for s in slots)]
+
     def n_available(self, keep: Sequence[Block] = ()) -> int:
         """Blocks an allocation may take: free ones plus evictable ones not in `keep`."""
         if not keep:

@@ -115,3 +115,20 @@ def test_parallel_prompts_share_while_running():
     assert mgr.block_table("b")[:4] == mgr.block_table("a")[:4]
     assert mgr.append_token("a", 5) is None  # a's last block is not the tree's: no copy
     assert mgr.block_table("b")[4] != mgr.block_table("a")[4]
+
+
+def test_a_match_that_starts_in_another_paths_block_counts_that_block_as_pinned():
+    """A hit of [5, 7, 7] whose first token lies in "a"'s block: locking the hit pins that
+    block as well as the shared one, so neither can be evicted for the new blocks; the prompt
+    is refused as out of memory (it was let through, then found no free block)."""
+    mgr = BlockManager(4, block_size=3, prefix_cache="radix")
+    run(mgr, "a", [5, 9])       # block 0 holds [5, 9]
+    run(mgr, "b", [5, 7, 7])    # [5] hit inside block 0: copied into block 1, which holds [5, 7, 7]
+    assert mgr.pool.n_free == 2 and mgr.radix.n_evictable == 2
+    prompt = [5, 7, 7] + [8] * 7  # 4 blocks: 1 shared, 3 new; free 2, evictable 0 once pinned
+    assert [b.block_id for b in mgr.radix.pinned_by(mgr.radix.peek(prompt))] == [0, 1]
+    assert not mgr.can_allocate(prompt)
+    with pytest.raises(KVOutOfMemoryError):
+        mgr.allocate("c", prompt)
+    assert mgr.pool.n_free == 2 and mgr.radix.n_evictable == 2  # nothing locked or evicted
+    assert mgr.can_allocate([5, 7, 7] + [8] * 6) and mgr.allocate("d", [5, 7, 7] + [8] * 6) == 3
