@@ -68,7 +68,7 @@ def test_tiny_in_a_continuous_batch_with_preemption_and_prefix_hits(tiny_pair):
 
 def test_smollm2_greedy_tokens_alone_and_batched(smollm2, smollm2_path):
     """The session's SmolLM2 (native, the default path) against a second load on torch's
-    ops: 3 prompts, 32 tokens each, alone and in a continuous batch (each token a step
+    ops: 3 prompts, 16 tokens each, alone and in a continuous batch (each token a step
     through every kernel of both paths; more tokens repeat the same steps)."""
     from inferlab.engines.labs.batching.concurrent_bench import bench_prompts, run_continuous
     from inferlab.engines.model.gguf_loader import load_gguf
@@ -80,11 +80,11 @@ def test_smollm2_greedy_tokens_alone_and_batched(smollm2, smollm2_path):
     assert reference.layers[0].qkv.layout != "native"
     prompts = [tok.encode_prompt(t) for t in bench_prompts(3)]
     with kernels.use("native"):
-        alone = [list(generate(native, [p], max_new_tokens=32).generations[0].token_ids)
+        alone = [list(generate(native, [p], max_new_tokens=16).generations[0].token_ids)
                  for p in prompts]
-        _, batched = run_continuous(native, prompts, 32)
+        _, batched = run_continuous(native, prompts, 16)
     with kernels.use("torch"):
-        _, expected = run_continuous(reference, prompts, 32)
+        _, expected = run_continuous(reference, prompts, 16)
     assert alone == expected
     assert batched == expected
 

@@ -59,6 +59,7 @@ def test_the_converted_folder_holds_the_gguf_model(smollm2, smollm2_path, hf_smo
         assert folder_tok.encode(text) == tok.encode(text), text
 
 
+@pytest.mark.slow  # transformers: its import and a conversion
 def test_one_conversion_when_several_ask_at_once(tmp_path, monkeypatch):
     from inferlab.engines.labs.batching import vllm_peer
     from tests.engines.model.model_files import write_tiny_gguf
