@@ -61,7 +61,8 @@ def load_preset(folder: str, id: str, kind: str, from_dict: Callable[[Any, str],
 def dataclass_from_dict(cls: type[T], d: Any, origin: str,
                         error: type[Exception] = ValueError) -> T:
     """`cls(**d)` for a dataclass, strictly: `d` must be a dict holding every field without a
-    default and no other key. An `error` that `cls` raises is re-raised prefixed by `origin`."""
+    default and no other key (a preset file is written by hand: an unknown key is a typo).
+    An `error` that `cls` raises is re-raised prefixed by `origin`."""
     if not isinstance(d, dict):
         raise error(f"{origin}: expected a JSON object, got {type(d).__name__}")
     names = {f.name for f in dataclasses.fields(cls)}

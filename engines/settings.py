@@ -325,7 +325,9 @@ _ANNOTATED = {"int": Setting("int"), "float": Setting("float"), "str": Setting("
 def read_dataclass(cls, value, where: str, fields: Mapping[str, Reader] | None = None):
     """`cls(**value)` for a dataclass whose fields are read one by one: by `fields[name]`
     where given, else by the Setting its annotation names ("int", "float", "str", "bool",
-    each with "| None"). A field with a default may be absent; other keys are ignored."""
+    each with "| None"). A field with a default may be absent; other keys are ignored (a
+    snapshot written by a newer InferLab may hold fields this one does not know; a preset,
+    written by hand, is read by `presets.dataclass_from_dict`, which refuses them as typos)."""
     read_object(value, where)
     fields = fields or {}
     out = {}
