@@ -110,7 +110,9 @@ def smollm2_path():
 @pytest.fixture(scope="session")
 def smollm2(smollm2_path):
     """(model, tokenizer) of SmolLM2-135M-Instruct, dequantized to fp32: loaded once for the
-    whole run (here, not in a package's conftest, so every package shares the one load)."""
-    from inferlab.engines.model.gguf_loader import load_gguf
+    whole run (here, not in a package's conftest, so every package shares the one load), and
+    through the app's model cache, so a lab that a test opens in the same worker finds it."""
+    from inferlab.engines.model.cache import load_lab_model
+    from inferlab.engines.model.registry import SMOLLM2_ID
 
-    return load_gguf(smollm2_path, "fp32", "cpu", id="smollm2-135m")
+    return load_lab_model(SMOLLM2_ID)
