@@ -27,7 +27,7 @@ from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
 from inferlab.engines.serve.prefix_workloads import SCENARIOS, make_scenario
 from inferlab.engines.serve.records import CLOCKS, IterationRecord, RequestInfo
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES, Scheduler
-from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object, shown
+from inferlab.engines.settings import Setting, check_settings, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
 
@@ -301,9 +301,10 @@ def read_batching_section(sec: dict):
     if not {"requests", "iterations", "iterations_every"} & state.keys():  # no run, maybe
         return settings, [], [], metrics                                    # a comparison
     w = f"{where}.state"
-    requests = read_list(section_field(state, "requests", w), _request, f"{w}.requests")
-    iterations = read_list(section_field(state, "iterations", w), _iteration,
-                           f"{w}.iterations")
+    requests = read_list(section_field(state, "requests", w), RequestInfo.from_dict,
+                         f"{w}.requests")
+    iterations = read_list(section_field(state, "iterations", w),
+                           IterationRecord.from_dict, f"{w}.iterations")
     ids: set[str] = set()
     for i, r in enumerate(requests):
         if r.request_id in ids:  # the timeline has one row per request
@@ -316,16 +317,6 @@ def read_batching_section(sec: dict):
         if unknown:
             raise ValueError(f"{w}.iterations[{i}]: unknown request {shown(unknown[0])}")
     return settings, requests, iterations, metrics
-
-
-def _request(d, where: str) -> RequestInfo:
-    with named(where):
-        return RequestInfo.from_dict(d, where)
-
-
-def _iteration(d, where: str) -> IterationRecord:
-    with named(where):
-        return IterationRecord.from_dict(d, where)
 
 
 def batching_trace_iteration(recorder, record: IterationRecord, offset_s: float = 0.0) -> None:
