@@ -50,14 +50,16 @@ class AttentionStep:
         return self.step + 1 == self.steps_total
 
 
-def as_heads(x: torch.Tensor, name: str) -> torch.Tensor:
-    """[N, d] -> [1, N, d]; [H, N, d] as it is; fp32 only (what the checks hold to 1e-5)."""
+def as_heads(x: torch.Tensor, name: str, dtypes=(torch.float32,)) -> torch.Tensor:
+    """[N, d] -> [1, N, d]; [H, N, d] as it is; of one of `dtypes` (by default fp32 only: what
+    the checks hold to 1e-5)."""
     if x.dim() == 2:
         x = x.unsqueeze(0)
     if x.dim() != 3:
         raise ValueError(f"{name}: expected [N, d] or [H, N, d], got shape {tuple(x.shape)}")
-    if x.dtype != torch.float32:
-        raise ValueError(f"{name}: expected float32, got {x.dtype}")
+    if x.dtype not in dtypes:
+        raise ValueError(f"{name}: expected {' or '.join(str(t).removeprefix('torch.') for t in dtypes)}, "
+                         f"got {x.dtype}")
     return x
 
 

@@ -17,6 +17,9 @@ forms, and real timings on this device at growing N.
     timings_cuda, cuda_flash_*     where torch sees a GPU: the same on cuda:0 with torch
                                    SDPA's flash backend (bf16) for the tiled kernel, naive
                                    "out of memory" where its allocation fails
+    cuda_triton_*                  there, where triton is installed: the Triton kernel
+                                   (engines/attention/triton_flash.py) on the same bf16
+                                   copies, its time / naive torch's
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from inferlab.engines.attention.naive import naive_attention
 from inferlab.engines.attention.native import native_flash_attention, native_supported
 from inferlab.engines.attention.step import EXECUTIONS
 from inferlab.engines.attention.tiled import flash_attention
+from inferlab.engines.attention.triton_flash import triton_available, triton_flash_attention
 from inferlab.engines.hardware.timing import median_call_s
 
 BENCH_NS = (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -61,11 +65,14 @@ def counted_vs_closed_form() -> float:
 def tiled_kernels(device: str = "cpu") -> dict:
     """name -> fn(q, k, v, causal) of every tiled implementation that runs on `device`: the
     one-shot torch loop everywhere, the native C loop on the CPU, torch SDPA's flash backend
-    (bf16: it takes no fp32) on CUDA."""
+    (bf16: it takes no fp32) on CUDA, and there the Triton kernel on the same bf16 copies
+    where triton is installed."""
     found = {"tiled_torch": lambda q, k, v, c: flash_attention(q, k, v, TORCH_TILE, TORCH_TILE,
                                                                c)[0]}
     if device.startswith("cuda"):
         found["sdpa_flash_bf16"] = sdpa_flash_bf16
+        if triton_available():
+            found["triton_flash_bf16"] = triton_flash_bf16
         return found
     if native_supported():
         found["tiled_native"] = lambda q, k, v, c: native_flash_attention(q, k, v, c)
@@ -81,6 +88,11 @@ def sdpa_flash_bf16(q, k, v, causal: bool):
     q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def triton_flash_bf16(q, k, v, causal: bool):
+    """The Triton kernel (engines.attention.triton_flash) on bf16 copies of q, k, v."""
+    return triton_flash_attention(*(x.to(torch.bfloat16) for x in (q, k, v)), causal)
 
 
 def timings(ns=BENCH_NS, d: int = BENCH_D, causal: bool = False, repeats: int = 3,
@@ -157,4 +169,7 @@ def run_attention_bench(progress=None) -> dict:
             if row["n"] in (4096, 8192) and row.get("naive_s"):
                 out[f"cuda_flash_bf16_vs_naive_time_{row['n']}"] = \
                     row["sdpa_flash_bf16_s"] / row["naive_s"]
+                if "triton_flash_bf16_s" in row:
+                    out[f"cuda_triton_bf16_vs_naive_time_{row['n']}"] = \
+                        row["triton_flash_bf16_s"] / row["naive_s"]
     return out

@@ -61,7 +61,8 @@ TIMING_FIELDS = {"n": Setting("int", 1, 1 << 20), "naive_sp_bytes": Setting("int
 TIMING_SERIES = (("naive_s", "naive torch (S, P materialised)"), ("sdpa_s", "torch SDPA"),
                  ("tiled_torch_s", "tiled, one-shot torch loop"),
                  ("tiled_native_s", "tiled, native C"),
-                 ("sdpa_flash_bf16_s", "SDPA flash backend (bf16, CUDA)"))
+                 ("sdpa_flash_bf16_s", "SDPA flash backend (bf16, CUDA)"),
+                 ("triton_flash_bf16_s", "tiled, Triton (bf16, CUDA)"))
 """The timed kernels: a timing row's seconds per call and what was timed."""
 TIMING_OPTIONAL = {**{key: None for key, _name in TIMING_SERIES}, "naive_error": None}
 
