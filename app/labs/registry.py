@@ -319,7 +319,8 @@ LABS: tuple[LabSpec, ...] = (
             "writes (counted by the engine, equal to the closed forms shown with the numbers "
             "substituted), the three on the measured roofline and an H100's as the tile "
             "grows, and naive torch, torch SDPA and the tiled kernels (a native C loop; on "
-            "CUDA torch's flash backend) timed at growing N, up to where naive runs out of "
+            "CUDA torch's flash backend, and a Triton kernel where `triton` is installed, as "
+            "CUDA builds of torch bring it) timed at growing N, up to where naive runs out of "
             "memory."),
         controller="inferlab.app.labs.attention:AttentionLab",
         read_section="inferlab.engines.labs.attention.section:read_attention_section",
