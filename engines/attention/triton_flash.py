@@ -1,6 +1,6 @@
 """The tiled loop as a Triton kernel (FlashAttention-2's forward): what `bench attention` times
 on CUDA beside torch SDPA's flash backend, where `triton` is installed (CUDA builds of torch
-bring it; InferLab does not depend on it).
+bring it; the app does not need it, the test extra installs it to check the kernel).
 
 One program per (Q tile of `br` rows, head): it keeps the tile's running max m, sum ℓ and
 unnormalised output in registers while K/V tiles of `bc` rows stream past (the order and the

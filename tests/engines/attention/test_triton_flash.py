@@ -2,9 +2,10 @@
 interpreter (TRITON_INTERPRET=1, numpy on the CPU), in a subprocess of its own because the flag
 is read when Triton defines its language: its output equals torch SDPA and the one-shot tiled
 loop (fp32 within 1e-5, fp16 inputs within 5e-3) on ragged, causal and padded-head shapes.
-bf16 runs on CUDA only: the interpreter's tl.dot gives garbage for bf16 (numpy has no bf16). Triton is not a dependency (CUDA
-builds of torch bring it): where it is not installed the kernel's tests skip, saying so; the
-checks of its arguments and of the bench's contenders run everywhere."""
+bf16 runs on CUDA only: the interpreter's tl.dot gives garbage for bf16 (numpy has no bf16).
+The test extra installs Triton on Linux x86-64 (CUDA builds of torch bring their own);
+elsewhere the kernel's tests skip, saying so. The checks of its arguments and of the bench's
+contenders run everywhere."""
 
 from __future__ import annotations
 
