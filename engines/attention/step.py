@@ -58,8 +58,8 @@ def as_heads(x: torch.Tensor, name: str, dtypes=(torch.float32,)) -> torch.Tenso
     if x.dim() != 3:
         raise ValueError(f"{name}: expected [N, d] or [H, N, d], got shape {tuple(x.shape)}")
     if x.dtype not in dtypes:
-        raise ValueError(f"{name}: expected {' or '.join(str(t).removeprefix('torch.') for t in dtypes)}, "
-                         f"got {x.dtype}")
+        names = " or ".join(str(t).removeprefix("torch.") for t in dtypes)
+        raise ValueError(f"{name}: expected {names}, got {x.dtype}")
     return x
 
 

@@ -190,3 +190,6 @@ def test_cuda_timings_and_the_flash_backend():
     torch.testing.assert_close(sdpa_flash_bf16(q, k, v, True).float(), ref, rtol=0, atol=3e-2)
     (row,) = timings(ns=(512,), repeats=1, device="cuda:0")
     assert all(row[k] > 0 for k in ("naive_s", "sdpa_s", "tiled_torch_s", "sdpa_flash_bf16_s"))
+    from inferlab.engines.attention.triton_flash import triton_available
+
+    assert (row.get("triton_flash_bf16_s", 0) > 0) == triton_available()
