@@ -56,13 +56,14 @@ def _kernel():
         end = tl.minimum(n, (tile + 1) * BR) if CAUSAL else n
         for start in range(0, end, BC):
             keys = start + tl.arange(0, BC)
-            kv_mask = (keys < n)[:, None] & d_ok[None, :]
+            key_ok = keys < n
+            kv_mask = key_ok[:, None] & d_ok[None, :]
             k = tl.load(k_ptr + base + keys[:, None] * d + cols_d[None, :], mask=kv_mask,
                         other=0.0)
             v = tl.load(v_ptr + base + keys[:, None] * d + cols_d[None, :], mask=kv_mask,
                         other=0.0)
             s = tl.dot(q, tl.trans(k)) * scale
-            visible = (keys < n)[None, :]
+            visible = key_ok[None, :]
             if CAUSAL:
                 visible = visible & (keys[None, :] <= rows[:, None])
             s = tl.where(visible, s, float("-inf"))
@@ -90,8 +91,8 @@ def triton_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     q, k, v = (as_heads(x, name, DTYPES).contiguous()
                for x, name in ((q, "q"), (k, "k"), (v, "v")))
     if not (q.shape == k.shape == v.shape) or len({x.dtype for x in (q, k, v)}) > 1:
-        raise ValueError(f"q, k, v must be one shape and dtype, got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError("q, k, v must be one shape and dtype, got "
+                         + ", ".join(f"{tuple(x.shape)} {x.dtype}" for x in (q, k, v)))
     for name, size in (("Br", br), ("Bc", bc)):
         if size < 16 or size & (size - 1):
             raise ValueError(f"{name} must be a power of two of at least 16, got {size}")
