@@ -108,7 +108,7 @@ def smollm2_path():
 
 
 @pytest.fixture(scope="session")
-def smollm2(smollm2_path):
+def smollm2(smollm2_path):  # smollm2_path: asked for so that a missing package fails by name
     """(model, tokenizer) of SmolLM2-135M-Instruct, dequantized to fp32: loaded once for the
     whole run (here, not in a package's conftest, so every package shares the one load), and
     through the app's model cache, so a lab that a test opens in the same worker finds it."""
