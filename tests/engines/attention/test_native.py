@@ -14,7 +14,7 @@ from inferlab.engines.kernels import library as native
 pytestmark = pytest.mark.skipif(not native_supported(), reason="no native library here")
 
 SHAPES = [(1, 1, 8, 4, 4), (2, 37, 16, 8, 5), (1, 100, 24, 7, 9), (3, 65, 64, 64, 256),
-          (2, 300, 40, 13, 33), (1, 130, 64, 64, 64), (1, 17, 3, 32, 2)]
+          (2, 300, 40, 13, 33), (1, 130, 64, 64, 64), (1, 17, 3, 32, 2), (2, 70, 88, 24, 40)]
 
 
 @pytest.fixture(scope="module", params=[isa for isa, needs in native.ISA_NEEDS.items()
