@@ -12,7 +12,8 @@
  *   r = silu(h · W_gateᵀ) (h · W_upᵀ) · W_downᵀ
  *
  * and x += r after the last layer. Linears are fp32 (row-major or packed in panels), bf16, INT8 (a scale per row) or INT4
- * (lane-interleaved codes, a scale and a min per group), each run by its own kernel.
+ * (lane-interleaved codes, a scale and a min per group), each run by its own kernel; a linear
+ * with an input scale (AWQ's 1/s) multiplies its input by it first, as its Python call does.
  */
 #include <stdint.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct {
   const float* scale; /* INT8: per row [n]; INT4: d [n, n_groups] */
   const float* mins;  /* INT4: [n, n_groups] */
   int64_t n, k, n_groups, group_size;
+  const float* in_scale; /* [k]: x ⊙ in_scale is what the weight multiplies; or null */
 } il_linear;
 
 typedef struct {
@@ -70,7 +72,14 @@ void il_paged_attention_i8(const float* q, const int8_t* kv, const float* kv_sca
                            int64_t n_blocks, int64_t bs, int64_t max_blocks, float scale,
                            int threads);
 
-static void linear(const il_linear* L, const float* x, float* y, int64_t M, int threads) {
+/* xs: room for M rows of the widest input, used where the linear scales its input. */
+static void linear(const il_linear* L, const float* x, float* y, int64_t M, float* xs,
+                   int threads) {
+  if (L->in_scale) {
+    for (int64_t t = 0; t < M; ++t)
+      for (int64_t i = 0; i < L->k; ++i) xs[t * L->k + i] = x[t * L->k + i] * L->in_scale[i];
+    x = xs;
+  }
   switch (L->kind) {
     case IL_W_F32: il_skinny_f32(x, (const float*)L->w, y, M, L->k, L->n, threads); break;
     case IL_W_F32_PANELS: il_panel_f32(x, (const float*)L->w, y, M, L->k, L->n, threads); break;
@@ -85,7 +94,9 @@ static void linear(const il_linear* L, const float* x, float* y, int64_t M, int 
 /* The floats of scratch one token needs (decoder.py allocates T times this). */
 int64_t il_decoder_scratch(const il_model* m) {
   const int64_t qd = m->n_heads * m->d_head, kvd = m->n_kv_heads * m->d_head;
-  return 2 * m->d_model + (qd + 2 * kvd) + 2 * qd + 3 * m->d_ff;
+  int64_t widest = m->d_model > qd ? m->d_model : qd; /* a linear's input, scaled */
+  widest = widest > m->d_ff ? widest : m->d_ff;
+  return 2 * m->d_model + (qd + 2 * kvd) + 2 * qd + 3 * m->d_ff + widest;
 }
 
 /* x [T, d_model] the residual stream (updated in place); cos, sin [T, d_head]; slots [T]
@@ -108,11 +119,12 @@ void il_decoder_layers(const il_model* m, const il_layer* layers, float* x, int6
   float* res = att + T * qd;
   float* gu = res + T * D;
   float* act = gu + T * 2 * F;
+  float* xs = act + T * F;
   const float* r = 0;
   for (int64_t l = 0; l < m->n_layers; ++l) {
     const il_layer* L = layers + l;
     il_add_rms_norm(x, r, L->attn_norm, h, T, D, m->eps);
-    linear(&L->qkv, h, qkv, T, threads);
+    linear(&L->qkv, h, qkv, T, xs, threads);
     il_rope(qkv, cos_t, sin_t, T, H + Hkv, Dh, qkvd);
     for (int64_t t = 0; t < T; ++t) memcpy(q + t * qd, qkv + t * qkvd, (size_t)qd * sizeof(float));
     if (kv_kind == IL_KV_I8) {
@@ -128,11 +140,11 @@ void il_decoder_layers(const il_model* m, const il_layer* layers, float* x, int6
       il_paged_attention_f32(q, kvl, tables, qsl, positions, att, S, H, Hkv, Dh, n_blocks, bs,
                              max_blocks, m->scale, threads);
     }
-    linear(&L->o, att, res, T, threads);
+    linear(&L->o, att, res, T, xs, threads);
     il_add_rms_norm(x, res, L->mlp_norm, h, T, D, m->eps);
-    linear(&L->gate_up, h, gu, T, threads);
+    linear(&L->gate_up, h, gu, T, xs, threads);
     il_silu_mul(gu, act, T, F);
-    linear(&L->down, act, res, T, threads);
+    linear(&L->down, act, res, T, xs, threads);
     r = res;
   }
   if (r)

@@ -40,13 +40,15 @@ class NativeOperand:
     scale: torch.Tensor | None = field(default=None, repr=False)
     mins: torch.Tensor | None = field(default=None, repr=False)
     group_size: int = 0
+    in_scale: torch.Tensor | None = field(default=None, repr=False)
+    """[in_features] fp32: the input is multiplied by it first (AWQ's 1/s), or None."""
 
 
 class _Linear(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("pad", ctypes.c_int32), ("w", ctypes.c_void_p),
                 ("scale", ctypes.c_void_p), ("mins", ctypes.c_void_p), ("n", ctypes.c_int64),
                 ("k", ctypes.c_int64), ("n_groups", ctypes.c_int64),
-                ("group_size", ctypes.c_int64)]
+                ("group_size", ctypes.c_int64), ("in_scale", ctypes.c_void_p)]
 
 
 class _Layer(ctypes.Structure):
@@ -72,6 +74,10 @@ def _linear_struct(op: NativeOperand, out: int, inp: int) -> _Linear | None:
             or op.weight.device.type != "cpu" or not op.weight.is_contiguous()):
         return None
     s = _Linear(kind=WEIGHT_KINDS[op.kind], w=op.weight.data_ptr(), n=out, k=inp)
+    if op.in_scale is not None:
+        if not _fp32_vector(op.in_scale, inp):
+            return None
+        s.in_scale = op.in_scale.data_ptr()
     if op.kind == "int8":
         if op.scale is None or not _fp32_vector(op.scale, out):
             return None
@@ -129,7 +135,7 @@ class DecoderPlan:
                     return
                 structs[name] = s
                 rows.append(op.max_rows)
-                self._keep += [op.weight, op.scale, op.mins]
+                self._keep += [op.weight, op.scale, op.mins, op.in_scale]
             # the layer's objects too: the key holds their ids, which are not reused while
             # the objects live
             self._keep += [lw.attn_norm, lw.mlp_norm, *(getattr(lw, n) for n in shapes)]

@@ -15,7 +15,8 @@ model is the same numbers (within fp32 summation order) from the stored codes:
                                             multiple of 32 (Q4's blocks, g128), its torch path
                                             otherwise
     AWQ                                     x / s, then Int4Linear of the codes of W diag(s)
-                                            (a deployed model folds 1/s into the norm before)
+                                            (a deployed model folds 1/s into the norm before;
+                                            here the one-call decoder scales x in C)
     anything else (FP8, Q8_0, pruned, bf16) the dequantized fp32 weight: no kernel here for
                                             it, so it runs at fp32 speed and says so
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.model.bench import decode_rate, generate_runner
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import Llama
@@ -82,6 +84,12 @@ class InputScaledLinear:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.base(x.float() * self.inv_scales)
+
+    def native_operand(self) -> NativeOperand | None:
+        """The base's operand with 1/s as its input scale: the one-call decoder multiplies
+        the input by it in C, the same single rounding as the product above."""
+        op = self.base.native_operand()
+        return None if op is None else replace(op, in_scale=self.inv_scales)
 
 
 def _int4_kind(layer: Int4Linear) -> str:

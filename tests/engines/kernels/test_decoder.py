@@ -1,7 +1,8 @@
 """Every layer of a step in one native call (`engines.kernels.decoder`) against the same model
 calling the kernels one at a time from Python (`one_call_per_step = False`): the same logits
 bit for bit, since the same kernels run in the same order. Decode, K+1 verification and
-mixed batches; fp32, INT8 and INT4 weights; fp32 and INT8 caches."""
+mixed batches; fp32, INT8 and INT4 weights, INT4 behind AWQ's input scales; fp32 and INT8
+caches."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.kv_quant import kv_quantized
 from inferlab.engines.quant.lowbit_linear import lowbit_model
+from inferlab.engines.quant.runtime import InputScaledLinear
 
 
 @pytest.fixture
@@ -26,7 +28,18 @@ def tiny():
 
 
 def _models(tiny):
-    return {"fp32": tiny, "int8": lowbit_model(tiny, 8), "int4": lowbit_model(tiny, 4, 32)}
+    return {"fp32": tiny, "int8": lowbit_model(tiny, 8), "int4": lowbit_model(tiny, 4, 32),
+            "int4-awq": _input_scaled(lowbit_model(tiny, 4, 32))}
+
+
+def _input_scaled(model):
+    """Every linear of `model` behind an input scale s in [0.5, 2) (AWQ at run time)."""
+    g = torch.Generator().manual_seed(3)
+    model.layers = [dataclasses.replace(lw, **{
+        name: InputScaledLinear(getattr(lw, name),
+                                0.5 + 1.5 * torch.rand(getattr(lw, name).in_features, generator=g))
+        for name in ("qkv", "o", "gate_up", "down")}) for lw in model.layers]
+    return model
 
 
 def _script(model, one_call: bool, kv: str = "fp32"):
@@ -55,7 +68,7 @@ def _script(model, one_call: bool, kv: str = "fp32"):
     return out, m
 
 
-@pytest.mark.parametrize("weights", ["fp32", "int8", "int4"])
+@pytest.mark.parametrize("weights", ["fp32", "int8", "int4", "int4-awq"])
 @pytest.mark.parametrize("kv", ["fp32", "int8"])
 def test_one_call_per_step_gives_the_per_op_logits_bit_for_bit(tiny, weights, kv):
     model = _models(tiny)[weights]
