@@ -13,7 +13,8 @@
  *
  * and x += r after the last layer. Linears are fp32 (row-major or packed in panels), bf16, INT8 (a scale per row) or INT4
  * (lane-interleaved codes, a scale and a min per group), each run by its own kernel; a linear
- * with an input scale (AWQ's 1/s) multiplies its input by it first, as its Python call does.
+ * with an input scale (AWQ's 1/s) multiplies its input by it first, and an affine INT8 one
+ * subtracts its zero-point term after, as their Python calls do.
  */
 #include <stdint.h>
 #include <string.h>
@@ -28,6 +29,7 @@ typedef struct {
   const float* mins;  /* INT4: [n, n_groups] */
   int64_t n, k, n_groups, group_size;
   const float* in_scale; /* [k]: x ⊙ in_scale is what the weight multiplies; or null */
+  const float* zero_term; /* INT8 affine: [n], y -= (Σ x) zero_term after the product; or null */
 } il_linear;
 
 typedef struct {
@@ -50,6 +52,8 @@ void il_skinny_bf16(const float* x, const uint16_t* w, float* y, int64_t M, int6
                     int64_t N, int threads);
 void il_skinny_i8(const float* x, const int8_t* q, const float* s, float* y, int64_t M,
                   int64_t K, int64_t N, int threads);
+void il_zero_point_sub(const float* x, const float* zt, float* y, int64_t M, int64_t K,
+                       int64_t N);
 void il_lowbit_int4(const float* x, const uint32_t* w, const float* d, const float* mn, float* y,
                     int64_t M, int64_t K, int64_t N, int64_t G, int64_t g, int threads);
 void il_add_rms_norm(float* x, const float* r, const float* w, float* h, int64_t T, int64_t D,
@@ -89,6 +93,7 @@ static void linear(const il_linear* L, const float* x, float* y, int64_t M, floa
       il_lowbit_int4(x, (const uint32_t*)L->w, L->scale, L->mins, y, M, L->k, L->n, L->n_groups,
                      L->group_size, threads);
   }
+  if (L->zero_term) il_zero_point_sub(x, L->zero_term, y, M, L->k, L->n);
 }
 
 /* The floats of scratch one token needs (decoder.py allocates T times this). */

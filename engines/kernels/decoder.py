@@ -42,13 +42,16 @@ class NativeOperand:
     group_size: int = 0
     in_scale: torch.Tensor | None = field(default=None, repr=False)
     """[in_features] fp32: the input is multiplied by it first (AWQ's 1/s), or None."""
+    zero_term: torch.Tensor | None = field(default=None, repr=False)
+    """[out_features] fp32, affine INT8's S ⊙ Z: (Σ x) · zero_term is subtracted after."""
 
 
 class _Linear(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("pad", ctypes.c_int32), ("w", ctypes.c_void_p),
                 ("scale", ctypes.c_void_p), ("mins", ctypes.c_void_p), ("n", ctypes.c_int64),
                 ("k", ctypes.c_int64), ("n_groups", ctypes.c_int64),
-                ("group_size", ctypes.c_int64), ("in_scale", ctypes.c_void_p)]
+                ("group_size", ctypes.c_int64), ("in_scale", ctypes.c_void_p),
+                ("zero_term", ctypes.c_void_p)]
 
 
 class _Layer(ctypes.Structure):
@@ -78,6 +81,10 @@ def _linear_struct(op: NativeOperand, out: int, inp: int) -> _Linear | None:
         if not _fp32_vector(op.in_scale, inp):
             return None
         s.in_scale = op.in_scale.data_ptr()
+    if op.zero_term is not None:
+        if not _fp32_vector(op.zero_term, out):
+            return None
+        s.zero_term = op.zero_term.data_ptr()
     if op.kind == "int8":
         if op.scale is None or not _fp32_vector(op.scale, out):
             return None
@@ -135,7 +142,7 @@ class DecoderPlan:
                     return
                 structs[name] = s
                 rows.append(op.max_rows)
-                self._keep += [op.weight, op.scale, op.mins, op.in_scale]
+                self._keep += [op.weight, op.scale, op.mins, op.in_scale, op.zero_term]
             # the layer's objects too: the key holds their ids, which are not reused while
             # the objects live
             self._keep += [lw.attn_norm, lw.mlp_norm, *(getattr(lw, n) for n in shapes)]

@@ -153,3 +153,13 @@ void il_skinny_i8(const float* x, const int8_t* q, const float* s, float* y, int
                   int64_t K, int64_t N, int threads) {
   gemm_i8(x, q, s, y, M, K, N, threads);
 }
+/* Affine INT8's zero-point term: y[t][j] -= (Σ_i x[t][i]) · zt[j] (zt = S ⊙ Z per output row),
+ * the row sum in one fixed order, so the per-op call and the one-call decoder agree bit for bit. */
+void il_zero_point_sub(const float* x, const float* zt, float* y, int64_t M, int64_t K,
+                       int64_t N) {
+  for (int64_t t = 0; t < M; ++t) {
+    float sum = 0.f;
+    for (int64_t i = 0; i < K; ++i) sum += x[t * K + i];
+    for (int64_t j = 0; j < N; ++j) y[t * N + j] -= sum * zt[j];
+  }
+}

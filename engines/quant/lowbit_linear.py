@@ -3,6 +3,7 @@
 own `nbytes` and out × in parameters).
 
     Int8Linear: y = (x · qᵀ) ⊙ s        q int8 [out, in], s fp32 [out] (symmetric per row)
+    ZeroPointInt8Linear: the same minus (s ⊙ z) Σ x, z a zero point per row (affine INT8)
     Int4Linear: y = Σ_groups d · (x_g · u_gᵀ) + m · Σ x_g    u in [0, 15], groups of g along in
 
 Both compute in fp32 from the codes on the native library's kernels (engines/kernels: INT8
@@ -168,6 +169,38 @@ class Int8Linear:
         else:
             y = int8_kernel(lib, x2 if x2 is x else x2.contiguous(), self.q, self.scale)
         return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
+
+
+class ZeroPointInt8Linear:
+    """Affine INT8 per output row: y = S ⊙ (x · qᵀ) − (S Z) ⊙ Σ_k x_k."""
+
+    __slots__ = ("base", "zero_term", "out_features", "in_features")
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor) -> None:
+        self.base = Int8Linear(q, scale)
+        self.zero_term = (scale.to(torch.float32) * zero_point.to(torch.float32)).contiguous()
+        self.out_features, self.in_features = self.base.out_features, self.base.in_features
+
+    @property
+    def nbytes(self) -> int:
+        return self.base.nbytes + self.zero_term.numel() * 4
+
+    def native_operand(self) -> NativeOperand | None:
+        """The codes' operand with the zero-point term, which the one-call decoder subtracts
+        by the same C function as the call below."""
+        op = self.base.native_operand()
+        return None if op is None else replace(op, zero_term=self.zero_term)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.base(x)
+        lib = _use_kernel(x, True)
+        if lib is None:
+            return y - x.float().sum(-1, keepdim=True) * self.zero_term
+        x2 = x if _rows_as_they_are(x, self.in_features) else \
+            _as_rows(x, self.in_features).contiguous()
+        lib.il_zero_point_sub(x2.data_ptr(), self.zero_term.data_ptr(), y.data_ptr(),
+                              x2.shape[0], self.in_features, self.out_features)
+        return y
 
 
 def _lane_parts(k: int, lanes: int) -> list[tuple[int, int, int]]:

@@ -41,31 +41,13 @@ from inferlab.engines.quant.affine import AffineQuantized
 from inferlab.engines.quant.awq import AwqQuantized
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.group import GroupQuantized
-from inferlab.engines.quant.lowbit_linear import Int4Linear, Int8Linear
+from inferlab.engines.quant.lowbit_linear import Int4Linear, Int8Linear, ZeroPointInt8Linear
 from inferlab.engines.quant.model_quant import LINEARS, QuantizedModel, linear_name
 
 INT8_KERNEL = "int8 kernel"
 INT4_KERNEL = "int4 kernel"
 INT4_TORCH = "int4 torch path"
 DEQUANTIZED = "fp32 (dequantized)"
-
-
-class ZeroPointInt8Linear:
-    """Affine INT8 per output row: y = S ⊙ (x · qᵀ) − (S Z) ⊙ Σ_k x_k."""
-
-    __slots__ = ("base", "zero_term", "out_features", "in_features")
-
-    def __init__(self, q: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor) -> None:
-        self.base = Int8Linear(q, scale)
-        self.zero_term = (scale.to(torch.float32) * zero_point.to(torch.float32)).contiguous()
-        self.out_features, self.in_features = self.base.out_features, self.base.in_features
-
-    @property
-    def nbytes(self) -> int:
-        return self.base.nbytes + self.zero_term.numel() * 4
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) - x.float().sum(-1, keepdim=True) * self.zero_term
 
 
 class InputScaledLinear:
