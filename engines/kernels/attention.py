@@ -20,19 +20,21 @@ matrix products beat one query row at a time)."""
 MAX_GROUP, MAX_D_HEAD, MAX_BLOCK_SIZE = 16, 256, 128
 """The kernel's fixed scratch limits: query heads per KV head, head width, block size."""
 MAX_QUANT_BLOCK_VALUES = 8192
-"""An INT8 cache's block (block_size · d_head values) is dequantized on the kernel's stack."""
+"""A quantized cache's block (block_size · d_head values) is dequantized on the kernel's stack."""
+CODE_KINDS = ("int8", "fp8-e4m3")
+"""The quantized caches (engines.kv.QuantizedPagedKVCache's kv_dtype) the kernel reads."""
 
 
-def _int8_codes(cache) -> bool:
-    return getattr(cache, "kv_dtype", None) == "int8" and \
+def _quantized_codes(cache) -> bool:
+    return getattr(cache, "kv_dtype", None) in CODE_KINDS and \
         cache.block_size * cache.d_head <= MAX_QUANT_BLOCK_VALUES
 
 
 def supports(cache, query_lens) -> bool:
     """Whether a step over `cache` (an engines.kv PagedKVCache) with these per-sequence query
-    counts runs natively: fp32 storage, or INT8 codes with their per-token scales (read and
-    scaled in the kernel), on the CPU with fp32 compute (FP8 codes and bf16 run torch)."""
-    stored = cache.kv.dtype == torch.float32 or _int8_codes(cache)
+    counts runs natively: fp32 storage, or INT8 or FP8 E4M3 codes with their per-token scales
+    (read and scaled in the kernel), on the CPU with fp32 compute (bf16 runs torch)."""
+    stored = cache.kv.dtype == torch.float32 or _quantized_codes(cache)
     return (cache.device.type == "cpu" and stored and cache.dtype == torch.float32
             and cache.block_size <= MAX_BLOCK_SIZE and cache.d_head <= MAX_D_HEAD
             and len(query_lens) > 0 and max(query_lens) <= MAX_NATIVE_QUERIES
@@ -73,6 +75,9 @@ class PagedPlan:
         if kv.dtype == torch.int8:
             self.lib.cdll.il_paged_attention_i8(q.data_ptr(), kv.data_ptr(),
                                                 cache.scales[layer].data_ptr(), *common)
+        elif kv.dtype == torch.float8_e4m3fn:
+            self.lib.cdll.il_paged_attention_fp8(q.data_ptr(), kv.data_ptr(),
+                                                 cache.scales[layer].data_ptr(), *common)
         elif kv.dtype == torch.float32:
             self.lib.cdll.il_paged_attention_f32(q.data_ptr(), kv.data_ptr(), *common)
         else:

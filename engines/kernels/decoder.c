@@ -11,8 +11,9 @@
  *   r = a · W_oᵀ                     h = rms(x + r) · w_mlp
  *   r = silu(h · W_gateᵀ) (h · W_upᵀ) · W_downᵀ
  *
- * and x += r after the last layer. Linears are fp32 (row-major or packed in panels), bf16, INT8 (a scale per row) or INT4
- * (lane-interleaved codes, a scale and a min per group), each run by its own kernel; a linear
+ * and x += r after the last layer. Linears are fp32 (row-major or packed in panels), bf16,
+ * INT8 (a scale per row) or INT4 (lane-interleaved codes, a scale and a min per group), each
+ * run by its own kernel; a linear
  * with an input scale (AWQ's 1/s) multiplies its input by it first, and an affine INT8 one
  * subtracts its zero-point term after, as their Python calls do.
  */
@@ -20,7 +21,7 @@
 #include <string.h>
 
 enum { IL_W_F32 = 0, IL_W_BF16 = 1, IL_W_I8 = 2, IL_W_I4 = 3, IL_W_F32_PANELS = 4 };
-enum { IL_KV_F32 = 0, IL_KV_I8 = 1 };
+enum { IL_KV_F32 = 0, IL_KV_I8 = 1, IL_KV_FP8 = 2 };
 
 typedef struct {
   int32_t kind, pad;
@@ -70,6 +71,14 @@ void il_paged_attention_f32(const float* q, const float* kv, const int32_t* tabl
                             const int32_t* qsl, const int64_t* positions, float* out, int64_t S,
                             int64_t H, int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
                             int64_t max_blocks, float scale, int threads);
+void il_write_kv_fp8(const float* k, const float* v, int64_t stride, const int64_t* slots,
+                     uint8_t* kc, uint8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv,
+                     int64_t D, int64_t n_slots);
+void il_paged_attention_fp8(const float* q, const uint8_t* kv, const float* kv_scales,
+                            const int32_t* tables, const int32_t* qsl, const int64_t* positions,
+                            float* out, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                            int64_t n_blocks, int64_t bs, int64_t max_blocks, float scale,
+                            int threads);
 void il_paged_attention_i8(const float* q, const int8_t* kv, const float* kv_scales,
                            const int32_t* tables, const int32_t* qsl, const int64_t* positions,
                            float* out, int64_t S, int64_t H, int64_t Hkv, int64_t D,
@@ -106,7 +115,7 @@ int64_t il_decoder_scratch(const il_model* m) {
 
 /* x [T, d_model] the residual stream (updated in place); cos, sin [T, d_head]; slots [T]
  * (checked by the caller); tables, qsl, positions as il_paged_attention's; kv the cache's
- * [n_layers, 2, Hkv, n_blocks, bs, d_head] (fp32, or INT8 codes with kv_scales
+ * [n_layers, 2, Hkv, n_blocks, bs, d_head] (fp32, or INT8 or E4M3 codes with kv_scales
  * [n_layers, 2, Hkv, n_blocks, bs]). */
 void il_decoder_layers(const il_model* m, const il_layer* layers, float* x, int64_t T,
                        const float* cos_t, const float* sin_t, const int64_t* slots,
@@ -132,7 +141,14 @@ void il_decoder_layers(const il_model* m, const il_layer* layers, float* x, int6
     linear(&L->qkv, h, qkv, T, xs, threads);
     il_rope(qkv, cos_t, sin_t, T, H + Hkv, Dh, qkvd);
     for (int64_t t = 0; t < T; ++t) memcpy(q + t * qd, qkv + t * qkvd, (size_t)qd * sizeof(float));
-    if (kv_kind == IL_KV_I8) {
+    if (kv_kind == IL_KV_FP8) {
+      uint8_t* codes = (uint8_t*)kv + l * 2 * store;
+      float* sc = kv_scales + l * 2 * Hkv * n_slots;
+      il_write_kv_fp8(qkv + qd, qkv + qd + kvd, qkvd, slots, codes, codes + store, sc,
+                      sc + Hkv * n_slots, T, Hkv, Dh, n_slots);
+      il_paged_attention_fp8(q, codes, sc, tables, qsl, positions, att, S, H, Hkv, Dh,
+                             n_blocks, bs, max_blocks, m->scale, threads);
+    } else if (kv_kind == IL_KV_I8) {
       int8_t* codes = (int8_t*)kv + l * 2 * store;
       float* sc = kv_scales + l * 2 * Hkv * n_slots;
       il_write_kv_i8(qkv + qd, qkv + qd + kvd, qkvd, slots, codes, codes + store, sc,

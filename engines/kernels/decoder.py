@@ -22,7 +22,7 @@ from inferlab.engines.kernels.library import NativeLibrary
 
 WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3, "f32p": 4}
 """f32p: fp32 packed in panels (`engines.kernels.panel`)."""
-KV_KINDS = {"f32": 0, "int8": 1}
+KV_KINDS = {"f32": 0, "int8": 1, "fp8-e4m3": 2}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@
  *   il_write_kv_i8    the same into an INT8 cache: per token and head s = max|x| / 127 (1 for
  *                     all zeros), codes round(x / s) (half to even) clamped to ±127, as
  *                     engines/kv/cache.py's QuantizedPagedKVCache.quantize does in torch
+ *   il_write_kv_fp8   the same into an FP8 E4M3 cache: s = max|x| / 448, codes x / s clamped to
+ *                     ±448 and rounded to E4M3 (half to even), bit for bit torch's conversion
  */
 #include <math.h>
 #include <stdint.h>
@@ -106,6 +108,42 @@ static void quantize_row(const float* x, int8_t* c, float* s, int64_t D) {
     c[d] = (int8_t)(q > 127.f ? 127.f : q < -127.f ? -127.f : q);
   }
   *s = sc;
+}
+
+/* The E4M3 code of y, |y| <= 448 (the caller clamps): round to nearest, half to even. */
+static inline uint8_t e4m3_code(float y) {
+  uint32_t b;
+  memcpy(&b, &y, sizeof b);
+  const uint8_t sign = (uint8_t)((b >> 24) & 0x80);
+  const float a = fabsf(y);
+  if (!(a >= 0x1p-6f)) /* the subnormal codes: multiples of 2^-9 (8 · 2^-9 is the least normal) */
+    return sign | (uint8_t)nearbyintf(a * 0x1p9f);
+  memcpy(&b, &a, sizeof b);
+  b += 0x7FFFF + ((b >> 20) & 1); /* the mantissa to 3 bits, half to even; a carry moves e */
+  return sign | (uint8_t)((((b >> 23) - 120) << 3) | ((b >> 20) & 7));
+}
+
+static void quantize_row_fp8(const float* x, uint8_t* c, float* s, int64_t D) {
+  float amax = 0.f;
+  for (int64_t d = 0; d < D; ++d) amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
+  const float sc = amax > 0.f ? amax / 448.0f : 1.0f;
+  for (int64_t d = 0; d < D; ++d) {
+    const float y = x[d] / sc;
+    c[d] = e4m3_code(y > 448.f ? 448.f : y < -448.f ? -448.f : y);
+  }
+  *s = sc;
+}
+
+/* k, v as il_write_kv's; kc, vc: E4M3 codes [Hkv, n_slots, D]; ks, vs: fp32 [Hkv, n_slots]. */
+void il_write_kv_fp8(const float* k, const float* v, int64_t stride, const int64_t* slots,
+                     uint8_t* kc, uint8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv,
+                     int64_t D, int64_t n_slots) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < Hkv; ++h) {
+      const int64_t at = h * n_slots + slots[t];
+      quantize_row_fp8(k + t * stride + h * D, kc + at * D, ks + at, D);
+      quantize_row_fp8(v + t * stride + h * D, vc + at * D, vs + at, D);
+    }
 }
 
 /* k, v as il_write_kv's; kc, vc: int8 [Hkv, n_slots, D]; ks, vs: fp32 [Hkv, n_slots]. */

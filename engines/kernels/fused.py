@@ -99,18 +99,30 @@ class Glue:
         """As `write_kv` into an INT8 cache: `codes` int8 [Hkv, n_slots, D] each (K, V),
         `scales` fp32 [Hkv, n_slots] each; quantized per token and head as the cache's own
         `quantize` does (max|x| / 127, round half to even)."""
+        self._write_codes(self.lib.il_write_kv_i8, torch.int8, k, v, slots, codes, scales)
+
+    def write_kv_fp8(self, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor,
+                     codes: tuple[torch.Tensor, torch.Tensor],
+                     scales: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """As `write_kv_i8` into an FP8 E4M3 cache (max|x| / 448, x / s rounded to E4M3 half
+        to even: the codes torch's own conversion gives, bit for bit)."""
+        self._write_codes(self.lib.il_write_kv_fp8, torch.float8_e4m3fn, k, v, slots, codes,
+                          scales)
+
+    @staticmethod
+    def _write_codes(fn, code_dtype: torch.dtype, k, v, slots, codes, scales) -> None:
         _fp32_rows(k, v, *scales)
         t, hkv, d = k.shape
         n_slots = codes[0].shape[1]
         if (v.shape != k.shape or k.stride() != v.stride() or k.stride(1) != d
-                or any(c.dtype != torch.int8 or c.shape != (hkv, n_slots, d)
+                or any(c.dtype != code_dtype or c.shape != (hkv, n_slots, d)
                        or not c.is_contiguous() for c in codes)
                 or any(s.shape != (hkv, n_slots) or not s.is_contiguous() for s in scales)
                 or slots.dtype != torch.int64 or slots.shape != (t,)):
-            raise ValueError("write_kv_i8: shapes, strides or dtypes do not fit the store")
-        self.lib.il_write_kv_i8(k.data_ptr(), v.data_ptr(), k.stride(0), slots.data_ptr(),
-                                codes[0].data_ptr(), codes[1].data_ptr(), scales[0].data_ptr(),
-                                scales[1].data_ptr(), t, hkv, d, n_slots)
+            raise ValueError(f"write_kv ({code_dtype}): shapes, strides or dtypes do not fit "
+                             "the store")
+        fn(k.data_ptr(), v.data_ptr(), k.stride(0), slots.data_ptr(), codes[0].data_ptr(),
+           codes[1].data_ptr(), scales[0].data_ptr(), scales[1].data_ptr(), t, hkv, d, n_slots)
 
 
 def glue(lib: NativeLibrary | None = None) -> Glue | None:

@@ -141,13 +141,17 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.il_paged_attention_i8.argtypes = [p, p, p, p, p, p, p, i64, i64, i64, i64, i64, i64,
                                           i64, f32, i32]
     lib.il_paged_attention_i8.restype = None
+    lib.il_paged_attention_fp8.argtypes = lib.il_paged_attention_i8.argtypes
+    lib.il_paged_attention_fp8.restype = None
     f32p = ctypes.c_float
     lib.il_add_rms_norm.argtypes = [p, p, p, p, i64, i64, f32p]
     lib.il_rope.argtypes = [p, p, p, i64, i64, i64, i64]
     lib.il_silu_mul.argtypes = [p, p, i64, i64]
     lib.il_write_kv.argtypes = [p, p, i64, p, p, p, i64, i64, i64, i64]
     lib.il_write_kv_i8.argtypes = [p, p, i64, p, p, p, p, p, i64, i64, i64, i64]
-    for name in ("il_add_rms_norm", "il_rope", "il_silu_mul", "il_write_kv", "il_write_kv_i8"):
+    lib.il_write_kv_fp8.argtypes = lib.il_write_kv_i8.argtypes
+    for name in ("il_add_rms_norm", "il_rope", "il_silu_mul", "il_write_kv", "il_write_kv_i8",
+                 "il_write_kv_fp8"):
         getattr(lib, name).restype = None
     lib.il_panel_width.restype = i32
     lib.il_panel_pack_f32.argtypes = [p, p, i64, i64]

@@ -11,7 +11,9 @@
  *
  * with the online softmax of FlashAttention, taken a block at a time: the block's scores,
  * their max, one rescale of the running sum and output, then the block's values. Work is
- * split over (sequence, KV head, query) triples in one parallel region.
+ * split over (sequence, KV head, query) triples in one parallel region. A quantized cache's
+ * block (INT8 or FP8 E4M3 codes, one fp32 scale per token and head) is decoded into fp32 on
+ * the stack first, once for all g heads.
  */
 #include <math.h>
 #include <stdint.h>
@@ -22,7 +24,7 @@
 #define IL_MAX_GROUP 16  /* query heads per KV head */
 #define IL_MAX_DHEAD 256
 #define IL_MAX_BLOCK 128 /* tokens per block */
-#define IL_MAX_QUANT_BLOCK 8192 /* block_size · d_head of an INT8 cache (dequantized on the stack) */
+#define IL_MAX_QUANT_BLOCK 8192 /* block_size · d_head of a quantized cache (decoded on stack) */
 
 typedef vf pvf;
 typedef vfu pvfu;
@@ -119,6 +121,17 @@ static inline void dequant_rows(float* dst, const int8_t* c, const float* sc, in
   }
 }
 
+/* rows [n, D] of FP8 E4M3 codes times one scale per row, into fp32 */
+static inline void dequant_rows_fp8(float* dst, const uint8_t* c, const float* sc, int64_t n,
+                                    int64_t D) {
+  for (int64_t t = 0; t < n; ++t) {
+    int64_t d = 0;
+    for (; d + IL_VLEN <= D; d += IL_VLEN)
+      *(pvfu*)(dst + t * D + d) = il_load_e4m3(c + t * D + d) * sc[t];
+    for (; d < D; ++d) dst[t * D + d] = il_load_e4m3_one(c[t * D + d]) * sc[t];
+  }
+}
+
 /* The next block of the table is anywhere in the pool, so the hardware's stream prefetcher
  * cannot guess it: ask for its K and V rows while this block computes. */
 static inline void prefetch_block(const void* k_head, const void* v_head, int64_t blk,
@@ -131,12 +144,13 @@ static inline void prefetch_block(const void* k_head, const void* v_head, int64_
   }
 }
 
-/* One query row's g heads against one KV head's keys 0..limit-1. K/V are fp32, or INT8 codes
- * (k_scales given: one scale per token) dequantized a block at a time, once for all g heads. */
+/* One query row's g heads against one KV head's keys 0..limit-1. K/V are fp32, or INT8 or
+ * (fp8) E4M3 codes (k_scales given: one scale per token) dequantized a block at a time, once
+ * for all g heads. */
 static void attend_row(const float* q, const void* k_head, const void* v_head,
-                       const float* k_scales, const float* v_scales, const int32_t* table,
-                       int64_t limit, int64_t g, int64_t D, int64_t bs, float scale,
-                       size_t elem, float* out) {
+                       const float* k_scales, const float* v_scales, int fp8,
+                       const int32_t* table, int64_t limit, int64_t g, int64_t D, int64_t bs,
+                       float scale, size_t elem, float* out) {
   float m[IL_MAX_GROUP], l[IL_MAX_GROUP], s[IL_MAX_GROUP][IL_MAX_BLOCK];
   float kbuf[IL_MAX_QUANT_BLOCK], vbuf[IL_MAX_QUANT_BLOCK];
   for (int64_t i = 0; i < g; ++i) {
@@ -150,7 +164,11 @@ static void attend_row(const float* q, const void* k_head, const void* v_head,
     const float* kb = (const float*)k_head + blk * bs * D;
     const float* vb = (const float*)v_head + blk * bs * D;
     if (t0 + bs < limit) prefetch_block(k_head, v_head, table[t0 / bs + 1], bs * D, elem);
-    if (k_scales) {
+    if (k_scales && fp8) {
+      dequant_rows_fp8(kbuf, (const uint8_t*)k_head + blk * bs * D, k_scales + blk * bs, n, D);
+      dequant_rows_fp8(vbuf, (const uint8_t*)v_head + blk * bs * D, v_scales + blk * bs, n, D);
+      kb = kbuf, vb = vbuf;
+    } else if (k_scales) {
       dequant_rows(kbuf, (const int8_t*)k_head + blk * bs * D, k_scales + blk * bs, n, D);
       dequant_rows(vbuf, (const int8_t*)v_head + blk * bs * D, v_scales + blk * bs, n, D);
       kb = kbuf, vb = vbuf;
@@ -184,10 +202,10 @@ static void attend_row(const float* q, const void* k_head, const void* v_head,
   for (int64_t i = 0; i < g; ++i) scal(out + i * D, 1.f / l[i], D);
 }
 
-/* q, out [T, H, D]; kv the layer's [2, Hkv, n_blocks, bs, D] (fp32, or INT8 codes with
- * kv_scales [2, Hkv, n_blocks, bs]); tables int32 [S, max_blocks]; qsl int32 [S + 1] (sequence
- * s's query rows are qsl[s] .. qsl[s+1]-1); positions int64 [T]. */
-static void paged_attention(const float* q, const void* kv, const float* kv_scales,
+/* q, out [T, H, D]; kv the layer's [2, Hkv, n_blocks, bs, D] (fp32, or INT8 or E4M3 codes
+ * (fp8) with kv_scales [2, Hkv, n_blocks, bs]); tables int32 [S, max_blocks]; qsl int32
+ * [S + 1] (sequence s's query rows are qsl[s] .. qsl[s+1]-1); positions int64 [T]. */
+static void paged_attention(const float* q, const void* kv, const float* kv_scales, int fp8,
                             size_t elem, const int32_t* tables, const int32_t* qsl,
                             const int64_t* positions, float* out, int64_t S, int64_t H,
                             int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
@@ -203,8 +221,9 @@ static void paged_attention(const float* q, const void* kv, const float* kv_scal
       const char* v_head = (const char*)kv + (Hkv + h) * head_stride * elem;
       const float* ks = kv_scales ? kv_scales + h * scale_stride : 0;
       const float* vs = kv_scales ? kv_scales + (Hkv + h) * scale_stride : 0;
-      attend_row(q + (row * H + h * g) * D, k_head, v_head, ks, vs, tables + s * max_blocks,
-                 positions[row] + 1, g, D, bs, scale, elem, out + (row * H + h * g) * D);
+      attend_row(q + (row * H + h * g) * D, k_head, v_head, ks, vs, fp8,
+                 tables + s * max_blocks, positions[row] + 1, g, D, bs, scale, elem,
+                 out + (row * H + h * g) * D);
     }
   }
 }
@@ -213,8 +232,8 @@ void il_paged_attention_f32(const float* q, const float* kv, const int32_t* tabl
                             const int32_t* qsl, const int64_t* positions, float* out, int64_t S,
                             int64_t H, int64_t Hkv, int64_t D, int64_t n_blocks, int64_t bs,
                             int64_t max_blocks, float scale, int threads) {
-  paged_attention(q, kv, 0, sizeof(float), tables, qsl, positions, out, S, H, Hkv, D, n_blocks,
-                  bs, max_blocks, scale, threads);
+  paged_attention(q, kv, 0, 0, sizeof(float), tables, qsl, positions, out, S, H, Hkv, D,
+                  n_blocks, bs, max_blocks, scale, threads);
 }
 
 void il_paged_attention_i8(const float* q, const int8_t* kv, const float* kv_scales,
@@ -222,6 +241,15 @@ void il_paged_attention_i8(const float* q, const int8_t* kv, const float* kv_sca
                            float* out, int64_t S, int64_t H, int64_t Hkv, int64_t D,
                            int64_t n_blocks, int64_t bs, int64_t max_blocks, float scale,
                            int threads) {
-  paged_attention(q, kv, kv_scales, 1, tables, qsl, positions, out, S, H, Hkv, D, n_blocks, bs,
-                  max_blocks, scale, threads);
+  paged_attention(q, kv, kv_scales, 0, 1, tables, qsl, positions, out, S, H, Hkv, D, n_blocks,
+                  bs, max_blocks, scale, threads);
+}
+
+void il_paged_attention_fp8(const float* q, const uint8_t* kv, const float* kv_scales,
+                            const int32_t* tables, const int32_t* qsl, const int64_t* positions,
+                            float* out, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                            int64_t n_blocks, int64_t bs, int64_t max_blocks, float scale,
+                            int threads) {
+  paged_attention(q, kv, kv_scales, 1, 1, tables, qsl, positions, out, S, H, Hkv, D, n_blocks,
+                  bs, max_blocks, scale, threads);
 }

@@ -5,6 +5,7 @@
 #ifndef IL_VECTOR_SUMS_H
 #define IL_VECTOR_SUMS_H
 
+#include <math.h>
 #include <stdint.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -67,6 +68,34 @@ static inline vf il_load_i8(const int8_t* p) {
 #else
   return __builtin_convertvector(__builtin_convertvector(*(const il_vb_*)p, il_vi_), vf);
 #endif
+}
+
+/* IL_VLEN FP8 E4M3 codes (1 sign, 4 exponent bits biased by 7, 3 mantissa bits; no inf) as
+ * floats, exactly: the code's 7 magnitude bits shifted into a float's exponent and mantissa
+ * with the bias moved from 7 to 127; a subnormal code (exponent 0, m · 2^-9) comes out as
+ * 2^-7 (1 + m/8) that way and is mapped by 2x - 2^-6, so no float subnormal is ever made (a
+ * thread with denormals-are-zero set reads the same). */
+typedef uint8_t il_vub_ __attribute__((vector_size(IL_VLEN), aligned(1)));
+static inline vf il_load_e4m3(const uint8_t* p) {
+#if IL_VLEN == 16 && defined(__AVX512F__)
+  const il_vi_ c = (il_vi_)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
+#elif IL_VLEN == 8 && defined(__AVX2__)
+  const il_vi_ c = (il_vi_)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
+#else
+  const il_vi_ c = __builtin_convertvector(*(const il_vub_*)p, il_vi_);
+#endif
+  const vf normal = (vf)(((c & 0x7F) << 20) + (120 << 23));
+  const il_vi_ sub = (c & 0x78) == 0; /* lanes of -1 where the exponent is 0 */
+  const vf subnormal = normal * 2.0f - 0x1p-6f;
+  const il_vi_ mag = ((il_vi_)normal & ~sub) | ((il_vi_)subnormal & sub);
+  return (vf)(mag | ((c & 0x80) << 24));
+}
+
+/* One E4M3 code as a float (the tail of a row il_load_e4m3 does not cover). */
+static inline float il_load_e4m3_one(uint8_t c) {
+  const int e = (c >> 3) & 15, m = c & 7;
+  const float mag = e ? ldexpf(1.0f + m / 8.0f, e - 7) : m * 0x1p-9f;
+  return c & 0x80 ? -mag : mag;
 }
 
 /* e^x lane by lane: 2^(x log2 e) split into the nearest integer power, set in the exponent

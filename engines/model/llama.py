@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from inferlab.engines import kernels
 from inferlab.engines.kernels import fused
+from inferlab.engines.kernels.attention import CODE_KINDS
 from inferlab.engines.kernels.decoder import DecoderPlan
 from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
 from inferlab.engines.kv.cache import PagedKVCache, QuantizedPagedKVCache
@@ -288,15 +289,15 @@ class Llama:
                         ) -> torch.Tensor | None:
         """The residual stream after every layer, run in one native call, or None where that
         does not apply (the per-op path runs): it needs the fused ops, attention read in place
-        (`paged.native`), an fp32 or INT8 cache on the CPU and every linear on a native kernel
-        for this many rows."""
+        (`paged.native`), an fp32, INT8 or FP8 E4M3 cache on the CPU and every linear on a native
+        kernel for this many rows."""
         glue, n = self.glue, token_ids.shape[0]
         if glue is None or not self.one_call_per_step or paged.native is None:
             return None
         if type(cache) is PagedKVCache and cache.kv.dtype == torch.float32:
             kv_kind, kv_scales = "f32", None
-        elif isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype == "int8":
-            kv_kind, kv_scales = "int8", cache.scales
+        elif isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype in CODE_KINDS:
+            kv_kind, kv_scales = cache.kv_dtype, cache.scales
         else:
             return None
         plan = self._decoder
@@ -312,17 +313,18 @@ class Llama:
                         cache.kv, kv_scales)
 
     def _native_write(self, cache: PagedKVCache, slots: torch.Tensor):
-        """`write(layer, k, v)` on the fused ops for an fp32 or INT8 cache on the CPU (the
-        slots checked once for the whole step), or None: the cache's own `write`."""
+        """`write(layer, k, v)` on the fused ops for an fp32, INT8 or E4M3 cache on the CPU
+        (the slots checked once for the whole step), or None: the cache's own `write`."""
         glue = self.glue
         if glue is None or cache.device.type != "cpu":
             return None
         if type(cache) is PagedKVCache and cache.kv.dtype == torch.float32:
             slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
             return lambda layer, k, v: glue.write_kv(k, v, slots64, *cache.slot_stores(layer))
-        if isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype == "int8":
+        if isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype in CODE_KINDS:
             slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
-            return lambda layer, k, v: glue.write_kv_i8(k, v, slots64, *cache.code_stores(layer))
+            write = glue.write_kv_i8 if cache.kv_dtype == "int8" else glue.write_kv_fp8
+            return lambda layer, k, v: write(k, v, slots64, *cache.code_stores(layer))
         return None
 
     @torch.inference_mode()

@@ -2,7 +2,7 @@
 calling the kernels one at a time from Python (`one_call_per_step = False`): the same logits
 bit for bit, since the same kernels run in the same order. Decode, K+1 verification and
 mixed batches; fp32, INT8 (symmetric and affine) and INT4 weights, INT4 behind AWQ's input
-scales; fp32 and INT8 caches."""
+scales; fp32, INT8 and FP8 E4M3 caches."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from inferlab.engines.kernels import fused
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tiny import tiny_model
-from inferlab.engines.quant.kv_quant import kv_quantized
 from inferlab.engines.quant.affine import quantize_uniform
+from inferlab.engines.quant.kv_quant import kv_quantized
 from inferlab.engines.quant.lowbit_linear import ZeroPointInt8Linear, lowbit_model
 from inferlab.engines.quant.runtime import InputScaledLinear
 
@@ -60,9 +60,9 @@ def _input_scaled(model):
 def _script(model, one_call: bool, kv: str = "fp32"):
     """Prefill three prompts, decode them together, then verify 4 drafts on one while the
     others decode (a mixed step): every step's logits, and the model that ran (a copy reading
-    an INT8 cache, for kv "int8")."""
+    an INT8 or E4M3 cache, for kv "int8" or "fp8-e4m3")."""
     model.one_call_per_step = one_call
-    m = kv_quantized(model, "int8") if kv == "int8" else model
+    m = kv_quantized(model, kv) if kv != "fp32" else model
     runner = ModelRunner(m, n_blocks=64, block_size=8)
     prompts = {"a": [5, 9, 2, 7, 1, 3], "b": list(range(20, 37)), "c": [40]}
     out = []
@@ -84,7 +84,7 @@ def _script(model, one_call: bool, kv: str = "fp32"):
 
 
 @pytest.mark.parametrize("weights", ["fp32", "int8", "int8-affine", "int4", "int4-awq"])
-@pytest.mark.parametrize("kv", ["fp32", "int8"])
+@pytest.mark.parametrize("kv", ["fp32", "int8", "fp8-e4m3"])
 def test_one_call_per_step_gives_the_per_op_logits_bit_for_bit(tiny, weights, kv):
     model = _models(tiny)[weights]
     per_op, ran = _script(model, False, kv)

@@ -117,3 +117,48 @@ def test_write_kv_i8_is_the_int8_caches_own_quantizer(glue):
     a.write(1, slots, k, v)
     glue.write_kv_i8(k, v, glue.checked_slots(slots, 24), *b.code_stores(1))
     assert torch.equal(a.kv, b.kv) and torch.equal(a.scales, b.scales)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**16), log_range=st.integers(-12, 4))
+def test_write_kv_fp8_is_the_e4m3_caches_own_quantizer(glue, seed, log_range):
+    """E4M3 codes bit for bit torch's conversion, over magnitudes that reach the subnormal
+    codes (a head's values spread over 2^log_range .. 2^(log_range + 12) of its max)."""
+    from inferlab.engines.kv.cache import QuantizedPagedKVCache
+
+    gen = torch.Generator().manual_seed(seed)
+    a, b = (QuantizedPagedKVCache(1, 4, 4, 2, 24, kv_dtype="fp8-e4m3") for _ in range(2))
+    k, v = (torch.randn(8, 2, 24, generator=gen)
+            * 2.0 ** (log_range + 12 * torch.rand(8, 2, 24, generator=gen)) for _ in range(2))
+    k[0, 0] = 0.0  # a head of zeros: scale 1, codes 0
+    k[1, 0, :4] = torch.tensor([-0.0, 1.0, -1.0, 2.0 ** -20])
+    slots = torch.randperm(16, generator=gen)[:8]
+    a.write(0, slots, k, v)
+    glue.write_kv_fp8(k, v, glue.checked_slots(slots, 16), *b.code_stores(0))
+    assert torch.equal(a.kv.view(torch.uint8), b.kv.view(torch.uint8))
+    assert torch.equal(a.scales, b.scales)
+
+
+def test_every_e4m3_tie_rounds_to_even_as_torch_does(glue):
+    """Each value halfway between two neighbouring E4M3 codes (and just either side of it),
+    written as one head whose max is 448 (scale 1): the same code as torch's conversion."""
+    from inferlab.engines.kv.cache import QuantizedPagedKVCache
+
+    grid = torch.arange(0, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+    mid = (grid[:-1] + grid[1:]) / 2
+    values = torch.cat([grid, mid, mid.nextafter(torch.tensor(0.0)),
+                        mid.nextafter(torch.tensor(1e9))])
+    values = torch.cat([values, -values])
+    d = 8
+    rows = -(-values.numel() // (d - 1))
+    x = torch.zeros(rows * (d - 1))
+    x[: values.numel()] = values
+    x = torch.cat([x.view(rows, d - 1), torch.full((rows, 1), 448.0)], dim=1)  # max 448
+    k = x.view(rows, 1, d)
+    a, b = (QuantizedPagedKVCache(1, rows, 1, 1, d, kv_dtype="fp8-e4m3") for _ in range(2))
+    slots = torch.arange(rows)
+    a.write(0, slots, k, k)
+    glue.write_kv_fp8(k, k, glue.checked_slots(slots, rows), *b.code_stores(0))
+    assert torch.equal(a.scales, torch.ones_like(a.scales))
+    assert torch.equal(a.kv.view(torch.uint8), b.kv.view(torch.uint8))
+

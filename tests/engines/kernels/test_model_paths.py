@@ -37,17 +37,18 @@ def test_tiny_greedy_tokens_alone(tiny_pair):
     assert [g.token_ids for g in fast.generations] == [g.token_ids for g in slow.generations]
 
 
-def test_tiny_greedy_tokens_on_an_int8_kv_cache(tiny_pair):
-    """The INT8 cache: quantized on write and read in the attention kernel (native) against
-    quantize-in-torch, gather and dequantize, SDPA (torch)."""
+@pytest.mark.parametrize("kv_dtype", ["int8", "fp8-e4m3"])
+def test_tiny_greedy_tokens_on_an_int8_kv_cache(tiny_pair, kv_dtype):
+    """The INT8 (or E4M3) cache: quantized on write and read in the attention kernel (native)
+    against quantize-in-torch, gather and dequantize, SDPA (torch)."""
     from inferlab.engines.quant.kv_quant import kv_quantized
 
     native, reference = tiny_pair
     prompts = [[(3 * i + 5 * j) % 256 for j in range(5 + 9 * i)] for i in range(3)]
     with kernels.use("native"):
-        fast = generate(kv_quantized(native, "int8"), prompts, max_new_tokens=40)
+        fast = generate(kv_quantized(native, kv_dtype), prompts, max_new_tokens=40)
     with kernels.use("torch"):
-        slow = generate(kv_quantized(reference, "int8"), prompts, max_new_tokens=40)
+        slow = generate(kv_quantized(reference, kv_dtype), prompts, max_new_tokens=40)
     assert [g.token_ids for g in fast.generations] == [g.token_ids for g in slow.generations]
 
 

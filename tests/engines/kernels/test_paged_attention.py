@@ -87,8 +87,9 @@ def test_what_the_kernel_does_not_take_goes_to_torch():
         assert PagedAttention(meta, cache).native is None
     assert not supports(cache, [])
     assert supports(QuantizedPagedKVCache(1, 4, 16, 1, 16), [1])  # INT8 codes: native
-    assert not supports(QuantizedPagedKVCache(1, 4, 16, 1, 16, kv_dtype="fp8-e4m3"), [1])
+    assert supports(QuantizedPagedKVCache(1, 4, 16, 1, 16, kv_dtype="fp8-e4m3"), [1])  # E4M3
     assert not supports(QuantizedPagedKVCache(1, 4, 128, 1, 128), [1])  # past the stack block
+    assert not supports(QuantizedPagedKVCache(1, 4, 128, 1, 128, kv_dtype="fp8-e4m3"), [1])
     bf16 = PagedKVCache(1, 4, 16, 1, 16, dtype=torch.bfloat16)
     assert not supports(bf16, [1])
 
@@ -110,10 +111,12 @@ def test_a_plan_checks_what_it_is_given():
         raise AssertionError("a wrong query_start_loc was accepted")
 
 
-def _int8_step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size):
-    """As `_step`, the K/V written through an INT8 cache's own quantizer."""
+def _int8_step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size,
+               kv_dtype="int8"):
+    """As `_step`, the K/V written through an INT8 (or FP8 E4M3) cache's own quantizer."""
     fp32, meta, q = _step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size)
-    cache = QuantizedPagedKVCache(fp32.n_layers, fp32.n_blocks, block_size, n_kv_heads, d_head)
+    cache = QuantizedPagedKVCache(fp32.n_layers, fp32.n_blocks, block_size, n_kv_heads, d_head,
+                                  kv_dtype=kv_dtype)
     slots = torch.arange(fp32.n_blocks * block_size)
     for layer in range(fp32.n_layers):
         k, v = (x.view(n_kv_heads, -1, d_head).transpose(0, 1)
@@ -126,14 +129,16 @@ def _int8_step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size)
 @given(seed=st.integers(0, 2**16),
        contexts=st.lists(st.integers(1, 70), min_size=1, max_size=4),
        n_q=st.integers(1, 4), n_kv_heads=st.integers(1, 3), group=st.sampled_from([1, 3, 8]),
-       d_head=st.sampled_from([4, 20, 64]), block_size=st.sampled_from([1, 4, 16]))
+       d_head=st.sampled_from([4, 20, 64]), block_size=st.sampled_from([1, 4, 16]),
+       kv_dtype=st.sampled_from(["int8", "fp8-e4m3"]))
 def test_int8_codes_read_in_the_kernel_equal_the_torch_path(seed, contexts, n_q, n_kv_heads,
-                                                            group, d_head, block_size):
+                                                            group, d_head, block_size, kv_dtype):
     """The torch path gathers and dequantizes (s · c) then runs SDPA; the kernel scales the
-    codes block by block: the same numbers within fp32 rounding."""
+    codes block by block (INT8 widened, E4M3 decoded in registers): the same numbers within
+    fp32 rounding."""
     n_queries = [min(n_q, c) for c in contexts]
     cache, meta, q = _int8_step(seed, contexts, n_queries, n_kv_heads, group, d_head,
-                                block_size)
+                                block_size, kv_dtype)
     assert supports(cache, meta.query_lens)
     with kernels.use("native"):
         fast = PagedAttention(meta, cache)
@@ -143,3 +148,25 @@ def test_int8_codes_read_in_the_kernel_equal_the_torch_path(seed, contexts, n_q,
     for layer in range(cache.n_layers):
         got, ref = fast(q, layer, 0.3), slow(q, layer, 0.3)
         assert float((got - ref).abs().max()) < 1e-5 * max(1.0, float(ref.abs().max()))
+
+
+def test_every_e4m3_code_is_read_exactly():
+    """One key, so the output is its value row: every finite E4M3 code (a row of 254, so the
+    vector loop and its scalar tail both decode some) read at scale 1 equals torch's own
+    decoding of that code, the subnormal codes included (-0 comes out as the sum 0 + 1 · -0)."""
+    codes = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)
+    d = codes.numel()
+    cache = QuantizedPagedKVCache(1, 2, 1, 1, d, kv_dtype="fp8-e4m3")
+    (k_codes, v_codes), _ = cache.code_stores(0)
+    v_codes.view(torch.uint8)[0, 0] = codes
+    k_codes.view(torch.uint8)[0, 0] = 0x38  # 1.0
+    blocks = BlockManager(2, 1, enable_prefix_caching=False)
+    blocks.allocate(0, [5])
+    meta = build_attention_metadata(blocks, [0], [1])
+    assert supports(cache, meta.query_lens)
+    with kernels.use("native"):
+        attention = PagedAttention(meta, cache)
+    assert attention.native is not None
+    got = attention(torch.randn(1, 1, d), 0, 0.5)[0, 0]
+    want = codes.view(torch.float8_e4m3fn).float()
+    assert torch.equal(got, want)
