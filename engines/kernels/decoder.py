@@ -20,7 +20,7 @@ import torch
 from inferlab.engines.kernels.attention import MAX_GROUP
 from inferlab.engines.kernels.library import NativeLibrary
 
-WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3, "f32p": 4}
+WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3, "f32p": 4, "fp8": 5}
 """f32p: fp32 packed in panels (`engines.kernels.panel`)."""
 KV_KINDS = {"f32": 0, "int8": 1, "fp8-e4m3": 2}
 
@@ -28,7 +28,7 @@ KV_KINDS = {"f32": 0, "int8": 1, "fp8-e4m3": 2}
 @dataclass(frozen=True)
 class NativeOperand:
     """A linear as the native decoder reads it: `kind` (a WEIGHT_KINDS key), the weight (codes)
-    tensor, INT8's per-row scales or INT4's per-group scales and mins, and the most input rows
+    tensor, INT8's or FP8's per-row scales or INT4's per-group scales and mins, and the most input rows
     the linear's own call gives this kernel (`max_rows`; past it the linear runs another path,
     so the decoder does too)."""
 
@@ -85,8 +85,9 @@ def _linear_struct(op: NativeOperand, out: int, inp: int) -> _Linear | None:
         if not _fp32_vector(op.zero_term, out):
             return None
         s.zero_term = op.zero_term.data_ptr()
-    if op.kind == "int8":
-        if op.scale is None or not _fp32_vector(op.scale, out):
+    if op.kind in ("int8", "fp8"):
+        if (op.scale is None or not _fp32_vector(op.scale, out) or op.weight.shape != (out, inp)
+                or op.weight.dtype != (torch.int8 if op.kind == "int8" else torch.uint8)):
             return None
         s.scale = op.scale.data_ptr()
     elif op.kind == "int4":

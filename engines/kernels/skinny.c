@@ -1,9 +1,9 @@
 /* Skinny matrix products y = x · Wᵀ for a few input rows (decode, K+1 verification, small
  * batches), the weight W [N, K] row-major as the model stores it (fp32 or bf16 bits, or int8
- * codes with one scale per output row, widened to fp32 in registers):
+ * or FP8 E4M3 codes with one scale per output row, widened to fp32 in registers):
  *
  *   y[m, n] = sum_k x[m, k] * W[n, k]          x fp32 [M, K], y fp32 [M, N]
- *   y[m, n] = s[n] * sum_k x[m, k] * q[n, k]   (int8: q [N, K], s fp32 [N])
+ *   y[m, n] = s[n] * sum_k x[m, k] * q[n, k]   (int8 / fp8: q [N, K], s fp32 [N])
  *
  * Streamed once: output rows are taken NR at a time; a tile of NR weight rows (NR·K values,
  * in L1/L2) is multiplied by every input row, MR rows of x at a time, before the next tile is
@@ -107,9 +107,11 @@ static inline float f32_id(float v) { return v; }
 IL_TILES(tile_f32, float, load_f32, f32_id)
 IL_TILES(tile_bf16, uint16_t, load_bf16, bf16_to_f32)
 IL_TILES(tile_i8, int8_t, load_i8, i8_to_f32)
+IL_TILES(tile_fp8, uint8_t, il_load_e4m3, il_load_e4m3_one)
 IL_ROW(row_f32, float, load_f32, f32_id)
 IL_ROW(row_bf16, uint16_t, load_bf16, bf16_to_f32)
 IL_ROW(row_i8, int8_t, load_i8, i8_to_f32)
+IL_ROW(row_fp8, uint8_t, il_load_e4m3, il_load_e4m3_one)
 
 /* y [M, N] = x [M, K] · W[N, K]ᵀ (times sc[n] when sc is given). Tiles of NR weight rows
  * are split over `threads`. */
@@ -139,6 +141,7 @@ IL_ROW(row_i8, int8_t, load_i8, i8_to_f32)
 IL_GEMM(gemm_f32, float, tile_f32, row_f32)
 IL_GEMM(gemm_bf16, uint16_t, tile_bf16, row_bf16)
 IL_GEMM(gemm_i8, int8_t, tile_i8, row_i8)
+IL_GEMM(gemm_fp8, uint8_t, tile_fp8, row_fp8)
 
 void il_skinny_f32(const float* x, const float* w, float* y, int64_t M, int64_t K, int64_t N,
                    int threads) {
@@ -153,6 +156,12 @@ void il_skinny_i8(const float* x, const int8_t* q, const float* s, float* y, int
                   int64_t K, int64_t N, int threads) {
   gemm_i8(x, q, s, y, M, K, N, threads);
 }
+/* FP8 E4M3 codes (decoded exactly in registers), one fp32 scale per output row. */
+void il_skinny_fp8(const float* x, const uint8_t* q, const float* s, float* y, int64_t M,
+                   int64_t K, int64_t N, int threads) {
+  gemm_fp8(x, q, s, y, M, K, N, threads);
+}
+
 /* Affine INT8's zero-point term: y[t][j] -= (Σ_i x[t][i]) · zt[j] (zt = S ⊙ Z per output row),
  * the row sum in one fixed order, so the per-op call and the one-call decoder agree bit for bit. */
 void il_zero_point_sub(const float* x, const float* zt, float* y, int64_t M, int64_t K,

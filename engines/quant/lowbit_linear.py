@@ -1,9 +1,10 @@
-"""Weight-only INT8 and INT4 linear layers that never materialise the fp32 weight, and a
+"""Weight-only INT8, FP8 and INT4 linear layers that never materialise the fp32 weight, and a
 `Llama` whose linears are low-bit (`lowbit_model`: a plain `Llama`, which counts any linear's
 own `nbytes` and out × in parameters).
 
     Int8Linear: y = (x · qᵀ) ⊙ s        q int8 [out, in], s fp32 [out] (symmetric per row)
     ZeroPointInt8Linear: the same minus (s ⊙ z) Σ x, z a zero point per row (affine INT8)
+    Fp8Linear: y = (x · value(c)ᵀ) S     c FP8 E4M3 codes [out, in], S fp32 per tensor
     Int4Linear: y = Σ_groups d · (x_g · u_gᵀ) + m · Σ x_g    u in [0, 15], groups of g along in
 
 Both compute in fp32 from the codes on the native library's kernels (engines/kernels: INT8
@@ -45,6 +46,7 @@ from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.rope import RopeTables
 from inferlab.engines.quant.affine import quantize_uniform
 from inferlab.engines.quant.errors import QuantError
+from inferlab.engines.quant.fp8 import decode_fp8
 from inferlab.engines.quant.group import GroupQuantized, quantize_groups
 from inferlab.engines.quant.model_quant import LINEARS
 from inferlab.engines.quant.packing import pack_int4, unpack_int4
@@ -107,6 +109,17 @@ def int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor,
     y = torch.empty(m, n)
     lib.il_skinny_i8(x.data_ptr(), q.data_ptr(), scale.data_ptr(), y.data_ptr(), m, k, n,
                      torch.get_num_threads())
+    return y
+
+
+def fp8_kernel(lib: ctypes.CDLL, x: torch.Tensor, codes: torch.Tensor,
+               row_scales: torch.Tensor) -> torch.Tensor:
+    """x [M, K] fp32 contiguous · (s ⊙ value(codes))ᵀ, codes E4M3 (uint8) [N, K], s fp32 [N]
+    (`skinny.c`)."""
+    (m, k), n = x.shape, codes.shape[0]
+    y = torch.empty(m, n)
+    lib.il_skinny_fp8(x.data_ptr(), codes.data_ptr(), row_scales.data_ptr(), y.data_ptr(), m, k,
+                      n, torch.get_num_threads())
     return y
 
 
@@ -201,6 +214,47 @@ class ZeroPointInt8Linear:
         lib.il_zero_point_sub(x2.data_ptr(), self.zero_term.data_ptr(), y.data_ptr(),
                               x2.shape[0], self.in_features, self.out_features)
         return y
+
+
+class Fp8Linear:
+    """y = (x · value(c)ᵀ) · S with c FP8 E4M3 codes [out, in] (uint8) and one fp32 scale S per
+    tensor (`engines.quant.fp8.quantize_fp8`), the codes decoded in registers by the kernel."""
+
+    __slots__ = ("codes", "scale", "row_scales", "out_features", "in_features")
+
+    def __init__(self, codes: torch.Tensor, scale: torch.Tensor) -> None:
+        if codes.dtype != torch.uint8 or codes.dim() != 2:
+            raise QuantError(f"codes must be a 2-d uint8 tensor, got {codes.dtype} "
+                             f"{tuple(codes.shape)}")
+        self.codes = codes.contiguous()
+        self.scale = scale.to(torch.float32).reshape(())
+        self.out_features, self.in_features = codes.shape
+        # the kernels take a scale per output row: S repeated
+        self.row_scales = self.scale.expand(self.out_features).contiguous()
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.numel() + 4
+
+    def dequantize(self, rows: slice | torch.Tensor = slice(None)) -> torch.Tensor:
+        """fp32 weight rows (all by default): S · value(c)."""
+        return decode_fp8(self.codes[rows], "e4m3") * self.scale
+
+    def native_operand(self) -> NativeOperand | None:
+        """The codes and per-row scales for the native decoder (`engines.kernels.decoder`)."""
+        if self.codes.device.type != "cpu" or kernel_library() is None:
+            return None
+        return NativeOperand("fp8", self.codes, self.out_features, self.in_features,
+                             DECODER_ROWS, scale=self.row_scales)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        lib = _use_kernel(x, True)
+        x2 = x if _rows_as_they_are(x, self.in_features) else _as_rows(x, self.in_features)
+        if lib is None:
+            y = _chunked(self, x2)
+        else:
+            y = fp8_kernel(lib, x2 if x2 is x else x2.contiguous(), self.codes, self.row_scales)
+        return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
 
 
 def _lane_parts(k: int, lanes: int) -> list[tuple[int, int, int]]:
@@ -332,7 +386,7 @@ class Int4Linear:
         return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
 
 
-LowBitLinear = Int8Linear | Int4Linear
+LowBitLinear = Int8Linear | Int4Linear | Fp8Linear
 
 
 def _chunked(layer: LowBitLinear, x: torch.Tensor) -> torch.Tensor:

@@ -17,8 +17,9 @@ model is the same numbers (within fp32 summation order) from the stored codes:
     AWQ                                     x / s, then Int4Linear of the codes of W diag(s)
                                             (a deployed model folds 1/s into the norm before;
                                             here the one-call decoder scales x in C)
-    anything else (FP8, Q8_0, pruned, bf16) the dequantized fp32 weight: no kernel here for
-                                            it, so it runs at fp32 speed and says so
+    FP8 E4M3 (one scale per tensor)         Fp8Linear: the codes decoded in registers
+    anything else (E5M2, Q8_0, pruned,      the dequantized fp32 weight: no kernel here for
+    bf16)                                   it, so it runs at fp32 speed and says so
 
 The lm_head (the tied embedding) stays as the quantized model keeps it, so the runtime model's
 logits are the fake-quantized model's and its perplexity the one reported beside its speed.
@@ -40,13 +41,20 @@ from inferlab.engines.model.llama import Llama
 from inferlab.engines.quant.affine import AffineQuantized
 from inferlab.engines.quant.awq import AwqQuantized
 from inferlab.engines.quant.errors import QuantError
+from inferlab.engines.quant.fp8 import Fp8Quantized
 from inferlab.engines.quant.group import GroupQuantized
-from inferlab.engines.quant.lowbit_linear import Int4Linear, Int8Linear, ZeroPointInt8Linear
+from inferlab.engines.quant.lowbit_linear import (
+    Fp8Linear,
+    Int4Linear,
+    Int8Linear,
+    ZeroPointInt8Linear,
+)
 from inferlab.engines.quant.model_quant import LINEARS, QuantizedModel, linear_name
 
 INT8_KERNEL = "int8 kernel"
 INT4_KERNEL = "int4 kernel"
 INT4_TORCH = "int4 torch path"
+FP8_KERNEL = "fp8 kernel"
 DEQUANTIZED = "fp32 (dequantized)"
 
 
@@ -88,6 +96,9 @@ def runtime_linear(record) -> tuple[object, str]:
     if isinstance(record, GroupQuantized) and record.bits == 4 and record.q.dim() == 2:
         layer = Int4Linear.from_groups(record)
         return layer, _int4_kind(layer)
+    if isinstance(record, Fp8Quantized) and record.format.name == "e4m3" \
+            and record.codes.dim() == 2:
+        return Fp8Linear(record.codes, record.scale), FP8_KERNEL
     if isinstance(record, AwqQuantized) and record.codes.bits == 4:
         layer = Int4Linear.from_groups(record.codes)
         return InputScaledLinear(layer, record.input_scales), _int4_kind(layer)

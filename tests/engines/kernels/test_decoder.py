@@ -1,8 +1,8 @@
 """Every layer of a step in one native call (`engines.kernels.decoder`) against the same model
 calling the kernels one at a time from Python (`one_call_per_step = False`): the same logits
 bit for bit, since the same kernels run in the same order. Decode, K+1 verification and
-mixed batches; fp32, INT8 (symmetric and affine) and INT4 weights, INT4 behind AWQ's input
-scales; fp32, INT8 and FP8 E4M3 caches."""
+mixed batches; fp32, INT8 (symmetric and affine), FP8 E4M3 and INT4 weights, INT4 behind
+AWQ's input scales; fp32, INT8 and FP8 E4M3 caches."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.affine import quantize_uniform
+from inferlab.engines.quant.fp8 import quantize_fp8
 from inferlab.engines.quant.kv_quant import kv_quantized
-from inferlab.engines.quant.lowbit_linear import ZeroPointInt8Linear, lowbit_model
+from inferlab.engines.quant.lowbit_linear import Fp8Linear, ZeroPointInt8Linear, lowbit_model
 from inferlab.engines.quant.runtime import InputScaledLinear
 
 
@@ -30,7 +31,21 @@ def tiny():
 
 def _models(tiny):
     return {"fp32": tiny, "int8": lowbit_model(tiny, 8), "int4": lowbit_model(tiny, 4, 32),
-            "int4-awq": _input_scaled(lowbit_model(tiny, 4, 32)), "int8-affine": _affine(tiny)}
+            "int4-awq": _input_scaled(lowbit_model(tiny, 4, 32)), "int8-affine": _affine(tiny),
+            "fp8": _fp8(tiny)}
+
+
+def _fp8(tiny):
+    """`tiny` with every layer linear FP8 E4M3 codes, one scale per matrix."""
+    def one(linear):
+        rec = quantize_fp8(linear.weight.float(), "e4m3")
+        return Fp8Linear(rec.codes, rec.scale)
+
+    model = lowbit_model(tiny, 8)  # a copy whose layers we may replace
+    model.layers = [dataclasses.replace(lw, **{name: one(getattr(tl, name)) for name in
+                                               ("qkv", "o", "gate_up", "down")})
+                    for lw, tl in zip(model.layers, tiny.layers, strict=True)]
+    return model
 
 
 def _affine(tiny):
@@ -83,7 +98,7 @@ def _script(model, one_call: bool, kv: str = "fp32"):
     return out, m
 
 
-@pytest.mark.parametrize("weights", ["fp32", "int8", "int8-affine", "int4", "int4-awq"])
+@pytest.mark.parametrize("weights", ["fp32", "int8", "int8-affine", "fp8", "int4", "int4-awq"])
 @pytest.mark.parametrize("kv", ["fp32", "int8", "fp8-e4m3"])
 def test_one_call_per_step_gives_the_per_op_logits_bit_for_bit(tiny, weights, kv):
     model = _models(tiny)[weights]

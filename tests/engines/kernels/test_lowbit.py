@@ -1,4 +1,4 @@
-"""The INT8 and INT4 kernels against dequantize-then-matmul in float64, on every instruction
+"""The INT8, FP8 and INT4 kernels against dequantize-then-matmul in float64, on every instruction
 set this CPU runs: ragged last groups, every tile remainder, 1 to 40 input rows."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.engines.quant import lowbit_linear as lb
+from inferlab.engines.quant.fp8 import quantize_fp8
 from inferlab.engines.quant.group import quantize_groups
 from tests.engines.kernels.tolerance import dot_err
 
@@ -64,12 +65,30 @@ def test_int8_matches_dequantize_then_matmul(build, m, k, n, seed):
     assert dot_err(y, x, layer.dequantize()) < 5e-5
 
 
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 40), k=st.integers(1, 300), n=st.integers(1, 41),
+       seed=st.integers(0, 2**16))
+def test_fp8_matches_torchs_decoding_then_matmul(build, m, k, n, seed):
+    """E4M3 codes (every code but NaN, drawn uniformly: subnormals and -0 included) decoded in
+    registers against torch's own float8_e4m3fn decoding."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen)
+    codes = torch.randint(0, 256, (n, k), generator=gen, dtype=torch.uint8)
+    codes[(codes & 0x7F) == 0x7F] = 0x7E  # NaN -> 448
+    scales = torch.rand(n, generator=gen) + 0.5
+    y = lb.fp8_kernel(build.cdll, x, codes, scales)
+    w = codes.view(torch.float8_e4m3fn).float() * scales[:, None]
+    assert dot_err(y, x, w) < 5e-5
+
+
 def test_a_batch_equals_its_rows_alone():
     """Row r of a 9-row call is the 1-row call of row r: tiles of rows change nothing."""
     gen = torch.Generator().manual_seed(3)
     w = torch.randn(70, 576, generator=gen)
     x = torch.randn(9, 576, generator=gen)
-    for layer in (lb.Int8Linear.quantize(w), lb.Int4Linear.quantize(w, 32)):
+    fp8 = quantize_fp8(w, "e4m3")
+    for layer in (lb.Int8Linear.quantize(w), lb.Int4Linear.quantize(w, 32),
+                  lb.Fp8Linear(fp8.codes, fp8.scale)):
         batch = layer(x)
         alone = torch.cat([layer(x[r:r + 1]) for r in range(9)])
         assert torch.allclose(batch, alone, rtol=1e-6, atol=1e-6)
