@@ -99,7 +99,8 @@ void il_write_kv(const float* k, const float* v, int64_t stride, const int64_t* 
     }
 }
 
-static void quantize_row(const float* x, int8_t* c, float* s, int64_t D) {
+static void quantize_row_i8(const float* x, void* codes, float* s, int64_t D) {
+  int8_t* c = (int8_t*)codes;
   float amax = 0.f;
   for (int64_t d = 0; d < D; ++d) amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
   const float sc = amax > 0.f ? amax / 127.0f : 1.0f;
@@ -123,7 +124,8 @@ static inline uint8_t e4m3_code(float y) {
   return sign | (uint8_t)((((b >> 23) - 120) << 3) | ((b >> 20) & 7));
 }
 
-static void quantize_row_fp8(const float* x, uint8_t* c, float* s, int64_t D) {
+static void quantize_row_fp8(const float* x, void* codes, float* s, int64_t D) {
+  uint8_t* c = (uint8_t*)codes;
   float amax = 0.f;
   for (int64_t d = 0; d < D; ++d) amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
   const float sc = amax > 0.f ? amax / 448.0f : 1.0f;
@@ -134,26 +136,31 @@ static void quantize_row_fp8(const float* x, uint8_t* c, float* s, int64_t D) {
   *s = sc;
 }
 
-/* k, v as il_write_kv's; kc, vc: E4M3 codes [Hkv, n_slots, D]; ks, vs: fp32 [Hkv, n_slots]. */
-void il_write_kv_fp8(const float* k, const float* v, int64_t stride, const int64_t* slots,
-                     uint8_t* kc, uint8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv,
-                     int64_t D, int64_t n_slots) {
+/* k, v as il_write_kv's; kc, vc: one-byte codes [Hkv, n_slots, D]; ks, vs: fp32
+ * [Hkv, n_slots]; each token's head quantized by `row`. */
+static void write_codes(void (*row)(const float*, void*, float*, int64_t), const float* k,
+                        const float* v, int64_t stride, const int64_t* slots, uint8_t* kc,
+                        uint8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv, int64_t D,
+                        int64_t n_slots) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < Hkv; ++h) {
       const int64_t at = h * n_slots + slots[t];
-      quantize_row_fp8(k + t * stride + h * D, kc + at * D, ks + at, D);
-      quantize_row_fp8(v + t * stride + h * D, vc + at * D, vs + at, D);
+      row(k + t * stride + h * D, kc + at * D, ks + at, D);
+      row(v + t * stride + h * D, vc + at * D, vs + at, D);
     }
 }
 
-/* k, v as il_write_kv's; kc, vc: int8 [Hkv, n_slots, D]; ks, vs: fp32 [Hkv, n_slots]. */
+/* write_codes with E4M3 codes. */
+void il_write_kv_fp8(const float* k, const float* v, int64_t stride, const int64_t* slots,
+                     uint8_t* kc, uint8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv,
+                     int64_t D, int64_t n_slots) {
+  write_codes(quantize_row_fp8, k, v, stride, slots, kc, vc, ks, vs, T, Hkv, D, n_slots);
+}
+
+/* write_codes with INT8 codes. */
 void il_write_kv_i8(const float* k, const float* v, int64_t stride, const int64_t* slots,
                     int8_t* kc, int8_t* vc, float* ks, float* vs, int64_t T, int64_t Hkv,
                     int64_t D, int64_t n_slots) {
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < Hkv; ++h) {
-      const int64_t at = h * n_slots + slots[t];
-      quantize_row(k + t * stride + h * D, kc + at * D, ks + at, D);
-      quantize_row(v + t * stride + h * D, vc + at * D, vs + at, D);
-    }
+  write_codes(quantize_row_i8, k, v, stride, slots, (uint8_t*)kc, (uint8_t*)vc, ks, vs, T, Hkv,
+              D, n_slots);
 }

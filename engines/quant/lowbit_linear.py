@@ -175,13 +175,7 @@ class Int8Linear:
                              scale=self.scale)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        lib = _use_kernel(x, True)
-        x2 = x if _rows_as_they_are(x, self.in_features) else _as_rows(x, self.in_features)
-        if lib is None:
-            y = _chunked(self, x2)
-        else:
-            y = int8_kernel(lib, x2 if x2 is x else x2.contiguous(), self.q, self.scale)
-        return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
+        return _on_rows(self, x, _use_kernel(x, True), int8_kernel, self.q, self.scale)
 
 
 class ZeroPointInt8Linear:
@@ -248,13 +242,7 @@ class Fp8Linear:
                              DECODER_ROWS, scale=self.row_scales)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        lib = _use_kernel(x, True)
-        x2 = x if _rows_as_they_are(x, self.in_features) else _as_rows(x, self.in_features)
-        if lib is None:
-            y = _chunked(self, x2)
-        else:
-            y = fp8_kernel(lib, x2 if x2 is x else x2.contiguous(), self.codes, self.row_scales)
-        return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
+        return _on_rows(self, x, _use_kernel(x, True), fp8_kernel, self.codes, self.row_scales)
 
 
 def _lane_parts(k: int, lanes: int) -> list[tuple[int, int, int]]:
@@ -377,16 +365,23 @@ class Int4Linear:
         lib = _use_kernel(x, self.interleaved)
         if lib is not None and self.lanes != _LANES[0]:
             lib = None  # codes laid out for another build's lanes: the torch path reads them
-        x2 = x if _rows_as_they_are(x, self.in_features) else _as_rows(x, self.in_features)
-        if lib is None:
-            y = _chunked(self, x2)
-        else:
-            y = int4_kernel(lib, x2 if x2 is x else x2.contiguous(), self.codes, self.scales,
-                            self.mins, self.group_size)
-        return y if x2 is x else y.reshape(*x.shape[:-1], self.out_features)
+        return _on_rows(self, x, lib, int4_kernel, self.codes, self.scales, self.mins,
+                        self.group_size)
 
 
 LowBitLinear = Int8Linear | Int4Linear | Fp8Linear
+
+
+def _on_rows(layer: LowBitLinear, x: torch.Tensor, lib: ctypes.CDLL | None, kernel,
+             *operands) -> torch.Tensor:
+    """`layer` on `x` [..., in]: `kernel(lib, rows, *operands)` on its rows where the library
+    runs them (`lib`), the torch path where not; y [..., out]."""
+    x2 = x if _rows_as_they_are(x, layer.in_features) else _as_rows(x, layer.in_features)
+    if lib is None:
+        y = _chunked(layer, x2)
+    else:
+        y = kernel(lib, x2 if x2 is x else x2.contiguous(), *operands)
+    return y if x2 is x else y.reshape(*x.shape[:-1], layer.out_features)
 
 
 def _chunked(layer: LowBitLinear, x: torch.Tensor) -> torch.Tensor:

@@ -31,35 +31,30 @@ def tiny():
 
 def _models(tiny):
     return {"fp32": tiny, "int8": lowbit_model(tiny, 8), "int4": lowbit_model(tiny, 4, 32),
-            "int4-awq": _input_scaled(lowbit_model(tiny, 4, 32)), "int8-affine": _affine(tiny),
-            "fp8": _fp8(tiny)}
+            "int4-awq": _input_scaled(lowbit_model(tiny, 4, 32)),
+            "int8-affine": _each_linear(tiny, _affine), "fp8": _each_linear(tiny, _fp8)}
 
 
-def _fp8(tiny):
-    """`tiny` with every layer linear FP8 E4M3 codes, one scale per matrix."""
-    def one(linear):
-        rec = quantize_fp8(linear.weight.float(), "e4m3")
-        return Fp8Linear(rec.codes, rec.scale)
-
+def _each_linear(tiny, make):
+    """A copy of `tiny` whose every layer linear is `make(its fp32 linear)`."""
     model = lowbit_model(tiny, 8)  # a copy whose layers we may replace
-    model.layers = [dataclasses.replace(lw, **{name: one(getattr(tl, name)) for name in
+    model.layers = [dataclasses.replace(lw, **{name: make(getattr(tl, name)) for name in
                                                ("qkv", "o", "gate_up", "down")})
                     for lw, tl in zip(model.layers, tiny.layers, strict=True)]
     return model
 
 
-def _affine(tiny):
-    """`tiny` with every layer linear affine INT8 per output row (a zero point each)."""
-    def one(linear):
-        rec = quantize_uniform(linear.weight.float(), bits=8, axis=0, symmetric=False)
-        assert rec.zero_point.abs().sum() > 0
-        return ZeroPointInt8Linear(rec.q, rec.scale, rec.zero_point)
+def _fp8(linear):
+    """FP8 E4M3 codes, one scale per matrix."""
+    rec = quantize_fp8(linear.weight.float(), "e4m3")
+    return Fp8Linear(rec.codes, rec.scale)
 
-    model = lowbit_model(tiny, 8)  # a copy whose layers we may replace
-    model.layers = [dataclasses.replace(lw, **{name: one(getattr(tl, name)) for name in
-                                               ("qkv", "o", "gate_up", "down")})
-                    for lw, tl in zip(model.layers, tiny.layers, strict=True)]
-    return model
+
+def _affine(linear):
+    """Affine INT8 per output row (a zero point each)."""
+    rec = quantize_uniform(linear.weight.float(), bits=8, axis=0, symmetric=False)
+    assert rec.zero_point.abs().sum() > 0
+    return ZeroPointInt8Linear(rec.q, rec.scale, rec.zero_point)
 
 
 def _input_scaled(model):
