@@ -28,9 +28,9 @@ KV_KINDS = {"f32": 0, "int8": 1, "fp8-e4m3": 2}
 @dataclass(frozen=True)
 class NativeOperand:
     """A linear as the native decoder reads it: `kind` (a WEIGHT_KINDS key), the weight (codes)
-    tensor, INT8's or FP8's per-row scales or INT4's per-group scales and mins, and the most input rows
-    the linear's own call gives this kernel (`max_rows`; past it the linear runs another path,
-    so the decoder does too)."""
+    tensor, INT8's or FP8's per-row scales or INT4's per-group scales and mins, and the most
+    input rows the linear's own call gives this kernel (`max_rows`; past it the linear runs
+    another path, so the decoder does too)."""
 
     kind: str
     weight: torch.Tensor = field(repr=False)

@@ -117,7 +117,7 @@ static inline uint8_t e4m3_code(float y) {
   memcpy(&b, &y, sizeof b);
   const uint8_t sign = (uint8_t)((b >> 24) & 0x80);
   const float a = fabsf(y);
-  if (!(a >= 0x1p-6f)) /* the subnormal codes: multiples of 2^-9 (8 · 2^-9 is the least normal) */
+  if (!(a >= 0x1p-6f)) /* subnormal codes: multiples of 2^-9 (8 · 2^-9 is the least normal) */
     return sign | (uint8_t)nearbyintf(a * 0x1p9f);
   memcpy(&b, &a, sizeof b);
   b += 0x7FFFF + ((b >> 20) & 1); /* the mantissa to 3 bits, half to even; a carry moves e */

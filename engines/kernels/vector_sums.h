@@ -88,7 +88,8 @@ static inline vf il_load_e4m3(const uint8_t* p) {
   const il_vi_ sub = (c & 0x78) == 0; /* lanes of -1 where the exponent is 0 */
   const vf subnormal = normal * 2.0f - 0x1p-6f;
   const il_vi_ mag = ((il_vi_)normal & ~sub) | ((il_vi_)subnormal & sub);
-  return (vf)(mag | ((c & 0x80) << 24));
+  typedef uint32_t vu_ __attribute__((vector_size(IL_VLEN * 4)));
+  return (vf)(mag | (il_vi_)((vu_)(c & 0x80) << 24)); /* unsigned: the sign bit by a shift */
 }
 
 /* One E4M3 code as a float (the tail of a row il_load_e4m3 does not cover). */
