@@ -99,11 +99,16 @@ void il_write_kv(const float* k, const float* v, int64_t stride, const int64_t* 
     }
 }
 
-static void quantize_row_i8(const float* x, void* codes, float* s, int64_t D) {
-  int8_t* c = (int8_t*)codes;
+/* A head's scale: max|x| / q_max, or 1 where every value is 0. */
+static float row_scale(const float* x, int64_t D, float q_max) {
   float amax = 0.f;
   for (int64_t d = 0; d < D; ++d) amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
-  const float sc = amax > 0.f ? amax / 127.0f : 1.0f;
+  return amax > 0.f ? amax / q_max : 1.0f;
+}
+
+static void quantize_row_i8(const float* x, void* codes, float* s, int64_t D) {
+  int8_t* c = (int8_t*)codes;
+  const float sc = row_scale(x, D, 127.0f);
   for (int64_t d = 0; d < D; ++d) {
     float q = nearbyintf(x[d] / sc);
     c[d] = (int8_t)(q > 127.f ? 127.f : q < -127.f ? -127.f : q);
@@ -126,9 +131,7 @@ static inline uint8_t e4m3_code(float y) {
 
 static void quantize_row_fp8(const float* x, void* codes, float* s, int64_t D) {
   uint8_t* c = (uint8_t*)codes;
-  float amax = 0.f;
-  for (int64_t d = 0; d < D; ++d) amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
-  const float sc = amax > 0.f ? amax / 448.0f : 1.0f;
+  const float sc = row_scale(x, D, 448.0f);
   for (int64_t d = 0; d < D; ++d) {
     const float y = x[d] / sc;
     c[d] = e4m3_code(y > 448.f ? 448.f : y < -448.f ? -448.f : y);
