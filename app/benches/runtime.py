@@ -22,6 +22,7 @@ layer is built) and measured in turn within each repeat, the median reported:
                               from Python (engines/kernels/decoder.py), fp32 and INT4
     kv_int8_decode_vs_fp32_kv decode on an INT8 KV cache / on the fp32 one, native, after a
                               prompt of KV_CONTEXT_TOKENS (the default one repeated)
+    kv_fp8_decode_vs_fp32_kv  the same on an FP8 E4M3 KV cache
     input_batch_speedup,      a 32-sequence step's host side: the persistent input batch
     batched_sampling_speedup  against rebuilt metadata, batched sampling against one call
                               per request (app/benches/host.py)
@@ -203,12 +204,13 @@ def _variant_runners(native, prompt_ids: list[int]) -> dict:
 
 def kv_dtype_rates(native, long_ids: list[int], new_tokens: int, repeats: int
                    ) -> dict[str, float]:
-    """Median decode tok/s after `long_ids` on the fp32-KV model and its INT8-KV twin, in
-    turn each repeat. The prompt is prefilled once per sample, untimed: at 2,048 tokens its
+    """Median decode tok/s after `long_ids` on the fp32-KV model and its INT8-KV and E4M3-KV
+    twins, in turn each repeat. The prompt is prefilled once per sample, untimed: at 2,048 tokens its
     time would swamp a difference of two whole `generate` calls."""
     from inferlab.engines.quant.kv_quant import kv_quantized
 
-    models = {"fp32_kv_long": native, "int8_kv_long": kv_quantized(native, "int8")}
+    models = {"fp32_kv_long": native, "int8_kv_long": kv_quantized(native, "int8"),
+              "fp8_kv_long": kv_quantized(native, "fp8-e4m3")}
     samples: dict[str, list[float]] = {name: [] for name in models}
     for i in range(repeats + 1):  # the first round warms up
         for name, model in models.items():
@@ -239,7 +241,9 @@ def _variant_figures(med: dict, long_ids: list[int]) -> dict:
     out = {"kv_context_tokens": len(long_ids),
            "kv_int8_decode_tokens_per_s": med["int8_kv_long"],
            "kv_fp32_decode_tokens_per_s": med["fp32_kv_long"],
-           "kv_int8_decode_vs_fp32_kv": med["int8_kv_long"] / med["fp32_kv_long"]}
+           "kv_int8_decode_vs_fp32_kv": med["int8_kv_long"] / med["fp32_kv_long"],
+           "kv_fp8_decode_tokens_per_s": med["fp8_kv_long"],
+           "kv_fp8_decode_vs_fp32_kv": med["fp8_kv_long"] / med["fp32_kv_long"]}
     out["one_call_per_step_speedup"] = med["native"] / med["per_op"]
     if "int4" in med:
         out["int4_decode_tokens_per_s"] = med["int4"]

@@ -19,14 +19,16 @@ def test_runtime_bench_measures_both_paths_side_by_side():
                 "decode_tokens_per_s_torch", "native_vs_torch_decode",
                 "decode_bandwidth_fraction", "copy_bandwidth_bytes_per_s",
                 "int4_decode_tokens_per_s", "int4_decode_vs_fp32", "kv_int8_decode_vs_fp32_kv",
+                "kv_fp8_decode_vs_fp32_kv",
                 "input_batch_speedup", "batched_sampling_speedup", "metadata_persistent_ms",
                 "read_bandwidth_bytes_per_s", "decode_read_bandwidth_fraction",
                 "one_call_per_step_speedup", "int4_one_call_per_step_speedup"):
         assert out[key] > 0, key
     assert out["decode_vs_transformers"] is None  # no peer asked for
     assert out["int4_decode_vs_llama_cpp"] is None
-    assert out["kv_int8_decode_vs_fp32_kv"] == pytest.approx(
-        out["kv_int8_decode_tokens_per_s"] / out["kv_fp32_decode_tokens_per_s"])
+    for kind in ("int8", "fp8"):
+        assert out[f"kv_{kind}_decode_vs_fp32_kv"] == pytest.approx(
+            out[f"kv_{kind}_decode_tokens_per_s"] / out["kv_fp32_decode_tokens_per_s"])
     assert out["native_vs_torch_decode"] == pytest.approx(
         out["decode_tokens_per_s"] / out["decode_tokens_per_s_torch"])
     rows = {(r["linear"], r["rows"]) for r in out["linears"]}
