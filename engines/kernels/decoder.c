@@ -12,21 +12,24 @@
  *   r = silu(h · W_gateᵀ) (h · W_upᵀ) · W_downᵀ
  *
  * and x += r after the last layer. Linears are fp32 (row-major or packed in panels), bf16,
- * INT8 or FP8 E4M3 (a scale per row) or INT4 (lane-interleaved codes, a scale and a min per
- * group), each run by its own kernel; a linear with an input scale (AWQ's 1/s) multiplies its
- * input by it first, and an affine INT8 one subtracts its zero-point term after, as their
- * Python calls do.
+ * INT8 or FP8 E4M3 (a scale per row), INT8 with a scale per group (Q8_0) or INT4
+ * (lane-interleaved codes, a scale and a min per group), each run by its own kernel; a linear
+ * with an input scale (AWQ's 1/s) multiplies its input by it first, and an affine INT8 one
+ * subtracts its zero-point term after, as their Python calls do.
  */
 #include <stdint.h>
 #include <string.h>
 
-enum { IL_W_F32 = 0, IL_W_BF16 = 1, IL_W_I8 = 2, IL_W_I4 = 3, IL_W_F32_PANELS = 4, IL_W_FP8 = 5 };
+enum {
+  IL_W_F32 = 0, IL_W_BF16 = 1, IL_W_I8 = 2, IL_W_I4 = 3, IL_W_F32_PANELS = 4, IL_W_FP8 = 5,
+  IL_W_I8G = 6
+};
 enum { IL_KV_F32 = 0, IL_KV_I8 = 1, IL_KV_FP8 = 2 };
 
 typedef struct {
   int32_t kind, pad;
   const void* w;
-  const float* scale; /* INT8, FP8: per row [n]; INT4: d [n, n_groups] */
+  const float* scale; /* INT8, FP8: per row [n]; INT4, grouped INT8: d [n, n_groups] */
   const float* mins;  /* INT4: [n, n_groups] */
   int64_t n, k, n_groups, group_size;
   const float* in_scale; /* [k]: x ⊙ in_scale is what the weight multiplies; or null */
@@ -55,6 +58,8 @@ void il_skinny_i8(const float* x, const int8_t* q, const float* s, float* y, int
                   int64_t K, int64_t N, int threads);
 void il_skinny_fp8(const float* x, const uint8_t* q, const float* s, float* y, int64_t M,
                    int64_t K, int64_t N, int threads);
+void il_skinny_i8g(const float* x, const int8_t* q, const float* d, float* y, int64_t M,
+                   int64_t K, int64_t N, int64_t G, int64_t g, int threads);
 void il_zero_point_sub(const float* x, const float* zt, float* y, int64_t M, int64_t K,
                        int64_t N);
 void il_lowbit_int4(const float* x, const uint32_t* w, const float* d, const float* mn, float* y,
@@ -102,6 +107,10 @@ static void linear(const il_linear* L, const float* x, float* y, int64_t M, floa
     case IL_W_I8: il_skinny_i8(x, (const int8_t*)L->w, L->scale, y, M, L->k, L->n, threads); break;
     case IL_W_FP8:
       il_skinny_fp8(x, (const uint8_t*)L->w, L->scale, y, M, L->k, L->n, threads);
+      break;
+    case IL_W_I8G:
+      il_skinny_i8g(x, (const int8_t*)L->w, L->scale, y, M, L->k, L->n, L->n_groups,
+                    L->group_size, threads);
       break;
     default:
       il_lowbit_int4(x, (const uint32_t*)L->w, L->scale, L->mins, y, M, L->k, L->n, L->n_groups,

@@ -20,8 +20,9 @@ import torch
 from inferlab.engines.kernels.attention import MAX_GROUP
 from inferlab.engines.kernels.library import NativeLibrary
 
-WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3, "f32p": 4, "fp8": 5}
-"""f32p: fp32 packed in panels (`engines.kernels.panel`)."""
+WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3, "f32p": 4, "fp8": 5, "int8g": 6}
+"""f32p: fp32 packed in panels (`engines.kernels.panel`); int8g: INT8 with a scale per group
+of `group_size` along the input (Q8_0)."""
 KV_KINDS = {"f32": 0, "int8": 1, "fp8-e4m3": 2}
 
 
@@ -90,6 +91,13 @@ def _linear_struct(op: NativeOperand, out: int, inp: int) -> _Linear | None:
                 or op.weight.dtype != (torch.int8 if op.kind == "int8" else torch.uint8)):
             return None
         s.scale = op.scale.data_ptr()
+    elif op.kind == "int8g":
+        g = op.group_size
+        if (g <= 0 or g % 16 or inp % g or op.scale is None
+                or not _fp32_vector(op.scale, out * (inp // g))
+                or op.weight.dtype != torch.int8 or op.weight.shape != (out, inp)):
+            return None
+        s.scale, s.n_groups, s.group_size = op.scale.data_ptr(), inp // g, g
     elif op.kind == "int4":
         g = op.group_size
         n_groups = -(-inp // g) if g > 0 else 0

@@ -160,6 +160,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.il_panel_f32.restype = None
     lib.il_skinny_i8.argtypes = [p, p, p, p, i64, i64, i64, i32]
     lib.il_skinny_i8.restype = None
+    lib.il_skinny_i8g.argtypes = [p, p, p, p, i64, i64, i64, i64, i64, i32]
+    lib.il_skinny_i8g.restype = None
     lib.il_skinny_fp8.argtypes = [p, p, p, p, i64, i64, i64, i32]
     lib.il_skinny_fp8.restype = None
     lib.il_zero_point_sub.argtypes = [p, p, p, i64, i64, i64]

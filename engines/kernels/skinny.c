@@ -162,6 +162,68 @@ void il_skinny_fp8(const float* x, const uint8_t* q, const float* s, float* y, i
   gemm_fp8(x, q, s, y, M, K, N, threads);
 }
 
+/* int8 codes with one fp32 scale per group of g along K (llama.cpp's Q8_0: g = 32):
+ *   y[m, n] = sum_b d[n, b] * sum_{k in group b} x[m, k] * q[n, k]
+ * g a multiple of IL_VLEN that divides K; the group's products summed in a vector first, then
+ * scaled once. R (a constant where inlined) input rows × IL_NR weight rows, or 1 row (NR1). */
+static inline __attribute__((always_inline)) void tile_i8g(
+    const float* x, const int R, const int nr, const int8_t* w0, const float* d0, int64_t K,
+    int64_t G, int64_t g, float* y, int64_t N, const int8_t* pf) {
+  vf acc[4][IL_NR];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < nr; ++j) acc[r][j] = (vf){0};
+  for (int64_t b = 0; b < G; ++b) {
+    vf part[4][IL_NR];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < nr; ++j) part[r][j] = (vf){0};
+    for (int64_t k = b * g; k < (b + 1) * g; k += IL_VLEN) {
+      vf wv[IL_NR];
+      for (int j = 0; j < nr; ++j) wv[j] = il_load_i8(w0 + j * K + k);
+      if (pf && k % 64 == 0) /* a cache line of codes per row, IL_PF_TILES tiles ahead */
+        for (int j = 0; j < nr; ++j) __builtin_prefetch(pf + j * K + k);
+      for (int r = 0; r < R; ++r) {
+        const vf xv = load_f32(x + r * K + k);
+        for (int j = 0; j < nr; ++j) part[r][j] += xv * wv[j];
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < nr; ++j) acc[r][j] += part[r][j] * d0[j * G + b];
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < nr; ++j) y[r * N + j] = il_hsum(acc[r][j]);
+}
+
+void il_skinny_i8g(const float* x, const int8_t* q, const float* d, float* y, int64_t M,
+                   int64_t K, int64_t N, int64_t G, int64_t g, int threads) {
+  const int64_t n_tiles = (N + IL_NR - 1) / IL_NR;
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    const int64_t n0 = t * IL_NR;
+    const int8_t* w0 = q + n0 * K;
+    const float* d0 = d + n0 * G;
+    const int8_t* ahead = t + IL_PF_TILES < n_tiles - 1 ? w0 + IL_PF_TILES * IL_NR * K : 0;
+    for (int64_t m = 0; m < M; m += 4) {
+      const int8_t* pf = m ? 0 : ahead; /* the first pass over the tile asks for a later one */
+      const float* xm = x + m * K;
+      float* ym = y + m * N + n0;
+      const int64_t R = M - m < 4 ? M - m : 4;
+      if (N - n0 >= IL_NR) {
+        switch (R) { /* constant heights: the accumulators stay in registers */
+          case 1: tile_i8g(xm, 1, IL_NR, w0, d0, K, G, g, ym, N, pf); break;
+          case 2: tile_i8g(xm, 2, IL_NR, w0, d0, K, G, g, ym, N, pf); break;
+          case 3: tile_i8g(xm, 3, IL_NR, w0, d0, K, G, g, ym, N, pf); break;
+          default: tile_i8g(xm, 4, IL_NR, w0, d0, K, G, g, ym, N, pf); break;
+        }
+      } else {
+        for (int64_t n = n0; n < N; ++n) /* the last rows that do not fill a tile */
+          for (int64_t r = 0; r < R; ++r)
+            tile_i8g(xm + r * K, 1, 1, q + n * K, d + n * G, K, G, g, ym + r * N + (n - n0), N,
+                     0);
+      }
+    }
+  }
+}
+
 /* Affine INT8's zero-point term: y[t][j] -= (Σ_i x[t][i]) · zt[j] (zt = S ⊙ Z per output row),
  * the row sum in one fixed order, so the per-op call and the one-call decoder agree bit for bit. */
 void il_zero_point_sub(const float* x, const float* zt, float* y, int64_t M, int64_t K,

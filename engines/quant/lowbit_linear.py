@@ -4,6 +4,7 @@ own `nbytes` and out × in parameters).
 
     Int8Linear: y = (x · qᵀ) ⊙ s        q int8 [out, in], s fp32 [out] (symmetric per row)
     ZeroPointInt8Linear: the same minus (s ⊙ z) Σ x, z a zero point per row (affine INT8)
+    GroupInt8Linear: y = Σ_groups d · (x_g · q_gᵀ)   a scale per group of g (Q8_0: g = 32)
     Fp8Linear: y = (x · value(c)ᵀ) S     c FP8 E4M3 codes [out, in], S fp32 per tensor
     Int4Linear: y = Σ_groups d · (x_g · u_gᵀ) + m · Σ x_g    u in [0, 15], groups of g along in
 
@@ -112,6 +113,17 @@ def int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor,
     return y
 
 
+def group_int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor,
+                      group_size: int) -> torch.Tensor:
+    """x [M, K] fp32 contiguous · ŵᵀ, ŵ = d ⊙ q per group of `group_size` along K
+    (`skinny.c`)."""
+    (m, k), n = x.shape, q.shape[0]
+    y = torch.empty(m, n)
+    lib.il_skinny_i8g(x.data_ptr(), q.data_ptr(), scales.data_ptr(), y.data_ptr(), m, k, n,
+                      scales.shape[1], group_size, torch.get_num_threads())
+    return y
+
+
 def fp8_kernel(lib: ctypes.CDLL, x: torch.Tensor, codes: torch.Tensor,
                row_scales: torch.Tensor) -> torch.Tensor:
     """x [M, K] fp32 contiguous · (s ⊙ value(codes))ᵀ, codes E4M3 (uint8) [N, K], s fp32 [N]
@@ -208,6 +220,50 @@ class ZeroPointInt8Linear:
         lib.il_zero_point_sub(x2.data_ptr(), self.zero_term.data_ptr(), y.data_ptr(),
                               x2.shape[0], self.in_features, self.out_features)
         return y
+
+
+class GroupInt8Linear:
+    """y = Σ_groups d · (x_g · q_gᵀ) with q int8 [out, in] and an fp32 scale d per group of g
+    along in (llama.cpp's Q8_0: g = 32), each group's products summed before its one scale."""
+
+    __slots__ = ("q", "scales", "group_size", "out_features", "in_features")
+
+    def __init__(self, q: torch.Tensor, scales: torch.Tensor, group_size: int) -> None:
+        if q.dtype != torch.int8 or q.dim() != 2:
+            raise QuantError(f"q must be a 2-d int8 tensor, got {q.dtype} {tuple(q.shape)}")
+        out, inp = q.shape
+        if group_size < 1 or group_size % 16 or inp % group_size:
+            raise QuantError(f"group size {group_size} must be a multiple of 16 dividing the "
+                             f"{inp} inputs")
+        if scales.shape != (out, inp // group_size):
+            raise QuantError(f"scales must have shape ({out}, {inp // group_size}), got "
+                             f"{tuple(scales.shape)}")
+        self.q = q.contiguous()
+        self.scales = scales.to(torch.float32).contiguous()
+        self.group_size = group_size
+        self.out_features, self.in_features = out, inp
+
+    @property
+    def nbytes(self) -> int:
+        return _nbytes(self.q, self.scales)
+
+    def dequantize(self, rows: slice | torch.Tensor = slice(None)) -> torch.Tensor:
+        """fp32 weight rows (all by default): d ⊙ q group by group."""
+        q = self.q[rows].to(torch.float32)
+        g = self.group_size
+        return (q.view(q.shape[0], -1, g) * self.scales[rows, :, None]).view(q.shape[0], -1)
+
+    def native_operand(self) -> NativeOperand | None:
+        """The codes and group scales for the native decoder (`engines.kernels.decoder`)."""
+        if self.q.device.type != "cpu" or kernel_library() is None:
+            return None
+        return NativeOperand("int8g", self.q, self.out_features, self.in_features,
+                             DECODER_ROWS, scale=self.scales.view(-1),
+                             group_size=self.group_size)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return _on_rows(self, x, _use_kernel(x, True), group_int8_kernel, self.q, self.scales,
+                        self.group_size)
 
 
 class Fp8Linear:
@@ -369,7 +425,7 @@ class Int4Linear:
                         self.group_size)
 
 
-LowBitLinear = Int8Linear | Int4Linear | Fp8Linear
+LowBitLinear = Int8Linear | Int4Linear | Fp8Linear | GroupInt8Linear
 
 
 def _on_rows(layer: LowBitLinear, x: torch.Tensor, lib: ctypes.CDLL | None, kernel,

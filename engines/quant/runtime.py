@@ -18,8 +18,9 @@ model is the same numbers (within fp32 summation order) from the stored codes:
                                             (a deployed model folds 1/s into the norm before;
                                             here the one-call decoder scales x in C)
     FP8 E4M3 (one scale per tensor)         Fp8Linear: the codes decoded in registers
-    anything else (E5M2, Q8_0, pruned,      the dequantized fp32 weight: no kernel here for
-    bf16)                                   it, so it runs at fp32 speed and says so
+    INT8 groups (Q8_0: 32, fp16 scales)     GroupInt8Linear: each group's sum scaled once
+    anything else (E5M2, pruned, bf16)      the dequantized fp32 weight: no kernel here for
+                                            it, so it runs at fp32 speed and says so
 
 The lm_head (the tied embedding) stays as the quantized model keeps it, so the runtime model's
 logits are the fake-quantized model's and its perplexity the one reported beside its speed.
@@ -45,6 +46,7 @@ from inferlab.engines.quant.fp8 import Fp8Quantized
 from inferlab.engines.quant.group import GroupQuantized
 from inferlab.engines.quant.lowbit_linear import (
     Fp8Linear,
+    GroupInt8Linear,
     Int4Linear,
     Int8Linear,
     ZeroPointInt8Linear,
@@ -93,6 +95,9 @@ def runtime_linear(record) -> tuple[object, str]:
         if record.symmetric:
             return Int8Linear(record.q, record.scale), INT8_KERNEL
         return ZeroPointInt8Linear(record.q, record.scale, record.zero_point), INT8_KERNEL
+    if isinstance(record, GroupQuantized) and record.bits == 8 and record.symmetric \
+            and record.q.dim() == 2 and not record.ragged and record.group_size % 16 == 0:
+        return GroupInt8Linear(record.q, record.scales, record.group_size), INT8_KERNEL
     if isinstance(record, GroupQuantized) and record.bits == 4 and record.q.dim() == 2:
         layer = Int4Linear.from_groups(record)
         return layer, _int4_kind(layer)

@@ -1,8 +1,8 @@
 """Every layer of a step in one native call (`engines.kernels.decoder`) against the same model
 calling the kernels one at a time from Python (`one_call_per_step = False`): the same logits
 bit for bit, since the same kernels run in the same order. Decode, K+1 verification and
-mixed batches; fp32, INT8 (symmetric and affine), FP8 E4M3 and INT4 weights, INT4 behind
-AWQ's input scales; fp32, INT8 and FP8 E4M3 caches."""
+mixed batches; fp32, INT8 (symmetric, affine, Q8_0's groups), FP8 E4M3 and INT4 weights,
+INT4 behind AWQ's input scales; fp32, INT8 and FP8 E4M3 caches."""
 
 from __future__ import annotations
 
@@ -18,8 +18,14 @@ from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.affine import quantize_uniform
 from inferlab.engines.quant.fp8 import quantize_fp8
+from inferlab.engines.quant.gguf_blocks import quantize_q8_0
 from inferlab.engines.quant.kv_quant import kv_quantized
-from inferlab.engines.quant.lowbit_linear import Fp8Linear, ZeroPointInt8Linear, lowbit_model
+from inferlab.engines.quant.lowbit_linear import (
+    Fp8Linear,
+    GroupInt8Linear,
+    ZeroPointInt8Linear,
+    lowbit_model,
+)
 from inferlab.engines.quant.runtime import InputScaledLinear
 
 
@@ -32,7 +38,8 @@ def tiny():
 def _models(tiny):
     return {"fp32": tiny, "int8": lowbit_model(tiny, 8), "int4": lowbit_model(tiny, 4, 32),
             "int4-awq": _input_scaled(lowbit_model(tiny, 4, 32)),
-            "int8-affine": _each_linear(tiny, _affine), "fp8": _each_linear(tiny, _fp8)}
+            "int8-affine": _each_linear(tiny, _affine), "fp8": _each_linear(tiny, _fp8),
+            "q8_0": _each_linear(tiny, _q8_0)}
 
 
 def _each_linear(tiny, make):
@@ -48,6 +55,12 @@ def _fp8(linear):
     """FP8 E4M3 codes, one scale per matrix."""
     rec = quantize_fp8(linear.weight.float(), "e4m3")
     return Fp8Linear(rec.codes, rec.scale)
+
+
+def _q8_0(linear):
+    """INT8 with a scale per block of 32 along the input (llama.cpp's Q8_0)."""
+    rec = quantize_q8_0(linear.weight.float())
+    return GroupInt8Linear(rec.q, rec.scales, 32)
 
 
 def _affine(linear):
@@ -93,7 +106,8 @@ def _script(model, one_call: bool, kv: str = "fp32"):
     return out, m
 
 
-@pytest.mark.parametrize("weights", ["fp32", "int8", "int8-affine", "fp8", "int4", "int4-awq"])
+@pytest.mark.parametrize("weights", ["fp32", "int8", "int8-affine", "q8_0", "fp8", "int4",
+                                     "int4-awq"])
 @pytest.mark.parametrize("kv", ["fp32", "int8", "fp8-e4m3"])
 def test_one_call_per_step_gives_the_per_op_logits_bit_for_bit(tiny, weights, kv):
     model = _models(tiny)[weights]

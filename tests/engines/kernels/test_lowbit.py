@@ -1,5 +1,5 @@
-"""The INT8, FP8 and INT4 kernels against dequantize-then-matmul in float64, on every instruction
-set this CPU runs: ragged last groups, every tile remainder, 1 to 40 input rows."""
+"""The INT8 (per row and per group), FP8 and INT4 kernels against dequantize-then-matmul in
+float64, on every instruction set this CPU runs: ragged last groups, every tile remainder, 1 to 40 input rows."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from inferlab.engines.quant import lowbit_linear as lb
 from inferlab.engines.quant.fp8 import quantize_fp8
+from inferlab.engines.quant.gguf_blocks import quantize_q8_0
 from inferlab.engines.quant.group import quantize_groups
 from tests.engines.kernels.tolerance import dot_err
 
@@ -81,14 +82,31 @@ def test_fp8_matches_torchs_decoding_then_matmul(build, m, k, n, seed):
     assert dot_err(y, x, w) < 5e-5
 
 
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 40), groups=st.integers(1, 12), n=st.integers(1, 41),
+       group=st.sampled_from([16, 32, 64]), seed=st.integers(0, 2**16))
+def test_grouped_int8_matches_dequantize_then_matmul(build, m, groups, n, group, seed):
+    """Q8_0-style codes (a scale per group along the input): every tile remainder of rows and
+    of weight rows."""
+    gen = torch.Generator().manual_seed(seed)
+    k = group * groups
+    w, x = torch.randn(n, k, generator=gen), torch.randn(m, k, generator=gen)
+    rec = quantize_q8_0(w) if group == 32 else \
+        quantize_groups(w, bits=8, group_size=group, symmetric=True)
+    layer = lb.GroupInt8Linear(rec.q, rec.scales, group)
+    y = lb.group_int8_kernel(build.cdll, x, layer.q, layer.scales, group)
+    assert dot_err(y, x, rec.dequantize()) < 5e-5
+    assert torch.equal(layer.dequantize(), rec.dequantize())
+
+
 def test_a_batch_equals_its_rows_alone():
     """Row r of a 9-row call is the 1-row call of row r: tiles of rows change nothing."""
     gen = torch.Generator().manual_seed(3)
     w = torch.randn(70, 576, generator=gen)
     x = torch.randn(9, 576, generator=gen)
-    fp8 = quantize_fp8(w, "e4m3")
+    fp8, q8 = quantize_fp8(w, "e4m3"), quantize_q8_0(w)
     for layer in (lb.Int8Linear.quantize(w), lb.Int4Linear.quantize(w, 32),
-                  lb.Fp8Linear(fp8.codes, fp8.scale)):
+                  lb.Fp8Linear(fp8.codes, fp8.scale), lb.GroupInt8Linear(q8.q, q8.scales, 32)):
         batch = layer(x)
         alone = torch.cat([layer(x[r:r + 1]) for r in range(9)])
         assert torch.allclose(batch, alone, rtol=1e-6, atol=1e-6)
