@@ -1,5 +1,6 @@
 """The INT8 (per row and per group), FP8 and INT4 kernels against dequantize-then-matmul in
-float64, on every instruction set this CPU runs: ragged last groups, every tile remainder, 1 to 40 input rows."""
+float64, on every instruction set this CPU runs: ragged last groups, every tile remainder, 1 to
+40 input rows."""
 
 from __future__ import annotations
 
