@@ -165,15 +165,17 @@ void il_skinny_fp8(const float* x, const uint8_t* q, const float* s, float* y, i
 /* int8 codes with one fp32 scale per group of g along K (llama.cpp's Q8_0: g = 32):
  *   y[m, n] = sum_b d[n, b] * sum_{k in group b} x[m, k] * q[n, k]
  * g a multiple of IL_VLEN that divides K; the group's products summed in a vector first, then
- * scaled once. R (a constant where inlined) input rows × IL_NR weight rows, or 1 row (NR1). */
+ * scaled once. A tile is R (a constant where inlined, <= I8G_ROWS) input rows × nr weight rows
+ * (IL_NR, or 1 for the rows past the last whole tile). */
+#define I8G_ROWS 4
 static inline __attribute__((always_inline)) void tile_i8g(
     const float* x, const int R, const int nr, const int8_t* w0, const float* d0, int64_t K,
     int64_t G, int64_t g, float* y, int64_t N, const int8_t* pf) {
-  vf acc[4][IL_NR];
+  vf acc[I8G_ROWS][IL_NR];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < nr; ++j) acc[r][j] = (vf){0};
   for (int64_t b = 0; b < G; ++b) {
-    vf part[4][IL_NR];
+    vf part[I8G_ROWS][IL_NR];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < nr; ++j) part[r][j] = (vf){0};
     for (int64_t k = b * g; k < (b + 1) * g; k += IL_VLEN) {
@@ -202,11 +204,11 @@ void il_skinny_i8g(const float* x, const int8_t* q, const float* d, float* y, in
     const int8_t* w0 = q + n0 * K;
     const float* d0 = d + n0 * G;
     const int8_t* ahead = t + IL_PF_TILES < n_tiles - 1 ? w0 + IL_PF_TILES * IL_NR * K : 0;
-    for (int64_t m = 0; m < M; m += 4) {
+    for (int64_t m = 0; m < M; m += I8G_ROWS) {
       const int8_t* pf = m ? 0 : ahead; /* the first pass over the tile asks for a later one */
       const float* xm = x + m * K;
       float* ym = y + m * N + n0;
-      const int64_t R = M - m < 4 ? M - m : 4;
+      const int64_t R = M - m < I8G_ROWS ? M - m : I8G_ROWS;
       if (N - n0 >= IL_NR) {
         switch (R) { /* constant heights: the accumulators stay in registers */
           case 1: tile_i8g(xm, 1, IL_NR, w0, d0, K, G, g, ym, N, pf); break;
