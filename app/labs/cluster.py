@@ -15,7 +15,7 @@ from inferlab.engines.labs.cluster.settings import (
     CLUSTER_SETTINGS,
     check_cluster_settings,
 )
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.views.cluster_view import ClusterView
 
 

@@ -28,7 +28,7 @@ from inferlab.engines.labs.endpoint.section import (
     endpoint_trace,
     read_endpoint_section,
 )
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.views.endpoint_view import EndpointView
 
 LIVE_DRAW_MS = 250

@@ -13,7 +13,7 @@ from inferlab.engines.labs.hardware.section import (
     hardware_section,
     read_hardware_section,
 )
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.views.hardware_view import HardwareView
 
 REFRESH_MS = 250  # the charts redraw at 4 Hz; samples arrive at 1–10 Hz

@@ -29,7 +29,7 @@ from inferlab.engines.labs.mcu.section import (
     read_mcu_section,
 )
 from inferlab.engines.mcu.examples import default_model, example_models, examples_dir
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.engines.trace.snapshot import lab_section
 from inferlab.views.mcu_connect_dialog import ConnectDialog
 from inferlab.views.mcu_view import McuView

@@ -23,7 +23,7 @@ from inferlab.engines.model.config import (
     load_model_preset,
 )
 from inferlab.engines.roofline.units import format_bytes
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.views.memory_view import MemoryView
 
 LOCAL = "local"  # target id of the selected compute device (with its measured bandwidth)

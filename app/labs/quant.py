@@ -19,7 +19,7 @@ from inferlab.engines.labs.quant.section import (
     read_quant_section,
 )
 from inferlab.engines.model.cache import model_choices
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.views.quant_view import QuantView
 
 LAYER_KEYS = ("layer", "linear", "layer_scheme")

@@ -15,7 +15,7 @@ from inferlab.engines.labs.roofline.section import (
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
 from inferlab.engines.roofline.formulas import attainable_flops
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
 from inferlab.views.roofline_view import RooflineView
 

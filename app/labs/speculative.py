@@ -22,7 +22,7 @@ from inferlab.engines.labs.speculative.settings import (
     speculative_defaults,
 )
 from inferlab.engines.labs.speculative.trace import speculative_trace_step
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 from inferlab.views.speculative_view import SpeculativeView
 
 AUTO_STEPS = 12

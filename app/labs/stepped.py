@@ -32,7 +32,7 @@ import time
 from PySide6.QtCore import QTimer, Signal
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.settings import clean_settings
+from inferlab.engines.fields import clean_settings
 
 DRAW_INTERVAL_MS = 33  # the screen rate: records arriving faster are drawn together
 
@@ -44,7 +44,7 @@ class SteppedLab(Lab):
     auto_steps = 6
     """Steps run when the lab is first shown, so it opens on something to look at."""
     defaults: dict = {}
-    settings_table: dict = {}  # field -> engines.settings.Setting: remembered settings are cleaned
+    settings_table: dict = {}  # field -> engines.fields.Setting: remembered settings are cleaned
     task_name = ""
     empty_snapshot_text = ("This snapshot holds no run of this lab.",
                            "Read-only snapshot: the lab had not run when it was taken.")

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from inferlab.engines.cluster.layout import COLOCATED, DECODE, PREFILL
 from inferlab.engines.presets import dataclass_from_dict
 from inferlab.engines.serve.records import IterationRecord, RequestInfo
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     check_fields,
     or_none,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from inferlab.engines.settings import is_unicode
+from inferlab.engines.fields import is_unicode
 
 MAX_COUNT = 1_000_000_000   # a token count above this is no server's answer
 

@@ -29,7 +29,7 @@ from inferlab.engines.hardware.discovery import get_device, torch_device
 from inferlab.engines.hardware.op_points import MeasuredPoint, measure_op_points
 from inferlab.engines.hardware.timing import median_call_s
 from inferlab.engines.roofline.costs import matmul_cost
-from inferlab.engines.settings import shown
+from inferlab.engines.fields import shown
 
 __all__ = [
     "Cancelled",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferlab.engines.settings import read_int_array
+from inferlab.engines.fields import read_int_array
 
 MAX_NODES = 1_000_000
 MAX_TREE_TOKENS = 50_000_000

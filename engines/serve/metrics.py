@@ -30,7 +30,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from inferlab.engines.settings import Setting, read_fields, read_object
+from inferlab.engines.fields import Setting, read_fields, read_object
 
 DEFAULT_PERCENTILES = (50, 90, 99)
 

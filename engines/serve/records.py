@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from inferlab.engines.presets import dataclass_from_dict
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     check_fields,
     read_count,

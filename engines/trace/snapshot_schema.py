@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from inferlab.engines.settings import is_unicode
+from inferlab.engines.fields import is_unicode
 
 Fail = Callable[[str], NoReturn]
 

@@ -16,7 +16,7 @@ import numpy as np
 from inferlab.engines.attention.executions import closed_form
 from inferlab.engines.attention.step import EXECUTIONS, AttentionStep
 from inferlab.engines.attention.traffic import Traffic
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     read_dataclass,
     read_fields,

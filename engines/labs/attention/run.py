@@ -9,7 +9,7 @@ from inferlab.engines.labs.attention.settings import (
     ATTENTION_SETTINGS,
     ELEMENT_BYTES,
 )
-from inferlab.engines.settings import check_settings
+from inferlab.engines.fields import check_settings
 
 
 def add_arguments(p) -> None:

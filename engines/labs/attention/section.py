@@ -15,7 +15,7 @@ from inferlab.engines.labs.attention.settings import (
     ATTENTION_SETTINGS,
     MAX_STEPS,
 )
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     check_settings,
     read_fields,

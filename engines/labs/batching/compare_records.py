@@ -14,7 +14,7 @@ from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.presets import dataclass_from_dict
 from inferlab.engines.serve.metrics import METRIC_KEYS, read_serving_metrics
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-from inferlab.engines.settings import Setting, read_fields, read_list, read_object
+from inferlab.engines.fields import Setting, read_fields, read_list, read_object
 
 MAX_VALUES = 100_000  # per-request latencies kept per run (the workload's own limit)
 

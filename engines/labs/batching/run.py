@@ -21,7 +21,7 @@ from inferlab.engines.labs.batching.section import (
 )
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.serve.workload import read_trace_requests
-from inferlab.engines.settings import option_error
+from inferlab.engines.fields import option_error
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
            "schedule": "--schedule", "eviction_policy": "--eviction-policy", "clock": "--clock", "requests": "--requests",

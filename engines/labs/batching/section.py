@@ -27,7 +27,7 @@ from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
 from inferlab.engines.serve.prefix_workloads import SCENARIOS, make_scenario
 from inferlab.engines.serve.records import CLOCKS, IterationRecord, RequestInfo
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES, Scheduler
-from inferlab.engines.settings import Setting, check_settings, read_list, read_object, shown
+from inferlab.engines.fields import Setting, check_settings, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
 

@@ -23,7 +23,7 @@ from inferlab.engines.labs.cluster.settings import (
     cluster_slo,
 )
 from inferlab.engines.serve.workload import read_trace_requests
-from inferlab.engines.settings import option_error
+from inferlab.engines.fields import option_error
 
 OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--prefill",
            "decode": "--decode", "router": "--router", "link": "--link",

@@ -14,7 +14,7 @@ from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTran
 from inferlab.engines.cluster.search import SEARCH_KINDS
 from inferlab.engines.labs.cluster.settings import check_cluster_settings, cluster_slo
 from inferlab.engines.serve.metrics import read_serving_metrics
-from inferlab.engines.settings import Setting, read_fields, read_list, read_object
+from inferlab.engines.fields import Setting, read_fields, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
 

@@ -20,7 +20,7 @@ from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.request import Request
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.fields import Setting, check_settings
 
 CLUSTER_DEFAULTS = {
     "layout": PD,

@@ -35,7 +35,7 @@ from inferlab.engines.labs.endpoint.section import (
     endpoint_workload,
     run_settings,
 )
-from inferlab.engines.settings import option_error
+from inferlab.engines.fields import option_error
 
 OPTIONS = {"url": "--url", "urls": "--url", "router": "--router", "model": "--model", "requests": "--requests",
            "rate_per_s": "--rate", "concurrency": "--concurrency", "seed": "--seed",

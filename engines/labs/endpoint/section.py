@@ -9,7 +9,7 @@ itself is never a setting: it is not in this module's records, sections or trace
 State: every request as the client saw it (send time, chunk arrival times and token counts,
 output tokens, error), the scraped /metrics series, the run's notes; the sweep's points and
 the side-by-side table when they ran. Metrics: engines/serve/metrics.summarize's dict.
-`read_endpoint_section` reads it back strictly with engines/settings' readers (the metrics
+`read_endpoint_section` reads it back strictly with engines/fields' readers (the metrics
 by serve.metrics.read_serving_metrics), every field the view draws checked: ValueError
 naming the field.
 
@@ -32,7 +32,7 @@ from inferlab.engines.labs.batching.section import batching_slo, batching_worklo
 from inferlab.engines.model.config import list_model_presets
 from inferlab.engines.serve import workload
 from inferlab.engines.serve.metrics import SLO, read_serving_metrics
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     check_settings,
     read_dataclass,

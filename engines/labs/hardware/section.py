@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from inferlab.engines.hardware.microbench import MeasuredRoofs
 from inferlab.engines.hardware.telemetry import TelemetryHistory
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     check_settings,
     named,

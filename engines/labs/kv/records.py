@@ -18,7 +18,7 @@ import numpy as np
 from inferlab.engines.kv.pool_state import SHARED, KVPoolState
 from inferlab.engines.kv.radix_state import RadixTreeState, radix_state_from_dict
 from inferlab.engines.kv.stats import KVStats
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     read_dataclass,
     read_fields,

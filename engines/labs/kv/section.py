@@ -10,7 +10,7 @@ from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES
 from inferlab.engines.model.cache import load_lab_model
-from inferlab.engines.settings import Setting, check_settings, read_list, read_object
+from inferlab.engines.fields import Setting, check_settings, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 from inferlab.engines.trace.thinning import keep_every

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from inferlab.engines.board.boards import BoardPreset, FitCheck
-from inferlab.engines.settings import Setting, read_fields, read_list
+from inferlab.engines.fields import Setting, read_fields, read_list
 
 GRAPH_INPUT = "graph input"
 SCRATCH = "scratch"

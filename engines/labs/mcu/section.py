@@ -14,7 +14,7 @@ from inferlab.engines.board.boards import fit_check, list_boards
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
 from inferlab.engines.mcu.model_planners import plan_model, planner_names
 from inferlab.engines.mcu.op_costs import op_macs
-from inferlab.engines.settings import Setting, check_settings, read_object
+from inferlab.engines.fields import Setting, check_settings, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 

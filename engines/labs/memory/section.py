@@ -10,7 +10,7 @@ from inferlab.engines.roofline.memory import (
     attention_variants,
 )
 from inferlab.engines.roofline.parallel import plan_gpu_share
-from inferlab.engines.settings import Setting, check_settings, named, read_fields, read_object
+from inferlab.engines.fields import Setting, check_settings, named, read_fields, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 

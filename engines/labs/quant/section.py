@@ -20,7 +20,7 @@ from inferlab.engines.labs.quant.layer import LayerAnalysis
 from inferlab.engines.model.perplexity import CONVENTIONS, SLIDING, WINDOW
 from inferlab.engines.quant.metrics import TensorError
 from inferlab.engines.quant.schemes import SCHEMES
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     as_tuple,
     check_settings,

@@ -6,7 +6,7 @@ from inferlab.engines.dtypes import DTYPE_NAMES
 from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
 from inferlab.engines.hardware.presets import list_hardware_presets
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.settings import Setting, check_settings, named, read_list, read_object
+from inferlab.engines.fields import Setting, check_settings, named, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section as section
 from inferlab.engines.trace.snapshot import section_field
 

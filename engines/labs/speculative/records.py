@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import partial
 
 from inferlab.engines.labs.speculative.settings import MAX_K, MAX_TREE_WIDTH
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     as_tuple,
     or_none,

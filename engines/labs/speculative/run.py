@@ -19,7 +19,7 @@ from inferlab.engines.labs.speculative.settings import (
     speculative_defaults,
 )
 from inferlab.engines.labs.speculative.trace import speculative_trace_step
-from inferlab.engines.settings import option_error
+from inferlab.engines.fields import option_error
 
 if TYPE_CHECKING:
     from inferlab.engines.labs.speculative.sweep_records import KSweep

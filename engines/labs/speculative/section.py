@@ -15,7 +15,7 @@ from inferlab.engines.labs.speculative.settings import (
     STEPS_LIMIT,
     check_speculative_settings,
 )
-from inferlab.engines.settings import Setting, read_list, read_name, read_object
+from inferlab.engines.fields import Setting, read_list, read_name, read_object
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
 

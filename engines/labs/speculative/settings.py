@@ -23,7 +23,7 @@ import importlib.resources
 from dataclasses import dataclass
 
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
-from inferlab.engines.settings import Setting, check_settings
+from inferlab.engines.fields import Setting, check_settings
 from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings
 
 PROMPTS_FILE = "speculative_prompts.txt"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from inferlab.engines.settings import (
+from inferlab.engines.fields import (
     Setting,
     or_none,
     read_count,

@@ -1,5 +1,6 @@
-"""A lab's settings, checked field by field: the lab's inputs, remembered settings and a
-snapshot's `labs.<id>.settings` all go through the same `Setting` table.
+"""Strict field readers: every value read from outside (a lab's settings, a snapshot's
+sections, a trace's rows) is checked field by field here. The lab's inputs, remembered
+settings and a snapshot's `labs.<id>.settings` all go through the same `Setting` table.
 
 `check_settings` is strict (ValueError naming the field and the accepted range: snapshot
 reading); `clean_settings` keeps what is valid and puts the default back for the rest

@@ -1,4 +1,4 @@
-"""engines/settings.py, and every lab's section reader checking its settings with it."""
+"""engines/fields.py, and every lab's section reader checking its settings with it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines.settings import Setting, check_settings, clean_settings
+from inferlab.engines.fields import Setting, check_settings, clean_settings
 
 TABLE = {"n": Setting("int", 1, 10), "x": Setting("float", 0.05, 1.0),
          "name": Setting("str", choices=("a", "b")), "flag": Setting("bool"),
@@ -95,7 +95,7 @@ def test_numbers_past_a_doubles_range_and_huge_integers_are_refused_not_raised()
 
 
 def test_a_long_value_is_shown_by_its_size():
-    from inferlab.engines.settings import shown
+    from inferlab.engines.fields import shown
 
     assert shown([0] * 1000) == "a list of 1,000 items"
     assert shown("x" * 100) == "text of 100 characters"
@@ -107,7 +107,7 @@ def test_a_long_value_is_shown_by_its_size():
 
 
 def test_read_fields_names_the_path_of_a_bad_or_missing_field():
-    from inferlab.engines.settings import read_fields, read_list, read_map
+    from inferlab.engines.fields import read_fields, read_list, read_map
 
     table = {"p50": Setting("float", 0, none=True),
              "runs": lambda v, w: read_list(v, Setting("int", 0), w, 2),
@@ -127,7 +127,7 @@ def test_read_fields_names_the_path_of_a_bad_or_missing_field():
 
 
 def test_read_tuple_reads_a_row_of_fixed_length_item_by_item():
-    from inferlab.engines.settings import read_tuple
+    from inferlab.engines.fields import read_tuple
 
     pair = (Setting("float", 0), Setting("int", 1))
     assert read_tuple([0.5, 3], pair, "p", "[time_s, count]") == (0.5, 3)
@@ -142,7 +142,7 @@ def test_read_tuple_reads_a_row_of_fixed_length_item_by_item():
 
 
 def test_named_prefixes_a_records_own_error_with_its_field():
-    from inferlab.engines.settings import named
+    from inferlab.engines.fields import named
 
     with pytest.raises(ValueError, match=r"^labs\.x\.state\.roofs: field 'repeats' must be"):
         with named("labs.x.state.roofs"):
@@ -155,7 +155,7 @@ def test_named_prefixes_a_records_own_error_with_its_field():
 def test_read_dataclass_reads_each_field_by_its_annotation():
     from dataclasses import dataclass
 
-    from inferlab.engines.settings import read_dataclass
+    from inferlab.engines.fields import read_dataclass
 
     @dataclass(frozen=True)
     class Region:
@@ -174,7 +174,7 @@ def test_read_dataclass_reads_each_field_by_its_annotation():
 
 
 def test_read_int_array_checks_a_whole_list_at_once():
-    from inferlab.engines.settings import read_int_array
+    from inferlab.engines.fields import read_int_array
 
     assert read_int_array([0, 3, -1], "w", -1, 3).tolist() == [0, 3, -1]
     for bad, message in (([0, 4], r"w: expected integers in -1\.\.3, got 4"),
@@ -190,7 +190,7 @@ def test_read_int_array_checks_a_whole_list_at_once():
 def test_read_count_takes_a_numpy_integer_and_refuses_the_rest():
     import numpy as np
 
-    from inferlab.engines.settings import read_count
+    from inferlab.engines.fields import read_count
 
     assert read_count(0, "n") == 0 and read_count(2**63 - 1, "n") == 2**63 - 1
     got = read_count(np.int64(7), "n")
@@ -207,7 +207,7 @@ def test_read_count_takes_a_numpy_integer_and_refuses_the_rest():
 def test_read_float_returns_a_float_in_its_range():
     import numpy as np
 
-    from inferlab.engines.settings import read_float, read_probability, read_seconds
+    from inferlab.engines.fields import read_float, read_probability, read_seconds
 
     for value, low, high, want in ((0.5, None, None, 0.5), (-3, None, None, -3.0),
                                    (np.float32(0.25), 0, 1, 0.25), (np.int32(2), 0, None, 2.0),
@@ -233,7 +233,7 @@ def test_read_float_returns_a_float_in_its_range():
 
 
 def test_read_floats_reads_a_list_or_tuple_as_floats_and_names_a_bad_item():
-    from inferlab.engines.settings import read_floats
+    from inferlab.engines.fields import read_floats
 
     assert read_floats([0, 0.5, 2], "t") == (0.0, 0.5, 2.0)
     assert type(read_floats((1, 2), "t")[0]) is float and read_floats([], "t") == ()
@@ -254,7 +254,7 @@ def test_read_floats_reads_a_list_or_tuple_as_floats_and_names_a_bad_item():
 
 
 def test_read_name_wants_non_empty_text():
-    from inferlab.engines.settings import read_name
+    from inferlab.engines.fields import read_name
 
     assert read_name("r0001", "id") == "r0001" and read_name("café", "id") == "café"
     for bad, message in (("", r"id: expected a name \(non-empty text\), got ''"),
@@ -265,7 +265,7 @@ def test_read_name_wants_non_empty_text():
 
 
 def test_read_names_reads_ids_as_a_tuple():
-    from inferlab.engines.settings import read_names
+    from inferlab.engines.fields import read_names
 
     ids = ("r0001", "r0002")
     assert read_names(ids, "d") is ids  # an engine's tuple of plain ids: kept as it is
@@ -279,7 +279,7 @@ def test_read_names_reads_ids_as_a_tuple():
 
 
 def test_as_tuple_and_or_none_adapt_a_reader():
-    from inferlab.engines.settings import as_tuple, or_none, read_count
+    from inferlab.engines.fields import as_tuple, or_none, read_count
 
     ids = as_tuple(Setting("str-list"))
     assert ids(("a", "b"), "w") == ("a", "b") and ids(["a"], "w") == ("a",) and ids([], "w") == ()
@@ -299,7 +299,7 @@ def test_check_fields_reads_a_records_fields_in_place():
 
     import numpy as np
 
-    from inferlab.engines.settings import as_tuple, check_fields, read_count, read_seconds
+    from inferlab.engines.fields import as_tuple, check_fields, read_count, read_seconds
 
     @dataclass(frozen=True)
     class Span:
@@ -368,7 +368,7 @@ def test_a_list_of_numbers_reads_as_item_by_item(kind, low, high, values):
 @given(values=st.lists(st.integers(-(2**70), 2**70) | st.floats(), max_size=8),
        low=st.none() | st.just(0.0))
 def test_read_floats_agrees_with_read_float_item_by_item(values, low):
-    from inferlab.engines.settings import read_float, read_floats
+    from inferlab.engines.fields import read_float, read_floats
 
     try:
         want = tuple(read_float(v, f"w[{i}]", low) for i, v in enumerate(values))
