@@ -6,6 +6,7 @@ from pathlib import Path
 
 from inferlab.app import __version__
 from inferlab.app.about import host_facts
+from inferlab.app.labs.registry import lab_spec, resolve
 from inferlab.engines.trace.snapshot import Snapshot, make_snapshot, read_snapshot, write_snapshot
 
 
@@ -37,8 +38,9 @@ def load(path: str | Path) -> Snapshot:
 def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
     """Show each lab's section read-only: (lab ids restored, {lab id: why it was not}).
 
-    Every section is read by its lab's strict reader (settings, records, metrics, results:
-    every field its view draws) before any view sees it. A bad section is reported, its
+    Every section is read once, by its lab's strict reader (settings, records, metrics,
+    results: every field its view draws), into the lab's snapshot record before any view sees
+    it; `show_snapshot` gets that record. A bad section is reported, its
     error naming the field (the banner shows it), and the others still open; a lab whose
     drawing refuses the section all the same (a ValueError) is reported the same way and
     goes back to live data. When none can be shown, ValueError says why and nothing on
@@ -49,20 +51,14 @@ def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
     if not known:
         raise ValueError(f"the snapshot has no lab this InferLab shows (it has: "
                          f"{', '.join(snapshot.labs) or 'none'})")
-    problems: dict[str, str] = {}
-    for lab_id in known:
-        try:
-            by_id[lab_id].check_section(snapshot.labs[lab_id])
-        except ValueError as exc:
-            problems[lab_id] = str(exc)
-    good = [lab_id for lab_id in known if lab_id not in problems]
-    if not good:
+    records, problems = read_sections(snapshot, known)
+    if not records:
         raise ValueError("; ".join(problems.values()))
     restored = []
-    for lab_id in good:
+    for lab_id, record in records.items():
         lab = by_id[lab_id]
         try:
-            lab.show_snapshot(snapshot.labs[lab_id])
+            lab.show_snapshot(record)
         except ValueError as exc:
             problems[lab_id] = str(exc)
             if lab.read_only:
@@ -72,3 +68,16 @@ def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
     if not restored:
         raise ValueError("; ".join(problems.values()))
     return restored, problems
+
+
+def read_sections(snapshot: Snapshot, lab_ids) -> tuple[dict[str, object], dict[str, str]]:
+    """Each lab's section read once by its registry reader into the lab's frozen snapshot
+    record: ({lab id: record}, {lab id: why its section does not read})."""
+    records: dict[str, object] = {}
+    problems: dict[str, str] = {}
+    for lab_id in lab_ids:
+        try:
+            records[lab_id] = resolve(lab_spec(lab_id).read_section)(snapshot.labs[lab_id])
+        except ValueError as exc:
+            problems[lab_id] = str(exc)
+    return records, problems

@@ -35,6 +35,11 @@ def benches() -> dict[str, tuple[str, tuple[str, ...]]]:
     return found | {name: (ref, ()) for name, ref in APP_BENCHES.items()}
 
 
+def _view_benches() -> dict[str, str]:
+    """lab id -> its view timings' reference (app-side figures added to its bench's)."""
+    return {spec.id: spec.view_bench for spec in registry.LABS if spec.bench and spec.view_bench}
+
+
 def _bench_options() -> dict[str, str]:
     """bench name -> its add_arguments reference (only benches that take options)."""
     return {spec.id: spec.bench_arguments for spec in registry.LABS
@@ -64,6 +69,7 @@ def _misplaced_option(args, names: list[str]) -> str | None:
 
 
 def _run_one(name: str, args=None) -> dict:
+    from inferlab.app.gui import create_application
     from inferlab.app.offscreen import ensure_platform
 
     ref, requires = benches()[name]
@@ -72,6 +78,9 @@ def _run_one(name: str, args=None) -> dict:
         return {"error": f"not available: needs {', '.join(missing)} (not installed)"}
     ensure_platform()
     out = resolve(ref)(args) if name in _bench_options() else resolve(ref)()
+    if name in _view_benches():
+        create_application()  # the app's own QApplication, not one pyqtgraph makes and drops
+        out = {**out, **resolve(_view_benches()[name])()}
     if isinstance(out, dict) and "kernels" not in out:
         # every bench names the kernel path that ran and the CPU's SIMD flags
         from inferlab.engines import kernels

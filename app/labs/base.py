@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
+
+from inferlab.app.labs.registry import lab_spec
 
 
 class Lab(QObject):
@@ -28,8 +32,6 @@ class Lab(QObject):
 
     @property
     def spec(self):
-        from inferlab.app.labs.registry import lab_spec
-
         return lab_spec(self.lab_id)
 
     @property
@@ -76,15 +78,9 @@ class Lab(QObject):
         """{"settings": ..., "state": ..., "metrics": ...} for the snapshot file."""
         return {"settings": self.settings(), "state": {}, "metrics": {}}
 
-    def check_section(self, section: dict) -> None:
-        """Raise ValueError naming the bad field if `show_snapshot` could not draw it: the
-        registry's section reader, which checks the settings as the lab's inputs are."""
-        from inferlab.app.labs.registry import resolve
-
-        resolve(self.spec.read_section)(section)
-
-    def show_snapshot(self, section: dict) -> None:
-        """Draw a snapshot's section read-only. Raise ValueError naming a bad field."""
+    def show_snapshot(self, record) -> None:
+        """Draw a snapshot's section read-only: `record` is what the lab's registry reader
+        (`read_section`) made of it. Raise ValueError naming a bad field."""
         self.read_only = True
 
     def show_live(self) -> None:
@@ -95,13 +91,9 @@ class Lab(QObject):
         return {}
 
     def save_settings(self) -> None:
-        import json
-
         self.context.settings.setValue(f"labs/{self.lab_id}", json.dumps(self.settings()))
 
     def saved_settings(self) -> dict:
-        import json
-
         raw = self.context.settings.value(f"labs/{self.lab_id}", "")
         try:
             value = json.loads(raw) if raw else {}

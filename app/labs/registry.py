@@ -32,6 +32,9 @@ class LabSpec:
     bench_arguments: str | None = None  # add_arguments(parser) of its options; then the
                                         # bench is called as bench(args)
     bench_requires: tuple[str, ...] = ()  # optional packages the bench needs (absent: reported)
+    view_bench: str | None = None  # () -> figures: the lab's own GUI timings (a redraw, a
+                                   # render), app-side (app/benches/); `inferlab bench <id>`
+                                   # adds them to the engine bench's figures
     screenshot_size: tuple[int, int] = (1280, 800)
     screenshot_settle_s: float = 1.5  # event-loop time before waiting for the lab's tasks
     compare_plots: str | None = None  # read_section's records -> [engines.trace.overlay

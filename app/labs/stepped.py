@@ -13,7 +13,7 @@ A subclass sets `lab_id`, builds its view and passes it to `__init__`, and provi
     open_session(settings, device, progress) -> session   in a worker: load, prepare
     header_of(session) -> header      in a worker: what is drawn beside the records
     draw(header, records)             draw them (the view)
-    replay_parts(section) -> (settings, header or None, records)   read a snapshot section
+    replay_parts(record) -> (settings, header or None, records)   from the lab's snapshot record
     ready_text() -> str               the status line between steps
     on_record(record)                 optional: trace spans, counters (GUI thread)
     thin_history()                    optional: drop detail from old records
@@ -88,7 +88,9 @@ class SteppedLab(Lab):
     def draw(self, header, records) -> None:
         raise NotImplementedError
 
-    def replay_parts(self, section: dict):
+    def replay_parts(self, record):
+        """(settings, header or None, records) of the lab's snapshot record (what its registry
+        reader made of the section)."""
         raise NotImplementedError
 
     def ready_text(self) -> str:
@@ -292,8 +294,8 @@ class SteppedLab(Lab):
         self._pause.set()
 
     # ---- snapshots ------------------------------------------------------------------------------------
-    def show_snapshot(self, section: dict) -> None:
-        settings, header, records = self.replay_parts(section)
+    def show_snapshot(self, record) -> None:
+        settings, header, records = self.replay_parts(record)
         if self._task is not None:
             self._pause.set()
             self._task.stop()
