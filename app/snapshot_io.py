@@ -6,7 +6,6 @@ from pathlib import Path
 
 from inferlab.app import __version__
 from inferlab.app.about import host_facts
-from inferlab.app.labs.registry import lab_spec, resolve
 from inferlab.engines.trace.snapshot import Snapshot, make_snapshot, read_snapshot, write_snapshot
 
 
@@ -51,7 +50,7 @@ def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
     if not known:
         raise ValueError(f"the snapshot has no lab this InferLab shows (it has: "
                          f"{', '.join(snapshot.labs) or 'none'})")
-    records, problems = read_sections(snapshot, known)
+    records, problems = read_sections([by_id[lab_id] for lab_id in known], snapshot)
     if not records:
         raise ValueError("; ".join(problems.values()))
     restored = []
@@ -70,14 +69,14 @@ def restore_labs(labs, snapshot: Snapshot) -> tuple[list[str], dict[str, str]]:
     return restored, problems
 
 
-def read_sections(snapshot: Snapshot, lab_ids) -> tuple[dict[str, object], dict[str, str]]:
-    """Each lab's section read once by its registry reader into the lab's frozen snapshot
-    record: ({lab id: record}, {lab id: why its section does not read})."""
+def read_sections(labs, snapshot: Snapshot) -> tuple[dict[str, object], dict[str, str]]:
+    """Each lab's section read once (`Lab.read_section`, its registry reader) into the lab's
+    frozen snapshot record: ({lab id: record}, {lab id: why its section does not read})."""
     records: dict[str, object] = {}
     problems: dict[str, str] = {}
-    for lab_id in lab_ids:
+    for lab in labs:
         try:
-            records[lab_id] = resolve(lab_spec(lab_id).read_section)(snapshot.labs[lab_id])
+            records[lab.lab_id] = lab.read_section(snapshot.labs[lab.lab_id])
         except ValueError as exc:
-            problems[lab_id] = str(exc)
+            problems[lab.lab_id] = str(exc)
     return records, problems

@@ -7,7 +7,7 @@ import json
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
-from inferlab.app.labs.registry import lab_spec
+from inferlab.app.labs.registry import lab_spec, resolve
 
 
 class Lab(QObject):
@@ -77,6 +77,12 @@ class Lab(QObject):
     def snapshot_section(self) -> dict:
         """{"settings": ..., "state": ..., "metrics": ...} for the snapshot file."""
         return {"settings": self.settings(), "state": {}, "metrics": {}}
+
+    def read_section(self, section: dict):
+        """The lab's snapshot record of `section`: its registry reader, strict (ValueError
+        names the bad field). `show_snapshot`, a comparison's plots and a report's formulas
+        all take this record."""
+        return resolve(self.spec.read_section)(section)
 
     def show_snapshot(self, record) -> None:
         """Draw a snapshot's section read-only: `record` is what the lab's registry reader

@@ -106,12 +106,16 @@ class _Lab:
 
     def __init__(self, lab_id: str, drawing_fails: bool = False):
         self.lab_id, self.drawing_fails, self.read_only = lab_id, drawing_fails, False
+        self.reads = 0
 
-    def check_section(self, section) -> None:
+    def read_section(self, section):
         if section.get("bad"):
             raise ValueError(f"labs.{self.lab_id}.state.bad: expected nothing")
+        self.reads += 1
+        return ("record of", self.lab_id)
 
-    def show_snapshot(self, section) -> None:
+    def show_snapshot(self, record) -> None:
+        assert record == ("record of", self.lab_id)  # what read_section made, not the dict
         self.read_only = True
         if self.drawing_fails:
             raise ValueError(f"labs.{self.lab_id}.state: cannot be drawn")
@@ -129,5 +133,6 @@ def test_a_section_the_drawing_refuses_is_reported_like_a_bad_field():
     assert problems == {"b": "labs.b.state: cannot be drawn",
                         "c": "labs.c.state.bad: expected nothing"}
     assert [lab.read_only for lab in labs] == [True, False, False]  # b is back to live
+    assert [lab.reads for lab in labs] == [1, 1, 0]  # each section read once
     with pytest.raises(ValueError, match="labs.b.state: cannot be drawn"):
         snapshot_io.restore_labs(labs[1:2], snapshot)

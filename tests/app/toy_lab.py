@@ -44,7 +44,7 @@ class ToyLab(Lab):
     def snapshot_section(self) -> dict:
         return lab_section({}, {"count": self.count}, {})
 
-    def show_snapshot(self, section: dict) -> None:
-        self.count = read_toy_section(section)
+    def show_snapshot(self, record: int) -> None:
+        self.count = record
         self.read_only = True
         self.widget.setText(f"toy lab: snapshot with count {self.count}")
