@@ -28,11 +28,11 @@ from inferlab.engines.labs.batching.compare_records import VARIANT_KEYS, PolicyR
 from inferlab.engines.labs.batching.section import (
     batching_metrics,
     batching_session,
-    batching_workload,
     check_batching_settings,
 )
 from inferlab.engines.serve import workload
 from inferlab.engines.serve.metrics import tpot_s, ttft_s
+from inferlab.engines.serve.scenarios import lognormal_workload
 
 Progress = Callable[[float, str], None]
 MAX_SWEEP_RATES = 24
@@ -92,7 +92,7 @@ def compare_policies(settings: dict,
     settings = check_batching_settings(settings)
     # a scenario's requests depend on the model's vocabulary: each run makes them (seeded,
     # the same every time); the seeded stream is made once here
-    items = (workload.generate(batching_workload(settings))
+    items = (workload.generate(lognormal_workload(settings))
              if settings["scenario"] == "lognormal" else None)
     report = progress or (lambda fraction, message: None)
     runs = []
@@ -128,7 +128,7 @@ def rate_sweep(settings: dict, rates: Sequence[float],
     points = []
     for i, rate in enumerate(rates):
         s = check_batching_settings(dict(settings, rate_per_s=float(rate)))
-        items = workload.generate(batching_workload(s))
+        items = workload.generate(lognormal_workload(s))
         variants = [check_batching_settings(variant_settings(s, v)) for v in policies]
         differs = varied_keys(variants)
         for j, v in enumerate(variants):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from inferlab.engines.fields import Setting, read_fields, read_list, read_object
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.presets import dataclass_from_dict
 from inferlab.engines.serve.metrics import METRIC_KEYS, read_serving_metrics
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-from inferlab.engines.fields import Setting, read_fields, read_list, read_object
 
 MAX_VALUES = 100_000  # per-request latencies kept per run (the workload's own limit)
 

@@ -25,7 +25,6 @@ from inferlab.engines.hardware.presets import load_hardware_preset
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.labs.batching.section import (
     BATCHING_DEFAULTS,
-    SIMULATED_SCENARIO_SCALE,
     batching_session,
     prefix_hit_rate,
 )
@@ -35,6 +34,7 @@ from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
 from inferlab.engines.serve.executors import SimulatedExecutor, simulated_pool_blocks
 from inferlab.engines.serve.metrics import summarize
 from inferlab.engines.serve.prefix_workloads import few_shot, make_scenario
+from inferlab.engines.serve.scenarios import SIMULATED_SCENARIO_SCALE
 from inferlab.engines.serve.scheduler import Scheduler
 
 SIM_MODEL, SIM_HARDWARE, BLOCK_SIZE = "llama-3-8b", "h100-sxm", 16

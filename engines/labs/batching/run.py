@@ -7,11 +7,11 @@ summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
 
+from inferlab.engines.fields import option_error
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.batching.section import (
     BATCHING_DEFAULTS,
-    WORKLOADS,
     batching_metrics,
     batching_section,
     batching_session,
@@ -19,9 +19,9 @@ from inferlab.engines.labs.batching.section import (
     batching_trace_requests,
     check_batching_settings,
 )
+from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.serve.workload import read_trace_requests
-from inferlab.engines.fields import option_error
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
            "schedule": "--schedule", "eviction_policy": "--eviction-policy", "clock": "--clock", "requests": "--requests",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from inferlab.engines import kernels
+from inferlab.engines.fields import Setting, check_settings, read_list, read_object, shown
 from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES, BlockManager
@@ -20,23 +21,19 @@ from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.model.cache import load_lab_model, resolve_model_name
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.model.runner import ModelRunner
-from inferlab.engines.serve import workload
 from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
 from inferlab.engines.serve.executors import ModelExecutor, SimulatedExecutor, simulated_pool_blocks
-from inferlab.engines.serve.metrics import SLO, ServingMetrics, summarize
-from inferlab.engines.serve.prefix_workloads import SCENARIOS, make_scenario
+from inferlab.engines.serve.metrics import ServingMetrics, summarize
 from inferlab.engines.serve.records import CLOCKS, IterationRecord, RequestInfo
+from inferlab.engines.serve.scenarios import (
+    SIMULATED_SCENARIO_SCALE,
+    WORKLOADS,
+    settings_slo,
+    workload_items,
+)
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES, Scheduler
-from inferlab.engines.fields import Setting, check_settings, read_list, read_object, shown
 from inferlab.engines.trace.snapshot import lab_section, section_field
 from inferlab.engines.trace.thinning import keep_every
-
-WORKLOADS = ("lognormal", *SCENARIOS)
-"""The seeded stream (Poisson arrivals, lognormal lengths, made-up distinct prompts) or one of
-the content scenarios, whose prompts share what their users' prompts share (multi-turn chat,
-few-shot, document QA, parallel branches, agent loops)."""
-SIMULATED_SCENARIO_SCALE = 4
-"""Scenario token sizes × this on the simulated clock (8k-context models; × 1 fits 2k)."""
 
 BATCHING_DEFAULTS = {
     "policy": "continuous",
@@ -110,30 +107,6 @@ def check_batching_settings(settings, where: str = "settings") -> dict:
     return check_settings(settings, BATCHING_SETTINGS, BATCHING_DEFAULTS, where)
 
 
-def batching_items(settings: dict, vocab_size: int, scale: float = 1.0) -> list:
-    """The WorkloadRequests of `settings`: its scenario's (token sizes × `scale`, ids below
-    `vocab_size`; `requests` does not apply: a scenario sizes itself), or the seeded stream."""
-    if settings["scenario"] == "lognormal":
-        return workload.generate(batching_workload(settings))
-    return make_scenario(settings["scenario"], int(settings["seed"]), scale=scale,
-                         vocab_size=vocab_size)
-
-
-def batching_workload(settings: dict):
-    """The workload spec of `settings` (seeded Poisson arrivals, lognormal lengths)."""
-    return workload.Workload(
-        int(settings["requests"]), rate_per_s=float(settings["rate_per_s"]),
-        prompt_len=workload.LengthDist.lognormal(settings["prompt_mean"],
-                                                 settings["prompt_sigma"]),
-        output_len=workload.LengthDist.lognormal(settings["output_mean"],
-                                                 settings["output_sigma"]),
-        seed=int(settings["seed"]))
-
-
-def batching_slo(settings: dict) -> SLO:
-    return SLO(ttft_s=float(settings["slo_ttft_s"]), tpot_s=float(settings["slo_tpot_s"]))
-
-
 def batching_metrics(metrics: ServingMetrics, iterations, prefix_hit_rate: float = 0.0
                      ) -> dict:
     """The serving metrics' dict (seconds) plus iterations, preemptions and the prefix hit
@@ -170,7 +143,7 @@ class BatchingSession:
             self.model = None  # the roofline's clock: no model runs
             self.model_id, self.device = cfg.id, preset.id
             vocab = cfg.vocab_size
-            items = list(items) if items is not None else batching_items(
+            items = list(items) if items is not None else workload_items(
                 settings, vocab, SIMULATED_SCENARIO_SCALE)
         else:
             with kernels.chosen(settings.get("kernels", "auto")):
@@ -178,7 +151,7 @@ class BatchingSession:
             vocab = model.config.vocab_size
             # the seeded stream is cut small for a CPU; a scenario keeps its prompts (what
             # they share is the point), within the model's context
-            items = list(items) if items is not None else batching_items(settings, vocab)
+            items = list(items) if items is not None else workload_items(settings, vocab)
             shared = any(w.prompt_token_ids is not None for w in items)
             max_prompt = (model.config.max_position - WALL_MAX_OUTPUT if shared
                           else WALL_MAX_PROMPT)
@@ -230,7 +203,7 @@ class BatchingSession:
         return self.engine.timings()
 
     def serving_metrics(self) -> ServingMetrics:
-        return summarize(self.timings(), slo=batching_slo(self.settings))
+        return summarize(self.timings(), slo=settings_slo(self.settings))
 
     def metrics(self) -> dict:
         """`batching_metrics` of the run so far, recomputed at most every METRICS_EVERY_S."""

@@ -13,7 +13,6 @@ from inferlab.engines.cluster.layout import LAYOUTS
 from inferlab.engines.cluster.links import list_link_presets
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.cluster.search import SEARCH_KINDS, search_layouts
-from inferlab.engines.labs.batching.section import WORKLOADS
 from inferlab.engines.labs.cluster.section import cluster_section, search_summary
 from inferlab.engines.labs.cluster.settings import (
     CLUSTER_DEFAULTS,
@@ -22,6 +21,7 @@ from inferlab.engines.labs.cluster.settings import (
     cluster_requests,
     cluster_slo,
 )
+from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.workload import read_trace_requests
 from inferlab.engines.fields import option_error
 

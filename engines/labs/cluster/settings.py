@@ -11,15 +11,12 @@ from inferlab.engines.cluster.links import list_link_presets, load_link_preset
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
-from inferlab.engines.labs.batching.section import (
-    BATCHING_SETTINGS,
-    SIMULATED_SCENARIO_SCALE,
-    batching_items,
-)
+from inferlab.engines.labs.batching.section import BATCHING_SETTINGS
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.request import Request
+from inferlab.engines.serve.scenarios import SIMULATED_SCENARIO_SCALE, workload_items
 from inferlab.engines.fields import Setting, check_settings
 
 CLUSTER_DEFAULTS = {
@@ -108,5 +105,5 @@ def cluster_slo(settings: dict) -> SLO:
 def cluster_requests(settings: dict, vocab_size: int, items=None) -> list[Request]:
     """The run's requests: `items` (WorkloadRequests, a trace) or the settings' workload."""
     if items is None:  # the batching lab's seeded stream or scenario, at its GPU scale
-        items = batching_items(settings, vocab_size, SIMULATED_SCENARIO_SCALE)
+        items = workload_items(settings, vocab_size, SIMULATED_SCENARIO_SCALE)
     return requests_from_workload(items, vocab_size)

@@ -28,10 +28,10 @@ from inferlab.engines.endpoint.client import APIS, SERVER_KINDS, StreamResult
 from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.engines.endpoint.scrape import COMMON, ScrapeResult
 from inferlab.engines.hardware.presets import list_hardware_presets
-from inferlab.engines.labs.batching.section import batching_slo, batching_workload
 from inferlab.engines.model.config import list_model_presets
 from inferlab.engines.serve import workload
 from inferlab.engines.serve.metrics import SLO, read_serving_metrics
+from inferlab.engines.serve.scenarios import lognormal_workload, settings_slo
 from inferlab.engines.fields import (
     Setting,
     check_settings,
@@ -130,8 +130,8 @@ def check_endpoint_settings(settings, where: str = "settings") -> dict:
 
 
 # The settings share the batching lab's workload and SLO fields, so its readers read them.
-endpoint_slo = batching_slo
-endpoint_workload = batching_workload
+endpoint_slo = settings_slo
+endpoint_workload = lognormal_workload
 
 
 def endpoint_requests(settings: dict) -> list:

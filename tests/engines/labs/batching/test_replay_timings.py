@@ -15,13 +15,13 @@ from inferlab.engines.labs.batching.section import (
     BATCHING_DEFAULTS,
     batching_section,
     batching_session,
-    batching_slo,
     read_batching_section,
 )
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
 from inferlab.engines.serve.executors import SimulatedExecutor
 from inferlab.engines.serve.metrics import summarize
+from inferlab.engines.serve.scenarios import settings_slo
 from inferlab.engines.serve.scheduler import Scheduler
 from inferlab.engines.serve.workload import WorkloadRequest
 
@@ -60,7 +60,7 @@ def test_a_snapshots_timings_summarize_to_its_own_metrics():
     section = batching_section(session.settings, session.request_infos(), session.records,
                                session.serving_metrics())
     settings, requests, iterations, metrics = read_batching_section(section)
-    summary = summarize(request_timings(requests, iterations), slo=batching_slo(settings))
+    summary = summarize(request_timings(requests, iterations), slo=settings_slo(settings))
     assert summary.to_dict() == {k: metrics[k] for k in summary.to_dict()}
 
 
