@@ -2,36 +2,34 @@
 decode disaggregation with the KV moved over a link — run to the end on the simulated clock,
 drawn as one lane per instance and one for the link, with goodput per GPU and a layout search.
 
-A whole run (or a whole search) is one worker task; what it hands back is the snapshot
-section, which is drawn through the section reader, so a live run and a snapshot are drawn
-the same way."""
+A whole run (or a whole search) is one worker task (a ClusterSession); what it hands back is
+the snapshot section, read once into a ClusterSnapshot and drawn from that record, so a live
+run and a snapshot are drawn the same way."""
 
 from __future__ import annotations
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.labs.cluster.section import read_cluster_section
+from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.cluster.records import ClusterSnapshot, search_summary
+from inferlab.engines.labs.cluster.section import cluster_section, read_cluster_section
+from inferlab.engines.labs.cluster.session import ClusterSession
 from inferlab.engines.labs.cluster.settings import (
     CLUSTER_DEFAULTS,
     CLUSTER_SETTINGS,
     check_cluster_settings,
 )
-from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.cluster.trace import trace_cluster
+from inferlab.engines.trace.snapshot import lab_section
 from inferlab.views.cluster_view import ClusterView
 
 
 def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
     """The run of `settings` to its end, as the snapshot's section (a worker's job)."""
-    from inferlab.engines.cluster.cluster import ClusterSimulation
-    from inferlab.engines.labs.cluster.run import trace_cluster
-    from inferlab.engines.labs.cluster.section import cluster_section
-    from inferlab.engines.labs.cluster.settings import cluster_config, cluster_requests
-
     progress(0.05, "generating the requests")
-    config = cluster_config(settings)
-    requests = cluster_requests(settings, config.model.vocab_size)
-    progress(0.2, f"routing {len(requests)} requests through {config.layout.label}")
-    result = ClusterSimulation(config, requests).run(
-        lambda fraction, message: progress(0.2 + 0.8 * fraction, message))
+    session = ClusterSession(settings)
+    progress(0.2, f"routing {len(session.requests)} requests through "
+                  f"{session.config.layout.label}")
+    result = session.run(lambda fraction, message: progress(0.2 + 0.8 * fraction, message))
     if recorder is not None:
         trace_cluster(recorder, result, recorder.now_s())
     return cluster_section(settings, result)
@@ -39,18 +37,7 @@ def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
 
 def search_section(settings: dict, kind: str, progress, should_stop) -> dict:
     """Every layout of `kind` on settings' GPUs (one run each), as a section with the grid."""
-    from inferlab.engines.cluster.search import search_layouts
-    from inferlab.engines.labs.cluster.section import cluster_section, search_summary
-    from inferlab.engines.labs.cluster.settings import (
-        cluster_config,
-        cluster_requests,
-        cluster_slo,
-    )
-
-    config = cluster_config(settings)
-    requests = cluster_requests(settings, config.model.vocab_size)
-    result = search_layouts(config, kind, settings["gpus"], requests, cluster_slo(settings),
-                            settings["attainment"], progress)
+    result = ClusterSession(settings).search(kind, progress)
     return cluster_section(settings, None, search_summary(result))
 
 
@@ -65,9 +52,10 @@ class ClusterLab(Lab):
         self._settings = self._checked(clean_settings(self.saved_settings(), CLUSTER_SETTINGS,
                                                       CLUSTER_DEFAULTS))
         self.view.set_settings(self._settings)
-        self.run_state = None  # the last run's section (settings, state, metrics)
-        self.search = None  # the last search's summary
-        self._live = (None, None)  # kept while a snapshot is shown
+        self.run_section: dict | None = None  # the last run's section, as exported
+        self.run_record: ClusterSnapshot | None = None  # the same, read once: drawn
+        self.search: dict | None = None  # the last search's summary
+        self._live = (None, None, None)  # kept while a snapshot is shown
         self._started = False
         self.view.run_requested.connect(self.run)
         self.view.search_requested.connect(self.search_layouts)
@@ -126,15 +114,19 @@ class ClusterLab(Lab):
         self.view.set_busy(False, f"The run failed: {message}")
 
     def _show_run(self, section: dict) -> None:
-        settings, state, metrics, _ = read_cluster_section(section)
-        self.run_state = section
-        self.view.draw(state, metrics, settings)
+        record = read_cluster_section(section)
+        self.run_section, self.run_record = section, record
+        metrics = record.metrics
+        self._draw(record)
         self.view.set_busy(False, f"{metrics.get('layout', '')}: {metrics.get('completed', 0)} "
                                   f"requests in {metrics.get('duration_s', 0):.2f} simulated "
                                   "s. Change the layout and Run again, or Search layouts.")
 
+    def _draw(self, record: ClusterSnapshot) -> None:
+        self.view.draw(record.state, record.metrics, record.settings)
+
     def _show_search(self, section: dict) -> None:
-        _, _, _, search = read_cluster_section(section)
+        search = read_cluster_section(section).search
         self.search = search
         self.view.show_search(search)
         best = search.get("best") or "no layout meets the SLOs"
@@ -142,34 +134,30 @@ class ClusterLab(Lab):
 
     # ---- snapshots ---------------------------------------------------------------------
     def snapshot_section(self) -> dict:
-        from inferlab.engines.trace.snapshot import lab_section
-
-        run = self.run_state or lab_section(self.settings(), {}, {})
+        run = self.run_section or lab_section(self.settings(), {}, {})
         state = dict(run["state"])
         if self.search is not None:
             state["search"] = self.search
         return {"settings": run["settings"], "state": state, "metrics": run["metrics"]}
 
-    def show_snapshot(self, section: dict) -> None:
-        settings, state, metrics, search = read_cluster_section(section)
+    def show_snapshot(self, record: ClusterSnapshot) -> None:
         if not self.read_only:
-            self._live = (self.run_state, self.search)
-        super().show_snapshot(section)
+            self._live = (self.run_section, self.run_record, self.search)
+        super().show_snapshot(record)
         self.view.set_read_only(True)
-        self.view.set_settings(settings)
-        self.view.draw(state, metrics, settings)
-        self.view.show_search(search)
-        self.view.status.setText("Read-only snapshot." if state is not None else
+        self.view.set_settings(record.settings)
+        self._draw(record)
+        self.view.show_search(record.search)
+        self.view.status.setText("Read-only snapshot." if record.state is not None else
                                  "Read-only snapshot: it holds no cluster run.")
 
     def show_live(self) -> None:
         super().show_live()
         self.view.set_read_only(False)
-        self.run_state, self.search = self._live
+        self.run_section, self.run_record, self.search = self._live
         self.view.set_settings(self._settings)
-        if self.run_state is not None:
-            settings, state, metrics, _ = read_cluster_section(self.run_state)
-            self.view.draw(state, metrics, settings)
+        if self.run_record is not None:
+            self._draw(self.run_record)
         else:
             self.view.draw(None, {}, self._settings)
         self.view.show_search(self.search)

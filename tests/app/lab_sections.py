@@ -170,7 +170,8 @@ def cluster() -> dict:
     """A 2P:2D run of 12 requests, with a replicas search of 2 GPUs beside it."""
     from inferlab.engines.cluster.cluster import run_cluster
     from inferlab.engines.cluster.search import search_layouts
-    from inferlab.engines.labs.cluster.section import cluster_section, search_summary
+    from inferlab.engines.labs.cluster.records import search_summary
+    from inferlab.engines.labs.cluster.section import cluster_section
     from inferlab.engines.labs.cluster.settings import (
         CLUSTER_DEFAULTS,
         cluster_config,

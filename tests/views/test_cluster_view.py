@@ -10,7 +10,7 @@ from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
 from inferlab.engines.cluster.layout import Layout
 from inferlab.engines.cluster.links import load_link_preset
 from inferlab.engines.hardware.presets import load_hardware_preset
-from inferlab.engines.labs.cluster.section import cluster_state
+from inferlab.engines.labs.cluster.records import cluster_state
 from inferlab.engines.labs.cluster.settings import CLUSTER_SETTINGS
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload

@@ -1,18 +1,19 @@
 """The cluster lab's side of a snapshot comparison's plots (engines.trace.overlay).
 
-From `read_cluster_section`'s records: the TTFT, TPOT and E2E CDFs of every request that made
-all its tokens (its token times on the simulated clock: the run's own metrics summarize the
-same timings), drawn as the batching lab draws its own; each instance's utilisation (busy ÷
-makespan) along the instances (named by role and index: two layouts' on the union of both);
-and each instance's KV pool use per iteration against time since the run's first arrival, the
-first MAX_KV_INSTANCES instances in one plot (prefill instances dashed: two layouts' pools
-seen together, as the lab's own KV strip has them).
+From `read_cluster_section`'s ClusterSnapshot: the TTFT, TPOT and E2E CDFs of every request
+that made all its tokens (its token times on the simulated clock: the run's own metrics
+summarize the same timings), drawn as the batching lab draws its own; each instance's
+utilisation (busy ÷ makespan) along the instances (named by role and index: two layouts' on
+the union of both); and each instance's KV pool use per iteration against time since the
+run's first arrival, the first MAX_KV_INSTANCES instances in one plot (prefill instances
+dashed: two layouts' pools seen together, as the lab's own KV strip has them).
 """
 
 from __future__ import annotations
 
 from inferlab.engines.cluster.cluster import request_timings
 from inferlab.engines.labs.batching.compare_plots import latency_cdf_plots
+from inferlab.engines.labs.cluster.records import ClusterSnapshot
 from inferlab.engines.trace.overlay import Curve, Plot
 
 MAX_KV_INSTANCES = 8
@@ -24,10 +25,9 @@ def instance_name(index: int, role: str) -> str:
     return f"{'replica' if role == 'colocated' else role} {index}"
 
 
-def cluster_plots(read) -> list[Plot]:
-    """`read`: what read_cluster_section returns (settings, ClusterState or None, metrics,
-    search). No plot without a run."""
-    state = read[1]
+def cluster_plots(record: ClusterSnapshot) -> list[Plot]:
+    """`record`: read_cluster_section's. No plot without a run."""
+    state = record.state
     if state is None or not state.requests:
         return []
     plots = latency_cdf_plots(request_timings(state.requests))

@@ -6,6 +6,7 @@ and goodput per GPU as the run's score gave it (engines/cluster/goodput.py).
 from __future__ import annotations
 
 from inferlab.engines.labs.cluster.compare_plots import instance_name
+from inferlab.engines.labs.cluster.records import ClusterSnapshot
 from inferlab.engines.roofline.interconnect import kv_transfer_s
 from inferlab.engines.roofline.units import format_bandwidth
 
@@ -13,10 +14,10 @@ MAX_INSTANCES = 8
 """Instances whose utilisation is substituted, at most."""
 
 
-def cluster_formulas(read) -> list[tuple[str, str]]:
-    """`read`: what read_cluster_section returns (settings, ClusterState or None, metrics,
-    search). (formula, substituted) pairs; none without a run."""
-    settings, state, metrics, _search = read
+def cluster_formulas(record: ClusterSnapshot) -> list[tuple[str, str]]:
+    """`record`: read_cluster_section's. (formula, substituted) pairs; none without a
+    run."""
+    settings, state, metrics = record.settings, record.state, record.metrics
     if state is None:
         return []
     out = []

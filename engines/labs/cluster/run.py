@@ -8,22 +8,18 @@ run each) and prints the grid with the best layout by goodput per GPU."""
 
 from __future__ import annotations
 
-from inferlab.engines.cluster.cluster import ClusterSimulation
 from inferlab.engines.cluster.layout import LAYOUTS
 from inferlab.engines.cluster.links import list_link_presets
 from inferlab.engines.cluster.router import ROUTERS
-from inferlab.engines.cluster.search import SEARCH_KINDS, search_layouts
-from inferlab.engines.labs.cluster.section import cluster_section, search_summary
-from inferlab.engines.labs.cluster.settings import (
-    CLUSTER_DEFAULTS,
-    check_cluster_settings,
-    cluster_config,
-    cluster_requests,
-    cluster_slo,
-)
+from inferlab.engines.cluster.search import SEARCH_KINDS
+from inferlab.engines.fields import option_error
+from inferlab.engines.labs.cluster.records import search_summary
+from inferlab.engines.labs.cluster.section import cluster_section
+from inferlab.engines.labs.cluster.session import ClusterSession
+from inferlab.engines.labs.cluster.settings import CLUSTER_DEFAULTS, check_cluster_settings
+from inferlab.engines.labs.cluster.trace import trace_cluster
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.workload import read_trace_requests
-from inferlab.engines.fields import option_error
 
 OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--prefill",
            "decode": "--decode", "router": "--router", "link": "--link",
@@ -96,13 +92,14 @@ def run(args, recorder):
         items = read_trace_requests(args.workload, f"--workload {args.workload}")
     settings = settings_of(args)
     progress = getattr(args, "progress", None)
-    config = cluster_config(settings)
-    requests = cluster_requests(settings, config.model.vocab_size, items)
+    session = ClusterSession(settings, items)
+    config = session.config
     if args.search:
-        return _search(args.search, settings, config, requests, progress)
+        summary = search_summary(session.search(args.search, progress))
+        return cluster_section(settings, None, summary), summary
     with recorder.span("route and run the cluster", cat="cluster",
                        args={"layout": config.layout.label, "router": config.router}):
-        result = ClusterSimulation(config, requests).run(progress)
+        result = session.run(progress)
     trace_cluster(recorder, result, recorder.now_s())
     section = cluster_section(settings, result)
     link = config.link
@@ -122,25 +119,3 @@ def run(args, recorder):
                               "comm_s": i.comm_s} for i in result.instances]}
     return section, summary
 
-
-def _search(kind, settings, config, requests, progress):
-    result = search_layouts(config, kind, settings["gpus"], requests, cluster_slo(settings),
-                            settings["attainment"], progress)
-    summary = search_summary(result)
-    return cluster_section(settings, None, summary), summary
-
-
-def trace_cluster(recorder, result, offset_s: float = 0.0) -> None:
-    """Each instance's iterations on a track of its own ("instance 3 · decode"), each KV
-    transfer on the link's track."""
-    for inst in result.instances:
-        track = f"instance {inst.index} · {inst.role}"
-        for rec in inst.iterations:
-            recorder.add_span(f"iteration {rec.index}", offset_s + rec.start_s,
-                              offset_s + rec.end_s, cat="cluster", track=track,
-                              args={"prefill_tokens": rec.prefill_tokens,
-                                    "decode_tokens": rec.decode_tokens})
-    for t in result.transfers:
-        recorder.add_span(f"KV {t.request_id}", offset_s + t.start_s, offset_s + t.end_s,
-                          cat="kv-transfer", track="link",
-                          args={"src": t.src, "dst": t.dst, "bytes": t.n_bytes})

@@ -1,78 +1,22 @@
 """The snapshot's `labs.cluster`: the settings, the run (per request, per instance, per KV
-transfer) and its metrics; `read_cluster_section` reads it back strictly.
-
-A huge run keeps every k-th iteration of each instance (and its last), as the batching lab
-does; requests and transfers are kept whole (the metrics are recomputed from them)."""
+transfer: records.ClusterState), its metrics and the layout search's grid; `cluster_section`
+writes it, `read_cluster_section` reads it back strictly into a ClusterSnapshot."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from inferlab.engines.cluster.cluster import ClusterResult
-from inferlab.engines.cluster.goodput import score_run
-from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTransfer
-from inferlab.engines.cluster.search import SEARCH_KINDS
-from inferlab.engines.labs.cluster.settings import check_cluster_settings, cluster_slo
+from inferlab.engines.fields import Setting, read_fields, read_object
+from inferlab.engines.labs.cluster.records import (
+    NUMBER,
+    ClusterSnapshot,
+    ClusterState,
+    cluster_state,
+    read_search_summary,
+)
+from inferlab.engines.labs.cluster.session import cluster_metrics
+from inferlab.engines.labs.cluster.settings import check_cluster_settings
 from inferlab.engines.serve.metrics import read_serving_metrics
-from inferlab.engines.fields import Setting, read_fields, read_list, read_object
 from inferlab.engines.trace.snapshot import lab_section, section_field
-from inferlab.engines.trace.thinning import keep_every
-
-ITERATIONS_LIMIT = 50_000
-"""Iterations kept over all instances; past it every k-th of each (and its last)."""
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    """A cluster run as the snapshot holds it."""
-
-    kv_bytes_per_token: int
-    link_bandwidth_bytes_per_s: float
-    link_latency_s: float
-    makespan_s: float
-    requests: tuple[ClusterRequest, ...]
-    instances: tuple[InstanceRun, ...]
-    transfers: tuple[KVTransfer, ...]
-    iterations_every: int = 1
-
-    def to_dict(self) -> dict:
-        every = self.iterations_every
-        instances = []
-        for inst in self.instances:
-            d = inst.to_dict()
-            its, n = d["iterations"], len(d["iterations"])
-            d["iterations"] = [r for i, r in enumerate(its) if i % every == 0 or i == n - 1]
-            instances.append(d)
-        return {"kv_bytes_per_token": self.kv_bytes_per_token,
-                "link": {"bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s,
-                         "latency_s": self.link_latency_s},
-                "makespan_s": self.makespan_s, "iterations_every": every,
-                "requests": [r.to_dict() for r in self.requests],
-                "instances": instances, "transfers": [t.to_dict() for t in self.transfers]}
-
-
-def cluster_state(result: ClusterResult) -> ClusterState:
-    n = sum(len(i.iterations) for i in result.instances)
-    link = result.config.link
-    return ClusterState(result.kv_bytes_per_token, link.bandwidth_bytes_per_s, link.latency_s,
-                        result.makespan_s, result.requests, result.instances, result.transfers,
-                        keep_every(n, 1, ITERATIONS_LIMIT))
-
-
-def cluster_metrics(result: ClusterResult, settings: dict) -> dict:
-    """The batching lab's serving metrics of the whole cluster (its SLOs' goodput), plus
-    goodput per GPU (DistServe's: 0 below the attainment goal), the attainment, the prefix
-    hit rate, the GPUs and each instance's utilisation (busy / makespan)."""
-    score = score_run(result, cluster_slo(settings), settings["attainment"])
-    return score.metrics.to_dict() | {
-        "gpus": result.config.layout.n_gpus,
-        "layout": result.config.layout.label,
-        "slo_attainment": score.attainment,
-        "goodput_per_gpu": score.goodput_per_gpu,
-        "prefix_hit_rate": result.prefix_hit_rate(),
-        "kv_transfer_s_total": sum(r.kv_transfer_s for r in result.requests),
-        "utilization": [i.utilization(result.makespan_s) for i in result.instances],
-    }
 
 
 def cluster_section(settings: dict, result: ClusterResult | None,
@@ -85,60 +29,15 @@ def cluster_section(settings: dict, result: ClusterResult | None,
                        cluster_metrics(result, settings) if result is not None else {})
 
 
-def search_summary(result) -> dict:
-    """A SearchResult as the CLI prints it and the snapshot keeps it."""
-    best = None if result.best is None else result.cells[result.best]
-    return {"kind": result.kind, "budget_gpus": result.budget, "tp_rows": list(result.tps),
-            "columns": list(result.columns),
-            "cells": [{"row": c.row, "column": c.column, "label": c.layout.label,
-                       "goodput_per_gpu": c.goodput_per_gpu, "attainment": c.attainment,
-                       "ttft_p90_s": c.ttft_p90_s, "tpot_p90_s": c.tpot_p90_s}
-                      for c in result.cells],
-            "best": None if best is None else best.layout.label,
-            "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu}
-
-
-def read_search_summary(value, where: str) -> dict:
-    """`search_summary`'s dict read back strictly (cells inside the grid, best one of them)."""
-    top = read_fields(value, {
-        "kind": Setting("str", choices=SEARCH_KINDS), "budget_gpus": Setting("int", 1, 1024),
-        "tp_rows": Setting("int-list", 1, 1024, max_len=64),
-        "columns": Setting("str-list", max_len=64),
-        "cells": lambda v, w: read_list(v, _search_cell, w, max_len=4096),
-        "best": Setting("str", none=True, max_len=200),
-        "best_goodput_per_gpu": Setting("float", 0, none=True)}, where)
-    labels = set()
-    for i, cell in enumerate(top["cells"]):
-        if cell["row"] >= len(top["tp_rows"]) or cell["column"] >= len(top["columns"]):
-            raise ValueError(f"{where}.cells[{i}]: row {cell['row']}, column "
-                             f"{cell['column']} is outside the grid")
-        labels.add(cell["label"])
-    if top["best"] is not None and top["best"] not in labels:
-        raise ValueError(f"{where}.best: {top['best']!r} is none of the cells")
-    return top
-
-
-def _search_cell(value, where: str) -> dict:
-    maybe_s = Setting("float", 0, none=True)
-    return read_fields(value, {"row": Setting("int", 0), "column": Setting("int", 0),
-                               "label": Setting("str", max_len=200),
-                               "goodput_per_gpu": _NUMBER,
-                               "attainment": Setting("float", 0, 1),
-                               "ttft_p90_s": maybe_s, "tpot_p90_s": maybe_s}, where)
-
-
-_NUMBER = Setting("float", 0)
 _EXTRA_METRICS = {"gpus": Setting("int", 1), "layout": Setting("str", max_len=200),
                   "slo_attainment": Setting("float", 0, 1),
-                  "goodput_per_gpu": _NUMBER, "prefix_hit_rate": Setting("float", 0, 1),
-                  "kv_transfer_s_total": _NUMBER,
+                  "goodput_per_gpu": NUMBER, "prefix_hit_rate": Setting("float", 0, 1),
+                  "kv_transfer_s_total": NUMBER,
                   "utilization": Setting("float-list", 0, 1.000001, max_len=4096)}
-_COUNT = Setting("int", 0)
 
 
-def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict, dict | None]:
-    """(settings, ClusterState or None when no run was kept, metrics, the layout search's
-    summary or None); ValueError names the bad field."""
+def read_cluster_section(sec) -> ClusterSnapshot:
+    """The section read once, strictly: ValueError names the bad field."""
     where = "labs.cluster"
     read_object(sec, where)
     settings = check_cluster_settings(section_field(sec, "settings", where), f"{where}.settings")
@@ -148,48 +47,8 @@ def read_cluster_section(sec) -> tuple[dict, ClusterState | None, dict, dict | N
     if "search" in state:
         search = read_search_summary(state["search"], f"{where}.state.search")
     if "requests" not in state:  # no run kept (nothing yet, or a layout search alone)
-        return settings, None, metrics, search
+        return ClusterSnapshot(settings, None, metrics, search)
     metrics = read_serving_metrics(metrics, f"{where}.metrics") | read_fields(
         metrics, _EXTRA_METRICS, f"{where}.metrics")
-    w = f"{where}.state"
-    link = read_object(section_field(state, "link", w), f"{w}.link")
-    requests = read_list(section_field(state, "requests", w), ClusterRequest.from_dict,
-                         f"{w}.requests")
-    instances = read_list(section_field(state, "instances", w), InstanceRun.from_dict,
-                          f"{w}.instances", max_len=4096)
-    transfers = read_list(section_field(state, "transfers", w), KVTransfer.from_dict,
-                          f"{w}.transfers")
-    _check_references(requests, instances, transfers, w)
-    return settings, ClusterState(
-        _COUNT(section_field(state, "kv_bytes_per_token", w), f"{w}.kv_bytes_per_token"),
-        _NUMBER(section_field(link, "bandwidth_bytes_per_s", f"{w}.link"),
-                f"{w}.link.bandwidth_bytes_per_s"),
-        _NUMBER(section_field(link, "latency_s", f"{w}.link"), f"{w}.link.latency_s"),
-        _NUMBER(section_field(state, "makespan_s", w), f"{w}.makespan_s"),
-        tuple(requests), tuple(instances), tuple(transfers),
-        Setting("int", 1)(section_field(state, "iterations_every", w),
-                          f"{w}.iterations_every")), metrics, search
-
-
-def _check_references(requests, instances, transfers, where: str) -> None:
-    """Every instance a request or transfer names exists; request ids are distinct."""
-    n = len(instances)
-    ids: set[str] = set()
-    for i, r in enumerate(requests):
-        if r.request_id in ids:
-            raise ValueError(f"{where}.requests[{i}].request_id: {r.request_id!r} is already "
-                             f"the id of an earlier request")
-        ids.add(r.request_id)
-        for name in ("instance", "decode_instance"):
-            v = getattr(r, name)
-            if v is not None and v >= n:
-                raise ValueError(f"{where}.requests[{i}].{name}: no instance {v} "
-                                 f"(the run has {n})")
-    for i, t in enumerate(transfers):
-        if t.request_id not in ids:
-            raise ValueError(f"{where}.transfers[{i}].request_id: unknown request "
-                             f"{t.request_id!r}")
-        for name in ("src", "dst"):
-            if getattr(t, name) >= n:
-                raise ValueError(f"{where}.transfers[{i}].{name}: no instance "
-                                 f"{getattr(t, name)} (the run has {n})")
+    return ClusterSnapshot(settings, ClusterState.from_dict(state, f"{where}.state"), metrics,
+                           search)

@@ -5,12 +5,14 @@ the CLI promises and agrees with the engine's formulas."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 
 import pytest
 
 from inferlab.engines.labs.cluster import run as cluster_run
+from inferlab.engines.labs.cluster.records import ClusterSnapshot, ClusterState
 from inferlab.engines.labs.cluster.section import read_cluster_section
 from inferlab.engines.labs.cluster.settings import CLUSTER_DEFAULTS, check_cluster_settings
 from inferlab.engines.roofline.interconnect import kv_transfer_s
@@ -67,12 +69,30 @@ def test_the_trace_has_a_track_per_instance_and_the_link(pd_run):
 
 def test_a_section_reads_back_equal(pd_run):
     section = json.loads(json.dumps(pd_run[0]))
-    settings, state, metrics, search = read_cluster_section(section)
-    assert search is None
-    assert settings["layout"] == "pd"
+    record = read_cluster_section(section)
+    state, metrics = record.state, record.metrics
+    assert record.search is None
+    assert record.settings["layout"] == "pd"
     assert [r.to_dict() for r in state.requests] == section["state"]["requests"]
     assert json.loads(json.dumps(state.to_dict())) == section["state"]
     assert metrics["goodput_per_gpu"] == section["metrics"]["goodput_per_gpu"]
+
+
+def test_the_headless_runs_section_reads_into_one_frozen_record(pd_run):
+    section, summary, _ = pd_run
+    record = read_cluster_section(json.loads(json.dumps(section)))
+    assert isinstance(record, ClusterSnapshot) and isinstance(record.state, ClusterState)
+    assert record.settings == check_cluster_settings(section["settings"])
+    assert [i.role for i in record.state.instances] == [i["role"] for i in summary["instances"]]
+    assert [r.request_id for r in record.state.requests] == [
+        r["request_id"] for r in summary["requests"]]
+    assert record.state.kv_bytes_per_token == summary["kv_bytes_per_token"]
+    assert record.metrics["gpus"] == 4 and record.search is None
+    for name in ("settings", "state", "metrics", "search"):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, name, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.state.makespan_s = 0.0
 
 
 def test_seeded_fuzz_every_field_gives_a_value_error_or_reads(pd_run):
@@ -119,8 +139,8 @@ def test_search_reports_a_grid_with_the_best_layout():
     assert labels == {"1 × t1", "2 × t1", "4 × t1", "1 × t2", "2 × t2", "1 × t4"}
     best = max(summary["cells"], key=lambda c: c["goodput_per_gpu"])
     assert summary["best"] == best["label"]
-    _, state, _, search = read_cluster_section(json.loads(json.dumps(section)))
-    assert state is None and search == json.loads(json.dumps(summary))
+    record = read_cluster_section(json.loads(json.dumps(section)))
+    assert record.state is None and record.search == json.loads(json.dumps(summary))
     bad = json.loads(json.dumps(section))
     bad["state"]["search"]["best"] = "9 × t9"
     with pytest.raises(ValueError, match=r"state\.search\.best"):

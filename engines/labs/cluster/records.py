@@ -1,0 +1,161 @@
+"""The cluster lab's records: a run as the snapshot holds it (`ClusterState`), the layout
+search's grid (`search_summary`), and `ClusterSnapshot`, all the lab draws from a snapshot.
+
+`ClusterState.from_dict` and `read_search_summary` read their JSON back strictly (ValueError
+naming the field). A huge run keeps every k-th iteration of each instance (and its last), as
+the batching lab does; requests and transfers are kept whole (the metrics are recomputed from
+them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferlab.engines.cluster.cluster import ClusterResult
+from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTransfer
+from inferlab.engines.cluster.search import SEARCH_KINDS, SearchResult
+from inferlab.engines.fields import Setting, read_fields, read_list, read_object
+from inferlab.engines.trace.snapshot import section_field
+from inferlab.engines.trace.thinning import keep_every
+
+ITERATIONS_LIMIT = 50_000
+"""Iterations kept over all instances; past it every k-th of each (and its last)."""
+
+NUMBER = Setting("float", 0)
+COUNT = Setting("int", 0)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """A cluster run as the snapshot holds it."""
+
+    kv_bytes_per_token: int
+    link_bandwidth_bytes_per_s: float
+    link_latency_s: float
+    makespan_s: float
+    requests: tuple[ClusterRequest, ...]
+    instances: tuple[InstanceRun, ...]
+    transfers: tuple[KVTransfer, ...]
+    iterations_every: int = 1
+
+    def to_dict(self) -> dict:
+        every = self.iterations_every
+        instances = []
+        for inst in self.instances:
+            d = inst.to_dict()
+            its, n = d["iterations"], len(d["iterations"])
+            d["iterations"] = [r for i, r in enumerate(its) if i % every == 0 or i == n - 1]
+            instances.append(d)
+        return {"kv_bytes_per_token": self.kv_bytes_per_token,
+                "link": {"bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s,
+                         "latency_s": self.link_latency_s},
+                "makespan_s": self.makespan_s, "iterations_every": every,
+                "requests": [r.to_dict() for r in self.requests],
+                "instances": instances, "transfers": [t.to_dict() for t in self.transfers]}
+
+    @classmethod
+    def from_dict(cls, state: dict, w: str) -> ClusterState:
+        """`to_dict`'s dict (`state`, an object at `w`) back; every instance a request or
+        transfer names must exist."""
+        link = read_object(section_field(state, "link", w), f"{w}.link")
+        requests = read_list(section_field(state, "requests", w), ClusterRequest.from_dict,
+                             f"{w}.requests")
+        instances = read_list(section_field(state, "instances", w), InstanceRun.from_dict,
+                              f"{w}.instances", max_len=4096)
+        transfers = read_list(section_field(state, "transfers", w), KVTransfer.from_dict,
+                              f"{w}.transfers")
+        _check_references(requests, instances, transfers, w)
+        return cls(
+            COUNT(section_field(state, "kv_bytes_per_token", w), f"{w}.kv_bytes_per_token"),
+            NUMBER(section_field(link, "bandwidth_bytes_per_s", f"{w}.link"),
+                   f"{w}.link.bandwidth_bytes_per_s"),
+            NUMBER(section_field(link, "latency_s", f"{w}.link"), f"{w}.link.latency_s"),
+            NUMBER(section_field(state, "makespan_s", w), f"{w}.makespan_s"),
+            tuple(requests), tuple(instances), tuple(transfers),
+            Setting("int", 1)(section_field(state, "iterations_every", w),
+                              f"{w}.iterations_every"))
+
+
+def cluster_state(result: ClusterResult) -> ClusterState:
+    """The run's record, thinned to ITERATIONS_LIMIT iterations when written."""
+    n = sum(len(i.iterations) for i in result.instances)
+    link = result.config.link
+    return ClusterState(result.kv_bytes_per_token, link.bandwidth_bytes_per_s, link.latency_s,
+                        result.makespan_s, result.requests, result.instances, result.transfers,
+                        keep_every(n, 1, ITERATIONS_LIMIT))
+
+
+def _check_references(requests, instances, transfers, where: str) -> None:
+    """Every instance a request or transfer names exists; request ids are distinct."""
+    n = len(instances)
+    ids: set[str] = set()
+    for i, r in enumerate(requests):
+        if r.request_id in ids:
+            raise ValueError(f"{where}.requests[{i}].request_id: {r.request_id!r} is already "
+                             f"the id of an earlier request")
+        ids.add(r.request_id)
+        for name in ("instance", "decode_instance"):
+            v = getattr(r, name)
+            if v is not None and v >= n:
+                raise ValueError(f"{where}.requests[{i}].{name}: no instance {v} "
+                                 f"(the run has {n})")
+    for i, t in enumerate(transfers):
+        if t.request_id not in ids:
+            raise ValueError(f"{where}.transfers[{i}].request_id: unknown request "
+                             f"{t.request_id!r}")
+        for name in ("src", "dst"):
+            if getattr(t, name) >= n:
+                raise ValueError(f"{where}.transfers[{i}].{name}: no instance "
+                                 f"{getattr(t, name)} (the run has {n})")
+
+
+def search_summary(result: SearchResult) -> dict:
+    """A SearchResult as the CLI prints it and the snapshot keeps it."""
+    best = None if result.best is None else result.cells[result.best]
+    return {"kind": result.kind, "budget_gpus": result.budget, "tp_rows": list(result.tps),
+            "columns": list(result.columns),
+            "cells": [{"row": c.row, "column": c.column, "label": c.layout.label,
+                       "goodput_per_gpu": c.goodput_per_gpu, "attainment": c.attainment,
+                       "ttft_p90_s": c.ttft_p90_s, "tpot_p90_s": c.tpot_p90_s}
+                      for c in result.cells],
+            "best": None if best is None else best.layout.label,
+            "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu}
+
+
+def read_search_summary(value, where: str) -> dict:
+    """`search_summary`'s dict read back strictly (cells inside the grid, best one of them)."""
+    top = read_fields(value, {
+        "kind": Setting("str", choices=SEARCH_KINDS), "budget_gpus": Setting("int", 1, 1024),
+        "tp_rows": Setting("int-list", 1, 1024, max_len=64),
+        "columns": Setting("str-list", max_len=64),
+        "cells": lambda v, w: read_list(v, _search_cell, w, max_len=4096),
+        "best": Setting("str", none=True, max_len=200),
+        "best_goodput_per_gpu": Setting("float", 0, none=True)}, where)
+    labels = set()
+    for i, cell in enumerate(top["cells"]):
+        if cell["row"] >= len(top["tp_rows"]) or cell["column"] >= len(top["columns"]):
+            raise ValueError(f"{where}.cells[{i}]: row {cell['row']}, column "
+                             f"{cell['column']} is outside the grid")
+        labels.add(cell["label"])
+    if top["best"] is not None and top["best"] not in labels:
+        raise ValueError(f"{where}.best: {top['best']!r} is none of the cells")
+    return top
+
+
+def _search_cell(value, where: str) -> dict:
+    maybe_s = Setting("float", 0, none=True)
+    return read_fields(value, {"row": Setting("int", 0), "column": Setting("int", 0),
+                               "label": Setting("str", max_len=200),
+                               "goodput_per_gpu": NUMBER,
+                               "attainment": Setting("float", 0, 1),
+                               "ttft_p90_s": maybe_s, "tpot_p90_s": maybe_s}, where)
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """The snapshot's `labs.cluster` as read once (`read_cluster_section`): what the lab's
+    view, its comparison plots and its formulas draw."""
+
+    settings: dict  # check_cluster_settings' dict
+    state: ClusterState | None  # the run; None: none kept (nothing yet, or a search alone)
+    metrics: dict  # the run's serving metrics and cluster figures ({} without a run)
+    search: dict | None  # search_summary's dict, when a layout search ran

@@ -1,0 +1,47 @@
+"""What the cluster lab computes: its settings made into a ClusterConfig and the requests,
+run to the end on the simulated clock or searched over layouts (one full run each), and a
+run's score. The lab's worker (app/labs/cluster.py) and `inferlab run cluster` both drive a
+`ClusterSession`; the section writer scores the run with `cluster_metrics`."""
+
+from __future__ import annotations
+
+from inferlab.engines.cluster.cluster import ClusterResult, ClusterSimulation
+from inferlab.engines.cluster.goodput import score_run
+from inferlab.engines.cluster.search import SearchResult, search_layouts
+from inferlab.engines.labs.cluster.settings import cluster_config, cluster_requests, cluster_slo
+
+
+class ClusterSession:
+    """The cluster and the requests of the lab's (checked) `settings`; `items`: a trace's
+    WorkloadRequests instead of the settings' workload."""
+
+    def __init__(self, settings: dict, items=None) -> None:
+        self.settings = settings
+        self.config = cluster_config(settings)
+        self.requests = cluster_requests(settings, self.config.model.vocab_size, items)
+
+    def run(self, progress=None) -> ClusterResult:
+        """Route and run every request to its end; `progress(fraction, message)`."""
+        return ClusterSimulation(self.config, self.requests).run(progress)
+
+    def search(self, kind: str, progress=None) -> SearchResult:
+        """Every layout of `kind` on the settings' GPUs, one full run each."""
+        s = self.settings
+        return search_layouts(self.config, kind, s["gpus"], self.requests, cluster_slo(s),
+                              s["attainment"], progress)
+
+
+def cluster_metrics(result: ClusterResult, settings: dict) -> dict:
+    """The batching lab's serving metrics of the whole cluster (its SLOs' goodput), plus
+    goodput per GPU (DistServe's: 0 below the attainment goal), the attainment, the prefix
+    hit rate, the GPUs and each instance's utilisation (busy / makespan)."""
+    score = score_run(result, cluster_slo(settings), settings["attainment"])
+    return score.metrics.to_dict() | {
+        "gpus": result.config.layout.n_gpus,
+        "layout": result.config.layout.label,
+        "slo_attainment": score.attainment,
+        "goodput_per_gpu": score.goodput_per_gpu,
+        "prefix_hit_rate": result.prefix_hit_rate(),
+        "kv_transfer_s_total": sum(r.kv_transfer_s for r in result.requests),
+        "utilization": [i.utilization(result.makespan_s) for i in result.instances],
+    }
