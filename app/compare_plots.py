@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from PySide6.QtCore import Qt
+
+from inferlab.app.export import widget_png
+from inferlab.app.gui import create_application
+from inferlab.app.labs.registry import LABS, resolve
+from inferlab.app.offscreen import ensure_platform, process_events_for
 from inferlab.engines.trace.overlay import LabOverlay, overlay
 from inferlab.engines.trace.snapshot import Snapshot
 
@@ -18,8 +24,6 @@ def lab_overlays(a: Snapshot, b: Snapshot, labs: Sequence[str], a_name: str = "A
                  b_name: str = "B") -> list[LabOverlay]:
     """One LabOverlay per lab of `labs` (those both hold: Comparison.labs) that describes
     its plots, in that order."""
-    from inferlab.app.labs.registry import LABS, resolve
-
     specs = {spec.id: spec for spec in LABS}
     out = []
     for lab in labs:
@@ -52,11 +56,8 @@ def overlay_pngs(overlays: Sequence[LabOverlay], a_name: str = "A", b_name: str 
     """Lab id -> its overlaid plots as one PNG (rendered offscreen where there is no
     screen; headed by which file is A and which B), or the message why it has none: the
     report's images."""
-    from PySide6.QtCore import Qt
-
-    from inferlab.app.export import widget_png
-    from inferlab.app.gui import create_application
-    from inferlab.app.offscreen import ensure_platform, process_events_for
+    # pyqtgraph (under the overlay plots) is imported when a report is made, not when the
+    # window that can make one starts
     from inferlab.views.overlay_plots import PLOT_HEIGHT_PX, LabOverlayPlots, sides_html
 
     ensure_platform()

@@ -18,8 +18,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from inferlab.app.compare_plots import lab_overlays
+from inferlab.app.compare_plots import lab_overlays, overlay_pngs
 from inferlab.app.labs.registry import lab_headlines
+from inferlab.app.report import build_report, write_report
 from inferlab.engines.trace.compare import compare_snapshots
 from inferlab.engines.trace.snapshot import read_snapshot
 from inferlab.views.overlay_plots import OverlayPlotsView
@@ -62,9 +63,6 @@ class CompareWindow(QDialog):
         """The pair's comparison report: the tables and the overlaid plots (no page images:
         the window shows live labs, not these snapshots — `inferlab report A --compare B`
         renders those)."""
-        from inferlab.app.compare_plots import overlay_pngs
-        from inferlab.app.report import build_report, write_report
-
         (a, b), (pa, pb) = self.snapshots, self.paths
         return write_report(path, build_report(a, pa.name, None, b, pb.name, None,
                                                self.comparison,

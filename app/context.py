@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QSettings, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QSettings, Signal
 
 from inferlab.app.worker import Task
 from inferlab.engines.trace.recorder import TraceRecorder
@@ -46,8 +46,6 @@ class AppContext(QObject):
         if devices is not None:
             self.set_devices(devices)
         elif discover:
-            from inferlab.engines.hardware.discovery import discover_devices
-
             self.set_devices(discover_devices())
 
     # devices ---------------------------------------------------------------------------
@@ -69,8 +67,6 @@ class AppContext(QObject):
             return
 
         def work(_progress, _should_stop):
-            from inferlab.engines.hardware.discovery import discover_devices
-
             return discover_devices()
 
         self._discovery = Task("Detecting devices", work, parent=self)
@@ -81,15 +77,11 @@ class AppContext(QObject):
     def wait_for_devices(self) -> None:
         """Return once the device list is known: wait for a discovery running in the
         background, or discover now. Raises what discovery raised."""
-        from PySide6.QtCore import QCoreApplication
-
         if self._discovery is not None:
             self._discovery.wait(DISCOVERY_WAIT_MS)
             QCoreApplication.sendPostedEvents(self._discovery)
             QCoreApplication.sendPostedEvents(self)
         if not self.devices:
-            from inferlab.engines.hardware.discovery import discover_devices
-
             self.set_devices(discover_devices())
 
     def _discovered(self, devices) -> None:
@@ -188,8 +180,6 @@ class AppContext(QObject):
         """Wait for every task's thread, then deliver its queued result and `done` here. A
         device discovery still running is waited for too (it cannot be stopped), so that no
         thread outlives the window."""
-        from PySide6.QtCore import QCoreApplication
-
         if self._discovery is not None:
             self._discovery.wait(DISCOVERY_WAIT_MS)
         for task in list(self._tasks):
@@ -216,3 +206,11 @@ def collect_garbage_in_gui_thread() -> None:
         from pyqtgraph.util.garbage_collector import GarbageCollector
 
         _GC = GarbageCollector(interval=0.5)
+
+
+def discover_devices() -> list:
+    """The devices torch, NVML and psutil see. torch is imported here, on first use: the
+    window paints before it (device discovery runs on a worker thread after the first paint)."""
+    from inferlab.engines.hardware.discovery import discover_devices as discover
+
+    return discover()

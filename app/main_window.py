@@ -28,9 +28,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inferlab.app import snapshot_io
+from inferlab.app.about import versions
 from inferlab.app.context import AppContext
+from inferlab.app.export import export_widget, widget_png
 from inferlab.app.gui import configure_plots, seconds_since_process_start
 from inferlab.app.labs import registry
+from inferlab.app.report import build_report, report_path, write_report
 
 START_FALLBACK_MS = 1000  # deferred start-up begins at first paint, or this long after show
 
@@ -396,15 +400,11 @@ class MainWindow(QMainWindow):
 
     # snapshots ---------------------------------------------------------------------------------
     def export_snapshot(self, path: str | Path) -> Path:
-        from inferlab.app import snapshot_io
-
         snapshot = snapshot_io.collect_snapshot(self.context, self.labs, self.current_lab().lab_id)
         return snapshot_io.save(path, snapshot)
 
     def open_snapshot(self, path: str | Path) -> None:
         """Show a snapshot read-only in every lab it has. Raises SnapshotError / ValueError."""
-        from inferlab.app import snapshot_io
-
         snapshot = snapshot_io.load(path)
         restored, problems = snapshot_io.restore_labs(self.labs, snapshot)
         self._snapshot_path = Path(path)
@@ -454,8 +454,6 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Snapshot written to {written} (opens in Perfetto too)", 8000)
 
     def export_view(self, path: str | Path) -> Path:
-        from inferlab.app.export import export_widget
-
         return export_widget(self.current_lab().export_widget(), path)
 
     def export_view_dialog(self) -> None:
@@ -501,10 +499,6 @@ class MainWindow(QMainWindow):
     def export_report(self, path: str | Path) -> Path:
         """Write the session as one HTML report: every lab's figures and settings, the
         current lab's page as an embedded PNG."""
-        from inferlab.app import snapshot_io
-        from inferlab.app.export import widget_png
-        from inferlab.app.report import build_report, report_path, write_report
-
         path = report_path(path)
         lab = self.current_lab()
         snapshot = snapshot_io.collect_snapshot(self.context, self.labs, lab.lab_id)
@@ -533,8 +527,6 @@ class MainWindow(QMainWindow):
 
     # about ---------------------------------------------------------------------------------------
     def about_text(self) -> str:
-        from inferlab.app.about import versions
-
         rows = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in versions().items())
         return (f"<h3>InferLab</h3><p>See what decides inference cost, on your own hardware.</p>"
                 f"<table>{rows}</table>")

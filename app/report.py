@@ -25,6 +25,8 @@ import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from inferlab.app.labs.registry import LABS, lab_headlines, resolve
+from inferlab.engines.trace.atomic import atomic_write_text
 from inferlab.engines.trace.compare import (
     Comparison,
     FigureRow,
@@ -62,8 +64,6 @@ def report_path(path: str | Path) -> Path:
 
 def write_report(path: str | Path, page: str) -> Path:
     """Write a `build_report` page to `path` (checked by `report_path`), atomically."""
-    from inferlab.engines.trace.atomic import atomic_write_text
-
     path = report_path(path)
     atomic_write_text(path, [page])
     return path
@@ -80,8 +80,6 @@ def build_report(a: Snapshot, a_name: str, images_a: Mapping[str, bytes] | None 
     id -> its plots with A and B overlaid as one PNG, or the message why it has none;
     `headlines`: a single snapshot's first figures per lab (default: the registry's; a
     comparison's rows come ordered already)."""
-    from inferlab.app.labs.registry import lab_headlines
-
     images_a, images_b = images_a or {}, images_b or {}
     headlines = lab_headlines() if headlines is None else headlines
     title = f"InferLab: {a_name}" + (f" against {b_name}" if b is not None else "")
@@ -176,8 +174,6 @@ def _other_figures(rows: Sequence[FigureRow], i: int, columns: int, moved: str =
 def _formulas(lab: str, section: object) -> list[tuple[str, str]] | str:
     """(formula, substituted) pairs of the lab's registry hook on `section`; [] for a lab
     without one; the reason as a string where the section does not read."""
-    from inferlab.app.labs.registry import LABS, resolve
-
     spec = next((s for s in LABS if s.id == lab), None)
     if spec is None or spec.formulas is None:
         return []
