@@ -21,6 +21,11 @@ import sys
 import tempfile
 import time
 
+from PySide6.QtCore import QTimer
+
+from inferlab.app.offscreen import process_events_for
+from inferlab.app.offscreen_window import make_window
+
 FIRST_PAINT_RUNS = 5
 
 # A bare PySide6 window, reporting its first paint as InferLab's window does
@@ -85,11 +90,6 @@ def first_paint(runs: int = FIRST_PAINT_RUNS) -> dict:
 def gui_stall_during_measurement(tick_ms: int = 5) -> dict:
     """Run the roof micro-benchmarks from the Hardware lab while a timer ticks every `tick_ms`;
     the largest gap between ticks is the GUI thread's longest stall."""
-    from PySide6.QtCore import QTimer
-
-    from inferlab.app.offscreen import process_events_for
-    from inferlab.app.offscreen_window import make_window
-
     _app, window = make_window()
     try:
         gaps: list[float] = []
