@@ -1,37 +1,30 @@
-"""`inferlab bench batching --json`: the batching lab's figures, in one run.
+"""`inferlab bench batching`'s window figures (the registry's `view_bench`): the request
+timeline drawn offscreen (views.batch_timeline.bench_timeline: 2,000 requests, 20,000
+iterations).
 
-    engines.labs.batching.bench.run_batching_bench   continuous / static throughput ratio, p99
-                                                TTFT / TPOT of both, simulated requests per
-                                                wall second
-    timeline_render_ms                          one full draw + offscreen render of the
-                                                request timeline (views.batch_timeline.
-                                                bench_timeline: 2,000 requests, 20,000
-                                                iterations); the bench lives in app/ because
-                                                engines must not import views
-"""
+    timeline_render_ms       one full draw + offscreen render (segments and strips built)
+    timeline_cursor_ms       the same records redrawn with the cursor moved, and repainted
+    timeline_update_ms       median redraw + repaint of a live run grown by 5 iterations
+    timeline_update_max_ms   the slowest of those 20 redraws
+
+The engine figures are engines/labs/batching/bench.py's."""
 
 from __future__ import annotations
 
-from inferlab.engines.labs.batching.bench import run_batching_bench
+from PySide6.QtCore import QCoreApplication, QEvent
+
+from inferlab.app.gui import create_application
+from inferlab.app.offscreen import ensure_platform
+from inferlab.views.batch_timeline import bench_timeline
 
 
-def run_batching_lab_bench(requests: int = 200, simulator_requests: int = 5000,
-                           timeline_requests: int = 2000,
-                           timeline_iterations: int = 20_000, real: bool = True) -> dict:
-    from PySide6.QtCore import QCoreApplication, QEvent
-
-    from inferlab.app.gui import create_application
-    from inferlab.app.offscreen import ensure_platform
-
-    figures = run_batching_bench(requests, simulator_requests, real)
+def run_timeline_bench(timeline_requests: int = 2000,
+                       timeline_iterations: int = 20_000) -> dict:
     ensure_platform()
     create_application()  # the app's own QApplication, not one pyqtgraph makes and drops
-    from inferlab.views.batch_timeline import bench_timeline
-
     timeline = bench_timeline(timeline_requests, timeline_iterations)
     QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)  # its view, now
-    figures["timeline_render_ms"] = timeline["render_ms"]
-    figures["timeline_cursor_ms"] = timeline["cursor_ms"]
-    figures["timeline_update_ms"] = timeline["update_ms"]  # a live redraw after new records
-    figures["timeline_update_max_ms"] = timeline["update_max_ms"]
-    return figures
+    return {"timeline_render_ms": timeline["render_ms"],
+            "timeline_cursor_ms": timeline["cursor_ms"],
+            "timeline_update_ms": timeline["update_ms"],  # a live redraw after new records
+            "timeline_update_max_ms": timeline["update_max_ms"]}

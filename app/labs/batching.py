@@ -3,21 +3,25 @@ step, drawn as a timeline of every request's states beside the run's serving met
 
 A stepped lab (`SteppedLab`): the session (engines/labs/batching) lives in worker tasks only; each
 iteration's frozen record comes back through a queued signal; the view is redrawn at most at
-the screen rate. The header drawn beside the records is (RequestInfo tuple, metrics dict).
+the screen rate. The header drawn beside the records is (RequestInfo tuple, metrics dict). A
+snapshot comes as its record (engines/labs/batching/records.BatchingSnapshot), read once.
 """
 
 from __future__ import annotations
 
 from inferlab.app.labs.stepped import SteppedLab
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
-    BATCHING_SETTINGS,
-    batching_metrics,
-    batching_section,
-    batching_trace_iteration,
-    check_batching_settings,
-    read_batching_section,
+from inferlab.engines.labs.batching.compare import (
+    compare_policies,
+    rate_sweep,
+    sweep_rates,
+    varied_keys,
 )
+from inferlab.engines.labs.batching.compare_records import comparison_state
+from inferlab.engines.labs.batching.records import BatchingSnapshot
+from inferlab.engines.labs.batching.section import batching_section
+from inferlab.engines.labs.batching.session import batching_metrics, batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, BATCHING_SETTINGS
+from inferlab.engines.labs.batching.trace import batching_trace_iteration
 from inferlab.views.batch_compare import variant_name
 from inferlab.views.batching_view import BatchingView
 
@@ -67,8 +71,6 @@ class BatchingLab(SteppedLab):
         return f"Preparing {settings['requests']} requests ({where})…"
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.labs.batching.section import batching_session
-
         progress(0.1, "generating the workload")
         session = batching_session(settings, device)
         self._trace_offset_s = self.context.recorder.now_s()
@@ -108,8 +110,6 @@ class BatchingLab(SteppedLab):
 
     # ---- comparison and sweep (whole runs in a worker, with progress) ---------------------------
     def compare(self, variants) -> None:
-        from inferlab.engines.labs.batching.compare import compare_policies, varied_keys
-
         settings, device = self.settings(), self.context.device_id
         differs = varied_keys([dict(settings, **v) for v in variants])
         names = [variant_name(dict(settings, **v), differs) for v in variants]
@@ -128,8 +128,6 @@ class BatchingLab(SteppedLab):
             shown)
 
     def sweep(self, low_per_s: float, high_per_s: float, n_rates: int) -> None:
-        from inferlab.engines.labs.batching.compare import rate_sweep, sweep_rates
-
         try:
             rates = sweep_rates(low_per_s, high_per_s, n_rates)
         except ValueError as e:
@@ -170,21 +168,16 @@ class BatchingLab(SteppedLab):
 
     # ---- snapshots ------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
-        from inferlab.engines.labs.batching.compare_records import comparison_state
-
         if self._task is None:  # no worker stepping the session now
             self._refresh_metrics()
         return batching_section(self.settings(), self.requests, self.records, self.metrics,
                                 comparison_state(self.comparison, self.sweep_points))
 
-    def show_snapshot(self, section: dict) -> None:
-        from inferlab.engines.labs.batching.compare_records import read_comparison_state
-
+    def show_snapshot(self, snapshot: BatchingSnapshot) -> None:
         if not self.read_only:  # the live results come back with show_live
             self._live_compare = (self.comparison, self.sweep_points)
-        super().show_snapshot(section)
-        self._show_compare(*read_comparison_state(section["state"]),
-                           check_batching_settings(section["settings"]))
+        super().show_snapshot(snapshot)
+        self._show_compare(snapshot.comparison, snapshot.sweep, snapshot.settings)
 
     def show_live(self) -> None:
         super().show_live()
@@ -196,9 +189,9 @@ class BatchingLab(SteppedLab):
         self.view.sweep.show_points(self.sweep_points, settings["slo_ttft_s"],
                                     settings["slo_tpot_s"])
 
-    def replay_parts(self, section: dict):
-        settings, requests, iterations, metrics = read_batching_section(section)
-        return settings, (tuple(requests), metrics) if requests else None, iterations
+    def replay_parts(self, snapshot: BatchingSnapshot):
+        header = (snapshot.requests, snapshot.metrics) if snapshot.has_run else None
+        return snapshot.settings, header, snapshot.iterations
 
     def replay_text(self, header, records) -> str:
         requests, metrics = header

@@ -212,7 +212,8 @@ LABS: tuple[LabSpec, ...] = (
         compare_plots="inferlab.engines.labs.batching.compare_plots:batching_plots",
         run_arguments="inferlab.engines.labs.batching.run:add_arguments",
         run="inferlab.engines.labs.batching.run:run",
-        bench="inferlab.app.benches.batching:run_batching_lab_bench",
+        bench="inferlab.engines.labs.batching.bench:run_batching_bench",
+        view_bench="inferlab.app.benches.batching_view:run_timeline_bench",
     ),
     LabSpec(
         id="cluster",

@@ -90,11 +90,9 @@ def kv() -> dict:
 def batching() -> dict:
     from inferlab.engines.labs.batching.compare import compare_policies, rate_sweep
     from inferlab.engines.labs.batching.compare_records import comparison_state
-    from inferlab.engines.labs.batching.section import (
-        BATCHING_DEFAULTS,
-        batching_section,
-        batching_session,
-    )
+    from inferlab.engines.labs.batching.section import batching_section
+    from inferlab.engines.labs.batching.session import batching_session
+    from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 
     settings = dict(BATCHING_DEFAULTS, requests=6, rate_per_s=40.0, prompt_mean=4.0,
                     output_mean=2.0)

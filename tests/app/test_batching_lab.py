@@ -3,13 +3,20 @@ exports a snapshot that reopens read-only, and `inferlab screenshot --lab batchi
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 import pytest
 
 from inferlab.app.labs.batching import AUTO_STEPS
+from inferlab.app.labs.registry import lab_spec, resolve
+from inferlab.engines.labs.batching.records import BatchingSnapshot
+from inferlab.engines.labs.batching.session import batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
+from inferlab.engines.trace.snapshot import read_snapshot
 from inferlab.views.batching_view import BatchingView
-from tests.app import lab_helpers
+from tests.app import lab_helpers, lab_sections
 from tests.app.lab_helpers import wait_idle
 
 
@@ -78,8 +85,6 @@ def test_a_new_policy_resets_the_run(qtbot, make_window):
 
 
 def test_view_draws_nothing_then_records(qtbot):
-    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
-
     view = BatchingView()
     qtbot.addWidget(view)
     view.clear("nothing yet")
@@ -171,9 +176,6 @@ def test_the_clock_chooses_what_it_runs(qtbot, make_window):
 
 
 def test_the_view_carries_the_prefix_settings_and_shows_hits_on_hover(qtbot):
-    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
-    from inferlab.views.batching_view import BatchingView
-
     view = BatchingView()
     qtbot.addWidget(view)
     settings = dict(BATCHING_DEFAULTS, scenario="doc-qa", prefix_cache="radix",
@@ -194,12 +196,64 @@ def test_the_view_carries_the_prefix_settings_and_shows_hits_on_hover(qtbot):
 
 
 def test_the_eviction_order_is_the_radix_trees_setting(qtbot):
-    from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS
-    from inferlab.views.batching_view import BatchingView
-
     view = BatchingView()
     qtbot.addWidget(view)
     view.set_settings(dict(BATCHING_DEFAULTS, prefix_cache="radix", eviction_policy="lfu"))
     assert view.settings()["eviction_policy"] == "lfu" and view.eviction.isEnabled()
     view.set_settings(dict(BATCHING_DEFAULTS, prefix_cache="hash", eviction_policy="fifo"))
     assert view.settings()["eviction_policy"] == "fifo" and not view.eviction.isEnabled()
+
+
+def test_a_headless_runs_section_reads_into_one_record_the_lab_draws(qtbot, make_window,
+                                                                     tmp_path):
+    """`inferlab run batching`'s section, read once by the registry's reader, is a frozen
+    BatchingSnapshot; `show_snapshot(record)` replays it without the section."""
+    from inferlab.app.cli import main
+
+    path = tmp_path / "run.json"
+    assert main(["run", "batching", "--requests", "12", "--snapshot", str(path)]) == 0
+    section = read_snapshot(path).labs["batching"]
+    record = resolve(lab_spec("batching").read_section)(section)
+    assert isinstance(record, BatchingSnapshot) and record.has_run
+    assert record.settings["requests"] == 12 and len(record.requests) == 12
+    assert len(record.iterations) == record.metrics["iterations"] == len(
+        section["state"]["iterations"])
+    assert record.comparison == () and record.sweep == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.iterations = ()  # type: ignore[misc]
+
+    window = make_window(str(tmp_path / "replay.ini"))
+    lab = window.lab("batching")
+    lab.show_snapshot(record)
+    assert lab.read_only
+    assert list(lab.view.iterations) == list(record.iterations)
+    assert list(lab.view.requests) == list(record.requests)
+    assert lab.view.slider.maximum() == len(record.iterations) - 1
+    assert lab.view.settings()["requests"] == 12
+    assert f"{len(record.iterations)} iterations of 12 requests" in lab.view.status.text()
+    assert lab.comparison == [] and lab.sweep_points == []
+
+
+def test_a_snapshot_with_a_comparison_draws_its_tabs_from_the_record(qtbot, make_window,
+                                                                      tmp_path):
+    record = resolve(lab_spec("batching").read_section)(lab_sections.batching())
+    assert len(record.comparison) == 2 and len(record.sweep) == 4
+    window = make_window(str(tmp_path / "replay.ini"))
+    lab = window.lab("batching")
+    lab.show_snapshot(record)
+    assert lab.comparison == list(record.comparison) and lab.sweep_points == list(record.sweep)
+    table = lab.view.compare.table
+    assert table.item(0, 0).text() == "TTFT p50 (ms)" and table.item(0, 1).text() != "—"
+    assert "knee" in lab.view.sweep.note.text()
+
+
+def test_the_view_bench_times_the_timeline(qtbot):
+    """The registry's `view_bench` gives the timeline's four figures (the keys the old
+    app-side bench added to the engine's); the engine bench is engines/labs/batching."""
+    spec = lab_spec("batching")
+    assert spec.bench == "inferlab.engines.labs.batching.bench:run_batching_bench"
+    figures = resolve(spec.view_bench)(timeline_requests=50, timeline_iterations=200)
+    assert set(figures) == {"timeline_render_ms", "timeline_cursor_ms", "timeline_update_ms",
+                            "timeline_update_max_ms"}
+    assert all(math.isfinite(v) and v > 0 for v in figures.values())
+    assert figures["timeline_update_max_ms"] >= figures["timeline_update_ms"]

@@ -1,5 +1,5 @@
 """The batching lab's engine figures, in one run (`inferlab bench batching` adds the timeline's
-render time, app/benches/batching.py):
+render and update times, app/benches/batching_view.py):
 
     throughput_ratio                  continuous / static output tokens/s, the same seeded
                                       workload, simulated clock (Llama-3-8B on an H100)
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from inferlab.engines.hardware.microbench import measure_roofs
 from inferlab.engines.labs.batching.concurrent_bench import run_concurrent_bench
-from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS, batching_session
+from inferlab.engines.labs.batching.session import batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.serve import workload as wl

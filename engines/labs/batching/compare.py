@@ -25,11 +25,8 @@ import numpy as np
 
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.batching.compare_records import VARIANT_KEYS, PolicyRun, SweepPoint
-from inferlab.engines.labs.batching.section import (
-    batching_metrics,
-    batching_session,
-    check_batching_settings,
-)
+from inferlab.engines.labs.batching.session import batching_metrics, batching_session
+from inferlab.engines.labs.batching.settings import check_batching_settings
 from inferlab.engines.serve import workload
 from inferlab.engines.serve.metrics import tpot_s, ttft_s
 from inferlab.engines.serve.scenarios import lognormal_workload

@@ -1,6 +1,6 @@
 """The batching lab's side of a snapshot comparison's plots (engines.trace.overlay).
 
-From `read_batching_section`'s records: the TTFT, TPOT and E2E latency CDFs of every request
+From the snapshot's record (records.BatchingSnapshot): the TTFT, TPOT and E2E latency CDFs of every request
 that finished (token times read back from the iterations: replay_timings), and the batch size
 and KV pool use of every iteration against time since the run's start (its first arrival or
 first iteration, whichever is earlier: two runs aligned at t = 0).
@@ -9,6 +9,7 @@ first iteration, whichever is earlier: two runs aligned at t = 0).
 from __future__ import annotations
 
 from inferlab.engines.labs.batching.compare import latency_cdf
+from inferlab.engines.labs.batching.records import BatchingSnapshot
 from inferlab.engines.labs.batching.replay_timings import request_timings
 from inferlab.engines.labs.batching.timeline import iteration_strips
 from inferlab.engines.serve.metrics import e2e_s, tpot_s, ttft_s
@@ -33,10 +34,9 @@ def latency_cdf_plots(timings) -> list[Plot]:
     return plots
 
 
-def batching_plots(read) -> list[Plot]:
-    """`read`: what read_batching_section returns (settings, requests, iterations, metrics).
-    No plot for a section without a run."""
-    _settings, requests, iterations, _metrics = read
+def batching_plots(snapshot: BatchingSnapshot) -> list[Plot]:
+    """The plots of a snapshot's record (read_batching_section); none without a run."""
+    requests, iterations = snapshot.requests, snapshot.iterations
     if not requests or not iterations:
         return []
     plots = latency_cdf_plots(request_timings(requests, iterations))

@@ -104,7 +104,7 @@ BATCHING_COUNTS = {"iterations": Setting("int", 0), "preemptions": Setting("int"
 
 
 def read_batching_metrics(m, where: str) -> dict:
-    """`section.batching_metrics`' dict read back: the serving metrics (`read_serving_metrics`;
+    """`session.batching_metrics`' dict read back: the serving metrics (`read_serving_metrics`;
     none before a run), the iteration and preemption counts and the prefix hit rate (0 when
     absent)."""
     read_object(m, where)

@@ -23,11 +23,8 @@ import time
 
 from inferlab.engines.hardware.presets import load_hardware_preset
 from inferlab.engines.kv.block_manager import BlockManager
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
-    batching_session,
-    prefix_hit_rate,
-)
+from inferlab.engines.labs.batching.session import batching_session, prefix_hit_rate
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.engine import ServingEngine, requests_from_workload

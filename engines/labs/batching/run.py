@@ -10,15 +10,10 @@ from __future__ import annotations
 from inferlab.engines.fields import option_error
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
-    batching_metrics,
-    batching_section,
-    batching_session,
-    batching_trace_iteration,
-    batching_trace_requests,
-    check_batching_settings,
-)
+from inferlab.engines.labs.batching.section import batching_section
+from inferlab.engines.labs.batching.session import batching_metrics, batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, check_batching_settings
+from inferlab.engines.labs.batching.trace import batching_trace_iteration, batching_trace_requests
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.serve.workload import read_trace_requests

@@ -11,7 +11,7 @@ from inferlab.engines.cluster.links import list_link_presets, load_link_preset
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
-from inferlab.engines.labs.batching.section import BATCHING_SETTINGS
+from inferlab.engines.labs.batching.settings import BATCHING_SETTINGS
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.metrics import SLO

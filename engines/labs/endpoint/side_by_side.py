@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.batching.compare import run_policy
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
+from inferlab.engines.labs.batching.session import (
     WALL_MAX_OUTPUT,
     WALL_MAX_PROMPT,
     WALL_MAX_REQUESTS,
 )
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 from inferlab.engines.serve.workload import WorkloadRequest
 
 TITLES = {"endpoint": "Endpoint (client side)", "engine": "In-app engine (wall clock)",

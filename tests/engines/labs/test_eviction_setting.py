@@ -7,11 +7,8 @@ from __future__ import annotations
 import pytest
 
 from inferlab.app.cli import main
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
-    batching_session,
-    check_batching_settings,
-)
+from inferlab.engines.labs.batching.session import batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, check_batching_settings
 from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run
 
 

@@ -19,7 +19,7 @@ from inferlab.engines.labs.batching.compare_records import (
     comparison_state,
     read_comparison_state,
 )
-from inferlab.engines.labs.batching.section import BATCHING_DEFAULTS
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 from inferlab.engines.serve.metrics import knee
 
 SMALL = dict(BATCHING_DEFAULTS, requests=40, rate_per_s=10.0)

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
-    BLOCK_SIZE,
-    batching_session,
-    check_batching_settings,
-)
+from inferlab.engines.labs.batching.session import BLOCK_SIZE, batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, check_batching_settings
 from inferlab.engines.labs.batching.timeline import (
     cached_tokens_by_request,
     iteration_strips,

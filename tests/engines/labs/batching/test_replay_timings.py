@@ -11,12 +11,9 @@ import pytest
 from inferlab.engines.hardware.presets import load_hardware_preset
 from inferlab.engines.kv import BlockManager
 from inferlab.engines.labs.batching.replay_timings import request_timings
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
-    batching_section,
-    batching_session,
-    read_batching_section,
-)
+from inferlab.engines.labs.batching.section import batching_section, read_batching_section
+from inferlab.engines.labs.batching.session import batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
 from inferlab.engines.serve.executors import SimulatedExecutor
@@ -59,9 +56,10 @@ def test_a_snapshots_timings_summarize_to_its_own_metrics():
         session.step()
     section = batching_section(session.settings, session.request_infos(), session.records,
                                session.serving_metrics())
-    settings, requests, iterations, metrics = read_batching_section(section)
-    summary = summarize(request_timings(requests, iterations), slo=settings_slo(settings))
-    assert summary.to_dict() == {k: metrics[k] for k in summary.to_dict()}
+    snapshot = read_batching_section(section)
+    summary = summarize(request_timings(snapshot.requests, snapshot.iterations),
+                        slo=settings_slo(snapshot.settings))
+    assert summary.to_dict() == {k: snapshot.metrics[k] for k in summary.to_dict()}
 
 
 def test_kept_iterations_with_gaps_or_unknown_requests_are_refused():

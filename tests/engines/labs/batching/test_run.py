@@ -3,10 +3,12 @@ the printed per-request timings; bad arguments give one-line errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
+from inferlab.engines.labs.batching.records import BatchingSnapshot
 from inferlab.engines.labs.batching.section import read_batching_section
 from inferlab.engines.serve.metrics import RequestTiming, summarize
 
@@ -34,9 +36,14 @@ def test_run_batching_writes_a_snapshot_matching_its_timings(capsys, tmp_path):
 
     snapshot = read_snapshot(out)
     assert snapshot.active_lab == "batching"
-    settings, requests, iterations, section_metrics = read_batching_section(
-        snapshot.labs["batching"])
+    record = read_batching_section(snapshot.labs["batching"])
+    assert isinstance(record, BatchingSnapshot)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.metrics = {}  # type: ignore[misc]
+    settings, requests, iterations = record.settings, record.requests, record.iterations
+    section_metrics = record.metrics
     assert settings["requests"] == 30 and len(requests) == 30
+    assert record.comparison == () and record.sweep == ()
     assert len(iterations) == section_metrics["iterations"]
     assert section_metrics["ttft_s"] == metrics["ttft_s"]
     spans = [e for e in snapshot.trace_events if e.get("name", "").startswith("iteration ")]

@@ -1,18 +1,19 @@
-"""The batching lab's section: a JSON round trip gives the records back, bad settings and
-fields are named, a simulated session runs to its end deterministically."""
+"""The batching lab's section: a JSON round trip gives the records back in one frozen record,
+bad settings and fields are named, a simulated session runs to its end deterministically."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from inferlab.engines.labs.batching.section import (
-    BATCHING_DEFAULTS,
-    batching_section,
-    batching_session,
-    read_batching_section,
-)
+from inferlab.engines.labs.batching.compare import compare_policies, rate_sweep
+from inferlab.engines.labs.batching.compare_records import comparison_state
+from inferlab.engines.labs.batching.records import BatchingSnapshot
+from inferlab.engines.labs.batching.section import batching_section, read_batching_section
+from inferlab.engines.labs.batching.session import batching_session
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 from inferlab.engines.serve.metrics import summarize
 
 SMALL = dict(BATCHING_DEFAULTS, requests=30, rate_per_s=40.0)
@@ -44,20 +45,44 @@ def test_section_round_trips_through_json():
     session, records = run_to_end(dict(SMALL, policy="static"))
     section = batching_section(session.settings, session.request_infos(), records,
                                session.serving_metrics())
-    settings, requests, iterations, metrics = read_batching_section(
-        json.loads(json.dumps(section)))
-    assert settings == session.settings
-    assert requests == list(session.request_infos())
-    assert iterations == records
+    snapshot = read_batching_section(json.loads(json.dumps(section)))
+    assert isinstance(snapshot, BatchingSnapshot) and snapshot.has_run
+    assert snapshot.settings == session.settings
+    assert snapshot.requests == tuple(session.request_infos())
+    assert snapshot.iterations == tuple(records)
     expected = summarize(session.timings(), slo=None).to_dict()
-    assert metrics["ttft_s"] == expected["ttft_s"]
-    assert metrics["preemptions"] == sum(len(r.preempted) for r in records)
+    assert snapshot.metrics["ttft_s"] == expected["ttft_s"]
+    assert snapshot.metrics["preemptions"] == sum(len(r.preempted) for r in records)
+    assert snapshot.comparison == () and snapshot.sweep == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snapshot.requests = ()  # type: ignore[misc]
 
 
 def test_an_empty_section_reads_as_no_run():
-    settings, requests, iterations, metrics = read_batching_section(
-        batching_section(dict(BATCHING_DEFAULTS), [], [], {}))
-    assert settings == BATCHING_DEFAULTS and requests == [] and iterations == []
+    snapshot = read_batching_section(batching_section(dict(BATCHING_DEFAULTS), [], [], {}))
+    assert snapshot.settings == BATCHING_DEFAULTS and not snapshot.has_run
+    assert snapshot.requests == () and snapshot.iterations == ()
+    assert snapshot.metrics["iterations"] == 0
+
+
+def test_the_comparison_and_sweep_are_read_with_the_run():
+    """One read gives the Compare and Rate sweep tabs' records too (the section's `extras`),
+    equal to the runs that made them; a section with only a comparison has no run."""
+    settings = dict(SMALL, requests=6)
+    runs = compare_policies(settings)
+    points = rate_sweep(settings, [20.0, 80.0])
+    session, records = run_to_end(settings)
+    extras = comparison_state(runs, points)
+    section = json.loads(json.dumps(batching_section(
+        session.settings, session.request_infos(), records, session.serving_metrics(),
+        extras)))
+    snapshot = read_batching_section(section)
+    assert [r.to_dict() for r in snapshot.comparison] == [r.to_dict() for r in runs]
+    assert snapshot.sweep == tuple(points) and len(snapshot.sweep) == 4
+    assert snapshot.iterations == tuple(records)
+    alone = read_batching_section(json.loads(json.dumps(
+        batching_section(session.settings, [], [], {}, extras))))
+    assert not alone.has_run and len(alone.comparison) == 2 and alone.sweep == tuple(points)
 
 
 @pytest.mark.parametrize(("change", "field"), [
