@@ -1,62 +1,31 @@
-"""`inferlab bench kv --json`: the KV figures, in one run.
+"""`inferlab bench kv`'s window figures (the registry's `view_bench`): one full update of a
+100,000-block grid, offscreen.
 
-    engines.kv.bench.run_kv_bench      paged / contiguous waste, paged attention time ratio,
-                                       allocator ops/s, prefix hit rate (synthetic streams)
-    engines.model.bench.run_model_bench  decode_tokens_per_s (ours) and
-                                       transformers_tokens_per_s, SmolLM2, same process
-    grid_render_ms_100k                one full update of a 100,000-block grid, offscreen:
-                                       cell codes from a pool state, image upload and a
-                                       synchronous repaint (median of GRID_UPDATES; the
-                                       selection toggles so every update draws new cells)
-    kv_lab_*                           the KV lab's own scenarios on the tiny model: waste at
-                                       each allocator's peak, the shared-prompt hit rate
+    grid_render_ms_100k   cell codes from a pool state, image upload and a synchronous
+                          repaint (median of GRID_UPDATES; the selection toggles so every
+                          update draws new cells)
 
-A part that cannot run (no transformers, no SmolLM2) reports its error beside None figures.
-"""
+The engine figures are engines/labs/kv/bench.py's."""
 
 from __future__ import annotations
 
 import statistics
 import time
 
-from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_metrics, kv_run
+import numpy as np
 
-GRID_BLOCKS = 100_000
+from inferlab.app.gui import create_application
+from inferlab.app.offscreen import ensure_platform
+from inferlab.engines.labs.kv.bench import GRID_BLOCKS, synthetic_pool
+from inferlab.views.kv_grid import KVGridPlot
+
 GRID_UPDATES = 40
-
-
-def synthetic_pool(n_blocks: int = GRID_BLOCKS, n_requests: int = 3000, seed: int = 0):
-    """A realistic pool state: ragged prompts, a shared system prompt on every third request,
-    forks, a quarter of the requests freed (cached-free blocks)."""
-    import numpy as np
-
-    from inferlab.engines.kv.block_manager import BlockManager
-
-    rng = np.random.default_rng(seed)
-    mgr = BlockManager(n_blocks, 16)
-    system = list(range(1000, 1256))
-    for i in range(n_requests):
-        user = rng.integers(0, 30000, int(rng.integers(16, 1000))).tolist()
-        mgr.allocate(i, (system if i % 3 == 0 else []) + user)
-        mgr.mark_computed(i, mgr.num_tokens(i))  # its prefill ran: full blocks are cached
-        if i % 5 == 0:
-            mgr.fork(i, -i - 1)
-    for i in range(0, n_requests, 4):
-        mgr.free(i)
-    return mgr.pool_state()
 
 
 def grid_update_ms(n_blocks: int = GRID_BLOCKS, updates: int = GRID_UPDATES) -> dict:
     """Time full updates of the KV grid widget (offscreen): draw + synchronous repaint."""
-    import numpy as np
-
-    from inferlab.app.gui import create_application
-    from inferlab.app.offscreen import ensure_platform
-
     ensure_platform()
     app = create_application()
-    from inferlab.views.kv_grid import KVGridPlot
-
     pool = synthetic_pool(n_blocks)
     colors = np.arange(len(pool.seq_ids), dtype=np.int64)
     grid = KVGridPlot()
@@ -85,51 +54,3 @@ def grid_update_ms(n_blocks: int = GRID_BLOCKS, updates: int = GRID_UPDATES) -> 
             "grid_render_ms_100k_p90": times[int(0.9 * (len(times) - 1))],
             "grid_codes_upload_ms_100k": statistics.median(draw_only),
             "grid_blocks": pool.n_blocks, "grid_cells": f"{rows}x{cols}"}
-
-
-def lab_scenarios() -> dict:
-    """The lab's scenarios on the tiny model, to the end: what the lab itself shows."""
-    import torch
-
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        out = {}
-        for name in ("ragged", "shared-prompt"):
-            settings = dict(KV_DEFAULTS, model="tiny", scenario=name)
-            _session, records = kv_run(settings)
-            m = kv_metrics(records)
-            key = name.replace("-", "_")
-            out[f"kv_lab_{key}_paged_waste_frac"] = m["paged_waste_frac"]
-            out[f"kv_lab_{key}_contiguous_waste_frac"] = m["contiguous_waste_frac"]
-            out[f"kv_lab_{key}_prefix_hit_rate"] = m["prefix_hit_rate"]
-        return out
-    finally:
-        torch.set_num_threads(threads)
-
-
-def run_kv_lab_bench(quick: bool = False, model_bench: bool = True) -> dict:
-    """Every KV figure as one flat dict (`quick`: small workloads, no model bench)."""
-    from inferlab.engines.kv.bench import run_kv_bench
-
-    out = dict(run_kv_bench(quick=quick))
-    out.update(grid_update_ms(updates=6 if quick else GRID_UPDATES))
-    out.update(lab_scenarios())
-    out["decode_tokens_per_s"] = None
-    out["transformers_tokens_per_s"] = None
-    if model_bench and not quick:
-        try:
-            from inferlab.engines.model.bench import run_model_bench
-
-            model = run_model_bench()
-        except (ImportError, ValueError, RuntimeError, OSError) as exc:
-            out["model_bench_error"] = f"{type(exc).__name__}: {exc}"
-        else:
-            for key, value in model.items():
-                out[key if key in ("decode_tokens_per_s", "transformers_tokens_per_s")
-                    else f"model_{key}"] = value
-            tf = out["transformers_tokens_per_s"]
-            if tf:
-                out["decode_speedup_vs_transformers"] = out["decode_tokens_per_s"] / tf
-    return out

@@ -11,15 +11,14 @@ from __future__ import annotations
 import dataclasses
 
 from inferlab.app.labs.stepped import SteppedLab
+from inferlab.engines.labs.kv.metrics import kv_metrics
+from inferlab.engines.labs.kv.records import KVSnapshot
 from inferlab.engines.labs.kv.scenarios import SCENARIOS
-from inferlab.engines.labs.kv.section import (
-    KV_DEFAULTS,
-    KV_SETTINGS,
-    kv_metrics,
-    kv_section,
-    kv_trace_step,
-    read_kv_section,
-)
+from inferlab.engines.labs.kv.section import kv_section
+from inferlab.engines.labs.kv.session import kv_lab_model, kv_session
+from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_SETTINGS
+from inferlab.engines.labs.kv.trace import kv_trace_step
+from inferlab.engines.model.cache import AUTO, model_choices, resolve_model_name
 from inferlab.engines.trace.thinning import keep_every
 from inferlab.views.kv_view import KVView
 
@@ -41,8 +40,6 @@ class KVLab(SteppedLab):
 
     def __init__(self, context, parent=None):
         super().__init__(context, KVView(), parent)
-        from inferlab.engines.model.cache import AUTO, model_choices, resolve_model_name
-
         models = [(AUTO, f"auto ({resolve_model_name(AUTO)})"), *model_choices()]
         self.view.set_choices([(s.name, s.title, s.description) for s in SCENARIOS.values()],
                               models)
@@ -77,16 +74,11 @@ class KVLab(SteppedLab):
 
     # ---- the session -------------------------------------------------------------------------
     def preparing_text(self, settings: dict, device: str) -> str:
-        from inferlab.engines.model.cache import resolve_model_name
-
         name = resolve_model_name(settings["model"])
         return (f"Loading {name} on {device} and preparing "
                 f"“{SCENARIOS[settings['scenario']].title}”…")
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.labs.kv.section import kv_lab_model, kv_session
-        from inferlab.engines.model.cache import resolve_model_name
-
         progress(0.05, f"loading {resolve_model_name(settings['model'])}")
         model, tokenizer = kv_lab_model(settings, device)
         progress(0.5, "tokenizing the scenario's requests")
@@ -141,9 +133,9 @@ class KVLab(SteppedLab):
     def snapshot_section(self) -> dict:
         return kv_section(self.settings(), self.info, self.seq_infos, self.records)
 
-    def replay_parts(self, section: dict):
-        settings, info, seq_infos, records = read_kv_section(section)
-        return settings, (info, seq_infos) if info is not None else None, records
+    def replay_parts(self, record: KVSnapshot):
+        header = (record.run, record.sequences) if record.run is not None else None
+        return record.settings, header, list(record.steps)
 
     def replay_text(self, header, records) -> str:
         info, _seq_infos = header

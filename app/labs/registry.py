@@ -186,7 +186,8 @@ LABS: tuple[LabSpec, ...] = (
         compare_plots="inferlab.engines.labs.kv.compare_plots:kv_plots",
         run_arguments="inferlab.engines.labs.kv.run:add_arguments",
         run="inferlab.engines.labs.kv.run:run",
-        bench="inferlab.app.benches.kv:run_kv_lab_bench",
+        bench="inferlab.engines.labs.kv.bench:run_kv_lab_bench",
+        view_bench="inferlab.app.benches.kv_view:grid_update_ms",
     ),
     LabSpec(
         id="batching",

@@ -79,7 +79,9 @@ def mcu() -> dict:
 
 
 def kv() -> dict:
-    from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run, kv_section
+    from inferlab.engines.labs.kv.section import kv_section
+    from inferlab.engines.labs.kv.session import kv_run
+    from inferlab.engines.labs.kv.settings import KV_DEFAULTS
 
     # multi-turn with the radix cache: the steps carry the prefix tree too (a turn hits at 16)
     settings = dict(KV_DEFAULTS, model="tiny", scenario="multi-turn", prefix_cache="radix")

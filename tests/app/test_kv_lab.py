@@ -11,8 +11,11 @@ from PySide6.QtCore import Qt
 
 from inferlab.engines.kv.pool_state import CACHED_FREE, FREE, SHARED, USED, KVPoolState
 from inferlab.engines.labs.kv import section as kvlab_section
+from inferlab.engines.labs.kv.bench import synthetic_pool
 from inferlab.engines.labs.kv.records import ContiguousRegion
-from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_section, read_kv_section
+from inferlab.engines.labs.kv.section import kv_section, read_kv_section
+from inferlab.engines.labs.kv.session import kv_run
+from inferlab.engines.labs.kv.settings import KV_DEFAULTS
 from inferlab.views.kv_contiguous import address_codes
 from inferlab.views.kv_grid import (
     CACHED_CODE,
@@ -120,8 +123,6 @@ def test_address_line_codes():
 
 
 def test_a_100k_block_grid_draws(qtbot):
-    from inferlab.app.benches.kv import synthetic_pool
-
     pool = synthetic_pool(100_000, n_requests=1500)
     grid = KVGridPlot()
     qtbot.addWidget(grid)
@@ -233,9 +234,10 @@ def test_run_kv_cli_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_wi
     assert metrics["finished"] == 8 and metrics["refused"] == 0
     snapshot = read_snapshot(out)
     assert snapshot.active_lab == "kv"
-    settings, info, seq_infos, records = read_kv_section(snapshot.labs["kv"])
-    assert settings["scenario"] == "shared-prompt" and info.model_id == "tiny"
-    assert len(seq_infos) == 8 and len(records) == metrics["steps"]
+    read = read_kv_section(snapshot.labs["kv"])
+    records = read.steps
+    assert read.settings["scenario"] == "shared-prompt" and read.run.model_id == "tiny"
+    assert len(read.sequences) == 8 and len(records) == metrics["steps"]
     assert sum(1 for e in snapshot.trace_events if e.get("name", "").startswith("kv step")) \
         == len(records)
 
@@ -258,7 +260,9 @@ def test_bad_kv_sections_name_the_field():
 
     with pytest.raises(ValueError, match="labs.kv: missing field 'settings'"):
         read_kv_section({})
-    assert read_kv_section({"settings": {}, "state": {}})[1] is None
+    empty = read_kv_section({"settings": {}, "state": {}})
+    assert empty.run is None and empty.sequences == () and empty.steps == ()
+    assert empty.settings == KV_DEFAULTS
     bad = {"settings": {}, "state": {"run": {"scenario": "x"}, "sequences": [], "steps": []}}
     with pytest.raises(ValueError, match="labs.kv.state.run: missing field"):
         read_kv_section(bad)
@@ -277,10 +281,11 @@ def test_a_big_runs_snapshot_keeps_some_pools_and_replays_them(qtbot, monkeypatc
     kept = [i for i, s in enumerate(sec["state"]["steps"]) if s["pool"] is not None]
     every = sec["state"]["pool_every"]
     assert every > 1 and kept[:2] == [0, every] and kept[-1] == len(records) - 1
-    _settings, info, seq_infos, replay = read_kv_section(json.loads(json.dumps(sec)))
+    read = read_kv_section(json.loads(json.dumps(sec)))
+    replay = read.steps
     view = KVView()
     qtbot.addWidget(view)
-    view.draw(info, seq_infos, replay)
+    view.draw(read.run, read.sequences, replay)
     view.slider.setValue(every + 1)
     assert view.grid.pool is replay[every].pool
     assert f"as of step {every}" in view.grid_title.text()
@@ -294,7 +299,7 @@ def test_the_prefix_tree_tab_draws_a_radix_run_and_names_hovered_nodes(qtbot):
     from inferlab.views.kv_view import KVView
 
     settings = dict(KV_DEFAULTS, model="tiny", scenario="multi-turn", prefix_cache="radix")
-    session, records = kvlab_section.kv_run(settings, max_steps=18)
+    session, records = kv_run(settings, max_steps=18)
     view = KVView()
     qtbot.addWidget(view)
     view.draw(session.info, session.seq_infos(), records)
@@ -315,7 +320,7 @@ def test_the_prefix_tree_tab_draws_a_radix_run_and_names_hovered_nodes(qtbot):
         view.tree.hover_text(i)
     # a hash run has no tree: the tab says how to get one
     settings["prefix_cache"] = "hash"
-    session, records = kvlab_section.kv_run(settings, max_steps=2)
+    session, records = kv_run(settings, max_steps=2)
     view.draw(session.info, session.seq_infos(), records)
     assert view.tree.state is None
 
@@ -330,3 +335,32 @@ def test_the_kv_views_prefix_choice_carries_the_eviction_order(qtbot):
         view.set_settings(dict(KV_DEFAULTS, prefix_cache=cache, eviction_policy=order))
         got = view.settings()
         assert (got["prefix_cache"], got["eviction_policy"]) == (cache, want)
+
+
+def test_a_headless_runs_section_reads_into_a_frozen_record_the_lab_draws(qtbot, make_window):
+    """`inferlab run kv`'s section (through JSON) reads once into a `KVSnapshot`, equal field
+    by field to the run's own records, frozen; `show_snapshot` draws that record."""
+    import dataclasses
+
+    from inferlab.engines.labs.kv.records import KVSnapshot
+
+    settings = dict(KV_DEFAULTS, model="tiny", scenario="fork")
+    session, records = kv_run(settings, max_steps=5)
+    sec = json.loads(json.dumps(kv_section(settings, session.info, session.seq_infos(),
+                                           records)))
+    read = read_kv_section(sec)
+    assert isinstance(read, KVSnapshot)
+    assert read.settings == settings and read.run == session.info
+    assert read.sequences == session.seq_infos()
+    assert isinstance(read.steps, tuple) and [r.step for r in read.steps] == [0, 1, 2, 3, 4]
+    assert [(r.paged, r.contiguous, r.seqs, r.events) for r in read.steps] == \
+        [(r.paged, r.contiguous, r.seqs, r.events) for r in records]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.steps = ()
+
+    window = make_window()
+    lab = window.lab("kv")
+    lab.show_snapshot(read)
+    assert lab.read_only and [r.step for r in lab.view.records] == [0, 1, 2, 3, 4]
+    assert np.array_equal(lab.view.grid.pool.state, records[-1].pool.state)
+    assert lab.view.status.text().startswith("Read-only snapshot: 5 steps of")

@@ -8,14 +8,14 @@ paged one solid and the contiguous one dashed.
 
 from __future__ import annotations
 
+from inferlab.engines.labs.kv.records import KVSnapshot
 from inferlab.engines.trace.overlay import Curve, Plot
 
 
-def kv_plots(read) -> list[Plot]:
-    """`read`: what read_kv_section returns (settings, run info, sequences, step records).
-    No plot before a run."""
-    _settings, info, _seqs, records = read
-    if info is None or not records:
+def kv_plots(read: KVSnapshot) -> list[Plot]:
+    """`read`: what read_kv_section returns. No plot before a run."""
+    records = read.steps
+    if read.run is None or not records:
         return []
     step = [r.step for r in records]
 

@@ -15,9 +15,6 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from inferlab.engines.kv.pool_state import SHARED, KVPoolState
-from inferlab.engines.kv.radix_state import RadixTreeState, radix_state_from_dict
-from inferlab.engines.kv.stats import KVStats
 from inferlab.engines.fields import (
     Setting,
     read_dataclass,
@@ -26,6 +23,9 @@ from inferlab.engines.fields import (
     read_list,
     shown,
 )
+from inferlab.engines.kv.pool_state import SHARED, KVPoolState
+from inferlab.engines.kv.radix_state import RadixTreeState, radix_state_from_dict
+from inferlab.engines.kv.stats import KVStats
 
 # sequence status (paged side); the contiguous side uses the same words
 WAITING = "waiting"
@@ -126,9 +126,22 @@ class KVRunInfo:
     bytes_per_slot: int
 
 
+@dataclass(frozen=True)
+class KVSnapshot:
+    """A KV lab snapshot section as read (`read_kv_section`): what the window replays."""
+
+    settings: dict
+    """The lab's settings, checked against the table (engines/labs/kv/settings.py)."""
+    run: KVRunInfo | None
+    """None: the lab had not run when the snapshot was taken (no sequences, no steps)."""
+    sequences: tuple[SeqInfo, ...]
+    steps: tuple[KVStepRecord, ...]
+    """In step order; each kept its pool state or not as the writer thinned them."""
+
+
 # ---- JSON ------------------------------------------------------------------------------------
 MAX_BLOCK_SIZE = 1024
-MAX_BLOCKS = 1_000_000  # the lab's own ranges (engines/labs/kv/section.py KV_SETTINGS)
+MAX_BLOCKS = 1_000_000  # the lab's own ranges (engines/labs/kv/settings.py KV_SETTINGS)
 MAX_SEQS = 100_000
 _COUNT = Setting("int", 0)
 _TEXT = Setting("str", max_len=100_000)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES, get_scenario
-from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run, kv_section, kv_trace_step
+from inferlab.engines.labs.kv.section import kv_section
+from inferlab.engines.labs.kv.session import kv_run
+from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_DTYPES
+from inferlab.engines.labs.kv.trace import kv_trace_step
 from inferlab.engines.model.cache import load_lab_model
 
 
@@ -22,7 +25,7 @@ def add_arguments(p) -> None:
                    help="tokens per KV block (default 16)")
     p.add_argument("--blocks", type=int, default=0,
                    help="blocks in the pool (default: sized from the scenario's requests)")
-    p.add_argument("--kv-dtype", default="model", choices=("model", "int8", "fp8-e4m3"),
+    p.add_argument("--kv-dtype", default="model", choices=KV_DTYPES,
                    help="what the pool stores: the model's dtype (default), or INT8 / FP8 "
                         "codes with a scale per token and head")
     p.add_argument("--prefix-cache", default=KV_DEFAULTS["prefix_cache"],

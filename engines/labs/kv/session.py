@@ -1,5 +1,6 @@
 """`KVLabSession`: one scenario run step by step, the real model on the paged cache, the
-contiguous allocator on the same requests beside it.
+contiguous allocator on the same requests beside it; `kv_lab_model`, `kv_session` and `kv_run`
+open and run it for the window and the headless run alike.
 
 The scheduling is engines/serve's `Scheduler`, the app's one scheduler: policy `continuous`
 over the runner's BlockManager (prefix caching on), the step index as its clock. Its token
@@ -35,6 +36,7 @@ import sys
 import time
 from collections import defaultdict
 
+from inferlab.engines import kernels
 from inferlab.engines.kv.contiguous import ContiguousAllocator
 from inferlab.engines.kv.errors import KVOutOfMemoryError
 from inferlab.engines.kv.radix_state import radix_tree_state
@@ -52,8 +54,10 @@ from inferlab.engines.labs.kv.records import (
     SeqStep,
 )
 from inferlab.engines.labs.kv.scenarios import PreparedRequest, PreparedScenario, prepare
+from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.sampler import GREEDY, Sampler, SamplingParams
+from inferlab.engines.quant.kv_quant import kv_quantized
 from inferlab.engines.serve import request as serve
 from inferlab.engines.serve.request import Request, Sequence
 from inferlab.engines.serve.scheduler import (
@@ -444,6 +448,40 @@ class KVLabSession:
     def outputs(self) -> dict[str, list[int]]:
         """Generated token ids per sequence so far."""
         return {sid: list(s.outputs) for sid, s in self.seqs.items()}
+
+
+def kv_lab_model(settings: dict, device: str = "cpu"):
+    """(model, tokenizer) the KV lab runs: the settings' model on their kernel path, its
+    cache at `kv_dtype`."""
+    with kernels.chosen(settings.get("kernels", "auto")):
+        model, tokenizer = load_lab_model(settings["model"], device)
+    if settings.get("kv_dtype", "model") != "model":
+        model = kv_quantized(model, settings["kv_dtype"])
+    return model, tokenizer
+
+
+def kv_session(settings: dict, model, tokenizer) -> KVLabSession:
+    """The KV lab's session on `model` for `settings` (the run's and the window's alike)."""
+    return KVLabSession(model, tokenizer, settings["scenario"],
+                        block_size=int(settings["block_size"]),
+                        n_blocks=int(settings["n_blocks"]) or None,
+                        prefix_cache=settings.get("prefix_cache", "hash"),
+                        eviction_policy=settings.get("eviction_policy", "lru"))
+
+
+def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
+           on_step=None) -> tuple[KVLabSession, list[KVStepRecord]]:
+    """Run a KV lab scenario to its end headless: (KVLabSession, records).
+
+    `on_step(record)` is called after each step (progress, trace spans).
+    """
+    session = kv_session(settings, *kv_lab_model(settings, device))
+    records = []
+    while not session.done and (max_steps is None or len(records) < max_steps):
+        records.append(session.step())
+        if on_step is not None:
+            on_step(records[-1])
+    return session, records
 
 
 def _blocks(n: int) -> str:

@@ -108,7 +108,8 @@ def test_the_lab_model_cache_keeps_one_model_per_kernel_path():
                                                   ("auto", "torch", "torch"),
                                                   ("auto", "native", "native")])
 def test_a_labs_kernels_setting_picks_its_models_path(setting, under, want):
-    from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_lab_model
+    from inferlab.engines.labs.kv.session import kv_lab_model
+    from inferlab.engines.labs.kv.settings import KV_DEFAULTS
 
     with kernels.use(under):
         model, _ = kv_lab_model(dict(KV_DEFAULTS, model="tiny", kernels=setting))

@@ -9,7 +9,8 @@ import pytest
 from inferlab.app.cli import main
 from inferlab.engines.labs.batching.session import batching_session
 from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, check_batching_settings
-from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run
+from inferlab.engines.labs.kv.session import kv_run
+from inferlab.engines.labs.kv.settings import KV_DEFAULTS
 
 
 @pytest.mark.parametrize("policy", ["lru", "lfu", "fifo"])

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from inferlab.app.cli import main
-from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run
+from inferlab.engines.labs.kv.session import kv_run
+from inferlab.engines.labs.kv.settings import KV_DEFAULTS
 from inferlab.engines.model.generate import generate
 from inferlab.engines.model.tiny import tiny_model
 

@@ -186,7 +186,8 @@ def test_the_session_runs_on_the_serving_scheduler(run_scenario):
 def test_a_quantized_kv_pool_keeps_the_block_accounting_and_shrinks_the_bytes():
     """INT8 / FP8 codes change what a slot costs, not how blocks are handed out."""
     from inferlab.engines.kv.cache import quantized_kv_bytes_per_slot
-    from inferlab.engines.labs.kv.section import KV_DEFAULTS, kv_run
+    from inferlab.engines.labs.kv.session import kv_run
+    from inferlab.engines.labs.kv.settings import KV_DEFAULTS
 
     base = dict(KV_DEFAULTS, model="tiny", scenario="shared-prompt")
     plain, plain_records = kv_run(base)
