@@ -280,7 +280,7 @@ LABS: tuple[LabSpec, ...] = (
         formulas="inferlab.engines.labs.speculative.formulas:speculative_formulas",
         run_arguments="inferlab.engines.labs.speculative.run:add_arguments",
         run="inferlab.engines.labs.speculative.run:run",
-        bench="inferlab.app.benches.speculative:run_speculative_lab_bench",
+        bench="inferlab.engines.labs.speculative.bench:run_speculative_lab_bench",
     ),
     LabSpec(
         id="quant",

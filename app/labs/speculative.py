@@ -11,18 +11,17 @@ is redrawn at most at the screen rate. The header drawn beside the records is a
 from __future__ import annotations
 
 from inferlab.app.labs.stepped import SteppedLab
-from inferlab.engines.labs.speculative.section import (
-    read_speculative_section,
-    read_speculative_sweep,
-    speculative_section,
-)
+from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.speculative.records import SpeculativeSnapshot
+from inferlab.engines.labs.speculative.section import speculative_section
+from inferlab.engines.labs.speculative.session import speculative_session
 from inferlab.engines.labs.speculative.settings import (
     SPECULATIVE_SETTINGS,
     parse_drafter,
     speculative_defaults,
 )
+from inferlab.engines.labs.speculative.sweep import DEFAULT_KS, k_sweep
 from inferlab.engines.labs.speculative.trace import speculative_trace_step
-from inferlab.engines.fields import clean_settings
 from inferlab.views.speculative_view import SpeculativeView
 
 AUTO_STEPS = 12
@@ -56,8 +55,6 @@ class SpeculativeLab(SteppedLab):
     # ---- the K sweep -------------------------------------------------------------------------
     def run_sweep(self) -> None:
         """Speedup against K for the current settings, in a worker (progress, cancel)."""
-        from inferlab.engines.labs.speculative.sweep import DEFAULT_KS, k_sweep
-
         if self._sweep_task is not None or self.read_only:
             return
         settings, device = self.settings(), self.context.device_id
@@ -112,8 +109,6 @@ class SpeculativeLab(SteppedLab):
                 f"drafter, K = {settings['k']}{_width_text(settings.get('tree_width', 1))}…")
 
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.labs.speculative.session import speculative_session
-
         progress(0.1, "loading the models")
         session = speculative_session(settings, device)
         self._trace_at_s = self.context.recorder.now_s()
@@ -156,10 +151,9 @@ class SpeculativeLab(SteppedLab):
     def snapshot_section(self) -> dict:
         return speculative_section(self.settings(), self.header, self.records, self.sweep)
 
-    def replay_parts(self, section: dict):
-        settings, header, steps, _metrics = read_speculative_section(section)
-        self.view.sweep_panel.draw(read_speculative_sweep(section))
-        return settings, header, steps
+    def replay_parts(self, record: SpeculativeSnapshot):
+        self.view.sweep_panel.draw(record.sweep)
+        return record.settings, record.header, list(record.steps)
 
     def show_live(self) -> None:
         super().show_live()

@@ -168,3 +168,31 @@ def test_a_skip_set_named_by_hand_shows_in_the_menu_and_skip_auto_says_why_not(
     # the tiny target's 2 layers leave none in between to skip: the status says so in red
     qtbot.waitUntil(lambda: "intermediate" in view.status.text(), timeout=120000)
     assert "#B71C1C" in view.status.styleSheet()
+
+
+def test_a_section_reads_into_a_frozen_record_the_lab_draws(qtbot, make_window):
+    """A headless run's section with a K sweep (tests/app/lab_sections.py) reads once into a
+    `SpeculativeSnapshot` holding the sweep too; `show_snapshot` draws the steps and the
+    sweep from that record alone."""
+    import dataclasses
+
+    from inferlab.engines.labs.speculative.records import SpeculativeSnapshot
+    from inferlab.engines.labs.speculative.section import read_speculative_section
+    from tests.app.lab_sections import speculative
+
+    section = speculative()
+    read = read_speculative_section(section)
+    assert isinstance(read, SpeculativeSnapshot)
+    assert read.settings["model"] == "tiny" and read.header.k == 3
+    assert [s.index for s in read.steps] == list(range(len(section["state"]["steps"])))
+    assert sum(len(s.token_ids) for s in read.steps) == read.metrics["tokens"] == 10
+    assert [p.k for p in read.sweep.points] == [3, 5] and read.sweep.model == "tiny"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.sweep = None
+
+    window = make_window()
+    lab = window.lab("speculative")
+    lab.show_snapshot(read)
+    assert lab.read_only and list(lab.view.steps) == list(read.steps)
+    assert lab.view.status.text().startswith("Read-only snapshot: tiny, ngram drafter, K = 3")
+    assert list(lab.view.sweep_panel.measured.getData()[0]) == [3, 5]

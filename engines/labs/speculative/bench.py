@@ -56,7 +56,7 @@ from dataclasses import asdict
 import torch
 
 from inferlab.engines.labs.speculative.drafters import skip_auto
-from inferlab.engines.labs.speculative.settings import AUTO_K_MAX
+from inferlab.engines.labs.speculative.settings import AUTO_K_MAX, prompt_groups
 from inferlab.engines.labs.speculative.sweep import PlainDecode, measure_k, plain_decode
 from inferlab.engines.model.bench import load_transformers_gguf
 from inferlab.engines.model.llama import resolve_dtype
@@ -258,3 +258,16 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         return out
     finally:
         torch.set_num_threads(before)
+
+
+def run_speculative_lab_bench(new_tokens: int = 128, ks: Sequence[int] = (2, 4, 8),
+                              drafters: Sequence[str] = DEFAULT_DRAFTERS,
+                              repeats: int = 1, tree_widths: Sequence[int] = (1, 3)) -> dict:
+    """`inferlab bench speculative --json`: `run_speculative_bench` on SmolLM2 greedy (fp32,
+    CPU) over the lab's shipped prompts (assets/text/speculative_prompts.txt) in their two
+    groups, `grounded` (the answer copies from the prompt) and `open` (chat), each with its own
+    figures, best row, adaptive-K row and transformers' prompt lookup; the n-gram drafter also
+    as token trees of width 1 and 3. Each decode runs to the model's end of turn, at most
+    `new_tokens` tokens."""
+    return run_speculative_bench(prompt_groups(), new_tokens=new_tokens, drafters=drafters,
+                                 ks=ks, repeats=repeats, tree_widths=tree_widths)

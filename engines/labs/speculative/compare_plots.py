@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferlab.engines.labs.speculative.records import SpeculativeSnapshot
 from inferlab.engines.trace.overlay import Curve, Plot
 
 
-def speculative_plots(read) -> list[Plot]:
-    """`read`: what read_speculative_section returns (settings, header, steps, metrics). No
-    plot before a run."""
-    _settings, header, steps, metrics = read
-    if header is None or not steps:
+def speculative_plots(read: SpeculativeSnapshot) -> list[Plot]:
+    """`read`: what read_speculative_section returns. No plot before a run."""
+    steps = read.steps
+    if read.header is None or not steps:
         return []
-    rates = metrics["acceptance_rate_by_position"]
+    rates = read.metrics["acceptance_rate_by_position"]
     plots = []
     if rates:
         plots.append(Plot("Acceptance by draft position", "draft position i (1 = a step's first)",

@@ -8,7 +8,16 @@ import platformdirs
 import torch
 
 from inferlab.engines.labs.speculative.settings import parse_drafter
+from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.calibration import calibration_texts
+from inferlab.engines.speculative.model_drafter import (
+    LayerSkipDrafter,
+    ModelDrafter,
+    SkipDrafter,
+    quantized_self_draft,
+)
+from inferlab.engines.speculative.ngram import NgramDrafter
+from inferlab.engines.speculative.skip_search import cached_search
 
 SKIP_AUTO_TEXTS = 4
 SKIP_AUTO_TOKENS = 64
@@ -19,9 +28,6 @@ SKIP_AUTO_TEXTS shipped calibration texts (several kinds of text over one long o
 def skip_auto(model, tokenizer):
     """The `skip:auto` search for `model` (engines.speculative.skip_search), from the user
     cache when this model was searched before."""
-    # here, not at the top: every command imports the drafters at start-up (the session)
-    from inferlab.engines.speculative.skip_search import cached_search
-
     texts = list(calibration_texts().values())[:SKIP_AUTO_TEXTS]
     ids = [torch.tensor(tokenizer.encode(t)[:SKIP_AUTO_TOKENS]) for t in texts]
     return cached_search(model, ids, Path(platformdirs.user_cache_dir("inferlab")))
@@ -30,10 +36,6 @@ def skip_auto(model, tokenizer):
 def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: int,
                  device: str = "cpu"):
     """The drafter `spec` names for target `model` (SpeculativeError when it cannot be)."""
-    # here, not at the top: start-up, as in skip_auto; a drafter's module loads when it is made
-    from inferlab.engines.speculative.model_drafter import LayerSkipDrafter, ModelDrafter
-    from inferlab.engines.speculative.ngram import NgramDrafter
-
     kind, n = parse_drafter(spec)
     if kind == "ngram":
         return NgramDrafter()
@@ -41,21 +43,12 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
         return LayerSkipDrafter(model, n, settings=sampling, seed=seed, tokenizer=tokenizer,
                                 max_tokens=max_tokens)
     if kind == "skip":
-        # here, not at the top: start-up, as in skip_auto
-        from inferlab.engines.speculative.model_drafter import SkipDrafter
-
         skipped = skip_auto(model, tokenizer).best.skipped if n == "auto" else n
         return SkipDrafter(model, skipped, settings=sampling, seed=seed, tokenizer=tokenizer,
                            max_tokens=max_tokens)
     if kind == "quant":
-        # here, not at the top: start-up, as in skip_auto
-        from inferlab.engines.speculative.model_drafter import quantized_self_draft
-
         return ModelDrafter(quantized_self_draft(model, n), settings=sampling, seed=seed,
                             tokenizer=tokenizer, max_tokens=max_tokens, name=spec)
-    # here, not at the top: start-up, as in skip_auto
-    from inferlab.engines.model.tiny import tiny_model
-
     draft, draft_tok = tiny_model(seed=1, n_layers=1, device=device)
     return ModelDrafter(draft, settings=sampling, seed=seed, tokenizer=draft_tok,
                         max_tokens=max_tokens, name="tiny")

@@ -6,19 +6,20 @@ statistics.py, where the formulas live.
 
 from __future__ import annotations
 
+from inferlab.engines.labs.speculative.records import SpeculativeSnapshot
 from inferlab.engines.speculative.statistics import (
     expected_tokens_per_forward,
     expected_tokens_per_forward_drafted,
 )
 
 
-def speculative_formulas(read) -> list[tuple[str, str]]:
+def speculative_formulas(read: SpeculativeSnapshot) -> list[tuple[str, str]]:
     """`read`: what read_speculative_section returns. (formula, substituted) pairs; none
     before a run."""
-    _settings, header, steps, m = read
-    if header is None or not steps:
+    steps, m = read.steps, read.metrics
+    if read.header is None or not steps:
         return []
-    a, k = m["alpha"], header.k
+    a, k = m["alpha"], read.header.k
     lengths = [len(s.drafted) for s in steps]
     e = expected_tokens_per_forward(a, k)
     drafted = expected_tokens_per_forward_drafted(a, lengths)

@@ -1,12 +1,13 @@
-"""A `SpeculativeStep` as a snapshot dict and back: `step_to_dict`, and `step_from_dict`
-read strictly (ValueError naming the field; a tree step's `tree_tokens`, `tree_parents` and
-`tree_path` checked as a tree)."""
+"""The speculative lab's records: `SpeculativeHeader` (what is drawn beside a run's steps),
+`SpeculativeSnapshot` (a snapshot section as read), and a `SpeculativeStep` as a snapshot dict
+and back: `step_to_dict`, and `step_from_dict` read strictly (ValueError naming the field; a
+tree step's `tree_tokens`, `tree_parents` and `tree_path` checked as a tree)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import partial
 
-from inferlab.engines.labs.speculative.settings import MAX_K, MAX_TREE_WIDTH
 from inferlab.engines.fields import (
     Setting,
     as_tuple,
@@ -17,10 +18,46 @@ from inferlab.engines.fields import (
     read_list,
     read_probability,
 )
+from inferlab.engines.labs.speculative.settings import MAX_K, MAX_TREE_WIDTH
+from inferlab.engines.labs.speculative.sweep_records import KSweep
 from inferlab.engines.speculative.decoder import SpeculativeStep
 from inferlab.engines.speculative.errors import SpeculativeError
+from inferlab.engines.speculative.tree import ROOT, TokenTree
 from inferlab.engines.speculative.verification import TokenFate
 from inferlab.engines.trace.snapshot import section_field
+
+
+@dataclass(frozen=True)
+class SpeculativeHeader:
+    """What is drawn beside a run's steps: the run's identity and the text of its tokens."""
+
+    model: str
+    drafter: str
+    k: int
+    prompt_token_ids: tuple[int, ...]
+    token_texts: dict[int, str] = field(repr=False)
+    """id -> text of every token the run saw (prompt, emitted, drafted)."""
+    n_layers: int = 0  # the target's (drafter menus)
+    tree_width: int = 1
+
+    def text(self, token_id: int) -> str:
+        return self.token_texts.get(token_id, f"<{token_id}>")
+
+
+@dataclass(frozen=True)
+class SpeculativeSnapshot:
+    """A speculative lab snapshot section as read (`read_speculative_section`): what the
+    window replays, a comparison plots and a report's formulas substitute."""
+
+    settings: dict
+    """The lab's settings, checked (engines/labs/speculative/settings.py)."""
+    header: SpeculativeHeader | None
+    """None: the lab had not run when the snapshot was taken (no steps, no metrics)."""
+    steps: tuple[SpeculativeStep, ...]
+    metrics: dict
+    """The run's statistics, recomputed from the steps read (metrics.py), not the file's."""
+    sweep: KSweep | None = None
+    """The K sweep the lab ran, or None."""
 
 
 def step_to_dict(s: SpeculativeStep) -> dict:
@@ -42,8 +79,6 @@ def _tree_fields(d: dict, where: str, vocab: int, drafted: tuple[int, ...], n_ac
                  ) -> dict:
     """A tree step's three fields, strictly: a valid tree whose path runs down from the
     root, its tokens the accepted drafts, `drafted` a path of the tree from the root."""
-    from inferlab.engines.speculative.tree import ROOT, TokenTree
-
     if not any(key in d for key in TREE_KEYS):
         return {}
 

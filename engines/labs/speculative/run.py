@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import TYPE_CHECKING
 
+from inferlab.engines.fields import option_error
 from inferlab.engines.labs.speculative.section import speculative_section
 from inferlab.engines.labs.speculative.session import speculative_session
 from inferlab.engines.labs.speculative.settings import (
@@ -18,11 +18,10 @@ from inferlab.engines.labs.speculative.settings import (
     check_speculative_settings,
     speculative_defaults,
 )
+from inferlab.engines.labs.speculative.sweep import k_point, plain_decode
+from inferlab.engines.labs.speculative.sweep_records import KSweep
 from inferlab.engines.labs.speculative.trace import speculative_trace_step
-from inferlab.engines.fields import option_error
-
-if TYPE_CHECKING:
-    from inferlab.engines.labs.speculative.sweep_records import KSweep
+from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 
 OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k", "tree_width": "--tree-width",
            "temperature": "--temperature", "top_p": "--top-p", "prompt": "--prompt",
@@ -152,12 +151,6 @@ def _plain_beside(session, run_, decode_s: float, settings: dict, recorder,
     beside the speculative one's and whether the greedy outputs agree (the summary's
     fields), and the run as one point of a K sweep (the lab draws it on its speedup plot
     beside the model, with v(K) timed here)."""
-    # here, not at the top: every command imports run.py at start-up (the registry), and the
-    # sweep, its records and the verification timer would add three modules to it
-    from inferlab.engines.labs.speculative.sweep import k_point, plain_decode
-    from inferlab.engines.labs.speculative.sweep_records import KSweep
-    from inferlab.engines.speculative.verify_cost import verify_cost_ratios
-
     if progress is not None:
         progress(None, "plain decoding, for the comparison")
     target = session.decoder.target

@@ -1,21 +1,27 @@
 """The speculative lab's snapshot section (`labs.speculative`): the settings, the run's header
 (model, drafter, prompt ids, the text of every token seen), every step as a dict
 (records.py), the statistics (metrics.py) and the K sweep if one ran;
-`read_speculative_section` reads it strictly (ValueError naming the field).
+`read_speculative_section` reads it strictly, once, into a `SpeculativeSnapshot` (ValueError
+naming the field).
 """
 
 from __future__ import annotations
 
+from inferlab.engines.fields import Setting, read_list, read_name, read_object
 from inferlab.engines.labs.speculative.metrics import speculative_metrics
-from inferlab.engines.labs.speculative.records import step_from_dict, step_to_dict
-from inferlab.engines.labs.speculative.session import SpeculativeHeader
+from inferlab.engines.labs.speculative.records import (
+    SpeculativeHeader,
+    SpeculativeSnapshot,
+    step_from_dict,
+    step_to_dict,
+)
 from inferlab.engines.labs.speculative.settings import (
     MAX_K,
     MAX_TREE_WIDTH,
     STEPS_LIMIT,
     check_speculative_settings,
 )
-from inferlab.engines.fields import Setting, read_list, read_name, read_object
+from inferlab.engines.labs.speculative.sweep_records import sweep_from_dict, sweep_to_dict
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
 
@@ -27,9 +33,6 @@ def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
         return lab_section(settings, {}, {"target_forwards": 0})
     extra = {}
     if sweep is not None:
-        # here, not at the top: every command imports this section at start-up (the registry)
-        from inferlab.engines.labs.speculative.sweep_records import sweep_to_dict
-
         extra["sweep"] = sweep_to_dict(sweep)
     state = {**extra, "model": header.model, "drafter": header.drafter, "k": header.k,
              "tree_width": header.tree_width, "n_layers": header.n_layers,
@@ -39,16 +42,16 @@ def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
     return lab_section(settings, state, speculative_metrics(steps, header.k))
 
 
-def read_speculative_section(sec):
-    """(settings, SpeculativeHeader or None, [SpeculativeStep], metrics dict); ValueError
-    names a bad field. The metrics are recomputed from the steps read."""
+def read_speculative_section(sec) -> SpeculativeSnapshot:
+    """The section as a `SpeculativeSnapshot`; ValueError names a bad field. The metrics are
+    recomputed from the steps read."""
     where = "labs.speculative"
     settings = check_speculative_settings(section_field(sec, "settings", where),
                                           f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
     read_object(section_field(sec, "metrics", where), f"{where}.metrics")  # recomputed
     if not state:
-        return settings, None, [], {}
+        return SpeculativeSnapshot(settings, None, (), {})
     w = f"{where}.state"
     strings = {key: read_name(section_field(state, key, w), f"{w}.{key}")
                for key in ("model", "drafter")}
@@ -82,17 +85,6 @@ def read_speculative_section(sec):
             raise ValueError(f"{w}.steps[{i}].finish_reason: a step after it ran")
     header = SpeculativeHeader(strings["model"], strings["drafter"], k, tuple(prompt), texts,
                                n_layers, width)
-    read_speculative_sweep(sec)
-    return settings, header, steps, speculative_metrics(steps, k)
-
-
-def read_speculative_sweep(sec):
-    """The section's K sweep (a `KSweep`), or None when it holds none; ValueError names a
-    bad field."""
-    # here, not at the top: start-up, as in speculative_section
-    from inferlab.engines.labs.speculative.sweep_records import sweep_from_dict
-
-    state = sec.get("state") if isinstance(sec, dict) else None
-    if not isinstance(state, dict) or "sweep" not in state:
-        return None
-    return sweep_from_dict(state["sweep"], "labs.speculative.state.sweep")
+    sweep = sweep_from_dict(state["sweep"], f"{w}.sweep") if "sweep" in state else None
+    return SpeculativeSnapshot(settings, header, tuple(steps), speculative_metrics(steps, k),
+                               sweep)

@@ -1,36 +1,19 @@
 """The speculative lab's session: one prompt decoded speculatively by the lab's model
 (`engines.model.cache`: tiny or SmolLM2-135M) with one drafter, one
-`SpeculativeDecoder.step()` per `step()`; and the run's header drawn beside its steps.
+`SpeculativeDecoder.step()` per `step()`; its `header()` (records.py) is drawn beside its
+steps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from inferlab.engines import kernels
 from inferlab.engines.labs.speculative.drafters import make_drafter
+from inferlab.engines.labs.speculative.records import SpeculativeHeader
 from inferlab.engines.labs.speculative.settings import check_speculative_settings, sampling_of
 from inferlab.engines.model import cache as model_cache
 from inferlab.engines.speculative.adaptive_k import AdaptiveK
 from inferlab.engines.speculative.decoder import SpeculativeDecoder, SpeculativeStep
 from inferlab.engines.speculative.errors import SpeculativeError
-
-
-@dataclass(frozen=True)
-class SpeculativeHeader:
-    """What is drawn beside a run's steps: the run's identity and the text of its tokens."""
-
-    model: str
-    drafter: str
-    k: int
-    prompt_token_ids: tuple[int, ...]
-    token_texts: dict[int, str] = field(repr=False)
-    """id -> text of every token the run saw (prompt, emitted, drafted)."""
-    n_layers: int = 0  # the target's (drafter menus)
-    tree_width: int = 1
-
-    def text(self, token_id: int) -> str:
-        return self.token_texts.get(token_id, f"<{token_id}>")
 
 
 class SpeculativeSession:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import importlib.resources
 from dataclasses import dataclass
 
-from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.fields import Setting, check_settings
+from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings
 
 PROMPTS_FILE = "speculative_prompts.txt"

@@ -1,5 +1,5 @@
 """The K sweep's records and their snapshot form (state["sweep"] of labs.speculative), apart
-from the sweep itself so that the section reader needs no engine to read them."""
+from the sweep itself so that the section reader needs no model or drafter to read them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from inferlab.engines.fields import (
     read_name,
     read_seconds,
 )
+from inferlab.engines.speculative.statistics import speedup_with_prefill
 from inferlab.engines.trace.snapshot import section_field
 
 
@@ -60,9 +61,6 @@ class KPoint:
         predicts for the wall clock (None without `prefill_s`)."""
         if self.prefill_s is None or not self.plain_s:
             return None
-        # here, not at the top: the section reader needs no engine, and statistics imports torch
-        from inferlab.engines.speculative.statistics import speedup_with_prefill
-
         return speedup_with_prefill(self.predicted_speedup, self.prefill_s / self.plain_s)
 
     @property

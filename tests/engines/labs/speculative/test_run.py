@@ -35,7 +35,8 @@ def test_greedy_run_is_plain_greedy_decoding(capsys, tmp_path, tiny, drafter):
 
     snapshot = read_snapshot(out)
     assert snapshot.active_lab == "speculative"
-    settings, header, steps, metrics = read_speculative_section(snapshot.labs["speculative"])
+    read = read_speculative_section(snapshot.labs["speculative"])
+    settings, header, steps, metrics = read.settings, read.header, read.steps, read.metrics
     assert settings["drafter"] == drafter and settings["k"] == 3 and settings["raw"]
     assert header.prompt_token_ids == tuple(ids)
     assert [t for s in steps for t in s.token_ids] == m["token_ids"]
@@ -94,7 +95,7 @@ def test_a_drafter_with_another_vocabulary_is_refused(monkeypatch):
     from inferlab.engines.model.tiny import tiny_model
 
     wide = tiny_model(vocab_size=300)
-    monkeypatch.setattr(models, "load_lab_model", lambda spec, device="cpu": wide)
+    monkeypatch.setattr(models, "load_lab_model", lambda spec, device="cpu", **_: wide)
     args = SimpleNamespace(model="wide", drafter="tiny", k=2, temperature=0.0, top_p=1.0,
                            prompt="hello", raw=True, max_tokens=4, seed=0, device="cpu")
     from inferlab.engines.trace.recorder import TraceRecorder
@@ -118,8 +119,8 @@ def test_a_tree_run_is_plain_greedy_decoding_and_its_snapshot_holds_the_trees(ca
     assert m["token_ids"] == list(generate(model, [ids], max_new_tokens=24).generations[0]
                                   .token_ids)
     assert m["tree_width"] == 3
-    settings, header, steps, _ = read_speculative_section(
-        read_snapshot(out).labs["speculative"])
+    read = read_speculative_section(read_snapshot(out).labs["speculative"])
+    settings, header, steps = read.settings, read.header, read.steps
     assert settings["tree_width"] == header.tree_width == 3
     assert any(s.tree_tokens for s in steps)
     events = read_snapshot(out).trace_events
@@ -172,14 +173,13 @@ def test_compare_plain_keeps_the_run_as_a_point_of_the_speedup_plot(capsys, tmp_
     """With --snapshot, --compare-plain's wall times and the model's prediction (its v(K)
     timed in the run) are kept as a one-point K sweep that the lab reads back and draws."""
     from inferlab.app.cli import main
-    from inferlab.engines.labs.speculative.section import read_speculative_sweep
     from inferlab.engines.trace.snapshot import read_snapshot
 
     out_path = tmp_path / "s.json"
     assert main(["run", "speculative", "--model", "tiny", "--max-tokens", "16", "--k", "3",
                  "--compare-plain", "--snapshot", str(out_path), "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["metrics"]
-    sweep = read_speculative_sweep(read_snapshot(out_path).labs["speculative"])
+    sweep = read_speculative_section(read_snapshot(out_path).labs["speculative"]).sweep
     (point,) = sweep.points
     assert (point.k, sweep.drafter, sweep.model) == (3, "ngram", "tiny")
     assert point.plain_s == pytest.approx(m["plain_decode_s"])

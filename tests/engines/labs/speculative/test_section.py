@@ -4,12 +4,14 @@ is refused with its name; the reader survives thousands of mutated sections (tes
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 
 import pytest
 
 from inferlab.engines.labs.speculative.metrics import speculative_metrics
+from inferlab.engines.labs.speculative.records import SpeculativeSnapshot
 from inferlab.engines.labs.speculative.section import read_speculative_section, speculative_section
 from inferlab.engines.labs.speculative.session import speculative_session
 from inferlab.engines.labs.speculative.settings import (
@@ -44,21 +46,27 @@ def test_prompts_of_both_groups_ship():
     assert "def " in next(p.text for p in prompts if p.kind == "code")
 
 
-def test_a_session_round_trips(section):
+def test_a_session_round_trips_into_a_frozen_record(section):
     data, session = section
-    settings, header, steps, metrics = read_speculative_section(data)
+    read = read_speculative_section(data)
+    assert isinstance(read, SpeculativeSnapshot)
+    settings, header, steps, metrics = read.settings, read.header, read.steps, read.metrics
     assert settings == session.settings
-    assert steps == session.records
+    assert steps == tuple(session.records)
     assert header == session.header()
     assert metrics == speculative_metrics(session.records, 3)
+    assert read.sweep is None  # no sweep ran
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.steps = ()
     assert metrics["tokens"] == 24 and metrics["finish_reason"] == "length"
     assert data["metrics"] == json.loads(json.dumps(to_jsonable(metrics)))
 
 
 def test_a_section_of_no_run_reads_as_no_header():
     sec = speculative_section(speculative_defaults(), None, [])
-    settings, header, steps, _ = read_speculative_section(sec)
-    assert header is None and steps == [] and settings["drafter"] == "ngram"
+    read = read_speculative_section(sec)
+    assert read.header is None and read.steps == () and read.metrics == {}
+    assert read.settings["drafter"] == "ngram" and read.sweep is None
 
 
 @pytest.mark.parametrize(("path", "value", "named"), [
