@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "kernels", None):
             from inferlab.engines import kernels
 
-            kernels.set_kernels(args.kernels)
+            kernels.set_default_path(args.kernels)
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `inferlab ... | head`: the reader left; nothing went wrong here
         sys.stderr.close()

@@ -25,6 +25,10 @@ import time
 import torch
 
 from inferlab.engines.hardware.timing import median_call_s
+from inferlab.engines.kv.attention_metadata import build_attention_metadata
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.input_batch import InputBatch
+from inferlab.engines.model.sampler import Sampler, SamplingParams, sample_batch
 
 BATCH = 32
 CONTEXT_TOKENS = 512
@@ -36,11 +40,6 @@ CPU = torch.device("cpu")
 
 def host_step_figures(batch: int = BATCH, context_tokens: int = CONTEXT_TOKENS,
                       vocab: int = VOCAB, repeats: int = 5) -> dict:
-    from inferlab.engines.kv.attention_metadata import build_attention_metadata
-    from inferlab.engines.kv.block_manager import BlockManager
-    from inferlab.engines.kv.input_batch import InputBatch
-    from inferlab.engines.model.sampler import Sampler, SamplingParams, sample_batch
-
     block_size, steps = 16, DECODE_STEPS
     grow = 2 * steps * (repeats + 1)  # every timed step appends a token to each sequence
     manager = BlockManager(batch * ((context_tokens + grow) // block_size + 2), block_size,

@@ -1,7 +1,8 @@
 """`inferlab bench runtime`: the native path against the torch path, side by side in one run.
 
-Both paths' SmolLM2 models are loaded in this process (the kernel choice is taken when a
-layer is built) and measured in turn within each repeat, the median reported:
+Both paths' SmolLM2 models are loaded in this process (`load_model(..., kernels=path)`: each
+model keeps the path its layers were built for) and measured in turn within each repeat, the
+median reported:
 
     verify_cost_ratio_k4      t(forward of 5 tokens) / t(forward of 1 token), same context
                               (64 cached tokens), through ModelRunner.step
@@ -34,12 +35,26 @@ from __future__ import annotations
 
 import copy
 import statistics
+import time
 
 import torch
 
 from inferlab.app.benches.host import host_step_figures
 from inferlab.engines import kernels
+from inferlab.engines.hardware.microbench import measure_copy_bandwidth, measure_read_bandwidth
 from inferlab.engines.hardware.timing import median_call_s
+from inferlab.engines.model.bench import (
+    DEFAULT_PROMPT,
+    decode_rate,
+    generate_runner,
+    llama_cpp_runner,
+    transformers_runner,
+)
+from inferlab.engines.model.llama import resolve_dtype
+from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
+from inferlab.engines.model.runner import ModelRunner
+from inferlab.engines.quant.kv_quant import kv_quantized
+from inferlab.engines.quant.lowbit_linear import lowbit_model
 from inferlab.engines.speculative.verify_cost import step_seconds
 
 KV_CONTEXT_TOKENS = 2048
@@ -81,22 +96,13 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
                       llama_cpp: bool = True) -> dict:
     """Every figure above for `model` in `dtype` on `threads` torch threads (restored after);
     `transformers` and `llama_cpp` run those peers (where installed)."""
-    from inferlab.engines.hardware.microbench import (
-        measure_copy_bandwidth,
-        measure_read_bandwidth,
-    )
-    from inferlab.engines.model.bench import DEFAULT_PROMPT, decode_rate, generate_runner
-    from inferlab.engines.model.registry import load_model
-
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         models, tok = {}, None
-        for path in ("native", "torch"):
-            with kernels.use(path):
-                models[path], tok = load_model(model, dtype=dtype)
-        with kernels.use("native"):
-            described = kernels.describe()
+        for path in kernels.KERNEL_PATHS:
+            models[path], tok = load_model(model, dtype=dtype, kernels=path)
+        described = kernels.describe("native")
         if described["native_isa"] is None:
             return {"error": f"the native library does not run here: "
                              f"{described['native_error']}", **described}
@@ -165,10 +171,6 @@ def run_runtime_bench(model: str = "smollm2-135m", dtype: str = "fp32", threads:
 
 
 def _transformers_runner(model: str, dtype: str, ids: list[int]):
-    from inferlab.engines.model.bench import transformers_runner
-    from inferlab.engines.model.llama import resolve_dtype
-    from inferlab.engines.model.registry import SMOLLM2_ID, smollm2_gguf_path
-
     if model != SMOLLM2_ID:
         raise ValueError("the transformers peer runs the shipped SmolLM2 GGUF only")
     return transformers_runner(smollm2_gguf_path(), ids, resolve_dtype(dtype))
@@ -185,9 +187,6 @@ def _variant_runners(native, prompt_ids: list[int]) -> dict:
     """The native model's INT4 twin (fp32 models: its kernels' domain) on the same prompt, and
     both with every kernel called from Python (`one_call_per_step` off: shallow copies that
     share the weights)."""
-    from inferlab.engines.model.bench import generate_runner
-    from inferlab.engines.quant.lowbit_linear import lowbit_model
-
     def per_op(model):
         twin = copy.copy(model)
         twin.one_call_per_step, twin._decoder = False, None
@@ -195,8 +194,7 @@ def _variant_runners(native, prompt_ids: list[int]) -> dict:
 
     runs = {"per_op": generate_runner(per_op(native), prompt_ids)}
     if native.dtype == torch.float32:
-        with kernels.use("native"):
-            int4 = lowbit_model(native, bits=4, group_size=128, lm_head_bits=8)
+        int4 = lowbit_model(native, bits=4, group_size=128, lm_head_bits=8)
         runs["int4"] = generate_runner(int4, prompt_ids)
         runs["int4_per_op"] = generate_runner(per_op(int4), prompt_ids)
     return runs
@@ -207,8 +205,6 @@ def kv_dtype_rates(native, long_ids: list[int], new_tokens: int, repeats: int
     """Median decode tok/s after `long_ids` on the fp32-KV model and its INT8-KV and E4M3-KV
     twins, in turn each repeat. The prompt is prefilled once per sample, untimed: at 2,048 tokens its
     time would swamp a difference of two whole `generate` calls."""
-    from inferlab.engines.quant.kv_quant import kv_quantized
-
     models = {"fp32_kv_long": native, "int8_kv_long": kv_quantized(native, "int8"),
               "fp8_kv_long": kv_quantized(native, "fp8-e4m3")}
     samples: dict[str, list[float]] = {name: [] for name in models}
@@ -222,10 +218,6 @@ def kv_dtype_rates(native, long_ids: list[int], new_tokens: int, repeats: int
 
 def decode_after_prefill_rate(model, ids: list[int], new_tokens: int) -> float:
     """Greedy decode tok/s of `new_tokens` steps after prefilling `ids` (not timed)."""
-    import time
-
-    from inferlab.engines.model.runner import ModelRunner
-
     runner = ModelRunner(model, max_tokens=len(ids) + new_tokens + 1,
                          enable_prefix_caching=False)
     runner.add(0, ids)
@@ -256,9 +248,6 @@ def _variant_figures(med: dict, long_ids: list[int]) -> dict:
 
 
 def _llama_cpp_runner(model: str, ids: list[int], threads: int):
-    from inferlab.engines.model.bench import llama_cpp_runner
-    from inferlab.engines.model.registry import SMOLLM2_ID, smollm2_gguf_path
-
     if model != SMOLLM2_ID:
         raise ValueError("the llama.cpp peer runs the shipped SmolLM2 GGUF only")
     return llama_cpp_runner(smollm2_gguf_path(), ids, threads)

@@ -2,80 +2,81 @@
 
 Decoding multiplies a few rows of activations by every weight; torch's CPU matmul costs 2-4×
 as much for 5-9 rows as for one although the weight (what the time goes to) is read the same
-once, and at a batch of 32 decodes its GEMMs run ~65% of the FMA units' peak. The kernels
-here multiply fp32 weights packed in panels for any row count (`panel.py`: the weight
-streamed once, an outer-product register tile near peak), bf16 and INT8 weights with
-dot-product tiles for up to `MAX_SKINNY_ROWS` rows (`skinny.py`), run the low-bit codes
-(`lowbit.c`), read the paged cache in place (`attention.py`), fuse the small ops between them
-(`fused.py`) and run every layer of a decode or batched-decode step in one call
-(`decoder.py`). They are built from the C sources in this
-folder with the system compiler at first use (`library.py`), for the CPU's instruction set.
+once, and at a batch of 32 decodes its GEMMs run ~65% of the FMA units' peak. The C sources in
+this folder are built with the system compiler at first use, for the CPU's instruction set
+(`library.py`: the builder and loader, nothing else). One module per kernel family owns its C
+functions' signatures and its fall-back to torch; callers (engines/model, quant, kv,
+attention) go through these modules and never declare a signature or pick a path themselves:
 
-Which path runs is one process-wide choice, `native` (the default on CPU) or `torch` (the
-reference, and the fallback wherever no compiler is found):
+    panel.py            fp32 weights packed in panels, any row count (panel.c)
+    skinny.py           fp32 and bf16 weights read in place, up to MAX_SKINNY_ROWS rows
+                        (skinny.c)
+    lowbit.py           INT8 (per row, per group), FP8 E4M3 and INT4 codes (skinny.c, lowbit.c)
+    paged_attention.py  attention read in place through block tables (paged_attention.c)
+    flash_attention.py  FlashAttention-2's tiled loop (flash_attention.c)
+    fused.py            residual + RMSNorm, RoPE, SwiGLU, K/V writes (fused.c)
+    decoder.py          every decoder layer of a step in one call (decoder.c)
+    kv_view.py          `NativeKV`: a paged cache as these kernels read it
 
-    from inferlab.engines import kernels
-    kernels.current()              # "native" or "torch"
-    with kernels.use("torch"):     # models built inside keep torch's layouts
-        model = load_model(...)
+A new kernel goes into a C file here and a module beside it holding its `SIGNATURES`, its
+entry points and what runs where the kernel does not.
 
-`INFERLAB_KERNELS=torch` sets the default; `--kernels native|torch` on the CLI sets it for a
-command. A layer decides its layout when it is built (`engines.model.linear.Linear`), so a
-model built under one choice keeps it; CUDA tensors always take torch's ops.
+Which path runs is carried by the model that uses it: `native` (the default on CPU) or
+`torch` (the reference, and the fallback wherever no compiler is found). A model's layers
+choose their layouts when they are built for a path, and keep it:
+
+    model, tok = load_model("tiny", kernels="torch")      # or "native", or "auto"
+    model.kernel_path                                      # "torch"
+
+"auto" (or None) is the process default, `default_path()`: native unless
+INFERLAB_KERNELS=torch, or `--kernels native|torch` on the CLI (`set_default_path`, on the main
+thread before any model loads). Nothing flips it while a worker builds a model; CUDA tensors
+always take torch's ops.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from inferlab.engines.kernels import library as native
 
 KERNEL_PATHS = ("native", "torch")
 KERNEL_SETTING_CHOICES = ("auto", *KERNEL_PATHS)
-"""A lab's `kernels` setting: auto (the process-wide choice: native unless `--kernels torch`
-or INFERLAB_KERNELS=torch), or one path for that lab's model."""
+"""A lab's `kernels` setting: auto (the process default: native unless `--kernels torch` or
+INFERLAB_KERNELS=torch), or one path for that lab's model."""
 KERNEL_LABELS = {"auto": "auto", "native": "native kernels", "torch": "torch ops"}
 
-
-@contextmanager
-def chosen(setting: str) -> Iterator[None]:
-    """`use(setting)` for a lab's `kernels` setting; "auto" keeps the current choice."""
-    if setting == "auto":
-        yield
-        return
-    with use(setting):
-        yield
-
-_current: str | None = None
+_default: str | None = None
+"""`--kernels` of the command line (None: the environment decides)."""
 
 
-def current() -> str:
-    """The kernel path new layers are built for: "native" or "torch"."""
-    if _current is None:
+def default_path() -> str:
+    """The process's kernel path, "native" or "torch": what "auto" means."""
+    if _default is None:
         return "torch" if os.environ.get("INFERLAB_KERNELS") == "torch" else "native"
-    return _current
+    return _default
 
 
-def set_kernels(path: str) -> None:
-    """Choose the kernel path for layers built from now on."""
-    global _current
+def set_default_path(path: str) -> None:
+    """The command line's `--kernels`: the process default from now on. Set once, on the main
+    thread, before any model is built (a lab's model takes its own path explicitly)."""
+    global _default
+    _default = check_path(path)
+
+
+def check_path(path: str) -> str:
+    """`path` if it is one of KERNEL_PATHS, else ValueError."""
     if path not in KERNEL_PATHS:
         raise ValueError(f"kernels must be one of {', '.join(KERNEL_PATHS)}, got {path!r}")
-    _current = path
+    return path
 
 
-@contextmanager
-def use(path: str) -> Iterator[None]:
-    """`set_kernels(path)` for the `with` block, then back to the choice before."""
-    global _current
-    before = _current
-    set_kernels(path)
-    try:
-        yield
-    finally:
-        _current = before
+def resolve(setting: str | None) -> str:
+    """The path a model is built for from a `kernels` argument or a lab's setting: None or
+    "auto" is `default_path()`, "native" or "torch" itself; ValueError otherwise."""
+    if setting is None or setting == "auto":
+        return default_path()
+    return check_path(setting)
 
 
 def native_available() -> bool:
@@ -83,13 +84,14 @@ def native_available() -> bool:
     return native.library() is not None
 
 
-def describe() -> dict:
-    """What a bench or a snapshot records: the chosen path, what runs (the library's
-    instruction set, or why torch runs instead) and the CPU's SIMD flags."""
-    lib = native.library() if current() == "native" else None
+def describe(path: str | None = None) -> dict:
+    """What a bench or a snapshot records: the path (default: the process's), what runs (the
+    library's instruction set, or why torch runs instead) and the CPU's SIMD flags."""
+    path = resolve(path)
+    lib = native.library() if path == "native" else None
     flags = sorted(f for f in native.host_flags()
                    if f.startswith(("avx", "amx", "fma", "f16c", "asimd", "sve")))
-    return {"kernels": current(), "native_isa": lib.isa if lib else None,
+    return {"kernels": path, "native_isa": lib.isa if lib else None,
             "native_openmp": lib.openmp if lib else None,
-            "native_error": None if lib or current() == "torch" else native.BUILD_ERROR,
+            "native_error": None if lib or path == "torch" else native.BUILD_ERROR,
             "cpu_flags": flags}

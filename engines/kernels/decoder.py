@@ -17,13 +17,20 @@ from dataclasses import dataclass, field
 
 import torch
 
-from inferlab.engines.kernels.attention import MAX_GROUP
-from inferlab.engines.kernels.library import NativeLibrary
+from inferlab.engines.kernels.kv_view import NativeKV
+from inferlab.engines.kernels.library import I32, I64, NativeLibrary, P
+from inferlab.engines.kernels.paged_attention import MAX_GROUP, PagedPlan
 
 WEIGHT_KINDS = {"f32": 0, "bf16": 1, "int8": 2, "int4": 3, "f32p": 4, "fp8": 5, "int8g": 6}
 """f32p: fp32 packed in panels (`engines.kernels.panel`); int8g: INT8 with a scale per group
 of `group_size` along the input (Q8_0)."""
 KV_KINDS = {"f32": 0, "int8": 1, "fp8-e4m3": 2}
+"""`NativeKV.kind` -> the C enum."""
+SIGNATURES = {
+    "il_decoder_scratch": ([P], I64),
+    "il_decoder_layers": ([P, P, P, I64, P, P, P, P, P, P, I64, I64, I32, P, P, I64, I64, P,
+                           I32], None),
+}
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,7 @@ class DecoderPlan:
     stay the same (the model makes a new plan when `key_of` its layers changes)."""
 
     def __init__(self, lib: NativeLibrary, config, layers, scale: float) -> None:
-        self.lib = lib.cdll
+        self.lib = lib.functions("decoder", SIGNATURES)
         self.key = self.key_of(layers)
         c = config
         self.model = _Model(n_layers=len(layers), d_model=c.d_model, n_heads=c.n_heads,
@@ -173,13 +180,14 @@ class DecoderPlan:
         return self.layers is not None and 0 < n_tokens <= self.max_rows
 
     def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor,
-            plan, kv_kind: str, kv: torch.Tensor, kv_scales: torch.Tensor | None) -> torch.Tensor:
+            plan: PagedPlan, view: NativeKV) -> torch.Tensor:
         """Every layer on the residual stream `x` [T, d_model] (fp32, updated in place and
         returned). `slots` from `fused.Glue.checked_slots`; `plan` the step's
-        `attention.PagedPlan` (its int32 tables and query starts, int64 positions); `kv` the
-        cache's whole [n_layers, 2, Hkv, n_blocks, bs, d_head] store, `kv_scales` an INT8
-        cache's [n_layers, 2, Hkv, n_blocks, bs]."""
+        `paged_attention.PagedPlan` (its int32 tables and query starts, int64 positions);
+        `view` the cache's whole store (`PagedKVCache.native_view()`: fp32 values, or INT8 or
+        E4M3 codes with their [n_layers, 2, Hkv, n_blocks, bs] scales)."""
         m, t = self.model, x.shape[0]
+        kv, kv_scales = view.kv, view.scales
         n_blocks, bs = kv.shape[3], kv.shape[4]
         # what the per-op path's own checks would refuse, refused before C reads anything
         if (x.dtype != torch.float32 or not x.is_contiguous() or x.shape != (t, m.d_model)
@@ -197,7 +205,7 @@ class DecoderPlan:
         self.lib.il_decoder_layers(
             ctypes.byref(self.model), self.layers, x.data_ptr(), t, cos.data_ptr(),
             sin.data_ptr(), slots.data_ptr(), plan.tables.data_ptr(), plan.qsl.data_ptr(),
-            plan.positions.data_ptr(), plan.n_seqs, plan.tables.shape[1], KV_KINDS[kv_kind],
+            plan.positions.data_ptr(), plan.n_seqs, plan.tables.shape[1], KV_KINDS[view.kind],
             kv.data_ptr(), 0 if kv_scales is None else kv_scales.data_ptr(), n_blocks, bs,
             scratch.data_ptr(), torch.get_num_threads())
         return x

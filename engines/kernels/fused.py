@@ -3,15 +3,32 @@ residual add + RMSNorm, RoPE in place, SwiGLU's silu(gate) * up, and the K/V wri
 paged cache. At decode each is a few kilobytes of work behind several torch calls (dispatch,
 allocation, a copy for a transpose or a roll); here each is one call.
 
-`glue()` gives the functions bound to the library, or None where it does not load (torch
-runs). Each checks what it is given and raises ValueError rather than read out of bounds.
+`glue()` gives the functions bound to the library, or None where it does not load;
+`for_model(path, ...)` the same for a model on kernel path `path`, or None where the model's
+torch ops run (another path, device or dtype). Each checks what it is given and raises
+ValueError rather than read out of bounds. `Glue.kv_writer` writes a step's K/V into any store
+a cache's `native_view()` describes (fp32, INT8 or FP8 E4M3 codes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from inferlab.engines.kernels.library import NativeLibrary, library
+from inferlab.engines.kernels.kv_view import NativeKV
+from inferlab.engines.kernels.library import F32, I64, NativeLibrary, P, library
+
+_WRITE_CODES = [P, P, I64, P, P, P, P, P, I64, I64, I64, I64]
+"""(k, v, row stride, slots, K codes, V codes, K scales, V scales, T, Hkv, D, n_slots)."""
+SIGNATURES = {
+    "il_add_rms_norm": ([P, P, P, P, I64, I64, F32], None),
+    "il_rope": ([P, P, P, I64, I64, I64, I64], None),
+    "il_silu_mul": ([P, P, I64, I64], None),
+    "il_write_kv": ([P, P, I64, P, P, P, I64, I64, I64, I64], None),
+    "il_write_kv_i8": (_WRITE_CODES, None),
+    "il_write_kv_fp8": (_WRITE_CODES, None),
+}
 
 MAX_D_HEAD = 512
 """`il_rope` rotates a head through a stack buffer of this many floats."""
@@ -29,7 +46,7 @@ class Glue:
 
     def __init__(self, lib: NativeLibrary) -> None:
         self.native = lib
-        self.lib = lib.cdll
+        self.lib = lib.functions("fused", SIGNATURES)
 
     def add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
                      eps: float, out: torch.Tensor) -> torch.Tensor:
@@ -125,7 +142,31 @@ class Glue:
            codes[1].data_ptr(), scales[0].data_ptr(), scales[1].data_ptr(), t, hkv, d, n_slots)
 
 
+    def kv_writer(self, view: NativeKV | None, slots: torch.Tensor
+                  ) -> Callable[[int, torch.Tensor, torch.Tensor], None] | None:
+        """`write(layer, k, v)` of a step's K/V at `slots` into the store `view` describes (the
+        slots checked once for the whole step), or None where that store is not one these ops
+        write (no view, or not on the CPU): the cache's own `write` runs."""
+        if view is None or view.device.type != "cpu":
+            return None
+        slots64 = self.checked_slots(slots, view.n_slots)
+        if view.kind == "f32":
+            return lambda layer, k, v: self.write_kv(k, v, slots64, *view.slot_stores(layer))
+        write = self.write_kv_i8 if view.kind == "int8" else self.write_kv_fp8
+        return lambda layer, k, v: write(k, v, slots64, view.slot_stores(layer),
+                                         view.scale_stores(layer))
+
+
 def glue(lib: NativeLibrary | None = None) -> Glue | None:
     """The fused ops on `lib` (default: this CPU's build), or None where none loads."""
     lib = lib or library()
     return None if lib is None else Glue(lib)
+
+
+def for_model(path: str, device: torch.device, dtype: torch.dtype, d_head: int) -> Glue | None:
+    """The fused ops for a model built on kernel path `path`: where it is "native" and the
+    model computes in fp32 on the CPU with heads RoPE takes (else None: torch's ops run)."""
+    if path != "native" or device.type != "cpu" or dtype != torch.float32 or \
+            d_head > MAX_D_HEAD:
+        return None
+    return glue()

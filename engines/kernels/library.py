@@ -1,6 +1,9 @@
 """The native library: every C source in this folder built into one shared object per
 instruction set, with the system C compiler, into the user cache at first use, then loaded
-through ctypes.
+through ctypes. Each kernel family's module (`panel`, `skinny`, `lowbit`, `paged_attention`,
+`flash_attention`, `fused`, `decoder`) declares its own C functions' signatures on a build
+(`NativeLibrary.functions`) and holds its fall-back to torch; this module only builds and
+loads.
 
 Which build runs is chosen by the CPU's features (`isa_for_flags`):
 
@@ -9,10 +12,10 @@ Which build runs is chosen by the CPU's features (`isa_for_flags`):
     portable  no ISA flags               vectors of 4 floats    (SSE2 on x86-64, NEON on Arm)
 
 Each build is tried with OpenMP, then without; when none builds (no compiler) `library()` is
-None, `BUILD_ERROR` says why and the torch path runs. `INFERLAB_KERNELS=torch` (or
-`engines.kernels.use("torch")`) skips the library altogether. The cache key is the sources'
-bytes plus the flags, so an edited kernel is rebuilt and a concurrent build never loads half a
-file (written to a temporary name, then renamed).
+None, `BUILD_ERROR` says why and the torch path runs. `INFERLAB_KERNELS=torch` skips the
+library altogether. The cache key is the sources' bytes plus the flags, so an edited kernel is
+rebuilt and a concurrent build never loads half a file (written to a temporary name, then
+renamed).
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import hashlib
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import platformdirs
 
@@ -71,6 +76,14 @@ def host_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
     return frozenset()
 
 
+P, I64, I32, F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
+"""The C types the kernel families' signatures are written in (a pointer, int64_t, int,
+float)."""
+
+Signatures = Mapping[str, tuple[list, object]]
+"""A kernel family's C functions: name -> (argument types, result type or None)."""
+
+
 @dataclass(frozen=True)
 class NativeLibrary:
     """A loaded build: the ctypes handle, its instruction set, vector width, whether it runs
@@ -81,6 +94,21 @@ class NativeLibrary:
     vlen: int
     openmp: bool
     path: Path
+    _families: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def functions(self, family: str, signatures: Signatures) -> SimpleNamespace:
+        """`signatures`' C functions of this build as attributes, declared on first use (each
+        kernel family's module owns its signatures; a build declares each family once)."""
+        found = self._families.get(family)
+        if found is None:
+            fns = {}
+            for name, (argtypes, restype) in signatures.items():
+                fn = getattr(self.cdll, name)
+                fn.argtypes, fn.restype = argtypes, restype
+                fns[name] = fn
+            # stored once declared: another thread never sees a function without its types
+            found = self._families[family] = SimpleNamespace(**fns)
+        return found
 
 
 _LIB: NativeLibrary | None = None
@@ -123,57 +151,8 @@ def build(isa: str, openmp: bool = True) -> NativeLibrary:
     if not path.exists():
         _compile(path, flags)
     cdll = ctypes.CDLL(str(path))
-    _declare(cdll)
+    cdll.il_vlen.argtypes, cdll.il_vlen.restype = [], ctypes.c_int
     return NativeLibrary(cdll, isa, int(cdll.il_vlen()), openmp, path)
-
-
-def _declare(lib: ctypes.CDLL) -> None:
-    p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    lib.il_vlen.restype = i32
-    for name in ("il_skinny_f32", "il_skinny_bf16"):
-        fn = getattr(lib, name)
-        fn.argtypes = [p, p, p, i64, i64, i64, i32]
-        fn.restype = None
-    f32 = ctypes.c_float
-    lib.il_paged_attention_f32.argtypes = [p, p, p, p, p, p, i64, i64, i64, i64, i64, i64, i64,
-                                           f32, i32]
-    lib.il_paged_attention_f32.restype = None
-    lib.il_paged_attention_i8.argtypes = [p, p, p, p, p, p, p, i64, i64, i64, i64, i64, i64,
-                                          i64, f32, i32]
-    lib.il_paged_attention_i8.restype = None
-    lib.il_paged_attention_fp8.argtypes = lib.il_paged_attention_i8.argtypes
-    lib.il_paged_attention_fp8.restype = None
-    f32p = ctypes.c_float
-    lib.il_add_rms_norm.argtypes = [p, p, p, p, i64, i64, f32p]
-    lib.il_rope.argtypes = [p, p, p, i64, i64, i64, i64]
-    lib.il_silu_mul.argtypes = [p, p, i64, i64]
-    lib.il_write_kv.argtypes = [p, p, i64, p, p, p, i64, i64, i64, i64]
-    lib.il_write_kv_i8.argtypes = [p, p, i64, p, p, p, p, p, i64, i64, i64, i64]
-    lib.il_write_kv_fp8.argtypes = lib.il_write_kv_i8.argtypes
-    for name in ("il_add_rms_norm", "il_rope", "il_silu_mul", "il_write_kv", "il_write_kv_i8",
-                 "il_write_kv_fp8"):
-        getattr(lib, name).restype = None
-    lib.il_panel_width.restype = i32
-    lib.il_panel_pack_f32.argtypes = [p, p, i64, i64]
-    lib.il_panel_pack_f32.restype = None
-    lib.il_panel_f32.argtypes = [p, p, p, i64, i64, i64, i32]
-    lib.il_panel_f32.restype = None
-    lib.il_skinny_i8.argtypes = [p, p, p, p, i64, i64, i64, i32]
-    lib.il_skinny_i8.restype = None
-    lib.il_skinny_i8g.argtypes = [p, p, p, p, i64, i64, i64, i64, i64, i32]
-    lib.il_skinny_i8g.restype = None
-    lib.il_skinny_fp8.argtypes = [p, p, p, p, i64, i64, i64, i32]
-    lib.il_skinny_fp8.restype = None
-    lib.il_zero_point_sub.argtypes = [p, p, p, i64, i64, i64]
-    lib.il_zero_point_sub.restype = None
-    lib.il_int4_lanes.restype = i32
-    lib.il_lowbit_int4.argtypes = [p, p, p, p, p, i64, i64, i64, i64, i64, i32]
-    lib.il_lowbit_int4.restype = None
-    lib.il_decoder_scratch.argtypes = [p]
-    lib.il_decoder_scratch.restype = i64
-    lib.il_decoder_layers.argtypes = [p, p, p, i64, p, p, p, p, p, p, i64, i64, i32, p, p, i64,
-                                      i64, p, i32]
-    lib.il_decoder_layers.restype = None
 
 
 def library() -> NativeLibrary | None:

@@ -15,13 +15,23 @@ from __future__ import annotations
 
 import torch
 
-from inferlab.engines.kernels.library import NativeLibrary, library
+from inferlab.engines.kernels.library import I32, I64, NativeLibrary, P, library
+
+SIGNATURES = {
+    "il_panel_width": ([], I32),
+    "il_panel_pack_f32": ([P, P, I64, I64], None),
+    "il_panel_f32": ([P, P, P, I64, I64, I64, I32], None),
+}
+
+
+def functions(lib: NativeLibrary):
+    """This family's C functions on `lib`, declared."""
+    return lib.functions("panel", SIGNATURES)
 
 
 def width(lib: NativeLibrary | None = None) -> int:
     """Output rows per panel of this build (2 vectors: 16 on AVX2, 32 on AVX-512)."""
-    lib = lib or library()
-    return int(lib.cdll.il_panel_width())
+    return int(functions(lib or library()).il_panel_width())
 
 
 def pack(weight: torch.Tensor, lib: NativeLibrary | None = None) -> torch.Tensor:
@@ -31,7 +41,7 @@ def pack(weight: torch.Tensor, lib: NativeLibrary | None = None) -> torch.Tensor
     n, k = w.shape
     np_ = width(lib)
     panels = torch.empty(-(-n // np_), k, np_)
-    lib.cdll.il_panel_pack_f32(w.data_ptr(), panels.data_ptr(), k, n)
+    functions(lib).il_panel_pack_f32(w.data_ptr(), panels.data_ptr(), k, n)
     return panels
 
 
@@ -49,7 +59,7 @@ class BoundPanel:
 
     def __init__(self, panels: torch.Tensor, out_features: int, lib: NativeLibrary) -> None:
         self.panels = panels
-        self.fn = lib.cdll.il_panel_f32
+        self.fn = functions(lib).il_panel_f32
         self.out_features, self.in_features = out_features, panels.shape[1]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import torch
 
-from inferlab.engines.kernels.library import NativeLibrary, host_flags, library
+from inferlab.engines.kernels.library import I32, I64, NativeLibrary, P, host_flags, library
+
+SIGNATURES = {name: ([P, P, P, I64, I64, I64, I32], None)
+              for name in ("il_skinny_f32", "il_skinny_bf16")}
+"""(x, w, y, m, k, n, threads): y [m, n] = x [m, k] · w [n, k]ᵀ."""
+
+
+def functions(lib: NativeLibrary):
+    """This family's C functions on `lib`, declared."""
+    return lib.functions("skinny", SIGNATURES)
 
 MAX_SKINNY_ROWS = 32
 """Up to this many fp32 rows the native kernel streams the weight once and beats torch's
@@ -64,8 +73,8 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor,
         x2 = x2.to(torch.float32).contiguous()
     n = weight.shape[0]
     y = torch.empty(m, n, dtype=torch.float32)
-    getattr(lib.cdll, _KERNELS[weight.dtype])(x2.data_ptr(), weight.data_ptr(), y.data_ptr(),
-                                               m, k, n, torch.get_num_threads())
+    fn = getattr(functions(lib), _KERNELS[weight.dtype])
+    fn(x2.data_ptr(), weight.data_ptr(), y.data_ptr(), m, k, n, torch.get_num_threads())
     y = y.view(*x.shape[:-1], n)
     return y if x.dtype == torch.float32 else y.to(x.dtype)
 
@@ -81,7 +90,7 @@ class BoundSkinny:
     def __init__(self, weight: torch.Tensor, lib: NativeLibrary) -> None:
         self.weight = weight  # its pointer is taken per call: a copy never reads a stale one
         self.lib = lib
-        self.fn = getattr(lib.cdll, _KERNELS[weight.dtype])
+        self.fn = getattr(functions(lib), _KERNELS[weight.dtype])
         self.out_features, self.in_features = weight.shape
         self.max_rows = max_rows(weight.dtype)
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 
 from inferlab.engines import kernels
-from inferlab.engines.kernels import attention as native_attention
-from inferlab.engines.kernels.attention import PagedPlan
+from inferlab.engines.kernels import paged_attention as native_attention
+from inferlab.engines.kernels.paged_attention import PagedPlan
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.kv.cache import PagedKVCache
 from inferlab.engines.kv.paged_attention import DecodeAttention, paged_attention_prefill
@@ -122,7 +122,7 @@ class PagedAttention:
 
     On the native kernel path (engines/kernels), a step whose sequences each run at most
     `MAX_NATIVE_QUERIES` tokens (decode, K+1 verification, short chunks) over an fp32 cache
-    reads K/V in place through the block tables (`engines.kernels.attention.PagedPlan`).
+    reads K/V in place through the block tables (`engines.kernels.paged_attention.PagedPlan`).
     Otherwise one-token sequences run as one batched decode (`DecodeAttention`, its gather plan
     built here) and the others (prompts, prompt chunks) as prefill. q [T, H, D] in the
     metadata's flat token order -> [T, H, D].
@@ -130,8 +130,8 @@ class PagedAttention:
 
     def __init__(self, meta: AttentionMetadata, cache: PagedKVCache,
                  path: str | None = None) -> None:
-        """`path`: the kernel path ("native" or "torch"; default `engines.kernels.current()`):
-        a model passes the one it was built for."""
+        """`path`: the kernel path ("native" or "torch"; default the process's,
+        `engines.kernels.default_path()`): a model passes the one it was built for."""
         self.meta = meta
         self.cache = cache
         self.decode: DecodeAttention | None = None
@@ -139,11 +139,10 @@ class PagedAttention:
         """Flat token rows of the decoding sequences (None: every row decodes)."""
         self.prefill: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
         """(token rows, sequence indices, query start locations, context lengths)."""
-        self.native: PagedPlan | None = None
-        if (path or kernels.current()) == "native" and \
-                native_attention.supports(cache, meta.query_lens):
-            self.native = PagedPlan(cache, meta.block_tables, meta.query_start_loc,
-                                    meta.positions)
+        self.native: PagedPlan | None = native_attention.plan(
+            kernels.resolve(path), cache.native_view(), meta.query_lens, meta.block_tables,
+            meta.query_start_loc, meta.positions)
+        if self.native is not None:
             return
         if meta.is_decode:
             self.decode = DecodeAttention(cache, meta.block_tables, meta.context_lens_host)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import torch
 
 from inferlab.engines.dtypes import torch_dtype
+from inferlab.engines.kernels.kv_view import NativeKV
 from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, blocks_for_budget
 
 
@@ -81,6 +82,16 @@ class PagedKVCache:
         self.k = [self.kv[i, 0] for i in range(n_layers)]
         self.v = [self.kv[i, 1] for i in range(n_layers)]
         self._gather_kv: torch.Tensor | None = None  # gather()'s workspace, reused
+        self._native: list = []  # native_view()'s record, once made
+
+    def native_view(self) -> NativeKV | None:
+        """The store as the native kernels read it: fp32 values (kind "f32"), or None where
+        they read no store of this dtype (bf16, fp16: torch's attention and `write` run)."""
+        if self.kv.dtype != torch.float32:
+            return None
+        if not self._native:
+            self._native.append(NativeKV("f32", self.kv, None, self.dtype, self.device))
+        return self._native[0]
 
     @classmethod
     def from_budget(
@@ -233,6 +244,14 @@ class QuantizedPagedKVCache(PagedKVCache):
                                  dtype=torch.float32, device=self.device)
         """[n_layers, 2, n_kv_heads, n_blocks, block_size]: s of every stored token and head."""
         self._gather_scales: torch.Tensor | None = None
+
+    def native_view(self) -> NativeKV:
+        """The codes (kind `kv_dtype`: "int8" or "fp8-e4m3") with their per-token scales, as
+        the native kernels read them."""
+        if not self._native:
+            self._native.append(NativeKV(self.kv_dtype, self.kv, self.scales, self.dtype,
+                                         self.device))
+        return self._native[0]
 
     @property
     def bytes_per_slot(self) -> int:

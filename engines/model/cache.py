@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from inferlab.engines import kernels
+from inferlab.engines.kernels import resolve
 from inferlab.engines.model.registry import MODEL_NAMES, SMOLLM2_ID, load_model, smollm2_gguf_path
 
 AUTO = "auto"
@@ -49,13 +49,15 @@ def model_choices() -> list[tuple[str, str]]:
     return out
 
 
-def load_lab_model(spec: str, device: str = "cpu", dtype: str = "fp32"):
-    """(model, tokenizer) for `spec` (auto, a registry name or a path), cached per kernel
-    path too (`engines.kernels.current()`: a model's layers keep the path they were built
-    for, so a `--kernels torch` run never gets the native model loaded before it)."""
-    name = resolve_model_name(spec)
-    key = (name, str(device), dtype, kernels.current())
+def load_lab_model(spec: str, device: str = "cpu", dtype: str = "fp32",
+                   kernels: str | None = "auto"):
+    """(model, tokenizer) for `spec` (auto, a registry name or a path) on the kernel path
+    `kernels` (a lab's `kernels` setting: "auto" is the process default), cached per path too:
+    a model's layers keep the path they were built for, so a lab asking for torch never gets
+    the native model loaded before it."""
+    name, path = resolve_model_name(spec), resolve(kernels)
+    key = (name, str(device), dtype, path)
     with _lock:
         if key not in _cache:
-            _cache[key] = load_model(name, dtype=dtype, device=device)
+            _cache[key] = load_model(name, dtype=dtype, device=device, kernels=path)
         return _cache[key]

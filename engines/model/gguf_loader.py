@@ -328,12 +328,13 @@ def gguf_tokenizer(g: GGUFFile, vocab_size: int | None = None) -> Tokenizer:
 
 
 def load_gguf(path: str | Path, dtype: str = "fp32", device: str = "cpu",
-              id: str | None = None) -> tuple[Llama, Tokenizer]:
-    """(model, tokenizer) from a Llama-family GGUF file."""
+              id: str | None = None, kernels: str | None = None) -> tuple[Llama, Tokenizer]:
+    """(model, tokenizer) from a Llama-family GGUF file, its layers laid out for the kernel
+    path `kernels` ("native", "torch"; None or "auto": the process default)."""
     g = GGUFFile(path)
     config = gguf_config(g, id)
     tokenizer = gguf_tokenizer(g, config.vocab_size)
     check_gguf_shapes(g, config)
     model = Llama.from_state_dict(config, gguf_state_dict(g, config), dtype, device,
-                                  origin=str(g.path))
+                                  origin=str(g.path), kernels=kernels)
     return model, tokenizer

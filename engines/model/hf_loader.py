@@ -117,9 +117,10 @@ def _eos_ids(folder: Path, raw: dict, vocab_size: int) -> list[int]:
     return list(ids) if isinstance(ids, list) else [ids]
 
 
-def load_hf_folder(folder: str | Path, dtype: str = "fp32", device: str = "cpu"
-                   ) -> tuple[Llama, Tokenizer]:
-    """(model, tokenizer) from a Hugging Face Llama folder."""
+def load_hf_folder(folder: str | Path, dtype: str = "fp32", device: str = "cpu",
+                   kernels: str | None = None) -> tuple[Llama, Tokenizer]:
+    """(model, tokenizer) from a Hugging Face Llama folder, on the kernel path `kernels` (as
+    `load_gguf`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelLoadError(f"{folder}: not a folder")
@@ -129,5 +130,6 @@ def load_hf_folder(folder: str | Path, dtype: str = "fp32", device: str = "cpu"
     if not (folder / "tokenizer.json").is_file():
         raise ModelLoadError(f"{folder}: no tokenizer.json")
     tokenizer = Tokenizer.from_hf_folder(folder, eos_ids)
-    model = Llama.from_state_dict(config, weights, dtype, device, origin=str(folder))
+    model = Llama.from_state_dict(config, weights, dtype, device, origin=str(folder),
+                                  kernels=kernels)
     return model, tokenizer

@@ -28,8 +28,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from inferlab.engines import kernels
-from inferlab.engines.kernels import panel
+from inferlab.engines.kernels import native_available, panel, resolve
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.kernels.library import library
 from inferlab.engines.kernels.skinny import BoundSkinny, max_rows, skinny_linear
@@ -61,14 +60,15 @@ def onednn_available(dtype: torch.dtype) -> bool:
 
 
 def default_layout(dtype: torch.dtype, device: torch.device, out_features: int = 1,
-                   in_features: int = 0) -> str:
-    """On CPU: "native" when the kernel path is native and its library runs here; else (the
-    torch path) fp32 "transposed" when out_features > in_features (else "linear") and bf16
-    "onednn" when oneDNN runs. Elsewhere "linear"."""
+                   in_features: int = 0, kernels: str | None = None) -> str:
+    """On CPU: "native" when the kernel path `kernels` ("native", "torch"; None or "auto": the
+    process default) is native and its library runs here; else (the torch path) fp32
+    "transposed" when out_features > in_features (else "linear") and bf16 "onednn" when
+    oneDNN runs. Elsewhere "linear"."""
     if device.type != "cpu":
         return "linear"
-    if dtype in (torch.float32, torch.bfloat16) and kernels.current() == "native" and \
-            kernels.native_available():
+    if dtype in (torch.float32, torch.bfloat16) and resolve(kernels) == "native" and \
+            native_available():
         return "native"
     if dtype == torch.float32:
         return "transposed" if out_features > in_features else "linear"
@@ -79,13 +79,15 @@ def default_layout(dtype: torch.dtype, device: torch.device, out_features: int =
 
 class Linear:
     """A bias-free linear layer; `weight` is the [out, in] tensor (for inspection and
-    quantization; on the native fp32 layout a copy unpacked from the panels)."""
+    quantization; on the native fp32 layout a copy unpacked from the panels). Its layout is
+    `layout`, or the best one for the kernel path `kernels` (`default_layout`)."""
 
     __slots__ = ("_weight", "layout", "out_features", "in_features", "_packed", "_bound",
                  "_skinny_rows", "_onednn")
 
-    def __init__(self, weight: torch.Tensor, layout: str | None = None) -> None:
-        layout = layout or default_layout(weight.dtype, weight.device, *weight.shape)
+    def __init__(self, weight: torch.Tensor, layout: str | None = None,
+                 kernels: str | None = None) -> None:
+        layout = layout or default_layout(weight.dtype, weight.device, *weight.shape, kernels)
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
         self.out_features, self.in_features = weight.shape

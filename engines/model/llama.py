@@ -33,12 +33,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from inferlab.engines import kernels
-from inferlab.engines.kernels import fused
-from inferlab.engines.kernels.attention import CODE_KINDS
+from inferlab.engines.kernels import fused, resolve
 from inferlab.engines.kernels.decoder import DecoderPlan
 from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
-from inferlab.engines.kv.cache import PagedKVCache, QuantizedPagedKVCache
+from inferlab.engines.kv.cache import PagedKVCache
 from inferlab.engines.kv.paged_attention import sdpa_gqa
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.model.errors import ModelLoadError
@@ -141,16 +139,24 @@ def held_params(item) -> int:
 
 
 class Llama:
-    """The decoder: weights in one dtype on one device, plus RoPE tables. No autograd."""
+    """The decoder: weights in one dtype on one device, plus RoPE tables. No autograd.
+
+    `kernel_path` ("native" or "torch") is the kernel path it runs on, fixed when it is built:
+    its layers' layouts were chosen for it, and the small ops between the matmuls, the K/V
+    writes and attention follow it."""
 
     def __init__(self, config: ModelConfig, embed: torch.Tensor, layers: list[LayerWeights],
-                 final_norm: torch.Tensor, lm_head: Linear | None = None) -> None:
-        """`lm_head` None ties it to `embed` (the embedding is then read through its layout)."""
+                 final_norm: torch.Tensor, lm_head: Linear | None = None,
+                 kernels: str | None = None) -> None:
+        """`lm_head` None ties it to `embed` (the embedding is then read through its layout).
+        `kernels`: the path ("native", "torch"; None or "auto": the process default) the
+        layers were built for."""
         if config.mlp_kind != "swiglu":
             raise ModelLoadError(f"{config.id}: a {config.mlp_kind} MLP is not Llama-family")
         self.config = config
+        self.kernel_path = resolve(kernels)
         self.tied = lm_head is None
-        self.lm_head = Linear(embed) if lm_head is None else lm_head
+        self.lm_head = Linear(embed, kernels=self.kernel_path) if lm_head is None else lm_head
         self.embed = self.lm_head.weight if lm_head is None else embed
         self.layers = layers
         self.final_norm = final_norm
@@ -161,12 +167,8 @@ class Llama:
         self.scale = config.d_head ** -0.5
         self._q_dim = config.n_heads * config.d_head
         self._qk_heads = config.n_heads + config.n_kv_heads
-        # The kernel path is chosen now, as the layers' layouts are: the small ops between the
-        # matmuls fused on the native library (fp32 on the CPU) and attention follow it.
-        self.kernel_path = kernels.current()
-        self.glue = fused.glue() if (self.device.type == "cpu" and self.dtype == torch.float32
-                                     and self.kernel_path == "native"
-                                     and config.d_head <= fused.MAX_D_HEAD) else None
+        # the small ops between the matmuls fused on the native library (fp32 on the CPU)
+        self.glue = fused.for_model(self.kernel_path, self.device, self.dtype, config.d_head)
         self.one_call_per_step = True
         """Whether a step the native decoder can run goes through it (every layer in one call,
         `engines.kernels.decoder`); False keeps the per-op path (the bench compares them)."""
@@ -177,14 +179,16 @@ class Llama:
     @classmethod
     def from_state_dict(cls, config: ModelConfig, weights: Mapping[str, torch.Tensor],
                         dtype: str | torch.dtype = "fp32", device: str | torch.device = "cpu",
-                        origin: str = "") -> Llama:
+                        origin: str = "", kernels: str | None = None) -> Llama:
         """Build from Hugging Face-named tensors (any float dtype); checks every name and shape.
+        `kernels`: the kernel path the layers are laid out for ("native", "torch"; None or
+        "auto": the process default).
 
         A missing tensor, a wrong shape or a tensor holding NaN or ±inf raises ModelLoadError
         naming it; `origin` (a path) starts the message. A tied model may omit `lm_head.weight`.
         """
         where = f"{origin or config.id}: "
-        dt, dev = resolve_dtype(dtype), torch.device(device)
+        dt, dev, path = resolve_dtype(dtype), torch.device(device), resolve(kernels)
         check_weight_shapes(config, {n: tuple(t.shape) for n, t in weights.items()}, origin)
         for name in hf_weight_shapes(config):
             if not bool(torch.isfinite(weights[name]).all()):
@@ -196,8 +200,11 @@ class Llama:
         def norm(name: str) -> torch.Tensor:  # norms run in fp32 (see `_layers`)
             return weights[name].to(device=dev, dtype=torch.float32).contiguous()
 
+        def linear(weight: torch.Tensor) -> Linear:
+            return Linear(weight, kernels=path)
+
         def cat(*names: str) -> Linear:
-            return Linear(torch.cat([weights[n].to(device=dev, dtype=dt) for n in names]))
+            return linear(torch.cat([weights[n].to(device=dev, dtype=dt) for n in names]))
 
         layers = []
         for i in range(config.n_layers):
@@ -205,14 +212,14 @@ class Llama:
             layers.append(LayerWeights(
                 attn_norm=norm(p + "input_layernorm.weight"),
                 qkv=cat(*(p + f"self_attn.{n}_proj.weight" for n in "qkv")),
-                o=Linear(w(p + "self_attn.o_proj.weight")),
+                o=linear(w(p + "self_attn.o_proj.weight")),
                 mlp_norm=norm(p + "post_attention_layernorm.weight"),
                 gate_up=cat(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"),
-                down=Linear(w(p + "mlp.down_proj.weight")),
+                down=linear(w(p + "mlp.down_proj.weight")),
             ))
-        lm_head = None if config.tie_embeddings else Linear(w("lm_head.weight"))
+        lm_head = None if config.tie_embeddings else linear(w("lm_head.weight"))
         return cls(config, w("model.embed_tokens.weight"), layers, norm("model.norm.weight"),
-                   lm_head)
+                   lm_head, kernels=path)
 
     def _weights(self) -> list:
         """Every weight held: tensors, and the linears of any kind (the tied lm_head counted
@@ -294,38 +301,25 @@ class Llama:
         glue, n = self.glue, token_ids.shape[0]
         if glue is None or not self.one_call_per_step or paged.native is None:
             return None
-        if type(cache) is PagedKVCache and cache.kv.dtype == torch.float32:
-            kv_kind, kv_scales = "f32", None
-        elif isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype in CODE_KINDS:
-            kv_kind, kv_scales = cache.kv_dtype, cache.scales
-        else:
+        view = cache.native_view()
+        if view is None:
             return None
         plan = self._decoder
         if plan is None or plan.key != DecoderPlan.key_of(self.layers):  # a layer was replaced
             plan = self._decoder = DecoderPlan(glue.native, self.config, self.layers, self.scale)
         if not plan.runs(n):
             return None
-        if not (cache.kv.is_contiguous() and (kv_scales is None or kv_scales.is_contiguous())):
+        if not (view.kv.is_contiguous() and (view.scales is None or view.scales.is_contiguous())):
             return None
-        slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
+        slots64 = glue.checked_slots(slots, view.n_slots)
         x = self.embed[token_ids].float().contiguous()
-        return plan.run(x, cos.contiguous(), sin.contiguous(), slots64, paged.native, kv_kind,
-                        cache.kv, kv_scales)
+        return plan.run(x, cos.contiguous(), sin.contiguous(), slots64, paged.native, view)
 
     def _native_write(self, cache: PagedKVCache, slots: torch.Tensor):
-        """`write(layer, k, v)` on the fused ops for an fp32, INT8 or E4M3 cache on the CPU
-        (the slots checked once for the whole step), or None: the cache's own `write`."""
-        glue = self.glue
-        if glue is None or cache.device.type != "cpu":
-            return None
-        if type(cache) is PagedKVCache and cache.kv.dtype == torch.float32:
-            slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
-            return lambda layer, k, v: glue.write_kv(k, v, slots64, *cache.slot_stores(layer))
-        if isinstance(cache, QuantizedPagedKVCache) and cache.kv_dtype in CODE_KINDS:
-            slots64 = glue.checked_slots(slots, cache.n_blocks * cache.block_size)
-            write = glue.write_kv_i8 if cache.kv_dtype == "int8" else glue.write_kv_fp8
-            return lambda layer, k, v: write(k, v, slots64, *cache.code_stores(layer))
-        return None
+        """`write(layer, k, v)` on the fused ops into the store the cache's native view
+        describes (the slots checked once for the whole step), or None: the cache's own
+        `write`."""
+        return None if self.glue is None else self.glue.kv_writer(cache.native_view(), slots)
 
     @torch.inference_mode()
     def forward_with(self, token_ids: torch.Tensor, positions: torch.Tensor, attend, write,

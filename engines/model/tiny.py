@@ -45,8 +45,10 @@ def tiny_state_dict(config: ModelConfig, seed: int = TINY_SEED) -> dict[str, tor
 
 
 def tiny_model(dtype: str = "fp32", device: str = "cpu", seed: int = TINY_SEED,
-               **overrides) -> tuple[Llama, Tokenizer]:
-    """(model, byte tokenizer) with weights drawn from `seed`."""
+               kernels: str | None = None, **overrides) -> tuple[Llama, Tokenizer]:
+    """(model, byte tokenizer) with weights drawn from `seed`, on the kernel path `kernels`
+    ("native", "torch"; None or "auto": the process default)."""
     config = tiny_config(**overrides)
-    model = Llama.from_state_dict(config, tiny_state_dict(config, seed), dtype, device)
+    model = Llama.from_state_dict(config, tiny_state_dict(config, seed), dtype, device,
+                                  kernels=kernels)
     return model, Tokenizer.byte_level(name="tiny")

@@ -225,7 +225,8 @@ def quantize_layerwise(model: Llama, chunks: Sequence[Sequence[int]],
             def quantize(which: str, inputs: LinearInputs, i=i, lw=lw) -> Linear:
                 records[linear_name(i, which)] = _quantize_one(
                     quantize_linear, linear_name(i, which), getattr(lw, which), inputs)
-                return Linear(records[linear_name(i, which)].dequantize().to(model.dtype))
+                return Linear(records[linear_name(i, which)].dequantize().to(model.dtype),
+                              kernels=model.kernel_path)
 
             hidden = true_sequential_layer(model, lw, hidden, quantize, keep_rows)
             if progress is not None:
@@ -237,7 +238,8 @@ def quantize_layerwise(model: Llama, chunks: Sequence[Sequence[int]],
         for w in LINEARS:
             name = linear_name(i, w)
             records[name] = _quantize_one(quantize_linear, name, getattr(lw, w), stats[w])
-            quantized[w] = Linear(records[name].dequantize().to(model.dtype))
+            quantized[w] = Linear(records[name].dequantize().to(model.dtype),
+                                  kernels=model.kernel_path)
         del stats
         if sequential:
             q_layer = replace(lw, **quantized)

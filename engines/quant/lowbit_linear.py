@@ -8,13 +8,12 @@ own `nbytes` and out × in parameters).
     Fp8Linear: y = (x · value(c)ᵀ) S     c FP8 E4M3 codes [out, in], S fp32 per tensor
     Int4Linear: y = Σ_groups d · (x_g · u_gᵀ) + m · Σ x_g    u in [0, 15], groups of g along in
 
-Both compute in fp32 from the codes on the native library's kernels (engines/kernels: INT8
-in `skinny.c` beside fp32 and bf16, INT4 in `lowbit.c`; AVX-512, AVX2 or portable vectors,
-one OpenMP region per call), each weight dequantized once in registers and multiplied by every
-input row: the codes cross the memory bus once per call however many rows. INT4 codes are
-stored lane-interleaved for the library's vector width (`_interleave`). Without a compiler
-(or on another device or dtype) a torch path dequantizes at most `FALLBACK_ROWS` rows at a
-time and multiplies them: correct, slower, never the whole weight.
+Each computes in fp32 from the codes through `engines.kernels.lowbit`, which runs the native
+library's kernels (AVX-512, AVX2 or portable vectors, one OpenMP region per call), each weight
+dequantized once in registers and multiplied by every input row, or, without a compiler (or
+on another device or dtype), its torch path: `lowbit.FALLBACK_ROWS` rows dequantized at a
+time and multiplied (correct, slower, never the whole weight). INT4 codes are stored
+lane-interleaved for the library's vector width (`lowbit.interleave`).
 Symmetric INT4 codes q in [-8, 7] are stored as u = q + 8 with m = -8 d.
 
 Measured on a 2-vCPU AVX-512 Xeon (1 thread, shared), SmolLM2-135M's four linears of 30
@@ -27,20 +26,16 @@ layers per token from DRAM, ms, against the kernels before they took rows in til
 and whole-model greedy decode: fp32 22.3 tok/s, INT8 52.2 (2.3x), INT4 69.1 (3.1x), INT8
 lm_head for both. (On the earlier AVX2 machine a `torch._weight_int8pack_mm` decode was ~10x
 slower than fp32, and a `torch.utils.cpp_extension` build of a kernel took ~55 s: its headers.)
-
-Accuracy: the kernels sum in a different order than `x @ dequantize().T`; on random and
-SmolLM2 shapes the max |difference| is below 1e-6 of max |y|.
 """
 
 from __future__ import annotations
 
 import copy
-import ctypes
 from dataclasses import replace
 
 import torch
 
-from inferlab.engines.kernels import library as native
+from inferlab.engines.kernels import lowbit
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import Llama
@@ -52,99 +47,9 @@ from inferlab.engines.quant.group import GroupQuantized, quantize_groups
 from inferlab.engines.quant.model_quant import LINEARS
 from inferlab.engines.quant.packing import pack_int4, unpack_int4
 
-FALLBACK_ROWS = 256
-"""The torch path dequantizes this many output rows at a time."""
-DECODER_ROWS = 64
-"""The most input rows the native decoder gives these layers (their kernels take any number;
-past it the step is a prefill, which does not run there)."""
-
-
-def kernel_library() -> ctypes.CDLL | None:
-    """The native library's handle (engines/kernels: built on first use, then cached on
-    disk), or None when it does not build here or is turned off (`lib_error()` says why)."""
-    lib = native.library()
-    return None if lib is None else lib.cdll
-
-
-def lib_error() -> str | None:
-    """Why the native kernels are not in use (None while they are)."""
-    return native.BUILD_ERROR
-
 
 def _nbytes(*tensors: torch.Tensor) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def _as_rows(x: torch.Tensor, in_features: int) -> torch.Tensor:
-    if x.shape[-1] != in_features:
-        raise ValueError(f"x has {x.shape[-1]} features, the layer takes {in_features}")
-    return x.reshape(-1, in_features)
-
-
-_LANES = [0]
-"""The loaded library's int4 lanes (0 before it loads, or where it does not)."""
-_LIB: list = [None]  # the library once loaded (kept: a call then looks nothing up)
-
-
-def _rows_as_they_are(x: torch.Tensor, in_features: int) -> bool:
-    """Whether `x` is already what the kernels read (2-d contiguous rows of `in_features`,
-    at least one): then a call (a decode step's) needs no reshaping or copying."""
-    return x.dim() == 2 and x.is_contiguous() and x.shape[1] == in_features and x.shape[0] > 0
-
-
-def _use_kernel(x: torch.Tensor, ok: bool) -> ctypes.CDLL | None:
-    """The kernel library for input `x` when the layer's codes can run on it (`ok`)."""
-    if not ok or x.device.type != "cpu" or x.dtype != torch.float32:
-        return None
-    lib = _LIB[0]
-    if lib is None:
-        lib = _LIB[0] = kernel_library()
-        _LANES[0] = int(lib.il_int4_lanes()) if lib is not None else 0
-    return lib
-
-
-def int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor,
-                scale: torch.Tensor) -> torch.Tensor:
-    """x [M, K] fp32 contiguous · (scale ⊙ q)ᵀ on the native kernel of `lib` (`skinny.c`)."""
-    (m, k), n = x.shape, q.shape[0]
-    y = torch.empty(m, n)
-    lib.il_skinny_i8(x.data_ptr(), q.data_ptr(), scale.data_ptr(), y.data_ptr(), m, k, n,
-                     torch.get_num_threads())
-    return y
-
-
-def group_int8_kernel(lib: ctypes.CDLL, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor,
-                      group_size: int) -> torch.Tensor:
-    """x [M, K] fp32 contiguous · ŵᵀ, ŵ = d ⊙ q per group of `group_size` along K
-    (`skinny.c`)."""
-    (m, k), n = x.shape, q.shape[0]
-    y = torch.empty(m, n)
-    lib.il_skinny_i8g(x.data_ptr(), q.data_ptr(), scales.data_ptr(), y.data_ptr(), m, k, n,
-                      scales.shape[1], group_size, torch.get_num_threads())
-    return y
-
-
-def fp8_kernel(lib: ctypes.CDLL, x: torch.Tensor, codes: torch.Tensor,
-               row_scales: torch.Tensor) -> torch.Tensor:
-    """x [M, K] fp32 contiguous · (s ⊙ value(codes))ᵀ, codes E4M3 (uint8) [N, K], s fp32 [N]
-    (`skinny.c`)."""
-    (m, k), n = x.shape, codes.shape[0]
-    y = torch.empty(m, n)
-    lib.il_skinny_fp8(x.data_ptr(), codes.data_ptr(), row_scales.data_ptr(), y.data_ptr(), m, k,
-                      n, torch.get_num_threads())
-    return y
-
-
-def int4_kernel(lib: ctypes.CDLL, x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
-                mins: torch.Tensor, group_size: int) -> torch.Tensor:
-    """x [M, K] fp32 contiguous · ŵᵀ on the native kernel of `lib` (`lowbit.c`), `codes`
-    interleaved for that library's lanes."""
-    (m, k), n = x.shape, codes.shape[0]
-    y = torch.empty(m, n)
-    lib.il_lowbit_int4(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), mins.data_ptr(),
-                       y.data_ptr(), m, k, n, scales.shape[1], group_size,
-                       torch.get_num_threads())
-    return y
 
 
 class Int8Linear:
@@ -181,13 +86,11 @@ class Int8Linear:
 
     def native_operand(self) -> NativeOperand | None:
         """The codes and scales for the native decoder (`engines.kernels.decoder`)."""
-        if self.q.device.type != "cpu" or kernel_library() is None:
-            return None
-        return NativeOperand("int8", self.q, self.out_features, self.in_features, DECODER_ROWS,
-                             scale=self.scale)
+        return lowbit.operand("int8", self.q, self.out_features, self.in_features,
+                              scale=self.scale)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return _on_rows(self, x, _use_kernel(x, True), int8_kernel, self.q, self.scale)
+        return lowbit.int8(self, x, self.q, self.scale)
 
 
 class ZeroPointInt8Linear:
@@ -211,15 +114,7 @@ class ZeroPointInt8Linear:
         return None if op is None else replace(op, zero_term=self.zero_term)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.base(x)
-        lib = _use_kernel(x, True)
-        if lib is None:
-            return y - x.float().sum(-1, keepdim=True) * self.zero_term
-        x2 = x if _rows_as_they_are(x, self.in_features) else \
-            _as_rows(x, self.in_features).contiguous()
-        lib.il_zero_point_sub(x2.data_ptr(), self.zero_term.data_ptr(), y.data_ptr(),
-                              x2.shape[0], self.in_features, self.out_features)
-        return y
+        return lowbit.subtract_zero_point(x, self.base(x), self.zero_term)
 
 
 class GroupInt8Linear:
@@ -255,15 +150,11 @@ class GroupInt8Linear:
 
     def native_operand(self) -> NativeOperand | None:
         """The codes and group scales for the native decoder (`engines.kernels.decoder`)."""
-        if self.q.device.type != "cpu" or kernel_library() is None:
-            return None
-        return NativeOperand("int8g", self.q, self.out_features, self.in_features,
-                             DECODER_ROWS, scale=self.scales.view(-1),
-                             group_size=self.group_size)
+        return lowbit.operand("int8g", self.q, self.out_features, self.in_features,
+                              scale=self.scales.view(-1), group_size=self.group_size)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return _on_rows(self, x, _use_kernel(x, True), group_int8_kernel, self.q, self.scales,
-                        self.group_size)
+        return lowbit.int8_groups(self, x, self.q, self.scales, self.group_size)
 
 
 class Fp8Linear:
@@ -292,54 +183,11 @@ class Fp8Linear:
 
     def native_operand(self) -> NativeOperand | None:
         """The codes and per-row scales for the native decoder (`engines.kernels.decoder`)."""
-        if self.codes.device.type != "cpu" or kernel_library() is None:
-            return None
-        return NativeOperand("fp8", self.codes, self.out_features, self.in_features,
-                             DECODER_ROWS, scale=self.row_scales)
+        return lowbit.operand("fp8", self.codes, self.out_features, self.in_features,
+                              scale=self.row_scales)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return _on_rows(self, x, _use_kernel(x, True), fp8_kernel, self.codes, self.row_scales)
-
-
-def _lane_parts(k: int, lanes: int) -> list[tuple[int, int, int]]:
-    """(first weight, end, lanes) of a row's two parts: chunks of 8 `lanes` weights, then
-    what does not fill one (64 weights when lanes = 16) in chunks of 8 lanes."""
-    main = k - k % (8 * lanes)
-    return [(a, e, n) for a, e, n in ((0, main, lanes), (main, k, 8)) if e > a]
-
-
-_NIBBLES = torch.arange(8).view(8, 1) * 4  # bit offset of code j in a word
-
-
-def _interleave(u: torch.Tensor, lanes: int) -> torch.Tensor:
-    """uint8 codes [N, K] (K a multiple of 64) -> int32 [N, K / 8] in the kernel's layout:
-    per chunk of 8 `lanes` weights, word t holds weight (chunk start + lanes j + t) in bits
-    4j..4j+3, so a vector of `lanes` words gives `lanes` consecutive codes per shift."""
-    n, k = u.shape
-    parts = []
-    for a, e, width in _lane_parts(k, lanes):
-        v = u[:, a:e].to(torch.int64).view(n, -1, 8, width)  # [N, chunk, j, lane]
-        parts.append((v << _NIBBLES).sum(2).reshape(n, -1))
-    words = torch.cat(parts, 1)
-    return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32).contiguous()
-
-
-def _deinterleave(words: torch.Tensor, k: int, lanes: int) -> torch.Tensor:
-    n = words.shape[0]
-    w = words.to(torch.int64) & 0xFFFFFFFF
-    parts, at = [], 0
-    for a, e, width in _lane_parts(k, lanes):
-        chunk = w[:, at:at + (e - a) // 8].view(n, -1, 1, width)
-        parts.append(((chunk >> _NIBBLES) & 0xF).reshape(n, e - a))  # [N, chunk, j, lane]
-        at += (e - a) // 8
-    return torch.cat(parts, 1).to(torch.uint8)
-
-
-def _int4_lanes() -> int:
-    """The lanes of the native library's int4 layout (8 where it does not load: any layout
-    serves the torch path, which reads the codes back with `_deinterleave`)."""
-    lib = kernel_library()
-    return int(lib.il_int4_lanes()) if lib is not None else 8
+        return lowbit.fp8(self, x, self.codes, self.row_scales)
 
 
 class Int4Linear:
@@ -358,9 +206,9 @@ class Int4Linear:
         self.out_features, self.in_features, self.group_size = n, k, group_size
         # Interleaved codes: the kernel runs rows of 64k weights in groups of 32k.
         self.interleaved = k % 64 == 0 and group_size % 32 == 0
-        self.lanes = _int4_lanes() if self.interleaved else 0
+        self.lanes = lowbit.int4_lanes() if self.interleaved else 0
         if self.interleaved:
-            self.codes = _interleave(u, self.lanes)
+            self.codes = lowbit.interleave(u, self.lanes)
         else:  # two per byte, element 2i low nibble (the torch path only)
             self.codes = pack_int4(u) if k % 2 == 0 else u.to(torch.uint8).contiguous()
         self.scales = scales.to(torch.float32).contiguous()
@@ -391,7 +239,7 @@ class Int4Linear:
     def codes_u8(self, rows: slice | torch.Tensor = slice(None)) -> torch.Tensor:
         c = self.codes[rows]
         if self.interleaved:
-            return _deinterleave(c, self.in_features, self.lanes)
+            return lowbit.deinterleave(c, self.in_features, self.lanes)
         if c.shape[-1] == self.in_features:
             return c
         return unpack_int4(c).to(torch.uint8)
@@ -409,45 +257,16 @@ class Int4Linear:
     def native_operand(self) -> NativeOperand | None:
         """The interleaved codes, scales and mins for the native decoder, when they are laid
         out for the loaded library's lanes (else None: the torch path reads them)."""
-        lib = kernel_library()
-        if (lib is None or not self.interleaved or self.codes.device.type != "cpu"
-                or self.lanes != int(lib.il_int4_lanes())):
-            return None
-        return NativeOperand("int4", self.codes, self.out_features, self.in_features,
-                             DECODER_ROWS, scale=self.scales, mins=self.mins,
-                             group_size=self.group_size)
+        return lowbit.operand("int4", self.codes, self.out_features, self.in_features,
+                              lanes=self.lanes, scale=self.scales, mins=self.mins,
+                              group_size=self.group_size)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        lib = _use_kernel(x, self.interleaved)
-        if lib is not None and self.lanes != _LANES[0]:
-            lib = None  # codes laid out for another build's lanes: the torch path reads them
-        return _on_rows(self, x, lib, int4_kernel, self.codes, self.scales, self.mins,
-                        self.group_size)
+        return lowbit.int4(self, x, self.codes, self.scales, self.mins, self.group_size,
+                           self.lanes)
 
 
 LowBitLinear = Int8Linear | Int4Linear | Fp8Linear | GroupInt8Linear
-
-
-def _on_rows(layer: LowBitLinear, x: torch.Tensor, lib: ctypes.CDLL | None, kernel,
-             *operands) -> torch.Tensor:
-    """`layer` on `x` [..., in]: `kernel(lib, rows, *operands)` on its rows where the library
-    runs them (`lib`), the torch path where not; y [..., out]."""
-    x2 = x if _rows_as_they_are(x, layer.in_features) else _as_rows(x, layer.in_features)
-    if lib is None:
-        y = _chunked(layer, x2)
-    else:
-        y = kernel(lib, x2 if x2 is x else x2.contiguous(), *operands)
-    return y if x2 is x else y.reshape(*x.shape[:-1], layer.out_features)
-
-
-def _chunked(layer: LowBitLinear, x: torch.Tensor) -> torch.Tensor:
-    """The torch path: FALLBACK_ROWS rows of the weight dequantized at a time."""
-    out = torch.empty(x.shape[0], layer.out_features, dtype=torch.float32, device=x.device)
-    xf = x.float()
-    for a in range(0, layer.out_features, FALLBACK_ROWS):
-        rows = slice(a, min(a + FALLBACK_ROWS, layer.out_features))
-        out[:, rows] = xf @ layer.dequantize(rows).to(x.device).t()
-    return out.to(x.dtype)
 
 
 # ---- the model ---------------------------------------------------------------------------------
@@ -486,7 +305,7 @@ def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
         out.rope = RopeTables(c.d_head, c.max_position, c.rope_theta, torch.float32,
                               model.device)
     if lm_head_bits is None:
-        out.lm_head = Linear(model.lm_head.weight.float().clone())
+        out.lm_head = Linear(model.lm_head.weight.float().clone(), kernels=model.kernel_path)
         out.embed = out.lm_head.weight if model.tied else model.embed.float().clone()
     else:
         out.lm_head = _lowbit(model.lm_head.weight, lm_head_bits, group_size)

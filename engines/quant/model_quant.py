@@ -125,7 +125,7 @@ def assemble(model: Llama, records: Mapping[str, Quantized], scheme_name: str,
         if tuple(w_hat.shape) != tuple(w.shape):
             raise QuantError(f"records[{name!r}] dequantizes to shape {tuple(w_hat.shape)}, "
                              f"the weight's is {tuple(w.shape)}")
-        dequantized[name] = Linear(w_hat.to(model.dtype))
+        dequantized[name] = Linear(w_hat.to(model.dtype), kernels=model.kernel_path)
         reports.append(LinearReport(name, tuple(w.shape), tensor_error(w, w_hat), rec.nbytes,
                                     _nbytes(known[name].weight)))
 

@@ -88,8 +88,9 @@ def _int4_kind(layer: Int4Linear) -> str:
     return INT4_KERNEL if layer.interleaved else INT4_TORCH
 
 
-def runtime_linear(record) -> tuple[object, str]:
-    """(a callable linear running `record`'s codes, the kind of code it runs on)."""
+def runtime_linear(record, kernels: str | None = None) -> tuple[object, str]:
+    """(a callable linear running `record`'s codes, the kind of code it runs on); a
+    dequantized weight is laid out for the kernel path `kernels` (its model's)."""
     if isinstance(record, AffineQuantized) and record.bits == 8 and record.axis == 0 \
             and record.q.dim() == 2:
         if record.symmetric:
@@ -107,7 +108,7 @@ def runtime_linear(record) -> tuple[object, str]:
     if isinstance(record, AwqQuantized) and record.codes.bits == 4:
         layer = Int4Linear.from_groups(record.codes)
         return InputScaledLinear(layer, record.input_scales), _int4_kind(layer)
-    return Linear(record.dequantize().to(torch.float32)), DEQUANTIZED
+    return Linear(record.dequantize().to(torch.float32), kernels=kernels), DEQUANTIZED
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def runtime_model(qm: QuantizedModel) -> RuntimeModel:
             rec = qm.records.get(linear_name(i, which))
             if rec is None:
                 continue
-            swapped[which], kind = runtime_linear(rec)
+            swapped[which], kind = runtime_linear(rec, source.kernel_path)
             kinds[kind] += 1
         layers.append(replace(lw, **swapped))
     out = copy.copy(source)

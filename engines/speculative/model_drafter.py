@@ -157,7 +157,8 @@ def sub_model(target: Llama, layers: list, tag: str, what: str) -> Llama:
     config = dataclasses.replace(target.config, n_layers=len(layers),
                                  id=f"{target.config.id}-{tag}",
                                  name=f"{target.config.name}, {what}")
-    return Llama(config, target.embed, layers, target.final_norm, target.lm_head)
+    return Llama(config, target.embed, layers, target.final_norm, target.lm_head,
+                 kernels=target.kernel_path)
 
 
 def layer_skip_model(target: Llama, n_layers: int) -> Llama:

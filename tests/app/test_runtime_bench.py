@@ -37,10 +37,10 @@ def test_runtime_bench_measures_both_paths_side_by_side():
 
 
 def test_kernels_option_picks_the_path_for_the_command(capsys, monkeypatch):
-    monkeypatch.setattr(kernels, "_current", None)
+    monkeypatch.setattr(kernels, "_default", None)
     chosen = []
-    real = kernels.set_kernels
-    monkeypatch.setattr(kernels, "set_kernels", lambda p: chosen.append(p) or real(p))
+    real = kernels.set_default_path
+    monkeypatch.setattr(kernels, "set_default_path", lambda p: chosen.append(p) or real(p))
     assert main(["generate", "--model", "tiny", "--prompt", "hi", "--max-tokens", "3",
                  "--kernels", "torch", "--json"]) == 0
     assert chosen == ["torch"]
@@ -63,7 +63,7 @@ def test_the_llama_cpp_peer_decodes_the_shipped_gguf(smollm2_path, smollm2):
 
 
 def test_every_bench_json_names_the_kernel_path_and_the_cpu(capsys, monkeypatch):
-    monkeypatch.setattr(kernels, "_current", None)  # the command's choice is undone after
+    monkeypatch.setattr(kernels, "_default", None)  # the command's choice is undone after
     assert main(["bench", "mcu", "--kernels", "torch", "--json"]) == 0
     described = json.loads(capsys.readouterr().out)["kernels"]
     assert described["kernels"] == "torch" and described["native_isa"] is None

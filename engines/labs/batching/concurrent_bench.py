@@ -133,9 +133,8 @@ def run_concurrent_bench(n_requests: int = 32, output_tokens: int = 64, dtype: s
                          torch_kernels: bool = True, vllm: bool = True) -> dict:
     model, tok = load_model(SMOLLM2_ID, dtype=dtype)
     torch_model = None
-    if torch_kernels and kernels.current() == "native":
-        with kernels.use("torch"):
-            torch_model, _ = load_model(SMOLLM2_ID, dtype=dtype)
+    if torch_kernels and model.kernel_path == "native":
+        torch_model, _ = load_model(SMOLLM2_ID, dtype=dtype, kernels="torch")
     prompts_ids = [tok.encode_prompt(text) for text in bench_prompts(n_requests)]
     total_tokens = n_requests * output_tokens
     hf_model = None

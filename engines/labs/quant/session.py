@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from inferlab.engines import kernels
 from inferlab.engines.labs.quant.evaluation import run_scheme, sample_ids
 from inferlab.engines.labs.quant.layer import analyse_layer
 from inferlab.engines.model.cache import load_lab_model, resolve_model_name
@@ -50,8 +49,7 @@ class QuantSession:
         string is one text named "eval"; never the calibration texts)."""
         if progress is not None:
             progress(0.05, f"loading {spec}")
-        with kernels.chosen(kernel_setting):
-            model, tokenizer = load_lab_model(spec, device)
+        model, tokenizer = load_lab_model(spec, device, kernels=kernel_setting)
         texts = eval_texts() if eval_text is None else (
             {"eval": eval_text} if isinstance(eval_text, str) else dict(eval_text))
         eval_sets = {}

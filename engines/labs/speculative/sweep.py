@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from inferlab.engines import kernels
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.speculative.drafters import make_drafter
 from inferlab.engines.labs.speculative.metrics import geometric_alpha
@@ -132,11 +131,11 @@ def k_sweep(settings: dict, ks: Sequence[int] = DEFAULT_KS, device: str = "cpu",
     s = check_speculative_settings(settings)
     report = progress or (lambda _f, _m="": None)
     report(0.0, f"loading {s['model']}")
-    with kernels.chosen(s["kernels"]):  # the target and a draft model alike
-        model, tok = load_lab_model(s["model"], device)
-        ids = [tok.encode_prompt(s["prompt"], chat=not s["raw"])]
-        drafter = make_drafter(s["drafter"], model, tok, GREEDY, 0,
-                               len(ids[0]) + s["max_tokens"] + max(ks) + 1, device)
+    # the target on the settings' kernel path; a draft model follows the target's
+    model, tok = load_lab_model(s["model"], device, kernels=s["kernels"])
+    ids = [tok.encode_prompt(s["prompt"], chat=not s["raw"])]
+    drafter = make_drafter(s["drafter"], model, tok, GREEDY, 0,
+                           len(ids[0]) + s["max_tokens"] + max(ks) + 1, device)
     n = s["max_tokens"]
     plain_decode(model, ids, min(n, 4))  # warm up
     report(0.03, "timing the target's verification steps, v(K)")

@@ -11,7 +11,6 @@ import dataclasses
 import pytest
 import torch
 
-from inferlab.engines import kernels
 from inferlab.engines.kernels import fused
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.runner import ModelRunner
@@ -31,8 +30,7 @@ from inferlab.engines.quant.runtime import InputScaledLinear
 
 @pytest.fixture
 def tiny():
-    with kernels.use("native"):
-        return tiny_model()[0]
+    return tiny_model(kernels="native")[0]
 
 
 def _models(tiny):

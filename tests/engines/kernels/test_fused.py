@@ -95,13 +95,10 @@ def test_bad_arguments_are_refused_not_read_out_of_bounds(glue):
 
 
 def test_the_model_takes_the_fused_ops_on_the_native_path_only():
-    from inferlab.engines import kernels
     from inferlab.engines.model.tiny import tiny_model
 
-    with kernels.use("native"):
-        assert tiny_model()[0].glue is not None
-    with kernels.use("torch"):
-        assert tiny_model()[0].glue is None
+    assert tiny_model(kernels="native")[0].glue is not None
+    assert tiny_model(kernels="torch")[0].glue is None
 
 
 def test_write_kv_i8_is_the_int8_caches_own_quantizer(glue):

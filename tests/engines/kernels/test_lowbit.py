@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferlab.engines.kernels import lowbit
 from inferlab.engines.quant import lowbit_linear as lb
 from inferlab.engines.quant.fp8 import quantize_fp8
 from inferlab.engines.quant.gguf_blocks import quantize_q8_0
@@ -21,21 +22,21 @@ def test_interleave_round_trips(lanes):
     gen = torch.Generator().manual_seed(lanes)
     for k in (64, 128, 576, 1536):
         u = torch.randint(0, 16, (3, k), generator=gen, dtype=torch.uint8)
-        words = lb._interleave(u, lanes)
+        words = lowbit.interleave(u, lanes)
         assert words.shape == (3, k // 8) and words.dtype == torch.int32
-        assert torch.equal(lb._deinterleave(words, k, lanes), u)
+        assert torch.equal(lowbit.deinterleave(words, k, lanes), u)
 
 
 def test_layout_by_hand():
     """8 lanes: word t of a 64-weight chunk holds weight 8 j + t in bits 4j..4j+3."""
     u = torch.zeros(1, 64, dtype=torch.uint8)
     u[0, 8 * 3 + 5] = 0xA  # j = 3, lane 5
-    words = lb._interleave(u, 8)
+    words = lowbit.interleave(u, 8)
     assert words[0, 5].item() == 0xA << 12 and int(words.count_nonzero()) == 1
     u16 = torch.zeros(1, 192, dtype=torch.uint8)  # one chunk of 128, then 64 in 8 lanes
     u16[0, 16 * 2 + 9] = 7
     u16[0, 128 + 8 * 7 + 1] = 15
-    w16 = lb._interleave(u16, 16)
+    w16 = lowbit.interleave(u16, 16)
     assert w16[0, 9].item() == 7 << 8
     assert (w16[0, 16 + 1].item() & 0xFFFFFFFF) == 15 << 28
 
@@ -50,8 +51,8 @@ def test_int4_matches_dequantize_then_matmul(build, m, k64, n, group, symmetric,
     w, x = torch.randn(n, k, generator=gen), torch.randn(m, k, generator=gen)
     rec = quantize_groups(w, bits=4, group_size=group, symmetric=symmetric, ragged=True)
     layer = lb.Int4Linear.from_groups(rec)
-    codes = lb._interleave(layer.codes_u8(), build.vlen)
-    y = lb.int4_kernel(build.cdll, x, codes, layer.scales, layer.mins, group)
+    codes = lowbit.interleave(layer.codes_u8(), build.vlen)
+    y = lowbit.int4_kernel(lowbit.functions(build), x, codes, layer.scales, layer.mins, group)
     assert y.shape == (m, n)
     assert dot_err(y, x, rec.dequantize()) < 5e-5
 
@@ -63,7 +64,7 @@ def test_int8_matches_dequantize_then_matmul(build, m, k, n, seed):
     gen = torch.Generator().manual_seed(seed)
     w, x = torch.randn(n, k, generator=gen), torch.randn(m, k, generator=gen)
     layer = lb.Int8Linear.quantize(w)
-    y = lb.int8_kernel(build.cdll, x, layer.q, layer.scale)
+    y = lowbit.int8_kernel(lowbit.functions(build), x, layer.q, layer.scale)
     assert dot_err(y, x, layer.dequantize()) < 5e-5
 
 
@@ -78,7 +79,7 @@ def test_fp8_matches_torchs_decoding_then_matmul(build, m, k, n, seed):
     codes = torch.randint(0, 256, (n, k), generator=gen, dtype=torch.uint8)
     codes[(codes & 0x7F) == 0x7F] = 0x7E  # NaN -> 448
     scales = torch.rand(n, generator=gen) + 0.5
-    y = lb.fp8_kernel(build.cdll, x, codes, scales)
+    y = lowbit.fp8_kernel(lowbit.functions(build), x, codes, scales)
     w = codes.view(torch.float8_e4m3fn).float() * scales[:, None]
     assert dot_err(y, x, w) < 5e-5
 
@@ -95,7 +96,7 @@ def test_grouped_int8_matches_dequantize_then_matmul(build, m, groups, n, group,
     rec = quantize_q8_0(w) if group == 32 else \
         quantize_groups(w, bits=8, group_size=group, symmetric=True)
     layer = lb.GroupInt8Linear(rec.q, rec.scales, group)
-    y = lb.group_int8_kernel(build.cdll, x, layer.q, layer.scales, group)
+    y = lowbit.group_int8_kernel(lowbit.functions(build), x, layer.q, layer.scales, group)
     assert dot_err(y, x, rec.dequantize()) < 5e-5
     assert torch.equal(layer.dequantize(), rec.dequantize())
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines import kernels
-from inferlab.engines.kernels.attention import MAX_NATIVE_QUERIES, PagedPlan, supports
+from inferlab.engines.kernels.paged_attention import MAX_NATIVE_QUERIES, PagedPlan, supports
 from inferlab.engines.kv.attention_metadata import PagedAttention, build_attention_metadata
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.kv.cache import PagedKVCache, QuantizedPagedKVCache
@@ -59,9 +59,8 @@ def test_native_equals_sdpa_on_gathered_keys(seed, contexts, n_q, n_kv_heads, gr
                                              block_size):
     n_queries = [min(n_q, c) for c in contexts]
     cache, meta, q = _step(seed, contexts, n_queries, n_kv_heads, group, d_head, block_size)
-    assert supports(cache, meta.query_lens)
-    with kernels.use("native"):
-        attend = PagedAttention(meta, cache)
+    assert supports(cache.native_view(), meta.query_lens)
+    attend = PagedAttention(meta, cache, "native")
     assert attend.native is not None
     for layer in range(cache.n_layers):
         got = attend(q, layer, 0.3)
@@ -72,31 +71,51 @@ def test_native_equals_sdpa_on_gathered_keys(seed, contexts, n_q, n_kv_heads, gr
 def test_native_equals_the_torch_path_at_smollm2_shapes():
     contexts = [1, 17, 300, 64, 4096]
     cache, meta, q = _step(3, contexts, [1] * 5, 3, 3, 64, 16, n_layers=1)
-    with kernels.use("native"):
-        fast = PagedAttention(meta, cache)
-    with kernels.use("torch"):
-        slow = PagedAttention(meta, cache)
+    fast = PagedAttention(meta, cache, "native")
+    slow = PagedAttention(meta, cache, "torch")
     assert fast.native is not None and slow.native is None
     assert torch.allclose(fast(q, 0, 0.125), slow(q, 0, 0.125), atol=1e-5, rtol=1e-5)
 
 
 def test_what_the_kernel_does_not_take_goes_to_torch():
     cache, meta, q = _step(0, [40, 40], [MAX_NATIVE_QUERIES + 1, 1], 1, 1, 16, 16)
-    assert not supports(cache, meta.query_lens)  # a prefill longer than the limit
-    with kernels.use("native"):
-        assert PagedAttention(meta, cache).native is None
-    assert not supports(cache, [])
-    assert supports(QuantizedPagedKVCache(1, 4, 16, 1, 16), [1])  # INT8 codes: native
-    assert supports(QuantizedPagedKVCache(1, 4, 16, 1, 16, kv_dtype="fp8-e4m3"), [1])  # E4M3
-    assert not supports(QuantizedPagedKVCache(1, 4, 128, 1, 128), [1])  # past the stack block
-    assert not supports(QuantizedPagedKVCache(1, 4, 128, 1, 128, kv_dtype="fp8-e4m3"), [1])
+    view = cache.native_view()
+    assert not supports(view, meta.query_lens)  # a prefill longer than the limit
+    assert PagedAttention(meta, cache, "native").native is None
+    assert not supports(view, [])
+    for kv_dtype in ("int8", "fp8-e4m3"):
+        small = QuantizedPagedKVCache(1, 4, 16, 1, 16, kv_dtype=kv_dtype).native_view()
+        assert supports(small, [1])  # INT8 or E4M3 codes: native
+        wide = QuantizedPagedKVCache(1, 4, 128, 1, 128, kv_dtype=kv_dtype).native_view()
+        assert not supports(wide, [1])  # past the stack block
     bf16 = PagedKVCache(1, 4, 16, 1, 16, dtype=torch.bfloat16)
-    assert not supports(bf16, [1])
+    assert bf16.native_view() is None and not supports(None, [1])
+
+
+def test_the_cache_hands_out_what_the_kernels_read():
+    """The view is the cache's own store (no copy): fp32 values, or the codes and scales."""
+    fp32 = PagedKVCache(2, 4, 16, 3, 8)
+    view = fp32.native_view()
+    assert view.kind == "f32" and view.kv is fp32.kv and view.scales is None
+    assert (view.n_kv_heads, view.n_blocks, view.block_size, view.d_head) == (3, 4, 16, 8)
+    k, v = view.slot_stores(1)
+    assert k.data_ptr() == fp32.slot_stores(1)[0].data_ptr() and k.shape == (3, 64, 8)
+    assert torch.equal(v, fp32.slot_stores(1)[1])
+    for kv_dtype in ("int8", "fp8-e4m3"):
+        cache = QuantizedPagedKVCache(2, 4, 16, 3, 8, kv_dtype=kv_dtype)
+        view = cache.native_view()
+        assert view.kind == kv_dtype and view.kv is cache.kv and view.scales is cache.scales
+        (codes, scales) = cache.code_stores(1)
+        assert view.slot_stores(1)[1].data_ptr() == codes[1].data_ptr()
+        assert view.scale_stores(1)[0].data_ptr() == scales[0].data_ptr()
+    with pytest.raises(ValueError, match="no scales"):
+        fp32.native_view().scale_stores(0)
 
 
 def test_a_plan_checks_what_it_is_given():
     cache, meta, q = _step(1, [5], [1], 1, 2, 16, 4)
-    plan = PagedPlan(cache, meta.block_tables, meta.query_start_loc, meta.positions)
+    plan = PagedPlan(cache.native_view(), meta.block_tables, meta.query_start_loc,
+                     meta.positions)
     try:
         plan(q[:0], 0)
     except ValueError as e:
@@ -104,7 +123,7 @@ def test_a_plan_checks_what_it_is_given():
     else:
         raise AssertionError("a wrong query count was accepted")
     try:
-        PagedPlan(cache, meta.block_tables, torch.tensor([0, 2]), meta.positions)
+        PagedPlan(cache.native_view(), meta.block_tables, torch.tensor([0, 2]), meta.positions)
     except ValueError as e:
         assert "does not split" in str(e)
     else:
@@ -139,11 +158,9 @@ def test_int8_codes_read_in_the_kernel_equal_the_torch_path(seed, contexts, n_q,
     n_queries = [min(n_q, c) for c in contexts]
     cache, meta, q = _int8_step(seed, contexts, n_queries, n_kv_heads, group, d_head,
                                 block_size, kv_dtype)
-    assert supports(cache, meta.query_lens)
-    with kernels.use("native"):
-        fast = PagedAttention(meta, cache)
-    with kernels.use("torch"):
-        slow = PagedAttention(meta, cache)
+    assert supports(cache.native_view(), meta.query_lens)
+    fast = PagedAttention(meta, cache, "native")
+    slow = PagedAttention(meta, cache, "torch")
     assert fast.native is not None and slow.native is None
     for layer in range(cache.n_layers):
         got, ref = fast(q, layer, 0.3), slow(q, layer, 0.3)
@@ -163,9 +180,8 @@ def test_every_e4m3_code_is_read_exactly():
     blocks = BlockManager(2, 1, enable_prefix_caching=False)
     blocks.allocate(0, [5])
     meta = build_attention_metadata(blocks, [0], [1])
-    assert supports(cache, meta.query_lens)
-    with kernels.use("native"):
-        attention = PagedAttention(meta, cache)
+    assert supports(cache.native_view(), meta.query_lens)
+    attention = PagedAttention(meta, cache, "native")
     assert attention.native is not None
     got = attention(torch.randn(1, 1, d), 0, 0.5)[0, 0]
     want = codes.view(torch.float8_e4m3fn).float()

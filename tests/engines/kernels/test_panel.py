@@ -14,8 +14,8 @@ from tests.engines.kernels.tolerance import dot_err
 def _product(build, x: torch.Tensor, w: torch.Tensor, threads: int = 1) -> torch.Tensor:
     panels = panel.pack(w, build)
     y = torch.full((x.shape[0], w.shape[0]), float("nan"))
-    build.cdll.il_panel_f32(x.data_ptr(), panels.data_ptr(), y.data_ptr(), x.shape[0],
-                            w.shape[1], w.shape[0], threads)
+    panel.functions(build).il_panel_f32(x.data_ptr(), panels.data_ptr(), y.data_ptr(),
+                                        x.shape[0], w.shape[1], w.shape[0], threads)
     return y
 
 

@@ -9,8 +9,13 @@ from hypothesis import strategies as st
 
 from inferlab.engines import kernels
 from inferlab.engines.kernels import library as native
-from inferlab.engines.kernels.skinny import MAX_SKINNY_ROWS, max_rows, skinny_linear
-from inferlab.engines.model.linear import Linear
+from inferlab.engines.kernels.skinny import (
+    MAX_SKINNY_ROWS,
+    BoundSkinny,
+    max_rows,
+    skinny_linear,
+)
+from inferlab.engines.model.linear import Linear, onednn_available
 from tests.engines.kernels.conftest import runnable_isas
 from tests.engines.kernels.tolerance import dot_err
 
@@ -97,10 +102,8 @@ def test_batch_dims_and_bf16_activations_keep_their_shape_and_dtype():
 def test_native_linear_equals_the_torch_layouts(dtype):
     gen = torch.Generator().manual_seed(2)
     w = torch.randn(300, 96, generator=gen).to(dtype)
-    with kernels.use("native"):
-        fast = Linear(w)
-    with kernels.use("torch"):
-        ref = Linear(w)
+    fast = Linear(w, kernels="native")
+    ref = Linear(w, kernels="torch")
     assert fast.layout == "native" and ref.layout != "native"
     assert torch.equal(fast.weight, w)
     for m in (1, 2, 5, 40, 300):
@@ -112,8 +115,7 @@ def test_native_linear_equals_the_torch_layouts(dtype):
 def test_native_fp32_linear_holds_only_panels_and_takes_every_row_count():
     gen = torch.Generator().manual_seed(5)
     w = torch.randn(70, 48, generator=gen)
-    with kernels.use("native"):
-        layer = Linear(w)
+    layer = Linear(w, kernels="native")
     assert layer._weight is None and layer._packed.dim() == 3  # no second copy held
     assert torch.equal(layer.weight, w) and layer.nbytes == 70 * 48 * 4
     for shape in ((1, 48), (5, 48), (17, 48), (3, 40, 48), (257, 48), (0, 48)):
@@ -127,12 +129,9 @@ def test_native_fp32_linear_holds_only_panels_and_takes_every_row_count():
 
 
 def test_native_bf16_linear_packs_for_onednn_only_past_its_skinny_rows():
-    from inferlab.engines.model.linear import onednn_available
-
     gen = torch.Generator().manual_seed(6)
     w = torch.randn(70, 48, generator=gen).to(torch.bfloat16)
-    with kernels.use("native"):
-        layer = Linear(w)
+    layer = Linear(w, kernels="native")
     rows = max_rows(torch.bfloat16)
     for m in range(1, rows + 1):  # a decode step: the kernel, and no second copy held
         x = torch.randn(m, 48, generator=gen).to(torch.bfloat16)
@@ -143,24 +142,30 @@ def test_native_bf16_linear_packs_for_onednn_only_past_its_skinny_rows():
     assert (layer._onednn is not None) == onednn_available(torch.bfloat16)
 
 
-def test_the_choice_is_scoped_and_checked():
-    before = kernels.current()
-    with kernels.use("torch"):
-        assert kernels.current() == "torch"
-        with kernels.use("native"):
-            assert kernels.current() == "native"
-        assert kernels.current() == "torch"
-    assert kernels.current() == before
+def test_the_choice_is_explicit_and_checked(monkeypatch):
+    """A path named is that path; "auto" and None are the process default (the environment's,
+    or the command line's once it set one); anything else is refused by name."""
+    assert kernels.resolve("torch") == "torch" and kernels.resolve("native") == "native"
+    monkeypatch.setattr(kernels, "_default", None)
+    monkeypatch.setenv("INFERLAB_KERNELS", "torch")
+    assert kernels.resolve("auto") == kernels.resolve(None) == "torch"
+    monkeypatch.delenv("INFERLAB_KERNELS")
+    assert kernels.default_path() == "native"
+    kernels.set_default_path("torch")
+    assert kernels.resolve("auto") == "torch" and kernels.resolve("native") == "native"
     with pytest.raises(ValueError, match="native, torch"):
-        kernels.set_kernels("cuda")
+        kernels.set_default_path("cuda")
+    with pytest.raises(ValueError, match="native, torch"):
+        Linear(torch.randn(4, 4), kernels="cuda")
+    assert not hasattr(kernels, "use") and not hasattr(kernels, "chosen")  # no switch to flip
 
 
 def test_described_for_benches():
     d = kernels.describe()
     assert d["kernels"] in kernels.KERNEL_PATHS
     assert d["native_isa"] in (*native.ISA_FLAGS, None)
-    with kernels.use("torch"):
-        assert kernels.describe()["native_isa"] is None
+    assert kernels.describe("torch")["native_isa"] is None
+    assert kernels.describe("native")["native_isa"] == native.library().isa
 
 
 def test_no_compiler_is_a_clear_error(monkeypatch, tmp_path):
@@ -173,7 +178,7 @@ def test_no_compiler_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "BUILD_ERROR", None)
     assert native.library() is None and "no-such-cc" in native.BUILD_ERROR
     # and a layer built now takes torch's layout, which still computes
-    monkeypatch.setattr(kernels, "native_available", lambda: False)
+    monkeypatch.setattr("inferlab.engines.model.linear.native_available", lambda: False)
     layer = Linear(torch.randn(6, 4))
     assert layer.layout != "native"
     assert skinny_linear(torch.randn(1, 4), torch.randn(6, 4)) is None
@@ -189,8 +194,6 @@ def test_turned_off_by_the_environment(monkeypatch):
 
 
 def test_a_bound_weight_takes_what_skinny_linear_takes():
-    from inferlab.engines.kernels.skinny import BoundSkinny
-
     gen = torch.Generator().manual_seed(4)
     w = torch.randn(37, 131, generator=gen)
     bound = BoundSkinny(w, native.library())

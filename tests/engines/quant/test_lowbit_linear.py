@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from inferlab.engines.kernels import lowbit
 from inferlab.engines.model.generate import generate
-from inferlab.engines.quant import lowbit_linear as lb
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.lowbit_linear import Int4Linear, Int8Linear, lowbit_model
 
@@ -51,8 +51,8 @@ def test_int4_group_sizes_on_the_kernel_and_torch_path(monkeypatch, group_size):
     layer = Int4Linear.from_groups(rec)
     assert layer.interleaved == (group_size % 32 == 0)
     calls = []
-    real = lb._use_kernel
-    monkeypatch.setattr(lb, "_use_kernel", lambda x, ok: calls.append(ok) or real(x, ok))
+    real = lowbit.native_for
+    monkeypatch.setattr(lowbit, "native_for", lambda x, ok=True: calls.append(ok) or real(x, ok))
     x = torch.randn(3, 576, generator=gen)
     ref = x.double() @ rec.dequantize().double().t()
     assert _rel_err(layer(x).double(), ref) < 2e-6
@@ -60,7 +60,7 @@ def test_int4_group_sizes_on_the_kernel_and_torch_path(monkeypatch, group_size):
 
 
 def test_kernel_builds_here():
-    assert lb.kernel_library() is not None, lb.lib_error()
+    assert lowbit.available(), lowbit.build_error()
 
 
 def test_torch_fallback_matches_kernel(monkeypatch):
@@ -68,7 +68,7 @@ def test_torch_fallback_matches_kernel(monkeypatch):
     x = torch.randn(2, 576)
     layers = [Int8Linear.quantize(w), Int4Linear.quantize(w)]
     fast = [layer(x) for layer in layers]
-    monkeypatch.setattr(lb, "_use_kernel", lambda x, ok: None)
+    monkeypatch.setattr(lowbit, "native_for", lambda x, ok=True: None)
     for layer, y in zip(layers, fast, strict=True):
         assert _rel_err(layer(x), y) < 2e-6
 
