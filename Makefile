@@ -107,7 +107,8 @@ gpu-check:
 	@# only the modules that hold GPU tests: the others import peers that machine lacks
 	PYTHONPATH=$(GPU_SITE) $(TEST_ENV) $(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu \
 		$$(grep -rl --include='test_*.py' 'mark.gpu' tests)
-	@# the attention bench's engine part (its lab module adds a Qt redraw time: no PySide6 there)
+	@# the attention bench's engine part (app/benches/attention_view.py adds a Qt redraw time:
+	@# no PySide6 there)
 	PYTHONPATH=$(GPU_SITE) $(GPU_PY) -c 'from inferlab.app.cli import print_json; \
 		from inferlab.engines.labs.attention.bench import run_attention_bench as b; \
 		print_json(b())' > $(GPU_OUT)/bench-attention.json

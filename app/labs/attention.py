@@ -14,7 +14,11 @@ from __future__ import annotations
 import dataclasses
 
 from inferlab.app.labs.stepped import SteppedLab
-from inferlab.engines.labs.attention.section import attention_section, read_attention_section
+from inferlab.engines.hardware.presets import load_hardware_preset
+from inferlab.engines.labs.attention import bench as attention_bench
+from inferlab.engines.labs.attention.records import AttentionSnapshot
+from inferlab.engines.labs.attention.section import attention_section
+from inferlab.engines.labs.attention.session import AttentionSession
 from inferlab.engines.labs.attention.settings import ATTENTION_DEFAULTS, ATTENTION_SETTINGS
 from inferlab.views.attention_view import AttentionHeader, AttentionView
 
@@ -26,8 +30,8 @@ GPU_PRESET = "h100-sxm"
 
 
 def gpu_roof() -> tuple:
-    from inferlab.engines.hardware.presets import load_hardware_preset
-
+    """An H100's datasheet fp32 roof: every run is placed on it (label, peak FLOP/s,
+    bandwidth bytes/s, measured)."""
     p = load_hardware_preset(GPU_PRESET)
     return (f"{p.name.removeprefix('NVIDIA ').split(' 80GB')[0]} fp32 (datasheet)",
             p.peak_flops_for("fp32"), p.bandwidth_bytes_per_s, False)
@@ -54,8 +58,6 @@ class AttentionLab(SteppedLab):
 
     # ---- the session -------------------------------------------------------------------------
     def open_session(self, settings: dict, device: str, progress):
-        from inferlab.engines.labs.attention.session import AttentionSession
-
         source = settings.get("source", "seeded")
         progress(0.1, "seeding Q, K, V" if source == "seeded" else
                  f"running {source} to layer {settings['layer']} on the shipped texts")
@@ -107,8 +109,6 @@ class AttentionLab(SteppedLab):
 
     # ---- timings on this device ------------------------------------------------------------------
     def measure_timings(self) -> None:
-        from inferlab.engines.labs.attention.bench import timings
-
         if self._timing_task is not None or self.read_only:
             return
         panel = self.view.timings
@@ -116,7 +116,8 @@ class AttentionLab(SteppedLab):
         panel.set_busy(True, f"Timing naive, SDPA and the tiled kernels on {device}…")
 
         def work(progress, should_stop):
-            return timings(progress=progress, device=device)
+            # through the module, read at call time: tests give it their own timings
+            return attention_bench.timings(progress=progress, device=device)
 
         def done(rows) -> None:
             self.timing_rows = rows
@@ -136,60 +137,14 @@ class AttentionLab(SteppedLab):
         roofs = self.header.roofs if self.header is not None else ()
         return attention_section(self.settings(), info, self.records, self.timing_rows, roofs)
 
-    def replay_parts(self, section: dict):
-        settings, info, records, rows, roofs = read_attention_section(section)
-        self.view.timings.draw(rows)
-        return settings, (AttentionHeader(info, roofs or (gpu_roof(),)) if info else None), records
+    def replay_parts(self, record: AttentionSnapshot):
+        self.view.timings.draw(record.timings)
+        header = (AttentionHeader(record.run, record.roofs or (gpu_roof(),))
+                  if record.run is not None else None)
+        return record.settings, header, list(record.steps)
 
     def replay_text(self, header, records) -> str:
         i = header.info
         return (f"Read-only snapshot: {len(records):,} tiles of {i.execution} attention, "
                 f"N = {i.n}, d = {i.d}. Drag the step slider to replay them.")
 
-
-# ---- `inferlab bench attention` ------------------------------------------------------------------
-REDRAW_N = 4096
-REDRAW_STEPS = 64
-
-
-def redraw_ms(n: int = REDRAW_N, steps: int = REDRAW_STEPS) -> float:
-    """Median ms of the view's redraw for one more step, late in a tiled run of N = `n`
-    (d = 64, 64×64 tiles: 4,096 tiles), the records arriving one at a time as in a live run."""
-    import statistics
-    import time
-
-    from PySide6.QtWidgets import QApplication
-
-    from inferlab.engines.labs.attention.session import AttentionSession
-
-    _app = QApplication.instance() or QApplication([])
-    session = AttentionSession(dict(ATTENTION_DEFAULTS, n=n, d=64, br=64, bc=64))
-    records = []
-    while not session.done:
-        records.append(session.step())
-    view = AttentionView()
-    view.resize(1280, 760)
-    view.show()
-    header = AttentionHeader(session.info, (gpu_roof(),))
-    start = len(records) - steps
-    view.draw(header, records[:start])
-    _app.processEvents()
-    times = []
-    for i in range(start, len(records)):
-        t0 = time.perf_counter()
-        view.draw(header, records[:i + 1])
-        view.repaint()  # the paint, not only the data update
-        _app.processEvents()
-        times.append(time.perf_counter() - t0)
-    view.close()
-    import shiboken6
-
-    shiboken6.delete(view)  # now, not at interpreter exit (where its teardown could crash)
-    return 1e3 * statistics.median(times)
-
-
-def run_attention_lab_bench() -> dict:
-    """engines.labs.attention.bench's figures plus `redraw_ms_4096`."""
-    from inferlab.engines.labs.attention.bench import run_attention_bench
-
-    return {**run_attention_bench(), f"redraw_ms_{REDRAW_N}": redraw_ms()}

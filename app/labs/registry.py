@@ -339,7 +339,8 @@ LABS: tuple[LabSpec, ...] = (
         formulas="inferlab.engines.labs.attention.formulas:attention_formulas",
         run_arguments="inferlab.engines.labs.attention.run:add_arguments",
         run="inferlab.engines.labs.attention.run:run",
-        bench="inferlab.app.labs.attention:run_attention_lab_bench",
+        bench="inferlab.engines.labs.attention.bench:run_attention_bench",
+        view_bench="inferlab.app.benches.attention_view:run_attention_view_bench",
     ),
     LabSpec(
         id="endpoint",

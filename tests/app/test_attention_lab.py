@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from inferlab.app.labs.attention import AUTO_STEPS, redraw_ms
+from inferlab.app.benches.attention_view import redraw_ms
+from inferlab.app.labs.attention import AUTO_STEPS
 from tests.app import lab_helpers
 from tests.app.lab_helpers import wait_idle
 
@@ -176,3 +177,28 @@ def test_a_refused_run_says_why_in_the_status_line(qtbot, make_window):
     qtbot.waitUntil(lambda: "over the lab's" in lab.view.status.text(), timeout=30000)
     wait_idle(qtbot, window)
     assert lab.session is None and "choose larger tiles" in lab.view.status.text()
+
+
+def test_a_section_reads_into_a_frozen_record_the_lab_draws(make_window):
+    """A headless run's section (15 tiles, two timing rows, no roofs kept) reads once into an
+    `AttentionSnapshot`; `show_snapshot` draws its steps and timings and places the run on the
+    datasheet GPU roof."""
+    import dataclasses
+
+    from inferlab.app.labs.attention import gpu_roof
+    from inferlab.engines.labs.attention.records import AttentionSnapshot
+    from inferlab.engines.labs.attention.section import read_attention_section
+
+    read = read_attention_section(attention_section_sample())
+    assert isinstance(read, AttentionSnapshot)
+    assert (read.run.n, read.run.d, read.run.causal) == (40, 4, True)
+    assert [r.step for r in read.steps] == list(range(15)) and read.roofs == ()
+    assert [r["n"] for r in read.timings] == [256, 512]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.timings = ()
+    lab = make_window().lab("attention")
+    lab.show_snapshot(read)
+    assert lab.read_only and list(lab.view.steps) == list(read.steps)
+    assert lab.view.header.roofs == (gpu_roof(),)
+    assert len(lab.view.timings.item.listDataItems()) == 3  # naive, SDPA, tiled torch
+    assert lab.view.status.text().startswith("Read-only snapshot: 15 tiles of tiled attention")

@@ -21,6 +21,23 @@ class CountRecord:
     detail: tuple | None
 
 
+@dataclasses.dataclass(frozen=True)
+class CountSnapshot:
+    """The count lab's snapshot record: what its reader makes of a section, read once."""
+
+    settings: dict
+    header: dict | None
+    records: tuple[CountRecord, ...]
+
+
+def read_count_section(section: dict) -> CountSnapshot:
+    state = section["state"]
+    if not state:
+        return CountSnapshot(section["settings"], None, ())
+    return CountSnapshot(section["settings"], state["header"],
+                         tuple(CountRecord(**r) for r in state["records"]))
+
+
 class CountSession:
     """Counts to `n`; each step waits for `gate` when given (so a test can hold a run): an
     Event (open or shut) or a Semaphore (one permit per step)."""
@@ -96,11 +113,8 @@ class CountLab(SteppedLab):
             old = self.records[-4]
             self.records[-4] = dataclasses.replace(old, detail=None)
 
-    def replay_parts(self, section):
-        state = section["state"]
-        if not state:
-            return section["settings"], None, []
-        return section["settings"], state["header"], [CountRecord(**r) for r in state["records"]]
+    def replay_parts(self, record: CountSnapshot):
+        return record.settings, record.header, list(record.records)
 
     def snapshot_section(self):
         state = {"header": self.header,
@@ -204,13 +218,14 @@ def test_snapshot_replays_read_only_and_live_comes_back(qtbot, lab):
     section = lab.snapshot_section()
     other_records = [dataclasses.asdict(CountRecord(i, None)) for i in (1, 2, 3)]
     replay = dict(section, state={"header": {"n": 3}, "records": other_records})
-    lab.show_snapshot(replay)
+    lab.show_snapshot(read_count_section(replay))
     assert lab.read_only and lab.view.read_only and lab.draws[-1] == 3
+    assert lab.view.settings == section["settings"]
     lab.step()  # read-only: ignored
     assert not lab.busy()
     lab.show_live()
     assert not lab.read_only and lab.draws[-1] == 2
-    lab.show_snapshot(dict(section, state={}))
+    lab.show_snapshot(read_count_section(dict(section, state={})))
     assert lab.view.status.startswith("Read-only snapshot: the lab had not run")
 
 

@@ -10,14 +10,14 @@ call against N (log-log, one plot per kernel so that A's and B's of one kernel p
 from __future__ import annotations
 
 from inferlab.engines.attention.step import EXECUTIONS
+from inferlab.engines.labs.attention.records import AttentionSnapshot
 from inferlab.engines.labs.attention.section import TIMING_SERIES
 from inferlab.engines.trace.overlay import Curve, Plot
 
 
-def attention_plots(read) -> list[Plot]:
-    """`read`: what read_attention_section returns (settings, AttentionRunInfo or None,
-    steps, timings, roofs). No plot without a run or timings."""
-    _settings, info, records, timings, _roofs = read
+def attention_plots(read: AttentionSnapshot) -> list[Plot]:
+    """`read`: what read_attention_section returns. No plot without a run or timings."""
+    info, records, timings = read.run, read.steps, read.timings
     plots = []
     if info is not None and records:
         step = [r.step + 1 for r in records]

@@ -14,13 +14,14 @@ from inferlab.engines.attention.traffic import (
     tiled_traffic,
     visible_columns,
 )
+from inferlab.engines.labs.attention.records import AttentionSnapshot
 from inferlab.engines.roofline.units import format_bytes
 
 
-def attention_formulas(read) -> list[tuple[str, str]]:
-    """`read`: what read_attention_section returns (settings, AttentionRunInfo or None,
-    steps, timings, roofs). (formula, substituted) pairs; none without a run."""
-    _settings, info, records, _timings, _roofs = read
+def attention_formulas(read: AttentionSnapshot) -> list[tuple[str, str]]:
+    """`read`: what read_attention_section returns. (formula, substituted) pairs; none
+    without a run."""
+    info, records = read.run, read.steps
     if info is None:
         return []
     n, d, h, e, br, bc = info.n, info.d, info.heads, info.element_bytes, info.br, info.bc

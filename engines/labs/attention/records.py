@@ -1,7 +1,8 @@
 """The attention lab's records and their JSON form.
 
 `AttentionRunInfo` is what a run is (shape, tiles, the closed forms of all three executions);
-each step is an `engines.attention.step.AttentionStep`. `to_dict` / `from_dict` turn them into
+each step is an `engines.attention.step.AttentionStep`; `AttentionSnapshot` is a snapshot
+section as read (section.py). `to_dict` / `from_dict` turn them into
 plain JSON values and back; readers raise ValueError naming the field.
 """
 
@@ -83,6 +84,24 @@ class AttentionRunInfo:
                              f"{info.n}, d = {info.d}, Br = {info.br}, Bc = {info.bc}, "
                              f"{info.heads} head(s), got others")
         return info
+
+
+@dataclass(frozen=True)
+class AttentionSnapshot:
+    """An attention lab snapshot section as read (`read_attention_section`): what the window
+    replays, a comparison plots and a report's formulas substitute."""
+
+    settings: dict
+    """The lab's settings, checked (engines/labs/attention/settings.py)."""
+    run: AttentionRunInfo | None
+    """None: the lab had not run when the snapshot was taken (no steps)."""
+    steps: tuple[AttentionStep, ...]
+    """The stepped execution's steps; only the last few keep their score tile, m and ℓ."""
+    timings: tuple[dict, ...]
+    """Rows of `bench.timings` the lab measured (N, seconds per call per kernel); none: not
+    measured."""
+    roofs: tuple[tuple, ...]
+    """(label, peak FLOP/s, bandwidth bytes/s, measured) the run was placed on."""
 
 
 def _floats(x: np.ndarray | None):

@@ -4,12 +4,14 @@ error against torch SDPA beside the closed forms."""
 
 from __future__ import annotations
 
+from inferlab.engines.fields import check_settings
+from inferlab.engines.labs.attention.section import attention_section
+from inferlab.engines.labs.attention.session import AttentionSession, run_executions
 from inferlab.engines.labs.attention.settings import (
     ATTENTION_DEFAULTS,
     ATTENTION_SETTINGS,
     ELEMENT_BYTES,
 )
-from inferlab.engines.fields import check_settings
 
 
 def add_arguments(p) -> None:
@@ -36,11 +38,6 @@ def add_arguments(p) -> None:
 
 
 def run(args, recorder):
-    # here, not at the top: every command imports this module at start-up (the registry's
-    # run arguments); the section and the session load when a run starts
-    from inferlab.engines.labs.attention.section import attention_section
-    from inferlab.engines.labs.attention.session import AttentionSession, run_executions
-
     settings = check_settings(
         {"n": args.n, "d": args.d, "heads": args.heads, "causal": bool(args.causal),
          "br": args.br, "bc": args.bc, "on_chip_kib": args.on_chip_kib,

@@ -5,16 +5,6 @@ m, ℓ rows, so that a run of thousands of tiles stays a small file."""
 
 from __future__ import annotations
 
-from inferlab.engines.labs.attention.records import (
-    AttentionRunInfo,
-    step_from_dict,
-    step_to_dict,
-)
-from inferlab.engines.labs.attention.settings import (
-    ATTENTION_DEFAULTS,
-    ATTENTION_SETTINGS,
-    MAX_STEPS,
-)
 from inferlab.engines.fields import (
     Setting,
     check_settings,
@@ -22,6 +12,17 @@ from inferlab.engines.fields import (
     read_list,
     read_object,
     read_tuple,
+)
+from inferlab.engines.labs.attention.records import (
+    AttentionRunInfo,
+    AttentionSnapshot,
+    step_from_dict,
+    step_to_dict,
+)
+from inferlab.engines.labs.attention.settings import (
+    ATTENTION_DEFAULTS,
+    ATTENTION_SETTINGS,
+    MAX_STEPS,
 )
 from inferlab.engines.trace.snapshot import lab_section, section_field
 
@@ -76,16 +77,15 @@ def _timing_row(value, where: str) -> dict:
     return row
 
 
-def read_attention_section(sec: dict):
-    """(settings, AttentionRunInfo or None, [AttentionStep], [timing rows], roofs); ValueError
-    names a bad field."""
+def read_attention_section(sec: dict) -> AttentionSnapshot:
+    """The section as an `AttentionSnapshot`; ValueError names a bad field."""
     where = "labs.attention"
     read_object(sec, where)
     settings = check_settings(section_field(sec, "settings", where), ATTENTION_SETTINGS,
                               ATTENTION_DEFAULTS, f"{where}.settings")
     state = read_object(section_field(sec, "state", where), f"{where}.state")
     if not state:
-        return settings, None, [], [], ()
+        return AttentionSnapshot(settings, None, (), (), ())
     info = AttentionRunInfo.from_dict(section_field(state, "run", f"{where}.state"),
                                       f"{where}.state.run")
     records = read_list(section_field(state, "steps", f"{where}.state"), step_from_dict,
@@ -103,7 +103,7 @@ def read_attention_section(sec: dict):
             raise ValueError(f"{at}.head: expected below {info.heads}, got {r.head}")
     timings = read_list(state.get("timings", []), _timing_row, f"{where}.state.timings", 64)
     roofs = tuple(read_list(state.get("roofs", []), _roof, f"{where}.state.roofs", 8))
-    return settings, info, records, timings, roofs
+    return AttentionSnapshot(settings, info, tuple(records), tuple(timings), roofs)
 
 
 def _roof(value, where: str) -> tuple:

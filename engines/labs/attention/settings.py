@@ -6,8 +6,8 @@ from pathlib import Path
 
 from inferlab.engines.attention.step import EXECUTIONS, TILED
 from inferlab.engines.attention.traffic import tiles_for_on_chip
-from inferlab.engines.labs.attention.source import SEEDED, SOURCES
 from inferlab.engines.fields import Setting
+from inferlab.engines.labs.attention.source import SEEDED, SOURCES
 
 ATTENTION_DEFAULTS = {"n": 1024, "d": 64, "heads": 1, "causal": False, "br": 64, "bc": 64,
                       "on_chip_kib": 0, "execution": TILED, "seed": 0, "source": SEEDED,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 from inferlab.engines.attention.traffic import naive_traffic, split_k_traffic, tiled_traffic
 from inferlab.engines.labs.attention.records import (
     AttentionRunInfo,
+    AttentionSnapshot,
     step_from_dict,
     step_to_dict,
 )
@@ -51,16 +53,23 @@ def test_steps_round_trip_through_json(execution):
                 np.testing.assert_array_equal(a, b)
 
 
-def test_section_round_trips_and_keeps_arrays_of_the_last_steps_only():
+def test_section_round_trips_into_a_frozen_record_keeping_arrays_of_the_last_steps_only():
     s, records = session_records(n=64, d=4, br=4, bc=4)  # 256 tiles
-    sec = plain(attention_section(ATTENTION_DEFAULTS, s.info, records))
-    settings, info, back, timings, roofs = read_attention_section(sec)
-    assert timings == [] and roofs == ()
-    assert info == s.info and len(back) == 256 and settings["n"] == 1024
+    roof = ("cpu fp32 (measured)", 1e12, 1e11, True)
+    rows = [{"n": 256, "naive_sp_bytes": 524288, "sdpa_s": 2e-4}]
+    sec = plain(attention_section(ATTENTION_DEFAULTS, s.info, records, rows, (roof,)))
+    read = read_attention_section(sec)
+    assert isinstance(read, AttentionSnapshot)
+    assert read.timings == tuple(rows) and read.roofs == (roof,)
+    back = read.steps
+    assert read.run == s.info and len(back) == 256 and read.settings == ATTENTION_DEFAULTS
+    assert [r.bytes_read for r in back] == [r.bytes_read for r in records]
     assert back[0].score_tile is None and back[-1].score_tile is not None
     assert sec["metrics"]["bytes_read"] == tiled_traffic(64, 4, 4, 4, False, 4).bytes_read
-    assert read_attention_section(plain(attention_section(ATTENTION_DEFAULTS, None, [])))[1] \
-        is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.steps = ()
+    empty = read_attention_section(plain(attention_section(ATTENTION_DEFAULTS, None, [])))
+    assert (empty.run, empty.steps, empty.timings, empty.roofs) == (None, (), (), ())
 
 
 @pytest.mark.parametrize("path, value, message", [
@@ -106,7 +115,7 @@ def test_run_counts_each_execution_as_its_closed_form(causal):
     # 5 Q tiles × 6 K tiles; causal: the K tiles starting before each Q tile's end, 2+3+4+6+6
     assert ex["tiled"]["steps"] == (21 if causal else 30)
     assert ex["split_k"]["steps"] == 6 + 1 and ex["naive"]["steps"] == 2 * 30 + 5
-    assert read_attention_section(plain(section))[1].execution == "tiled"
+    assert read_attention_section(plain(section)).run.execution == "tiled"
 
 
 def test_run_refuses_bad_options():
