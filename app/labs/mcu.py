@@ -9,28 +9,35 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
 
 from inferlab.app.labs.base import Lab
+from inferlab.engines.board import protocol
+from inferlab.engines.board.boards import list_boards, load_board
 from inferlab.engines.board.session import EMULATED, BoardChoice, BoardSession, firmware_planner
-from inferlab.engines.labs.mcu.section import (
-    MCU_DEFAULTS,
-    MCU_NO_COMPARE,
-    MCU_SETTINGS,
+from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.mcu.records import McuSnapshot, RunRecord
+from inferlab.engines.labs.mcu.section import mcu_section
+from inferlab.engines.labs.mcu.session import (
     mcu_board_plan,
     mcu_host_run,
     mcu_op_spans,
-    mcu_planner_names,
     mcu_plans,
-    mcu_section,
     mcu_state,
     mcu_with_runs,
-    read_mcu_section,
+)
+from inferlab.engines.labs.mcu.settings import (
+    MCU_DEFAULTS,
+    MCU_NO_COMPARE,
+    MCU_SETTINGS,
+    mcu_planner_names,
 )
 from inferlab.engines.mcu.examples import default_model, example_models, examples_dir
-from inferlab.engines.fields import clean_settings
-from inferlab.engines.trace.snapshot import lab_section
+from inferlab.engines.mcu.graph import ModelError, load_model
+from inferlab.engines.mcu.inputs import random_input
+from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
 from inferlab.views.mcu_connect_dialog import ConnectDialog
 from inferlab.views.mcu_view import McuView
 
@@ -69,8 +76,6 @@ class McuLab(Lab):
 
     # choices and settings ------------------------------------------------------------------
     def _boards(self):
-        from inferlab.engines.board.boards import list_boards
-
         return list_boards()
 
     def _planner_names(self) -> list[str]:
@@ -124,10 +129,6 @@ class McuLab(Lab):
         """Load the model if it changed, plan it, and draw (milliseconds: done right here)."""
         if self.read_only:
             return
-        from inferlab.engines.board.boards import load_board
-        from inferlab.engines.mcu.graph import ModelError, load_model
-        from inferlab.engines.mcu.interpreter import UnsupportedOpError, check_supported
-
         path = self._settings["model"]
         if not path:
             self.view.set_status("No model chosen. Use Open .tflite…",
@@ -167,8 +168,6 @@ class McuLab(Lab):
 
     def open_model(self, path: str | os.PathLike) -> None:
         """Add a .tflite file to the choices and show it. Raises ModelError / OSError."""
-        from inferlab.engines.mcu.graph import load_model
-
         path = str(Path(path).resolve())
         load_model(path)  # fail here, before anything changes
         if Path(path).parent != examples_dir().resolve():
@@ -358,18 +357,12 @@ class McuLab(Lab):
         if self.state.note:
             self.view.set_status(self.state.note, error=True)
             return
-        import numpy as np
-
-        from inferlab.engines.board import protocol as p
-        from inferlab.engines.labs.mcu.records import RunRecord
-        from inferlab.engines.mcu.inputs import random_input
-
         model, plan, data, seed = self.model, self.plans[0][0], self.model_bytes, int(self._settings["seed"])
         board_plan = mcu_board_plan(plan)
         session = self.session
         in_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.inputs]
         out_specs = [(model.tensors[t].shape, model.tensors[t].dtype) for t in model.outputs]
-        inputs = p.pack_tensors(random_input(model, seed), in_specs)
+        inputs = protocol.pack_tensors(random_input(model, seed), in_specs)
         reflash = self.emulated_choice(session.choice.target) if session.emulated else None
         digest = hashlib.sha256(data).hexdigest()
 
@@ -384,7 +377,7 @@ class McuLab(Lab):
                 note = f"rebuilt the firmware for {model.name} and restarted QEMU"
             result, _ = session.run(data, board_plan, inputs, progress=uploaded)
             progress(0.9, "comparing with the host interpreter")
-            outputs = p.unpack_tensors(result.output, out_specs)
+            outputs = protocol.unpack_tensors(result.output, out_specs)
             expected = mcu_host_run(model, plan, seed, repeats=1)[1]
             same = len(outputs) == len(expected) and all(
                 np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
@@ -431,12 +424,10 @@ class McuLab(Lab):
     # snapshots ----------------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
         self.ensure_loaded()
-        if self.state is None:
-            return lab_section(self.settings(), {}, {})
         return mcu_section(self.settings(), self.state)
 
-    def show_snapshot(self, section: dict) -> None:
-        settings, state = read_mcu_section(section)
+    def show_snapshot(self, record: McuSnapshot) -> None:
+        settings, state = record.settings, record.state
         self.read_only = True
         self.view.set_read_only(True)
         if state is None:

@@ -13,7 +13,8 @@ from PySide6.QtCore import QPointF
 
 from inferlab.engines.board.boards import load_board
 from inferlab.engines.board.session import PORT, VIRTUAL, BoardChoice
-from inferlab.engines.labs.mcu.section import MCU_HOST_REPEATS, mcu_host_run
+from inferlab.engines.labs.mcu.session import mcu_host_run
+from inferlab.engines.labs.mcu.settings import MCU_HOST_REPEATS
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.model_planners import plan_model

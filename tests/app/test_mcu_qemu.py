@@ -16,7 +16,7 @@ from PySide6.QtCore import QSettings, Qt
 
 from inferlab.engines.board.session import EMULATED, VIRTUAL, BoardChoice
 from inferlab.engines.board.toolchain import install_command
-from inferlab.engines.labs.mcu.section import mcu_host_run
+from inferlab.engines.labs.mcu.session import mcu_host_run
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.model_planners import plan_model

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+
+import pytest
 
 from inferlab.app.cli import main
 from inferlab.engines.labs.mcu.section import read_mcu_section
@@ -25,7 +28,10 @@ def test_run_mcu_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_windo
 
     snapshot = read_snapshot(out)
     assert snapshot.active_lab == "mcu" and list(snapshot.labs) == ["mcu"]
-    settings, state = read_mcu_section(snapshot.labs["mcu"])
+    record = read_mcu_section(snapshot.labs["mcu"])
+    settings, state = record.settings, record.state
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.state = None
     model = load_model(HELLO)
     plan = plan_model(model, "tflm-greedy")
     layout = state.layouts[0]
@@ -47,6 +53,9 @@ def test_run_mcu_writes_a_snapshot_the_window_opens(capsys, tmp_path, make_windo
     shown = lab.view.plots[0].layout_record
     assert shown == layout
     assert lab.view.ops_table.rowCount() == 3
+    other = make_window(str(tmp_path / "other.ini")).lab("mcu")
+    other.show_snapshot(record)  # the record itself, as restore_labs hands it over
+    assert other.read_only and other.view.plots[0].layout_record == layout
 
 
 def test_run_mcu_options_and_errors(capsys, tmp_path):
@@ -54,7 +63,7 @@ def test_run_mcu_options_and_errors(capsys, tmp_path):
     assert main(["run", "mcu", "--model", str(HELLO), "--planner", "linear", "--compare", "none",
                  "--board", "samd21", "--snapshot", str(out)]) == 0
     assert str(out) in capsys.readouterr().out
-    _settings, state = read_mcu_section(read_snapshot(out).labs["mcu"])
+    state = read_mcu_section(read_snapshot(out).labs["mcu"]).state
     assert [lay.planner for lay in state.layouts] == ["linear"] and state.board.id == "samd21"
 
     person = tmp_path / "person.json"
@@ -73,6 +82,6 @@ def test_run_mcu_on_a_model_the_interpreter_cannot_run(capsys, tmp_path):
     model = MODELS / "keyword_scrambled.tflite"
     out = tmp_path / "ks.json"
     assert main(["run", "mcu", "--model", str(model), "--snapshot", str(out)]) == 0
-    _settings, state = read_mcu_section(read_snapshot(out).labs["mcu"])
+    state = read_mcu_section(read_snapshot(out).labs["mcu"]).state
     assert state.host_run is None and "SVDF" in state.note
     assert state.layouts[0].arena_bytes == 672

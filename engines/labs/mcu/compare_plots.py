@@ -8,13 +8,13 @@ and on the board where they ran (the lab's per-op table).
 
 from __future__ import annotations
 
+from inferlab.engines.labs.mcu.records import McuSnapshot
 from inferlab.engines.trace.overlay import Curve, Plot
 
 
-def mcu_plots(read) -> list[Plot]:
-    """`read`: what read_mcu_section returns (settings, McuState or None). No plot without
-    a model."""
-    _settings, state = read
+def mcu_plots(snapshot: McuSnapshot) -> list[Plot]:
+    """`snapshot`: what read_mcu_section returns. No plot without a model."""
+    state = snapshot.state
     if state is None or not state.layouts:
         return []
     curves = tuple(Curve(layout.planner, [s for s, _ in layout.high_water],

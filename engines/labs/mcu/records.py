@@ -1,6 +1,6 @@
 """The records the MCU lab's views draw: an arena layout per plan, per-op rows, runs.
 
-Plain frozen dataclasses, no Qt: the lab builds them from engine objects (`engines/labs/mcu/section.py`),
+Plain frozen dataclasses, no Qt: the lab builds them from engine objects (`session.py`),
 the CLI writes them into snapshots, and a snapshot reads back into the same records, so a
 replay needs neither the `.tflite` file nor a board. `to_dict` / `from_dict` are the
 snapshot form; `from_dict` raises ValueError naming the field that is wrong.
@@ -294,3 +294,12 @@ STATE_OPTIONAL = {"model_path": "", "host_run": None, "board_run": None, "note":
 
 def _kib(nbytes: int) -> str:
     return f"{nbytes / 1024:.1f} KiB" if nbytes >= 1024 else f"{nbytes} B"
+
+
+@dataclass(frozen=True)
+class McuSnapshot:
+    """A snapshot's `labs.mcu`, read: the settings as checked, and the lab's state (None: the
+    lab had loaded no model)."""
+
+    settings: dict
+    state: McuState | None

@@ -8,17 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from inferlab.engines.board.boards import load_board
-from inferlab.engines.labs.mcu.section import (
-    MCU_DEFAULTS,
-    MCU_NO_COMPARE,
+from inferlab.engines.labs.mcu.section import mcu_section
+from inferlab.engines.labs.mcu.session import (
     mcu_host_run,
     mcu_op_spans,
-    mcu_planner_names,
-    mcu_planners,
     mcu_plans,
-    mcu_section,
     mcu_state,
     mcu_with_runs,
+)
+from inferlab.engines.labs.mcu.settings import (
+    MCU_DEFAULTS,
+    MCU_NO_COMPARE,
+    mcu_planner_names,
+    mcu_planners,
 )
 from inferlab.engines.mcu.examples import default_model, model_argument
 from inferlab.engines.mcu.graph import load_model

@@ -1,6 +1,7 @@
-"""The MCU lab's records built from engine objects, and its snapshot section.
-
-Built here without Qt, so that the lab and `inferlab run mcu` write the same section."""
+"""What the MCU lab computes from engine objects, without Qt: plans and their arena
+layouts, the per-op table, host runs, the state record that holds them, and the host run's
+trace spans. The lab and `inferlab run mcu` both build their state here, so that they write
+the same section."""
 
 from __future__ import annotations
 
@@ -10,29 +11,21 @@ import time
 
 import numpy as np
 
-from inferlab.engines.board.boards import fit_check, list_boards
+from inferlab.engines.board.boards import fit_check
+from inferlab.engines.labs.mcu.records import (
+    GRAPH_INPUT,
+    SCRATCH,
+    ArenaLayout,
+    ArenaTensor,
+    McuState,
+    OpRow,
+    RunRecord,
+)
+from inferlab.engines.labs.mcu.settings import MCU_HOST_REPEATS, mcu_planners
+from inferlab.engines.mcu.inputs import random_input
 from inferlab.engines.mcu.interpreter import ArenaInterpreter
-from inferlab.engines.mcu.model_planners import plan_model, planner_names
+from inferlab.engines.mcu.model_planners import plan_model
 from inferlab.engines.mcu.op_costs import op_macs
-from inferlab.engines.fields import Setting, check_settings, read_object
-from inferlab.engines.trace.snapshot import lab_section as section
-from inferlab.engines.trace.snapshot import section_field
-
-# The MCU lab's records are built here from engine objects, without Qt, so that the lab and
-# `inferlab run mcu` write the same section. `model` is the model file's path; "" means the
-# default shipped example (engines/mcu/examples.py).
-MCU_DEFAULTS = {"model": "", "planner": "tflm-greedy", "compare": "patch-based", "board": "nrf52840",
-                "seed": 0, "y_to_sram": False}
-MCU_NO_COMPARE = "none"
-MCU_SETTINGS = {
-    "model": Setting("str"),
-    "planner": Setting("str", choices=lambda: mcu_planner_names()),
-    "compare": Setting("str", choices=lambda: [*mcu_planner_names(), MCU_NO_COMPARE]),
-    "board": Setting("str", choices=lambda: _board_ids()),
-    "seed": Setting("int", 0, 2**32 - 1),
-    "y_to_sram": Setting("bool"),
-}
-MCU_HOST_REPEATS = 5  # host runs: one warm-up, then the best of this many invocations
 
 
 def mcu_plan(model, planner: str):
@@ -64,10 +57,6 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
     Works for every planner: in-place aliases are named, patch tiles are coloured by the op
     that writes them, and steps carry what runs at each (reordered, patch-based plans).
     """
-    # here, not at the top: every command imports this section at start-up (the registry);
-    # the records (and the interpreter's inputs) load with a plan, a run or a snapshot
-    from inferlab.engines.labs.mcu.records import GRAPH_INPUT, SCRATCH, ArenaLayout, ArenaTensor
-
     labels = mcu_step_labels(model, plan)
     step_op = [_label_op(label) for label in labels]
     producer = {t: op.index for op in model.operators for t in op.outputs}
@@ -103,8 +92,6 @@ def mcu_layout(model, plan, plan_ms: float = 0.0):
 
 def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
     """One OpRow per operator: output shape, MACs (`op_macs`), cycles = MACs × cycles/MAC."""
-    from inferlab.engines.labs.mcu.records import OpRow  # here: start-up, as in mcu_layout
-
     rows = []
     for op in model.operators:
         macs = op_macs(model, op.index)
@@ -115,10 +102,6 @@ def mcu_op_rows(model, board, host_us=None, board_us=None) -> tuple:
                           board_us[op.index] if board_us else None))
     return tuple(rows)
 
-
-def mcu_planner_names() -> list[str]:
-    """Every planner the engines offer: TFLM-style buffer planners, then model-level ones."""
-    return list(planner_names())
 
 
 def mcu_plans(model, settings: dict):
@@ -143,17 +126,10 @@ def mcu_board_plan(plan):
     return plan if plain else None
 
 
-def mcu_planners(settings: dict) -> list[str]:
-    """The planners the settings ask for: the chosen one, then the compared one if any."""
-    chosen, compare = settings["planner"], settings.get("compare", MCU_NO_COMPARE)
-    return [chosen] + ([compare] if compare not in (MCU_NO_COMPARE, chosen, None) else [])
-
 
 def mcu_state(model, path, board, plans, note: str = "", compare_note: str = ""):
     """The McuState of `model` (loaded from `path`) on `board`; `plans`: (Plan, ms) pairs,
     the chosen planner's first (its arena is the one checked against the board)."""
-    from inferlab.engines.labs.mcu.records import McuState  # here: start-up, as in mcu_layout
-
     layouts = tuple(mcu_layout(model, plan, ms) for plan, ms in plans)
     file_bytes = os.path.getsize(path) if path and os.path.isfile(path) else 0
     return McuState(model=model.name, model_path=str(path), model_file_bytes=file_bytes,
@@ -169,8 +145,6 @@ def mcu_host_run(model, plan, seed: int = 0, repeats: int = MCU_HOST_REPEATS, sh
     repeats, in µs: other threads and processes only ever slow an op down.
     Raises UnsupportedOpError naming the op the interpreter lacks.
     """
-    from inferlab.engines.labs.mcu.records import RunRecord  # here: start-up, as in mcu_layout
-    from inferlab.engines.mcu.inputs import random_input  # here: start-up, as in mcu_layout
 
     interp = ArenaInterpreter(model, plan)
     inputs = random_input(model, seed)
@@ -214,36 +188,3 @@ def mcu_op_spans(recorder, state) -> None:
         recorder.add_span(f"{row.index} {row.op}", start, start + dur, cat="mcu op",
                           args={"macs": row.macs, "est_cycles": row.est_cycles})
         start += dur
-
-
-def mcu_section(settings: dict, state) -> dict:
-    """The MCU lab's section: settings, the McuState (plans, per-op table, runs), metrics."""
-    metrics = {"model": state.model, "board": state.board.id,
-               "arena_bytes": {lay.planner: lay.arena_bytes for lay in state.layouts},
-               "lower_bound_bytes": state.layouts[0].lower_bound_bytes,
-               "sram_margin_bytes": state.fit.sram_margin_bytes,
-               "flash_margin_bytes": state.fit.flash_margin_bytes, "fits": state.fit.fits,
-               "macs": sum(o.macs for o in state.ops),
-               "est_cycles": sum(o.est_cycles for o in state.ops)}
-    if state.host_run is not None:
-        metrics["host_total_us"] = state.host_run.total_us
-    if state.board_run is not None:
-        metrics["board_total_us"] = state.board_run.total_us
-    return section(settings, state.to_dict(), metrics)
-
-
-def read_mcu_section(sec: dict):
-    """(settings, McuState or None: the lab had no model) from a snapshot's `labs.mcu`;
-    ValueError names a bad field."""
-    from inferlab.engines.labs.mcu.records import McuState  # here: start-up, as in mcu_layout
-
-    read_object(sec, "labs.mcu")
-    settings = check_settings(section_field(sec, "settings", "labs.mcu"), MCU_SETTINGS,
-                              MCU_DEFAULTS, "labs.mcu.settings")
-    raw = read_object(section_field(sec, "state", "labs.mcu"), "labs.mcu.state")
-    state = McuState.from_dict(raw) if raw else None
-    return settings, state
-
-
-def _board_ids() -> list[str]:
-    return [b.id for b in list_boards()]
