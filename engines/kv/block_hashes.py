@@ -1,4 +1,4 @@
-"""Automatic prefix caching: finding full KV blocks that another request already computed.
+"""vLLM's block hashes: the chained hash of a full KV block and the index of cached blocks.
 
 A full block is identified by a chained hash over the whole prefix it ends:
 
@@ -10,6 +10,9 @@ so two requests share block i's hash only if their first (i+1) * block_size toke
 candidate's stored tokens must equal the block's tokens AND its parent must be the very
 cache entry matched for block i-1 (each entry gets a `content_id` that is never reused), so a
 hit is a true prefix match even if `H` collided at this level or any level before it.
+
+The index is what the pool evicts lazily (`BlockPool`); the hash strategy in `prefix_cache`
+walks the chain along block tables.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ K/V its slots hold or are about to hold. The life of a sequence:
                                                # K/V are already in the cache (prefix hit)
     # prefill: run tokens [n_cached, len(prompt)), writing K/V to mgr.slot_mapping(seq, ...)
     mgr.mark_computed(seq, len(prompt_ids))    # their K/V is written: full blocks become hits
-    cow = mgr.append_token(seq, next_id)       # reserve one more slot; copy-on-write if the
-                                               # last block was shared: copy KV block src->dst
+    cows = mgr.append_tokens(seq, [next_id])   # reserve more slots; copy-on-write if the last
+                                               # block was shared: copy KV block src->dst
     mgr.fork(seq, seq2)                        # parallel sampling: share every block
     mgr.free(seq)                              # release the tail first
 
@@ -18,10 +18,10 @@ reserved: a prompt reserved whole but prefilled in chunks, or a sequence stepped
 another that shares its prefix, must not hand out blocks whose K/V nobody wrote yet.
 
 This module is the bookkeeping (block tables: allocate, append, fork, copy-on-write, truncate,
-free). The manager composes the other jobs, one module each: `prefix_hashing` (the hash chain
-along a table), `radix_blocks` (the radix tree over the pool), `forward_tensors` (slot
-mappings, block tables and context lengths for the forward) and `block_stats` (the figures
-and the block grid the views draw).
+free). The manager composes the other jobs, one module each: the prefix cache, a strategy
+chosen at construction (`prefix_cache`: none or vLLM's block hashes; `radix_prefix_cache`:
+SGLang's radix tree), `forward_tensors` (slot mappings, block tables and context lengths for
+the forward) and `block_stats` (the figures and the block grid the views draw).
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from inferlab.engines.kv import block_stats, forward_tensors
-from inferlab.engines.kv import prefix_cache as prefix_index
+from inferlab.engines.kv.block_hashes import PrefixCacheIndex
 from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
 from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
 from inferlab.engines.kv.free_queue import Block
 from inferlab.engines.kv.pool_state import KVPoolState
-from inferlab.engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
-from inferlab.engines.kv.prefix_hashing import PrefixHashing
-from inferlab.engines.kv.radix_blocks import RadixBlocks
+from inferlab.engines.kv.prefix_cache import HashPrefixCache, NoPrefixCache, PrefixCache
+from inferlab.engines.kv.radix_prefix_cache import RadixPrefixCache
 from inferlab.engines.kv.seq_blocks import SeqBlocks
 from inferlab.engines.kv.stats import KVStats
 
@@ -47,19 +46,30 @@ PREFIX_CACHES = ("hash", "radix", "none")
 token ids, or not at all."""
 
 
+def new_prefix_cache(kind: str, n_blocks: int, block_size: int, hash_fn=None,
+                     radix_page_size: int = 1, eviction_policy: str = "lru") -> PrefixCache:
+    """A pool of `n_blocks` blocks and the `kind` strategy (one of PREFIX_CACHES) over it."""
+    if kind == "hash":
+        index = PrefixCacheIndex()
+        return HashPrefixCache(BlockPool(n_blocks, block_size, index), index, hash_fn)
+    if kind == "radix":
+        return RadixPrefixCache(BlockPool(n_blocks, block_size), radix_page_size,
+                                eviction_policy)
+    if kind == "none":
+        return NoPrefixCache(BlockPool(n_blocks, block_size))
+    raise ValueError(f"prefix_cache must be one of {', '.join(PREFIX_CACHES)}, got {kind!r}")
+
+
 class BlockManager:
     """Paged KV allocation with reference counts, copy-on-write and automatic prefix caching.
 
-    Block ids run 0..n_blocks-1 and are first handed out in that order. `hash_fn(parent_hash,
-    token_tuple) -> int` is the chained block hash (default `prefix_cache.hash_block_tokens`,
-    looked up when the manager is built, so tests may monkeypatch it).
-
-    `prefix_cache` (one of PREFIX_CACHES) overrides `enable_prefix_caching` (True = "hash").
-    With "radix" a `RadixBlocks` tree of `radix_page_size`-token pages finds prefixes: a hit
-    may end inside a block (its K/V is copied into a fresh one: `take_copies`); a sequence's
-    computed prompt blocks are cached as they are computed (`mark_computed`), everything it
-    computed when it is freed; unlocked tree nodes are evicted, `eviction_policy` order, when
-    an allocation finds too few free blocks.
+    Block ids run 0..n_blocks-1 and are first handed out in that order. `prefix_cache` (one of
+    PREFIX_CACHES) overrides `enable_prefix_caching` (True = "hash"). "hash": `hash_fn(
+    parent_hash, token_tuple) -> int` is the chained block hash (default
+    `prefix_cache.hash_block_tokens`, looked up when the manager is built, so tests may
+    monkeypatch it). "radix": a tree of `radix_page_size`-token pages finds prefixes; a hit
+    may end inside a block (its K/V is copied into a fresh one: `take_copies`); unlocked tree
+    nodes are evicted, `eviction_policy` order, when an allocation finds too few free blocks.
     """
 
     def __init__(
@@ -75,28 +85,18 @@ class BlockManager:
     ) -> None:
         if prefix_cache is None:
             prefix_cache = "hash" if enable_prefix_caching else "none"
-        if prefix_cache not in PREFIX_CACHES:
-            raise ValueError(f"prefix_cache must be one of {', '.join(PREFIX_CACHES)}, "
-                             f"got {prefix_cache!r}")
-        self.prefix_cache = prefix_cache
-        self.pool = BlockPool(n_blocks, block_size, prefix_cache == "hash")
+        self.prefix_cache = new_prefix_cache(prefix_cache, n_blocks, block_size, hash_fn,
+                                             radix_page_size, eviction_policy)
+        """The strategy that finds cached prefixes (its `name` is one of PREFIX_CACHES)."""
+        self.pool = self.prefix_cache.pool
         self.block_size = block_size
         self.n_blocks = n_blocks
         self.enable_prefix_caching = prefix_cache != "none"
-        self.radix = (RadixBlocks(self.pool, radix_page_size, eviction_policy)
-                      if prefix_cache == "radix" else None)
+        self.radix = self.prefix_cache.radix
+        """The radix tree over the pool (the tree view draws it), or None."""
         self._copies: list[tuple[int, int]] = []
         self.bytes_per_slot = bytes_per_slot
-        # the default looked up now, not at import: tests monkeypatch prefix_cache's function
-        if hash_fn is None:
-            hash_fn = prefix_index.hash_block_tokens
-        self.hashing = PrefixHashing(self.pool, hash_fn) if prefix_cache == "hash" else None
-        """The hash chain along block tables ("hash" caching), else None."""
         self._seqs: dict[object, SeqBlocks] = {}
-        self.prefix_query_tokens = 0
-        """Prompt tokens looked up in the prefix cache, ever."""
-        self.prefix_hit_tokens = 0
-        """Prompt tokens whose K/V a prefix hit supplied, ever."""
 
     # ---- queries ---------------------------------------------------------------------------
 
@@ -111,15 +111,23 @@ class BlockManager:
     @property
     def n_free_blocks(self) -> int:
         """Blocks an allocation may take now (empty plus cached-free, or evictable)."""
-        if self.radix is not None:
-            return self.radix.n_available()
-        return self.pool.n_free
+        return self.prefix_cache.n_available()
 
     @property
     def n_evicted_blocks(self) -> int:
         """Cached blocks whose K/V eviction gave up, ever: a hash cache's cached-free blocks
         reused, a radix tree's blocks freed by evicting its nodes."""
-        return self.pool.n_evictions if self.radix is None else self.radix.n_evicted_blocks
+        return self.prefix_cache.n_evicted_blocks
+
+    @property
+    def prefix_query_tokens(self) -> int:
+        """Prompt tokens looked up in the prefix cache, ever."""
+        return self.prefix_cache.query_tokens
+
+    @property
+    def prefix_hit_tokens(self) -> int:
+        """Prompt tokens whose K/V a prefix hit supplied, ever."""
+        return self.prefix_cache.hit_tokens
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -153,18 +161,12 @@ class BlockManager:
     def cached_block_ids(self) -> list[int]:
         """Blocks registered in the prefix cache, or held by the radix tree (in use or
         cached-free), sorted."""
-        if self.radix is not None:
-            return [b.block_id for b in self.pool.blocks if b.tree_refs]
-        return sorted(b.block_id for b in self.pool.cache)
+        return self.prefix_cache.cached_block_ids()
 
     def cached_prefix_len(self, token_ids: Sequence[int]) -> int:
         """How many leading tokens of a prompt a prefix hit would supply now, changing nothing
         (what a cache-aware scheduler ranks by)."""
-        if self.radix is not None:
-            return len(self.radix.peek(token_ids))
-        if self.hashing is None or not len(token_ids):
-            return 0
-        return len(self.hashing.find_cached_prefix(token_ids)[0]) * self.block_size
+        return self.prefix_cache.cached_prefix_len(token_ids)
 
     def take_copies(self) -> list[tuple[int, int]]:
         """The (src, dst) block copies allocations made since the last call (a radix hit that
@@ -202,24 +204,16 @@ class BlockManager:
             self._check_capacity(tokens)
             n = tokens if n_new_tokens is None else min(tokens, n_new_tokens)
             return self.blocks_needed(n) <= self.pool.n_free
-        if self.radix is not None:
-            self._check_prompt(tokens, n_new_tokens)
-            slots = self.radix.peek(tokens)
-            n_reserve, hits, _src = self._plan_radix(tokens, n_new_tokens, slots)
-            need = self.blocks_needed(n_reserve) - len(hits)
-            return need <= self.radix.n_available(self.radix.pinned_by(slots))
-        hits, _, _, n_reserve = self._plan(tokens, n_new_tokens)
-        return self._fits(self.blocks_needed(n_reserve), hits)
+        self._check_prompt(tokens, n_new_tokens)
+        hit = self.prefix_cache.match(tokens, peek=True)
+        n = self._n_reserved(len(tokens), hit.n_tokens, n_new_tokens)
+        return self.blocks_needed(n) - len(hit.blocks) <= hit.n_available
 
     def can_append(self, seq_id: object, n_tokens: int = 1) -> bool:
         """Whether `append_tokens(seq_id, n_tokens ids)` would find its blocks free now."""
         seq = self._seq(seq_id)
         need = self._append_blocks_needed(seq, n_tokens)
         return need <= self.pool.n_free or need <= self.n_free_blocks
-
-    def _fits(self, need: int, hits: list[Block]) -> bool:
-        revived = sum(1 for b in hits if b.ref_count == 0)
-        return need - len(hits) <= self.pool.n_free - revived
 
     # ---- allocation ----------------------------------------------------------------------------
 
@@ -228,75 +222,43 @@ class BlockManager:
     ) -> int:
         """Reserve slots for a prompt; return how many leading tokens the prefix cache supplied.
 
-        Prefix hits are whole blocks, and only blocks within the first len-1 tokens are
-        looked up: the last prompt token is always recomputed (its logits start decoding).
-        `n_new_tokens` reserves the cached prefix plus at most that many more tokens, for
-        chunked prefill: the rest of the prompt follows with `append_tokens`.
+        Prefix hits never cover the last prompt token: it is always recomputed (its logits
+        start decoding). `n_new_tokens` reserves the cached prefix plus at most that many more
+        tokens, for chunked prefill: the rest of the prompt follows with `append_tokens`.
         """
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id!r} already has KV blocks")
-        if self.radix is not None:
-            return self._allocate_radix(seq_id, token_ids, n_new_tokens)
-        hits, chain_hash, chain_id, n = self._plan(token_ids, n_new_tokens)
-        need = self.blocks_needed(n)
-        if not self._fits(need, hits):
+        self._check_prompt(token_ids, n_new_tokens)
+        cache = self.prefix_cache
+        hit = cache.match(token_ids)
+        n = self._n_reserved(len(token_ids), hit.n_tokens, n_new_tokens)
+        n_fresh = self.blocks_needed(n) - len(hit.blocks)
+        if n_fresh > hit.n_available:
             raise KVOutOfMemoryError(
-                f"sequence {seq_id!r} needs {need - len(hits)} free KV blocks, "
-                f"{self.pool.n_free} are free"
+                f"sequence {seq_id!r} needs {n_fresh} free KV blocks, "
+                f"{hit.n_available} are free or evictable"
             )
-        for block in hits:  # revive hits before allocating, so none of them is evicted
-            self.pool.touch(block)
-        n_cached = len(hits) * self.block_size
-        seq = SeqBlocks(self._table(hits, n), list(token_ids[:n]), n_cached)
-        seq.chain_hash, seq.chain_id, seq.n_registered = chain_hash, chain_id, len(hits)
-        if self.hashing is not None:
-            self.prefix_query_tokens += len(token_ids)
-            self.prefix_hit_tokens += n_cached
+        cache.claim(hit, len(token_ids), n_fresh)  # the hit revived before any allocation
+        blocks = self._table(hit.blocks, n)
+        if hit.copy_src is not None:
+            self._copies.append((hit.copy_src.block_id, blocks[len(hit.blocks)].block_id))
+        seq = SeqBlocks(blocks, list(token_ids[:n]), hit.n_tokens, len(token_ids))
+        cache.attach(seq, hit)
         self._seqs[seq_id] = seq
-        return n_cached
+        return hit.n_tokens
 
     def append_token(self, seq_id: object, token_id: int) -> tuple[int, int] | None:
-        """Reserve the slot for one more token of `seq_id`.
+        """`append_tokens(seq_id, [token_id])`: its copy-on-write pair `(src, dst)`, or None.
 
-        Returns `(src, dst)` when the last block was shared (after a fork): `seq_id` now owns
-        a fresh copy `dst`, and the caller must copy block `src`'s K/V into it
-        (`PagedKVCache.copy_blocks`) before writing the new token. Otherwise None.
+        A pair means the last block was shared (after a fork): `seq_id` now owns a fresh copy
+        `dst`, and the caller must copy block `src`'s K/V into it
+        (`PagedKVCache.copy_blocks`) before writing the new token.
         """
-        if self._append_in_place(seq_id, token_id):
-            return None
         cows = self.append_tokens(seq_id, (token_id,))
         return cows[0] if cows else None
 
-    def try_append_token(self, seq_id: object, token_id: int
-                         ) -> tuple[bool, tuple[int, int] | None]:
-        """`append_token` if `can_append(seq_id)`: (True, its copy-on-write pair or None);
-        (False, None), nothing changed, when no block is free. One call per decode: the
-        scheduler's hot path."""
-        if self._append_in_place(seq_id, token_id):
-            return True, None
-        if not self.can_append(seq_id, 1):
-            return False, None
-        cows = self.append_tokens(seq_id, (token_id,))
-        return True, (cows[0] if cows else None)
-
-    def _append_in_place(self, seq_id: object, token_id: int) -> bool:
-        """The append fast path (a decode): when `seq_id`'s last block has room and no other
-        table holds it, take its next slot and return True; otherwise change nothing and
-        return False (`append_tokens` then does the whole job)."""
-        seq = self._seqs.get(seq_id)
-        if seq is None:
-            return False
-        tokens = seq.token_ids
-        if len(tokens) % self.block_size:
-            last = seq.blocks[-1]
-            if last.ref_count == 1:
-                tokens.append(token_id)
-                last.n_tokens += 1
-                return True
-        return False
-
     def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """Reserve slots for several tokens (chunked prefill, speculative drafts).
+        """Reserve slots for more tokens of `seq_id` (a decode, a prefill chunk, drafts).
 
         Returns the copy-on-write pairs (at most one). All or nothing: on
         `KVOutOfMemoryError` / `KVCapacityError` the sequence is unchanged.
@@ -305,26 +267,30 @@ class BlockManager:
         n_new = len(token_ids)
         if n_new == 0:
             return []
-        self._check_capacity(len(seq.token_ids) + n_new, f"sequence {seq_id!r}")
+        bs, blocks, tokens = self.block_size, seq.blocks, seq.token_ids
+        n_old = len(tokens)
+        if n_new <= -n_old % bs and blocks[-1].ref_count == 1:
+            # they fit in the last block, which no other table holds (a decode, mostly)
+            tokens.extend(token_ids)
+            blocks[-1].n_tokens += n_new
+            return []
+        self._check_capacity(n_old + n_new, f"sequence {seq_id!r}")
         need = self._append_blocks_needed(seq, n_new)
         if need > self.n_free_blocks:
             raise KVOutOfMemoryError(
                 f"sequence {seq_id!r} needs {need} free KV blocks to grow, "
                 f"{self.n_free_blocks} are free"
             )
-        if self.radix is not None:
-            self.radix.ensure_free(need)
-        pool, bs, blocks, tokens = self.pool, self.block_size, seq.blocks, seq.token_ids
+        self.prefix_cache.make_room(need)
+        pool = self.pool
         cows: list[tuple[int, int]] = []
-        n_old = len(tokens)
         if n_old % bs:
             last = blocks[-1]
             if last.ref_count > 1:  # copy-on-write: the partial block is shared
                 fresh = pool.allocate_block()
                 fresh.n_tokens = last.n_tokens
                 pool.release(last)
-                if self.radix is not None:
-                    self.radix.recheck((last,))
+                self.prefix_cache.released((last,))
                 blocks[-1] = fresh
                 seq.table_version += 1
                 cows.append((last.block_id, fresh.block_id))
@@ -354,16 +320,8 @@ class BlockManager:
             raise ValueError(f"sequence {child_id!r} already has KV blocks")
         for block in parent.blocks:
             self.pool.touch(block)
-        child = SeqBlocks(list(parent.blocks), list(parent.token_ids), parent.n_cached_tokens)
-        child.chain_hash, child.chain_id = parent.chain_hash, parent.chain_id
-        child.n_registered = parent.n_registered
-        child.n_prompt, child.n_computed = parent.n_prompt, parent.n_computed
-        child.n_inserted, child.radix_node = parent.n_inserted, parent.radix_node
-        child.radix_pos = parent.radix_pos
-        if self.radix is not None:
-            if child.radix_node is not None:
-                self.radix.lock(child.radix_node)
-            self.radix.recheck(child.blocks)
+        child = parent.copy()
+        self.prefix_cache.fork(child)
         self._seqs[child_id] = child
 
     def free(self, seq_id: object) -> None:
@@ -375,27 +333,18 @@ class BlockManager:
         seq = self._seqs.pop(seq_id, None)
         if seq is None:
             raise KeyError(f"unknown sequence {seq_id!r}")
-        if self.radix is not None:  # cache what it computed before its blocks go
-            if seq.n_computed:
-                self.radix.insert(seq.token_ids, seq.blocks, seq.n_computed,
-                                  self._radix_start(seq))
-            if seq.radix_node is not None:
-                self.radix.unlock(seq.radix_node)
+        self.prefix_cache.free(seq)
         release = self.pool.release
         for block in reversed(seq.blocks):
             release(block)
-        if self.radix is not None:
-            self.radix.recheck(seq.blocks)
+        self.prefix_cache.released(seq.blocks)
 
     def truncate(self, seq_id: object, n_tokens: int) -> list[int]:
         """Roll `seq_id` back to its first `n_tokens` tokens (rejected speculative drafts).
 
         Blocks past the cut are released, last first (their ids are returned in that order).
-        A block this sequence alone holds that was registered in the prefix cache and no longer
-        lies wholly inside the kept tokens is unregistered first: its slots are about to be
-        rewritten (the kept partial block) or held tokens nobody committed (a released one), so
-        no later prompt may hit it. A registered block another sequence shares keeps its entry:
-        its content stays valid for that holder, and the next append here copies it first.
+        The prefix cache forgets first what the cut makes stale (`PrefixCache.truncate`): no
+        later prompt may hit slots that are about to be rewritten or held tokens nobody kept.
         """
         seq = self._seq(seq_id)
         n_old = len(seq.token_ids)
@@ -404,32 +353,20 @@ class BlockManager:
                              f"it to {n_tokens!r}")
         if n_tokens == n_old:
             return []
-        bs, pool = self.block_size, self.pool
-        n_full = n_tokens // bs
+        self.prefix_cache.truncate(seq, n_tokens)
         keep = self.blocks_needed(n_tokens)
-        for block in seq.blocks[n_full:]:
-            if block.block_hash is not None and block.ref_count == 1:
-                pool.cache.evict(block)
         released = seq.blocks[keep:]
         if released:
             del seq.blocks[keep:]
             seq.table_version += 1
         for block in reversed(released):
-            pool.release(block)
-        if self.radix is not None:
-            self.radix.recheck(released)
-        if n_tokens % bs:
-            seq.blocks[-1].n_tokens = n_tokens % bs
+            self.pool.release(block)
+        self.prefix_cache.released(released)
+        if n_tokens % self.block_size:
+            seq.blocks[-1].n_tokens = n_tokens % self.block_size
         del seq.token_ids[n_tokens:]
         seq.n_cached_tokens = min(seq.n_cached_tokens, n_tokens)
         seq.n_computed = min(seq.n_computed, n_tokens)
-        if self.radix is not None:  # the tree keeps its copy; a shared kept block is
-            seq.n_inserted = min(seq.n_inserted, n_tokens)  # copied before the next write
-            seq.n_registered = min(seq.n_registered, n_full)
-            if n_tokens < seq.radix_pos:  # its locked node's path is no longer its prefix
-                seq.radix_pos = -1
-        elif seq.n_registered > n_full:  # only a hash chain registers outside the tree
-            self.hashing.rewind(seq, n_full)
         return [b.block_id for b in reversed(released)]
 
     def replace_tokens(self, seq_id: object, start: int, token_ids: Sequence[int]) -> None:
@@ -457,15 +394,13 @@ class BlockManager:
                                  "cached; its tokens cannot change")
         seq.token_ids[start : start + n] = [int(t) for t in token_ids]
 
-    # ---- prefix cache ----------------------------------------------------------------------------
-
     def mark_computed(self, seq_id: object, n_tokens: int) -> None:
-        """The K/V of `seq_id`'s first `n_tokens` tokens is written: cache its full blocks.
+        """The K/V of `seq_id`'s first `n_tokens` tokens is written: the prefix cache may now
+        hand out its full blocks (hash: registered; radix: whole prompt blocks inserted).
 
-        Every full block within those tokens that is not in the prefix cache yet is registered
-        there, so later requests with the same prefix hit it. Call it after the model step
-        that wrote them (a runner: after each forward, with the tokens computed so far);
-        counts never go back, so a smaller `n_tokens` than before changes nothing.
+        Call it after the model step that wrote them (a runner: after each forward, with the
+        tokens computed so far); counts never go back, so a smaller `n_tokens` than before
+        changes nothing.
         """
         seq = self._seq(seq_id)
         if not 0 <= n_tokens <= len(seq.token_ids):
@@ -473,44 +408,12 @@ class BlockManager:
                 f"sequence {seq_id!r} has {len(seq.token_ids)} reserved tokens; "
                 f"{n_tokens} cannot be computed"
             )
-        if self.radix is not None:
-            self._mark_computed_radix(seq, n_tokens)
-        elif self.hashing is not None:
-            self.hashing.register_computed(seq, n_tokens)
+        self.prefix_cache.computed(seq, n_tokens)
 
-    def _mark_computed_radix(self, seq: SeqBlocks, n_tokens: int) -> None:
-        """Cache the prompt's computed whole blocks in the tree as they are computed (later
-        prompts sharing them hit while this one still runs), and move this sequence's lock to
-        where they end. Only whole prompt blocks: the tree holding the block a sequence still
-        writes into would make its next append copy that block."""
-        if n_tokens > seq.n_computed:
-            seq.n_computed = n_tokens
-        bs = self.block_size
-        n_ins = min(n_tokens, seq.n_prompt) // bs * bs
-        if n_ins <= seq.n_inserted:  # a decode, or no whole prompt block more
-            return
-        node = self.radix.insert(seq.token_ids, seq.blocks, n_ins, self._radix_start(seq))
-        self.radix.lock(node)
-        if seq.radix_node is not None:
-            self.radix.unlock(seq.radix_node)
-        page = self.radix.tree.page_size
-        seq.radix_node, seq.n_inserted, seq.radix_pos = node, n_ins, n_ins - n_ins % page
-        seq.n_registered = max(seq.n_registered, n_ins // bs)
-
-    def _plan(
-        self, token_ids: Sequence[int], n_new_tokens: int | None
-    ) -> tuple[list[Block], int, int, int]:
-        """Prefix hits, the chain after them, and how many tokens `allocate` reserves."""
-        n = len(token_ids)
-        self._check_prompt(token_ids, n_new_tokens)
-        if self.hashing is None:
-            hits, chain_hash, chain_id = [], ROOT_HASH, ROOT_CONTENT_ID
-        else:
-            hits, chain_hash, chain_id = self.hashing.find_cached_prefix(token_ids)
-        n_reserve = n
-        if n_new_tokens is not None:
-            n_reserve = min(n, len(hits) * self.block_size + n_new_tokens)
-        return hits, chain_hash, chain_id, n_reserve
+    def _n_reserved(self, n_prompt: int, n_cached: int, n_new_tokens: int | None) -> int:
+        """How many tokens `allocate` reserves: the whole prompt, or the cached prefix and
+        `n_new_tokens` more (chunked prefill)."""
+        return n_prompt if n_new_tokens is None else min(n_prompt, n_cached + n_new_tokens)
 
     def _table(self, hits: list[Block], n_tokens: int) -> list[Block]:
         """A new block table for `n_tokens` tokens: the (touched) hit blocks, then fresh ones,
@@ -529,52 +432,6 @@ class BlockManager:
         if n_new_tokens is not None and n_new_tokens < 1:
             raise ValueError(f"n_new_tokens must be positive, got {n_new_tokens}")
         self._check_capacity(len(token_ids))
-
-    @staticmethod
-    def _radix_start(seq: SeqBlocks):
-        """Where an insert of `seq`'s tokens may begin: the node it locks, whose path is its
-        first radix_pos tokens (None after a rollback cut into them: from the root)."""
-        if seq.radix_node is None or seq.radix_pos < 0:
-            return None
-        return seq.radix_node, seq.radix_pos
-
-    def _plan_radix(self, token_ids: Sequence[int], n_new_tokens: int | None,
-                    slots: Sequence[int]) -> tuple[int, list[Block], Block | None]:
-        """`_plan` for a radix hit of `slots`: how many tokens `allocate` reserves, the whole
-        blocks it shares, the block its partial last block is copied from."""
-        n = len(token_ids)
-        hits, src = self.radix.blocks_of(slots)
-        return (n if n_new_tokens is None else min(n, len(slots) + n_new_tokens)), hits, src
-
-    def _allocate_radix(self, seq_id: object, token_ids: Sequence[int],
-                        n_new_tokens: int | None) -> int:
-        radix, pool = self.radix, self.pool
-        self._check_prompt(token_ids, n_new_tokens)
-        slots, node = radix.match(token_ids)
-        n, hits, src = self._plan_radix(token_ids, n_new_tokens, slots)
-        need = self.blocks_needed(n)
-        available = radix.n_available(radix.pinned_by(slots))  # the lock below pins them
-        if need - len(hits) > available:
-            raise KVOutOfMemoryError(
-                f"sequence {seq_id!r} needs {need - len(hits)} free KV blocks, "
-                f"{available} are free or evictable"
-            )
-        radix.lock(node)  # pins the hit (and the block its partial page is copied from)
-        for block in hits:
-            pool.touch(block)
-        radix.ensure_free(need - len(hits))
-        blocks = self._table(hits, n)
-        if src is not None:
-            self._copies.append((src.block_id, blocks[len(hits)].block_id))
-        n_cached = len(slots)
-        seq = SeqBlocks(blocks, list(token_ids[:n]), n_cached)
-        seq.n_prompt = len(token_ids)
-        seq.n_registered, seq.radix_node, seq.radix_pos = len(hits), node, n_cached
-        self.prefix_query_tokens += len(token_ids)
-        self.prefix_hit_tokens += n_cached
-        radix.recheck(hits)
-        self._seqs[seq_id] = seq
-        return n_cached
 
     # ---- model-facing tensors ----------------------------------------------------------------------
 

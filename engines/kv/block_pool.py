@@ -6,13 +6,15 @@ the head. A free block that is still registered in the prefix cache ("cached-fre
 K/V and can be revived by a cache hit (`touch`), which pulls it out of the middle of the
 queue; its cache entry is dropped only when the queue hands it out again (lazy LRU eviction).
 
-The pool knows nothing of sequences; `BlockManager` keeps the block tables.
+The pool knows nothing of sequences (`BlockManager` keeps the block tables) nor how prefixes
+are found (`prefix_cache`): it is handed the index of registered blocks it evicts from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from inferlab.engines.kv.free_queue import Block, FreeBlockQueue, LazyBlocks
-from inferlab.engines.kv.prefix_cache import PrefixCacheIndex
 
 DEFAULT_BLOCK_SIZE = 16
 """Tokens per block, vLLM's default."""
@@ -28,13 +30,17 @@ def blocks_for_budget(budget_bytes: int, bytes_per_block: int) -> int:
 
 
 class BlockPool:
-    """`n_blocks` blocks of `block_size` slots, their reference counts and the prefix cache."""
+    """`n_blocks` blocks of `block_size` slots and their reference counts.
+
+    `index`: the prefix cache's index of registered blocks (those with a `block_hash`;
+    `block_hashes.PrefixCacheIndex`): the blocks it holds, and `index.evict(block)` to drop
+    one's entry. None when no block is ever registered."""
 
     def __init__(
         self,
         n_blocks: int,
         block_size: int = DEFAULT_BLOCK_SIZE,
-        enable_prefix_caching: bool = True,
+        index: Collection[Block] | None = None,
     ) -> None:
         if n_blocks < 1:
             raise ValueError(f"a KV pool needs at least one block, got n_blocks={n_blocks}")
@@ -42,10 +48,9 @@ class BlockPool:
             raise ValueError(f"block_size must be positive, got {block_size}")
         self.n_blocks = n_blocks
         self.block_size = block_size
-        self.enable_prefix_caching = enable_prefix_caching
         self.blocks = LazyBlocks(n_blocks)  # made as they are first handed out
         self.free_queue = FreeBlockQueue(fresh=self.blocks)
-        self.cache = PrefixCacheIndex()
+        self.cache = () if index is None else index  # (): nothing registered, nothing to evict
         self.n_cached_free = 0
         """Free blocks that still hold a cached prefix (revivable by a hit)."""
         self.n_evictions = 0

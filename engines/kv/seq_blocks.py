@@ -1,11 +1,12 @@
 """`SeqBlocks`: one sequence's block table and tokens, the record the block manager's parts
-share (the bookkeeping in `block_manager`, the hash chain in `prefix_hashing`, the forward's
-tensors in `forward_tensors`, the views' figures in `block_stats`)."""
+share (the bookkeeping in `block_manager`, the prefix cache's strategy in `prefix_cache` /
+`radix_prefix_cache`, the forward's tensors in `forward_tensors`, the views' figures in
+`block_stats`)."""
 
 from __future__ import annotations
 
+from inferlab.engines.kv.block_hashes import ROOT_CONTENT_ID, ROOT_HASH
 from inferlab.engines.kv.free_queue import Block
-from inferlab.engines.kv.prefix_cache import ROOT_CONTENT_ID, ROOT_HASH
 
 
 class SeqBlocks:
@@ -16,7 +17,8 @@ class SeqBlocks:
                  "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node",
                  "radix_pos", "table_version")
 
-    def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int) -> None:
+    def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int,
+                 n_prompt: int | None = None) -> None:
         self.blocks = blocks
         self.token_ids = token_ids
         self.n_cached_tokens = n_cached_tokens
@@ -25,7 +27,7 @@ class SeqBlocks:
         self.n_registered = 0
         # radix caching: the prompt's length, the tokens marked computed, how many leading
         # tokens the tree holds, and the tree node this sequence locks
-        self.n_prompt = len(token_ids)
+        self.n_prompt = len(token_ids) if n_prompt is None else n_prompt
         self.n_computed = n_cached_tokens
         self.n_inserted = n_cached_tokens
         self.radix_node = None
@@ -33,3 +35,14 @@ class SeqBlocks:
         # bumped when an entry of `blocks` is replaced or removed (appends leave it): what a
         # persistent copy of the table (engines/kv/input_batch) checks before reusing it
         self.table_version = 0
+
+    def copy(self) -> SeqBlocks:
+        """A fork's record: the same blocks, tokens and prefix-cache state in new lists (the
+        table's version starts again: it is a new table)."""
+        child = SeqBlocks(list(self.blocks), list(self.token_ids), self.n_cached_tokens,
+                          self.n_prompt)
+        child.chain_hash, child.chain_id = self.chain_hash, self.chain_id
+        child.n_registered, child.n_computed = self.n_registered, self.n_computed
+        child.n_inserted, child.radix_node = self.n_inserted, self.radix_node
+        child.radix_pos = self.radix_pos
+        return child

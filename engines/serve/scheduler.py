@@ -363,14 +363,14 @@ class Scheduler:
         """Reserve the slot of the token `seq` feeds back, preempting the newest running
         sequences while the pool has no block for it. False if `seq` preempted itself."""
         sid = seq.seq_id
-        token = seq.output_ids[-1]
-        while not (done := self.blocks.try_append_token(sid, token))[0]:
+        while not self.blocks.can_append(sid):
             victim = self.running_seqs[-1]
             self.preempt(victim, seq)
             if victim is seq:
                 return False
-        if done[1] is not None:
-            self.batch.copies.append(BlockCopy(sid, *done[1]))
+        cow = self.blocks.append_token(sid, seq.output_ids[-1])
+        if cow is not None:
+            self.batch.copies.append(BlockCopy(sid, *cow))
         self.batch.decode(sid, len(seq.request.prompt_ids) + len(seq.output_ids))
         return True
 
