@@ -9,7 +9,7 @@ request cut off by Stop or the run's time limit pale blue. The bars are the batc
 search). Under it, the server's /metrics: requests running and waiting, and KV-cache usage,
 each held between two scrapes; a server without /metrics gets a plain note there instead.
 
-It draws records (`draw(record)`: engines/labs/endpoint/section.EndpointRecord); it starts no work.
+It draws records (`draw(record)`: engines/labs/endpoint/records.EndpointRecord); it starts no work.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from inferlab.engines.labs.batching.timeline import DECODE, PREEMPTED, STALLED, WAITING, segment_at
-from inferlab.engines.labs.endpoint.section import request_segments
+from inferlab.engines.labs.endpoint.timeline import request_segments
 from inferlab.views.batch_timeline import BAR_HEIGHT, GanttFrame
 from inferlab.views.style import color
 

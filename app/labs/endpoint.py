@@ -18,17 +18,21 @@ import os
 from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.labs.endpoint.section import (
+from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.endpoint.records import (
     AGREEMENT_KEYS,
+    EndpointRecord,
+    EndpointSnapshot,
+)
+from inferlab.engines.labs.endpoint.section import endpoint_section
+from inferlab.engines.labs.endpoint.session import SweepPlan, live_record, load_run
+from inferlab.engines.labs.endpoint.settings import (
     ENDPOINT_DEFAULTS,
     ENDPOINT_SETTINGS,
-    EndpointRecord,
     check_endpoint_settings,
-    endpoint_section,
-    endpoint_trace,
-    read_endpoint_section,
 )
-from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.endpoint.side_by_side import compare_engines
+from inferlab.engines.labs.endpoint.trace import endpoint_trace
 from inferlab.views.endpoint_view import EndpointView
 
 LIVE_DRAW_MS = 250
@@ -96,21 +100,12 @@ class EndpointLab(Lab):
 
     # ---- a run ----------------------------------------------------------------------------------
     def run(self) -> None:
-        from inferlab.engines.endpoint.load import EndpointRun
-        from inferlab.engines.labs.endpoint.section import (
-            endpoint_requests,
-            endpoint_slo,
-            run_settings,
-        )
-
         if self.read_only or self._task is not None:
             return
         self._on_settings(self.view.settings())
         s = self._settings
         try:
-            key = self._key()
-            requests = endpoint_requests(s)
-            run = EndpointRun(run_settings(s), requests, api_key=key, slo=endpoint_slo(s))
+            run = load_run(s, self._key())
         except (ValueError, OSError) as e:
             self.view.set_status(f"Cannot run: {e}")
             return
@@ -142,16 +137,10 @@ class EndpointLab(Lab):
             self._task.stop()
 
     def _draw_live(self) -> None:
-        from inferlab.engines.serve.metrics import summarize
-
         run = self._run
         if run is None:
             return
-        results = tuple(sorted(run.results_so_far(), key=lambda r: r.index))
-        metrics = summarize([r.to_timing() for r in results if r.error_kind != "cancelled"])
-        self.view.timeline.draw(EndpointRecord(results, metrics.to_dict(),
-                                               scrape=run.scrape_so_far()),
-                                "Waiting for the first request to finish…")
+        self.view.timeline.draw(live_record(run), "Waiting for the first request to finish…")
 
     def _finished(self, result) -> None:
         self.record = EndpointRecord.of(result)
@@ -176,28 +165,19 @@ class EndpointLab(Lab):
 
     # ---- sweep and side by side (whole runs in a worker) ---------------------------------------
     def sweep(self, n_rates: int) -> None:
-        from inferlab.engines.endpoint.sweep import endpoint_sweep
-        from inferlab.engines.labs.endpoint.section import (
-            endpoint_slo,
-            endpoint_workload,
-            run_settings,
-        )
-
         if self.read_only or self._task is not None:
             return
         self._on_settings(dict(self.view.settings(), sweep_rates=n_rates))
         s = self._settings
         try:
             key = self._key()
-            settings, workload = run_settings(s), endpoint_workload(s)
+            plan = SweepPlan.of(s, n_rates)
         except ValueError as e:
             self.view.sweep.set_busy(False, f"Cannot sweep: {e}")
             return
 
         def work(progress, should_stop):
-            return endpoint_sweep(settings, workload, api_key=key, n_rates=n_rates,
-                                  slo=endpoint_slo(s), progress=progress,
-                                  should_stop=should_stop)
+            return plan.run(key, progress, should_stop)
 
         def shown(sweep) -> None:
             self.sweep_result = sweep
@@ -206,8 +186,6 @@ class EndpointLab(Lab):
         self._whole("rate sweep", self.view.sweep, "Sweeping…", work, shown)
 
     def compare(self) -> None:
-        from inferlab.engines.labs.endpoint.side_by_side import compare_engines
-
         if self.read_only or self._task is not None:
             return
         record, s, device = self.record, self.settings(), self.context.device_id
@@ -262,13 +240,13 @@ class EndpointLab(Lab):
     def snapshot_section(self) -> dict:
         return endpoint_section(self.settings(), self.record, self.sweep_result, self.side)
 
-    def show_snapshot(self, section: dict) -> None:
-        settings, record, sweep, side = read_endpoint_section(section)
+    def show_snapshot(self, snapshot: EndpointSnapshot) -> None:
+        settings, record = snapshot.settings, snapshot.run
         if not self.read_only:
             self._live = (self.record, self.sweep_result, self.side)
         self.stop()
         self.read_only = True
-        self.record, self.sweep_result, self.side = record, sweep, side
+        self.record, self.sweep_result, self.side = record, snapshot.sweep, snapshot.side_by_side
         self.view.set_settings(settings)
         self.view.set_running(False, read_only=True)
         s = self._settings

@@ -364,8 +364,8 @@ LABS: tuple[LabSpec, ...] = (
         compare_plots="inferlab.engines.labs.endpoint.compare_plots:endpoint_plots",
         run_arguments="inferlab.engines.labs.endpoint.run:add_arguments",
         run="inferlab.engines.labs.endpoint.run:run",
-        bench="inferlab.engines.labs.endpoint.run:bench",
-        bench_arguments="inferlab.engines.labs.endpoint.run:add_bench_arguments",
+        bench="inferlab.engines.labs.endpoint.bench:bench",
+        bench_arguments="inferlab.engines.labs.endpoint.bench:add_bench_arguments",
     ),
 )
 

@@ -139,11 +139,9 @@ def endpoint() -> dict:
     from inferlab.engines.endpoint.fake_server import FakeServer
     from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
     from inferlab.engines.endpoint.sweep import EndpointSweep, EndpointSweepPoint
-    from inferlab.engines.labs.endpoint.section import (
-        ENDPOINT_DEFAULTS,
-        EndpointRecord,
-        endpoint_section,
-    )
+    from inferlab.engines.labs.endpoint.records import EndpointRecord
+    from inferlab.engines.labs.endpoint.section import endpoint_section
+    from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS
     from inferlab.engines.serve.metrics import SLO
     from inferlab.engines.serve.workload import WorkloadRequest
 

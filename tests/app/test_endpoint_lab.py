@@ -1,16 +1,21 @@
 """The endpoint lab against the fake server (engines/endpoint/fake_server.py): idle, it has
 contacted nothing; Run draws every request; Stop closes every connection; a snapshot holds no
-byte of the key and replays read-only. And `inferlab run endpoint` / `bench endpoint`: the
+byte of the key and replays read-only from the section read once. And `inferlab run endpoint` / `bench endpoint`: the
 --json figures, the one-sentence errors with nothing written."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
 from inferlab.app.cli import main
 from inferlab.engines.endpoint.fake_server import FakeServer
+from inferlab.engines.labs.endpoint import bench
+from inferlab.engines.labs.endpoint import run as endpoint_run
+from inferlab.engines.labs.endpoint.section import read_endpoint_section
+from inferlab.engines.trace.recorder import TraceRecorder
 from tests.app.lab_helpers import wait_idle
 
 KEY = "sk-endpoint-lab-test-KEY-90c1d2"
@@ -29,7 +34,6 @@ def server():
     yield start
     for s in servers:
         s.stop()
-
 
 
 def set_fields(lab, url: str, requests: int = 6, key: str = "") -> None:
@@ -78,6 +82,31 @@ def test_idle_lab_contacts_nothing_then_runs_and_replays(qtbot, make_window, ser
     assert lab.view.status.text().startswith("Read-only snapshot: 6 requests")
     window.show_live()
     assert not lab.read_only and lab.view.run_button.isEnabled()
+
+
+def test_show_snapshot_draws_the_record_of_a_headless_run(qtbot, make_window, server):
+    """`inferlab run endpoint`'s section, read once into its EndpointSnapshot:
+    show_snapshot(record) draws the run's requests, metrics and settings read-only, and the
+    lab goes back to its own (idle) state after."""
+    fake = server(metrics=True)
+    p = argparse.ArgumentParser()
+    endpoint_run.add_arguments(p)
+    section, _ = endpoint_run.run(p.parse_args(["--url", fake.url, "--requests", "5",
+                                                "--scrape-hz", "4"]), TraceRecorder())
+    snapshot = read_endpoint_section(json.loads(json.dumps(section)))
+    window = make_window()
+    lab = window.lab("endpoint")
+    lab.show_snapshot(snapshot)
+    assert lab.read_only and not lab.view.run_button.isEnabled()
+    assert lab.record is snapshot.run
+    assert lab.view.timeline.segments.request_ids == tuple(f"r{i:04d}" for i in range(5))
+    assert lab.view.metrics.table.rowCount() > 5
+    assert lab.view.settings()["url"] == fake.url
+    assert lab.view.status.text() == (f"Read-only snapshot: 5 requests to {fake.url} "
+                                      "(fake-model).")
+    lab.show_live()
+    assert not lab.read_only and lab.record is None
+    assert lab.view.settings()["url"] != fake.url
 
 
 def test_stop_cancels_and_closes_every_connection(qtbot, make_window, server):
@@ -184,8 +213,6 @@ def test_bench_endpoint_sweeps_a_url_and_options_are_checked(capsys, server, mon
     out = json.loads(capsys.readouterr().out)
     assert [p["strategy"] for p in out["points"]] == ["synchronous", "throughput", "constant"]
     assert all(p["completed"] == 4 for p in out["points"])
-    import inferlab.engines.labs.endpoint.bench as bench
-
     monkeypatch.setattr(bench, "client_overhead", lambda: {"cpu_cores_per_100_streams": 0.1})
     monkeypatch.setattr(bench, "scrape_agreement",
                         lambda: {"server_vs_client_output_tokens_per_s": 1.0})

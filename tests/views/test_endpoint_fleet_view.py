@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from inferlab.engines.endpoint.fake_server import FakeServer
 from inferlab.engines.endpoint.load import EndpointRun
-from inferlab.engines.labs.endpoint.section import ENDPOINT_DEFAULTS, EndpointRecord
+from inferlab.engines.labs.endpoint.records import EndpointRecord
+from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS
 from inferlab.views.endpoint_timeline import EndpointTimelineView
 from inferlab.views.endpoint_view import EndpointView
 from tests.engines.endpoint.conftest import quick_settings, requests

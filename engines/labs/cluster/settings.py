@@ -9,6 +9,7 @@ from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT
 from inferlab.engines.cluster.layout import LAYOUTS, PD, layout_for
 from inferlab.engines.cluster.links import list_link_presets, load_link_preset
 from inferlab.engines.cluster.router import ROUTERS
+from inferlab.engines.fields import Setting, check_settings
 from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.labs.batching.settings import BATCHING_SETTINGS
@@ -17,7 +18,6 @@ from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scenarios import SIMULATED_SCENARIO_SCALE, workload_items
-from inferlab.engines.fields import Setting, check_settings
 
 CLUSTER_DEFAULTS = {
     "layout": PD,
@@ -67,6 +67,7 @@ CLUSTER_SETTINGS = {
         "slo_tpot_s")},
     "attainment": Setting("float", 0.01, 1.0),
 }
+
 
 def check_cluster_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked, with the layout's GPU arithmetic (ValueError naming

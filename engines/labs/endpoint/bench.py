@@ -1,4 +1,6 @@
-"""Benches of the endpoint engine that need no real server: each starts the fake one itself.
+"""`inferlab bench endpoint [--url URL] --json`: with --url, the guidellm-style sweep
+(engines/endpoint/sweep.py) against that server (`bench`); without it, benches of the endpoint
+engine that need no real server, each starting the fake one itself.
 
 `client_overhead` answers the issue's goal: how much CPU does the load generator spend per 100
 concurrent streams? The fake server runs in its OWN process, so this process's CPU time
@@ -22,8 +24,37 @@ from collections.abc import Iterator
 
 from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings, server_agreement
 from inferlab.engines.endpoint.sweep import endpoint_sweep
+from inferlab.engines.labs.endpoint.run import check_cli_settings
+from inferlab.engines.labs.endpoint.session import SweepPlan, api_key
+from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.workload import LengthDist, Workload, WorkloadRequest
+
+
+def add_bench_arguments(p) -> None:
+    p.add_argument("--url", default=None,
+                   help="sweep this server (without it: the client's overhead "
+                        "against its own fake server)")
+    p.add_argument("--model", default="", help="the model name (default: the "
+                                               "server's first)")
+    p.add_argument("--api-key-env", default="", metavar="VAR",
+                   help="the environment variable holding the API key")
+    p.add_argument("--rates", type=int, default=ENDPOINT_DEFAULTS["sweep_rates"],
+                   help="constant rates between the synchronous and throughput "
+                        "runs (default 3)")
+    p.add_argument("--requests", type=int, default=ENDPOINT_DEFAULTS["requests"],
+                   help="requests per sweep point (default 16)")
+
+
+def bench(args) -> dict:
+    """The sweep's figures against --url, or the client's overhead without it."""
+    if getattr(args, "url", None) is None:
+        return {"client_overhead": client_overhead(), "scrape_agreement": scrape_agreement()}
+    settings = check_cli_settings(dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model,
+                                       api_key_env=args.api_key_env, sweep_rates=args.rates,
+                                       requests=args.requests))
+    plan = SweepPlan.of(settings, settings["sweep_rates"])
+    return plan.run(api_key(settings["api_key_env"])).to_dict()
 
 
 @contextlib.contextmanager

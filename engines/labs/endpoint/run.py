@@ -1,45 +1,33 @@
-"""`inferlab run endpoint` and `inferlab bench endpoint`: load a real OpenAI-compatible server
-headless.
+"""`inferlab run endpoint`: load a real OpenAI-compatible server headless.
 
     inferlab run endpoint --url URL [--model NAME] [--workload FILE | --requests N --rate R |
                           --concurrency C] [--api-key-env VAR] [--max-seconds S]
                           [--side-by-side] --snapshot F [--json]
-    inferlab bench endpoint [--url URL] --json
 
 `run` probes the server (one clear sentence and no snapshot when it cannot be used: not
 http(s), unreachable, a refused key, not OpenAI-compatible), runs the workload, and returns
 (section, summary): the metrics and per request ttft_s, e2e_s, output_tokens, chunk_times_s
 (each chunk's arrival, seconds after the request was sent: the first is ttft_s, the last
-e2e_s) and error (None when it succeeded). The key is read from the environment variable named by
---api-key-env and goes nowhere but the server.
-
-`bench` with --url runs the guidellm-style sweep (sweep.py) against that server; without it,
-the client's overhead against its own fake server (bench.client_overhead).
+e2e_s) and error (None when it succeeded). The key is read from the environment variable
+named by --api-key-env and goes nowhere but the server. `inferlab bench endpoint` is bench.py.
 """
 
 from __future__ import annotations
 
-import os
-
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
 from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.engines.endpoint.url import api_root
-from inferlab.engines.labs.endpoint.section import (
-    ENDPOINT_DEFAULTS,
-    EndpointRecord,
-    check_endpoint_settings,
-    endpoint_requests,
-    endpoint_section,
-    endpoint_slo,
-    endpoint_trace,
-    endpoint_workload,
-    run_settings,
-)
 from inferlab.engines.fields import option_error
+from inferlab.engines.labs.endpoint.records import EndpointRecord
+from inferlab.engines.labs.endpoint.section import endpoint_section
+from inferlab.engines.labs.endpoint.session import api_key, run_endpoint
+from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS, check_endpoint_settings
+from inferlab.engines.labs.endpoint.side_by_side import compare_engines
+from inferlab.engines.labs.endpoint.trace import endpoint_trace
 
-OPTIONS = {"url": "--url", "urls": "--url", "router": "--router", "model": "--model", "requests": "--requests",
-           "rate_per_s": "--rate", "concurrency": "--concurrency", "seed": "--seed",
-           "max_duration_s": "--max-seconds", "slo_ttft_s": "--slo-ttft",
+OPTIONS = {"url": "--url", "urls": "--url", "router": "--router", "model": "--model",
+           "requests": "--requests", "rate_per_s": "--rate", "concurrency": "--concurrency",
+           "seed": "--seed", "max_duration_s": "--max-seconds", "slo_ttft_s": "--slo-ttft",
            "slo_tpot_s": "--slo-tpot", "scrape_hz": "--scrape-hz",
            "api_key_env": "--api-key-env", "engine_model": "--engine-model",
            "workload_file": "--workload", "sweep_rates": "--rates"}
@@ -95,21 +83,12 @@ def add_arguments(p) -> None:
                         f"path (default {d['engine_model']})")
 
 
-def _checked(settings: dict) -> dict:
+def check_cli_settings(settings: dict) -> dict:
+    """The settings checked, a bad one named by its option (ValueError)."""
     try:
         return check_endpoint_settings(settings, "settings")
     except ValueError as e:
         raise option_error(e, OPTIONS) from None
-
-
-def api_key(var: str) -> str | None:
-    """The key in environment variable `var` ("" or None: no key)."""
-    if not var:
-        return None
-    value = os.environ.get(var)
-    if not value:
-        raise ValueError(f"--api-key-env: the environment variable {var} is not set")
-    return value
 
 
 def settings_of(args) -> dict:
@@ -130,19 +109,7 @@ def settings_of(args) -> dict:
                                         else ENDPOINT_DEFAULTS["concurrency"])
     if args.concurrency is not None and args.concurrency < 1:
         raise ValueError(f"--concurrency: expected an integer >= 1, got {args.concurrency}")
-    return _checked(s)
-
-
-def run_endpoint(settings: dict, key: str | None, count_tokens=None):
-    """One load run of `settings` (checked): the EndpointRunResult. EndpointError (one
-    sentence) when the server cannot be used."""
-    # here, not at the top: every command imports this module at start-up (the registry's
-    # run arguments); the load runner, the side-by-side engines and the sweep load when used
-    from inferlab.engines.endpoint.load import EndpointRun
-
-    requests = endpoint_requests(settings)
-    return EndpointRun(run_settings(settings), requests, api_key=key,
-                       count_tokens=count_tokens, slo=endpoint_slo(settings)).run()
+    return check_cli_settings(s)
 
 
 def request_summary(r) -> dict:
@@ -164,8 +131,6 @@ def run(args, recorder):
     endpoint_trace(recorder, record, offset)
     side = None
     if args.side_by_side:
-        from inferlab.engines.labs.endpoint.side_by_side import compare_engines  # here: start-up
-
         with recorder.span("side by side: in-app engine and simulated GPU", cat="endpoint"):
             side = compare_engines(settings, record)
     section = endpoint_section(settings, record, side_by_side=side)
@@ -192,37 +157,3 @@ def side_by_side_rows(side: dict) -> list[dict]:
                      "output_tokens_per_s": m["output_tokens_per_s"]})
     return rows
 
-
-# ---- bench ---------------------------------------------------------------------------------
-
-def add_bench_arguments(p) -> None:
-    p.add_argument("--url", default=None,
-                   help="sweep this server (without it: the client's overhead "
-                        "against its own fake server)")
-    p.add_argument("--model", default="", help="the model name (default: the "
-                                               "server's first)")
-    p.add_argument("--api-key-env", default="", metavar="VAR",
-                   help="the environment variable holding the API key")
-    p.add_argument("--rates", type=int, default=ENDPOINT_DEFAULTS["sweep_rates"],
-                   help="constant rates between the synchronous and throughput "
-                        "runs (default 3)")
-    p.add_argument("--requests", type=int, default=ENDPOINT_DEFAULTS["requests"],
-                   help="requests per sweep point (default 16)")
-
-
-def bench(args) -> dict:
-    """The sweep's figures against --url, or the client's overhead without it."""
-    if getattr(args, "url", None) is None:
-        # here: start-up, as in run_endpoint
-        from inferlab.engines.labs.endpoint.bench import client_overhead, scrape_agreement
-
-        return {"client_overhead": client_overhead(), "scrape_agreement": scrape_agreement()}
-    from inferlab.engines.endpoint.sweep import endpoint_sweep  # here: start-up, as above
-
-    settings = _checked(dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model,
-                             api_key_env=args.api_key_env, sweep_rates=args.rates,
-                             requests=args.requests))
-    sweep = endpoint_sweep(run_settings(settings), endpoint_workload(settings),
-                           api_key=api_key(settings["api_key_env"]),
-                           n_rates=settings["sweep_rates"], slo=endpoint_slo(settings))
-    return sweep.to_dict()

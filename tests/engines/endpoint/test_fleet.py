@@ -11,12 +11,9 @@ import pytest
 
 from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
 from inferlab.engines.endpoint.routing import ServerRouter, prompt_word_ids
-from inferlab.engines.labs.endpoint.section import (
-    ENDPOINT_DEFAULTS,
-    EndpointRecord,
-    endpoint_section,
-    read_endpoint_section,
-)
+from inferlab.engines.labs.endpoint.records import EndpointRecord
+from inferlab.engines.labs.endpoint.section import endpoint_section, read_endpoint_section
+from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS
 from tests.engines.endpoint.conftest import quick_settings, requests
 
 TURNS = ("you are a helpful assistant who answers in one line " * 3).split()
@@ -77,8 +74,7 @@ def test_the_snapshot_keeps_each_servers_requests_and_metrics(fake_server):
     lab_settings = dict(ENDPOINT_DEFAULTS, url=servers[0].url, urls=[servers[1].url])
     section = json.loads(json.dumps(endpoint_section(lab_settings, record)))
     assert [s["url"] for s in section["state"]["run"]["servers"]] == [s.url for s in servers]
-    got = read_endpoint_section(section)
-    run = next(v for v in got if isinstance(v, EndpointRecord))
+    run = read_endpoint_section(section).run
     assert [r.server for r in run.results] == [r.server for r in record.results]
     assert [url for url, _ in run.servers] == [s.url for s in servers]
     bad = copy.deepcopy(section)

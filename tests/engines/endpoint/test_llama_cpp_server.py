@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
-from inferlab.engines.labs.endpoint.section import EndpointRecord
+from inferlab.engines.labs.endpoint.records import EndpointRecord
 from inferlab.engines.serve.workload import WorkloadRequest
 
 pytestmark = pytest.mark.slow

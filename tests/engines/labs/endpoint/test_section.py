@@ -4,6 +4,7 @@ ValueError naming the field, nothing else; the Gantt's segments and the per-requ
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import json
@@ -11,17 +12,16 @@ import random
 
 import pytest
 
+from inferlab.engines.endpoint.fake_server import FakeServer
 from inferlab.engines.endpoint.load import EndpointRun
 from inferlab.engines.endpoint.sweep import EndpointSweep, EndpointSweepPoint
 from inferlab.engines.labs.batching.timeline import DECODE, PREEMPTED, STALLED, WAITING
-from inferlab.engines.labs.endpoint.section import (
-    ENDPOINT_DEFAULTS,
-    EndpointRecord,
-    endpoint_section,
-    endpoint_trace,
-    read_endpoint_section,
-    request_segments,
-)
+from inferlab.engines.labs.endpoint import run as endpoint_run
+from inferlab.engines.labs.endpoint.records import EndpointRecord, EndpointSnapshot
+from inferlab.engines.labs.endpoint.section import endpoint_section, read_endpoint_section
+from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS
+from inferlab.engines.labs.endpoint.timeline import request_segments
+from inferlab.engines.labs.endpoint.trace import endpoint_trace
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.trace.recorder import TraceRecorder
 from tests.engines.endpoint.conftest import quick_settings, requests
@@ -30,8 +30,6 @@ from tests.fuzz import json_paths, mutate_json, run_cases
 
 @pytest.fixture(scope="module")
 def record():
-    from inferlab.engines.endpoint.fake_server import FakeServer
-
     with FakeServer(token_interval_s=0.002, metrics=True) as server:
         work = requests(3, output_tokens=5) + requests(1, prompt="[fake:http500]") \
             + requests(1, prompt="[fake:reset]", output_tokens=8)
@@ -56,8 +54,9 @@ def section(record):
 
 
 def test_a_section_reads_back_equal(record, section):
-    settings, got, sweep, side = read_endpoint_section(section)
-    assert settings == ENDPOINT_DEFAULTS
+    snapshot = read_endpoint_section(section)
+    got, sweep, side = snapshot.run, snapshot.sweep, snapshot.side_by_side
+    assert snapshot.settings == ENDPOINT_DEFAULTS
     assert got.results == tuple(dataclasses.replace(r, text="") for r in record.results)
     assert got.metrics == record.metrics and got.failures == record.failures == {
         "http": 1, "reset": 1}
@@ -70,9 +69,40 @@ def test_a_section_reads_back_equal(record, section):
     assert "\"api_key\"" not in json.dumps(section)  # the variable's name only
 
 
+def test_the_headless_runs_section_reads_into_one_frozen_record(monkeypatch):
+    """`inferlab run endpoint`'s section (key from the environment: in none of it) read once
+    into an EndpointSnapshot: the settings as checked, the run's requests and metrics as the
+    summary has them; assigning to any field is refused."""
+    key = "sk-frozen-record-KEY-5150"
+    monkeypatch.setenv("EP_FROZEN_KEY", key)
+    p = argparse.ArgumentParser()
+    endpoint_run.add_arguments(p)
+    with FakeServer(token_interval_s=0.002, api_key=key, metrics=True) as server:
+        args = p.parse_args(["--url", server.url, "--requests", "4", "--concurrency", "2",
+                             "--api-key-env", "EP_FROZEN_KEY", "--scrape-hz", "4"])
+        section, summary = endpoint_run.run(args, TraceRecorder())
+    blob = json.dumps(section)
+    assert key not in blob and key not in json.dumps(summary)
+    snapshot = read_endpoint_section(json.loads(blob))
+    assert isinstance(snapshot, EndpointSnapshot) and isinstance(snapshot.run, EndpointRecord)
+    assert snapshot.settings["url"] == server.url and snapshot.settings["concurrency"] == 2
+    assert snapshot.settings["api_key_env"] == "EP_FROZEN_KEY"
+    assert [r.index for r in snapshot.run.results] == [r["index"] for r in summary["requests"]]
+    assert [r.output_tokens for r in snapshot.run.results] == [
+        r["output_tokens"] for r in summary["requests"]]
+    assert snapshot.run.metrics["completed"] == summary["completed"] == 4
+    assert snapshot.run.model == summary["model"] == "fake-model"
+    assert snapshot.sweep is None and snapshot.side_by_side is None
+    for name in ("settings", "run", "sweep", "side_by_side"):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(snapshot, name, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snapshot.run.model = "another"
+
+
 def test_an_empty_section_is_a_lab_that_had_not_run():
-    assert read_endpoint_section(endpoint_section(dict(ENDPOINT_DEFAULTS), None))[1:] == (
-        None, None, None)
+    assert read_endpoint_section(endpoint_section(dict(ENDPOINT_DEFAULTS), None)) == \
+        EndpointSnapshot(ENDPOINT_DEFAULTS, None, None, None)
 
 
 def test_seeded_fuzz_gives_a_named_value_error_or_reads(section):
