@@ -113,7 +113,7 @@ gpu-check:
 		from inferlab.engines.labs.attention.bench import run_attention_bench as b; \
 		print_json(b())' > $(GPU_OUT)/bench-attention.json
 	PYTHONPATH=$(GPU_SITE) $(GPU_PY) -c 'import torch; from inferlab.app.cli import print_json; \
-		from inferlab.app.benches.roofline import run_roofline_bench as b; \
+		from inferlab.engines.labs.roofline.bench import run_roofline_bench as b; \
 		print_json(b("cuda:0" if torch.cuda.is_available() else "cpu"))' \
 		> $(GPU_OUT)/bench-roofline-gpu.json
 

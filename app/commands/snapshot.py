@@ -6,13 +6,11 @@ import time
 
 from inferlab.app import __version__
 from inferlab.engines.labs.hardware.section import hardware_section
-from inferlab.engines.labs.memory.section import (
-    MEMORY_DEFAULTS,
-    memory_plans,
-    memory_section,
-    preset_target,
-)
-from inferlab.engines.labs.roofline.section import ROOFLINE_DEFAULTS, roofline_section
+from inferlab.engines.labs.memory.section import memory_section
+from inferlab.engines.labs.memory.session import memory_plans, preset_target
+from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS
+from inferlab.engines.labs.roofline.section import roofline_section
+from inferlab.engines.labs.roofline.settings import ROOFLINE_DEFAULTS
 
 
 def register(sub) -> None:

@@ -5,15 +5,12 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.hardware.microbench import measure_roofs
-from inferlab.engines.hardware.telemetry import TelemetrySampler
-from inferlab.engines.labs.hardware.section import (
-    HARDWARE_DEFAULTS,
-    HARDWARE_SETTINGS,
-    hardware_section,
-    read_hardware_section,
-)
 from inferlab.engines.fields import clean_settings
+from inferlab.engines.hardware.telemetry import TelemetrySampler
+from inferlab.engines.labs.hardware.records import HardwareSnapshot
+from inferlab.engines.labs.hardware.section import hardware_section
+from inferlab.engines.labs.hardware.session import hardware_roofs, start_sampler
+from inferlab.engines.labs.hardware.settings import HARDWARE_DEFAULTS, HARDWARE_SETTINGS
 from inferlab.views.hardware_view import HardwareView
 
 REFRESH_MS = 250  # the charts redraw at 4 Hz; samples arrive at 1–10 Hz
@@ -51,9 +48,7 @@ class HardwareLab(Lab):
     def _start_sampler(self) -> TelemetrySampler:
         """Sample the host and every GPU of the device list (none while it is unknown)."""
         gpus = None if self.context.devices else []  # None: every CUDA device torch sees
-        sampler = TelemetrySampler(hz=self.sample_hz, capacity=600, gpus=gpus)
-        sampler.start()
-        return sampler
+        return start_sampler(self.sample_hz, gpus)
 
     def _on_devices_known(self) -> None:
         if self._shut_down:
@@ -95,7 +90,8 @@ class HardwareLab(Lab):
         device = self.context.device_id
 
         def work(progress, should_stop):
-            return measure_roofs(device, quick=self.context.quick, progress=progress, should_stop=should_stop)
+            return hardware_roofs(device, quick=self.context.quick, progress=progress,
+                                  should_stop=should_stop)
 
         self.run_task(f"Measuring roofs on {device}", work, self.context.set_roofs,
                       on_end=self._render_device)
@@ -109,18 +105,16 @@ class HardwareLab(Lab):
         return hardware_section(self.settings(), self.context.devices,
                                          self.sampler.history(), self.context.all_roofs())
 
-    def show_snapshot(self, section: dict) -> None:
-        devices, history, roofs = read_hardware_section(section)
+    def show_snapshot(self, record: HardwareSnapshot) -> None:
         self.read_only = True
-        chosen = section.get("settings", {}).get("device")
-        device = next((d for d in devices if d.get("id") == chosen), devices[0] if devices else None)
+        device = record.shown_device()
         if device is not None:
             self.view.render_device(device)
-        self.view.render_roofs(roofs.get(device.get("id")) if device else None)
+        self.view.render_roofs(record.roofs.get(device.get("id")) if device else None)
         self.view.measure_button.setEnabled(False)
         self.view.rate.setEnabled(False)
-        if history is not None:
-            self.view.render_telemetry(history)
+        if record.telemetry is not None:
+            self.view.render_telemetry(record.telemetry)
 
     def show_live(self) -> None:
         super().show_live()

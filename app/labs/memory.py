@@ -7,43 +7,18 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.hardware.presets import all_hardware_presets
-from inferlab.engines.labs.memory.section import (
-    MEMORY_DEFAULTS,
-    MEMORY_SETTINGS,
-    memory_plans,
-    memory_section,
-    preset_target,
-    read_memory_section,
-)
+from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.memory.records import MemorySnapshot
+from inferlab.engines.labs.memory.section import memory_section
+from inferlab.engines.labs.memory.session import LOCAL, memory_plans, memory_targets
+from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS, MEMORY_SETTINGS
 from inferlab.engines.model.config import (
     ConfigError,
     list_model_presets,
     load_hf_config,
     load_model_preset,
 )
-from inferlab.engines.roofline.units import format_bytes
-from inferlab.engines.fields import clean_settings
 from inferlab.views.memory_view import MemoryView
-
-LOCAL = "local"  # target id of the selected compute device (with its measured bandwidth)
-
-
-def memory_targets(context) -> dict[str, dict]:
-    """Target id → {"id", "label", "memory_bytes", "bw_bytes_per_s"} for the device combo."""
-    device = context.device()
-    roofs = context.roofs()
-    targets = {LOCAL: {
-        "id": LOCAL,
-        "label": f"This machine: {device.id} ({format_bytes(device.memory_bytes)}"
-                 + (f", measured {roofs.bw_bytes_per_s / 1e9:.0f} GB/s)" if roofs else ", not measured)"),
-        "memory_bytes": device.memory_bytes,
-        "bw_bytes_per_s": roofs.bw_bytes_per_s if roofs else None,
-    }}
-    for preset in all_hardware_presets():
-        if preset.kind == "gpu":
-            targets[preset.id] = preset_target(preset)
-    return targets
 
 
 class MemoryLab(Lab):
@@ -67,7 +42,7 @@ class MemoryLab(Lab):
     def _refresh_choices(self) -> None:
         if self.read_only:
             return
-        self.targets = memory_targets(self.context)
+        self.targets = memory_targets(self.context.device(), self.context.roofs())
         models = [(m, load_model_preset(m).name) for m in list_model_presets()]
         models += [(key, f"{cfg.name} (imported)") for key, cfg in self.imported.items()]
         self.view.set_choices(models, [(k, t["label"]) for k, t in self.targets.items()])
@@ -127,8 +102,8 @@ class MemoryLab(Lab):
         cfg, plan, target = self._last
         return memory_section(self._settings, cfg, plan, target)
 
-    def show_snapshot(self, section: dict) -> None:
-        settings, cfg, target = read_memory_section(section)
+    def show_snapshot(self, record: MemorySnapshot) -> None:
+        settings, cfg, target = record.settings, record.model_config, record.target
         plan, variants = memory_plans(settings, cfg, target)
         self.read_only = True
         self.view.set_choices([(settings["model"], cfg.name)], [(settings["target"], target["label"])])

@@ -88,6 +88,8 @@ LABS: tuple[LabSpec, ...] = (
             Headline("roofs.*.bandwidth_bytes_per_s", "memory bandwidth", "bytes/s", "higher"),
             Headline("roofs.*.knee_flops_per_byte.*", "knee P / W", "FLOP/byte")),
         compare_plots="inferlab.engines.labs.hardware.compare_plots:hardware_plots",
+        run_arguments="inferlab.engines.labs.hardware.run:add_arguments",
+        run="inferlab.engines.labs.hardware.run:run",
     ),
     LabSpec(
         id="roofline",
@@ -108,7 +110,9 @@ LABS: tuple[LabSpec, ...] = (
             Headline("knee_flops_per_byte.*", "knee P / W", "FLOP/byte")),
         formulas="inferlab.engines.labs.roofline.formulas:roofline_formulas",
         compare_plots="inferlab.engines.labs.roofline.compare_plots:roofline_plots",
-        bench="inferlab.app.benches.roofline:run_roofline_bench",
+        run_arguments="inferlab.engines.labs.roofline.run:add_arguments",
+        run="inferlab.engines.labs.roofline.run:run",
+        bench="inferlab.engines.labs.roofline.bench:run_roofline_bench",
     ),
     LabSpec(
         id="memory",
@@ -129,6 +133,8 @@ LABS: tuple[LabSpec, ...] = (
             Headline("max_context", "longest context at this batch", "tokens", "higher")),
         formulas="inferlab.engines.labs.memory.formulas:memory_formulas",
         compare_plots="inferlab.engines.labs.memory.compare_plots:memory_plots",
+        run_arguments="inferlab.engines.labs.memory.run:add_arguments",
+        run="inferlab.engines.labs.memory.run:run",
     ),
     LabSpec(
         id="mcu",

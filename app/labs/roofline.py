@@ -3,35 +3,22 @@
 from __future__ import annotations
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
+from inferlab.engines.fields import clean_settings
 from inferlab.engines.hardware.op_points import NATIVE_SUFFIX
 from inferlab.engines.hardware.presets import all_hardware_presets
-from inferlab.engines.labs.roofline.section import (
-    ROOFLINE_DEFAULTS,
-    ROOFLINE_SETTINGS,
-    read_roofline_section,
-    roofline_section,
+from inferlab.engines.labs.roofline.records import RooflineSnapshot
+from inferlab.engines.labs.roofline.section import roofline_section
+from inferlab.engines.labs.roofline.session import (
+    measure_roofline,
+    model_steps,
+    preset_peak,
+    roofline_model,
 )
+from inferlab.engines.labs.roofline.settings import ROOFLINE_DEFAULTS, ROOFLINE_SETTINGS
 from inferlab.engines.model.config import list_model_presets, load_model_preset
-from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
 from inferlab.engines.roofline.formulas import attainable_flops
-from inferlab.engines.fields import clean_settings
 from inferlab.views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
 from inferlab.views.roofline_view import RooflineView
-
-DECODE_BATCHES = (1, 4, 16, 64, 256)
-PREFILL_LENGTHS = (16, 128, 1024)
-
-
-def preset_peak(preset, dtype: str) -> float | None:
-    """A preset's peak for `dtype`, falling back to its 16-bit figure (fp32 never borrows)."""
-    peaks = preset.peak_flops
-    if dtype in peaks:
-        return peaks[dtype]
-    for alt in ("bf16", "fp16") if dtype != "fp32" else ():
-        if alt in peaks:
-            return peaks[alt]
-    return None
 
 
 def build_scene(settings: dict, roofs, points, cfg, presets) -> tuple[RooflineScene, tuple]:
@@ -55,12 +42,8 @@ def build_scene(settings: dict, roofs, points, cfg, presets) -> tuple[RooflineSc
     scene_points: list[RooflinePoint] = []
     _, peak, bw = main
     if cfg is not None and peak:
-        context = int(settings["context"])
-        wd, kd = settings["weight_dtype"], settings["kv_dtype"]
-        for batch, cost in zip(DECODE_BATCHES, decode_batch_sweep(cfg, context, DECODE_BATCHES, wd, kd), strict=True):
-            scene_points.append(_analytic(cost, f"decode B={batch}, L={context}", f"{cfg.name} decode", peak, bw))
-        for length, cost in zip(PREFILL_LENGTHS, prefill_length_sweep(cfg, PREFILL_LENGTHS, 1, wd, kd), strict=True):
-            scene_points.append(_analytic(cost, f"prefill L={length}", f"{cfg.name} prefill", peak, bw))
+        scene_points += [_analytic(cost, label, series, peak, bw)
+                         for label, series, cost in model_steps(cfg, settings)]
     for point in points:
         series = "measured GEMV-like (decode), torch" if point.name.startswith(
             ("gemv", "skinny", "decode")) else "measured matmul"
@@ -126,18 +109,15 @@ class RooflineLab(Lab):
             if self.widget.isVisible():
                 self.activated()
 
-    def _model(self, model_id):
-        try:
-            return load_model_preset(model_id)
-        except ValueError:
-            return None
-
     def redraw(self) -> None:
         if self.read_only:
-            settings, roofs, points, cfg = self._replay
+            replay = self._replay
+            settings, roofs, points, cfg = (replay.settings, replay.roofs, replay.points,
+                                            replay.model_config)
         else:
             settings, roofs = self._settings, self.context.roofs()
-            points, cfg = self.points.get(self.context.device_id, []), self._model(settings["model"])
+            points = self.points.get(self.context.device_id, [])
+            cfg = roofline_model(settings["model"])
         scene, self._main = build_scene(settings, roofs, points, cfg, self.presets)
         self.view.plot.draw(scene)
         # Until the user hovers, explain the first modelled decode step (the memory-bound case).
@@ -153,21 +133,11 @@ class RooflineLab(Lab):
     def measure(self) -> None:
         if self.busy() or self.read_only:
             return
-        device = self.context.device_id
-        dtype = self._settings["dtype"] if self._settings["dtype"] in ("fp32", "bf16", "fp16") else "fp32"
+        device, dtype = self.context.device_id, self._settings["dtype"]
         self.view.set_busy(True, f"Measuring {device}…")
 
         def work(progress, should_stop):
-            roofs = measure_roofs(device, quick=self.context.quick, progress=lambda f, m: progress(0.7 * f, m),
-                                  should_stop=should_stop)
-            if dtype not in roofs.peak_flops:
-                used = "fp32"
-            else:
-                used = dtype
-            points = measure_op_points(device, dtype=used, quick=self.context.quick,
-                                       progress=lambda f, m: progress(0.7 + 0.3 * f, m),
-                                       should_stop=should_stop)
-            return roofs, points
+            return measure_roofline(device, dtype, self.context.quick, progress, should_stop)
 
         def result(value):
             roofs, points = value
@@ -186,14 +156,13 @@ class RooflineLab(Lab):
 
     def snapshot_section(self) -> dict:
         return roofline_section(self._settings, self.context.roofs(),
-                                         self.points.get(self.context.device_id, []),
-                                         self._model(self._settings["model"]))
+                                self.points.get(self.context.device_id, []),
+                                roofline_model(self._settings["model"]))
 
-    def show_snapshot(self, section: dict) -> None:
-        settings, roofs, points, cfg = read_roofline_section(section)
-        self._replay = (settings, roofs, points, cfg)
+    def show_snapshot(self, record: RooflineSnapshot) -> None:
+        self._replay = record
         self.read_only = True
-        self.view.set_settings(settings)
+        self.view.set_settings(record.settings)
         self.view.set_read_only(True)
         self.view.set_busy(False, "Snapshot (read-only)")
         self.view.measure_button.setEnabled(False)

@@ -8,11 +8,14 @@ import json
 import pytest
 
 from inferlab.app.cli import main
+from inferlab.app.labs.registry import lab_spec, resolve
 from inferlab.engines.labs.mcu.section import read_mcu_section
+from inferlab.engines.labs.memory.session import memory_plans
 from inferlab.engines.mcu.examples import examples_dir
 from inferlab.engines.mcu.graph import load_model
 from inferlab.engines.mcu.model_planners import plan_model
 from inferlab.engines.mcu.op_costs import op_macs
+from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.trace.snapshot import read_snapshot
 
 MODELS = examples_dir()
@@ -85,3 +88,67 @@ def test_run_mcu_on_a_model_the_interpreter_cannot_run(capsys, tmp_path):
     state = read_mcu_section(read_snapshot(out).labs["mcu"]).state
     assert state.host_run is None and "SVDF" in state.note
     assert state.layouts[0].arena_bytes == 672
+
+
+def _record(lab: str, path):
+    """The lab's section in the snapshot at `path`, read by its registry reader."""
+    return resolve(lab_spec(lab).read_section)(read_snapshot(path).labs[lab])
+
+
+def test_run_hardware_roofline_memory_write_what_the_window_shows(capsys, tmp_path,
+                                                                  make_window):
+    paths = {lab: tmp_path / f"{lab}.json" for lab in ("hardware", "roofline", "memory")}
+    assert main(["run", "hardware", "--samples", "2", "--snapshot", str(paths["hardware"]),
+                 "--json"]) == 0
+    hw_metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert main(["run", "roofline", "--preset", "h100-sxm", "--dtype", "bf16", "--snapshot",
+                 str(paths["roofline"])]) == 0
+    assert "peak_flops: fp32" in capsys.readouterr().out
+    assert main(["run", "memory", "--model", "llama-3-8b", "--context", "4096", "--batch", "8",
+                 "--tp", "2", "--snapshot", str(paths["memory"]), "--json"]) == 0
+    mem_metrics = json.loads(capsys.readouterr().out)["metrics"]
+
+    hardware = _record("hardware", paths["hardware"])
+    assert hardware.settings == {"sample_hz": 10.0, "device": "cpu"}
+    assert hardware.shown_device()["id"] == "cpu" and hardware.telemetry.t_s.size == 2
+    assert hardware.roofs["cpu"].peak_flops == hw_metrics["peak_flops"]
+    roofline = _record("roofline", paths["roofline"])
+    assert (roofline.settings["presets"], roofline.settings["dtype"]) == (["h100-sxm"], "bf16")
+    assert roofline.model_config.name == load_model_preset("smollm2-135m").name
+    assert roofline.points and all("bf16" in p.name for p in roofline.points)
+    memory = _record("memory", paths["memory"])
+    assert (memory.settings["context"], memory.settings["batch"], memory.settings["tp"]) == \
+        (4096, 8, 2)
+    assert memory.target["id"] == "h100-sxm"
+    plan, _variants = memory_plans(memory.settings, memory.model_config, memory.target)
+    assert plan.kv_bytes_total == mem_metrics["kv_bytes_total"] == 4096 * 8 * 131072 // 2
+    for record in (hardware, roofline, memory):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.settings = {}
+
+    window = make_window()
+    labs = {lab: window.lab(lab) for lab in paths}
+    for lab, path in paths.items():
+        labs[lab].show_snapshot(_record(lab, path))  # the record, as restore_labs hands it
+        assert labs[lab].read_only
+    assert labs["hardware"].view.roofs_note.text() == "Measured on cpu."
+    assert labs["hardware"].view.roofs_table.rowCount() == \
+        2 * len(hardware.roofs["cpu"].peak_flops) + 1
+    scene = labs["roofline"].view.plot.scene_record
+    assert [roof.label for roof in scene.roofs] == [f"cpu measured ({roofline.roof_dtype()})",
+                                                    "NVIDIA H100 SXM5 80GB (datasheet)"]
+    assert sum(p.measured for p in scene.points) == len(roofline.points)
+    assert labs["memory"].view.batch.value() == 8 and not labs["memory"].view.batch.isEnabled()
+
+
+def test_run_roofline_and_memory_errors_name_the_option(capsys, tmp_path):
+    out = tmp_path / "x.json"
+    assert main(["run", "roofline", "--dtype", "fp99", "--snapshot", str(out)]) == 2
+    assert "--dtype: expected one of" in capsys.readouterr().err
+    assert main(["run", "memory", "--context", "0", "--snapshot", str(out)]) == 2
+    assert "--context: expected an integer in 1..10,000,000" in capsys.readouterr().err
+    assert main(["run", "memory", "--target", "cortex-m4-80mhz", "--snapshot", str(out)]) == 2
+    assert "--target: cortex-m4-80mhz is a" in capsys.readouterr().err
+    assert main(["run", "memory", "--model", "no-such-model", "--snapshot", str(out)]) == 2
+    assert "--model:" in capsys.readouterr().err
+    assert not out.exists()

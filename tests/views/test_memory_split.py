@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from inferlab.engines.hardware.presets import load_hardware_preset
-from inferlab.engines.labs.memory.section import MEMORY_DEFAULTS, memory_plans, preset_target
+from inferlab.engines.labs.memory.session import memory_plans, preset_target
+from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.roofline.units import format_bytes
 from inferlab.views.memory_view import MemoryView

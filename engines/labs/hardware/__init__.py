@@ -1,2 +1,3 @@
-"""The hardware lab: its settings and snapshot section (`section`): devices, telemetry
-history and measured roofs, from engines/hardware."""
+"""The hardware lab: its settings, records (`HardwareSnapshot`), what it measures
+(`session`: device discovery, telemetry, the roofs), snapshot section and headless run
+(`inferlab run hardware`), from engines/hardware."""

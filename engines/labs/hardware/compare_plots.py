@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferlab.engines.labs.hardware.records import HardwareSnapshot
 from inferlab.engines.labs.roofline.compare_plots import X_LABEL, Y_LABEL, roof_curve
 from inferlab.engines.trace.overlay import Curve, Plot
 
 
-def hardware_plots(read) -> list[Plot]:
-    """`read`: what read_hardware_section returns (devices, TelemetryHistory or None,
-    device id -> MeasuredRoofs)."""
-    _devices, history, roofs = read
+def hardware_plots(snapshot: HardwareSnapshot) -> list[Plot]:
+    """`snapshot`: what read_hardware_section returns."""
+    history, roofs = snapshot.telemetry, snapshot.roofs
     plots = []
     curves = tuple(roof_curve(f"{device} {dtype}", peak, r.bw_bytes_per_s,
                               dashed=dtype != "fp32")

@@ -1,2 +1,3 @@
-"""The memory (KV/VRAM) lab: its settings and snapshot section (`section`), above
-engines/roofline/memory.py (the calculator) and the model and hardware presets."""
+"""The memory (KV/VRAM) lab: its settings, records (`MemorySnapshot`), plans (`session`),
+snapshot section and headless run (`inferlab run memory`), above engines/roofline/memory.py
+(the calculator) and the model and hardware presets."""

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.engines.labs.memory.section import MEMORY_SETTINGS, memory_plans
+from inferlab.engines.labs.memory.records import MemorySnapshot
+from inferlab.engines.labs.memory.session import memory_plans
+from inferlab.engines.labs.memory.settings import MEMORY_SETTINGS
 from inferlab.engines.trace.overlay import Curve, Plot
 
 GIB = 2**30
 
 
-def memory_plots(read) -> list[Plot]:
-    """`read`: what read_memory_section returns (settings, ModelConfig, target)."""
-    settings, cfg, target = read
+def memory_plots(snapshot: MemorySnapshot) -> list[Plot]:
+    """`snapshot`: what read_memory_section returns."""
+    settings, cfg, target = snapshot.settings, snapshot.model_config, snapshot.target
     high = min(4 * int(settings["context"]), int(MEMORY_SETTINGS["context"].high))
     contexts = np.unique(np.append(np.geomspace(min(256, high), high, 33).astype(np.int64),
                                    int(settings["context"])))  # the lab's own plan among them

@@ -6,16 +6,17 @@ GPU's KV and weights, what fits, the decode bound. The numbers are the lab's own
 from __future__ import annotations
 
 from inferlab.engines.dtypes import bytes_per_element
-from inferlab.engines.labs.memory.section import memory_plans
+from inferlab.engines.labs.memory.records import MemorySnapshot
+from inferlab.engines.labs.memory.session import memory_plans
 from inferlab.engines.roofline.parallel import gpu_share
 from inferlab.engines.roofline.units import format_bandwidth, format_bytes
 
 
-def memory_formulas(read) -> list[tuple[str, str]]:
-    """`read`: what read_memory_section returns (settings, ModelConfig, target).
-    (formula, substituted) pairs, one GPU's of a t × p group."""
-    settings, cfg, target = read
-    plan, _variants = memory_plans(settings, cfg, target)
+def memory_formulas(snapshot: MemorySnapshot) -> list[tuple[str, str]]:
+    """`snapshot`: what read_memory_section returns. (formula, substituted) pairs, one GPU's
+    of a t × p group."""
+    cfg = snapshot.model_config
+    plan, _variants = memory_plans(snapshot.settings, cfg, snapshot.target)
     share = gpu_share(cfg, plan.tp, plan.pp, plan.weight_dtype, plan.kv_dtype)
     split = f" ÷ (t × p = {plan.tp * plan.pp})" if plan.tp * plan.pp > 1 else ""
     out = [

@@ -1,1 +1,3 @@
-"""The roofline lab's snapshot section: above engines/hardware (measured roofs) and engines/roofline (costs)."""
+"""The roofline lab: its settings, records (`RooflineSnapshot`), measurements (`session`:
+roofs, operation points, the model's steps), snapshot section, headless run and bench; above
+engines/hardware (measured roofs) and engines/roofline (costs)."""

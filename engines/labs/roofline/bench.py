@@ -1,19 +1,21 @@
-"""Are the measured roofs right? InferLab's figures against plain torch loops, side by side."""
+"""`inferlab bench roofline`: are the measured roofs right? InferLab's figures against plain
+torch loops, side by side."""
 
 from __future__ import annotations
 
 import statistics
 import time
 
+import torch
+
+from inferlab.engines.dtypes import torch_dtype
+from inferlab.engines.hardware.microbench import measure_roofs
+
 
 def plain_matmul_flops(device: str, dtype: str, sizes=None, repeats: int = 5) -> float:
     """Best FLOP/s of a bare `a @ b` over a few sizes, timed with perf_counter (reference).
 
     GPUs get large sizes: at n ≤ 3072 launch and sync overheads hide an H100-class peak."""
-    import torch
-
-    from inferlab.engines.dtypes import torch_dtype
-
     dev = torch.device(device)
     if sizes is None:
         sizes = (4096, 8192) if dev.type == "cuda" else (1024, 2048, 3072)
@@ -35,8 +37,6 @@ def plain_matmul_flops(device: str, dtype: str, sizes=None, repeats: int = 5) ->
 
 def plain_copy_bandwidth(device: str, nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
     """Best bytes/s of `y.copy_(x)` (read + write counted) into a preallocated buffer."""
-    import torch
-
     dev = torch.device(device)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
     y = torch.empty_like(x)
@@ -52,8 +52,6 @@ def plain_copy_bandwidth(device: str, nbytes: int = 256 * 2**20, repeats: int = 
 
 
 def _sync(dev) -> None:
-    import torch
-
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
 
@@ -61,8 +59,6 @@ def _sync(dev) -> None:
 def run_roofline_bench(device: str = "cpu", rounds: int = 3) -> dict:
     """InferLab's roofs and the plain figures, interleaved over `rounds` (each side keeps its
     best round, so load from other processes hurts both alike); ratios near 1 are right."""
-    from inferlab.engines.hardware.microbench import measure_roofs
-
     ours: dict[str, float] = {}
     plain: dict[str, float] = {}
     for _ in range(rounds):

@@ -8,6 +8,7 @@ FLOP/s). `roof_curve` is the hardware lab's too.
 
 from __future__ import annotations
 
+from inferlab.engines.labs.roofline.records import RooflineSnapshot
 from inferlab.engines.roofline.formulas import roofline_curve
 from inferlab.engines.trace.overlay import Curve, Plot
 
@@ -22,13 +23,13 @@ def roof_curve(name: str, peak_flops: float, bw_bytes_per_s: float,
     return Curve(name, intensity, attainable, dashed=dashed)
 
 
-def roofline_plots(read) -> list[Plot]:
-    """`read`: what read_roofline_section returns (settings, roofs, points, model config).
-    No plot without a measured roof or point."""
-    settings, roofs, points, _cfg = read
+def roofline_plots(snapshot: RooflineSnapshot) -> list[Plot]:
+    """`snapshot`: what read_roofline_section returns. No plot without a measured roof or
+    point."""
+    roofs, points = snapshot.roofs, snapshot.points
     curves = []
     if roofs is not None:
-        dtype = settings["dtype"] if settings["dtype"] in roofs.peak_flops else "fp32"
+        dtype = snapshot.roof_dtype()
         curves.append(roof_curve(f"{roofs.device} roof ({dtype})", roofs.peak_flops[dtype],
                                  roofs.bw_bytes_per_s))
     if points:

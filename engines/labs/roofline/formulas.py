@@ -5,6 +5,7 @@ from engines/roofline/formulas.py, where the formulas live.
 
 from __future__ import annotations
 
+from inferlab.engines.labs.roofline.records import RooflineSnapshot
 from inferlab.engines.roofline.formulas import (
     arithmetic_intensity,
     attainable_flops,
@@ -17,10 +18,10 @@ MAX_POINTS = 12
 """Measured operations substituted, at most (the rest are in the snapshot's state)."""
 
 
-def roofline_formulas(read) -> list[tuple[str, str]]:
-    """`read`: what read_roofline_section returns. (formula, substituted) pairs; none
+def roofline_formulas(snapshot: RooflineSnapshot) -> list[tuple[str, str]]:
+    """`snapshot`: what read_roofline_section returns. (formula, substituted) pairs; none
     without a measured roof."""
-    settings, roofs, points, _cfg = read
+    roofs, points = snapshot.roofs, snapshot.points
     if roofs is None:
         return []
     w = roofs.bw_bytes_per_s
@@ -29,7 +30,7 @@ def roofline_formulas(read) -> list[tuple[str, str]]:
         out.append((f"knee I* = P / W ({roofs.device}, {dtype})",
                     f"{format_flops(p)} / {format_bandwidth(w)} = "
                     f"{float(knee_intensity(p, w)):.4g} FLOP/byte"))
-    dtype = settings["dtype"] if settings["dtype"] in roofs.peak_flops else "fp32"
+    dtype = snapshot.roof_dtype()
     p = roofs.peak_flops[dtype]
     for point in points[:MAX_POINTS]:
         i = float(arithmetic_intensity(point.flops, point.bytes_moved))

@@ -1,34 +1,18 @@
-"""The roofline lab's snapshot section: measured roofs, measured op points, the model placed."""
+"""The roofline lab's snapshot section (`labs.roofline`): measured roofs, measured operation
+points, the model placed; and its strict reader."""
 
 from __future__ import annotations
 
-from inferlab.engines.dtypes import DTYPE_NAMES
+from inferlab.engines.fields import named, read_list, read_object
 from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
-from inferlab.engines.hardware.presets import list_hardware_presets
+from inferlab.engines.labs.roofline.records import RooflineSnapshot
+from inferlab.engines.labs.roofline.settings import check_roofline_settings
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.fields import Setting, check_settings, named, read_list, read_object
-from inferlab.engines.trace.snapshot import lab_section as section
-from inferlab.engines.trace.snapshot import section_field
-
-ROOFLINE_DEFAULTS = {"dtype": "fp32", "presets": [], "model": "smollm2-135m", "context": 1024,
-                     "weight_dtype": "fp32", "kv_dtype": "fp32"}
+from inferlab.engines.trace.snapshot import lab_section, section_field
 
 
-def _hardware_ids():
-    return list_hardware_presets()
-
-
-ROOFLINE_SETTINGS = {
-    "dtype": Setting("str", choices=DTYPE_NAMES),
-    "presets": Setting("str-list", choices=_hardware_ids),
-    "model": Setting("str"),
-    "context": Setting("int", 1, 1_000_000),  # the view's range
-    "weight_dtype": Setting("str", choices=DTYPE_NAMES),
-    "kv_dtype": Setting("str", choices=DTYPE_NAMES),
-}
-
-
-def roofline_section(settings: dict, roofs: MeasuredRoofs | None, points, model_config=None) -> dict:
+def roofline_section(settings: dict, roofs: MeasuredRoofs | None, points,
+                     model_config=None) -> dict:
     state = {"roofs": roofs.to_dict() if roofs is not None else None,
              "measured_points": [p.to_dict() for p in points],
              "model_config": model_config.to_dict() if model_config is not None else None}
@@ -36,13 +20,13 @@ def roofline_section(settings: dict, roofs: MeasuredRoofs | None, points, model_
     if roofs is not None:
         metrics = {"peak_flops": dict(roofs.peak_flops),
                    "bandwidth_bytes_per_s": roofs.bw_bytes_per_s,
-                   "knee_flops_per_byte": {k: v / roofs.bw_bytes_per_s for k, v in roofs.peak_flops.items()}}
-    return section(settings, state, metrics)
+                   "knee_flops_per_byte": {k: v / roofs.bw_bytes_per_s
+                                           for k, v in roofs.peak_flops.items()}}
+    return lab_section(settings, state, metrics)
 
 
-def read_roofline_section(sec: dict):
-    """(settings, MeasuredRoofs or None, [MeasuredPoint], ModelConfig or None); ValueError
-    names the bad field."""
+def read_roofline_section(sec: dict) -> RooflineSnapshot:
+    """A snapshot's `labs.roofline` as a RooflineSnapshot; ValueError names the bad field."""
     where = "labs.roofline"
     read_object(sec, where)
     settings = section_field(sec, "settings", where)
@@ -62,9 +46,8 @@ def read_roofline_section(sec: dict):
     if cfg_raw:
         with named(f"{where}.state.model_config"):
             cfg = ModelConfig.from_dict(cfg_raw)
-    settings = check_settings(settings, ROOFLINE_SETTINGS, ROOFLINE_DEFAULTS,
-                              f"{where}.settings")
-    return settings, roofs, points, cfg
+    settings = check_roofline_settings(settings, f"{where}.settings")
+    return RooflineSnapshot(settings, roofs, tuple(points), cfg)
 
 
 def _point(d, where: str) -> MeasuredPoint:
