@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inferlab.engines.labs.quant.evaluation import describe, lab_schemes
-from inferlab.engines.labs.quant.section import LINEAR_CHOICES, layer_schemes
+from inferlab.engines.labs.quant.evaluation import describe
+from inferlab.engines.labs.quant.settings import LINEAR_CHOICES, lab_schemes, layer_schemes
 from inferlab.views.choices import kernel_choice, refill_choices, select_choice
 from inferlab.views.quant_layer import LayerPanel
 from inferlab.views.quant_model import ModelPanel

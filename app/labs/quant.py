@@ -11,15 +11,13 @@ Cancel stops between — or inside, through the progress callback — GPTQ's and
 from __future__ import annotations
 
 from inferlab.app.labs.base import Lab
-from inferlab.engines.labs.quant.section import (
-    PPL_KEYS,
-    QUANT_DEFAULTS,
-    QUANT_SETTINGS,
-    quant_section,
-    read_quant_section,
-)
-from inferlab.engines.model.cache import model_choices
 from inferlab.engines.fields import clean_settings
+from inferlab.engines.labs.quant.records import QuantSnapshot
+from inferlab.engines.labs.quant.section import quant_section
+from inferlab.engines.labs.quant.session import QuantSession
+from inferlab.engines.labs.quant.settings import PPL_KEYS, QUANT_DEFAULTS, QUANT_SETTINGS
+from inferlab.engines.model.cache import model_choices, resolve_model_name
+from inferlab.engines.quant.errors import QuantError
 from inferlab.views.quant_view import QuantView
 
 LAYER_KEYS = ("layer", "linear", "layer_scheme")
@@ -65,8 +63,6 @@ class QuantLab(Lab):
             self.open_session()
 
     def open_session(self) -> None:
-        from inferlab.engines.labs.quant.session import QuantSession
-
         spec, device = self._settings["model"], self.context.device_id
         path = self._settings.get("kernels", "auto")
         self.view.set_status(f"Loading {spec} and tokenizing the held-out text…")
@@ -107,8 +103,6 @@ class QuantLab(Lab):
 
     @staticmethod
     def _resolved(spec: str) -> str:
-        from inferlab.engines.model.cache import resolve_model_name
-
         return resolve_model_name(spec)
 
     def _failed(self, message: str) -> None:
@@ -136,8 +130,6 @@ class QuantLab(Lab):
 
     # ---- the layer ------------------------------------------------------------------------
     def redraw_layer(self) -> None:
-        from inferlab.engines.quant.errors import QuantError
-
         s = self.session
         if s is None:
             return
@@ -233,8 +225,8 @@ class QuantLab(Lab):
                              {k: len(v) for k, v in s.eval_sets.items()}, self.layer,
                              self.runs, s.ppl_method())
 
-    def show_snapshot(self, section: dict) -> None:
-        settings, model, eval_tokens, layer, runs, how = read_quant_section(section)
+    def show_snapshot(self, record: QuantSnapshot) -> None:
+        settings, model, runs = record.settings, record.model, record.runs
         self.cancel()
         self.read_only = True
         self.view.set_read_only(True)
@@ -245,12 +237,13 @@ class QuantLab(Lab):
             self.view.draw_runs([])
             self.view.set_status("Read-only snapshot: the quantization lab had not run.")
             return
-        self.view.draw_layer(layer, "")
-        texts = ", ".join(f"{k} {n:,}" for k, n in how["eval_texts"].items()) or \
-            f"{eval_tokens:,}"
-        method = "" if how["ppl_window_tokens"] is None else f", {method_text(how)}"
-        self.view.draw_runs(runs, f"{model}: perplexity on held-out texts ({texts} tokens)"
-                                  f"{method}.")
+        self.view.draw_layer(record.layer, "")
+        texts = ", ".join(f"{k} {n:,}" for k, n in record.eval_texts.items()) or \
+            f"{record.eval_tokens:,}"
+        method = ("" if record.ppl_window_tokens is None
+                  else f", {method_text(record.ppl_method())}")
+        self.view.draw_runs(list(runs), f"{model}: perplexity on held-out texts ({texts} "
+                                        f"tokens){method}.")
         if runs:
             self.view.tabs.setCurrentWidget(self.view.model_panel)
         self.view.set_status(f"Read-only snapshot: {model}, {len(runs)} schemes run.")

@@ -20,7 +20,8 @@ def hardware() -> dict:
     from inferlab.engines.hardware.discovery import discover_devices
     from inferlab.engines.hardware.microbench import MeasuredRoofs
     from inferlab.engines.hardware.telemetry_history import GpuSeries, TelemetryHistory
-    from inferlab.engines.labs.hardware.section import HARDWARE_DEFAULTS, hardware_section
+    from inferlab.engines.labs.hardware.section import hardware_section
+    from inferlab.engines.labs.hardware.settings import HARDWARE_DEFAULTS
 
     t = np.arange(4, dtype=float) * 0.5
     gpu = GpuSeries("cuda:0", np.array([10.0, 50.0, np.nan, 90.0]), np.full(4, 2.0**30),
@@ -35,7 +36,8 @@ def hardware() -> dict:
 
 def roofline() -> dict:
     from inferlab.engines.hardware.microbench import MeasuredPoint, MeasuredRoofs
-    from inferlab.engines.labs.roofline.section import ROOFLINE_DEFAULTS, roofline_section
+    from inferlab.engines.labs.roofline.section import roofline_section
+    from inferlab.engines.labs.roofline.settings import ROOFLINE_DEFAULTS
     from inferlab.engines.model.config import load_model_preset
 
     roofs = MeasuredRoofs("cpu", {"fp32": 1e11, "bf16": 5e10}, 2e10, 256, 2**24, 3)
@@ -48,12 +50,9 @@ def roofline() -> dict:
 
 def memory() -> dict:
     from inferlab.engines.hardware.presets import load_hardware_preset
-    from inferlab.engines.labs.memory.section import (
-        MEMORY_DEFAULTS,
-        memory_plans,
-        memory_section,
-        preset_target,
-    )
+    from inferlab.engines.labs.memory.section import memory_section
+    from inferlab.engines.labs.memory.session import memory_plans, preset_target
+    from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS
     from inferlab.engines.model.config import load_model_preset
 
     settings = dict(MEMORY_DEFAULTS)
@@ -124,8 +123,9 @@ def speculative() -> dict:
 
 
 def quant() -> dict:
-    from inferlab.engines.labs.quant.section import QUANT_DEFAULTS, quant_section
+    from inferlab.engines.labs.quant.section import quant_section
     from inferlab.engines.labs.quant.session import QuantSession
+    from inferlab.engines.labs.quant.settings import QUANT_DEFAULTS
 
     session = QuantSession.open("tiny", eval_text="A clock counts the swings of a pendulum. " * 2)
     runs = [session.run(name, decode_tokens=None) for name in ("fp32", "int8", "kv-fp8")]

@@ -4,11 +4,13 @@ screenshot renders."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from inferlab.app.cli import main
+from inferlab.engines.labs.quant.section import read_quant_section
 from tests.app.lab_helpers import wait_idle
 
 
@@ -27,6 +29,11 @@ def test_run_quant_json_and_the_snapshot_reopens(capsys, tmp_path, make_window):
     section = json.loads(snap.read_text())["inferlab"]["labs"]["quant"]
     assert [r["scheme"] for r in section["state"]["runs"]] == ["fp32", "int8"]
     assert section["state"]["layer"]["scheme"] == "int8"
+    record = read_quant_section(section)
+    assert record.model == "tiny" and [r.scheme for r in record.runs] == ["fp32", "int8"]
+    assert record.layer.scheme == "int8" and record.eval_texts == {"eval.txt": out["eval_tokens"]}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.model = "other"
 
     window = make_window()
     window.open_snapshot(snap)
@@ -38,6 +45,9 @@ def test_run_quant_json_and_the_snapshot_reopens(capsys, tmp_path, make_window):
     assert lab.view.tabs.currentWidget() is lab.view.model_panel
     window.show_live()
     assert not lab.read_only
+    lab.show_snapshot(record)  # the record itself, as restore_labs hands it over
+    assert lab.read_only and lab.view.model_panel.table.rowCount() == 2
+    assert lab.view.model_panel.table.item(1, 0).text() == "int8"
 
 
 @pytest.mark.parametrize("argv,message", [

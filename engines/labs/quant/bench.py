@@ -40,10 +40,14 @@ from dataclasses import replace
 import torch
 
 from inferlab.engines.labs.quant import evaluation
-from inferlab.engines.labs.quant.evaluation import FP32, lab_schemes
+from inferlab.engines.labs.quant.session import QuantSession
+from inferlab.engines.labs.quant.settings import FP32, lab_schemes
 from inferlab.engines.model.perplexity import perplexity
 from inferlab.engines.quant.calibration import calibration_chunks
 from inferlab.engines.quant.gptq import gptq_model
+from inferlab.engines.quant.lowbit_linear import lowbit_model
+from inferlab.engines.quant.rss import model_rss_bytes
+from inferlab.engines.quant.runtime import decode_tokens_per_s
 
 RTN = "int4-g128"
 RECOVERING = ("gptq-int4-g128", "gptq-int4-g128-act", "gptq-int4-g128-noact", "awq-int4-g128")
@@ -108,11 +112,6 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
                     decode_tokens: int = 32, rounds: int = 3, threads: int = 1,
                     quantize_threads: int | None = None, log=None, rss: bool = True, eval_text=None,
                     gptq_damp: Sequence[float] | None = None) -> dict:
-    # here, not at the top: every command imports this bench at start-up (the registry);
-    # the session, the runtimes and the RSS probe load when it runs
-    from inferlab.engines.labs.quant.session import QuantSession
-    from inferlab.engines.quant.runtime import decode_tokens_per_s
-
     names = list(lab_schemes() if schemes is None else schemes)
     if FP32 not in names:
         names.insert(0, FP32)
@@ -146,8 +145,6 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
                     f"{results[name].quantize_s:.1f} s")
         # The same codes with the tied 49152 x 576 lm_head (113 MB at fp32, read every
         # token) at INT8 too: decode speed only, the whole model on the kernels.
-        from inferlab.engines.quant.lowbit_linear import lowbit_model  # here: start-up
-
         head8 = {f"{w}+int8-lm_head": lowbit_model(session.model, bits=b, group_size=128,
                                                    lm_head_bits=8)
                  for w, b in (("int8-sym", 8), ("int4-g128", 4))}
@@ -190,8 +187,6 @@ def run_quant_bench(model: str = "smollm2-135m", schemes: Sequence[str] | None =
                 out["gptq_variants"] = _gptq_variants(session, gptq_damp, rtn, fp32, log)
     out["schemes"] = table
     if rss:
-        from inferlab.engines.quant.rss import model_rss_bytes  # here: start-up
-
         out["rss"] = {f"{'fp32' if bits == 0 else f'int{bits}'}": model_rss_bytes(model, bits)
                       for bits in (0, 8, 4)}
     return out

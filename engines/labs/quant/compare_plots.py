@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import math
 
+from inferlab.engines.labs.quant.records import QuantSnapshot
 from inferlab.engines.trace.overlay import Curve, Plot
 
 MB = 1e6
 
 
-def quant_plots(read) -> list[Plot]:
-    """`read`: what read_quant_section returns (settings, model, eval tokens, layer, runs,
-    perplexity method). No plot before any scheme ran."""
-    runs = read[4]
+def quant_plots(snapshot: QuantSnapshot) -> list[Plot]:
+    """`snapshot`: what read_quant_section returns. No plot before any scheme ran."""
+    runs = snapshot.runs
     if not runs:
         return []
     plots = [Plot("Perplexity against weight memory (one point per scheme)",

@@ -15,24 +15,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from inferlab.engines.labs.quant.records import SchemeRun
+from inferlab.engines.labs.quant.settings import BF16, FP32, KV_SCHEMES, lab_schemes
 from inferlab.engines.model.generate import generate
+from inferlab.engines.quant.cast import quantize_bf16
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.evaluate import NAMES, linear_sqnr_db, quantize_by_name, score_held_out
+from inferlab.engines.quant.kv_quant import kv_quantized
 from inferlab.engines.quant.model_quant import quantize_model
+from inferlab.engines.quant.runtime import decode_tokens_per_s, runtime_model
 from inferlab.engines.quant.schemes import SCHEMES
 
-FP32 = "fp32"
-BF16 = "bf16"
-KV_SCHEMES = {"kv-int8": "int8", "kv-fp8": "fp8-e4m3"}
 SAMPLE_TOKENS = 24
 """Greedy tokens of each scheme's sample generation."""
-
-
-def lab_schemes() -> tuple[str, ...]:
-    """Every name `run_scheme` takes, baseline first."""
-    return (FP32, BF16, *NAMES, *KV_SCHEMES)
 
 
 def describe(name: str) -> str:
@@ -51,43 +48,6 @@ def describe(name: str) -> str:
         "kv-int8": "fp32 weights; K/V cached as INT8, one fp32 scale per token and head",
         "kv-fp8": "fp32 weights; K/V cached as FP8 E4M3, one fp32 scale per token and head",
     }.get(name, name)
-
-
-@dataclass(frozen=True)
-class SchemeRun:
-    """What one scheme costs and keeps, measured in one run."""
-
-    scheme: str
-    perplexity: float
-    """The mean of `perplexity_by_text`."""
-    weight_bytes: int
-    kv_bytes_per_token: int
-    decode_tokens_per_s: float | None
-    """None when the run skipped the speed measurement."""
-    runs_as: str
-    """What the decode ran on ("120 on int4 kernel", "fp32 (dequantized)", ...)."""
-    quantize_s: float
-    eval_s: float
-    sample_text: str
-    sample_agree_tokens: int
-    """Leading greedy tokens equal to the fp32 model's sample (all of them for fp32)."""
-    sqnr_db: dict[str, float] = field(default_factory=dict)
-    """Per quantized linear (empty for fp32 and the KV schemes)."""
-    perplexity_by_text: dict[str, float] = field(default_factory=dict)
-    """Held-out text name -> perplexity on it."""
-    calibration_tokens: int = 0
-    """Calibration tokens the scheme saw (0: data-free)."""
-
-    def to_dict(self) -> dict:
-        return {"scheme": self.scheme, "perplexity": self.perplexity,
-                "perplexity_by_text": dict(self.perplexity_by_text),
-                "calibration_tokens": self.calibration_tokens,
-                "weight_bytes": self.weight_bytes,
-                "kv_bytes_per_token": self.kv_bytes_per_token,
-                "decode_tokens_per_s": self.decode_tokens_per_s, "runs_as": self.runs_as,
-                "quantize_seconds": self.quantize_s, "eval_seconds": self.eval_s,
-                "sample_text": self.sample_text,
-                "sample_agree_tokens": self.sample_agree_tokens, "sqnr_db": dict(self.sqnr_db)}
 
 
 @dataclass(frozen=True)
@@ -113,12 +73,6 @@ def prepare(model, tokenizer, name: str, progress: Callable | None = None,
             calibration_text: str | Sequence[str] | None = None) -> Prepared:
     """`model` with the scheme `name` applied (QuantError naming it if unknown); the
     calibrated schemes see `calibration_text` (default the shipped set)."""
-    # here, not at the top: every command imports this module at start-up (the lab's section
-    # and bench); the bf16 cast, the KV quantizer and the runtimes load with a scheme
-    from inferlab.engines.quant.cast import quantize_bf16
-    from inferlab.engines.quant.kv_quant import kv_quantized
-    from inferlab.engines.quant.runtime import runtime_model
-
     if name == FP32:
         return Prepared(model, model, model.weight_bytes, "fp32", 0.0, {}, False)
     if name in KV_SCHEMES:
@@ -168,8 +122,6 @@ def score(p: Prepared, tokenizer, name: str, eval_sets: Mapping[str, Sequence[in
     `ppl`: `perplexity`'s window, stride, convention, bos_id), its decode timed (None:
     skipped) and sampled after `prompt_ids`; `reference_ids` is the fp32 sample the
     agreement is counted against."""
-    from inferlab.engines.quant.runtime import decode_tokens_per_s  # here: as in prepare
-
     if progress is not None:
         n = sum(map(len, eval_sets.values()))
         progress(0.9, f"{name}: perplexity on {len(eval_sets)} held-out texts, {n:,} tokens")

@@ -11,56 +11,19 @@ dense near 0 and sparse at the ends. BF16 and the pruned schemes have no grid to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from inferlab.engines.labs.quant.records import LayerAnalysis
 from inferlab.engines.quant.affine import AffineQuantized, int_limits
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.fp8 import Fp8Quantized, decode_fp8
 from inferlab.engines.quant.group import GroupQuantized
-from inferlab.engines.quant.metrics import TensorError, tensor_error
+from inferlab.engines.quant.metrics import tensor_error
 from inferlab.engines.quant.schemes import scheme
 
 BINS = 121
 MAX_SCALE_ROWS = 192
 """The scale strip shows at most this many rows (every k-th row of a taller weight)."""
-
-
-@dataclass(frozen=True)
-class LayerAnalysis:
-    scheme: str
-    linear: str
-    shape: tuple[int, int]
-    hist_edges: tuple[float, ...]
-    hist_counts: tuple[int, ...]
-    levels: tuple[float, ...]
-    """The drawn unit's representable values (empty: no grid)."""
-    unit: str
-    """Which scale unit the grid belongs to ("row 17, group 2 (columns 256-383)")."""
-    clip_range: tuple[float, float] | None
-    """The unit's smallest and largest representable value."""
-    error_edges: tuple[float, ...]
-    error_counts: tuple[int, ...]
-    """Histogram of x̂ - x over the whole weight."""
-    scales: tuple[tuple[float, ...], ...]
-    """[rows shown][units per row]: each unit's step (per channel: one column)."""
-    scale_rows: tuple[int, ...]
-    """Which weight rows the strip's rows are."""
-    scale_label: str
-    error: TensorError
-    nbytes: int
-    source_bytes: int
-
-    def to_dict(self) -> dict:
-        return {"scheme": self.scheme, "linear": self.linear, "shape": list(self.shape),
-                "hist_edges": list(self.hist_edges), "hist_counts": list(self.hist_counts),
-                "levels": list(self.levels), "unit": self.unit,
-                "clip_range": None if self.clip_range is None else list(self.clip_range),
-                "error_edges": list(self.error_edges), "error_counts": list(self.error_counts),
-                "scales": [list(r) for r in self.scales], "scale_rows": list(self.scale_rows),
-                "scale_label": self.scale_label, "error": self.error.to_dict(),
-                "nbytes": self.nbytes, "source_bytes": self.source_bytes}
 
 
 def _histogram(x: torch.Tensor, bins: int = BINS) -> tuple[tuple[float, ...], tuple[int, ...]]:

@@ -1,82 +1,99 @@
-"""The quantization lab's settings and snapshot section (`labs.quant`).
-
-Settings: the model, the layer drawn (layer index, which linear, a data-free scheme), the
-schemes the model tab runs, whether their decode speed is timed, and how perplexity is
-computed (`ppl_convention` "sliding" or "llama.cpp", `ppl_window_tokens` — null: the model's
-whole context — and `ppl_stride_tokens` — null: window - 1). State: the drawn layer's
-`LayerAnalysis` and every finished `SchemeRun`, with the model, the held-out texts they were
-measured on (name -> tokens) and the window and stride as used. `read_quant_section` reads it
-strictly (ValueError naming the field).
-"""
+"""The quantization lab's records: what one scheme run on the whole model measured
+(`SchemeRun`), one linear under one scheme as the layer tab draws it (`LayerAnalysis`),
+their strict readers, and `QuantSnapshot`, a snapshot's `labs.quant` read once."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from functools import partial
 
-from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
-from inferlab.engines.labs.quant.evaluation import SchemeRun, lab_schemes
-from inferlab.engines.labs.quant.layer import LayerAnalysis
-from inferlab.engines.model.perplexity import CONVENTIONS, SLIDING, WINDOW
-from inferlab.engines.quant.metrics import TensorError
-from inferlab.engines.quant.schemes import SCHEMES
 from inferlab.engines.fields import (
     Setting,
     as_tuple,
-    check_settings,
     or_none,
     read_fields,
     read_floats,
     read_list,
     read_map,
-    read_object,
     read_tuple,
 )
-from inferlab.engines.trace.snapshot import lab_section, section_field
-
-LINEAR_CHOICES = ("qkv", "o", "gate_up", "down")
-
-
-def layer_schemes() -> tuple[str, ...]:
-    return tuple(SCHEMES)
+from inferlab.engines.labs.quant.settings import lab_schemes
+from inferlab.engines.model.perplexity import SLIDING
+from inferlab.engines.quant.metrics import TensorError
 
 
-QUANT_DEFAULTS = {
-    "model": "auto",  # engines.model.cache names: tiny, smollm2-135m, auto, or a path
-    "layer": 0,
-    "linear": "gate_up",
-    "layer_scheme": "int4-g128",
-    # Data-free schemes that finish in seconds; GPTQ and AWQ calibrate for minutes on a CPU.
-    "schemes": ["fp32", "int8", "fp8-e4m3", "q4_1", "int4-g128", "sparse-2:4", "kv-int8"],
-    "measure_speed": True,
-    "decode_tokens": 32,
-    "kernels": "auto",  # the fp32 model's kernel path (engines.kernels)
-    "ppl_convention": SLIDING,
-    "ppl_window_tokens": WINDOW,  # None: the model's whole context
-    "ppl_stride_tokens": None,  # None: window - 1 (llama.cpp: the window)
-}
-PPL_KEYS = ("ppl_convention", "ppl_window_tokens", "ppl_stride_tokens")
+@dataclass(frozen=True)
+class SchemeRun:
+    """What one scheme costs and keeps, measured in one run."""
 
-QUANT_SETTINGS = {
-    "model": Setting("str"),
-    "layer": Setting("int", 0, 10_000),
-    "linear": Setting("str", choices=LINEAR_CHOICES),
-    "layer_scheme": Setting("str", choices=layer_schemes),
-    "schemes": Setting("str-list", choices=lab_schemes),
-    "measure_speed": Setting("bool"),
-    "decode_tokens": Setting("int", 2, 512),
-    "kernels": Setting("str", choices=KERNEL_SETTING_CHOICES),
-    "ppl_convention": Setting("str", choices=CONVENTIONS),
-    "ppl_window_tokens": Setting("int", 4, 1 << 20, none=True),
-    "ppl_stride_tokens": Setting("int", 1, 1 << 20, none=True),
-}
+    scheme: str
+    perplexity: float
+    """The mean of `perplexity_by_text`."""
+    weight_bytes: int
+    kv_bytes_per_token: int
+    decode_tokens_per_s: float | None
+    """None when the run skipped the speed measurement."""
+    runs_as: str
+    """What the decode ran on ("120 on int4 kernel", "fp32 (dequantized)", ...)."""
+    quantize_s: float
+    eval_s: float
+    sample_text: str
+    sample_agree_tokens: int
+    """Leading greedy tokens equal to the fp32 model's sample (all of them for fp32)."""
+    sqnr_db: dict[str, float] = field(default_factory=dict)
+    """Per quantized linear (empty for fp32 and the KV schemes)."""
+    perplexity_by_text: dict[str, float] = field(default_factory=dict)
+    """Held-out text name -> perplexity on it."""
+    calibration_tokens: int = 0
+    """Calibration tokens the scheme saw (0: data-free)."""
+
+    def to_dict(self) -> dict:
+        return {"scheme": self.scheme, "perplexity": self.perplexity,
+                "perplexity_by_text": dict(self.perplexity_by_text),
+                "calibration_tokens": self.calibration_tokens,
+                "weight_bytes": self.weight_bytes,
+                "kv_bytes_per_token": self.kv_bytes_per_token,
+                "decode_tokens_per_s": self.decode_tokens_per_s, "runs_as": self.runs_as,
+                "quantize_seconds": self.quantize_s, "eval_seconds": self.eval_s,
+                "sample_text": self.sample_text,
+                "sample_agree_tokens": self.sample_agree_tokens, "sqnr_db": dict(self.sqnr_db)}
 
 
-def check_quant_settings(settings, where: str = "settings") -> dict:
-    s = check_settings(settings, QUANT_SETTINGS, QUANT_DEFAULTS, where)
-    if not s["model"].strip():
-        raise ValueError(f"{where}.model: expected a model name or path, got {s['model']!r}")
-    return s
+@dataclass(frozen=True)
+class LayerAnalysis:
+    scheme: str
+    linear: str
+    shape: tuple[int, int]
+    hist_edges: tuple[float, ...]
+    hist_counts: tuple[int, ...]
+    levels: tuple[float, ...]
+    """The drawn unit's representable values (empty: no grid)."""
+    unit: str
+    """Which scale unit the grid belongs to ("row 17, group 2 (columns 256-383)")."""
+    clip_range: tuple[float, float] | None
+    """The unit's smallest and largest representable value."""
+    error_edges: tuple[float, ...]
+    error_counts: tuple[int, ...]
+    """Histogram of x̂ - x over the whole weight."""
+    scales: tuple[tuple[float, ...], ...]
+    """[rows shown][units per row]: each unit's step (per channel: one column)."""
+    scale_rows: tuple[int, ...]
+    """Which weight rows the strip's rows are."""
+    scale_label: str
+    error: TensorError
+    nbytes: int
+    source_bytes: int
+
+    def to_dict(self) -> dict:
+        return {"scheme": self.scheme, "linear": self.linear, "shape": list(self.shape),
+                "hist_edges": list(self.hist_edges), "hist_counts": list(self.hist_counts),
+                "levels": list(self.levels), "unit": self.unit,
+                "clip_range": None if self.clip_range is None else list(self.clip_range),
+                "error_edges": list(self.error_edges), "error_counts": list(self.error_counts),
+                "scales": [list(r) for r in self.scales], "scale_rows": list(self.scale_rows),
+                "scale_label": self.scale_label, "error": self.error.to_dict(),
+                "nbytes": self.nbytes, "source_bytes": self.source_bytes}
 
 
 # ---- strict field readers ---------------------------------------------------------------------
@@ -150,57 +167,26 @@ def read_layer_analysis(d, where: str) -> LayerAnalysis:
     return LayerAnalysis(**f)
 
 
-# ---- the section --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QuantSnapshot:
+    """A snapshot's `labs.quant`, read: the settings as checked, and what the lab had
+    measured (model None: it had loaded no model, and nothing else is set)."""
 
-def quant_metrics(runs) -> dict:
-    by_name = {r.scheme: r for r in runs}
-    out: dict = {"schemes_run": len(runs)}
-    if "fp32" in by_name:
-        out["fp32_perplexity"] = by_name["fp32"].perplexity
-        out["fp32_decode_tokens_per_s"] = by_name["fp32"].decode_tokens_per_s
-    out["perplexity"] = {r.scheme: r.perplexity for r in runs}
-    out["weight_bytes"] = {r.scheme: r.weight_bytes for r in runs}
-    return out
+    settings: dict
+    model: str | None = None
+    eval_tokens: int = 0
+    """Held-out tokens over every text."""
+    eval_texts: dict[str, int] = field(default_factory=dict)
+    """Held-out text name -> tokens (empty in older snapshots)."""
+    layer: LayerAnalysis | None = None
+    runs: tuple[SchemeRun, ...] = ()
+    ppl_convention: str = SLIDING
+    ppl_window_tokens: int | None = None
+    """None: an older snapshot that did not say."""
+    ppl_stride_tokens: int | None = None
 
-
-def quant_section(settings: dict, model: str | None, eval_texts: dict[str, int] | int,
-                  layer: LayerAnalysis | None, runs, ppl: dict | None = None) -> dict:
-    """The snapshot's `labs.quant` (model None: the lab had not loaded a model);
-    `eval_texts`: held-out text name -> tokens (an int: one text, "eval"); `ppl`: the
-    session's `ppl_method()` (ppl_convention, ppl_window_tokens, ppl_stride_tokens)."""
-    if model is None:
-        return lab_section(settings, {}, {"schemes_run": 0})
-    if isinstance(eval_texts, int):
-        eval_texts = {"eval": eval_texts}
-    state = {"model": model, "eval_tokens": sum(eval_texts.values()),
-             "eval_texts": dict(eval_texts),
-             "layer": None if layer is None else layer.to_dict(),
-             "runs": [r.to_dict() for r in runs], **(ppl or {})}
-    return lab_section(settings, state, quant_metrics(runs) | (ppl or {}))
-
-
-STATE_OPTIONAL = {"eval_texts": {}, "ppl_convention": SLIDING, "ppl_window_tokens": None,
-                  "ppl_stride_tokens": None}  # older snapshots
-
-
-def read_quant_section(sec):
-    """(settings, model name or None, eval tokens, LayerAnalysis or None, [SchemeRun],
-    {eval_texts, ppl_convention, ppl_window_tokens, ppl_stride_tokens}); ValueError names a
-    bad field."""
-    where = "labs.quant"
-    settings = check_quant_settings(section_field(sec, "settings", where), f"{where}.settings")
-    state = read_object(section_field(sec, "state", where), f"{where}.state")
-    read_object(section_field(sec, "metrics", where), f"{where}.metrics")  # no view reads it
-    if not state:
-        return settings, None, 0, None, [], dict(STATE_OPTIONAL)
-    f = read_fields(state, {
-        "model": TEXT, "eval_tokens": COUNT,
-        "eval_texts": lambda v, w: read_map(v, COUNT, w, 100, keys=TEXT),
-        "ppl_convention": Setting("str", choices=CONVENTIONS),
-        "ppl_window_tokens": Setting("int", 2, 1 << 20, none=True),
-        "ppl_stride_tokens": Setting("int", 1, 1 << 20, none=True),
-        "layer": or_none(read_layer_analysis),
-        "runs": lambda v, w: read_list(v, read_scheme_run, w, 1000)}, f"{where}.state",
-        STATE_OPTIONAL)
-    return (settings, f["model"], f["eval_tokens"], f["layer"], f["runs"],
-            {k: f[k] for k in STATE_OPTIONAL})
+    def ppl_method(self) -> dict:
+        """How perplexity was computed, as `QuantSession.ppl_method` says it."""
+        return {"ppl_convention": self.ppl_convention,
+                "ppl_window_tokens": self.ppl_window_tokens,
+                "ppl_stride_tokens": self.ppl_stride_tokens}

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inferlab.engines.labs.quant.evaluation import FP32, lab_schemes
-from inferlab.engines.labs.quant.section import (
+from inferlab.engines.labs.quant.section import quant_section
+from inferlab.engines.labs.quant.session import QuantSession
+from inferlab.engines.labs.quant.settings import (
+    FP32,
     LINEAR_CHOICES,
     QUANT_DEFAULTS,
     check_quant_settings,
+    lab_schemes,
     layer_schemes,
-    quant_section,
 )
 from inferlab.engines.model.perplexity import CONVENTIONS
 from inferlab.engines.quant.errors import QuantError
@@ -97,10 +99,6 @@ def _window(value: str) -> int | None:
 
 
 def run(args, recorder):
-    # here, not at the top: every command imports run.py at start-up (the registry); the
-    # session loads with a run
-    from inferlab.engines.labs.quant.session import QuantSession
-
     if args.scheme not in lab_schemes():
         raise ValueError(f"--scheme: expected one of {', '.join(lab_schemes())}, got "
                          f"{args.scheme!r}")

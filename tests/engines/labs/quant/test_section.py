@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import math
 import random
 
 import pytest
+import torch
 
-from inferlab.engines.labs.quant.section import QUANT_DEFAULTS, quant_section, read_quant_section
+from inferlab.engines.labs.quant.layer import analyse_layer
+from inferlab.engines.labs.quant.records import QuantSnapshot
+from inferlab.engines.labs.quant.section import quant_section, read_quant_section
 from inferlab.engines.labs.quant.session import QuantSession
+from inferlab.engines.labs.quant.settings import QUANT_DEFAULTS
+from inferlab.engines.quant.schemes import scheme
 
 
 @pytest.fixture(scope="module")
@@ -26,21 +33,26 @@ def section():
 
 def test_a_section_reads_back_equal(section):
     sec, runs, layer = section
-    settings, model, eval_tokens, got_layer, got_runs, how = read_quant_section(sec)
-    assert model == "tiny" and eval_tokens == len(b"A clock counts the swings of a pendulum. " * 3)
-    assert how == {"eval_texts": {"eval": eval_tokens}, "ppl_convention": "sliding",
-                   "ppl_window_tokens": 1024, "ppl_stride_tokens": 1023}
-    assert got_runs[1].perplexity_by_text == {"eval": got_runs[1].perplexity}
-    assert got_runs == runs
-    assert got_layer == layer
-    assert settings["schemes"] == ["fp32", "int8", "kv-fp8"]
+    record = read_quant_section(sec)
+    eval_tokens = record.eval_tokens
+    assert record.model == "tiny"
+    assert eval_tokens == len(b"A clock counts the swings of a pendulum. " * 3)
+    assert record.eval_texts == {"eval": eval_tokens}
+    assert record.ppl_method() == {"ppl_convention": "sliding", "ppl_window_tokens": 1024,
+                                   "ppl_stride_tokens": 1023}
+    assert record.runs[1].perplexity_by_text == {"eval": record.runs[1].perplexity}
+    assert record.runs == tuple(runs)
+    assert record.layer == layer
+    assert record.settings["schemes"] == ["fp32", "int8", "kv-fp8"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.runs = ()
     assert sec["metrics"]["fp32_perplexity"] == runs[0].perplexity
     assert runs[2].kv_bytes_per_token < runs[0].kv_bytes_per_token
 
 
 def test_an_empty_section_is_a_lab_that_had_not_run():
     sec = quant_section(dict(QUANT_DEFAULTS), None, 0, None, [])
-    assert read_quant_section(sec)[1:5] == (None, 0, None, [])
+    assert read_quant_section(sec) == QuantSnapshot(dict(QUANT_DEFAULTS))
 
 
 def _paths(value, path=()):
@@ -100,16 +112,9 @@ def test_named_errors(section, path, value, message):
 def test_an_exact_reproduction_reads_back_as_infinite_sqnr():
     """Q4_1 of weights already on a Q4_1 grid (SmolLM2's, dequantized) is exact: SQNR = inf,
     which JSON stores as null."""
-    import math
-
-    import torch
-
-    from inferlab.engines.labs.quant.layer import analyse_layer
-    from inferlab.engines.quant.schemes import scheme
-
     w = scheme("q4_1").round_trip(torch.randn(8, 64, generator=torch.Generator().manual_seed(3)))
     layer = analyse_layer(w, "q4_1", "layers.0.o")
     assert layer.error.sqnr_db == math.inf and layer.error.max_abs_error == 0
     sec = json.loads(json.dumps(quant_section(dict(QUANT_DEFAULTS), "tiny", 10, layer, []),
                                 allow_nan=True).replace("Infinity", "null"))
-    assert read_quant_section(sec)[3] == layer
+    assert read_quant_section(sec).layer == layer
