@@ -47,8 +47,10 @@ def print_json(data) -> None:
 
 
 def add_kernels_option(parser: argparse.ArgumentParser) -> None:
-    """`--kernels native|torch`: which CPU kernel path the command's models are built for
-    (engines/kernels; default: native where its library builds, else torch)."""
+    """`--kernels native|torch`: the process's default CPU kernel path, set once before the
+    command runs (`engines.kernels.set_default_path`): the path of every model the command
+    builds whose own `kernels` setting is auto (default: native where its library builds,
+    else torch)."""
     parser.add_argument("--kernels", choices=("native", "torch"), default=None,
                         help="CPU kernels: native (C, the default where it builds) or torch "
                              "(the reference)")
