@@ -36,7 +36,6 @@ import sys
 import time
 from collections import defaultdict
 
-from inferlab.engines import kernels
 from inferlab.engines.kv.contiguous import ContiguousAllocator
 from inferlab.engines.kv.errors import KVOutOfMemoryError
 from inferlab.engines.kv.radix_state import radix_tree_state
@@ -453,8 +452,8 @@ class KVLabSession:
 def kv_lab_model(settings: dict, device: str = "cpu"):
     """(model, tokenizer) the KV lab runs: the settings' model on their kernel path, its
     cache at `kv_dtype`."""
-    with kernels.chosen(settings.get("kernels", "auto")):
-        model, tokenizer = load_lab_model(settings["model"], device)
+    model, tokenizer = load_lab_model(settings["model"], device,
+                                      kernels=settings.get("kernels", "auto"))
     if settings.get("kv_dtype", "model") != "model":
         model = kv_quantized(model, settings["kv_dtype"])
     return model, tokenizer

@@ -49,6 +49,6 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
     if kind == "quant":
         return ModelDrafter(quantized_self_draft(model, n), settings=sampling, seed=seed,
                             tokenizer=tokenizer, max_tokens=max_tokens, name=spec)
-    draft, draft_tok = tiny_model(seed=1, n_layers=1, device=device)
+    draft, draft_tok = tiny_model(seed=1, n_layers=1, device=device, kernels=model.kernel_path)
     return ModelDrafter(draft, settings=sampling, seed=seed, tokenizer=draft_tok,
                         max_tokens=max_tokens, name="tiny")

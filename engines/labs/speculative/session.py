@@ -6,7 +6,6 @@ steps.
 
 from __future__ import annotations
 
-from inferlab.engines import kernels
 from inferlab.engines.labs.speculative.drafters import make_drafter
 from inferlab.engines.labs.speculative.records import SpeculativeHeader
 from inferlab.engines.labs.speculative.settings import check_speculative_settings, sampling_of
@@ -22,9 +21,9 @@ class SpeculativeSession:
 
     def __init__(self, settings: dict, device: str = "cpu") -> None:
         self.settings = settings = check_speculative_settings(settings)
-        with kernels.chosen(settings["kernels"]):
-            # through the module, read at call time: tests give it their own target
-            model, tok = model_cache.load_lab_model(settings["model"], device)
+        # through the module, read at call time: tests give it their own target
+        model, tok = model_cache.load_lab_model(settings["model"], device,
+                                                kernels=settings["kernels"])
         self.model_id = model_cache.resolve_model_name(settings["model"])
         self.device = device
         self.tokenizer = tok
@@ -34,9 +33,9 @@ class SpeculativeSession:
         sampling = sampling_of(settings)
         need = len(prompt_ids) + settings["max_tokens"] + settings["k"] + 1
         try:
-            with kernels.chosen(settings["kernels"]):  # a draft model loads on that path too
-                drafter = make_drafter(settings["drafter"], model, tok, sampling,
-                                       settings["seed"], need, device)
+            # a draft model loads on the target's kernel path too
+            drafter = make_drafter(settings["drafter"], model, tok, sampling,
+                                   settings["seed"], need, device)
             policy = AdaptiveK(k_max=settings["k"], probe_k=min(2, settings["k"])) \
                 if settings["adaptive_k"] else None
             self.decoder = SpeculativeDecoder(model, drafter, k=settings["k"], settings=sampling,
