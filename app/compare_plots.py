@@ -14,7 +14,8 @@ from PySide6.QtCore import Qt
 
 from inferlab.app.export import widget_png
 from inferlab.app.gui import create_application
-from inferlab.app.labs.registry import LABS, resolve
+from inferlab.app.labs import registry
+from inferlab.app.labs.registry import resolve
 from inferlab.app.offscreen import ensure_platform, process_events_for
 from inferlab.engines.trace.overlay import LabOverlay, overlay
 from inferlab.engines.trace.snapshot import Snapshot
@@ -24,7 +25,7 @@ def lab_overlays(a: Snapshot, b: Snapshot, labs: Sequence[str], a_name: str = "A
                  b_name: str = "B") -> list[LabOverlay]:
     """One LabOverlay per lab of `labs` (those both hold: Comparison.labs) that describes
     its plots, in that order."""
-    specs = {spec.id: spec for spec in LABS}
+    specs = {spec.id: spec for spec in registry.LABS}  # read at call time: tests add labs
     out = []
     for lab in labs:
         spec = specs.get(lab)

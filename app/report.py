@@ -25,7 +25,8 @@ import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from inferlab.app.labs.registry import LABS, lab_headlines, resolve
+from inferlab.app.labs import registry
+from inferlab.app.labs.registry import lab_headlines, resolve
 from inferlab.engines.trace.atomic import atomic_write_text
 from inferlab.engines.trace.compare import (
     Comparison,
@@ -174,7 +175,7 @@ def _other_figures(rows: Sequence[FigureRow], i: int, columns: int, moved: str =
 def _formulas(lab: str, section: object) -> list[tuple[str, str]] | str:
     """(formula, substituted) pairs of the lab's registry hook on `section`; [] for a lab
     without one; the reason as a string where the section does not read."""
-    spec = next((s for s in LABS if s.id == lab), None)
+    spec = next((s for s in registry.LABS if s.id == lab), None)
     if spec is None or spec.formulas is None:
         return []
     try:
