@@ -64,11 +64,8 @@ class AttentionView(SteppedView):
         self._quiet = False
         self.header: AttentionHeader | None = None
         self.steps: Sequence = ()
-        self.index = -1
-        self._drawn = 0
         self._states: TileStates | None = None
         self._build()
-        self.set_running(False)
 
     def _build(self) -> None:
         self.spins = {}
@@ -128,15 +125,12 @@ class AttentionView(SteppedView):
         row.addWidget(self.causal)
         second.addWidget(QLabel("step"))
         second.addWidget(self.execution)
-        self.step_buttons("Start again from the first tile (Ctrl+R)", "One tile (N)",
-                          "Run to the last tile, or pause (Space)")
+        self.build_controls("step", "Start again from the first tile (Ctrl+R)", "One tile (N)",
+                            "Run to the last tile, or pause (Space)",
+                            "Show an earlier step (drag)", 220)
         row.addStretch(1)
         second.addStretch(1)
-
-        self.status = QLabel()
-        self.status.setWordWrap(True)
-        slider_row = self.replay_slider_row("step", "Show an earlier step (drag)", 220)
-        for b in (self.reset_button, self.step_button, self.run_button):
+        for b in self.buttons:
             second.addWidget(b)
         self.grids = TileGrids()
         self.grid_legend = QLabel(tile_legend_html())
@@ -167,7 +161,7 @@ class AttentionView(SteppedView):
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addLayout(second)
-        layout.addLayout(slider_row)
+        layout.addLayout(self.slider_row)
         layout.addWidget(self.status)
         layout.addLayout(top, 5)
         layout.addLayout(bottom, 4)
@@ -209,18 +203,16 @@ class AttentionView(SteppedView):
             self.settings_changed.emit(self.settings())
 
     def set_read_only(self, read_only: bool) -> None:
-        self.read_only = read_only
-        for w in (*self.spins.values(), self.causal, self.execution, self.source, self.on_chip,
-                  self.reset_button, self.step_button, self.run_button):
+        super().set_read_only(read_only)
+        for w in (*self.spins.values(), self.causal, self.execution, self.source, self.on_chip):
             w.setEnabled(not read_only)
         self.timings.set_read_only(read_only)
         self._source_changed()
 
     # ---- drawing -------------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
-        self.header, self.steps, self.index, self._drawn, self._states = None, (), -1, 0, None
-        self.slider.setRange(0, 0)
-        self.step_label.setText("step —")
+        self.header, self.steps, self._states = None, (), None
+        self.clear_steps()
         self.scores.clear()
         self.formula.setText(message)
 
@@ -229,26 +221,12 @@ class AttentionView(SteppedView):
         if header is None:
             self.clear("")
             return
-        follow = self.index < 0 or self.index >= self._drawn - 1
         if self.header is None or header.info is not self.header.info:
             self._states = TileStates(header.info)
         self.header, self.steps = header, steps
-        n = self._drawn = len(steps)
-        if index is None:
-            index = n - 1 if follow else min(self.index, n - 1)
-        self.index = index
-        self._quiet = True
-        self.slider.setRange(0, max(n - 1, 0))
-        self.slider.setValue(max(index, 0))
-        self._quiet = False
-        self._show(index)
+        self.show_step(self.follow(len(steps), index))
 
-    def _on_slider(self, value: int) -> None:
-        if not self._quiet and self.steps:
-            self.index = value
-            self._show(value)
-
-    def _show(self, index: int) -> None:
+    def show_step(self, index: int) -> None:
         info = self.header.info
         record = self.steps[index] if 0 <= index < len(self.steps) else None
         previous = self.steps[index - 1] if record is not None and index > 0 else None

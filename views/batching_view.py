@@ -24,6 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
+from inferlab.engines.model.cache import model_choices
+from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.engines.serve.records import IterationRecord, RequestInfo
 from inferlab.views.batch_compare import PolicyCompareView, RateSweepView
 from inferlab.views.batch_timeline import BatchTimelineView
@@ -56,24 +59,16 @@ LATENCIES = (("ttft_s", "TTFT", "time to first token: first token − arrival"),
 def _preset_items(kind: str) -> list[tuple[str, str, str]]:
     """(id, name, id) of the model-config or hardware presets (engines/presets)."""
     if kind == "model":
-        from inferlab.engines.model.config import list_model_presets, load_model_preset
-
         return [(i, load_model_preset(i).name, i) for i in list_model_presets()]
-    from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
-
     return [(i, load_hardware_preset(i).name, i) for i in list_hardware_presets()]
 
 
 def _wall_model_items() -> list[tuple[str, str, str]]:
-    from inferlab.engines.model.cache import model_choices
-
     return [(spec, label, spec) for spec, label in model_choices() if spec != "auto"]
 
 
 def _ms(value) -> str:
     return "—" if value is None else f"{1e3 * value:,.1f}"
-
-
 
 
 def _slo(value) -> str:
@@ -91,10 +86,7 @@ class BatchingView(SteppedView):
         self.requests: Sequence[RequestInfo] = ()
         self.iterations: Sequence[IterationRecord] = ()
         self.metrics: dict = {}
-        self.index = -1
-        self._drawn = 0  # iterations at the last draw (the list may grow in place)
         self._build()
-        self.set_running(False)
 
     # ---- construction ---------------------------------------------------------------------
     def _combo(self, items) -> QComboBox:
@@ -142,9 +134,11 @@ class BatchingView(SteppedView):
         for spin in (self.requests_spin, self.rate, self.seed):
             spin.editingFinished.connect(self._emit)
             spin.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
-        self.step_buttons("Start the run again from iteration 0 (Ctrl+R)",
-                          "Run one scheduler iteration (N)",
-                          "Run until every request has finished, or pause (Space)")
+        self.build_controls("iteration", "Start the run again from iteration 0 (Ctrl+R)",
+                            "Run one scheduler iteration (N)",
+                            "Run until every request has finished, or pause (Space)",
+                            "Show the run up to an earlier iteration (drag); the latest at the "
+                            "right end", 150)
 
         # what the clock runs: a model config on a hardware preset (simulated), or a real
         # model on this machine (wall)
@@ -181,17 +175,9 @@ class BatchingView(SteppedView):
             row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
         row.addSpacing(8)
-        for button in (self.reset_button, self.step_button, self.run_button):
-            button.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
-            button.setMinimumWidth(40)
+        for button in self.buttons:
             row.addWidget(button)
 
-        slider_row = self.replay_slider_row(
-            "iteration", "Show the run up to an earlier iteration (drag); the latest at the "
-            "right end", 150)
-
-        self.status = QLabel()
-        self.status.setWordWrap(True)
         self.timeline = BatchTimelineView()
         self.metrics_title = QLabel("<b>Serving metrics</b> (finished requests so far)")
         self.metrics_table = FactTable(("Metric", "p50", "p90", "p99"))
@@ -219,7 +205,7 @@ class BatchingView(SteppedView):
         timeline_layout = QVBoxLayout(timeline_page)
         timeline_layout.setContentsMargins(0, 0, 0, 0)
         timeline_layout.addWidget(self.timeline, 1)
-        timeline_layout.addLayout(slider_row)
+        timeline_layout.addLayout(self.slider_row)
         self.compare = PolicyCompareView()
         self.sweep = RateSweepView()
         self.tabs = QTabWidget()
@@ -236,7 +222,6 @@ class BatchingView(SteppedView):
         layout.addWidget(self.status)
         layout.addLayout(metrics_row)
         layout.addWidget(self.tabs, 1)
-        self.step_shortcuts()
         self.show_metrics({})
 
     # ---- settings --------------------------------------------------------------------------
@@ -294,10 +279,10 @@ class BatchingView(SteppedView):
             w.setEnabled(seeded and not self.read_only)
 
     def set_read_only(self, read_only: bool) -> None:
-        self.read_only = read_only
+        super().set_read_only(read_only)
         for w in (self.policy, self.clock, self.requests_spin, self.rate, self.seed,
-                  self.scenario, self.prefix_cache, self.schedule, self.reset_button,
-                  self.step_button, self.run_button, self.compare.button, self.sweep.button):
+                  self.scenario, self.prefix_cache, self.schedule, self.compare.button,
+                  self.sweep.button):
             w.setEnabled(not read_only)
         self._clock_changed()
         self._scenario_changed()
@@ -305,36 +290,22 @@ class BatchingView(SteppedView):
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
-        self.requests, self.iterations, self.index, self._drawn = (), (), -1, 0
+        self.requests, self.iterations = (), ()
         self.timeline.draw([], [])
         self.show_metrics({})
         self.metrics_note.setText(message)
-        self.slider.setRange(0, 0)
-        self.step_label.setText("iteration —")
+        self.clear_steps()
 
     def draw(self, requests: Sequence[RequestInfo], iterations: Sequence[IterationRecord],
              metrics: dict, index: int | None = None) -> None:
         """Show a run: its requests, the iterations so far, the metrics of the run so far;
         the cursor at iteration `index` (default: the latest, or where the slider was)."""
-        follow = self.index < 0 or self.index >= self._drawn - 1
         self.requests, self.iterations, self.metrics = requests, iterations, metrics
-        n = self._drawn = len(iterations)
-        if index is None:
-            index = n - 1 if follow else min(self.index, n - 1)
-        self.index = index
-        self._quiet = True
-        self.slider.setRange(0, max(n - 1, 0))
-        self.slider.setValue(max(index, 0))
-        self._quiet = False
+        index = self.follow(len(iterations), index)
         self.show_metrics(metrics)
-        self._show_iteration(index)
+        self.show_step(index)
 
-    def _on_slider(self, value: int) -> None:
-        if not self._quiet and self.iterations:
-            self.index = value
-            self._show_iteration(value)
-
-    def _show_iteration(self, index: int) -> None:
+    def show_step(self, index: int) -> None:
         its = self.iterations
         self.timeline.draw(self.requests, its, index if its else None)
         if its and index == len(its) - 1:

@@ -28,6 +28,9 @@ from PySide6.QtWidgets import (
 
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
 from inferlab.engines.endpoint.routing import ROUTERS
+from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
+from inferlab.engines.model.cache import model_choices
+from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.views.endpoint_results import MetricsPanel, SweepPanel
 from inferlab.views.endpoint_timeline import EndpointTimelineView
 
@@ -35,18 +38,12 @@ PACING = (("concurrency", "fixed concurrency"), ("arrivals", "arrival times (Poi
 
 
 def _wall_models() -> list[tuple[str, str]]:
-    from inferlab.engines.model.cache import model_choices
-
     return [(spec, label) for spec, label in model_choices() if spec != "auto"]
 
 
 def _presets(kind: str) -> list[tuple[str, str]]:
     if kind == "model":
-        from inferlab.engines.model.config import list_model_presets, load_model_preset
-
         return [(i, load_model_preset(i).name) for i in list_model_presets()]
-    from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
-
     return [(i, load_hardware_preset(i).name) for i in list_hardware_presets()]
 
 

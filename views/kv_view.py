@@ -123,12 +123,9 @@ class KVView(SteppedView):
         self.info: KVRunInfo | None = None
         self.seq_infos: dict[str, SeqInfo] = {}
         self.records: list[KVStepRecord] = []
-        self.index = -1
         self.selected: str | None = None
         self._build_controls()
         self._build_body()
-        self.step_shortcuts()
-        self.set_running(False)
 
     # ---- construction ---------------------------------------------------------------------
     def _build_controls(self) -> None:
@@ -164,9 +161,10 @@ class KVView(SteppedView):
         self.n_blocks.setSuffix(" blocks")
         self.n_blocks.setToolTip("Blocks in the pool; auto sizes it from the scenario's "
                                  "requests. The contiguous allocator gets the same memory.")
-        self.step_buttons("Start the scenario again from step 0 (Ctrl+R)",
-                          "Run one engine step: one model forward (N)",
-                          "Step until the scenario ends, or pause (Space)")
+        self.build_controls("step", "Start the scenario again from step 0 (Ctrl+R)",
+                            "Run one engine step: one model forward (N)",
+                            "Step until the scenario ends, or pause (Space)",
+                            "Show an earlier step (drag), the latest at the right end", 90)
         self.kv_dtype.currentIndexChanged.connect(self._emit)
         self.kernels.currentIndexChanged.connect(self._emit)
         self.prefix_cache.currentIndexChanged.connect(self._emit)
@@ -176,13 +174,10 @@ class KVView(SteppedView):
             combo.setMinimumContentsLength(10)
         for spin in (self.block_size, self.n_blocks):
             spin.editingFinished.connect(self._emit)
-        self.slider_row = self.replay_slider_row(
-            "step", "Show an earlier step (drag), the latest at the right end", 90)
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
-        for w in (self.block_size, self.n_blocks, self.reset_button, self.step_button,
-                  self.run_button):
+        for w in (self.block_size, self.n_blocks):
             w.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
             w.setMinimumWidth(40)
         for label, widget, stretch in (("Scenario", self.scenario, 3), ("Model", self.model, 2),
@@ -193,15 +188,13 @@ class KVView(SteppedView):
             row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
         row.addSpacing(8)
-        for button in (self.reset_button, self.step_button, self.run_button):
+        for button in self.buttons:
             row.addWidget(button)
         self.controls = row
 
         self.description = QLabel()
         self.description.setWordWrap(True)
         self.description.setStyleSheet("color: #333")
-        self.status = QLabel()
-        self.status.setWordWrap(True)
         self.stats_line = QLabel()
         self.stats_line.setWordWrap(True)
         self.stats_line.setTextFormat(Qt.RichText)
@@ -382,20 +375,19 @@ class KVView(SteppedView):
             self.settings_changed.emit(self.settings())
 
     def set_read_only(self, read_only: bool) -> None:
-        self.read_only = read_only
+        super().set_read_only(read_only)
         for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.kv_dtype,
-                  self.kernels, self.prefix_cache, self.reset_button, self.step_button, self.run_button):
+                  self.kernels, self.prefix_cache):
             w.setEnabled(not read_only)
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
-        self.info, self.seq_infos, self.records, self.index = None, {}, [], -1
+        self.info, self.seq_infos, self.records = None, {}, []
         self.seq_table.setRowCount(0)
         self.block_table.setRowCount(0)
         self.events.clear()
         self.stats_line.setText(message)
-        self.slider.setRange(0, 0)
-        self.step_label.setText("step —")
+        self.clear_steps()
 
     def draw(self, info: KVRunInfo, seq_infos: Sequence[SeqInfo],
              records: Sequence[KVStepRecord], index: int | None = None) -> None:
@@ -406,23 +398,13 @@ class KVView(SteppedView):
             self.description.setText(f"<b>{html.escape(info.scenario_title)}.</b> "
                                      f"{html.escape(info.scenario_description)}")
             return
-        follow = self.index < 0 or self.index >= len(self.records) - 1
         self.info = info
         self.seq_infos = {s.seq_id: s for s in seq_infos}
         self.records = list(records)
-        if index is None:
-            index = len(self.records) - 1 if follow else min(self.index, len(self.records) - 1)
+        index = self.follow(len(self.records), index)
         self.description.setText(f"<b>{html.escape(info.scenario_title)}.</b> "
                                  f"{html.escape(info.scenario_description)}")
-        self._quiet = True
-        self.slider.setRange(0, len(self.records) - 1)
-        self.slider.setValue(index)
-        self._quiet = False
         self.show_step(index)
-
-    def _on_slider(self, value: int) -> None:
-        if not self._quiet and self.records:
-            self.show_step(value)
 
     def colors(self) -> dict:
         return {sid: s.color for sid, s in self.seq_infos.items()}

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from inferlab.engines.board.ports import list_ports
 from inferlab.engines.board.session import (
     EMULATED,
     FIRMWARE_PLANNER,
@@ -83,8 +84,6 @@ class ConnectDialog(QDialog):
         self.refresh()
 
     def refresh(self) -> None:
-        from inferlab.engines.board.ports import list_ports
-
         self.list.clear()
         virtual = QListWidgetItem("Virtual board (in-process), the preset below")
         virtual.setToolTip("The board protocol served by this app on a local socket: it runs "

@@ -42,6 +42,7 @@ from inferlab.engines.labs.speculative.settings import (
     parse_drafter,
     speculative_prompts,
 )
+from inferlab.engines.model.cache import model_choices
 from inferlab.engines.speculative.decoder import SpeculativeStep
 from inferlab.engines.speculative.statistics import expected_tokens_per_forward
 from inferlab.views.choices import kernel_choice, select_choice
@@ -78,8 +79,6 @@ DRAFTERS = (("ngram", "n-gram lookup", "the longest suffix match in prompt + out
 
 
 def _model_items() -> list[tuple[str, str]]:
-    from inferlab.engines.model.cache import model_choices
-
     short = {"tiny": "tiny (random, fast)"}
     return [(spec, short.get(spec, label)) for spec, label in model_choices() if spec != "auto"]
 
@@ -100,12 +99,9 @@ class SpeculativeView(SteppedView):
         self._quiet = False
         self.header: SpeculativeHeader | None = None
         self.steps: Sequence[SpeculativeStep] = ()
-        self.index = -1
-        self._drawn = 0
         self.metrics: dict = {}
         self.prompts = speculative_prompts()
         self._build()
-        self.set_running(False)
 
     # ---- construction ---------------------------------------------------------------------
     def _spin(self, cls, low, high, tip: str, suffix: str = "", decimals: int | None = None):
@@ -157,9 +153,11 @@ class SpeculativeView(SteppedView):
             combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(14)
         self.drafter.currentIndexChanged.connect(self._drafter_changed)
-        self.step_buttons("Decode the prompt again from the start (Ctrl+R)",
-                          "One draft-verify step: draft K, one target forward (N)",
-                          "Run to the end of the output, or pause (Space)")
+        self.build_controls("step", "Decode the prompt again from the start (Ctrl+R)",
+                            "One draft-verify step: draft K, one target forward (N)",
+                            "Run to the end of the output, or pause (Space)",
+                            "Show the run up to an earlier step (drag); the latest at the right "
+                            "end", 150)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         for label, widget, stretch in (("Model", self.model, 2), ("Drafter", self.drafter, 2),
@@ -170,9 +168,7 @@ class SpeculativeView(SteppedView):
                 row.addWidget(QLabel(label))
             row.addWidget(widget, stretch)
         row.addSpacing(8)
-        for button in (self.reset_button, self.step_button, self.run_button):
-            button.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
-            button.setMinimumWidth(40)
+        for button in self.buttons:
             row.addWidget(button)
 
         self.prompt_choice = QComboBox()
@@ -215,8 +211,6 @@ class SpeculativeView(SteppedView):
         prompt_row.addLayout(prompt_side)
         prompt_row.addWidget(self.prompt_edit, 1)
 
-        self.status = QLabel()
-        self.status.setWordWrap(True)
         legend = QHBoxLayout()
         legend.setContentsMargins(0, 0, 0, 0)
         legend.addWidget(QLabel("Tokens:"))
@@ -279,10 +273,6 @@ class SpeculativeView(SteppedView):
         self.theory_note.setWordWrap(True)
         self.theory_note.setStyleSheet("color: #555")
 
-        slider_row = self.replay_slider_row(
-            "step", "Show the run up to an earlier step (drag); the latest at the right end",
-            150)
-
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.stream, 1)
@@ -299,10 +289,9 @@ class SpeculativeView(SteppedView):
         layout.addWidget(self.status)
         layout.addLayout(legend)
         layout.addLayout(top, 3)
-        layout.addLayout(slider_row)
+        layout.addLayout(self.slider_row)
         layout.addLayout(plots, 3)
         layout.addWidget(self.theory_note)
-        self.step_shortcuts()
         self._drafter_changed()
         self.show_stats({})
 
@@ -366,11 +355,10 @@ class SpeculativeView(SteppedView):
             self.settings_changed.emit(self.settings())
 
     def set_read_only(self, read_only: bool) -> None:
-        self.read_only = read_only
+        super().set_read_only(read_only)
         for w in (self.model, self.drafter, self.k, self.tree_width, self.temperature,
-                  self.top_p, self.kernels,
-                  self.max_tokens, self.prompt_choice, self.use_prompt, self.raw,
-                  self.reset_button, self.step_button, self.run_button):
+                  self.top_p, self.kernels, self.max_tokens, self.prompt_choice,
+                  self.use_prompt, self.raw):
             w.setEnabled(not read_only)
         self.prompt_edit.setReadOnly(read_only)
         self.sweep_panel.set_busy(False, read_only)
@@ -378,10 +366,9 @@ class SpeculativeView(SteppedView):
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:
-        self.header, self.steps, self.index, self._drawn = None, (), -1, 0
+        self.header, self.steps = None, ()
         self.stream.setHtml(f"<p style='color:#555'>{html.escape(message)}</p>")
-        self.slider.setRange(0, 0)
-        self.step_label.setText("step —")
+        self.clear_steps()
         self.show_stats({})
         self.bars.setOpts(x=[], height=[])
         for item in (self.theory_curve, self.measured_point, self.all_point):
@@ -395,26 +382,13 @@ class SpeculativeView(SteppedView):
         if header is None:
             self.clear("")
             return
-        follow = self.index < 0 or self.index >= self._drawn - 1
         self.header, self.steps = header, steps
-        n = self._drawn = len(steps)
-        if index is None:
-            index = n - 1 if follow else min(self.index, n - 1)
-        self.index = index
+        index = self.follow(len(steps), index)
         if header.n_layers > 1:
             self.layers.setMaximum(header.n_layers - 1)
-        self._quiet = True
-        self.slider.setRange(0, max(n - 1, 0))
-        self.slider.setValue(max(index, 0))
-        self._quiet = False
-        self._show(index)
+        self.show_step(index)
 
-    def _on_slider(self, value: int) -> None:
-        if not self._quiet and self.steps:
-            self.index = value
-            self._show(value)
-
-    def _show(self, index: int) -> None:
+    def show_step(self, index: int) -> None:
         header = self.header
         steps = list(self.steps[:index + 1]) if self.steps else []
         self.stream.setHtml(self.stream_html(header, steps))

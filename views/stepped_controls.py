@@ -1,21 +1,30 @@
-"""The view side of a stepped lab (`app/labs/stepped.py`): the signals the lab listens to,
-its Run button toggling to Pause, Step off while a run goes or in a snapshot, and one status
-line (red for errors, hidden when empty).
+"""The controls of a stepped lab (`app/labs/stepped.py`), once for all of them (attention, KV,
+batching, speculative): Reset, Step and Run buttons with their keys (Space runs or pauses, N
+steps, Ctrl+R resets, while the focus is in the view), Run toggling to Pause, Step off while a
+run goes or in a snapshot, one status line (red for errors, hidden when empty), and the replay
+slider with its label that shows an earlier step.
 
-A view subclasses `SteppedView` and builds `status`; `step_buttons` builds `reset_button`,
-`step_button` and `run_button` wired to the signals; `step_shortcuts` adds their keys (Space,
-N, Ctrl+R); `replay_slider_row` builds the slider that shows an earlier step (it calls
-`_on_slider`).
+A view subclasses `SteppedView`, calls `build_controls` and places the widgets it made
+(`buttons`, `status`, `slider_row`) where its layout wants them. Its `draw` calls
+`follow(n_steps, index)` for the step to show and implements `show_step(index)`, which the
+slider calls too; `clear_steps()` empties the slider. A view with its own inputs extends
+`set_read_only`. The lab has no speed control in the view: `SteppedLab.set_speed` is set from
+code only.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSlider, QWidget
+
+SHORTCUTS = (("Space", "run_toggled"), ("N", "step_requested"), ("Ctrl+R", "reset_requested"))
+"""The keys of the three buttons, and the signal each emits."""
 
 
 class SteppedView(QWidget):
+    """The signals a stepped lab listens to and the controls that emit them."""
+
     settings_changed = Signal(dict)
     step_requested = Signal()
     run_toggled = Signal()
@@ -24,7 +33,50 @@ class SteppedView(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.read_only = False
+        self.index = -1  # the step shown (-1: none)
+        self._drawn = 0  # steps at the last draw (a live list may grow in place)
+        self._unit = "step"
 
+    def build_controls(self, unit: str, reset_tip: str, step_tip: str, run_tip: str,
+                       slider_tip: str, label_width: int) -> None:
+        """Make `reset_button`, `step_button`, `run_button` (also as `buttons`), their keys,
+        `status`, and `slider_row`: "Show <unit>" [`slider`] `step_label` ("<unit> —" until a
+        step is shown, at least `label_width` pixels wide)."""
+        self._unit = unit
+        self.reset_button = QPushButton("Reset")
+        self.reset_button.setToolTip(reset_tip)
+        self.step_button = QPushButton("Step")
+        self.step_button.setToolTip(step_tip)
+        self.run_button = QPushButton("Run")
+        self.run_button.setToolTip(run_tip)
+        self.buttons = (self.reset_button, self.step_button, self.run_button)
+        for button, signal in zip(self.buttons, (self.reset_requested, self.step_requested,
+                                                 self.run_toggled), strict=True):
+            button.clicked.connect(signal)
+            button.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+            button.setMinimumWidth(40)
+        for keys, signal in SHORTCUTS:
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(getattr(self, signal).emit)
+
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setToolTip(slider_tip)
+        self.slider.setRange(0, 0)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.step_label = QLabel(f"{unit} —")
+        self.step_label.setMinimumWidth(label_width)
+        self.slider_row = QHBoxLayout()
+        self.slider_row.setContentsMargins(0, 0, 0, 0)
+        self.slider_row.addWidget(QLabel(f"Show {unit}"))
+        self.slider_row.addWidget(self.slider, 1)
+        self.slider_row.addWidget(self.step_label)
+        self.set_running(False)
+
+    # ---- the lab's calls ---------------------------------------------------------------------
     def set_running(self, running: bool) -> None:
         self.run_button.setText("Pause" if running else "Run")
         self.step_button.setEnabled(not running and not self.read_only)
@@ -34,38 +86,40 @@ class SteppedView(QWidget):
         self.status.setText(text)
         self.status.setVisible(bool(text))
 
-    def step_buttons(self, reset_tip: str, step_tip: str, run_tip: str) -> None:
-        """Reset, Step and Run with their tooltips, clicks emitting the lab's signals."""
-        self.reset_button = QPushButton("Reset")
-        self.reset_button.setToolTip(reset_tip)
-        self.step_button = QPushButton("Step")
-        self.step_button.setToolTip(step_tip)
-        self.run_button = QPushButton("Run")
-        self.run_button.setToolTip(run_tip)
-        self.reset_button.clicked.connect(self.reset_requested)
-        self.step_button.clicked.connect(self.step_requested)
-        self.run_button.clicked.connect(self.run_toggled)
+    def set_read_only(self, read_only: bool) -> None:
+        """A snapshot's replay: the buttons off, the slider still on. A view extends it for
+        its own inputs."""
+        self.read_only = read_only
+        for button in self.buttons:
+            button.setEnabled(not read_only)
 
-    def step_shortcuts(self) -> None:
-        """Space runs or pauses, N steps, Ctrl+R resets, while the focus is in this view."""
-        for keys, slot in (("Space", self.run_toggled.emit), ("N", self.step_requested.emit),
-                           ("Ctrl+R", self.reset_requested.emit)):
-            shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.setContext(Qt.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(slot)
+    # ---- the replay slider -------------------------------------------------------------------
+    def follow(self, n_steps: int, index: int | None = None) -> int:
+        """`n_steps` are drawn now: the step to show, `index` if given, else the latest when
+        the slider was at the latest (or nothing was shown), else where it was. The slider is
+        moved there without calling `show_step`."""
+        following = self.index < 0 or self.index >= self._drawn - 1
+        self._drawn = n_steps
+        if index is None:
+            index = n_steps - 1 if following else min(self.index, n_steps - 1)
+        self.index = index
+        with QSignalBlocker(self.slider):
+            self.slider.setRange(0, max(n_steps - 1, 0))
+            self.slider.setValue(max(index, 0))
+        return index
 
-    def replay_slider_row(self, unit: str, tip: str, label_width: int) -> QHBoxLayout:
-        """"Show <unit>" [slider] "<unit> —": sets `slider` and `step_label`; a moved slider
-        calls `self._on_slider(value)`."""
-        self.slider = QSlider(Qt.Horizontal)
-        self.slider.setToolTip(tip)
-        self.slider.setRange(0, 0)
-        self.slider.valueChanged.connect(self._on_slider)
-        self.step_label = QLabel(f"{unit} —")
-        self.step_label.setMinimumWidth(label_width)
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(QLabel(f"Show {unit}"))
-        row.addWidget(self.slider, 1)
-        row.addWidget(self.step_label)
-        return row
+    def clear_steps(self) -> None:
+        """No step drawn: the slider empty, its label "<unit> —"."""
+        self.index, self._drawn = -1, 0
+        with QSignalBlocker(self.slider):
+            self.slider.setRange(0, 0)
+        self.step_label.setText(f"{self._unit} —")
+
+    def show_step(self, index: int) -> None:
+        """Draw step `index` of the steps last drawn (the view's own)."""
+        raise NotImplementedError
+
+    def _on_slider(self, value: int) -> None:
+        if self._drawn:
+            self.index = value
+            self.show_step(value)
