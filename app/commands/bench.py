@@ -21,8 +21,11 @@ import importlib.util
 
 from inferlab.app.cli import add_kernels_option, print_json
 from inferlab.app.cli_progress import CliProgress
+from inferlab.app.gui import create_application
 from inferlab.app.labs import registry
 from inferlab.app.labs.registry import resolve
+from inferlab.app.offscreen import ensure_platform
+from inferlab.engines import kernels
 
 APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench",
                "runtime": "inferlab.app.benches.runtime:run_runtime_bench",
@@ -69,8 +72,6 @@ def _misplaced_option(args, names: list[str]) -> str | None:
 
 
 def _run_one(name: str, args=None) -> dict:
-    from inferlab.app.gui import create_application
-    from inferlab.app.offscreen import ensure_platform
 
     ref, requires = benches()[name]
     missing = [pkg for pkg in requires if importlib.util.find_spec(pkg) is None]
@@ -83,7 +84,6 @@ def _run_one(name: str, args=None) -> dict:
         out = {**out, **resolve(_view_benches()[name])()}
     if isinstance(out, dict) and "kernels" not in out:
         # every bench names the kernel path that ran and the CPU's SIMD flags
-        from inferlab.engines import kernels
 
         out["kernels"] = kernels.describe()
     return out

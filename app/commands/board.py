@@ -20,11 +20,21 @@ import hashlib
 import sys
 
 from inferlab.app.cli import print_json
+from inferlab.engines.board import protocol
+from inferlab.engines.board.boards import list_boards
+from inferlab.engines.board.emulator import DEFAULT_ICOUNT_SHIFT, Emulator
+from inferlab.engines.board.link import BoardError, BoardLink
+from inferlab.engines.board.ports import list_ports
+from inferlab.engines.board.toolchain import QEMU_TARGET, TARGETS, build_firmware, tflm_head_tail
 from inferlab.engines.mcu.examples import model_argument
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.inputs import random_input
+from inferlab.engines.mcu.model_planners import plan_model
 from inferlab.engines.mcu.planners import PLANNERS
 
 # Buffer planners only: the firmware and the PLAN message carry TFLM's standard buffers.
 BOARD_PLANNERS = tuple(PLANNERS)
+
 
 def register(sub) -> None:
     p = sub.add_parser("board", help="microcontroller boards: list ports, HELLO, run a model")
@@ -68,8 +78,6 @@ def run(args) -> int:
 
 
 def _list(args) -> int:
-    from inferlab.engines.board.boards import list_boards
-    from inferlab.engines.board.ports import list_ports
 
     ports = [p.to_dict() for p in list_ports()]
     presets = [b.to_dict() for b in list_boards()]
@@ -91,7 +99,6 @@ def _list(args) -> int:
 
 
 def _info(args) -> int:
-    from inferlab.engines.board.link import BoardLink
 
     with BoardLink(args.port, timeout_s=args.timeout) as link:
         info = link.hello()
@@ -111,10 +118,6 @@ def _info(args) -> int:
 def _run(args) -> int:
     import numpy as np
 
-    from inferlab.engines.board import protocol as p
-    from inferlab.engines.board.link import BoardError, BoardLink
-    from inferlab.engines.mcu.graph import load_model
-    from inferlab.engines.mcu.inputs import random_input
 
     with open(args.model, "rb") as f:
         data = f.read()
@@ -125,10 +128,9 @@ def _run(args) -> int:
         arrays = [np.load(path, allow_pickle=False) for path in args.input]
     else:
         arrays = random_input(model, args.seed)
-    inputs = p.pack_tensors(arrays, in_specs)
+    inputs = protocol.pack_tensors(arrays, in_specs)
     plan = None
     if args.planner:
-        from inferlab.engines.mcu.model_planners import plan_model
 
         plan = plan_model(model, args.planner)
     digest = hashlib.sha256(data).hexdigest()
@@ -148,7 +150,7 @@ def _run(args) -> int:
         if plan is not None:
             link.plan(plan)
         result = link.run(inputs)
-    outputs = p.unpack_tensors(result.output, out_specs)
+    outputs = protocol.unpack_tensors(result.output, out_specs)
     if args.output:
         np.save(args.output, outputs[0])
     ops = [{"index": o.index, "op": model.operators[o.index].op, "time_us": o.time_us,
@@ -192,7 +194,6 @@ def _progress(done: int, total: int) -> None:
 
 
 def _register_firmware(actions) -> None:
-    from inferlab.engines.board.toolchain import TARGETS
 
     build = actions.add_parser("build", help="compile a model into the board firmware (C)")
     build.add_argument("--model", required=True, type=model_argument,
@@ -223,7 +224,6 @@ def _register_firmware(actions) -> None:
 
 
 def _build(args) -> int:
-    from inferlab.engines.board.toolchain import build_firmware, tflm_head_tail
 
     b = build_firmware(args.model, args.target, args.preset, args.out, planner=args.planner)
     tflm = tflm_head_tail(args.model)
@@ -259,8 +259,6 @@ def _emulate(args) -> int:
     import signal
     import time
 
-    from inferlab.engines.board.emulator import DEFAULT_ICOUNT_SHIFT, Emulator
-    from inferlab.engines.board.toolchain import QEMU_TARGET, build_firmware
 
     b = build_firmware(args.model, QEMU_TARGET, args.preset, args.out, planner=args.planner)
     print(f"built {b.image}: flash {b.flash_bytes:,} B, RAM {b.ram_bytes:,} B (arena "

@@ -7,6 +7,16 @@ from __future__ import annotations
 
 import sys
 
+from inferlab.app.cli import print_json
+from inferlab.app.labs.registry import lab_headlines
+from inferlab.engines.trace.compare import (
+    compare_snapshots,
+    failed_bounds,
+    format_figure,
+    parse_bound,
+)
+from inferlab.engines.trace.snapshot import read_snapshot
+
 
 def register(sub) -> None:
     p = sub.add_parser("compare", help="compare two snapshots: figures, settings, host facts")
@@ -20,10 +30,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.app.cli import print_json
-    from inferlab.app.labs.registry import lab_headlines
-    from inferlab.engines.trace.compare import compare_snapshots, failed_bounds, parse_bound
-    from inferlab.engines.trace.snapshot import read_snapshot
 
     bounds = [parse_bound(text) for text in args.fail_if]  # a bad bound: before any read
     comparison = compare_snapshots(read_snapshot(args.a), read_snapshot(args.b),
@@ -77,7 +83,6 @@ def _label(row) -> str:
 
 
 def _numbers(row) -> str:
-    from inferlab.engines.trace.compare import format_figure
 
     return (f"{format_figure(row.a):>12}  {format_figure(row.b):>12}  "
             f"{format_figure(row.b_minus_a):>12}  {row.ratio_text()}").rstrip()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from inferlab.app.cli import print_json
+from inferlab.engines.board.ports import list_ports
+from inferlab.engines.hardware.discovery import discover_devices
 
 
 def register(sub) -> None:
@@ -12,8 +14,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.engines.board.ports import list_ports
-    from inferlab.engines.hardware.discovery import discover_devices
 
     devices = [d.to_dict() for d in discover_devices()]
     boards = [p.to_dict() for p in list_ports()]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import sys
 
 from inferlab.app.cli import add_kernels_option, print_json
+from inferlab.engines.model.generate import generate
+from inferlab.engines.model.registry import load_model
+from inferlab.engines.model.sampler import GREEDY, SamplingParams
 
 
 def register(sub) -> None:
@@ -34,9 +37,6 @@ def register(sub) -> None:
 def run(args) -> int:
     import torch
 
-    from inferlab.engines.model.generate import generate
-    from inferlab.engines.model.registry import load_model
-    from inferlab.engines.model.sampler import GREEDY, SamplingParams
 
     if args.max_tokens < 1:
         raise ValueError("--max-tokens must be at least 1")

@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from inferlab.app.cli import print_json
 from inferlab.engines.dtypes import DTYPE_NAMES
+from inferlab.engines.hardware.presets import load_hardware_preset
+from inferlab.engines.model.config import load_hf_config, load_model_preset
+from inferlab.engines.roofline.memory import (
+        MAX_BATCH,
+        MAX_CONTEXT,
+        check_count,
+        check_positive,
+        plan_memory,
+    )
+from inferlab.engines.roofline.units import format_bytes
 
 
 def register(sub) -> None:
@@ -24,16 +34,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.engines.hardware.presets import load_hardware_preset
-    from inferlab.engines.model.config import load_hf_config, load_model_preset
-    from inferlab.engines.roofline.memory import (
-        MAX_BATCH,
-        MAX_CONTEXT,
-        check_count,
-        check_positive,
-        plan_memory,
-    )
-    from inferlab.engines.roofline.units import format_bytes
 
     check_count("--context", args.context, MAX_CONTEXT)
     check_count("--batch", args.batch, MAX_BATCH)

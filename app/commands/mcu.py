@@ -16,12 +16,15 @@ import time
 
 from inferlab.app.cli import print_json
 from inferlab.engines.mcu.examples import model_argument
+from inferlab.engines.mcu.graph import load_model
+from inferlab.engines.mcu.interpreter import ArenaInterpreter
+from inferlab.engines.mcu.model_planners import plan_model, planner_names
+from inferlab.engines.mcu.reorder import write_reordered
 
 DEFAULT_PLANNER = "tflm-greedy"
 
 
 def register(sub) -> None:
-    from inferlab.engines.mcu.model_planners import planner_names
 
     names = ", ".join(planner_names())
     p = sub.add_parser("mcu", help="microcontroller arenas: plan a .tflite model, run it")
@@ -60,13 +63,11 @@ def run(args) -> int:
 
 
 def _load(path: str):
-    from inferlab.engines.mcu.graph import load_model
 
     return load_model(path)
 
 
 def _plan(args) -> int:
-    from inferlab.engines.mcu.model_planners import plan_model
 
     model = _load(args.model)
     t0 = time.perf_counter()
@@ -99,8 +100,6 @@ def _plan(args) -> int:
 def _invoke(args) -> int:
     import numpy as np
 
-    from inferlab.engines.mcu.interpreter import ArenaInterpreter
-    from inferlab.engines.mcu.model_planners import plan_model
 
     model = _load(args.model)
     if len(args.input) != len(model.inputs):
@@ -151,8 +150,6 @@ def _invoke(args) -> int:
 
 
 def _reorder(args) -> int:
-    from inferlab.engines.mcu.model_planners import plan_model
-    from inferlab.engines.mcu.reorder import write_reordered
 
     with open(args.model, "rb") as f:
         raw = f.read()

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from inferlab.app.labs.registry import lab_headlines
+from inferlab.app.report import build_report, report_path, write_report
+from inferlab.engines.trace.compare import compare_snapshots
+from inferlab.engines.trace.snapshot import read_snapshot
+
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="write a snapshot (or two compared) as one HTML file")
@@ -19,10 +24,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.app.labs.registry import lab_headlines
-    from inferlab.app.report import build_report, report_path, write_report
-    from inferlab.engines.trace.compare import compare_snapshots
-    from inferlab.engines.trace.snapshot import read_snapshot
 
     out = report_path(args.out)  # a bad name is refused before any rendering
     a = read_snapshot(args.snapshot)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 from inferlab.app.cli import print_json
+from inferlab.engines.hardware.discovery import torch_device
+from inferlab.engines.hardware.microbench import measure_roofs
 
 
 def register(sub) -> None:
@@ -16,8 +18,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.engines.hardware.discovery import torch_device
-    from inferlab.engines.hardware.microbench import measure_roofs
 
     torch_device(args.device)  # unknown device: one clear error before any work
 

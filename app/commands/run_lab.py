@@ -15,10 +15,15 @@ to: a bar on stderr when it is a terminal (app/cli_progress.py), nothing otherwi
 from __future__ import annotations
 
 from inferlab.app import __version__
+from inferlab.app.about import host_facts
 from inferlab.app.cli import add_kernels_option, print_json
 from inferlab.app.cli_progress import CliProgress
 from inferlab.app.labs import registry
 from inferlab.app.labs.registry import lab_spec, resolve
+from inferlab.app.snapshot_io import save
+from inferlab.engines.hardware.discovery import discover_devices
+from inferlab.engines.trace.recorder import TraceRecorder
+from inferlab.engines.trace.snapshot import make_snapshot
 
 
 def _runnable():
@@ -42,11 +47,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.app.about import host_facts
-    from inferlab.app.snapshot_io import save
-    from inferlab.engines.hardware.discovery import discover_devices
-    from inferlab.engines.trace.recorder import TraceRecorder
-    from inferlab.engines.trace.snapshot import make_snapshot
 
     lab_run = resolve(lab_spec(args.lab).run)
     recorder = TraceRecorder()

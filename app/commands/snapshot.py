@@ -5,12 +5,21 @@ from __future__ import annotations
 import time
 
 from inferlab.app import __version__
+from inferlab.app.about import host_facts
+from inferlab.app.snapshot_io import save
+from inferlab.engines.hardware.discovery import discover_devices, torch_device
+from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
+from inferlab.engines.hardware.presets import load_hardware_preset
+from inferlab.engines.hardware.telemetry import TelemetrySampler
 from inferlab.engines.labs.hardware.section import hardware_section
 from inferlab.engines.labs.memory.section import memory_section
 from inferlab.engines.labs.memory.session import memory_plans, preset_target
 from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS
 from inferlab.engines.labs.roofline.section import roofline_section
 from inferlab.engines.labs.roofline.settings import ROOFLINE_DEFAULTS
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.trace.recorder import TraceRecorder
+from inferlab.engines.trace.snapshot import make_snapshot
 
 
 def register(sub) -> None:
@@ -23,14 +32,6 @@ def register(sub) -> None:
 
 def build_snapshot(device: str = "cpu", quick: bool = True):
     """Every foundation lab's section from a fresh quick measurement, plus its trace."""
-    from inferlab.app.about import host_facts
-    from inferlab.engines.hardware.discovery import discover_devices, torch_device
-    from inferlab.engines.hardware.microbench import measure_op_points, measure_roofs
-    from inferlab.engines.hardware.presets import load_hardware_preset
-    from inferlab.engines.hardware.telemetry import TelemetrySampler
-    from inferlab.engines.model.config import load_model_preset
-    from inferlab.engines.trace.recorder import TraceRecorder
-    from inferlab.engines.trace.snapshot import make_snapshot
 
     torch_device(device)
     recorder = TraceRecorder()
@@ -64,7 +65,6 @@ def build_snapshot(device: str = "cpu", quick: bool = True):
 
 
 def run(args) -> int:
-    from inferlab.app.snapshot_io import save
 
     path = save(args.out, build_snapshot(args.device, quick=not args.full))
     print(path)

@@ -10,7 +10,11 @@ from __future__ import annotations
 import signal
 import sys
 
+from inferlab.engines.board.board_server import BoardServer
+from inferlab.engines.board.boards import DEFAULT_CODE_BYTES, DEFAULT_RUNTIME_OVERHEAD_BYTES
+from inferlab.engines.board.virtual_board import VirtualBoard
 from inferlab.engines.mcu.examples import model_argument
+from inferlab.engines.mcu.planners import PLANNERS
 
 
 def register(sub) -> None:
@@ -33,10 +37,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from inferlab.engines.board.board_server import BoardServer
-    from inferlab.engines.board.boards import DEFAULT_CODE_BYTES, DEFAULT_RUNTIME_OVERHEAD_BYTES
-    from inferlab.engines.board.virtual_board import VirtualBoard
-    from inferlab.engines.mcu.planners import PLANNERS
 
     if args.planner not in PLANNERS:
         raise ValueError(f"unknown planner {args.planner!r}; expected one of "
