@@ -94,19 +94,53 @@ class RequestAxis(pg.AxisItem):
         return out
 
 
-def step_xy(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray):
-    """A value held over each iteration's [start, end]: x, y and the connect array, broken
-    across idle time (a gap longer than half the median iteration)."""
+class GrowingColumns:
+    """Columns of one length that grow by appending rows: each a preallocated numpy array
+    whose capacity doubles when full (appending k rows costs O(k), amortised); a column is a
+    view of the rows so far, no copy."""
+
+    def __init__(self, dtypes: dict[str, np.dtype], capacity: int = 1024) -> None:
+        self.n = 0
+        self._data = {name: np.empty(capacity, dtype) for name, dtype in dtypes.items()}
+
+    def append(self, columns: dict[str, np.ndarray]) -> None:
+        k = len(next(iter(columns.values()))) if columns else 0
+        end = self.n + k
+        capacity = len(next(iter(self._data.values())))
+        if end > capacity:
+            capacity = max(end, 2 * capacity)
+            for name, old in self._data.items():
+                grown = np.empty(capacity, old.dtype)
+                grown[: self.n] = old[: self.n]
+                self._data[name] = grown
+        for name, column in self._data.items():
+            column[self.n: end] = columns[name]
+        self.n = end
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._data[name][: self.n]
+
+
+def step_x(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x and the connect array of values held over each iteration's [start, end], broken
+    across idle time (a gap longer than half the median iteration): the same for every
+    strip of one run, so computed once."""
     n = start_s.shape[0]
     x = np.empty(2 * n)
     x[0::2], x[1::2] = start_s, end_s
-    y = np.repeat(np.asarray(values, dtype=np.float64), 2)
     connect = np.ones(2 * n, dtype=bool)
     if n:
         tol = 0.5 * float(np.median(end_s - start_s))
         connect[1:-1:2] = (start_s[1:] - end_s[:-1]) <= tol
         connect[-1] = False
-    return x, y, connect
+    return x, connect
+
+
+def step_xy(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray):
+    """A value held over each iteration's [start, end]: x, y and the connect array
+    (`step_x`)."""
+    x, connect = step_x(start_s, end_s)
+    return x, np.repeat(np.asarray(values, dtype=np.float64), 2), connect
 
 
 MAX_STRIP_STEPS = 2000
@@ -114,28 +148,44 @@ MAX_STRIP_STEPS = 2000
 consecutive iterations, each drawn at its peak, so a spike never disappears."""
 
 
+class PeakBins:
+    """The iterations overlapping `x_range` (all: None), at most `max_steps` of them (plus
+    one per idle gap): bins of g consecutive iterations, cut at idle gaps, each spanning
+    [first start, last end]. One binning serves every strip of a run (`peaks(values)`)."""
+
+    def __init__(self, start_s: np.ndarray, end_s: np.ndarray,
+                 x_range: tuple[float, float] | None = None,
+                 max_steps: int = MAX_STRIP_STEPS) -> None:
+        lo, hi = 0, start_s.shape[0]
+        if x_range is not None and hi:
+            lo = int(np.searchsorted(end_s, x_range[0], side="left"))
+            hi = int(np.searchsorted(start_s, x_range[1], side="right"))
+            lo, hi = max(lo - 1, 0), min(hi + 1, start_s.shape[0])
+        self.lo, self.hi = lo, hi
+        a, b = start_s[lo:hi], end_s[lo:hi]
+        n = a.shape[0]
+        self.cut = None  # the first iteration of each bin (None: every iteration its own)
+        if n > max_steps:
+            g = -(-n // max_steps)
+            # a bin never spans idle time (a gap as step_x breaks on): its peak would be
+            # drawn across the gap, as if that iteration had lasted through it
+            tol = 0.5 * float(np.median(b - a))
+            idle = np.nonzero(a[1:] - b[:-1] > tol)[0] + 1
+            self.cut = np.union1d(np.arange(0, n, g), idle)
+            a, b = a[self.cut], b[np.append(self.cut[1:], n) - 1]
+        self.start_s, self.end_s = a, b
+
+    def peaks(self, values: np.ndarray) -> np.ndarray:
+        """Each bin's maximum of `values` (one per iteration)."""
+        v = np.asarray(values[self.lo: self.hi], dtype=np.float64)
+        return v if self.cut is None else np.maximum.reduceat(v, self.cut)
+
+
 def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
                   x_range: tuple[float, float] | None = None, max_steps: int = MAX_STRIP_STEPS):
-    """(start, end, value) of the iterations overlapping `x_range` (all: None), at most
-    `max_steps` of them (plus one per idle gap): bins of g consecutive iterations, cut at idle
-    gaps, span [first start, last end] at their maximum value."""
-    lo, hi = 0, start_s.shape[0]
-    if x_range is not None and hi:
-        lo = int(np.searchsorted(end_s, x_range[0], side="left"))
-        hi = int(np.searchsorted(start_s, x_range[1], side="right"))
-        lo, hi = max(lo - 1, 0), min(hi + 1, start_s.shape[0])
-    a, b, v = start_s[lo:hi], end_s[lo:hi], np.asarray(values[lo:hi], dtype=np.float64)
-    n = a.shape[0]
-    if n <= max_steps:
-        return a, b, v
-    g = -(-n // max_steps)
-    # a bin never spans idle time (a gap as step_xy breaks on): its peak would be drawn
-    # across the gap, as if that iteration had lasted through it
-    tol = 0.5 * float(np.median(b - a))
-    idle = np.nonzero(a[1:] - b[:-1] > tol)[0] + 1
-    cut = np.union1d(np.arange(0, n, g), idle)
-    last = np.append(cut[1:], n) - 1
-    return a[cut], b[last], np.maximum.reduceat(v, cut)
+    """(start, end, value) of each bin of `PeakBins`, at the bin's maximum value."""
+    bins = PeakBins(start_s, end_s, x_range, max_steps)
+    return bins.start_s, bins.end_s, bins.peaks(values)
 
 
 def _count_axis(plot: pg.PlotItem, counts: np.ndarray) -> None:
@@ -250,6 +300,16 @@ class GanttFrame(QWidget):
                         height=np.full(rows.shape, BAR_HEIGHT))
 
 
+STRIP_FIELDS = tuple(IterationStrips.__dataclass_fields__)
+
+
+def _strip_columns() -> GrowingColumns:
+    """Empty columns for a run's strips (their dtypes) and its running hit rate."""
+    empty = iteration_strips([])
+    return GrowingColumns({**{f: getattr(empty, f).dtype for f in STRIP_FIELDS},
+                           "hit_rate": np.dtype(np.float64)})
+
+
 class BatchTimelineView(GanttFrame):
     """The Gantt chart and its strips. `hovered(text)` as the mouse moves over segments."""
 
@@ -324,10 +384,11 @@ class BatchTimelineView(GanttFrame):
         self.segments: TimelineSegments | None = None
         self.strips: IterationStrips | None = None
         self._info_by_row: list[RequestInfo] = []
+        self._prompt_tokens: dict[str, int] = {}  # request id -> prompt tokens
         self._key = None
         self._builder = None  # the TimelineBuilder of the drawn records (see _segments)
         self._built, self._built_requests, self._built_last = 0, None, None
-        self._strip_parts: list[IterationStrips] = []
+        self._columns = _strip_columns()  # the strips and hit rate of the drawn iterations
         self._cached: dict[str, int] = {}  # request id -> prompt tokens a prefix hit supplied
         self._hit_rate = RunningHitRate(())
         self.hit_rate = np.zeros(0)  # after each drawn iteration (RunningHitRate)
@@ -347,8 +408,6 @@ class BatchTimelineView(GanttFrame):
             self._key = key
             self.requests, self.iterations = requests, iterations
             self.segments, self.strips = self._segments(requests, iterations)
-            by_id = {r.request_id: r for r in requests}
-            self._info_by_row = [by_id[rid] for rid in self.segments.request_ids]
             self._draw_segments(self.segments)
             self._draw_hits(self.segments)
             self._draw_strips(self.strips)
@@ -368,23 +427,24 @@ class BatchTimelineView(GanttFrame):
         if not grown:
             b = self._builder = TimelineBuilder(requests)
             self._built_requests, n = requests, 0
-            self._strip_parts = []
+            by_id = {r.request_id: r for r in requests}  # the same requests: the same rows
+            self._info_by_row = [by_id[rid] for rid in b.request_ids]
+            self._prompt_tokens = {r.request_id: r.prompt_tokens for r in requests}
+            self._columns = _strip_columns()
             self._cached = {}
-            self._hit_rate, self.hit_rate = RunningHitRate(requests), np.zeros(0)
+            self._hit_rate = RunningHitRate(requests)
         new = iterations[n:]
         b.extend(new)
-        self.hit_rate = np.concatenate([self.hit_rate, self._hit_rate.extend(new)])
+        if new:  # appended to the columns: a redraw reads the new records only
+            strips = iteration_strips(new)
+            self._columns.append({**{f: getattr(strips, f) for f in STRIP_FIELDS},
+                                  "hit_rate": self._hit_rate.extend(new)})
         for rid, cached in cached_tokens_by_request(new).items():
             self._cached.setdefault(rid, cached)
-        if new:
-            self._strip_parts.append(iteration_strips(new))
-        if len(self._strip_parts) > 1:  # one set of arrays, extended by concatenation
-            parts = self._strip_parts
-            self._strip_parts = [IterationStrips(*(np.concatenate([getattr(p, f) for p in parts])
-                                                   for f in IterationStrips.__dataclass_fields__))]
         self._built = len(iterations)
         self._built_last = iterations[-1] if iterations else None
-        strips = self._strip_parts[0] if self._strip_parts else iteration_strips([])
+        self.hit_rate = self._columns["hit_rate"]
+        strips = IterationStrips(**{f: self._columns[f] for f in STRIP_FIELDS})
         return b.segments(), strips
 
     def fit(self) -> None:
@@ -411,8 +471,7 @@ class BatchTimelineView(GanttFrame):
         vb.setLimits(yMin=-1.5, yMax=max(n, 1) + 0.5)
 
     def _draw_hits(self, seg: TimelineSegments) -> None:
-        prompts = {r.request_id: r.prompt_tokens for r in self._info_by_row}
-        rows, x0, x1 = prefix_hit_spans(seg, self._cached, prompts)
+        rows, x0, x1 = prefix_hit_spans(seg, self._cached, self._prompt_tokens)
         self.hit_bars.setOpts(x0=x0, x1=x1, y0=rows - BAR_HEIGHT / 2,
                               height=np.full(rows.shape, 0.4 * BAR_HEIGHT))
 
@@ -427,14 +486,18 @@ class BatchTimelineView(GanttFrame):
         if s is None:
             return
         x_range = None if self._follow else tuple(self.gantt.getViewBox().viewRange()[0])
-        for curve, values in ((self.batch_curve, s.batch_size),
-                              (self.prefill_curve, s.prefill_tokens),
-                              (self.decode_curve, s.decode_tokens),
-                              (self.cached_curve, s.cached_tokens),
-                              (self.kv_curve, 100.0 * s.kv_usage),
-                              (self.hit_rate_curve, 100.0 * self.hit_rate),
-                              (self.evict_curve, s.evicted_blocks)):
-            x, y, connect = step_xy(*visible_peaks(s.start_s, s.end_s, values, x_range))
+        bins = PeakBins(s.start_s, s.end_s, x_range)  # one binning and one x for the seven
+        x, connect = step_x(bins.start_s, bins.end_s)
+        for curve, values, scale in ((self.batch_curve, s.batch_size, 1.0),
+                                     (self.prefill_curve, s.prefill_tokens, 1.0),
+                                     (self.decode_curve, s.decode_tokens, 1.0),
+                                     (self.cached_curve, s.cached_tokens, 1.0),
+                                     (self.kv_curve, s.kv_usage, 100.0),
+                                     (self.hit_rate_curve, self.hit_rate, 100.0),
+                                     (self.evict_curve, s.evicted_blocks, 1.0)):
+            y = np.repeat(bins.peaks(values), 2)
+            if scale != 1.0:
+                y *= scale
             curve.setData(x, y, connect=connect, skipFiniteCheck=True)
 
     def _draw_preemptions(self, s: IterationStrips) -> None:

@@ -231,3 +231,48 @@ def view_text(requests, records) -> str:
     text = v.describe_segment(i)
     v.deleteLater()
     return text
+
+
+def _drawn_items(v: BatchTimelineView) -> dict[str, list[np.ndarray]]:
+    """The data of every item the timeline draws: bars, prefix-hit marks, strip curves."""
+    out = {}
+    for state, bar in v.bars.items():
+        out[f"bars {STATE_NAMES[state]}"] = [np.asarray(bar.opts[k], dtype=np.float64)
+                                             for k in ("x0", "x1", "y0", "height")]
+    out["hits"] = [np.asarray(v.hit_bars.opts[k], dtype=np.float64)
+                   for k in ("x0", "x1", "y0", "height")]
+    for name in ("batch", "prefill", "decode", "cached", "kv", "hit_rate", "evict", "preempt"):
+        curve = getattr(v, f"{name}_curve")
+        x, y = curve.getData()
+        out[name] = [x, y, np.asarray(curve.opts["connect"])]
+    return out
+
+
+def test_a_live_update_draws_what_a_full_redraw_of_the_same_records_draws(view):
+    """Records appended between redraws (a few at a time, and past MAX_STRIP_STEPS, where
+    the strips are binned) leave every item holding the arrays a fresh view's one draw of
+    the same records gives it."""
+    from inferlab.views.batch_timeline import MAX_STRIP_STEPS
+
+    requests, iterations = synthetic_schedule(
+        300, max_iterations=MAX_STRIP_STEPS + 500, max_running=24, token_budget=256,
+        kv_blocks=120, mean_gap_s=0.02, mean_new_tokens=150)
+    assert len(iterations) > MAX_STRIP_STEPS
+    live: list = []
+    k, sizes = 0, (1, 7, 64, 3, 400)
+    while k < len(iterations):
+        n = sizes[k % len(sizes)]
+        live.extend(iterations[k: k + n])
+        k += n
+        view.draw(requests, live)
+        if k in (1, 8, 72) or k >= len(iterations):
+            fresh = BatchTimelineView()
+            fresh.resize(1280, 560)
+            fresh.draw(requests, list(live))
+            got, want = _drawn_items(view), _drawn_items(fresh)
+            assert got.keys() == want.keys()
+            for name in want:
+                for a, b in zip(got[name], want[name], strict=True):
+                    np.testing.assert_array_equal(a, b, err_msg=f"{name} after {k} records")
+            fresh.deleteLater()
+    assert len(view.strips.start_s) == len(iterations)
