@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from inferlab.engines.cluster.layout import COLOCATED, DECODE, PREFILL
-from inferlab.engines.presets import dataclass_from_dict
-from inferlab.engines.serve.records import IterationRecord, RequestInfo
 from inferlab.engines.fields import (
     Setting,
     check_fields,
@@ -21,6 +19,8 @@ from inferlab.engines.fields import (
     read_object,
     read_seconds,
 )
+from inferlab.engines.presets import dataclass_from_dict
+from inferlab.engines.serve.records import IterationRecord, RequestInfo
 
 ROLES = (COLOCATED, PREFILL, DECODE)
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import torch
 
 from inferlab.engines.dtypes import torch_dtype
+from inferlab.engines.fields import shown
 from inferlab.engines.hardware.cancel import Cancelled, check_stop
 from inferlab.engines.hardware.discovery import get_device, torch_device
 from inferlab.engines.hardware.op_points import MeasuredPoint, measure_op_points
 from inferlab.engines.hardware.timing import median_call_s
 from inferlab.engines.roofline.costs import matmul_cost
-from inferlab.engines.fields import shown
 
 __all__ = [
     "Cancelled",

@@ -20,12 +20,12 @@ import torch
 
 from inferlab.engines import kernels
 from inferlab.engines.dtypes import torch_dtype
+from inferlab.engines.fields import shown
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.hardware.discovery import get_device, torch_device
 from inferlab.engines.hardware.timing import median_call_s
 from inferlab.engines.kernels.skinny import max_rows, skinny_linear
 from inferlab.engines.roofline.costs import matmul_cost
-from inferlab.engines.fields import shown
 
 POINT_RANGES = {"flops": (1.0, 1e30), "bytes_moved": (1.0, 1e30), "seconds": (1e-12, 1e6)}
 """What a snapshot's measured point may hold: its intensity and FLOP/s stay finite and

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from inferlab.engines.presets import dataclass_from_dict
 from inferlab.engines.fields import (
     Setting,
     check_fields,
@@ -24,6 +23,7 @@ from inferlab.engines.fields import (
     read_object,
     read_seconds,
 )
+from inferlab.engines.presets import dataclass_from_dict
 
 CLOCKS = ("wall", "simulated")
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from inferlab.engines.fields import clean_settings
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_SETTINGS
-from inferlab.engines.fields import clean_settings
 from inferlab.views.choices import kernel_choice
 from inferlab.views.kv_view import KVView
 
