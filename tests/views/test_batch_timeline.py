@@ -276,3 +276,36 @@ def test_a_live_update_draws_what_a_full_redraw_of_the_same_records_draws(view):
                     np.testing.assert_array_equal(a, b, err_msg=f"{name} after {k} records")
             fresh.deleteLater()
     assert len(view.strips.start_s) == len(iterations)
+
+
+def test_grid_lines_are_opaque_in_the_colour_they_showed_over_white_and_under_the_data(view):
+    """Each grid line keeps its place and gets the opaque colour its translucent pen gave
+    over the white background (fast to draw); the axes paint before their view box."""
+    from PySide6.QtGui import QPainter, QPicture
+
+    from inferlab.views.batch_timeline import over_white
+
+    assert over_white(pg.mkColor(138, 138, 138, 51)).getRgb() == (232, 232, 232, 255)
+    view.draw(REQUESTS, ITERATIONS)
+    view.grab()
+    checked = 0
+    for plot in view.plots:
+        for name in ("left", "bottom"):
+            axis = plot.getAxis(name)
+            if axis.grid is False:
+                continue
+            picture = QPicture()
+            painter = QPainter(picture)
+            translucent = pg.AxisItem.generateDrawSpecs(axis, painter)[1]
+            opaque = axis.generateDrawSpecs(painter)[1]
+            painter.end()
+            assert len(opaque) == len(translucent) > 0
+            for (pen, a1, a2), (old, b1, b2) in zip(opaque, translucent, strict=True):
+                assert (a1, a2) == (b1, b2)
+                c, alpha = old.color(), old.color().alphaF()
+                assert alpha < 1.0
+                want = [round(alpha * v + (1 - alpha) * 255) for v in c.getRgb()[:3]]
+                assert list(pen.color().getRgb()) == [*want, 255]
+            assert axis.zValue() < plot.getViewBox().zValue()
+            checked += 1
+    assert checked == 8  # the Gantt's x grid, two strips' x and y grids, three strips' x grid
