@@ -28,6 +28,7 @@ from inferlab.engines.labs.batching.timeline import (
     STALLED,
     STATE_NAMES,
     WAITING,
+    GrowingColumns,
     IterationStrips,
     RunningHitRate,
     TimelineBuilder,
@@ -127,33 +128,6 @@ class RequestAxis(GridAxis):
             r = int(round(v))
             out.append(self.ids[r] if abs(v - r) < 1e-6 and 0 <= r < len(self.ids) else "")
         return out
-
-
-class GrowingColumns:
-    """Columns of one length that grow by appending rows: each a preallocated numpy array
-    whose capacity doubles when full (appending k rows costs O(k), amortised); a column is a
-    view of the rows so far, no copy."""
-
-    def __init__(self, dtypes: dict[str, np.dtype], capacity: int = 1024) -> None:
-        self.n = 0
-        self._data = {name: np.empty(capacity, dtype) for name, dtype in dtypes.items()}
-
-    def append(self, columns: dict[str, np.ndarray]) -> None:
-        k = len(next(iter(columns.values()))) if columns else 0
-        end = self.n + k
-        capacity = len(next(iter(self._data.values())))
-        if end > capacity:
-            capacity = max(end, 2 * capacity)
-            for name, old in self._data.items():
-                grown = np.empty(capacity, old.dtype)
-                grown[: self.n] = old[: self.n]
-                self._data[name] = grown
-        for name, column in self._data.items():
-            column[self.n: end] = columns[name]
-        self.n = end
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._data[name][: self.n]
 
 
 def step_x(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -91,12 +91,44 @@ def timeline_segments(requests: Sequence[RequestInfo],
     return builder.segments()
 
 
+class GrowingColumns:
+    """Columns of one length that grow by appending rows: each a preallocated numpy array
+    whose capacity doubles when full (appending k rows costs O(k), amortised); a column is a
+    view of the rows so far, no copy."""
+
+    def __init__(self, dtypes: dict[str, np.dtype], capacity: int = 1024) -> None:
+        self.n = 0
+        self._data = {name: np.empty(capacity, dtype) for name, dtype in dtypes.items()}
+
+    def append(self, columns: dict[str, np.ndarray]) -> None:
+        k = len(next(iter(columns.values()))) if columns else 0
+        end = self.n + k
+        capacity = len(next(iter(self._data.values())))
+        if end > capacity:
+            capacity = max(end, 2 * capacity)
+            for name, old in self._data.items():
+                grown = np.empty(capacity, old.dtype)
+                grown[: self.n] = old[: self.n]
+                self._data[name] = grown
+        for name, column in self._data.items():
+            column[self.n: end] = columns[name]
+        self.n = end
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._data[name][: self.n]
+
+
+_Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # row, state, start, end
+
+
 class TimelineBuilder:
     """`timeline_segments`, built as the iterations come: `extend(new_records)` reads only
-    the new ones (a Python pass over their batches), `segments()` assembles the segments with
-    numpy from per-request RUNS (consecutive iterations in one state), not from every decode,
-    so a live timeline costs the new records plus the number of segments, not the run's
-    length."""
+    the new ones (a Python pass over their batches) into per-request RUNS (consecutive
+    iterations in one state), and `segments()` assembles the segments with numpy. A finished
+    request's segments never change again (nothing after its finish is drawn), so they are
+    assembled once and kept; each call assembles the unfinished requests' only and merges
+    the two. A live timeline costs the new records plus the unfinished requests, not the
+    run's length."""
 
     def __init__(self, requests: Sequence[RequestInfo]) -> None:
         order = arrival_order(requests)
@@ -106,54 +138,84 @@ class TimelineBuilder:
             raise ValueError("request ids must be unique")
         self._arrival = np.array([requests[i].arrival_s for i in order], dtype=np.float64)
         self._prompt = [requests[i].prompt_tokens for i in order]
-        self._t0: list[float] = []
-        self._t1: list[float] = []
-        # closed runs, and the open run of each row: [state, first k, last k, done after it]
-        self._runs: list[tuple[int, int, int, int, bool]] = []  # (row, state, k0, k1, done)
+        self._times = GrowingColumns({"t0": np.dtype(np.float64), "t1": np.dtype(np.float64)})
+        # each row's closed runs, and its open run: [state, first k, last k, done after it]
+        self._closed: dict[int, list[tuple[int, int, int, bool]]] = {}
         self._open: dict[int, list] = {}
-        self._preempted: list[tuple[int, int]] = []  # (row, k)
+        self._preempted: dict[int, list[int]] = {}  # row -> iterations that preempted it
         self._finished: set[int] = set()
         self.n_iterations = 0
+        self._kept_rows: set[int] = set()  # finished rows whose segments are kept
+        self._kept = _no_segments()  # their segments, sorted by (row, start)
 
-    def _row(self, rid: str, where: str) -> int:
-        try:
-            return self.row_of[rid]
-        except KeyError:
-            raise ValueError(f"{where} names request {rid!r}, not in the requests") from None
+    def _refuse(self, it: IterationRecord) -> None:
+        """ValueError naming the first request of `it` that is not in the requests."""
+        for where, rids in (("a prefill", [p.request_id for p in it.prefills]),
+                            ("a decode", it.decodes), ("a preemption", it.preempted),
+                            ("a finish", it.finished)):
+            for rid in rids:
+                if rid not in self.row_of:
+                    raise ValueError(f"{where} names request {rid!r}, not in the requests")
 
     def extend(self, iterations: Sequence[IterationRecord]) -> None:
-        for it in iterations:
-            k = self.n_iterations
-            self._t0.append(it.start_s)
-            self._t1.append(it.end_s)
-            entries: dict[int, tuple[int, bool]] = {}  # row -> (state, past its prefill)
-            for p in it.prefills:
-                row = self._row(p.request_id, "a prefill")
-                entries[row] = (PREFILL, p.start + p.n_tokens >= self._prompt[row])
-            for rid in it.decodes:
-                row = self._row(rid, "a decode")
-                entries.setdefault(row, (DECODE, True))  # a prefill in the same one wins
-            for row, (state, done) in entries.items():
-                run = self._open.get(row)
-                if run is not None and run[0] == state and run[2] == k - 1:
-                    run[2], run[3] = k, done
-                    continue
-                if run is not None:
-                    self._runs.append((row, *run))
-                self._open[row] = [state, k, k, done]
-            self._preempted += [(self._row(rid, "a preemption"), k) for rid in it.preempted]
-            self._finished.update(self._row(rid, "a finish") for rid in it.finished)
-            self.n_iterations += 1
+        row_of, prompt, open_runs = self.row_of, self._prompt, self._open
+        t0: list[float] = []
+        t1: list[float] = []
+        try:
+            for it in iterations:
+                k = self.n_iterations
+                try:  # row -> (state, past its prefill); a prefill in the same one wins
+                    entries = {row_of[rid]: (DECODE, True) for rid in it.decodes}
+                    for p in it.prefills:
+                        row = row_of[p.request_id]
+                        entries[row] = (PREFILL, p.start + p.n_tokens >= prompt[row])
+                    preempted = [row_of[rid] for rid in it.preempted]
+                    finished = [row_of[rid] for rid in it.finished]
+                except KeyError:
+                    self._refuse(it)
+                    raise
+                kept = self._kept_rows
+                if kept and not (kept.isdisjoint(entries) and kept.isdisjoint(preempted)
+                                 and kept.isdisjoint(finished)):
+                    # a record after a finish (not from our schedulers): assemble all again
+                    self._kept_rows, self._kept = set(), _no_segments()
+                for row, (state, done) in entries.items():
+                    run = open_runs.get(row)
+                    if run is not None and run[0] == state and run[2] == k - 1:
+                        run[2], run[3] = k, done
+                        continue
+                    if run is not None:
+                        self._closed.setdefault(row, []).append(tuple(run))
+                    open_runs[row] = [state, k, k, done]
+                for row in preempted:
+                    self._preempted.setdefault(row, []).append(k)
+                self._finished.update(finished)
+                t0.append(it.start_s)
+                t1.append(it.end_s)
+                self.n_iterations += 1
+        finally:
+            self._times.append({"t0": np.array(t0, np.float64), "t1": np.array(t1, np.float64)})
 
     def segments(self) -> TimelineSegments:
-        ids, row_of = self.request_ids, self.row_of
-        n_rows, n_iter = len(ids), self.n_iterations
-        empty = np.zeros(0, np.float64)
+        n_rows, n_iter = len(self.request_ids), self.n_iterations
         if n_rows == 0 or n_iter == 0:
-            return TimelineSegments(np.zeros(0, np.int32), np.zeros(0, np.uint8), empty, empty,
-                                    ids, row_of)
-        t0, t1, arrival = np.array(self._t0), np.array(self._t1), self._arrival
-        runs = self._runs + [(row, *run) for row, run in self._open.items()]
+            return TimelineSegments(*_no_segments(), self.request_ids, self.row_of)
+        # finished and scheduled rows not kept yet: assembled once, merged into the kept
+        done = sorted(r for r in self._finished - self._kept_rows if r in self._open)
+        if done:
+            self._kept = _merge_rows(self._kept, self._assemble(np.array(done, np.int64)))
+            self._kept_rows.update(done)
+        kept = np.zeros(n_rows, bool)
+        kept[list(self._kept_rows)] = True
+        live = self._assemble(np.flatnonzero(~kept))
+        return TimelineSegments(*_merge_rows(self._kept, live), self.request_ids, self.row_of)
+
+    def _assemble(self, rows: np.ndarray) -> _Columns:
+        """The segments of `rows` (ascending), sorted by (row, start_s)."""
+        n_iter = self.n_iterations
+        t0, t1, arrival = self._times["t0"], self._times["t1"], self._arrival
+        runs = [(row, *run) for row in rows.tolist() for run in self._closed.get(row, ())]
+        runs += [(row, *self._open[row]) for row in rows.tolist() if row in self._open]
         r = np.array(runs, dtype=np.int64).reshape(len(runs), 5)
         r = r[np.lexsort((r[:, 2], r[:, 0]))]  # by row, then first iteration
         r_row, r_state, r_k0, r_k1, r_done = r[:, 0], r[:, 1], r[:, 2], r[:, 3], r[:, 4] == 1
@@ -168,9 +230,7 @@ class TimelineBuilder:
         # leading waits: arrival -> first scheduled; rows never scheduled wait to the end
         f_row, f_k = r_row[first], r_k0[first]
         seg.append((f_row, np.full(f_row.size, WAITING), arrival[f_row], t0[f_k]))
-        never = np.ones(n_rows, bool)
-        never[f_row] = False
-        never_rows = np.flatnonzero(never)
+        never_rows = np.setdiff1d(rows, f_row, assume_unique=True)
         seg.append((never_rows, np.full(never_rows.size, WAITING), arrival[never_rows],
                     np.full(never_rows.size, t1[-1])))
 
@@ -178,9 +238,9 @@ class TimelineBuilder:
         # small gap between their iterations empty), and after the last run if unfinished
         inner = np.flatnonzero(same_row_next)
         inner = inner[r_k0[inner + 1] > r_k1[inner] + 1]
-        finished = np.zeros(n_rows, bool)
-        finished[list(self._finished)] = True
-        tail = np.flatnonzero(last & ~finished[r_row] & (r_k1 < n_iter - 1))
+        finished = np.array([row in self._finished for row in r_row[last].tolist()], bool)
+        tail = np.flatnonzero(last)[~finished]
+        tail = tail[r_k1[tail] < n_iter - 1]
         g_row = np.concatenate([r_row[inner], r_row[tail]])
         g_a = np.concatenate([r_k1[inner], r_k1[tail]])  # the iteration it last ran in
         g_b = np.concatenate([r_k0[inner + 1], np.full(tail.size, n_iter)])  # next (n_iter: none)
@@ -193,7 +253,8 @@ class TimelineBuilder:
         g_state[: inner.size] = np.where(r_state[inner + 1] == PREFILL, WAITING, STALLED)
         # the first preemption p with a <= p < b, if any
         stride = n_iter + 1
-        p_key = np.sort(np.array([row * stride + k for row, k in self._preempted], np.int64))
+        p_key = np.sort(np.array([row * stride + k for row in rows.tolist()
+                                  for k in self._preempted.get(row, ())], np.int64))
         if p_key.size:
             pos = np.searchsorted(p_key, g_row * stride + g_a, side="left")
             candidate = p_key[np.minimum(pos, p_key.size - 1)]
@@ -218,8 +279,18 @@ class TimelineBuilder:
         keep = scheduled | (end > start)  # empty waits (scheduled on arrival) are dropped
         row, state, start, end = row[keep], state[keep], start[keep], end[keep]
         order_rs = np.lexsort((start, row))
-        return TimelineSegments(row[order_rs], state[order_rs], start[order_rs],
-                                end[order_rs], ids, row_of)
+        return row[order_rs], state[order_rs], start[order_rs], end[order_rs]
+
+
+def _no_segments() -> _Columns:
+    empty = np.zeros(0, np.float64)
+    return np.zeros(0, np.int32), np.zeros(0, np.uint8), empty, empty.copy()
+
+
+def _merge_rows(a: _Columns, b: _Columns) -> _Columns:
+    """Two sets of segments, each sorted by (row, start_s), of disjoint rows: one, sorted."""
+    at = np.searchsorted(a[0], b[0], side="left")
+    return tuple(np.insert(x, at, y) for x, y in zip(a, b, strict=True))
 
 
 def segment_at(segments: TimelineSegments, row: int, t_s: float) -> int | None:

@@ -212,3 +212,54 @@ def test_a_builder_extended_in_pieces_gives_the_segments_of_the_whole(seed, n, c
         assert builder.segments().rows() == timeline_segments(requests, iterations[:done]).rows()
     builder.extend(iterations[done:])
     assert builder.segments().rows() == timeline_segments(requests, iterations).rows()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 60), chunked=st.booleans(),
+       cuts=st.lists(st.tuples(st.integers(1, 80), st.booleans()), max_size=16))
+def test_kept_segments_of_finished_requests_equal_a_full_rebuild(seed, n, chunked, cuts):
+    """The builder keeps the segments of finished requests between calls; read after random
+    batches of records (segments() called after some of them only), it gives the segments a
+    fresh builder gives for the same records: rows, states and times, in order and dtype."""
+    import random
+
+    from inferlab.engines.labs.batching.timeline import TimelineBuilder
+
+    rng = random.Random(seed)
+    requests, iterations = synthetic_schedule(
+        n, max_iterations=400, kv_blocks=rng.randint(12, 80), max_running=rng.randint(1, 10),
+        token_budget=64 if chunked else 4096, seed=seed)
+    builder = TimelineBuilder(requests)
+    done = 0
+    for cut, read in [*cuts, (len(iterations), True)]:
+        builder.extend(iterations[done: done + cut])
+        done = min(done + cut, len(iterations))
+        if not read:
+            continue
+        got = builder.segments()
+        fresh = TimelineBuilder(requests)
+        fresh.extend(iterations[:done])
+        want = fresh.segments()
+        assert got.rows() == want.rows()
+        for name in ("row", "state", "start_s", "end_s"):
+            assert getattr(got, name).dtype == getattr(want, name).dtype
+
+
+def test_a_record_naming_a_finished_request_again_rebuilds_its_segments():
+    """Our schedulers never name a request after its finish; a made-up record that does is
+    drawn as the whole records are, not from the segments kept at its finish."""
+    from inferlab.engines.labs.batching.timeline import TimelineBuilder
+
+    requests = [RequestInfo("A", 0.0, 8, 2), RequestInfo("B", 0.0, 8, 9)]
+    records = [it(0, prefills=[("A", 0, 8), ("B", 0, 8)]),
+               it(1, decodes=["A", "B"], finished=["A"]),
+               it(2, decodes=["B"]),
+               it(3, decodes=["A", "B"]),
+               it(4, decodes=["B"])]
+    builder = TimelineBuilder(requests)
+    for k, record in enumerate(records):
+        builder.extend([record])
+        assert builder.segments().rows() == timeline_segments(requests, records[: k + 1]).rows()
+    assert [r for r in builder.segments().rows() if r[0] == 0] == [
+        (0, PREFILL, 0.0, 0.9), (0, DECODE, 1.0, 1.9), (0, STALLED, 1.9, 3.0),
+        (0, DECODE, 3.0, 3.9)]
