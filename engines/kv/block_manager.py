@@ -248,62 +248,113 @@ class BlockManager:
         return hit.n_tokens
 
     def append_token(self, seq_id: object, token_id: int) -> tuple[int, int] | None:
-        """`append_tokens(seq_id, [token_id])`: its copy-on-write pair `(src, dst)`, or None.
+        """Reserve the slot of one more token (`append_each` for one sequence): its
+        copy-on-write pair `(src, dst)`, or None; `KVOutOfMemoryError` when no block is free.
 
         A pair means the last block was shared (after a fork): `seq_id` now owns a fresh copy
         `dst`, and the caller must copy block `src`'s K/V into it
         (`PagedKVCache.copy_blocks`) before writing the new token.
         """
-        cows = self.append_tokens(seq_id, (token_id,))
-        return cows[0] if cows else None
+        cows = self.append_each((seq_id,), (token_id,), partial=False)[2]
+        return cows[0][1:] if cows else None
+
+    def append_each(self, seq_ids: Sequence[object], token_ids: Sequence[int],
+                    partial: bool = True) -> tuple[int, int, list[tuple[object, int, int]]]:
+        """One more token for each of `seq_ids` (`token_ids[i]` for `seq_ids[i]`), in order:
+        a decode step's reservations in one call. Returns (how many got their slot, their
+        reserved tokens in all: the keys their attention reads, the copy-on-write
+        (seq_id, src, dst) they made, in order).
+
+        A token that fits in its sequence's last block, which no other table holds, takes the
+        next slot in place; one that starts a block takes the pool's next free block; any other
+        (a shared last block to copy, no free block) goes the `append_tokens` way. With `partial` the step
+        stops before the first sequence the pool has no block for (it and those after it are
+        unchanged); without, that `KVOutOfMemoryError` is raised.
+        """
+        seqs, bs, pool = self._seqs, self.block_size, self.pool
+        cows: list[tuple[object, int, int]] = []
+        n_context = 0
+        for i, seq_id in enumerate(seq_ids):
+            seq = seqs.get(seq_id)
+            if seq is not None:
+                tokens = seq.token_ids
+                n = len(tokens)
+                if n % bs:
+                    last = seq.blocks[-1]
+                    if last.ref_count == 1:  # the common decode: in place, nothing to check
+                        tokens.append(token_ids[i])
+                        last.n_tokens += 1
+                        n_context += n + 1
+                        continue
+                elif pool.n_free:  # a free block: the table is below capacity, nothing to evict
+                    block = pool.allocate_block()
+                    block.n_tokens = 1
+                    seq.blocks.append(block)
+                    tokens.append(token_ids[i])
+                    n_context += n + 1
+                    continue
+            else:
+                seq = self._seq(seq_id)
+            try:
+                made = self._grow(seq, seq_id, (token_ids[i],))
+            except KVOutOfMemoryError:
+                if partial:
+                    return i, n_context, cows
+                raise
+            if made:
+                cows.append((seq_id, *made[0]))
+            n_context += len(seq.token_ids)
+        return len(seq_ids), n_context, cows
 
     def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """Reserve slots for more tokens of `seq_id` (a decode, a prefill chunk, drafts).
+        """Reserve slots for more tokens of `seq_id` (a prefill chunk, drafts, a decode): the
+        one append path, which allocates blocks and copies a shared last block.
 
         Returns the copy-on-write pairs (at most one). All or nothing: on
         `KVOutOfMemoryError` / `KVCapacityError` the sequence is unchanged.
         """
-        seq = self._seq(seq_id)
+        return self._grow(self._seq(seq_id), seq_id, token_ids)
+
+    def _grow(self, seq: SeqBlocks, seq_id: object, token_ids: Sequence[int]
+              ) -> list[tuple[int, int]]:
         n_new = len(token_ids)
         if n_new == 0:
             return []
-        bs, blocks, tokens = self.block_size, seq.blocks, seq.token_ids
+        bs, blocks, tokens, pool = self.block_size, seq.blocks, seq.token_ids, self.pool
         n_old = len(tokens)
-        if n_new <= -n_old % bs and blocks[-1].ref_count == 1:
-            # they fit in the last block, which no other table holds (a decode, mostly)
-            tokens.extend(token_ids)
-            blocks[-1].n_tokens += n_new
-            return []
-        self._check_capacity(n_old + n_new, f"sequence {seq_id!r}")
-        need = self._append_blocks_needed(seq, n_new)
-        if need > self.n_free_blocks:
-            raise KVOutOfMemoryError(
-                f"sequence {seq_id!r} needs {need} free KV blocks to grow, "
-                f"{self.n_free_blocks} are free"
-            )
-        self.prefix_cache.make_room(need)
-        pool = self.pool
+        n_total = n_old + n_new
+        n_blocks = -(-n_total // bs)
+        if n_blocks > self.n_blocks:
+            self._check_capacity(n_total, f"sequence {seq_id!r}")
+        room = -n_old % bs  # free slots in the last block
+        cow = room and blocks[-1].ref_count > 1  # it is shared: this table gets a copy
+        need = n_blocks - len(blocks) + (1 if cow else 0)
+        if need:
+            if need > pool.n_free and need > self.n_free_blocks:
+                raise KVOutOfMemoryError(
+                    f"sequence {seq_id!r} needs {need} free KV blocks to grow, "
+                    f"{self.n_free_blocks} are free"
+                )
+            self.prefix_cache.make_room(need)
         cows: list[tuple[int, int]] = []
-        if n_old % bs:
+        if cow:
             last = blocks[-1]
-            if last.ref_count > 1:  # copy-on-write: the partial block is shared
-                fresh = pool.allocate_block()
-                fresh.n_tokens = last.n_tokens
-                pool.release(last)
-                self.prefix_cache.released((last,))
-                blocks[-1] = fresh
-                seq.table_version += 1
-                cows.append((last.block_id, fresh.block_id))
+            fresh = pool.allocate_block()
+            fresh.n_tokens = last.n_tokens
+            pool.release(last)
+            self.prefix_cache.released((last,))
+            blocks[-1] = fresh
+            seq.table_version += 1
+            cows.append((last.block_id, fresh.block_id))
         tokens.extend(token_ids)
-        pos = n_old
-        n_total = len(tokens)
-        while pos < n_total:
-            if pos % bs == 0:
-                blocks.append(pool.allocate_block())
-            block = blocks[-1]
-            take = min(bs - pos % bs, n_total - pos)
-            block.n_tokens += take
-            pos += take
+        if room:
+            blocks[-1].n_tokens += min(room, n_new)
+        if n_blocks > len(blocks):  # fresh blocks, each full but the last
+            for _ in range(n_blocks - len(blocks)):
+                block = pool.allocate_block()
+                block.n_tokens = bs
+                blocks.append(block)
+            blocks[-1].n_tokens = n_total - (n_blocks - 1) * bs
         return cows
 
     def _append_blocks_needed(self, seq: SeqBlocks, n_new: int) -> int:
@@ -409,6 +460,11 @@ class BlockManager:
                 f"{n_tokens} cannot be computed"
             )
         self.prefix_cache.computed(seq, n_tokens)
+
+    def mark_all_computed(self, seq_ids: Iterable[object]) -> None:
+        """`mark_computed(seq_id, num_tokens(seq_id))` for each of `seq_ids`, live sequences
+        whose every reserved token's K/V is now written (a decode step), in one call."""
+        self.prefix_cache.computed_all(map(self._seqs.__getitem__, seq_ids))
 
     def _n_reserved(self, n_prompt: int, n_cached: int, n_new_tokens: int | None) -> int:
         """How many tokens `allocate` reserves: the whole prompt, or the cached prefix and

@@ -82,13 +82,15 @@ class LazyBlocks:
         return len(self._made)
 
     def __getitem__(self, i):
+        made = self._made
+        if type(i) is int and 0 <= i < len(made):  # made already: the common case
+            return made[i]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(self._n))]
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError(f"block {i} of a pool of {self._n}")
-        made = self._made
         while len(made) <= i:
             made.append(Block(len(made)))
         return made[i]
@@ -115,14 +117,14 @@ class FreeBlockQueue:
         self._tail.prev = self._head
         self._len = 0
         self._fresh = fresh
-        self._fresh_next = 0  # fresh ids [_fresh_next, len(fresh)) are queued
-        if fresh is not None:
-            self._len = len(fresh)
+        self._fresh_next = 0  # fresh ids [_fresh_next, _fresh_end) are queued
+        self._fresh_end = 0 if fresh is None else len(fresh)
+        self._len = self._fresh_end
         for block in blocks:
             self.append(block)
 
     def _n_fresh(self) -> int:
-        return 0 if self._fresh is None else len(self._fresh) - self._fresh_next
+        return self._fresh_end - self._fresh_next
 
     def _link_fresh(self) -> None:
         """Turn the fresh range into linked blocks at the head (for a removal inside it)."""
@@ -131,20 +133,19 @@ class FreeBlockQueue:
             return
         first = self._head.next
         prev = self._head
-        for i in range(self._fresh_next, len(self._fresh)):
+        for i in range(self._fresh_next, self._fresh_end):
             block = self._fresh[i]
             prev.next, block.prev = block, prev
             prev = block
         prev.next, first.prev = first, prev
-        self._fresh_next = len(self._fresh)
+        self._fresh_next = self._fresh_end
 
     def __len__(self) -> int:
         return self._len
 
     def __iter__(self) -> Iterator[Block]:
-        if self._fresh is not None:
-            for i in range(self._fresh_next, len(self._fresh)):
-                yield self._fresh[i]
+        for i in range(self._fresh_next, self._fresh_end):
+            yield self._fresh[i]
         node = self._head.next
         while node is not self._tail:
             yield node
@@ -154,9 +155,8 @@ class FreeBlockQueue:
         return block.prev is not None or self._is_fresh(block)
 
     def _is_fresh(self, block: Block) -> bool:
-        fresh = self._fresh
-        return (fresh is not None and self._fresh_next <= block.block_id < len(fresh)
-                and fresh[block.block_id] is block)
+        return (self._fresh_next <= block.block_id < self._fresh_end
+                and self._fresh[block.block_id] is block)
 
     def block_ids(self) -> list[int]:
         """The queued block ids, head (next to be reused) first."""
@@ -174,7 +174,7 @@ class FreeBlockQueue:
         """Remove and return the head: the least recently freed block."""
         if self._len == 0:
             raise IndexError("no free blocks")
-        if self._n_fresh():
+        if self._fresh_next < self._fresh_end:
             block = self._fresh[self._fresh_next]
             self._fresh_next += 1
             self._len -= 1

@@ -12,7 +12,8 @@ lookups and hears about every change to a table that its index must follow:
     cache.claim(hit, n_prompt, n)     # the allocation goes ahead: pin the hit, count the
                                       # lookup, make room for n fresh blocks
     cache.attach(seq, hit)            # the new table's own record of where its prefix ends
-    cache.computed(seq, n_tokens)     # K/V written: those blocks may now be found
+    cache.computed(seq, n_tokens)     # K/V written: those blocks may now be found (and
+                                      # computed_all(seqs): every token of each, a decode step)
     cache.make_room(n)                # an append is about to take n blocks from the pool
     cache.released(blocks)            # these blocks lost a table's reference
     cache.fork(child) / free(seq) / truncate(seq, n_tokens)
@@ -117,6 +118,9 @@ class PrefixCache:
     def computed(self, seq: SeqBlocks, n_tokens: int) -> None:
         """The K/V of `seq`'s first `n_tokens` tokens is written (never fewer than before)."""
 
+    def computed_all(self, seqs: Iterable[SeqBlocks]) -> None:
+        """`computed(seq, all its tokens)` for each of `seqs` (a decode step)."""
+
     def fork(self, child: SeqBlocks) -> None:
         """`child`, a copy of its parent's record, holds every block of the parent's table."""
 
@@ -179,6 +183,13 @@ class HashPrefixCache(PrefixCache):
         """Register every full block within the first `n_tokens` not registered yet, in order."""
         for index in range(seq.n_registered, n_tokens // self.block_size):
             self._register(seq, index)
+
+    def computed_all(self, seqs: Iterable[SeqBlocks]) -> None:
+        bs = self.block_size
+        for seq in seqs:
+            n = len(seq.token_ids)
+            if n // bs > seq.n_registered:  # a block filled up
+                self.computed(seq, n)
 
     def truncate(self, seq: SeqBlocks, n_tokens: int) -> None:
         """A block only `seq` holds that is registered and no longer lies wholly inside the kept

@@ -101,6 +101,15 @@ class RadixPrefixCache(PrefixCache):
         seq.radix_node, seq.n_inserted, seq.radix_pos = node, n_ins, n_ins - n_ins % page
         seq.n_registered = max(seq.n_registered, n_ins // bs)
 
+    def computed_all(self, seqs: Iterable[SeqBlocks]) -> None:
+        bs = self.block_size
+        for seq in seqs:
+            n = len(seq.token_ids)
+            if n > seq.n_computed:
+                seq.n_computed = n
+            if min(n, seq.n_prompt) // bs * bs > seq.n_inserted:  # else `computed` stops there
+                self.computed(seq, n)
+
     def fork(self, child: SeqBlocks) -> None:
         if child.radix_node is not None:
             self.radix.lock(child.radix_node)

@@ -26,9 +26,11 @@ LPM_MAX_QUEUE = 128
 
 def each_running(sched, reserve) -> None:
     """`reserve(seq)` for every running sequence, oldest first, while the token budget lasts
-    (one preempted by an older sequence's reservation is skipped)."""
+    (one preempted by an older sequence's reservation is skipped). The leading decodes that
+    need no preemption are reserved at once first (`Scheduler.reserve_decodes`): what
+    `reserve` would do for each of them."""
     b = sched.batch
-    for seq in list(sched.running_seqs):
+    for seq in sched.running_seqs[sched.reserve_decodes():]:
         if seq.status != RUNNING:  # preempted just now for an older sequence
             continue
         if b.budget_left == 0:

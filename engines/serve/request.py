@@ -50,7 +50,7 @@ class Request:
             )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Sequence:
     """One request's life in the scheduler; only the scheduler changes it."""
 
@@ -74,14 +74,17 @@ class Sequence:
     num_cached_tokens); None until then."""
     parent_id: str | None = None
     """The sequence this one was forked from (parallel sampling), else None."""
+    # the request's figures the scheduler reads for every sequence every step, kept here
+    seq_id: str = field(init=False)
+    num_prompt_tokens: int = field(init=False)
+    max_new_tokens: int = field(init=False)
 
     def __post_init__(self) -> None:
+        self.seq_id = self.request.request_id
+        self.num_prompt_tokens = len(self.request.prompt_ids)
+        self.max_new_tokens = self.request.max_new_tokens
         if not self.num_prefill_tokens:
-            self.num_prefill_tokens = len(self.request.prompt_ids)
-
-    @property
-    def seq_id(self) -> str:
-        return self.request.request_id
+            self.num_prefill_tokens = self.num_prompt_tokens
 
     @property
     def token_ids(self) -> list[int]:
@@ -89,12 +92,8 @@ class Sequence:
         return [*self.request.prompt_ids, *self.output_ids]
 
     @property
-    def num_prompt_tokens(self) -> int:
-        return len(self.request.prompt_ids)
-
-    @property
     def num_tokens(self) -> int:
-        return len(self.request.prompt_ids) + len(self.output_ids)
+        return self.num_prompt_tokens + len(self.output_ids)
 
     @property
     def num_remaining_prefill_tokens(self) -> int:

@@ -160,6 +160,8 @@ class Scheduler:
         self.running_seqs: list[Sequence] = []
         self._finished: list[Sequence] = []
         self._pending: SchedulerOutput | None = None
+        self._decode_seqs: list[Sequence] = []  # the pending output's, as Sequence objects
+        self._sample_seqs: list[Sequence] = []
         self.batch = _Batch(max_num_batched_tokens)
         self.num_iterations = 0
         self.num_preemptions = 0
@@ -256,8 +258,8 @@ class Scheduler:
         self.batch = _Batch(self.max_num_batched_tokens)
         self.batching.schedule(self, now_s)
         b = self.batch
-        for sid in b.seq_ids():
-            seq = self.seqs[sid]
+        for chunk in b.prefills:  # a decode was scheduled before: its prefill was
+            seq = self.seqs[chunk.seq_id]
             if seq.first_scheduled_s is None:
                 seq.first_scheduled_s = now_s
         out = SchedulerOutput(
@@ -268,6 +270,7 @@ class Scheduler:
             cached_tokens=b.cached or None,
             decode_context_tokens=b.decode_context_tokens)
         self._pending = out
+        self._decode_seqs, self._sample_seqs = b.decode_seqs, b.sample_seqs
         self.num_iterations += 1
         return out
 
@@ -289,13 +292,14 @@ class Scheduler:
         share exactly its computed blocks, and their tokens go first."""
         if output is not self._pending:
             raise RuntimeError("update() must get the output of the last schedule()")
-        missing = [sid for sid in output.sample_ids if sid not in sampled]
-        extra = sorted(set(sampled) - set(output.sample_ids))
-        if missing or extra:
+        sample_ids = output.sample_ids
+        if len(sampled) != len(sample_ids) or not all(map(sampled.__contains__, sample_ids)):
+            missing = [sid for sid in sample_ids if sid not in sampled]
+            extra = sorted(set(sampled) - set(sample_ids))
             raise ValueError(f"sampled tokens do not match the batch: missing {missing}, "
                              f"not sampling this iteration {extra}")
-        forks = forks or {}
-        check_update_forks(self, output.sample_ids, forks)  # all refusals before any change
+        if forks:  # all refusals before any change
+            check_update_forks(self, sample_ids, forks)
         if eos_id is None:
             stop_ids: Collection[int] = ()
         elif isinstance(eos_id, Collection):
@@ -305,22 +309,28 @@ class Scheduler:
         self._pending = None
         for chunk in output.prefills:
             self._computed(self.seqs[chunk.seq_id], chunk.n_tokens)
-        seqs, mark_computed = self.seqs, self.blocks.mark_computed
-        for sid in output.decodes:  # _computed(seq, 1), inlined: once per decode
-            seq = seqs[sid]
-            seq.num_computed_tokens += 1
-            mark_computed(sid, seq.num_computed_tokens)
+        # each decode computed its one token: every token it reserved
+        decode_seqs, sample_seqs = self._decode_seqs, self._sample_seqs
+        if decode_seqs:
+            self.blocks.mark_all_computed(output.decodes)
+        only_decodes = len(decode_seqs) == len(sample_seqs)  # then the same, in order
+        if not only_decodes:
+            for seq in decode_seqs:
+                seq.num_computed_tokens += 1
         done: list[Sequence] = []
-        for sid in output.sample_ids:
-            if forks:
-                for child, token in forks.get(sid, ()):
+        for seq in sample_seqs:
+            if only_decodes:
+                seq.num_computed_tokens += 1
+            sid = seq.seq_id
+            if forks and sid in forks:
+                for child, token in forks[sid]:
                     self._sampled(self.fork(sid, child), token, now_s, stop_ids, keep_eos,
                                   done)
-            seq, token = seqs[sid], int(sampled[sid])
-            request = seq.request
-            if (token not in stop_ids or request.ignore_eos) and \
-                    len(seq.output_ids) + 1 < request.max_new_tokens:  # the common case
-                seq.output_ids.append(token)
+            token = int(sampled[sid])
+            outputs = seq.output_ids
+            if (token not in stop_ids or seq.request.ignore_eos) and \
+                    len(outputs) + 1 < seq.max_new_tokens:  # the common case
+                outputs.append(token)
                 seq.token_times_s.append(now_s)
             else:
                 self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
@@ -371,8 +381,36 @@ class Scheduler:
         cow = self.blocks.append_token(sid, seq.output_ids[-1])
         if cow is not None:
             self.batch.copies.append(BlockCopy(sid, *cow))
-        self.batch.decode(sid, len(seq.request.prompt_ids) + len(seq.output_ids))
+        self.batch.decode(seq)
         return True
+
+    def reserve_decodes(self) -> int:
+        """`reserve_decode` for the leading running sequences at once, while they decode, the
+        budget lasts and the pool has their blocks (a decode step's common case: no
+        preemption); returns how many it reserved. The policies go on one by one from there."""
+        b = self.batch
+        running = self.running_seqs
+        n = 0
+        for seq in running:
+            if seq.num_computed_tokens < seq.num_prefill_tokens:
+                break
+            n += 1
+        seqs = running[: min(n, b.budget - b.num_tokens)]
+        if not seqs:
+            return 0
+        ids = [seq.seq_id for seq in seqs]
+        # a decode's context after the step: prompt + outputs, every token it reserved
+        n, n_context, cows = self.blocks.append_each(ids, [seq.output_ids[-1] for seq in seqs])
+        if n < len(seqs):
+            del seqs[n:], ids[n:]
+        b.copies.extend(BlockCopy(*c) for c in cows)
+        b.decodes += ids
+        b.sample_ids += ids
+        b.decode_seqs += seqs
+        b.sample_seqs += seqs
+        b.num_tokens += n
+        b.decode_context_tokens += n_context
+        return n
 
     def reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
         """Reserve the next `n_tokens` prefill tokens of `seq` (prefix hits free on the first
@@ -396,7 +434,7 @@ class Scheduler:
         n = self.blocks.num_tokens(sid) - start
         if cached:
             self.batch.cached[sid] = cached
-        self.batch.prefill(PrefillChunk(sid, start, n),
+        self.batch.prefill(seq, PrefillChunk(sid, start, n),
                            samples=start + n == seq.num_prefill_tokens)
         return True
 
@@ -427,7 +465,7 @@ class Scheduler:
 
 
 class _Batch:
-    """The iteration being built."""
+    """The iteration being built (the sequences beside their ids, for `update`)."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
@@ -438,6 +476,8 @@ class _Batch:
         self.copies: list[BlockCopy] = []
         self.cached: dict[str, int] = {}
         self.sample_ids: list[str] = []
+        self.decode_seqs: list[Sequence] = []
+        self.sample_seqs: list[Sequence] = []
         self.num_tokens = 0
         self.decode_context_tokens = 0
 
@@ -445,17 +485,17 @@ class _Batch:
     def budget_left(self) -> int:
         return self.budget - self.num_tokens
 
-    def decode(self, seq_id: str, context_tokens: int) -> None:
-        self.decodes.append(seq_id)
-        self.sample_ids.append(seq_id)
+    def decode(self, seq: Sequence) -> None:
+        self.decodes.append(seq.seq_id)
+        self.sample_ids.append(seq.seq_id)
+        self.decode_seqs.append(seq)
+        self.sample_seqs.append(seq)
         self.num_tokens += 1
-        self.decode_context_tokens += context_tokens
+        self.decode_context_tokens += seq.num_tokens
 
-    def prefill(self, chunk: PrefillChunk, samples: bool) -> None:
+    def prefill(self, seq: Sequence, chunk: PrefillChunk, samples: bool) -> None:
         self.prefills.append(chunk)
         if samples:
             self.sample_ids.append(chunk.seq_id)
+            self.sample_seqs.append(seq)
         self.num_tokens += chunk.n_tokens
-
-    def seq_ids(self) -> list[str]:
-        return [*self.decodes, *(c.seq_id for c in self.prefills)]
