@@ -197,12 +197,16 @@ def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
     return bins.start_s, bins.end_s, bins.peaks(values)
 
 
-def _count_axis(plot: pg.PlotItem, counts: np.ndarray) -> None:
-    """A strip of counts: 0 to the largest (at least 1), a few integer ticks."""
+def _count_axis(plot: pg.PlotItem, counts: np.ndarray, drawn_top: float | None = None) -> float:
+    """A strip of counts: 0 to the largest (at least 1), a few integer ticks. Returns that
+    top; nothing is redone when it is `drawn_top` (the axis would be laid out again)."""
     top = max(float(counts.max()) if counts.size else 0.0, 1.0)
+    if top == drawn_top:
+        return top
     plot.setYRange(0, top, padding=0.1)
     step = max(1, int(np.ceil(top / 3)))
     plot.getAxis("left").setTicks([[(float(v), str(v)) for v in range(0, int(top) + 1, step)]])
+    return top
 
 
 class GanttFrame(QWidget):
@@ -265,6 +269,8 @@ class GanttFrame(QWidget):
         plot.showGrid(x=True, y=not isinstance(plot.getAxis("left"), RequestAxis), alpha=0.2)
         for name in ("left", "bottom"):
             plot.getAxis(name).setZValue(GRID_Z)  # its grid under the data (GridAxis)
+        for name in ("top", "right"):  # hidden: else each x move sets their label's HTML
+            plot.getAxis(name).enableAutoSIPrefix(False)
         if not last:
             plot.getAxis("bottom").setStyle(showValues=False)
             plot.getAxis("bottom").setHeight(4)
@@ -302,9 +308,10 @@ class GanttFrame(QWidget):
 
     def _draw_bars(self, seg: TimelineSegments) -> None:
         """The request axis's names and every state's bars from `seg`."""
-        self.request_axis.ids = seg.request_ids
-        self.request_axis.picture = None
-        self.request_axis.update()
+        if seg.request_ids != self.request_axis.ids:  # a live run: the same rows
+            self.request_axis.ids = seg.request_ids
+            self.request_axis.picture = None
+            self.request_axis.update()
         for state, bar in self.bars.items():
             mask = seg.state == state
             rows = seg.row[mask].astype(np.float64)
@@ -406,6 +413,8 @@ class BatchTimelineView(GanttFrame):
         self._cached: dict[str, int] = {}  # request id -> prompt tokens a prefix hit supplied
         self._hit_rate = RunningHitRate(())
         self.hit_rate = np.zeros(0)  # after each drawn iteration (RunningHitRate)
+        self._count_tops = (None, None)  # the preemption and eviction strips' drawn tops
+        self._limit_rows: int | None = None  # the rows the Gantt's y limits were set for
         self.current_index: int | None = None
         self._hover_text = ""
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse)
@@ -427,7 +436,8 @@ class BatchTimelineView(GanttFrame):
             self._draw_strips(self.strips)
             clock = iterations[0].clock if iterations else "wall"
             label = "simulated" if clock == "simulated" else "wall clock"
-            self.preempt_plot.setLabel("bottom", f"time (s, {label})", color="#333333")
+            if self.preempt_plot.getAxis("bottom").labelText != f"time (s, {label})":
+                self.preempt_plot.setLabel("bottom", f"time (s, {label})", color="#333333")
             if self._follow:
                 self.fit()
         self.set_current(current_index)
@@ -469,7 +479,8 @@ class BatchTimelineView(GanttFrame):
         if seg is not None and len(seg):
             lo, hi = float(seg.start_s.min()), float(seg.end_s.max())
             vb.setXRange(lo, hi if hi > lo else lo + 1.0, padding=0.01)
-        vb.setYRange(-0.5, max(n, 1) - 0.5, padding=0.0)
+        if vb.viewRange()[1] != [-0.5, max(n, 1) - 0.5]:
+            vb.setYRange(-0.5, max(n, 1) - 0.5, padding=0.0)
         if not self._follow:
             self._follow = True
             self._draw_strip_curves()
@@ -482,7 +493,9 @@ class BatchTimelineView(GanttFrame):
         self._draw_bars(seg)
         n = len(seg.request_ids)
         vb = self.gantt.getViewBox()
-        vb.setLimits(yMin=-1.5, yMax=max(n, 1) + 0.5)
+        if n != self._limit_rows:
+            self._limit_rows = n
+            vb.setLimits(yMin=-1.5, yMax=max(n, 1) + 0.5)
 
     def _draw_hits(self, seg: TimelineSegments) -> None:
         rows, x0, x1 = prefix_hit_spans(seg, self._cached, self._prompt_tokens)
@@ -520,8 +533,10 @@ class BatchTimelineView(GanttFrame):
         y = np.zeros(x.shape)
         y[1::2] = s.preemptions[hit]
         self.preempt_curve.setData(x, y, connect="pairs", skipFiniteCheck=True)
-        _count_axis(self.preempt_plot, s.preemptions)
-        _count_axis(self.evict_plot, s.evicted_blocks)
+        self._count_tops = tuple(
+            _count_axis(plot, counts, top) for plot, counts, top in zip(
+                (self.preempt_plot, self.evict_plot), (s.preemptions, s.evicted_blocks),
+                self._count_tops, strict=True))
 
     def set_current(self, index: int | None) -> None:
         """Move the cursor to iteration `index`'s end (None: the last iteration)."""

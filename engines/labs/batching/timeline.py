@@ -320,14 +320,17 @@ def prefix_hit_spans(segments: TimelineSegments, cached: dict[str, int],
     prefill `cached` tokens of its `prompt_tokens` skipped, over the first part of its first
     prefill segment, as long as that segment times the share of the prompt that was cached."""
     rows, starts, ends = [], [], []
+    hits = [(rid, n) for rid, n in cached.items() if n > 0]  # most requests: none
+    if not hits:
+        return np.zeros(0, np.int32), np.zeros(0, np.float64), np.zeros(0, np.float64)
     is_prefill = np.flatnonzero(segments.state == PREFILL)
     first_rows, first = np.unique(segments.row[is_prefill], return_index=True)
     first_of_row = dict(zip(first_rows.tolist(), is_prefill[first].tolist(), strict=True))
-    for rid, n_cached in cached.items():
+    for rid, n_cached in hits:
         row = segments.row_of.get(rid)
         i = first_of_row.get(row)
         total = prompt_tokens.get(rid, 0)
-        if n_cached <= 0 or i is None or total <= 0:
+        if i is None or total <= 0:
             continue
         a, b = float(segments.start_s[i]), float(segments.end_s[i])
         rows.append(row)
