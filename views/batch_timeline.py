@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
@@ -103,6 +103,37 @@ class GridAxis(pg.AxisItem):
                 solid.setColor(over_white(pen.color()))
             ticks.append((solid, p1, p2))
         return axis_spec, ticks, text_specs
+
+
+class SolidBars(pg.BarGraphItem):
+    """Bars of one colour, each with a 1 px outline of that colour (visible at any zoom),
+    painted as one fill of each rectangle grown by half a pixel on every side, no outline:
+    the same pixels, ~20x faster (Qt's raster strokes a cosmetic outline pixel by pixel, and
+    a long bar less than a pixel tall is all outline). Data, bounds and legend swatch are the
+    BarGraphItem's own."""
+
+    def __init__(self, color: str):
+        super().__init__(x0=[], x1=[], y0=[], height=[], brush=color,
+                         pen=pg.mkPen(color, width=1))
+        self._grown = pg.Qt.internals.PrimitiveArray(QRectF, 4)
+
+    def paint(self, p, *args):
+        t = p.transform()
+        if t.isRotating():  # rotated or sheared: not this item's views
+            return super().paint(p, *args)
+        x0, x1 = np.asarray(self.opts["x0"], np.float64), np.asarray(self.opts["x1"], np.float64)
+        if x0.size == 0:
+            return
+        half_x, half_y = 0.5 / abs(t.m11()), 0.5 / abs(t.m22())  # half a pixel, in data units
+        self._grown.resize(x0.size)
+        rects = self._grown.ndarray()
+        rects[:, 0] = x0 - half_x
+        rects[:, 1] = np.asarray(self.opts["y0"], np.float64) - half_y
+        rects[:, 2] = x1 - x0 + 2 * half_x
+        rects[:, 3] = np.asarray(self.opts["height"], np.float64) + 2 * half_y
+        p.setPen(Qt.NoPen)
+        p.setBrush(pg.mkBrush(self.opts["brush"]))
+        p.drawRects(*self._grown.drawargs())
 
 
 class RequestAxis(GridAxis):
@@ -268,7 +299,8 @@ class GanttFrame(QWidget):
             plot.getAxis(name).setPen("#8A8A8A")
         plot.showGrid(x=True, y=not isinstance(plot.getAxis("left"), RequestAxis), alpha=0.2)
         for name in ("left", "bottom"):
-            plot.getAxis(name).setZValue(GRID_Z)  # its grid under the data (GridAxis)
+            if plot.getAxis(name).grid is not False:
+                plot.getAxis(name).setZValue(GRID_Z)  # its grid under the data (GridAxis)
         for name in ("top", "right"):  # hidden: else each x move sets their label's HTML
             plot.getAxis(name).enableAutoSIPrefix(False)
         if not last:
@@ -299,9 +331,7 @@ class GanttFrame(QWidget):
         """One bar item per state (its colour, in the legend as `legend[state]`)."""
         self.bars: dict[int, pg.BarGraphItem] = {}
         for state, text in legend.items():
-            c = STATE_COLORS[state]
-            bar = pg.BarGraphItem(x0=[], x1=[], y0=[], height=[], brush=c,
-                                  pen=pg.mkPen(c, width=1))  # 1 px: visible at any zoom
+            bar = SolidBars(STATE_COLORS[state])
             self.gantt.addItem(bar)
             self.bars[state] = bar
             self.legend.addItem(bar, text)
@@ -345,8 +375,7 @@ class BatchTimelineView(GanttFrame):
         vb.sigRangeChangedManually.connect(self._user_range)
         self._add_bars({state: STATE_LEGEND[state] for state in STATE_ORDER})
         # over a prefill bar's upper part: the share of the prompt a prefix hit supplied
-        self.hit_bars = pg.BarGraphItem(x0=[], x1=[], y0=[], height=[], brush=CACHED_COLOR,
-                                        pen=pg.mkPen(CACHED_COLOR, width=1))
+        self.hit_bars = SolidBars(CACHED_COLOR)
         self.gantt.addItem(self.hit_bars)
         self.legend.addItem(self.hit_bars, "prefix hit")
 

@@ -309,3 +309,49 @@ def test_grid_lines_are_opaque_in_the_colour_they_showed_over_white_and_under_th
             assert axis.zValue() < plot.getViewBox().zValue()
             checked += 1
     assert checked == 8  # the Gantt's x grid, two strips' x and y grids, three strips' x grid
+
+
+def _painted(item, sx: float, sy: float) -> np.ndarray:
+    """Which pixels of a 400x300 white image `item` paints at scale (sx, sy)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QImage, QPainter
+
+    img = QImage(400, 300, QImage.Format_RGB32)
+    img.fill(Qt.white)
+    p = QPainter(img)
+    p.translate(5.3, 7.7)
+    p.scale(sx, sy)
+    item.paint(p, None, None)
+    p.end()
+    pixels = np.frombuffer(img.constBits(), np.uint32).reshape(300, img.bytesPerLine() // 4)
+    return pixels[:, :400] != pixels[0, -1]
+
+
+def _grown_by_a_pixel(mask: np.ndarray) -> np.ndarray:
+    out = mask.copy()
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            out |= np.roll(np.roll(mask, dy, 0), dx, 1)
+    return out
+
+
+@pytest.mark.parametrize("sx, sy", [(3.7, 6.9), (3.7, 0.23), (0.9, 0.05), (11.1, 0.5)])
+def test_solid_bars_paint_the_pixels_of_filled_bars_with_a_1px_outline(qtbot, sx, sy):
+    """Rows many pixels tall or a fraction of one: SolidBars paints what a BarGraphItem with
+    a 1 px outline of the bar colour paints, give or take a pixel at an edge (rounding)."""
+    from inferlab.views.batch_timeline import SolidBars
+
+    rng = np.random.default_rng(0)
+    x0 = rng.uniform(0, 90, 300)
+    x1 = x0 + rng.exponential(5, 300)
+    y0 = rng.integers(0, 40, 300) - BAR_HEIGHT / 2
+    height = np.full(300, BAR_HEIGHT)
+    solid = SolidBars("#0072B2")
+    solid.setOpts(x0=x0, x1=x1, y0=y0, height=height)
+    outlined = pg.BarGraphItem(x0=x0, x1=x1, y0=y0, height=height, brush="#0072B2",
+                               pen=pg.mkPen("#0072B2", width=1))
+    want, got = _painted(outlined, sx, sy), _painted(solid, sx, sy)
+    assert want.sum() > 200
+    assert not (got & ~_grown_by_a_pixel(want)).any()
+    assert not (want & ~_grown_by_a_pixel(got)).any()
+    assert (got != want).sum() <= 0.06 * want.sum()
