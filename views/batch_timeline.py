@@ -183,6 +183,16 @@ def step_xy(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray):
     return x, np.repeat(np.asarray(values, dtype=np.float64), 2), connect
 
 
+def without_flat_interior(x: np.ndarray, y: np.ndarray, connect: np.ndarray):
+    """x, y and connect of the same polyline less the points inside a connected horizontal
+    run (a value held over several iterations: its middle points draw nothing new). The
+    curve paints the same pixels from fewer points; an idle strip keeps two."""
+    flat = np.zeros(y.shape[0] + 1, bool)  # flat[i + 1]: point i joins i + 1 on one level
+    flat[1:-1] = (y[1:] == y[:-1]) & connect[:-1]
+    keep = ~(flat[:-1] & flat[1:])
+    return x[keep], y[keep], connect[keep]
+
+
 MAX_STRIP_STEPS = 2000
 """Strips draw at most this many steps: a longer (visible part of a) run is cut into bins of
 consecutive iterations, each drawn at its peak, so a spike never disappears."""
@@ -554,7 +564,8 @@ class BatchTimelineView(GanttFrame):
             y = np.repeat(bins.peaks(values), 2)
             if scale != 1.0:
                 y *= scale
-            curve.setData(x, y, connect=connect, skipFiniteCheck=True)
+            cx, cy, c_connect = without_flat_interior(x, y, connect)
+            curve.setData(cx, cy, connect=c_connect, skipFiniteCheck=True)
 
     def _draw_preemptions(self, s: IterationStrips) -> None:
         hit = s.preemptions > 0

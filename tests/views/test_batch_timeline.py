@@ -355,3 +355,42 @@ def test_solid_bars_paint_the_pixels_of_filled_bars_with_a_1px_outline(qtbot, sx
     assert not (got & ~_grown_by_a_pixel(want)).any()
     assert not (want & ~_grown_by_a_pixel(got)).any()
     assert (got != want).sum() <= 0.06 * want.sum()
+
+
+def _curve_pixels(x, y, connect, width: float) -> np.ndarray:
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QImage, QPainter
+
+    curve = pg.PlotCurveItem(pen=pg.mkPen("#0072B2", width=width), antialias=False)
+    curve.setData(x, y, connect=connect, skipFiniteCheck=True)
+    img = QImage(600, 200, QImage.Format_RGB32)
+    img.fill(Qt.white)
+    p = QPainter(img)
+    p.translate(3.3, 190.7)
+    p.scale(590 / x[-1], -30.0)
+    curve.paint(p, None, None)
+    p.end()
+    return np.frombuffer(img.constBits(), np.uint32).reshape(200, -1)[:, :600].copy()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_step_curve_without_its_flat_interior_paints_the_same_pixels(qtbot, seed):
+    """Values held over runs of iterations, idle gaps between some: dropping the points
+    inside each connected flat run leaves fewer points and the very same pixels (1 px and
+    1.5 px pens, as the strips draw)."""
+    from inferlab.views.batch_timeline import step_x, without_flat_interior
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    duration = rng.uniform(0.005, 0.02, n)
+    start = np.cumsum(duration + np.where(rng.random(n) < 0.01, 1.0, 0.001)) - duration
+    values = np.repeat(rng.integers(0, 5, n // 10), 10) * (rng.random(n) < 0.9)
+    x, connect = step_x(start, start + duration)
+    y = np.repeat(values.astype(np.float64), 2)
+    fx, fy, f_connect = without_flat_interior(x, y, connect)
+    assert len(fx) < len(x) / 2
+    assert (fx[0], fx[-1]) == (x[0], x[-1])
+    for width in (1.0, 1.5):
+        want = _curve_pixels(x, y, connect, width)
+        assert (want != want[0, 0]).sum() > 10_000
+        np.testing.assert_array_equal(_curve_pixels(fx, fy, f_connect, width), want)
