@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
@@ -87,11 +87,22 @@ class GridAxis(pg.AxisItem):
     the white background, and drawn under the data (the frame gives it GRID_Z): Qt's software
     raster blends a translucent 1 px line pixel by pixel, ~10x an opaque one, and the grids
     were a quarter of a live repaint. Over white it looks the same; over a bar the faint
-    line that showed through is gone."""
+    line that showed through is gone.
+
+    An x-linked strip's axis that shows no values draws only its grid and its line; those
+    (`_grid_specs`) are pyqtgraph's own, their tick levels computed once for all the axes
+    of one range and length (the Gantt and five strips), not once per axis per x move."""
+
+    _levels_memo: dict[tuple, list[tuple[int, list[float]]]] = {}
 
     def generateDrawSpecs(self, p):  # noqa: N802 - pyqtgraph API
-        specs = super().generateDrawSpecs(p)
-        if specs is None or self.grid is False:
+        if self.grid is False:
+            return super().generateDrawSpecs(p)
+        plain = (not self.style["showValues"] and self._tickLevels is None and not self.logMode
+                 and self.style["tickAlpha"] is None and self.orientation == "bottom"
+                 and not any(self.style["stopAxisAtTick"]))
+        specs = self._grid_specs() if plain else super().generateDrawSpecs(p)
+        if specs is None:
             return specs
         axis_spec, tick_specs, text_specs = specs
         opaque: dict[int, QPen] = {}  # one pen per tick level
@@ -103,6 +114,54 @@ class GridAxis(pg.AxisItem):
                 solid.setColor(over_white(pen.color()))
             ticks.append((solid, p1, p2))
         return axis_spec, ticks, text_specs
+
+    def _grid_specs(self):
+        """AxisItem.generateDrawSpecs of a bottom axis with a grid and no values (the same
+        arithmetic), the tick levels' positions and alphas memoised across axes."""
+        bounds = self.mapRectFromParent(self.geometry())
+        view = self.linkedView()
+        tick_start = view.mapRectToItem(self, view.boundingRect()).top()
+        span = (bounds.topLeft() + pg.Point(-1.0, 1.0), bounds.topRight() + pg.Point(1.0, 1.0))
+        points = [self.mapToDevice(x) for x in span]
+        if None in points:
+            return None
+        length_px = pg.Point(points[1] - points[0]).length()
+        if length_px == 0:
+            return None
+        key = (tuple(self.range), bounds.width(), length_px, self.scale, self.grid,
+               self._tickDensity, repr(self._tickSpacing), self.style["maxTickLevel"],
+               type(self))
+        levels = GridAxis._levels_memo.get(key)
+        if levels is None:
+            levels = self._tick_levels(bounds.width(), length_px)
+            if len(GridAxis._levels_memo) > 16:
+                GridAxis._levels_memo.clear()
+            GridAxis._levels_memo[key] = levels
+        ticks = []
+        for alpha, xs in levels:
+            pen = QPen(self.tickPen())
+            if pen.brush().style() == Qt.BrushStyle.SolidPattern:
+                color = QColor(pen.color())
+                color.setAlpha(alpha)
+                pen.setColor(color)
+            tick_stop = bounds.top()
+            ticks += [(pen, QPointF(x, tick_start), QPointF(x, tick_stop)) for x in xs]
+        return (self.pen(), span[0], span[1]), ticks, []
+
+    def _tick_levels(self, width: float, length_px: float) -> list[tuple[int, list[float]]]:
+        """Each tick level's line alpha and x positions (in the axis's coordinates)."""
+        lo, hi = self.range
+        dif = hi - lo
+        scale = 1.0 if dif == 0 else width / dif
+        offset = 0.0 if dif == 0 else lo * scale
+        x_min, x_max = sorted(v * scale - offset for v in self.range)
+        levels = []
+        for i, (_spacing, values) in enumerate(self.tickValues(lo, hi, length_px)):
+            alpha = 255 / (i + 1)  # pyqtgraph's formula, in its order of operations
+            alpha *= self.grid / 255.0 * min(max(0.05 * length_px / (len(values) + 1), 0.0), 1.0)
+            xs = [x for x in (v * scale - offset for v in values) if x_min <= x <= x_max]
+            levels.append((int(alpha), xs))
+        return levels
 
 
 class SolidBars(pg.BarGraphItem):
