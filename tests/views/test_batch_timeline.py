@@ -410,3 +410,22 @@ def test_a_step_curve_without_its_flat_interior_paints_the_same_pixels(qtbot, se
         want = _curve_pixels(x, y, connect, width)
         assert (want != want[0, 0]).sum() > 10_000
         np.testing.assert_array_equal(_curve_pixels(fx, fy, f_connect, width), want)
+
+
+def test_grid_axes_draw_the_pixels_pyqtgraphs_draw_picture_draws(view, monkeypatch):
+    """GridAxis draws each tick level's lines with one drawLines: the view's image is the
+    one pyqtgraph's line-by-line drawPicture gives."""
+    from inferlab.views.batch_timeline import GridAxis
+
+    requests, iterations = synthetic_schedule(60, seed=0)
+    view.draw(requests, iterations, current_index=40)
+
+    def image():
+        for plot in view.plots:
+            for name in ("left", "bottom"):
+                plot.getAxis(name).picture = None
+        return view.grab().toImage()
+
+    ours = image()
+    monkeypatch.setattr(GridAxis, "drawPicture", pg.AxisItem.drawPicture)
+    assert image() == ours
