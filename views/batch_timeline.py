@@ -89,11 +89,23 @@ class GridAxis(pg.AxisItem):
     were a quarter of a live repaint. Over white it looks the same; over a bar the faint
     line that showed through is gone.
 
-    An x-linked strip's axis that shows no values draws only its grid and its line; those
-    (`_grid_specs`) are pyqtgraph's own, their tick levels computed once for all the axes
-    of one range and length (the Gantt and five strips), not once per axis per x move."""
+    The tick values are computed once for all the axes of one range and length (the six
+    x-linked axes of a frame), not once per axis per x move; an axis that shows no values
+    draws only its grid and its line, from pyqtgraph's own arithmetic (`_grid_specs`) with
+    no pyqtgraph Points."""
 
-    _levels_memo: dict[tuple, list[tuple[int, list[float]]]] = {}
+    _tick_memo: dict[tuple, list[tuple[float, list[float]]]] = {}
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
+        key = (minVal, maxVal, size, self.scale, self._tickDensity, repr(self._tickSpacing),
+               self.style["maxTickLevel"], self.logMode, type(self))
+        levels = GridAxis._tick_memo.get(key)
+        if levels is None:
+            levels = super().tickValues(minVal, maxVal, size)
+            if len(GridAxis._tick_memo) > 16:
+                GridAxis._tick_memo.clear()
+            GridAxis._tick_memo[key] = levels
+        return [(spacing, list(values)) for spacing, values in levels]
 
     def generateDrawSpecs(self, p):  # noqa: N802 - pyqtgraph API
         if self.grid is False:
@@ -140,7 +152,7 @@ class GridAxis(pg.AxisItem):
 
     def _grid_specs(self):
         """AxisItem.generateDrawSpecs of a bottom axis with a grid and no values (the same
-        arithmetic), the tick levels' positions and alphas memoised across axes."""
+        arithmetic)."""
         bounds = self.mapRectFromParent(self.geometry())
         view = self.linkedView()
         tick_start = view.mapRectToItem(self, view.boundingRect()).top()
@@ -151,17 +163,8 @@ class GridAxis(pg.AxisItem):
         length_px = pg.Point(points[1] - points[0]).length()
         if length_px == 0:
             return None
-        key = (tuple(self.range), bounds.width(), length_px, self.scale, self.grid,
-               self._tickDensity, repr(self._tickSpacing), self.style["maxTickLevel"],
-               type(self))
-        levels = GridAxis._levels_memo.get(key)
-        if levels is None:
-            levels = self._tick_levels(bounds.width(), length_px)
-            if len(GridAxis._levels_memo) > 16:
-                GridAxis._levels_memo.clear()
-            GridAxis._levels_memo[key] = levels
         ticks = []
-        for alpha, xs in levels:
+        for alpha, xs in self._tick_levels(bounds.width(), length_px):
             pen = QPen(self.tickPen())
             if pen.brush().style() == Qt.BrushStyle.SolidPattern:
                 color = QColor(pen.color())

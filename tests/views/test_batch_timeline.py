@@ -323,6 +323,9 @@ def test_grid_lines_are_opaque_in_the_colour_they_showed_over_white_and_under_th
                 assert list(pen.color().getRgb()) == [*blended, 255]
             assert [(r, f, t) for r, f, t in got[2]] == [(r, f, t) for r, f, t in want[2]]
             assert axis.zValue() < plot.getViewBox().zValue()
+            for size in (37.0, 900.5):  # memoised across axes: pyqtgraph's values
+                lo, hi = axis.range
+                assert axis.tickValues(lo, hi, size) == pg.AxisItem.tickValues(axis, lo, hi, size)
             checked += 1
     assert checked == 8  # the Gantt's x grid, two strips' x and y grids, three strips' x grid
 
