@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPen
+from PySide6.QtCore import QLineF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPen, QPicture
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QVBoxLayout, QWidget
 
 from inferlab.engines.labs.batching.timeline import (
@@ -96,6 +96,10 @@ class GridAxis(pg.AxisItem):
 
     _tick_memo: dict[tuple, list[tuple[float, list[float]]]] = {}
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lines = None  # a grid-only axis's line and tick lines, as last drawn (paint)
+
     def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph API
         key = (minVal, maxVal, size, self.scale, self._tickDensity, repr(self._tickSpacing),
                self.style["maxTickLevel"], self.logMode, type(self))
@@ -107,13 +111,44 @@ class GridAxis(pg.AxisItem):
             GridAxis._tick_memo[key] = levels
         return [(spacing, list(values)) for spacing, values in levels]
 
+    def _grid_only(self) -> bool:
+        """A bottom axis with a grid, no values and pyqtgraph's default tick settings."""
+        return (self.grid is not False and not self.style["showValues"]
+                and self._tickLevels is None and not self.logMode
+                and self.style["tickAlpha"] is None and self.orientation == "bottom"
+                and not any(self.style["stopAxisAtTick"]))
+
+    def paint(self, p, opt, widget):
+        """A grid-only axis draws its line and one drawLines per tick level straight away,
+        kept until pyqtgraph asks for a new picture (no QPicture recorded and replayed)."""
+        if not self._grid_only():
+            return super().paint(p, opt, widget)
+        if self.picture is None:  # pyqtgraph's mark that the axis must be drawn again
+            self._lines = self._grid_lines()
+            self.picture = QPicture()
+        if self._lines is None:
+            return
+        (pen, p1, p2), levels = self._lines
+        p.save()
+        p.setRenderHint(p.RenderHint.Antialiasing, False)
+        p.setPen(pen)
+        p.drawLine(p1, p2)
+        for pen, lines in levels:
+            p.setPen(pen)
+            p.drawLines(lines)
+        p.restore()
+
     def generateDrawSpecs(self, p):  # noqa: N802 - pyqtgraph API
         if self.grid is False:
             return super().generateDrawSpecs(p)
-        plain = (not self.style["showValues"] and self._tickLevels is None and not self.logMode
-                 and self.style["tickAlpha"] is None and self.orientation == "bottom"
-                 and not any(self.style["stopAxisAtTick"]))
-        specs = self._grid_specs() if plain else super().generateDrawSpecs(p)
+        if self._grid_only():
+            drawn = self._grid_lines()
+            if drawn is None:
+                return None
+            axis_spec, levels = drawn
+            return axis_spec, [(pen, line.p1(), line.p2()) for pen, lines in levels
+                               for line in lines], []
+        specs = super().generateDrawSpecs(p)
         if specs is None:
             return specs
         axis_spec, tick_specs, text_specs = specs
@@ -150,12 +185,14 @@ class GridAxis(pg.AxisItem):
         for rect, flags, text in textSpecs:
             p.drawText(rect, int(flags), text)
 
-    def _grid_specs(self):
-        """AxisItem.generateDrawSpecs of a bottom axis with a grid and no values (the same
-        arithmetic)."""
+    def _grid_lines(self):
+        """What AxisItem.generateDrawSpecs gives a grid-only bottom axis (the same
+        arithmetic), as the axis line's spec and each tick level's opaque pen and lines; None
+        where pyqtgraph draws nothing."""
         bounds = self.mapRectFromParent(self.geometry())
         view = self.linkedView()
         tick_start = view.mapRectToItem(self, view.boundingRect()).top()
+        tick_stop = bounds.top()
         span = (bounds.topLeft() + pg.Point(-1.0, 1.0), bounds.topRight() + pg.Point(1.0, 1.0))
         points = [self.mapToDevice(x) for x in span]
         if None in points:
@@ -163,16 +200,15 @@ class GridAxis(pg.AxisItem):
         length_px = pg.Point(points[1] - points[0]).length()
         if length_px == 0:
             return None
-        ticks = []
+        levels = []
         for alpha, xs in self._tick_levels(bounds.width(), length_px):
             pen = QPen(self.tickPen())
             if pen.brush().style() == Qt.BrushStyle.SolidPattern:
                 color = QColor(pen.color())
                 color.setAlpha(alpha)
-                pen.setColor(color)
-            tick_stop = bounds.top()
-            ticks += [(pen, QPointF(x, tick_start), QPointF(x, tick_stop)) for x in xs]
-        return (self.pen(), span[0], span[1]), ticks, []
+                pen.setColor(over_white(color))
+            levels.append((pen, [QLineF(x, tick_start, x, tick_stop) for x in xs]))
+        return (self.pen(), span[0], span[1]), levels
 
     def _tick_levels(self, width: float, length_px: float) -> list[tuple[int, list[float]]]:
         """Each tick level's line alpha and x positions (in the axis's coordinates)."""

@@ -415,9 +415,10 @@ def test_a_step_curve_without_its_flat_interior_paints_the_same_pixels(qtbot, se
         np.testing.assert_array_equal(_curve_pixels(fx, fy, f_connect, width), want)
 
 
-def test_grid_axes_draw_the_pixels_pyqtgraphs_draw_picture_draws(view, monkeypatch):
-    """GridAxis draws each tick level's lines with one drawLines: the view's image is the
-    one pyqtgraph's line-by-line drawPicture gives."""
+def test_grid_axes_draw_the_pixels_pyqtgraphs_axis_drawing_draws(view, monkeypatch):
+    """GridAxis draws each tick level's lines with one drawLines, a grid-only axis without a
+    QPicture: the view's image is the one pyqtgraph's own paint, specs and line-by-line
+    drawPicture give with the same opaque colours."""
     from inferlab.views.batch_timeline import GridAxis
 
     requests, iterations = synthetic_schedule(60, seed=0)
@@ -430,5 +431,7 @@ def test_grid_axes_draw_the_pixels_pyqtgraphs_draw_picture_draws(view, monkeypat
         return view.grab().toImage()
 
     ours = image()
+    monkeypatch.setattr(GridAxis, "paint", pg.AxisItem.paint)
     monkeypatch.setattr(GridAxis, "drawPicture", pg.AxisItem.drawPicture)
+    monkeypatch.setattr(GridAxis, "_grid_only", lambda self: False)
     assert image() == ours
