@@ -348,8 +348,9 @@ class PeakBins:
 
     def peaks(self, values: np.ndarray) -> np.ndarray:
         """Each bin's maximum of `values` (one per iteration)."""
-        v = np.asarray(values[self.lo: self.hi], dtype=np.float64)
-        return v if self.cut is None else np.maximum.reduceat(v, self.cut)
+        v = values[self.lo: self.hi]  # the maximum in its own dtype (counts: exact)
+        peaks = v if self.cut is None else np.maximum.reduceat(v, self.cut)
+        return np.asarray(peaks, dtype=np.float64)
 
 
 def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,

@@ -146,6 +146,8 @@ class TimelineBuilder:
         self._finished: set[int] = set()
         self.n_iterations = 0
         self._kept_rows: set[int] = set()  # finished rows whose segments are kept
+        self._kept_mask = np.zeros(len(self.request_ids), bool)  # the same, by row
+        self._to_keep: set[int] = set()  # finished rows not kept yet
         self._kept = _no_segments()  # their segments, sorted by (row, start)
 
     def _refuse(self, it: IterationRecord) -> None:
@@ -179,6 +181,8 @@ class TimelineBuilder:
                                  and kept.isdisjoint(finished)):
                     # a record after a finish (not from our schedulers): assemble all again
                     self._kept_rows, self._kept = set(), _no_segments()
+                    self._kept_mask[:] = False
+                    self._to_keep = set(self._finished)
                 for row, (state, done) in entries.items():
                     run = open_runs.get(row)
                     if run is not None and run[0] == state and run[2] == k - 1:
@@ -190,6 +194,7 @@ class TimelineBuilder:
                 for row in preempted:
                     self._preempted.setdefault(row, []).append(k)
                 self._finished.update(finished)
+                self._to_keep.update(finished)
                 t0.append(it.start_s)
                 t1.append(it.end_s)
                 self.n_iterations += 1
@@ -201,13 +206,13 @@ class TimelineBuilder:
         if n_rows == 0 or n_iter == 0:
             return TimelineSegments(*_no_segments(), self.request_ids, self.row_of)
         # finished and scheduled rows not kept yet: assembled once, merged into the kept
-        done = sorted(r for r in self._finished - self._kept_rows if r in self._open)
+        done = sorted(r for r in self._to_keep - self._kept_rows if r in self._open)
         if done:
             self._kept = _merge_rows(self._kept, self._assemble(np.array(done, np.int64)))
             self._kept_rows.update(done)
-        kept = np.zeros(n_rows, bool)
-        kept[list(self._kept_rows)] = True
-        live = self._assemble(np.flatnonzero(~kept))
+            self._kept_mask[done] = True
+        self._to_keep.difference_update(done)  # a finished row never scheduled stays live
+        live = self._assemble(np.flatnonzero(~self._kept_mask))
         return TimelineSegments(*_merge_rows(self._kept, live), self.request_ids, self.row_of)
 
     def _assemble(self, rows: np.ndarray) -> _Columns:
