@@ -291,7 +291,7 @@ def test_grid_lines_are_opaque_in_the_colour_they_showed_over_white_and_under_th
     paint before their view box."""
     from PySide6.QtGui import QPainter, QPicture
 
-    from inferlab.views.batch_timeline import over_white
+    from inferlab.views.plot_items import over_white
 
     assert over_white(pg.mkColor(138, 138, 138, 51)).getRgb() == (232, 232, 232, 255)
     view.draw(REQUESTS, ITERATIONS)
@@ -330,96 +330,11 @@ def test_grid_lines_are_opaque_in_the_colour_they_showed_over_white_and_under_th
     assert checked == 8  # the Gantt's x grid, two strips' x and y grids, three strips' x grid
 
 
-def _painted(item, sx: float, sy: float) -> np.ndarray:
-    """Which pixels of a 400x300 white image `item` paints at scale (sx, sy)."""
-    from PySide6.QtCore import Qt
-    from PySide6.QtGui import QImage, QPainter
-
-    img = QImage(400, 300, QImage.Format_RGB32)
-    img.fill(Qt.white)
-    p = QPainter(img)
-    p.translate(5.3, 7.7)
-    p.scale(sx, sy)
-    item.paint(p, None, None)
-    p.end()
-    pixels = np.frombuffer(img.constBits(), np.uint32).reshape(300, img.bytesPerLine() // 4)
-    return pixels[:, :400] != pixels[0, -1]
-
-
-def _grown_by_a_pixel(mask: np.ndarray) -> np.ndarray:
-    out = mask.copy()
-    for dy in (-1, 0, 1):
-        for dx in (-1, 0, 1):
-            out |= np.roll(np.roll(mask, dy, 0), dx, 1)
-    return out
-
-
-@pytest.mark.parametrize("sx, sy", [(3.7, 6.9), (3.7, 0.23), (0.9, 0.05), (11.1, 0.5)])
-def test_solid_bars_paint_the_pixels_of_filled_bars_with_a_1px_outline(qtbot, sx, sy):
-    """Rows many pixels tall or a fraction of one: SolidBars paints what a BarGraphItem with
-    a 1 px outline of the bar colour paints, give or take a pixel at an edge (rounding)."""
-    from inferlab.views.batch_timeline import SolidBars
-
-    rng = np.random.default_rng(0)
-    x0 = rng.uniform(0, 90, 300)
-    x1 = x0 + rng.exponential(5, 300)
-    y0 = rng.integers(0, 40, 300) - BAR_HEIGHT / 2
-    height = np.full(300, BAR_HEIGHT)
-    solid = SolidBars("#0072B2")
-    solid.setOpts(x0=x0, x1=x1, y0=y0, height=height)
-    outlined = pg.BarGraphItem(x0=x0, x1=x1, y0=y0, height=height, brush="#0072B2",
-                               pen=pg.mkPen("#0072B2", width=1))
-    want, got = _painted(outlined, sx, sy), _painted(solid, sx, sy)
-    assert want.sum() > 200
-    assert not (got & ~_grown_by_a_pixel(want)).any()
-    assert not (want & ~_grown_by_a_pixel(got)).any()
-    assert (got != want).sum() <= 0.06 * want.sum()
-
-
-def _curve_pixels(x, y, connect, width: float) -> np.ndarray:
-    from PySide6.QtCore import Qt
-    from PySide6.QtGui import QImage, QPainter
-
-    curve = pg.PlotCurveItem(pen=pg.mkPen("#0072B2", width=width), antialias=False)
-    curve.setData(x, y, connect=connect, skipFiniteCheck=True)
-    img = QImage(600, 200, QImage.Format_RGB32)
-    img.fill(Qt.white)
-    p = QPainter(img)
-    p.translate(3.3, 190.7)
-    p.scale(590 / x[-1], -30.0)
-    curve.paint(p, None, None)
-    p.end()
-    return np.frombuffer(img.constBits(), np.uint32).reshape(200, -1)[:, :600].copy()
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_a_step_curve_without_its_flat_interior_paints_the_same_pixels(qtbot, seed):
-    """Values held over runs of iterations, idle gaps between some: dropping the points
-    inside each connected flat run leaves fewer points and the very same pixels (1 px and
-    1.5 px pens, as the strips draw)."""
-    from inferlab.views.batch_timeline import step_x, without_flat_interior
-
-    rng = np.random.default_rng(seed)
-    n = 3000
-    duration = rng.uniform(0.005, 0.02, n)
-    start = np.cumsum(duration + np.where(rng.random(n) < 0.01, 1.0, 0.001)) - duration
-    values = np.repeat(rng.integers(0, 5, n // 10), 10) * (rng.random(n) < 0.9)
-    x, connect = step_x(start, start + duration)
-    y = np.repeat(values.astype(np.float64), 2)
-    fx, fy, f_connect = without_flat_interior(x, y, connect)
-    assert len(fx) < len(x) / 2
-    assert (fx[0], fx[-1]) == (x[0], x[-1])
-    for width in (1.0, 1.5):
-        want = _curve_pixels(x, y, connect, width)
-        assert (want != want[0, 0]).sum() > 10_000
-        np.testing.assert_array_equal(_curve_pixels(fx, fy, f_connect, width), want)
-
-
 def test_grid_axes_draw_the_pixels_pyqtgraphs_axis_drawing_draws(view, monkeypatch):
     """GridAxis draws each tick level's lines with one drawLines, a grid-only axis without a
     QPicture: the view's image is the one pyqtgraph's own paint, specs and line-by-line
     drawPicture give with the same opaque colours."""
-    from inferlab.views.batch_timeline import GridAxis
+    from inferlab.views.plot_items import GridAxis
 
     requests, iterations = synthetic_schedule(60, seed=0)
     view.draw(requests, iterations, current_index=40)
