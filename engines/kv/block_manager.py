@@ -27,6 +27,7 @@ the forward) and `block_stats` (the figures and the block grid the views draw).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -44,6 +45,15 @@ from inferlab.engines.kv.stats import KVStats
 PREFIX_CACHES = ("hash", "radix", "none")
 """How a manager finds cached prefixes: vLLM's chained block hashes, SGLang's radix tree over
 token ids, or not at all."""
+
+
+class SeqTables(NamedTuple):
+    """Some sequences' records (`BlockManager.tables`), for `append_each` to use instead of
+    looking each up again while they are valid: while no sequence was allocated, forked or
+    freed since (`version`)."""
+
+    records: list[SeqBlocks]
+    version: int
 
 
 def new_prefix_cache(kind: str, n_blocks: int, block_size: int, hash_fn=None,
@@ -97,6 +107,7 @@ class BlockManager:
         self._copies: list[tuple[int, int]] = []
         self.bytes_per_slot = bytes_per_slot
         self._seqs: dict[object, SeqBlocks] = {}
+        self._version = 0  # bumped whenever _seqs gains, loses or replaces a record
 
     # ---- queries ---------------------------------------------------------------------------
 
@@ -245,6 +256,7 @@ class BlockManager:
         seq = SeqBlocks(blocks, list(token_ids[:n]), hit.n_tokens, len(token_ids))
         cache.attach(seq, hit)
         self._seqs[seq_id] = seq
+        self._version += 1
         return hit.n_tokens
 
     def append_token(self, seq_id: object, token_id: int) -> tuple[int, int] | None:
@@ -255,56 +267,91 @@ class BlockManager:
         `dst`, and the caller must copy block `src`'s K/V into it
         (`PagedKVCache.copy_blocks`) before writing the new token.
         """
-        cows = self.append_each((seq_id,), (token_id,), partial=False)[2]
+        cows = self.append_each((seq_id,), (token_id,), partial=False)[1]
         return cows[0][1:] if cows else None
 
     def append_each(self, seq_ids: Sequence[object], token_ids: Sequence[int],
-                    partial: bool = True) -> tuple[int, int, list[tuple[object, int, int]]]:
+                    partial: bool = True, tables: SeqTables | None = None
+                    ) -> tuple[int, list[tuple[object, int, int]]]:
         """One more token for each of `seq_ids` (`token_ids[i]` for `seq_ids[i]`), in order:
-        a decode step's reservations in one call. Returns (how many got their slot, their
-        reserved tokens in all: the keys their attention reads, the copy-on-write
-        (seq_id, src, dst) they made, in order).
+        a decode step's reservations in one call. Returns (how many got their slot, the
+        copy-on-write (seq_id, src, dst) they made, in order). `tables`: `tables(seq_ids)`,
+        used while valid (a steady decode batch need not look its sequences up every step).
 
         A token that fits in its sequence's last block, which no other table holds, takes the
-        next slot in place; one that starts a block takes the pool's next free block; any other
-        (a shared last block to copy, no free block) goes the `append_tokens` way. With `partial` the step
-        stops before the first sequence the pool has no block for (it and those after it are
-        unchanged); without, that `KVOutOfMemoryError` is raised.
+        next slot in place; one that starts a block takes the pool's next free block; any
+        other (a shared last block to copy, no free block) goes the `append_tokens` way. With
+        `partial` the step stops before the first sequence the pool has no block for (it and
+        those after it are unchanged); without, that `KVOutOfMemoryError` is raised. An
+        unknown id is a KeyError before any change.
         """
-        seqs, bs, pool = self._seqs, self.block_size, self.pool
+        if tables is not None and tables.version == self._version:
+            records = tables.records
+        else:
+            records = self._records(seq_ids)
+        bs = self.block_size
         cows: list[tuple[object, int, int]] = []
-        n_context = 0
-        for i, seq_id in enumerate(seq_ids):
-            seq = seqs.get(seq_id)
-            if seq is not None:
-                tokens = seq.token_ids
-                n = len(tokens)
-                if n % bs:
-                    last = seq.blocks[-1]
-                    if last.ref_count == 1:  # the common decode: in place, nothing to check
-                        tokens.append(token_ids[i])
-                        last.n_tokens += 1
-                        n_context += n + 1
-                        continue
-                elif pool.n_free:  # a free block: the table is below capacity, nothing to evict
-                    block = pool.allocate_block()
+        ahead: list[Block] = []  # the blocks of a run of tokens that start one, last first
+        for i, seq in enumerate(records):
+            tokens = seq.token_ids
+            if len(tokens) % bs:
+                last = seq.blocks[-1]
+                if last.ref_count == 1:  # the common decode: in place, nothing to check
+                    tokens.append(token_ids[i])
+                    last.n_tokens += 1
+                    continue
+            else:
+                if not ahead:
+                    ahead = self._run_blocks(records, i)
+                if ahead:  # a free block: the table is below capacity, nothing to evict
+                    block = ahead.pop()
                     block.n_tokens = 1
                     seq.blocks.append(block)
                     tokens.append(token_ids[i])
-                    n_context += n + 1
                     continue
-            else:
-                seq = self._seq(seq_id)
+            seq_id = seq_ids[i]
             try:
                 made = self._grow(seq, seq_id, (token_ids[i],))
             except KVOutOfMemoryError:
                 if partial:
-                    return i, n_context, cows
+                    return i, cows
                 raise
             if made:
                 cows.append((seq_id, *made[0]))
-            n_context += len(seq.token_ids)
-        return len(seq_ids), n_context, cows
+        return len(records), cows
+
+    def tables(self, seq_ids: Sequence[object]) -> SeqTables:
+        """The records of `seq_ids` now, for `append_each` (KeyError for an unknown id)."""
+        return SeqTables(self._records(seq_ids), self._version)
+
+    def _records(self, seq_ids: Sequence[object]) -> list[SeqBlocks]:
+        try:
+            return list(map(self._seqs.__getitem__, seq_ids))
+        except KeyError as e:
+            raise KeyError(f"unknown sequence {e.args[0]!r}") from None
+
+    def _run_blocks(self, records: list[SeqBlocks], i: int) -> list[Block]:
+        """The pool's next free blocks for `records[i]`, whose next token starts a block, and
+        the distinct sequences right after it whose next token starts one too, as many as
+        the pool has free (none when it has none), taken at once: last first, to pop. The
+        same blocks `allocate_block` would hand them one by one: nothing else takes one
+        between them."""
+        n_free = self.pool.n_free
+        if not n_free:
+            return []
+        bs = self.block_size
+        end = min(len(records), i + n_free)
+        run = {records[i]}
+        j = i + 1
+        while j < end:
+            seq = records[j]
+            if len(seq.token_ids) % bs or seq in run:
+                break
+            run.add(seq)
+            j += 1
+        blocks = self.pool.allocate_blocks(j - i)
+        blocks.reverse()
+        return blocks
 
     def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
         """Reserve slots for more tokens of `seq_id` (a prefill chunk, drafts, a decode): the
@@ -374,6 +421,7 @@ class BlockManager:
         child = parent.copy()
         self.prefix_cache.fork(child)
         self._seqs[child_id] = child
+        self._version += 1
 
     def free(self, seq_id: object) -> None:
         """Drop `seq_id`, releasing its blocks last first.
@@ -384,6 +432,7 @@ class BlockManager:
         seq = self._seqs.pop(seq_id, None)
         if seq is None:
             raise KeyError(f"unknown sequence {seq_id!r}")
+        self._version += 1
         self.prefix_cache.free(seq)
         release = self.pool.release
         for block in reversed(seq.blocks):

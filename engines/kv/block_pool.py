@@ -80,6 +80,19 @@ class BlockPool:
         self.n_block_ops += 1
         return block
 
+    def allocate_blocks(self, n: int) -> list[Block]:
+        """`allocate_block` n times, head of the free queue first, in one call."""
+        blocks = self.free_queue.popleft_n(n)
+        for block in blocks:
+            if block.block_hash is not None:
+                self.cache.evict(block)
+                self.n_cached_free -= 1
+                self.n_evictions += 1
+            block.ref_count = 1
+            block.n_tokens = 0
+        self.n_block_ops += n
+        return blocks
+
     def touch(self, block: Block) -> None:
         """One more table holds `block` (a fork or a prefix hit); revive it if it was free."""
         if block.ref_count == 0:

@@ -86,7 +86,11 @@ class LazyBlocks:
         if type(i) is int and 0 <= i < len(made):  # made already: the common case
             return made[i]
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._n))]
+            start, stop, step = i.indices(self._n)
+            if step == 1 and start < stop:  # make through stop - 1 in one go
+                made.extend(map(Block, range(len(made), stop)))
+                return made[start:stop]
+            return [self[j] for j in range(start, stop, step)]
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:
@@ -186,6 +190,19 @@ class FreeBlockQueue:
         block.prev = block.next = None
         self._len -= 1
         return block
+
+    def popleft_n(self, n: int) -> list[Block]:
+        """Remove and return the first `n` blocks, head first: `popleft` n times, the fresh
+        range's part taken in one slice."""
+        if n > self._len:
+            raise IndexError(f"{n} blocks asked for, {self._len} free")
+        k = min(n, self._fresh_end - self._fresh_next)
+        blocks = self._fresh[self._fresh_next : self._fresh_next + k] if k else []
+        self._fresh_next += k
+        self._len -= k
+        for _ in range(n - k):
+            blocks.append(self.popleft())
+        return blocks
 
     def append(self, block: Block) -> None:
         """Put `block` at the tail: it will be reused after every block already queued."""

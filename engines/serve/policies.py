@@ -74,7 +74,7 @@ class Continuous:
         # running sequence (admission stops when a chunk uses up the budget or the pool), so
         # the decodes come before it.
         each_running(sched, reserve)
-        if b.preempted:
+        if b.preempted or not sched.waiting_seqs:
             return
         sched.order_waiting()
         while sched.waiting_seqs and b.budget_left and \

@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
+from operator import index
 from typing import NamedTuple
 
-from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.block_manager import BlockManager, SeqTables
 from inferlab.engines.serve.forks import check_update_forks, fork_sequence
 from inferlab.engines.serve.policies import (
     Continuous,
@@ -57,6 +58,7 @@ BATCHING = {CONTINUOUS: Continuous, NO_CHUNKING: NoChunking, STATIC: Static}
 """Policy name -> its class (`policies.py`)."""
 ORDERS = {FCFS: Fcfs, LPM: LongestPrefixMatch}
 """Schedule name -> the class that orders the waiting queue (`policies.py`)."""
+_new_object = object.__new__
 
 
 class RequestRefusedError(ValueError):
@@ -162,6 +164,7 @@ class Scheduler:
         self._pending: SchedulerOutput | None = None
         self._decode_seqs: list[Sequence] = []  # the pending output's, as Sequence objects
         self._sample_seqs: list[Sequence] = []
+        self._steady: _Steady | None = None  # after a decode step that keeps every sequence
         self.batch = _Batch(max_num_batched_tokens)
         self.num_iterations = 0
         self.num_preemptions = 0
@@ -255,19 +258,24 @@ class Scheduler:
         waiting to fill, or nothing waiting)."""
         if self._pending is not None:
             raise RuntimeError("schedule() called twice without update()")
-        self.batch = _Batch(self.max_num_batched_tokens)
+        self.batch = _Batch(self.max_num_batched_tokens, self._steady)
+        self._steady = None
         self.batching.schedule(self, now_s)
         b = self.batch
         for chunk in b.prefills:  # a decode was scheduled before: its prefill was
             seq = self.seqs[chunk.seq_id]
             if seq.first_scheduled_s is None:
                 seq.first_scheduled_s = now_s
-        out = SchedulerOutput(
-            policy=self.policy, now_s=now_s, prefills=tuple(b.prefills),
-            decodes=tuple(b.decodes), preempted=tuple(b.preempted),
-            sample_ids=tuple(b.sample_ids), num_batched_tokens=b.num_tokens,
-            preempted_for=tuple(b.preempted_for), copies=tuple(b.copies),
-            cached_tokens=b.cached or None,
+        decodes = tuple(b.decodes)
+        # the frozen dataclass's __init__ sets its 11 fields one object.__setattr__ call each
+        # (a decode step's largest fixed cost): the same fields, in order, in one update
+        out = _new_object(SchedulerOutput)
+        out.__dict__.update(
+            policy=self.policy, now_s=now_s, prefills=tuple(b.prefills), decodes=decodes,
+            preempted=tuple(b.preempted),
+            sample_ids=decodes if len(b.sample_ids) == len(decodes) else tuple(b.sample_ids),
+            num_batched_tokens=b.num_tokens, preempted_for=tuple(b.preempted_for),
+            copies=tuple(b.copies), cached_tokens=b.cached or None,
             decode_context_tokens=b.decode_context_tokens)
         self._pending = out
         self._decode_seqs, self._sample_seqs = b.decode_seqs, b.sample_seqs
@@ -293,7 +301,15 @@ class Scheduler:
         if output is not self._pending:
             raise RuntimeError("update() must get the output of the last schedule()")
         sample_ids = output.sample_ids
-        if len(sampled) != len(sample_ids) or not all(map(sampled.__contains__, sample_ids)):
+        tokens = None
+        if len(sampled) == len(sample_ids):  # then they match if each is there (all distinct)
+            try:  # python ints: `index` gives int's result for an int or a numpy/torch integer
+                tokens = list(map(index, map(sampled.__getitem__, sample_ids)))
+            except KeyError:
+                pass
+            except TypeError:
+                tokens = [int(sampled[sid]) for sid in sample_ids]
+        if tokens is None:
             missing = [sid for sid in sample_ids if sid not in sampled]
             extra = sorted(set(sampled) - set(sample_ids))
             raise ValueError(f"sampled tokens do not match the batch: missing {missing}, "
@@ -313,23 +329,46 @@ class Scheduler:
         decode_seqs, sample_seqs = self._decode_seqs, self._sample_seqs
         if decode_seqs:
             self.blocks.mark_all_computed(output.decodes)
-        only_decodes = len(decode_seqs) == len(sample_seqs)  # then the same, in order
-        if not only_decodes:
-            for seq in decode_seqs:
-                seq.num_computed_tokens += 1
         done: list[Sequence] = []
-        for seq in sample_seqs:
-            if only_decodes:
-                seq.num_computed_tokens += 1
+        if len(decode_seqs) == len(sample_seqs) and not forks:
+            # only decodes sample (then they are the same, in order) and nothing forks: a
+            # decode step, the common case
+            n_left = self.batch.n_left  # this output's batch
+            if n_left is not None and n_left > 1 and not stop_ids:
+                # a steady step (see _Steady) that finishes nobody: no EOS to look for, and
+                # every sequence is two tokens or more from its max_new_tokens
+                for seq, token in zip(sample_seqs, tokens, strict=True):
+                    seq.num_computed_tokens += 1
+                    seq.output_ids.append(token)
+                    seq.token_times_s.append(now_s)
+            else:
+                for seq, token in zip(sample_seqs, tokens, strict=True):
+                    seq.num_computed_tokens += 1
+                    outputs = seq.output_ids
+                    if (token not in stop_ids or seq.request.ignore_eos) and \
+                            len(outputs) + 1 < seq.max_new_tokens:
+                        outputs.append(token)
+                        seq.token_times_s.append(now_s)
+                    else:  # it finishes
+                        self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
+            if decode_seqs and not done and decode_seqs == self.running_seqs:
+                # every running sequence decodes again next step, feeding back `tokens`
+                self._steady = _Steady(decode_seqs, output.decodes, tokens,
+                                       output.decode_context_tokens,
+                                       None if n_left is None else n_left - 1,
+                                       self.batch.tables)
+            return done
+        for seq in decode_seqs:
+            seq.num_computed_tokens += 1
+        for seq, token in zip(sample_seqs, tokens, strict=True):
             sid = seq.seq_id
             if forks and sid in forks:
-                for child, token in forks[sid]:
-                    self._sampled(self.fork(sid, child), token, now_s, stop_ids, keep_eos,
-                                  done)
-            token = int(sampled[sid])
+                for child, child_token in forks[sid]:
+                    self._sampled(self.fork(sid, child), child_token, now_s, stop_ids,
+                                  keep_eos, done)
             outputs = seq.output_ids
             if (token not in stop_ids or seq.request.ignore_eos) and \
-                    len(outputs) + 1 < seq.max_new_tokens:  # the common case
+                    len(outputs) + 1 < seq.max_new_tokens:
                 outputs.append(token)
                 seq.token_times_s.append(now_s)
             else:
@@ -390,26 +429,46 @@ class Scheduler:
         preemption); returns how many it reserved. The policies go on one by one from there."""
         b = self.batch
         running = self.running_seqs
-        n = 0
-        for seq in running:
-            if seq.num_computed_tokens < seq.num_prefill_tokens:
-                break
-            n += 1
-        seqs = running[: min(n, b.budget - b.num_tokens)]
-        if not seqs:
-            return 0
-        ids = [seq.seq_id for seq in seqs]
+        steady, b.steady = b.steady, None
+        if steady is not None and steady.seqs == running and \
+                len(running) <= b.budget - b.num_tokens:
+            # the last step decoded every running sequence and none finished: the same
+            # decodes, each feeding back the token it sampled
+            seqs, ids, tokens = running, steady.ids, steady.tokens
+            tables = steady.tables if steady.tables is not None else self.blocks.tables(ids)
+        else:
+            steady = None
+            n = 0
+            for seq in running:
+                if seq.num_computed_tokens < seq.num_prefill_tokens:
+                    break
+                n += 1
+            seqs = running[: min(n, b.budget - b.num_tokens)]
+            if not seqs:
+                return 0
+            ids = [seq.seq_id for seq in seqs]
+            tokens = [seq.output_ids[-1] for seq in seqs]
+            tables = None
+        n, cows = self.blocks.append_each(ids, tokens, tables=tables)
         # a decode's context after the step: prompt + outputs, every token it reserved
-        n, n_context, cows = self.blocks.append_each(ids, [seq.output_ids[-1] for seq in seqs])
-        if n < len(seqs):
-            del seqs[n:], ids[n:]
-        b.copies.extend(BlockCopy(*c) for c in cows)
+        if steady is not None and n == len(seqs):  # each holds one token more than before
+            b.decode_context_tokens += steady.context_tokens + n
+            n_left = steady.n_left
+            if n_left is None:
+                n_left = min([seq.max_new_tokens - len(seq.output_ids) for seq in seqs])
+            b.n_left, b.tables = n_left, tables
+        else:
+            if n < len(seqs):
+                seqs, ids = seqs[:n], ids[:n]
+            b.decode_context_tokens += sum([seq.num_prompt_tokens + len(seq.output_ids)
+                                            for seq in seqs])
+        if cows:
+            b.copies.extend(BlockCopy(*c) for c in cows)
         b.decodes += ids
         b.sample_ids += ids
         b.decode_seqs += seqs
         b.sample_seqs += seqs
         b.num_tokens += n
-        b.decode_context_tokens += n_context
         return n
 
     def reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -464,11 +523,35 @@ class Scheduler:
         self.waiting_seqs = self.admission.order(self.waiting_seqs, self.blocks)
 
 
+class _Steady(NamedTuple):
+    """A decode step after which every running sequence decodes again (none finished or
+    joined): `update` leaves it for the next `reserve_decodes`, which reserves the same decodes
+    without looking at each sequence while the running queue is still `seqs`, in order. The
+    step after that is steady too: its `update` need not look for a finish by length while
+    `n_left` > 1."""
+
+    seqs: list[Sequence]
+    ids: tuple[str, ...]
+    tokens: list[int]
+    """The tokens each sampled, in order: the ones they feed back next."""
+    context_tokens: int
+    """The step's decode_context_tokens."""
+    n_left: int | None
+    """The fewest tokens any of them may still produce (max_new_tokens - outputs), if known."""
+    tables: SeqTables | None
+    """Their block manager records (`BlockManager.tables`), once a steady step looked them up."""
+
+
 class _Batch:
     """The iteration being built (the sequences beside their ids, for `update`)."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, steady: _Steady | None = None) -> None:
         self.budget = budget
+        self.steady = steady  # for reserve_decodes
+        # when the steady decodes were reserved (every running sequence): _Steady's n_left and
+        # tables, for update
+        self.n_left: int | None = None
+        self.tables: SeqTables | None = None
         self.prefills: list[PrefillChunk] = []
         self.decodes: list[str] = []
         self.preempted: list[str] = []

@@ -20,16 +20,15 @@ def state(mgr: BlockManager):
 
 def one_by_one(mgr: BlockManager, ids, tokens):
     """What `append_each` promises, spelled with `append_token`."""
-    cows, n_context = [], 0
+    cows = []
     for i, (sid, token) in enumerate(zip(ids, tokens, strict=True)):
         try:
             cow = mgr.append_token(sid, token)
         except KVOutOfMemoryError:
-            return i, n_context, cows
+            return i, cows
         if cow is not None:
             cows.append((sid, *cow))
-        n_context += mgr.num_tokens(sid)
-    return len(ids), n_context, cows
+    return len(ids), cows
 
 
 @settings(max_examples=80, deadline=None)
@@ -37,10 +36,12 @@ def one_by_one(mgr: BlockManager, ids, tokens):
        prompts=st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=5), min_size=1,
                         max_size=5),
        forks=st.lists(st.integers(0, 10), max_size=3),
+       frees=st.lists(st.integers(0, 10), max_size=2),
        steps=st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=8), max_size=6))
-def test_append_each_is_append_token_in_order(kind, block_size, prompts, forks, steps):
-    """Shared last blocks (forks) are copied, new blocks taken in order, and a step stops at
-    the first sequence that finds no block, exactly as one append_token call after another."""
+def test_append_each_is_append_token_in_order(kind, block_size, prompts, forks, frees, steps):
+    """Shared last blocks (forks) are copied, new blocks taken in order (runs of sequences
+    that each start one, cached-free blocks evicted), and a step stops at the first sequence
+    that finds no block, exactly as one append_token call after another."""
     a, b = (BlockManager(10, block_size=block_size, prefix_cache=kind) for _ in range(2))
     for mgr in (a, b):
         for i, p in enumerate(prompts):
@@ -53,6 +54,10 @@ def test_append_each_is_append_token_in_order(kind, block_size, prompts, forks, 
             live = mgr.seq_ids
             if live:
                 mgr.fork(live[f % len(live)], f"f{k}")
+        for f in frees:  # their computed blocks stay cached (hash), free to be taken
+            live = mgr.seq_ids
+            if len(live) > 1:
+                mgr.free(live[f % len(live)])
     assert state(a) == state(b)
     for tokens in steps:
         ids = (a.seq_ids * 3)[: len(tokens)]  # a sequence may come back in one step
@@ -67,13 +72,13 @@ def test_append_each_is_append_token_in_order(kind, block_size, prompts, forks, 
         assert state(a) == state(b)
 
 
-def test_append_each_names_the_copies_and_the_context():
+def test_append_each_names_the_copies():
     mgr = BlockManager(8, block_size=4, enable_prefix_caching=False)
     mgr.allocate("p", [1, 2, 3, 4, 5, 6])  # [0, 1], block 1 half full
     mgr.fork("p", "c")
     mgr.allocate("q", [7, 8, 9, 10])  # [2], full
     # p copies its shared block 1 into 3, c then holds 1 alone (in place); q takes block 4
-    assert mgr.append_each(["p", "c", "q"], [9, 9, 9]) == (3, 7 + 7 + 5, [("p", 1, 3)])
+    assert mgr.append_each(["p", "c", "q"], [9, 9, 9]) == (3, [("p", 1, 3)])
     assert [mgr.block_table(s) for s in ("p", "c", "q")] == [[0, 3], [0, 1], [2, 4]]
 
 
@@ -82,9 +87,29 @@ def test_append_each_stops_before_the_first_sequence_without_a_block():
     mgr.allocate("a", [1])  # [0]
     mgr.allocate("b", [1, 2])  # [1]
     mgr.allocate("c", [1, 2])  # [2]
-    assert mgr.append_each(["a", "b", "c"], [5, 5, 5]) == (1, 2, [])
+    assert mgr.append_each(["a", "b", "c"], [5, 5, 5]) == (1, [])
     assert mgr.num_tokens("b") == 2 and mgr.num_tokens("a") == 2
     with pytest.raises(KVOutOfMemoryError):
         mgr.append_each(["b"], [5], partial=False)
     with pytest.raises(KeyError, match="unknown sequence 'x'"):
         mgr.append_each(["x"], [5])
+
+
+def test_append_each_uses_tables_only_while_they_are_valid():
+    """`tables(ids)` stands for looking the ids up until a sequence is allocated, forked or
+    freed; an unknown id is refused before anything changes."""
+    mgr = BlockManager(16, block_size=4, enable_prefix_caching=False)
+    for sid in "abc":
+        mgr.allocate(sid, [1, 2, 3])
+    tables = mgr.tables(["a", "b"])
+    assert mgr.append_each(["a", "b"], [5, 5], tables=tables) == (2, [])
+    mgr.free("a")
+    mgr.allocate("a", [7])  # a new record under the same id: the tables are stale
+    assert mgr.append_each(["a", "b"], [6, 6], tables=tables) == (2, [])
+    assert mgr.token_ids("a") == [7, 6] and mgr.token_ids("b") == [1, 2, 3, 5, 6]
+    tables = mgr.tables(["a", "b"])
+    mgr.fork("b", "b2")  # b's last block 4 is shared now: b copies it into 5
+    assert mgr.append_each(["a", "b"], [8, 8], tables=tables) == (2, [("b", 4, 5)])
+    with pytest.raises(KeyError, match="unknown sequence 'x'"):
+        mgr.append_each(["c", "x"], [1, 1])
+    assert mgr.token_ids("c") == [1, 2, 3]

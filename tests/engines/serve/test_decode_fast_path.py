@@ -1,10 +1,16 @@
 """The decode fast path (`Scheduler.reserve_decodes`, the leading running decodes reserved in
-one `BlockManager.append_each` call) schedules exactly what `reserve_decode` one sequence at a
-time schedules: the same run with the fast path switched off is the reference."""
+one `BlockManager.append_each` call; after a step that kept every running sequence, the same
+decodes again without looking at each, and an `update` that need not look for a finish by
+length) schedules exactly what `reserve_decode` one sequence at a time schedules: the same run
+with the fast path switched off is the reference."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import hypothesis.strategies as st
+import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from inferlab.engines.kv import BlockManager
@@ -14,20 +20,30 @@ from inferlab.engines.serve.scheduler import CONTINUOUS, NO_CHUNKING, STATIC, Sc
 from tests.engines.serve.test_scheduler import fake_token
 
 
-def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool):
-    """Every iteration's output and the finished sequences, with the fast path on or off."""
+def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool,
+        eos_id=None, keep_eos=True, arrivals=(), numpy_tokens=False):
+    """Every iteration's output and the finished sequences, with the fast path on or off.
+    Request i arrives at step `arrivals[i]` (0 when not given); with `eos_id` the odd ones
+    stop at it, the even ones ignore it."""
     mgr = BlockManager(n_blocks, block_size=block_size, prefix_cache=kind)
     sched = Scheduler(policy, mgr, max_num_batched_tokens=budget, max_num_seqs=8,
                       static_batch_size=min(4, budget))
     if not fast:
         sched.reserve_decodes = lambda: 0  # every running sequence through reserve_decode
-    for i, (prompt, max_new) in enumerate(requests):
-        sched.add(Request(f"r{i}", prompt, max_new, ignore_eos=True))
-    sched.close_arrivals()
+    pending = [(arrivals[i] if i < len(arrivals) else 0,
+                Request(f"r{i}", prompt, max_new, ignore_eos=eos_id is None or i % 2 == 0))
+               for i, (prompt, max_new) in enumerate(requests)]
     trace, t = [], 0
-    while sched.has_unfinished and t < 400:
+    while (pending or sched.has_unfinished) and t < 400:
+        for _, request in [p for p in pending if p[0] <= t]:
+            sched.add(request)
+        pending = [p for p in pending if p[0] > t]
+        if not pending and not sched.arrivals_closed:
+            sched.close_arrivals()
         out = sched.schedule(float(t))
         sampled = {sid: fake_token(sched.seqs[sid]) for sid in out.sample_ids}
+        if numpy_tokens:  # a sampler's numpy integers: the outputs are python ints either way
+            sampled = {sid: np.int64(token) for sid, token in sampled.items()}
         fork = {}
         if policy != STATIC and t in forks:  # a sampling sequence past its prefill forks
             parents = [s for s in out.decodes if s in sampled]
@@ -37,16 +53,17 @@ def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool)
                                 len(parent.output_ids) + 3, ignore_eos=True)
                 fork = {parent.seq_id: [(child, 7)]}
         try:
-            sched.update(out, sampled, float(t), forks=fork)
+            sched.update(out, sampled, float(t), eos_id, keep_eos=keep_eos, forks=fork)
         except ValueError:  # a fork the scheduler refuses: nothing changed, go on without it
-            sched.update(out, sampled, float(t))
+            sched.update(out, sampled, float(t), eos_id, keep_eos=keep_eos)
         trace.append((out.decodes, out.prefills, out.preempted, out.preempted_for,
                       out.sample_ids, out.copies, out.num_batched_tokens,
                       out.decode_context_tokens, dict(out.cached_tokens or {}),
                       mgr.free_block_ids(), mgr.cached_block_ids()))
         t += 1
-    trace.append([(s.seq_id, s.output_ids, s.token_times_s, s.preemptions)
-                  for s in sched.finished])
+    trace.append([(s.seq_id, s.output_ids, s.token_times_s, s.preemptions, s.finish_reason,
+                   s.finish_s) for s in sched.finished])
+    assert all(type(t) is int for s in sched.seqs.values() for t in s.output_ids)
     return trace
 
 
@@ -56,13 +73,54 @@ def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool)
        block_size=st.integers(1, 4), budget=st.integers(4, 12),
        requests=st.lists(st.tuples(st.sampled_from([[1, 2, 3], [1, 2, 3, 4], [5], []]),
                                    st.integers(1, 6)), min_size=1, max_size=7),
-       forks=st.sets(st.integers(0, 20), max_size=4))
+       forks=st.sets(st.integers(0, 20), max_size=4),
+       eos=st.sampled_from([None, 100, 117, (103, 140)]), keep_eos=st.booleans(),
+       arrivals=st.lists(st.integers(0, 12), max_size=7), numpy_tokens=st.booleans())
 def test_the_fast_path_schedules_what_reserve_decode_does(policy, kind, n_blocks, block_size,
-                                                         budget, requests, forks):
-    """Small pools (preemptions), prefix hits, forks (shared last blocks copied on write)."""
+                                                         budget, requests, forks, eos,
+                                                         keep_eos, arrivals, numpy_tokens):
+    """Small pools (preemptions), prefix hits, forks (shared last blocks copied on write),
+    arrivals that join running batches, EOS (kept or not, ignored by some)."""
     requests = [((prefix + [9] * (i % 3)) or [8], max_new)
                 for i, (prefix, max_new) in enumerate(requests)]
     requests = [(p, n) for p, n in requests
                 if -(-(len(p) + n) // block_size) <= n_blocks and len(p) + n - 1 <= budget]
     args = (policy, kind, n_blocks, block_size, budget, requests, forks)
-    assert run(*args, fast=True) == run(*args, fast=False)
+    kw = dict(eos_id=eos, keep_eos=keep_eos, arrivals=arrivals, numpy_tokens=numpy_tokens)
+    assert run(*args, fast=True, **kw) == run(*args, fast=False, **kw)
+
+
+def test_a_steady_batch_is_reserved_without_looking_at_each_sequence():
+    """After a step that kept every running sequence, the next reserves the same decodes from
+    what that step left (`_Steady`), not from the sequences: a sequence whose last output was
+    changed behind the scheduler's back would show it (this is what the fast path skips)."""
+    mgr = BlockManager(64, block_size=4, prefix_cache="none")
+    sched = Scheduler(CONTINUOUS, mgr, max_num_batched_tokens=64, max_num_seqs=8)
+    for i in range(3):
+        sched.add(Request(f"r{i}", [1, 2, 3], 20, ignore_eos=True))
+    for t in range(3):
+        out = sched.schedule(float(t))
+        sched.update(out, {sid: 50 + t for sid in out.sample_ids}, float(t))
+    assert sched._steady is not None and sched._steady.tokens == [52, 52, 52]
+    sched.running_seqs[1].output_ids[-1] = 99  # not what a scheduler would ever see
+    sched.schedule(3.0)
+    assert mgr.token_ids("r1")[-1] == 52
+    # anything that changes the running queue drops it: a fork, an arrival that is admitted
+    sched.update(sched._pending, {sid: 7 for sid in sched._pending.sample_ids}, 3.0)
+    sched.fork("r0", Request("r0.1", [1, 2, 3], 20, ignore_eos=True))
+    out = sched.schedule(4.0)
+    assert out.decodes == ("r0", "r0.1", "r1", "r2") and mgr.token_ids("r0.1")[-1] == 7
+
+
+def test_a_scheduler_output_is_the_frozen_record_its_fields_make():
+    """`schedule` sets the output's fields at once: the same record the dataclass's __init__
+    makes, equal, hashable and frozen."""
+    mgr = BlockManager(16, block_size=4, prefix_cache="none")
+    sched = Scheduler(CONTINUOUS, mgr, max_num_batched_tokens=64)
+    sched.add(Request("a", [1, 2, 3, 4, 5], 4))
+    out = sched.schedule(0.0)
+    again = dataclasses.replace(out)
+    assert out == again and hash(out) == hash(again) and repr(out) == repr(again)
+    assert vars(out) == vars(again) and list(vars(out)) == list(vars(again))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.now_s = 1.0
