@@ -40,7 +40,7 @@ from inferlab.engines.labs.batching.timeline import (
     timeline_segments,
 )
 from inferlab.engines.serve.records import IterationRecord, RequestInfo
-from inferlab.views.plot_items import GRID_Z, GridAxis, SolidBars, without_flat_interior
+from inferlab.views.plot_items import GridAxis, SolidBars, without_flat_interior
 from inferlab.views.style import style_plot
 
 STATE_COLORS = {
@@ -234,9 +234,6 @@ class GanttFrame(QWidget):
             plot.getAxis(name).setTextPen("#333333")
             plot.getAxis(name).setPen("#8A8A8A")
         plot.showGrid(x=True, y=not isinstance(plot.getAxis("left"), RequestAxis), alpha=0.2)
-        for name in ("left", "bottom"):
-            if plot.getAxis(name).grid is not False:
-                plot.getAxis(name).setZValue(GRID_Z)  # its grid under the data (GridAxis)
         for name in ("top", "right"):  # hidden: else each x move sets their label's HTML
             plot.getAxis(name).enableAutoSIPrefix(False)
         if not last:

@@ -17,7 +17,10 @@ from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QColor, QPen, QPicture
 
 GRID_Z = -200
-"""An axis's z under its plot's view box (at -100): the grid lines go under the data."""
+"""A GridAxis's z while it draws a grid: under its plot's view box (at -100), so the grid lines
+go under the data."""
+AXIS_Z = 0.5
+"""Its z without a grid: pyqtgraph's, over the data (the ticks point into the plot)."""
 
 
 def over_white(color: QColor) -> QColor:
@@ -29,7 +32,7 @@ def over_white(color: QColor) -> QColor:
 
 class GridAxis(pg.AxisItem):
     """An axis whose grid lines are opaque, in the colour their translucent pen showed over
-    the white background, and drawn under the data (the plot gives it GRID_Z): Qt's software
+    the white background, and drawn under the data (at GRID_Z while it has a grid): Qt's software
     raster blends a translucent 1 px line pixel by pixel, ~10x an opaque one, and the grids
     were a quarter of a live repaint. Over white it looks the same; over a bar the faint
     line that showed through is gone.
@@ -55,6 +58,10 @@ class GridAxis(pg.AxisItem):
                 GridAxis._tick_memo.clear()
             GridAxis._tick_memo[key] = levels
         return [(spacing, list(values)) for spacing, values in levels]
+
+    def setGrid(self, grid):  # noqa: N802 - pyqtgraph API
+        super().setGrid(grid)
+        self.setZValue(AXIS_Z if self.grid is False else GRID_Z)
 
     def _grid_only(self) -> bool:
         """A bottom axis with a grid, no values and pyqtgraph's default tick settings."""
