@@ -64,8 +64,10 @@ class GridAxis(pg.AxisItem):
         self.setZValue(AXIS_Z if self.grid is False else GRID_Z)
 
     def _grid_only(self) -> bool:
-        """A bottom axis with a grid, no values and pyqtgraph's default tick settings."""
-        return (self.grid is not False and not self.style["showValues"]
+        """A bottom axis with a grid over a linked view, no values and pyqtgraph's default
+        tick settings."""
+        return (self.grid is not False and self.linkedView() is not None
+                and not self.style["showValues"]
                 and self._tickLevels is None and not self.logMode
                 and self.style["tickAlpha"] is None and self.orientation == "bottom"
                 and not any(self.style["stopAxisAtTick"]))
@@ -194,6 +196,8 @@ class SolidBars(pg.BarGraphItem):
         t = p.transform()
         if t.isRotating():  # rotated or sheared: not this item's views
             return super().paint(p, *args)
+        if t.m11() == 0 or t.m22() == 0:  # a view of no width or height: nothing shows
+            return
         x0, x1 = np.asarray(self.opts["x0"], np.float64), np.asarray(self.opts["x1"], np.float64)
         if x0.size == 0:
             return

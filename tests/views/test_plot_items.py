@@ -90,3 +90,13 @@ def test_a_step_curve_without_its_flat_interior_paints_the_same_pixels(qtbot, se
         want = _curve_pixels(x, y, connect, width)
         assert (want != want[0, 0]).sum() > 10_000
         np.testing.assert_array_equal(_curve_pixels(fx, fy, f_connect, width), want)
+
+
+def test_solid_bars_in_a_view_of_no_height_paint_nothing(qtbot):
+    """A collapsed view (scale 0) paints no bar and raises nothing (an exception inside a
+    Qt paint call takes the process down)."""
+    solid = SolidBars("#0072B2")
+    solid.setOpts(x0=np.array([1.0]), x1=np.array([9.0]), y0=np.array([0.0]),
+                  height=np.array([BAR_HEIGHT]))
+    assert _painted(solid, 3.7, 1.0).any()
+    assert not _painted(solid, 3.7, 0.0).any()
