@@ -1,8 +1,10 @@
 """The batching lab's timeline: a Gantt chart of every request's states, with per-iteration strips.
 
 Rows are requests in arrival order (first arrival at the top), x is the run's clock. Each state
-is ONE `BarGraphItem` holding all of its segments (STYLE.md: many cells, one item), so 10 or
-100,000 segments cost the same number of items; a redraw is `setOpts` on those items. Under the
+is ONE bar item holding all of its segments (STYLE.md: many cells, one item), so 10 or
+100,000 segments cost the same number of items; a redraw is `setOpts` on those items. Bars, grid
+axes and step curves are views/plot_items.py's, which paint pyqtgraph's pixels faster; a live
+redraw reads only the new records (TimelineBuilder, GrowingColumns). Under the
 chart, strips sharing its x axis: batch size, prefill and decode tokens, KV pool use and
 preemptions, each value held over its iteration's span. A dashed line marks the current
 iteration's end. Hovering finds the segment under the mouse by binary search on the arrays.
