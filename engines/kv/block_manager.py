@@ -510,10 +510,23 @@ class BlockManager:
             )
         self.prefix_cache.computed(seq, n_tokens)
 
+    def mark_computed_each(self, seq_ids: Sequence[object], n_tokens: Sequence[int]) -> None:
+        """`mark_computed(seq_ids[i], n_tokens[i])` for each, in order (a step's prefill
+        chunks), in one call."""
+        computed = self.prefix_cache.computed if self.enable_prefix_caching else None
+        for seq_id, n in zip(seq_ids, n_tokens, strict=True):
+            seq = self._seq(seq_id)
+            if not 0 <= n <= len(seq.token_ids):
+                raise ValueError(f"sequence {seq_id!r} has {len(seq.token_ids)} reserved "
+                                 f"tokens; {n} cannot be computed")
+            if computed is not None:  # "none" keeps nothing of what was computed
+                computed(seq, n)
+
     def mark_all_computed(self, seq_ids: Iterable[object]) -> None:
         """`mark_computed(seq_id, num_tokens(seq_id))` for each of `seq_ids`, live sequences
         whose every reserved token's K/V is now written (a decode step), in one call."""
-        self.prefix_cache.computed_all(map(self._seqs.__getitem__, seq_ids))
+        if self.enable_prefix_caching:  # "none" keeps nothing of what was computed
+            self.prefix_cache.computed_all(map(self._seqs.__getitem__, seq_ids))
 
     def _n_reserved(self, n_prompt: int, n_cached: int, n_new_tokens: int | None) -> int:
         """How many tokens `allocate` reserves: the whole prompt, or the cached prefix and

@@ -8,6 +8,9 @@ admitted first) and builds `sched.batch` through the scheduler's reservation ste
 block bookkeeping. Its flags say what the scheduler must refuse or forbid under it:
 `splits_prefill` (a prompt over the token budget can still run), `preempts` (a preempted
 sequence re-prefills prompt + outputs) and `can_fork` (parallel sampling may add sequences).
+`steady_decodes` says that when nothing waits and every running sequence decodes, its batch
+starts with `reserve_decodes` and is those decodes if that reserves them all: the scheduler
+may then reserve them without running the policy (a decode step's common case).
 
     Continuous   "continuous"              vLLM v1, chunked prefill
     NoChunking   "continuous-no-chunking"  vLLM v0's default, prefill-first
@@ -55,6 +58,7 @@ class Continuous:
     splits_prefill = True
     preempts = True
     can_fork = True
+    steady_decodes = True
 
     def schedule(self, sched, now_s: float) -> None:
         b = sched.batch
@@ -94,6 +98,7 @@ class NoChunking:
     splits_prefill = False
     preempts = True
     can_fork = True
+    steady_decodes = True
 
     def schedule(self, sched, now_s: float) -> None:
         b = sched.batch
@@ -119,6 +124,7 @@ class Static:
     splits_prefill = False
     preempts = False
     can_fork = False
+    steady_decodes = True
 
     def schedule(self, sched, now_s: float) -> None:
         if sched.running_seqs:  # the batch decodes until its last member finishes

@@ -260,13 +260,19 @@ class Scheduler:
             raise RuntimeError("schedule() called twice without update()")
         self.batch = _Batch(self.max_num_batched_tokens, self._steady)
         self._steady = None
-        self.batching.schedule(self, now_s)
+        # a steady step with nothing waiting is every running sequence's decode under every
+        # policy that says so (`steady_decodes`): reserved at once, the policy need not run
+        if self.batch.steady is None or self.waiting_seqs or not self.batching.steady_decodes \
+                or self.reserve_decodes() < len(self.running_seqs):
+            self.batching.schedule(self, now_s)
         b = self.batch
         for chunk in b.prefills:  # a decode was scheduled before: its prefill was
             seq = self.seqs[chunk.seq_id]
             if seq.first_scheduled_s is None:
                 seq.first_scheduled_s = now_s
-        decodes = tuple(b.decodes)
+        decodes = b.steady_ids  # the last step's decodes again, or None
+        if decodes is None or len(decodes) != len(b.decodes):
+            decodes = tuple(b.decodes)
         # the frozen dataclass's __init__ sets its 11 fields one object.__setattr__ call each
         # (a decode step's largest fixed cost): the same fields, in order, in one update
         out = _new_object(SchedulerOutput)
@@ -323,57 +329,79 @@ class Scheduler:
         else:
             stop_ids = (int(eos_id),)
         self._pending = None
-        for chunk in output.prefills:
-            self._computed(self.seqs[chunk.seq_id], chunk.n_tokens)
+        prefills = output.prefills
+        if prefills:
+            seqs, computed = self.seqs, []
+            for chunk in prefills:
+                seq = seqs[chunk.seq_id]
+                seq.num_computed_tokens += chunk.n_tokens
+                computed.append(seq.num_computed_tokens)
+            self.blocks.mark_computed_each([c.seq_id for c in prefills], computed)
         # each decode computed its one token: every token it reserved
         decode_seqs, sample_seqs = self._decode_seqs, self._sample_seqs
         if decode_seqs:
             self.blocks.mark_all_computed(output.decodes)
         done: list[Sequence] = []
-        if len(decode_seqs) == len(sample_seqs) and not forks:
-            # only decodes sample (then they are the same, in order) and nothing forks: a
-            # decode step, the common case
-            n_left = self.batch.n_left  # this output's batch
-            if n_left is not None and n_left > 1 and not stop_ids:
-                # a steady step (see _Steady) that finishes nobody: no EOS to look for, and
-                # every sequence is two tokens or more from its max_new_tokens
-                for seq, token in zip(sample_seqs, tokens, strict=True):
-                    seq.num_computed_tokens += 1
-                    seq.output_ids.append(token)
-                    seq.token_times_s.append(now_s)
-            else:
-                for seq, token in zip(sample_seqs, tokens, strict=True):
-                    seq.num_computed_tokens += 1
-                    outputs = seq.output_ids
-                    if (token not in stop_ids or seq.request.ignore_eos) and \
-                            len(outputs) + 1 < seq.max_new_tokens:
-                        outputs.append(token)
-                        seq.token_times_s.append(now_s)
-                    else:  # it finishes
-                        self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
-            if decode_seqs and not done and decode_seqs == self.running_seqs:
-                # every running sequence decodes again next step, feeding back `tokens`
-                self._steady = _Steady(decode_seqs, output.decodes, tokens,
-                                       output.decode_context_tokens,
-                                       None if n_left is None else n_left - 1,
-                                       self.batch.tables)
+        if forks:
+            for seq in decode_seqs:
+                seq.num_computed_tokens += 1
+            for seq, token in zip(sample_seqs, tokens, strict=True):
+                sid = seq.seq_id
+                if sid in forks:
+                    for child, child_token in forks[sid]:
+                        self._sampled(self.fork(sid, child), child_token, now_s, stop_ids,
+                                      keep_eos, done)
+                self._append(seq, token, now_s, stop_ids, keep_eos, done)
             return done
-        for seq in decode_seqs:
-            seq.num_computed_tokens += 1
-        for seq, token in zip(sample_seqs, tokens, strict=True):
-            sid = seq.seq_id
-            if forks and sid in forks:
-                for child, child_token in forks[sid]:
-                    self._sampled(self.fork(sid, child), child_token, now_s, stop_ids,
-                                  keep_eos, done)
-            outputs = seq.output_ids
-            if (token not in stop_ids or seq.request.ignore_eos) and \
-                    len(outputs) + 1 < seq.max_new_tokens:
-                outputs.append(token)
+        if len(decode_seqs) != len(sample_seqs):  # prefills sample too
+            for seq in decode_seqs:
+                seq.num_computed_tokens += 1
+            for seq, token in zip(sample_seqs, tokens, strict=True):
+                outputs = seq.output_ids  # `_append`, inlined
+                if (token not in stop_ids or seq.request.ignore_eos) and \
+                        len(outputs) + 1 < seq.max_new_tokens:
+                    outputs.append(token)
+                    seq.token_times_s.append(now_s)
+                else:
+                    self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
+            return done
+        # only decodes sample (then they are the same, in order): a decode step, the common
+        # case, with the per-sequence work inlined
+        n_left = self.batch.n_left  # this output's batch
+        if n_left is not None and n_left > 1 and not stop_ids:
+            # a steady step (see _Steady) that finishes nobody: no EOS to look for, and every
+            # sequence is two tokens or more from its max_new_tokens
+            for seq, token in zip(sample_seqs, tokens, strict=True):
+                seq.num_computed_tokens += 1
+                seq.output_ids.append(token)
                 seq.token_times_s.append(now_s)
-            else:
-                self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
+        else:
+            for seq, token in zip(sample_seqs, tokens, strict=True):
+                seq.num_computed_tokens += 1
+                outputs = seq.output_ids  # `_append`, inlined
+                if (token not in stop_ids or seq.request.ignore_eos) and \
+                        len(outputs) + 1 < seq.max_new_tokens:
+                    outputs.append(token)
+                    seq.token_times_s.append(now_s)
+                else:  # it finishes
+                    self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
+        if decode_seqs and not done and decode_seqs == self.running_seqs:
+            # every running sequence decodes again next step, feeding back `tokens`
+            self._steady = _Steady(decode_seqs, output.decodes, tokens,
+                                   output.decode_context_tokens,
+                                   None if n_left is None else n_left - 1, self.batch.tables)
         return done
+
+    def _append(self, seq: Sequence, token: int, now_s: float, stop_ids: Collection[int],
+                keep_eos: bool, done: list[Sequence]) -> None:
+        """`seq` sampled `token`: appended (the common case), or it finishes (`_sampled`)."""
+        outputs = seq.output_ids
+        if (token not in stop_ids or seq.request.ignore_eos) and \
+                len(outputs) + 1 < seq.max_new_tokens:
+            outputs.append(token)
+            seq.token_times_s.append(now_s)
+        else:
+            self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
 
     def _sampled(self, seq: Sequence, token: int, now_s: float, stop_ids: Collection[int],
                  keep_eos: bool, done: list[Sequence]) -> None:
@@ -403,10 +431,6 @@ class Scheduler:
             raise RuntimeError("fork() between schedule() and update(): fork after update")
         return fork_sequence(self, parent_id, child)
 
-    def _computed(self, seq: Sequence, n_tokens: int) -> None:
-        seq.num_computed_tokens += n_tokens
-        self.blocks.mark_computed(seq.seq_id, seq.num_computed_tokens)
-
     # ---- reservation: the policies' steps ---------------------------------------------------
     def reserve_decode(self, seq: Sequence) -> bool:
         """Reserve the slot of the token `seq` feeds back, preempting the newest running
@@ -428,6 +452,9 @@ class Scheduler:
         budget lasts and the pool has their blocks (a decode step's common case: no
         preemption); returns how many it reserved. The policies go on one by one from there."""
         b = self.batch
+        if b.reserved is not None:  # `schedule` reserved them before the policy ran
+            return b.reserved
+        b.reserved = 0
         running = self.running_seqs
         steady, b.steady = b.steady, None
         if steady is not None and steady.seqs == running and \
@@ -456,7 +483,7 @@ class Scheduler:
             n_left = steady.n_left
             if n_left is None:
                 n_left = min([seq.max_new_tokens - len(seq.output_ids) for seq in seqs])
-            b.n_left, b.tables = n_left, tables
+            b.n_left, b.tables, b.steady_ids = n_left, tables, ids
         else:
             if n < len(seqs):
                 seqs, ids = seqs[:n], ids[:n]
@@ -469,6 +496,7 @@ class Scheduler:
         b.decode_seqs += seqs
         b.sample_seqs += seqs
         b.num_tokens += n
+        b.reserved = n
         return n
 
     def reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -545,13 +573,19 @@ class _Steady(NamedTuple):
 class _Batch:
     """The iteration being built (the sequences beside their ids, for `update`)."""
 
+    __slots__ = ("budget", "steady", "reserved", "n_left", "tables", "steady_ids", "prefills", "decodes", "preempted",
+                 "preempted_for", "copies", "cached", "sample_ids", "decode_seqs",
+                 "sample_seqs", "num_tokens", "decode_context_tokens")
+
     def __init__(self, budget: int, steady: _Steady | None = None) -> None:
         self.budget = budget
         self.steady = steady  # for reserve_decodes
-        # when the steady decodes were reserved (every running sequence): _Steady's n_left and
-        # tables, for update
+        self.reserved: int | None = None  # what reserve_decodes reserved, once it ran
+        # when the steady decodes were reserved (every running sequence): _Steady's n_left,
+        # tables (for update) and ids (the output's decodes)
         self.n_left: int | None = None
         self.tables: SeqTables | None = None
+        self.steady_ids: tuple[str, ...] | None = None
         self.prefills: list[PrefillChunk] = []
         self.decodes: list[str] = []
         self.preempted: list[str] = []

@@ -1,12 +1,15 @@
 """The decode fast path (`Scheduler.reserve_decodes`, the leading running decodes reserved in
 one `BlockManager.append_each` call; after a step that kept every running sequence, the same
-decodes again without looking at each, and an `update` that need not look for a finish by
-length) schedules exactly what `reserve_decode` one sequence at a time schedules: the same run
-with the fast path switched off is the reference."""
+decodes again without looking at each; `update`'s loops, one of which need not look for a
+finish by length) schedules exactly what `reserve_decode` one sequence at a time schedules
+and `reference_update` does: the same run with the fast paths switched off is the
+reference."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
+from functools import partial
 
 import hypothesis.strategies as st
 import numpy as np
@@ -15,9 +18,40 @@ from hypothesis import given, settings
 
 from inferlab.engines.kv import BlockManager
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
+from inferlab.engines.serve.forks import check_update_forks
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scheduler import CONTINUOUS, NO_CHUNKING, STATIC, Scheduler
 from tests.engines.serve.test_scheduler import fake_token
+
+
+def reference_update(sched, output, sampled, now_s, eos_id=None, *, keep_eos=True,
+                     forks=None):
+    """`Scheduler.update` one sequence at a time: each chunk and decode marked computed on
+    its own, each sampled token through `_sampled` (which appends it, or finishes)."""
+    assert output is sched._pending
+    if set(sampled) != set(output.sample_ids):
+        raise ValueError("sampled tokens do not match the batch")
+    forks = forks or {}
+    check_update_forks(sched, output.sample_ids, forks)
+    if eos_id is None:
+        stop_ids = ()
+    else:
+        stop_ids = frozenset(eos_id) if isinstance(eos_id, Collection) else (eos_id,)
+    sched._pending = None
+    for chunk in output.prefills:
+        seq = sched.seqs[chunk.seq_id]
+        seq.num_computed_tokens += chunk.n_tokens
+        sched.blocks.mark_computed(chunk.seq_id, seq.num_computed_tokens)
+    for sid in output.decodes:
+        seq = sched.seqs[sid]
+        seq.num_computed_tokens += 1
+        sched.blocks.mark_computed(sid, seq.num_computed_tokens)
+    done = []
+    for sid in output.sample_ids:
+        for child, token in forks.get(sid, ()):
+            sched._sampled(sched.fork(sid, child), token, now_s, stop_ids, keep_eos, done)
+        sched._sampled(sched.seqs[sid], int(sampled[sid]), now_s, stop_ids, keep_eos, done)
+    return done
 
 
 def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool,
@@ -30,6 +64,7 @@ def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool,
                       static_batch_size=min(4, budget))
     if not fast:
         sched.reserve_decodes = lambda: 0  # every running sequence through reserve_decode
+        sched.update = partial(reference_update, sched)
     pending = [(arrivals[i] if i < len(arrivals) else 0,
                 Request(f"r{i}", prompt, max_new, ignore_eos=eos_id is None or i % 2 == 0))
                for i, (prompt, max_new) in enumerate(requests)]
@@ -124,3 +159,22 @@ def test_a_scheduler_output_is_the_frozen_record_its_fields_make():
     assert vars(out) == vars(again) and list(vars(out)) == list(vars(again))
     with pytest.raises(dataclasses.FrozenInstanceError):
         out.now_s = 1.0
+
+
+def test_update_takes_one_python_int_per_sampling_sequence():
+    """Tokens missing, extra or under other ids are refused before anything changes; any
+    integer (or a whole float) becomes a python int."""
+    mgr = BlockManager(16, block_size=4, prefix_cache="none")
+    sched = Scheduler(CONTINUOUS, mgr, max_num_batched_tokens=64)
+    for sid in "ab":
+        sched.add(Request(sid, [1, 2, 3], 4))
+    out = sched.schedule(0.0)
+    for bad, message in (({"a": 1}, r"missing \['b'\], not sampling this iteration \[\]"),
+                         ({"a": 1, "b": 1, "x": 1}, r"missing \[\], .* \['x'\]"),
+                         ({"a": 1, "x": 1}, r"missing \['b'\], .* \['x'\]")):
+        with pytest.raises(ValueError, match=message):
+            sched.update(out, bad, 0.0)
+    assert [s.num_computed_tokens for s in sched.running] == [0, 0]
+    sched.update(out, {"b": np.int32(6), "a": 5.0}, 0.0)
+    assert [s.output_ids for s in sched.running] == [[5], [6]]
+    assert all(type(s.output_ids[0]) is int for s in sched.running)
