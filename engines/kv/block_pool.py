@@ -18,6 +18,10 @@ from inferlab.engines.kv.free_queue import Block, FreeBlockQueue, LazyBlocks
 
 DEFAULT_BLOCK_SIZE = 16
 """Tokens per block, vLLM's default."""
+EAGER_BLOCKS = 1024
+"""A pool of at most this many blocks makes them all when it is built, as a server's pool
+does at start-up (at most ~0.2 ms), so that its first steps do not make blocks as they hand
+them out; a bigger one makes each the first time it is handed out (`LazyBlocks`)."""
 
 
 def blocks_for_budget(budget_bytes: int, bytes_per_block: int) -> int:
@@ -48,7 +52,9 @@ class BlockPool:
             raise ValueError(f"block_size must be positive, got {block_size}")
         self.n_blocks = n_blocks
         self.block_size = block_size
-        self.blocks = LazyBlocks(n_blocks)  # made as they are first handed out
+        self.blocks = LazyBlocks(n_blocks)
+        if n_blocks <= EAGER_BLOCKS:
+            self.blocks.make_all()
         self.free_queue = FreeBlockQueue(fresh=self.blocks)
         self.cache = () if index is None else index  # (): nothing registered, nothing to evict
         self.n_cached_free = 0

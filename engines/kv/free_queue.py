@@ -81,6 +81,11 @@ class LazyBlocks:
     def n_made(self) -> int:
         return len(self._made)
 
+    def make_all(self) -> None:
+        """Make every block now (a small pool: `block_pool.EAGER_BLOCKS`)."""
+        made = self._made
+        made.extend(map(Block, range(len(made), self._n)))
+
     def __getitem__(self, i):
         made = self._made
         if type(i) is int and 0 <= i < len(made):  # made already: the common case

@@ -113,3 +113,21 @@ def test_append_each_uses_tables_only_while_they_are_valid():
     with pytest.raises(KeyError, match="unknown sequence 'x'"):
         mgr.append_each(["c", "x"], [1, 1])
     assert mgr.token_ids("c") == [1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", PREFIX_CACHES)
+def test_mark_computed_each_is_mark_computed_in_order(kind):
+    """Chunks of several prompts marked at once register (hash) or insert (radix) exactly
+    what marking them one by one does; a count past the reserved tokens is refused there."""
+    a, b = (BlockManager(12, block_size=2, prefix_cache=kind) for _ in range(2))
+    prompts = {"p": [1, 2, 3, 4, 5], "q": [1, 2, 3, 4, 9, 9], "r": [7, 7, 7]}
+    for mgr in (a, b):
+        for sid, prompt in prompts.items():
+            mgr.allocate(sid, prompt)
+    a.mark_computed_each(["p", "q", "r"], [4, 6, 2])
+    for sid, n in (("p", 4), ("q", 6), ("r", 2)):
+        b.mark_computed(sid, n)
+    assert state(a) == state(b)
+    assert a.cached_prefix_len([1, 2, 3, 4, 9, 9, 1]) == b.cached_prefix_len([1, 2, 3, 4, 9, 9, 1])
+    with pytest.raises(ValueError, match="'r' has 3 reserved tokens; 4 cannot be computed"):
+        a.mark_computed_each(["p", "r"], [5, 4])

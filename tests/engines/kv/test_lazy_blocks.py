@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines.kv.block_pool import BlockPool
+from inferlab.engines.kv.block_pool import EAGER_BLOCKS, BlockPool
 from inferlab.engines.kv.free_queue import Block, FreeBlockQueue, LazyBlocks
 
 OPS = st.lists(st.tuples(st.sampled_from(["pop", "append", "remove", "peek", "pop_n"]),
@@ -53,6 +53,17 @@ def test_a_lazy_queue_behaves_as_a_queue_of_every_block(n, ops):
         assert len(lazy) == len(eager)
         assert lazy.block_ids() == eager.block_ids()
         assert all((lazy_blocks[i] in lazy) == (eager_blocks[i] in eager) for i in range(n))
+
+
+def test_a_small_pool_makes_its_blocks_when_built_and_hands_them_out_alike():
+    small, big = BlockPool(EAGER_BLOCKS, 16), BlockPool(EAGER_BLOCKS + 1, 16)
+    assert small.blocks.n_made == EAGER_BLOCKS and big.blocks.n_made == 0
+    assert [b.block_id for b in small.blocks] == list(range(EAGER_BLOCKS))
+    for pool in (small, big):
+        first = [pool.allocate_block() for _ in range(3)]
+        pool.release(first[1])
+        assert [b.block_id for b in first] == [0, 1, 2] and pool.free_queue.peek().block_id == 3
+        assert pool.n_free == len(pool.blocks) - 2
 
 
 def test_a_pool_makes_only_the_blocks_it_hands_out():
