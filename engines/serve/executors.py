@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping
+from operator import index
 
 from inferlab.engines.hardware.presets import HardwarePreset
 from inferlab.engines.model.config import ModelConfig
@@ -33,7 +34,7 @@ from inferlab.engines.roofline.costs import (
 )
 from inferlab.engines.roofline.memory import kv_bytes_per_token, plan_memory
 from inferlab.engines.serve.request import Sequence
-from inferlab.engines.serve.scheduler import SchedulerOutput
+from inferlab.engines.serve.scheduler import SampledTokens, SchedulerOutput
 
 WALL = "wall"
 SIMULATED = "simulated"
@@ -67,11 +68,11 @@ class ModelExecutor:
             logits = self.runner.forward(chunks)
             t1 = time.perf_counter()
             row = {sid: i for i, (sid, _, _) in enumerate(chunks)}
-            ids = list(out.sample_ids)
+            ids = out.sample_ids
             if ids:  # the batch's rows at once: greedy one argmax, each sampling group one draw
                 tokens = sample_batch(logits[[row[sid] for sid in ids]],
                                       [self._sampler(seqs[sid]) for sid in ids])
-                sampled.update(zip(ids, tokens, strict=True))
+                sampled = SampledTokens(ids, tokens)  # python ints (sample_batch's)
         return sampled, t1 - t0, time.perf_counter() - t1
 
     def _sampler(self, seq: Sequence) -> Sampler:
@@ -140,7 +141,7 @@ class SimulatedExecutor:
         self.config = model_config
         self.peak_flops, self.bw_bytes_per_s = (float(v) for v in hardware)
         self.dtype = dtype
-        self.token_id = token_id
+        self.token_id = index(token_id)
 
     def iteration_time_s(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]) -> float:
         if out.is_empty:
@@ -159,7 +160,7 @@ class SimulatedExecutor:
 
     def execute(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]
                 ) -> tuple[dict[str, int], float, float]:
-        sampled = {sid: self.token_id for sid in out.sample_ids}
+        sampled = SampledTokens(out.sample_ids, [self.token_id] * len(out.sample_ids))
         return sampled, self.iteration_time_s(out, seqs), 0.0
 
 

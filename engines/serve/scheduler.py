@@ -115,6 +115,29 @@ class SchedulerOutput:
         return not self.prefills and not self.decodes
 
 
+class SampledTokens(dict):
+    """The tokens an executor sampled for a batch, as `update` takes them (sample id -> token):
+    made from the output's `sample_ids` and one python int per id, in that order, which it
+    keeps as they are (`tokens`), so that `update` takes them without looking each up and
+    making it an int (a plain dict: one lookup and one int() per id). Read-only."""
+
+    __slots__ = ("ids", "tokens")
+
+    def __init__(self, ids: tuple[str, ...], tokens: list[int]) -> None:
+        super().__init__(zip(ids, tokens, strict=True))
+        self.ids = ids
+        self.tokens = tokens
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("SampledTokens is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self):  # a copy is a plain dict
+        return dict, (dict(self),)
+
+
 class Scheduler:
     """Queues, the token budget and block reservation for one policy over one BlockManager.
 
@@ -308,7 +331,9 @@ class Scheduler:
             raise RuntimeError("update() must get the output of the last schedule()")
         sample_ids = output.sample_ids
         tokens = None
-        if len(sampled) == len(sample_ids):  # then they match if each is there (all distinct)
+        if type(sampled) is SampledTokens and sampled.ids is sample_ids:
+            tokens = sampled.tokens  # made for this batch, python ints
+        elif len(sampled) == len(sample_ids):  # they match if each is there (all distinct)
             try:  # python ints: `index` gives int's result for an int or a numpy/torch integer
                 tokens = list(map(index, map(sampled.__getitem__, sample_ids)))
             except KeyError:

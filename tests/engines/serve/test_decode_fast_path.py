@@ -7,6 +7,7 @@ reference."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Collection
 from functools import partial
@@ -20,7 +21,13 @@ from inferlab.engines.kv import BlockManager
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.serve.forks import check_update_forks
 from inferlab.engines.serve.request import Request
-from inferlab.engines.serve.scheduler import CONTINUOUS, NO_CHUNKING, STATIC, Scheduler
+from inferlab.engines.serve.scheduler import (
+    CONTINUOUS,
+    NO_CHUNKING,
+    STATIC,
+    SampledTokens,
+    Scheduler,
+)
 from tests.engines.serve.test_scheduler import fake_token
 
 
@@ -55,7 +62,7 @@ def reference_update(sched, output, sampled, now_s, eos_id=None, *, keep_eos=Tru
 
 
 def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool,
-        eos_id=None, keep_eos=True, arrivals=(), numpy_tokens=False):
+        eos_id=None, keep_eos=True, arrivals=(), tokens="dict"):
     """Every iteration's output and the finished sequences, with the fast path on or off.
     Request i arrives at step `arrivals[i]` (0 when not given); with `eos_id` the odd ones
     stop at it, the even ones ignore it."""
@@ -77,8 +84,10 @@ def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool,
             sched.close_arrivals()
         out = sched.schedule(float(t))
         sampled = {sid: fake_token(sched.seqs[sid]) for sid in out.sample_ids}
-        if numpy_tokens:  # a sampler's numpy integers: the outputs are python ints either way
+        if tokens == "numpy":  # a sampler's numpy integers: the outputs are python ints anyway
             sampled = {sid: np.int64(token) for sid, token in sampled.items()}
+        elif tokens == "executor" and fast:  # as the executors hand them over
+            sampled = SampledTokens(out.sample_ids, list(sampled.values()))
         fork = {}
         if policy != STATIC and t in forks:  # a sampling sequence past its prefill forks
             parents = [s for s in out.decodes if s in sampled]
@@ -110,10 +119,11 @@ def run(policy, kind, n_blocks, block_size, budget, requests, forks, fast: bool,
                                    st.integers(1, 6)), min_size=1, max_size=7),
        forks=st.sets(st.integers(0, 20), max_size=4),
        eos=st.sampled_from([None, 100, 117, (103, 140)]), keep_eos=st.booleans(),
-       arrivals=st.lists(st.integers(0, 12), max_size=7), numpy_tokens=st.booleans())
+       arrivals=st.lists(st.integers(0, 12), max_size=7),
+       tokens=st.sampled_from(["dict", "numpy", "executor"]))
 def test_the_fast_path_schedules_what_reserve_decode_does(policy, kind, n_blocks, block_size,
                                                          budget, requests, forks, eos,
-                                                         keep_eos, arrivals, numpy_tokens):
+                                                         keep_eos, arrivals, tokens):
     """Small pools (preemptions), prefix hits, forks (shared last blocks copied on write),
     arrivals that join running batches, EOS (kept or not, ignored by some)."""
     requests = [((prefix + [9] * (i % 3)) or [8], max_new)
@@ -121,7 +131,7 @@ def test_the_fast_path_schedules_what_reserve_decode_does(policy, kind, n_blocks
     requests = [(p, n) for p, n in requests
                 if -(-(len(p) + n) // block_size) <= n_blocks and len(p) + n - 1 <= budget]
     args = (policy, kind, n_blocks, block_size, budget, requests, forks)
-    kw = dict(eos_id=eos, keep_eos=keep_eos, arrivals=arrivals, numpy_tokens=numpy_tokens)
+    kw = dict(eos_id=eos, keep_eos=keep_eos, arrivals=arrivals, tokens=tokens)
     assert run(*args, fast=True, **kw) == run(*args, fast=False, **kw)
 
 
@@ -178,3 +188,28 @@ def test_update_takes_one_python_int_per_sampling_sequence():
     sched.update(out, {"b": np.int32(6), "a": 5.0}, 0.0)
     assert [s.output_ids for s in sched.running] == [[5], [6]]
     assert all(type(s.output_ids[0]) is int for s in sched.running)
+
+
+def test_sampled_tokens_are_taken_as_they_are_for_their_own_batch_only():
+    """An executor's SampledTokens (read-only; a copy is a plain dict) hand update their
+    tokens for the output they were made from; for another output they are a dict like any."""
+    mgr = BlockManager(16, block_size=4, prefix_cache="none")
+    sched = Scheduler(CONTINUOUS, mgr, max_num_batched_tokens=64)
+    for sid in "ab":
+        sched.add(Request(sid, [1, 2, 3], 4))
+    out = sched.schedule(0.0)
+    mine = SampledTokens(out.sample_ids, [5, 6])
+    assert mine == {"a": 5, "b": 6} and type(copy.copy(mine)) is dict
+    for change in (lambda d: d.update(a=1), lambda d: d.pop("a"), lambda d: d.clear()):
+        with pytest.raises(TypeError, match="read-only"):
+            change(mine)
+    with pytest.raises(TypeError):
+        mine["a"] = 1
+    sched.update(out, mine, 0.0)
+    out = sched.schedule(1.0)
+    other = SampledTokens(tuple(list(out.sample_ids)), [np.int64(7), 8])  # equal, not its own
+    with pytest.raises(ValueError, match=r"missing \['b'\]"):
+        sched.update(out, SampledTokens(("a", "x"), [7, 8]), 1.0)
+    sched.update(out, other, 1.0)
+    assert [s.output_ids for s in sched.running] == [[5, 7], [6, 8]]
+    assert all(type(t) is int for s in sched.running for t in s.output_ids)

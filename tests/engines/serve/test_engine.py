@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -28,6 +29,7 @@ from inferlab.engines.serve.scheduler import (
     CONTINUOUS,
     STATIC,
     RequestRefusedError,
+    SampledTokens,
     Scheduler,
 )
 from tests import torch_fixtures
@@ -185,6 +187,27 @@ def test_seeded_sampling_does_not_depend_on_the_batch(tiny):
     assert sum(len(r.preempted) for r in records) > 0
     got = outputs(engine)
     assert {sid: got[sid] for sid in alone} == alone
+
+
+def test_the_executors_hand_over_python_ints_for_their_batch(tiny, llama8b):
+    """SampledTokens made from the output's own sample ids (what update takes as they are),
+    python ints, greedy and sampled, real and simulated."""
+    model, _ = tiny
+    requests = make_requests({1: SamplingParams(temperature=0.8, seed=3)})
+    engine, _ = model_engine(model, requests)
+    cfg, h100 = llama8b
+    simulated = ServingEngine(Scheduler(CONTINUOUS, BlockManager(64, 4, False), 256),
+                              SimulatedExecutor(cfg, h100, token_id=np.int64(3)), make_requests())
+    for eng in (engine, simulated):
+        sched = eng.scheduler
+        for r in eng.requests:
+            sched.add(r)
+        for t in range(3):
+            out = sched.schedule(float(t))
+            sampled = eng.executor.execute(out, sched.seqs)[0]
+            assert type(sampled) is SampledTokens and sampled.ids is out.sample_ids
+            assert all(type(token) is int for token in sampled.tokens)
+            sched.update(out, sampled, float(t))
 
 
 def test_timings_are_consistent_with_the_records(tiny):
