@@ -598,9 +598,9 @@ class _Steady(NamedTuple):
 class _Batch:
     """The iteration being built (the sequences beside their ids, for `update`)."""
 
-    __slots__ = ("budget", "steady", "reserved", "n_left", "tables", "steady_ids", "prefills", "decodes", "preempted",
-                 "preempted_for", "copies", "cached", "sample_ids", "decode_seqs",
-                 "sample_seqs", "num_tokens", "decode_context_tokens")
+    __slots__ = ("budget", "steady", "reserved", "n_left", "tables", "steady_ids", "prefills",
+                 "decodes", "preempted", "preempted_for", "copies", "cached", "sample_ids",
+                 "decode_seqs", "sample_seqs", "num_tokens", "decode_context_tokens")
 
     def __init__(self, budget: int, steady: _Steady | None = None) -> None:
         self.budget = budget
