@@ -188,6 +188,8 @@ class Scheduler:
         self._decode_seqs: list[Sequence] = []  # the pending output's, as Sequence objects
         self._sample_seqs: list[Sequence] = []
         self._steady: _Steady | None = None  # after a decode step that keeps every sequence
+        self._n_left: int | None = None  # the pending output's, when a steady step (_Steady)
+        self._tables: SeqTables | None = None
         self.batch = _Batch(max_num_batched_tokens)
         self.num_iterations = 0
         self.num_preemptions = 0
@@ -281,13 +283,14 @@ class Scheduler:
         waiting to fill, or nothing waiting)."""
         if self._pending is not None:
             raise RuntimeError("schedule() called twice without update()")
-        self.batch = _Batch(self.max_num_batched_tokens, self._steady)
-        self._steady = None
-        # a steady step with nothing waiting is every running sequence's decode under every
-        # policy that says so (`steady_decodes`): reserved at once, the policy need not run
-        if self.batch.steady is None or self.waiting_seqs or not self.batching.steady_decodes \
-                or self.reserve_decodes() < len(self.running_seqs):
-            self.batching.schedule(self, now_s)
+        steady, self._steady = self._steady, None
+        if steady is not None and not self.waiting_seqs and self.batching.steady_decodes:
+            out = self._schedule_steady(steady, now_s)
+            if out is not None:
+                return out
+        else:
+            self.batch = _Batch(self.max_num_batched_tokens, steady)
+        self.batching.schedule(self, now_s)
         b = self.batch
         for chunk in b.prefills:  # a decode was scheduled before: its prefill was
             seq = self.seqs[chunk.seq_id]
@@ -308,6 +311,39 @@ class Scheduler:
             decode_context_tokens=b.decode_context_tokens)
         self._pending = out
         self._decode_seqs, self._sample_seqs = b.decode_seqs, b.sample_seqs
+        self._n_left, self._tables = b.n_left, b.tables
+        self.num_iterations += 1
+        return out
+
+    def _schedule_steady(self, steady: _Steady, now_s: float) -> SchedulerOutput | None:
+        """A steady step (`_Steady`) with nothing waiting, under a policy whose batch is then
+        every running sequence's decode (`steady_decodes`): those decodes reserved at once and
+        the output made from the last step's, without running the policy. None when it is not
+        one after all: the running queue changed or outgrew the budget (then `batch` is empty),
+        or the pool ran short (then `batch` holds the decodes reserved, for the policy to go on
+        from, as after `reserve_decodes`)."""
+        ids, seqs = steady.ids, steady.seqs
+        b = self.batch = _Batch(self.max_num_batched_tokens)
+        if seqs != self.running_seqs or len(ids) > b.budget:
+            return None
+        tables = steady.tables if steady.tables is not None else self.blocks.tables(ids)
+        n, cows = self.blocks.append_each(ids, steady.tokens, tables=tables)
+        copies = [BlockCopy(*c) for c in cows]
+        if n < len(ids):
+            seqs = seqs[:n]
+            b.add_decodes(ids[:n], seqs, _context_tokens(seqs), copies)
+            return None
+        n_left = steady.n_left
+        if n_left is None:
+            n_left = min([seq.max_new_tokens - len(seq.output_ids) for seq in seqs])
+        out = _new_object(SchedulerOutput)  # as `schedule` makes it, from the same fields
+        out.__dict__.update(
+            policy=self.policy, now_s=now_s, prefills=(), decodes=ids, preempted=(),
+            sample_ids=ids, num_batched_tokens=n, preempted_for=(), copies=tuple(copies),
+            cached_tokens=None, decode_context_tokens=steady.context_tokens + n)
+        self._pending = out
+        self._decode_seqs = self._sample_seqs = seqs
+        self._n_left, self._tables = n_left, tables
         self.num_iterations += 1
         return out
 
@@ -392,7 +428,7 @@ class Scheduler:
             return done
         # only decodes sample (then they are the same, in order): a decode step, the common
         # case, with the per-sequence work inlined
-        n_left = self.batch.n_left  # this output's batch
+        n_left = self._n_left
         if n_left is not None and n_left > 1 and not stop_ids:
             # a steady step (see _Steady) that finishes nobody: no EOS to look for, and every
             # sequence is two tokens or more from its max_new_tokens
@@ -414,7 +450,7 @@ class Scheduler:
             # every running sequence decodes again next step, feeding back `tokens`
             self._steady = _Steady(decode_seqs, output.decodes, tokens,
                                    output.decode_context_tokens,
-                                   None if n_left is None else n_left - 1, self.batch.tables)
+                                   None if n_left is None else n_left - 1, self._tables)
         return done
 
     def _append(self, seq: Sequence, token: int, now_s: float, stop_ids: Collection[int],
@@ -477,7 +513,7 @@ class Scheduler:
         budget lasts and the pool has their blocks (a decode step's common case: no
         preemption); returns how many it reserved. The policies go on one by one from there."""
         b = self.batch
-        if b.reserved is not None:  # `schedule` reserved them before the policy ran
+        if b.reserved is not None:  # reserved before the policy ran (`_schedule_steady`)
             return b.reserved
         b.reserved = 0
         running = self.running_seqs
@@ -504,7 +540,7 @@ class Scheduler:
         n, cows = self.blocks.append_each(ids, tokens, tables=tables)
         # a decode's context after the step: prompt + outputs, every token it reserved
         if steady is not None and n == len(seqs):  # each holds one token more than before
-            b.decode_context_tokens += steady.context_tokens + n
+            context_tokens = steady.context_tokens + n
             n_left = steady.n_left
             if n_left is None:
                 n_left = min([seq.max_new_tokens - len(seq.output_ids) for seq in seqs])
@@ -512,16 +548,8 @@ class Scheduler:
         else:
             if n < len(seqs):
                 seqs, ids = seqs[:n], ids[:n]
-            b.decode_context_tokens += sum([seq.num_prompt_tokens + len(seq.output_ids)
-                                            for seq in seqs])
-        if cows:
-            b.copies.extend(BlockCopy(*c) for c in cows)
-        b.decodes += ids
-        b.sample_ids += ids
-        b.decode_seqs += seqs
-        b.sample_seqs += seqs
-        b.num_tokens += n
-        b.reserved = n
+            context_tokens = _context_tokens(seqs)
+        b.add_decodes(ids, seqs, context_tokens, [BlockCopy(*c) for c in cows])
         return n
 
     def reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -576,6 +604,11 @@ class Scheduler:
         self.waiting_seqs = self.admission.order(self.waiting_seqs, self.blocks)
 
 
+def _context_tokens(seqs: Seq[Sequence]) -> int:
+    """The decodes' context after the step: prompt + outputs, every token each reserved."""
+    return sum([seq.num_prompt_tokens + len(seq.output_ids) for seq in seqs])
+
+
 class _Steady(NamedTuple):
     """A decode step after which every running sequence decodes again (none finished or
     joined): `update` leaves it for the next `reserve_decodes`, which reserves the same decodes
@@ -626,6 +659,19 @@ class _Batch:
     @property
     def budget_left(self) -> int:
         return self.budget - self.num_tokens
+
+    def add_decodes(self, ids: Seq[str], seqs: Seq[Sequence], context_tokens: int,
+                    copies: list[BlockCopy]) -> None:
+        """The decodes `reserve_decodes` reserved at once, first in the batch."""
+        if copies:
+            self.copies += copies
+        self.decodes += ids
+        self.sample_ids += ids
+        self.decode_seqs += seqs
+        self.sample_seqs += seqs
+        self.num_tokens += len(ids)
+        self.decode_context_tokens += context_tokens
+        self.reserved = len(ids)
 
     def decode(self, seq: Sequence) -> None:
         self.decodes.append(seq.seq_id)

@@ -213,3 +213,16 @@ def test_sampled_tokens_are_taken_as_they_are_for_their_own_batch_only():
     sched.update(out, other, 1.0)
     assert [s.output_ids for s in sched.running] == [[5, 7], [6, 8]]
     assert all(type(t) is int for s in sched.running for t in s.output_ids)
+
+
+@pytest.mark.parametrize("policy", [CONTINUOUS, NO_CHUNKING, STATIC])
+def test_a_steady_step_the_pool_cannot_serve_whole_preempts_as_one_by_one(policy):
+    """Two sequences decode steadily, nothing waits, and both start a block when one block is
+    free: the first takes it, the policy goes on from there (the second preempts itself, or
+    the static batch, whose blocks were counted at its start, never gets there)."""
+    requests = [([1, 2, 3], 6), ([4, 5, 6], 6)]
+    n_blocks = 5 if policy != STATIC else 8
+    args = (policy, "none", n_blocks, 2, 12, requests, set())
+    fast, slow = run(*args, fast=True), run(*args, fast=False)
+    assert fast == slow
+    assert any(step[2] for step in fast[:-1]) == (policy != STATIC)  # preempted
