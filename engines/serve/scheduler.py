@@ -24,11 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass
 from operator import index
-from typing import NamedTuple
 
 from inferlab.engines.kv.block_manager import BlockManager, SeqTables
+from inferlab.engines.serve.batch import (
+    Batch,
+    BlockCopy,
+    PrefillChunk,
+    SampledTokens,
+    SchedulerOutput,
+    Steady,
+    context_tokens,
+    new_output,
+)
 from inferlab.engines.serve.forks import check_update_forks, fork_sequence
 from inferlab.engines.serve.policies import (
     Continuous,
@@ -58,84 +66,10 @@ BATCHING = {CONTINUOUS: Continuous, NO_CHUNKING: NoChunking, STATIC: Static}
 """Policy name -> its class (`policies.py`)."""
 ORDERS = {FCFS: Fcfs, LPM: LongestPrefixMatch}
 """Schedule name -> the class that orders the waiting queue (`policies.py`)."""
-_new_object = object.__new__
 
 
 class RequestRefusedError(ValueError):
     """A request this scheduler can never run (too large for the pool or the token budget)."""
-
-
-class PrefillChunk(NamedTuple):
-    """Prompt tokens [start, start + n_tokens) of `seq_id` computed this iteration."""
-
-    seq_id: str
-    start: int
-    n_tokens: int
-
-
-class BlockCopy(NamedTuple):
-    """Copy-on-write: `seq_id`'s last block `src` was shared, it now owns the fresh block
-    `dst`, and K/V block src must be copied to dst before this iteration's forward."""
-
-    seq_id: str
-    src: int
-    dst: int
-
-
-@dataclass(frozen=True)
-class SchedulerOutput:
-    """One iteration's batch. `sample_ids` produce a token this iteration: the decodes and the
-    prefills whose last chunk this is. `preempted_for[i]` is the sequence whose reservation
-    `preempted[i]` made room for (itself when it preempted itself); `copies` the block copies
-    the reservations need, in the order they were made."""
-
-    policy: str
-    now_s: float
-    prefills: tuple[PrefillChunk, ...]
-    decodes: tuple[str, ...]
-    preempted: tuple[str, ...]
-    sample_ids: tuple[str, ...]
-    num_batched_tokens: int
-    preempted_for: tuple[str, ...] = ()
-    copies: tuple[BlockCopy, ...] = ()
-    cached_tokens: Mapping[str, int] | None = None
-    """Prompt tokens a prefix hit supplied, per sequence whose (re)prefill started in this
-    batch with one (the others: none)."""
-    decode_context_tokens: int = 0
-    """Σ of the decodes' token counts (their context after this step): the cost model's
-    input, kept here so that it need not look every decoding sequence up again."""
-
-    @property
-    def seq_ids(self) -> tuple[str, ...]:
-        """Every sequence in the batch: decodes first, then prefills."""
-        return (*self.decodes, *(c.seq_id for c in self.prefills))
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.prefills and not self.decodes
-
-
-class SampledTokens(dict):
-    """The tokens an executor sampled for a batch, as `update` takes them (sample id -> token):
-    made from the output's `sample_ids` and one python int per id, in that order, which it
-    keeps as they are (`tokens`), so that `update` takes them without looking each up and
-    making it an int (a plain dict: one lookup and one int() per id). Read-only."""
-
-    __slots__ = ("ids", "tokens")
-
-    def __init__(self, ids: tuple[str, ...], tokens: list[int]) -> None:
-        super().__init__(zip(ids, tokens, strict=True))
-        self.ids = ids
-        self.tokens = tokens
-
-    def _read_only(self, *args, **kwargs):
-        raise TypeError("SampledTokens is read-only")
-
-    __setitem__ = __delitem__ = __ior__ = _read_only
-    clear = pop = popitem = setdefault = update = _read_only
-
-    def __reduce__(self):  # a copy is a plain dict
-        return dict, (dict(self),)
 
 
 class Scheduler:
@@ -187,10 +121,10 @@ class Scheduler:
         self._pending: SchedulerOutput | None = None
         self._decode_seqs: list[Sequence] = []  # the pending output's, as Sequence objects
         self._sample_seqs: list[Sequence] = []
-        self._steady: _Steady | None = None  # after a decode step that keeps every sequence
-        self._n_left: int | None = None  # the pending output's, when a steady step (_Steady)
+        self._steady: Steady | None = None  # after a decode step that keeps every sequence
+        self._n_left: int | None = None  # the pending output's, when a steady step (Steady)
         self._tables: SeqTables | None = None
-        self.batch = _Batch(max_num_batched_tokens)
+        self.batch = Batch(max_num_batched_tokens)
         self.num_iterations = 0
         self.num_preemptions = 0
 
@@ -289,7 +223,7 @@ class Scheduler:
             if out is not None:
                 return out
         else:
-            self.batch = _Batch(self.max_num_batched_tokens, steady)
+            self.batch = Batch(self.max_num_batched_tokens, steady)
         self.batching.schedule(self, now_s)
         b = self.batch
         for chunk in b.prefills:  # a decode was scheduled before: its prefill was
@@ -299,10 +233,7 @@ class Scheduler:
         decodes = b.steady_ids  # the last step's decodes again, or None
         if decodes is None or len(decodes) != len(b.decodes):
             decodes = tuple(b.decodes)
-        # the frozen dataclass's __init__ sets its 11 fields one object.__setattr__ call each
-        # (a decode step's largest fixed cost): the same fields, in order, in one update
-        out = _new_object(SchedulerOutput)
-        out.__dict__.update(
+        out = new_output(
             policy=self.policy, now_s=now_s, prefills=tuple(b.prefills), decodes=decodes,
             preempted=tuple(b.preempted),
             sample_ids=decodes if len(b.sample_ids) == len(decodes) else tuple(b.sample_ids),
@@ -315,15 +246,15 @@ class Scheduler:
         self.num_iterations += 1
         return out
 
-    def _schedule_steady(self, steady: _Steady, now_s: float) -> SchedulerOutput | None:
-        """A steady step (`_Steady`) with nothing waiting, under a policy whose batch is then
+    def _schedule_steady(self, steady: Steady, now_s: float) -> SchedulerOutput | None:
+        """A steady step (`Steady`) with nothing waiting, under a policy whose batch is then
         every running sequence's decode (`steady_decodes`): those decodes reserved at once and
         the output made from the last step's, without running the policy. None when it is not
         one after all: the running queue changed or outgrew the budget (then `batch` is empty),
         or the pool ran short (then `batch` holds the decodes reserved, for the policy to go on
         from, as after `reserve_decodes`)."""
         ids, seqs = steady.ids, steady.seqs
-        b = self.batch = _Batch(self.max_num_batched_tokens)
+        b = self.batch = Batch(self.max_num_batched_tokens)
         if seqs != self.running_seqs or len(ids) > b.budget:
             return None
         tables = steady.tables if steady.tables is not None else self.blocks.tables(ids)
@@ -331,13 +262,12 @@ class Scheduler:
         copies = [BlockCopy(*c) for c in cows]
         if n < len(ids):
             seqs = seqs[:n]
-            b.add_decodes(ids[:n], seqs, _context_tokens(seqs), copies)
+            b.add_decodes(ids[:n], seqs, context_tokens(seqs), copies)
             return None
         n_left = steady.n_left
         if n_left is None:
             n_left = min([seq.max_new_tokens - len(seq.output_ids) for seq in seqs])
-        out = _new_object(SchedulerOutput)  # as `schedule` makes it, from the same fields
-        out.__dict__.update(
+        out = new_output(
             policy=self.policy, now_s=now_s, prefills=(), decodes=ids, preempted=(),
             sample_ids=ids, num_batched_tokens=n, preempted_for=(), copies=tuple(copies),
             cached_tokens=None, decode_context_tokens=steady.context_tokens + n)
@@ -430,7 +360,7 @@ class Scheduler:
         # case, with the per-sequence work inlined
         n_left = self._n_left
         if n_left is not None and n_left > 1 and not stop_ids:
-            # a steady step (see _Steady) that finishes nobody: no EOS to look for, and every
+            # a steady step (see Steady) that finishes nobody: no EOS to look for, and every
             # sequence is two tokens or more from its max_new_tokens
             for seq, token in zip(sample_seqs, tokens, strict=True):
                 seq.num_computed_tokens += 1
@@ -448,7 +378,7 @@ class Scheduler:
                     self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
         if decode_seqs and not done and decode_seqs == self.running_seqs:
             # every running sequence decodes again next step, feeding back `tokens`
-            self._steady = _Steady(decode_seqs, output.decodes, tokens,
+            self._steady = Steady(decode_seqs, output.decodes, tokens,
                                    output.decode_context_tokens,
                                    None if n_left is None else n_left - 1, self._tables)
         return done
@@ -540,7 +470,7 @@ class Scheduler:
         n, cows = self.blocks.append_each(ids, tokens, tables=tables)
         # a decode's context after the step: prompt + outputs, every token it reserved
         if steady is not None and n == len(seqs):  # each holds one token more than before
-            context_tokens = steady.context_tokens + n
+            n_context = steady.context_tokens + n
             n_left = steady.n_left
             if n_left is None:
                 n_left = min([seq.max_new_tokens - len(seq.output_ids) for seq in seqs])
@@ -548,8 +478,8 @@ class Scheduler:
         else:
             if n < len(seqs):
                 seqs, ids = seqs[:n], ids[:n]
-            context_tokens = _context_tokens(seqs)
-        b.add_decodes(ids, seqs, context_tokens, [BlockCopy(*c) for c in cows])
+            n_context = context_tokens(seqs)
+        b.add_decodes(ids, seqs, n_context, [BlockCopy(*c) for c in cows])
         return n
 
     def reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
@@ -602,88 +532,3 @@ class Scheduler:
         """The waiting queue in the admission order (`admission`: "fcfs" or "lpm");
         preempted sequences stay in front."""
         self.waiting_seqs = self.admission.order(self.waiting_seqs, self.blocks)
-
-
-def _context_tokens(seqs: Seq[Sequence]) -> int:
-    """The decodes' context after the step: prompt + outputs, every token each reserved."""
-    return sum([seq.num_prompt_tokens + len(seq.output_ids) for seq in seqs])
-
-
-class _Steady(NamedTuple):
-    """A decode step after which every running sequence decodes again (none finished or
-    joined): `update` leaves it for the next `reserve_decodes`, which reserves the same decodes
-    without looking at each sequence while the running queue is still `seqs`, in order. The
-    step after that is steady too: its `update` need not look for a finish by length while
-    `n_left` > 1."""
-
-    seqs: list[Sequence]
-    ids: tuple[str, ...]
-    tokens: list[int]
-    """The tokens each sampled, in order: the ones they feed back next."""
-    context_tokens: int
-    """The step's decode_context_tokens."""
-    n_left: int | None
-    """The fewest tokens any of them may still produce (max_new_tokens - outputs), if known."""
-    tables: SeqTables | None
-    """Their block manager records (`BlockManager.tables`), once a steady step looked them up."""
-
-
-class _Batch:
-    """The iteration being built (the sequences beside their ids, for `update`)."""
-
-    __slots__ = ("budget", "steady", "reserved", "n_left", "tables", "steady_ids", "prefills",
-                 "decodes", "preempted", "preempted_for", "copies", "cached", "sample_ids",
-                 "decode_seqs", "sample_seqs", "num_tokens", "decode_context_tokens")
-
-    def __init__(self, budget: int, steady: _Steady | None = None) -> None:
-        self.budget = budget
-        self.steady = steady  # for reserve_decodes
-        self.reserved: int | None = None  # what reserve_decodes reserved, once it ran
-        # when the steady decodes were reserved (every running sequence): _Steady's n_left,
-        # tables (for update) and ids (the output's decodes)
-        self.n_left: int | None = None
-        self.tables: SeqTables | None = None
-        self.steady_ids: tuple[str, ...] | None = None
-        self.prefills: list[PrefillChunk] = []
-        self.decodes: list[str] = []
-        self.preempted: list[str] = []
-        self.preempted_for: list[str] = []
-        self.copies: list[BlockCopy] = []
-        self.cached: dict[str, int] = {}
-        self.sample_ids: list[str] = []
-        self.decode_seqs: list[Sequence] = []
-        self.sample_seqs: list[Sequence] = []
-        self.num_tokens = 0
-        self.decode_context_tokens = 0
-
-    @property
-    def budget_left(self) -> int:
-        return self.budget - self.num_tokens
-
-    def add_decodes(self, ids: Seq[str], seqs: Seq[Sequence], context_tokens: int,
-                    copies: list[BlockCopy]) -> None:
-        """The decodes `reserve_decodes` reserved at once, first in the batch."""
-        if copies:
-            self.copies += copies
-        self.decodes += ids
-        self.sample_ids += ids
-        self.decode_seqs += seqs
-        self.sample_seqs += seqs
-        self.num_tokens += len(ids)
-        self.decode_context_tokens += context_tokens
-        self.reserved = len(ids)
-
-    def decode(self, seq: Sequence) -> None:
-        self.decodes.append(seq.seq_id)
-        self.sample_ids.append(seq.seq_id)
-        self.decode_seqs.append(seq)
-        self.sample_seqs.append(seq)
-        self.num_tokens += 1
-        self.decode_context_tokens += seq.num_tokens
-
-    def prefill(self, seq: Sequence, chunk: PrefillChunk, samples: bool) -> None:
-        self.prefills.append(chunk)
-        if samples:
-            self.sample_ids.append(chunk.seq_id)
-            self.sample_seqs.append(seq)
-        self.num_tokens += chunk.n_tokens

@@ -137,7 +137,7 @@ def test_the_fast_path_schedules_what_reserve_decode_does(policy, kind, n_blocks
 
 def test_a_steady_batch_is_reserved_without_looking_at_each_sequence():
     """After a step that kept every running sequence, the next reserves the same decodes from
-    what that step left (`_Steady`), not from the sequences: a sequence whose last output was
+    what that step left (`Steady`), not from the sequences: a sequence whose last output was
     changed behind the scheduler's back would show it (this is what the fast path skips)."""
     mgr = BlockManager(64, block_size=4, prefix_cache="none")
     sched = Scheduler(CONTINUOUS, mgr, max_num_batched_tokens=64, max_num_seqs=8)
