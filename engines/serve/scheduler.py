@@ -18,6 +18,13 @@ its outputs stay, and it waits at the FRONT of the queue to re-prefill prompt + 
 Parallel sampling forks (vLLM v0's n > 1; `forks.py`): right after a parent's prefill,
 `update(..., forks=...)` gives it children that share every block, each with its own first
 token; the block copies those shared blocks need later are in `SchedulerOutput.copies`.
+
+A decode step, the common case, takes fast paths that schedule exactly what one sequence at a
+time would: `reserve_decodes` reserves the leading running decodes in one
+`BlockManager.append_each`; after a step that kept every running sequence, `update` leaves a
+`Steady` (`batch.py`) from which the next step reserves the same decodes without looking at
+each, and, with nothing waiting, `_schedule_steady` makes that step's output without running
+the policy; the executors' `SampledTokens` reach `update` as they are.
 """
 
 from __future__ import annotations
