@@ -10,12 +10,16 @@ from inferlab.app.labs.base import Lab
 from inferlab.engines.fields import clean_settings
 from inferlab.engines.labs.memory.records import MemorySnapshot
 from inferlab.engines.labs.memory.section import memory_section
-from inferlab.engines.labs.memory.session import LOCAL, memory_plans, memory_targets
+from inferlab.engines.labs.memory.session import (
+    LOCAL,
+    imported_model,
+    memory_plans,
+    memory_targets,
+)
 from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS, MEMORY_SETTINGS
 from inferlab.engines.model.config import (
     ConfigError,
     list_model_presets,
-    load_hf_config,
     load_model_preset,
 )
 from inferlab.views.memory_view import MemoryView
@@ -74,8 +78,7 @@ class MemoryLab(Lab):
 
     def import_config(self, path: str | Path) -> str:
         """Add a Hugging Face config.json as a model choice and select it; returns its id."""
-        cfg = load_hf_config(path)
-        key = f"imported:{Path(path).resolve()}"
+        key, cfg = imported_model(path)
         self.imported[key] = cfg
         self._settings = dict(self._settings, model=key)
         self._refresh_choices()

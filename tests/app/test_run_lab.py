@@ -17,6 +17,7 @@ from inferlab.engines.mcu.model_planners import plan_model
 from inferlab.engines.mcu.op_costs import op_macs
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.trace.snapshot import read_snapshot
+from tests.engines.model.test_config import LLAMA3_8B_HF
 
 MODELS = examples_dir()
 HELLO = MODELS / "hello_world_int8.tflite"
@@ -152,3 +153,17 @@ def test_run_roofline_and_memory_errors_name_the_option(capsys, tmp_path):
     assert main(["run", "memory", "--model", "no-such-model", "--snapshot", str(out)]) == 2
     assert "--model:" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_imported_config_is_named_alike_by_the_window_and_the_run(tmp_path, make_window):
+    """`inferlab run memory --model F.json` stores the model id the window's Import gives F,
+    so its snapshot opens with the same model chosen."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA3_8B_HF), encoding="utf-8")
+    out = tmp_path / "m.json"
+    assert main(["run", "memory", "--model", str(config), "--snapshot", str(out)]) == 0
+    memory = _record("memory", out)
+    lab = make_window().lab("memory")
+    assert lab.import_config(config) == memory.settings["model"] == \
+        f"imported:{config.resolve()}"
+    assert lab.model_config(memory.settings["model"]) == memory.model_config

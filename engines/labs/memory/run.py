@@ -14,17 +14,17 @@ from inferlab.engines.hardware.presets import load_hardware_preset
 from inferlab.engines.labs.memory.section import memory_section
 from inferlab.engines.labs.memory.session import (
     LOCAL,
+    imported_model,
     local_target,
     memory_plans,
     preset_target,
 )
 from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS, check_memory_settings
-from inferlab.engines.model.config import load_hf_config, load_model_preset
+from inferlab.engines.model.config import load_model_preset
 
 OPTIONS = {"model": "--model", "context": "--context", "batch": "--batch",
            "weight_dtype": "--weight-dtype", "kv_dtype": "--kv-dtype", "target": "--target",
            "utilization": "--utilization", "tp": "--tp", "pp": "--pp"}
-IMPORTED = "imported:"  # a model id that names a config.json (as the lab's Import does)
 
 
 def add_arguments(p) -> None:
@@ -53,8 +53,7 @@ def add_arguments(p) -> None:
 def _model(spec: str):
     """(model id as the lab stores it, ModelConfig) of a preset id or a config.json path."""
     if spec.endswith(".json") or Path(spec).is_dir():
-        path = Path(spec)
-        return f"{IMPORTED}{path.resolve()}", load_hf_config(path)
+        return imported_model(spec)
     return spec, load_model_preset(spec)
 
 

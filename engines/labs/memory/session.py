@@ -5,13 +5,23 @@ parallel.py hold the formulas). The lab and `inferlab run memory` both plan here
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inferlab.engines.hardware.presets import all_hardware_presets
-from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.model.config import ModelConfig, load_hf_config
 from inferlab.engines.roofline.memory import attention_variants
 from inferlab.engines.roofline.parallel import plan_gpu_share
 from inferlab.engines.roofline.units import format_bytes
 
 LOCAL = "local"  # target id of the selected compute device (with its measured bandwidth)
+IMPORTED = "imported:"  # the prefix of a model id that names an imported config.json
+
+
+def imported_model(path: str | Path) -> tuple[str, ModelConfig]:
+    """(model id as the lab stores it, ModelConfig) of a Hugging Face config.json: the
+    window's Import and `inferlab run memory --model F.json` name it the same way."""
+    path = Path(path)
+    return f"{IMPORTED}{path.resolve()}", load_hf_config(path)
 
 
 def local_target(device, roofs=None) -> dict:
