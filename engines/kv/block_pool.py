@@ -76,28 +76,25 @@ class BlockPool:
 
     def allocate_block(self) -> Block:
         """Hand out the least recently freed block, evicting its cached content if any."""
-        block = self.free_queue.popleft()
+        block = self._claim(self.free_queue.popleft())
+        self.n_block_ops += 1
+        return block
+
+    def allocate_blocks(self, n: int) -> list[Block]:
+        """`allocate_block` n times, head of the free queue first, in one call."""
+        blocks = [self._claim(block) for block in self.free_queue.popleft_n(n)]
+        self.n_block_ops += n
+        return blocks
+
+    def _claim(self, block: Block) -> Block:
+        """A block off the free queue made a fresh one, its cached content evicted lazily."""
         if block.block_hash is not None:
             self.cache.evict(block)
             self.n_cached_free -= 1
             self.n_evictions += 1
         block.ref_count = 1
         block.n_tokens = 0
-        self.n_block_ops += 1
         return block
-
-    def allocate_blocks(self, n: int) -> list[Block]:
-        """`allocate_block` n times, head of the free queue first, in one call."""
-        blocks = self.free_queue.popleft_n(n)
-        for block in blocks:
-            if block.block_hash is not None:
-                self.cache.evict(block)
-                self.n_cached_free -= 1
-                self.n_evictions += 1
-            block.ref_count = 1
-            block.n_tokens = 0
-        self.n_block_ops += n
-        return blocks
 
     def touch(self, block: Block) -> None:
         """One more table holds `block` (a fork or a prefix hit); revive it if it was free."""
