@@ -340,28 +340,16 @@ class Scheduler:
         if decode_seqs:
             self.blocks.mark_all_computed(output.decodes)
         done: list[Sequence] = []
-        if forks:
+        if forks or len(decode_seqs) != len(sample_seqs):  # forks, or prefills sample too
             for seq in decode_seqs:
                 seq.num_computed_tokens += 1
             for seq, token in zip(sample_seqs, tokens, strict=True):
                 sid = seq.seq_id
-                if sid in forks:
+                if forks and sid in forks:
                     for child, child_token in forks[sid]:
                         self._sampled(self.fork(sid, child), child_token, now_s, stop_ids,
                                       keep_eos, done)
                 self._append(seq, token, now_s, stop_ids, keep_eos, done)
-            return done
-        if len(decode_seqs) != len(sample_seqs):  # prefills sample too
-            for seq in decode_seqs:
-                seq.num_computed_tokens += 1
-            for seq, token in zip(sample_seqs, tokens, strict=True):
-                outputs = seq.output_ids  # `_append`, inlined
-                if (token not in stop_ids or seq.request.ignore_eos) and \
-                        len(outputs) + 1 < seq.max_new_tokens:
-                    outputs.append(token)
-                    seq.token_times_s.append(now_s)
-                else:
-                    self._sampled(seq, token, now_s, stop_ids, keep_eos, done)
             return done
         # only decodes sample (then they are the same, in order): a decode step, the common
         # case, with the per-sequence work inlined
