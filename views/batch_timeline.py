@@ -113,13 +113,6 @@ def step_x(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return x, connect
 
 
-def step_xy(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray):
-    """A value held over each iteration's [start, end]: x, y and the connect array
-    (`step_x`)."""
-    x, connect = step_x(start_s, end_s)
-    return x, np.repeat(np.asarray(values, dtype=np.float64), 2), connect
-
-
 MAX_STRIP_STEPS = 2000
 """Strips draw at most this many steps: a longer (visible part of a) run is cut into bins of
 consecutive iterations, each drawn at its peak, so a spike never disappears."""
@@ -157,13 +150,6 @@ class PeakBins:
         v = values[self.lo: self.hi]  # the maximum in its own dtype (counts: exact)
         peaks = v if self.cut is None else np.maximum.reduceat(v, self.cut)
         return np.asarray(peaks, dtype=np.float64)
-
-
-def visible_peaks(start_s: np.ndarray, end_s: np.ndarray, values: np.ndarray,
-                  x_range: tuple[float, float] | None = None, max_steps: int = MAX_STRIP_STEPS):
-    """(start, end, value) of each bin of `PeakBins`, at the bin's maximum value."""
-    bins = PeakBins(start_s, end_s, x_range, max_steps)
-    return bins.start_s, bins.end_s, bins.peaks(values)
 
 
 def _count_axis(plot: pg.PlotItem, counts: np.ndarray, drawn_top: float | None = None) -> float:

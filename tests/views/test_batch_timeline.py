@@ -16,7 +16,7 @@ from inferlab.engines.labs.batching.timeline import (
     timeline_segments,
 )
 from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
-from inferlab.views.batch_timeline import BAR_HEIGHT, BatchTimelineView
+from inferlab.views.batch_timeline import BAR_HEIGHT, BatchTimelineView, PeakBins
 
 
 def _it(k, prefills=(), decodes=(), preempted=(), finished=(), clock="simulated"):
@@ -152,8 +152,10 @@ def test_exports_png(view, tmp_path):
     assert out2.exists()
 
 
-def test_visible_peaks_bins_consecutive_iterations_at_their_maximum():
-    from inferlab.views.batch_timeline import visible_peaks
+def test_peak_bins_cut_consecutive_iterations_at_their_maximum():
+    def visible_peaks(start_s, end_s, values, **kwargs):
+        bins = PeakBins(start_s, end_s, **kwargs)
+        return bins.start_s, bins.end_s, bins.peaks(values)
 
     start = np.arange(10.0)
     end = start + 1.0  # back to back: no idle time
