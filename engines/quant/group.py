@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from inferlab.engines.quant.affine import SMALLEST_SCALE
 from inferlab.engines.quant.checks import check_bits, check_group_size, check_tensor
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.packing import pack_int4
@@ -103,6 +104,14 @@ def grouped(x: torch.Tensor, group_size: int, ragged: bool = False) -> torch.Ten
     return x.reshape(*x.shape[:-1], x.shape[-1] // group_size, group_size)
 
 
+def step_of(span: torch.Tensor, levels: int) -> torch.Tensor:
+    """A group's step span / levels, at least 2^-126 where the span is not 0 (as the affine
+    scale is, SMALLEST_SCALE): a subnormal span would otherwise give a step of 0, and its
+    values all the zero code, off by more than half a step."""
+    d = span / float(levels)
+    return torch.where(span > 0, d.clamp_min(SMALLEST_SCALE), d)
+
+
 def reciprocal_or_zero(d: torch.Tensor) -> torch.Tensor:
     """1/d, and 0 where d = 0 (an all-zero group: every code becomes the zero code)."""
     safe = torch.where(d == 0, torch.ones_like(d), d)
@@ -130,13 +139,13 @@ def quantize_groups(x: torch.Tensor, bits: int = 4, group_size: int = 128,
     g = grouped(x, group_size, ragged)
     if symmetric:
         q_max = (1 << (bits - 1)) - 1
-        d = g.abs().amax(dim=-1, keepdim=True) / float(q_max)
+        d = step_of(g.abs().amax(dim=-1, keepdim=True), q_max)
         q = round_(finite_or_zero(g * reciprocal_or_zero(d))).clamp(-q_max, q_max).to(torch.int8)
         mins = None
     else:
         levels = (1 << bits) - 1
         lo = g.amin(dim=-1, keepdim=True)
-        d = (g.amax(dim=-1, keepdim=True) - lo) / float(levels)
+        d = step_of(g.amax(dim=-1, keepdim=True) - lo, levels)
         q = round_(finite_or_zero((g - lo) * reciprocal_or_zero(d))).clamp(0, levels).to(torch.uint8)
         mins = lo.squeeze(-1).to(scale_dtype)
     q = q.reshape(*x.shape[:-1], -1)[..., : x.shape[-1]].contiguous()
