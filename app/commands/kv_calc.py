@@ -5,7 +5,8 @@ from __future__ import annotations
 from inferlab.app.cli import print_json
 from inferlab.engines.dtypes import DTYPE_NAMES
 from inferlab.engines.hardware.presets import load_hardware_preset
-from inferlab.engines.model.config import load_hf_config, load_model_preset
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.model.hf_config import load_hf_config
 from inferlab.engines.roofline.memory import (
         MAX_BATCH,
         MAX_CONTEXT,

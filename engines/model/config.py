@@ -1,8 +1,13 @@
-"""Model shapes: the numbers every cost, memory and KV calculation starts from.
+"""Model descriptions: the numbers every cost, memory and KV calculation starts from.
 
-A `ModelConfig` describes a Llama-family decoder (RMSNorm, RoPE, GQA, SwiGLU) by its sizes
-only: no weights. Presets are JSON files in `assets/models/<id>.json`, each naming the
-source of its numbers; `load_hf_config` reads a Hugging Face `config.json` directly.
+A `ModelConfig` describes a decoder-only transformer by its sizes and the choices its family
+makes, no weights: the norms (RMSNorm, Gemma's x·(1 + w), norms after each block), the
+attention (GQA / MQA, biases, q/k-norm, a kind per layer: global, or a sliding window of W
+tokens, RoPE per kind and its scaling, DeepSeek's MLA), the MLP (SwiGLU, GeGLU, GELU) and
+Mixture-of-Experts blocks (routed and shared experts, top-k, dense first layers). The decoder
+(`engines.model.llama`) and every calculator (memory, kv-calc, roofline, cluster) read it.
+Presets are JSON files in `assets/models/<id>.json`, each naming the source of its numbers;
+`engines.model.hf_config` reads a Hugging Face `config.json`.
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ from typing import Any
 
 from inferlab.engines.presets import dataclass_from_dict, load_preset, preset_ids
 
-MLP_KINDS = ("swiglu", "gelu")
+MLP_KINDS = ("swiglu", "geglu", "gelu")
+LAYER_KINDS = ("full", "sliding", "chunked")
+"""Attention per layer: every earlier token, the last `sliding_window` tokens, or the tokens
+of the same `sliding_window`-token chunk (Llama 4); the last two hold at most W tokens of KV."""
+QK_NORMS = ("", "head", "full")
+"""q/k-norm: none, an RMSNorm over each head (Qwen 3, Gemma 3), or over the whole projection
+(OLMoE)."""
+ROPE_SCALINGS = ("", "linear", "llama3", "yarn")
+ROUTERS = ("softmax", "sigmoid")
 
 # The accepted range of every number a ModelConfig holds, (kind, low, high), both ends
 # included; "positive" floats exclude 0. Far past any real model (about 130 layers, d_model
@@ -34,6 +47,25 @@ FIELD_LIMITS: dict[str, tuple[str, float, float]] = {
     "max_position": ("int", 1, 2**28),
     "rope_theta": ("float", 1.0, 1e18),
     "norm_eps": ("positive", 0.0, 1.0),
+}
+# Fields that are 0 when the model does not use them, else in range.
+OPTIONAL_LIMITS: dict[str, tuple[str, float, float]] = {
+    "sliding_window": ("int", 1, 2**28),
+    "rope_local_theta": ("float", 1.0, 1e18),
+    "rope_original_max_position": ("int", 1, 2**28),
+    "attn_scale": ("positive", 0.0, 1e6),
+    "attn_softcap": ("positive", 0.0, 1e6),
+    "final_softcap": ("positive", 0.0, 1e6),
+    "n_experts": ("int", 1, 2**16),
+    "n_experts_active": ("int", 1, 2**16),
+    "expert_d_ff": ("int", 1, 2**20),
+    "n_shared_experts": ("int", 1, 2**8),
+    "shared_d_ff": ("int", 1, 2**20),
+    "kv_lora_rank": ("int", 1, 2**16),
+    "q_lora_rank": ("int", 1, 2**16),
+    "qk_rope_head_dim": ("int", 1, 2**12),
+    "qk_nope_head_dim": ("int", 1, 2**12),
+    "v_head_dim": ("int", 1, 2**12),
 }
 MAX_CONFIG_BYTES = 16 * 2**20  # a config.json is a few KB; a bigger one is not a config
 
@@ -125,20 +157,116 @@ class ModelConfig:
     mlp_kind: str = "swiglu"
     notes: str = ""
     norm_eps: float = 1e-5
+    # ---- the family's choices (defaults: a Llama) ----
+    family: str = "llama"
+    """The Hugging Face model_type whose layout this follows."""
+    norm_offset: float = 0.0
+    """RMSNorm multiplies by (norm_offset + w): 1 for Gemma, 0 elsewhere."""
+    post_norms: bool = False
+    """A norm on the attention's and the MLP's output before each residual add (Gemma 2/3)."""
+    qk_norm: str = ""
+    qkv_bias: bool = False
+    layer_types: tuple[str, ...] = ()
+    """One of LAYER_KINDS per layer; () is every layer "full"."""
+    sliding_window: int = 0
+    rope_local_theta: float = 0.0
+    """RoPE base of the sliding layers (Gemma 3: 10,000 beside 1,000,000); 0: rope_theta."""
+    rope_scaling: str = ""
+    rope_factor: float = 1.0
+    rope_original_max_position: int = 0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    rope_local_scaling: bool = True
+    """Whether the scaling applies to sliding layers too (Gemma 3 scales only global ones)."""
+    embed_scale: float = 1.0
+    """Embeddings are multiplied by this (Gemma: √d_model)."""
+    attn_scale: float = 0.0
+    """Scores are q·k times this; 0: 1/√d_head (Gemma: query_pre_attn_scalar^-½)."""
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    """Logits become c·tanh(logits / c) where c > 0 (Gemma 2)."""
+    # ---- Mixture-of-Experts (n_experts 0: a dense model) ----
+    n_experts: int = 0
+    n_experts_active: int = 0
+    """Routed experts per token (top-k)."""
+    expert_d_ff: int = 0
+    n_shared_experts: int = 0
+    shared_d_ff: int = 0
+    """Width of each shared expert."""
+    shared_expert_gate: bool = False
+    """A sigmoid gate (d_model → 1) on the shared expert's output (Qwen2-MoE)."""
+    norm_topk: bool = False
+    """The top-k weights are renormalised to sum to 1."""
+    router: str = "softmax"
+    dense_layers: tuple[int, ...] = ()
+    """Layers of a MoE model whose MLP is dense (d_ff wide)."""
+    # ---- DeepSeek's multi-head latent attention (kv_lora_rank 0: none) ----
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("layer_types", "dense_layers"):
+            value = getattr(self, name)
+            if isinstance(value, list):  # from JSON
+                object.__setattr__(self, name, tuple(value))
         for f in dataclasses.fields(self):
             _check_type(f.name, f.type, getattr(self, f.name))
         for name in FIELD_LIMITS:
             check_field(name, getattr(self, name))
+        for name, (kind, lo, hi) in OPTIONAL_LIMITS.items():
+            value = getattr(self, name)
+            if value != 0 and not (lo <= value <= hi and (kind != "positive" or value > lo)):
+                raise ConfigError(f"field {name!r} must be 0 (unused) or in [{lo:g}, {hi:g}], "
+                                  f"got {show(value)}")
+        self._check_choices()
         if self.n_heads % self.n_kv_heads:
             raise ConfigError(
                 f"field 'n_kv_heads' ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
             )
-        if self.mlp_kind not in MLP_KINDS:
-            raise ConfigError(f"field 'mlp_kind' must be one of {MLP_KINDS}, got {self.mlp_kind!r}")
         object.__setattr__(self, "rope_theta", float(self.rope_theta))
         object.__setattr__(self, "norm_eps", float(self.norm_eps))
+
+    def _check_choices(self) -> None:
+        for name, choices in (("mlp_kind", MLP_KINDS), ("qk_norm", QK_NORMS),
+                              ("rope_scaling", ROPE_SCALINGS), ("router", ROUTERS)):
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"field {name!r} must be one of {choices}, got "
+                                  f"{show(getattr(self, name))}")
+        if self.layer_types and len(self.layer_types) != self.n_layers:
+            raise ConfigError(f"field 'layer_types' has {len(self.layer_types)} entries for "
+                              f"{self.n_layers} layers")
+        bad = [k for k in self.layer_types if k not in LAYER_KINDS]
+        if bad:
+            raise ConfigError(f"field 'layer_types' holds {show(bad[0])}, expected one of "
+                              f"{LAYER_KINDS}")
+        if any(k != "full" for k in self.layer_types) and not self.sliding_window:
+            raise ConfigError("field 'sliding_window' must be set where a layer is not 'full'")
+        moe = (self.n_experts, self.n_experts_active, self.expert_d_ff)
+        if any(moe) and not all(moe):
+            raise ConfigError("fields 'n_experts', 'n_experts_active' and 'expert_d_ff' are set "
+                              f"together or not at all, got {moe}")
+        if self.n_experts_active > self.n_experts:
+            raise ConfigError(f"field 'n_experts_active' ({self.n_experts_active}) exceeds "
+                              f"n_experts ({self.n_experts})")
+        if bool(self.n_shared_experts) != bool(self.shared_d_ff):
+            raise ConfigError("fields 'n_shared_experts' and 'shared_d_ff' are set together")
+        if self.dense_layers and not self.n_experts:
+            raise ConfigError("field 'dense_layers' needs n_experts")
+        if any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < self.n_layers
+               for i in self.dense_layers):
+            raise ConfigError(f"field 'dense_layers' must hold layer indices in [0, "
+                              f"{self.n_layers}), got {show(self.dense_layers)}")
+        mla = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
+        if any(mla) and not all(mla):
+            raise ConfigError("MLA fields 'kv_lora_rank', 'qk_rope_head_dim', "
+                              f"'qk_nope_head_dim' and 'v_head_dim' are set together, got {mla}")
+        if self.q_lora_rank and not self.kv_lora_rank:
+            raise ConfigError("field 'q_lora_rank' needs the other MLA fields")
 
     @property
     def attention_kind(self) -> str:
@@ -154,38 +282,149 @@ class ModelConfig:
         """Query heads that share one KV head: n_heads / n_kv_heads."""
         return self.n_heads // self.n_kv_heads
 
+    # ---- per layer ----------------------------------------------------------------------
+
+    def layer_kind(self, layer: int) -> str:
+        """"full", "sliding" or "chunked" (LAYER_KINDS)."""
+        return self.layer_types[layer] if self.layer_types else "full"
+
+    def layer_window(self, layer: int) -> int:
+        """Tokens of KV the layer attends to at most: its window, or 0 (every token)."""
+        return 0 if self.layer_kind(layer) == "full" else self.sliding_window
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.n_experts > 0 and layer not in self.dense_layers
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.n_layers))
+
+    @property
+    def kv_values_per_token_per_layer(self) -> int:
+        """Values one token stores in one layer's cache: 2 · n_kv_heads · d_head (K and V), or
+        with MLA the compressed latent and the shared RoPE key, kv_lora_rank + qk_rope_head_dim."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.n_kv_heads * self.d_head
+
+    # ---- linears and parameters -----------------------------------------------------------
+
+    @property
+    def attention_shapes(self) -> tuple[tuple[str, int, int], ...]:
+        """(name, d_in, d_out) of the attention's linear layers in one layer, no biases.
+
+        q: d_model → n_heads·d_head, k and v: d_model → n_kv_heads·d_head, o: n_heads·d_head →
+        d_model. MLA: q (through q_a / q_b where q_lora_rank > 0), kv_a: d_model →
+        kv_lora_rank + qk_rope_head_dim, kv_b: kv_lora_rank → n_heads·(qk_nope + v), o:
+        n_heads·v_head_dim → d_model.
+        """
+        d, h = self.d_model, self.n_heads
+        if self.is_mla:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = ((("q_a", d, self.q_lora_rank), ("q_b", self.q_lora_rank, h * qk))
+                 if self.q_lora_rank else (("q", d, h * qk),))
+            return (*q, ("kv_a", d, self.kv_lora_rank + self.qk_rope_head_dim),
+                    ("kv_b", self.kv_lora_rank, h * (self.qk_nope_head_dim + self.v_head_dim)),
+                    ("o", h * self.v_head_dim, d))
+        q_dim, kv_dim = h * self.d_head, self.n_kv_heads * self.d_head
+        return (("q", d, q_dim), ("k", d, kv_dim), ("v", d, kv_dim), ("o", q_dim, d))
+
+    def mlp_shapes(self, d_ff: int) -> tuple[tuple[str, int, int], ...]:
+        """(name, d_in, d_out) of one MLP of width `d_ff`: gate, up, down (SwiGLU, GeGLU) or
+        up, down (GELU)."""
+        mlp = (("up", self.d_model, d_ff), ("down", d_ff, self.d_model))
+        return mlp if self.mlp_kind == "gelu" else (("gate", self.d_model, d_ff), *mlp)
+
     @property
     def linear_shapes(self) -> tuple[tuple[str, int, int], ...]:
-        """(name, d_in, d_out) of every linear layer in ONE decoder layer, no biases.
-
-        q: d_model → n_heads·d_head, k and v: d_model → n_kv_heads·d_head,
-        o: n_heads·d_head → d_model; SwiGLU adds gate and up (d_model → d_ff) and
-        down (d_ff → d_model); a GELU MLP has only up and down.
-        """
-        q_dim, kv_dim = self.n_heads * self.d_head, self.n_kv_heads * self.d_head
-        attn = (("q", self.d_model, q_dim), ("k", self.d_model, kv_dim),
-                ("v", self.d_model, kv_dim), ("o", q_dim, self.d_model))
-        mlp = (("up", self.d_model, self.d_ff), ("down", self.d_ff, self.d_model))
-        if self.mlp_kind == "swiglu":
-            mlp = (("gate", self.d_model, self.d_ff), *mlp)
-        return attn + mlp
+        """(name, d_in, d_out) of every linear a token runs through in ONE dense decoder layer
+        (attention and the dense MLP), no biases. A MoE layer's experts: `expert_shapes`."""
+        return self.attention_shapes + self.mlp_shapes(self.d_ff)
 
     @property
     def linear_params_per_layer(self) -> int:
-        """Weights of the linear layers of one decoder layer: Σ d_in · d_out."""
+        """Weights of the linear layers of one dense decoder layer: Σ d_in · d_out."""
         return sum(d_in * d_out for _, d_in, d_out in self.linear_shapes)
+
+    def _matrix_params(self, shapes) -> int:
+        return sum(d_in * d_out for _, d_in, d_out in shapes)
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """The attention's weights in one layer: its linears, biases (q, k, v), q/k-norms (per
+        head: 2·d_head; over the whole projection: q_dim + kv_dim) and MLA's latent norms."""
+        n = self._matrix_params(self.attention_shapes)
+        q_dim, kv_dim = self.n_heads * self.d_head, self.n_kv_heads * self.d_head
+        if self.qkv_bias:
+            n += q_dim + 2 * kv_dim
+        if self.qk_norm == "head":
+            n += 2 * self.d_head
+        elif self.qk_norm == "full":
+            n += q_dim + kv_dim
+        if self.is_mla:
+            n += self.kv_lora_rank + self.q_lora_rank
+        return n
+
+    @property
+    def norms_per_layer(self) -> int:
+        """RMSNorm weights of one layer outside the attention: 2·d_model, 4·d_model with
+        post-norms (Gemma 2/3)."""
+        return (4 if self.post_norms else 2) * self.d_model
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert's weights."""
+        return self._matrix_params(self.mlp_shapes(self.expert_d_ff))
+
+    @property
+    def shared_params(self) -> int:
+        """The shared experts' weights in one MoE layer, with their gate where there is one."""
+        per = self._matrix_params(self.mlp_shapes(self.shared_d_ff)) if self.shared_d_ff else 0
+        return self.n_shared_experts * per + (self.d_model if self.shared_expert_gate else 0)
+
+    @property
+    def router_params(self) -> int:
+        return self.d_model * self.n_experts
+
+    def mlp_params(self, layer: int, active: bool = False) -> int:
+        """Layer `layer`'s MLP weights: dense d_ff, or router + experts + shared experts; with
+        `active`, those one token reads (top-k experts of n_experts)."""
+        if not self.is_moe_layer(layer):
+            return self._matrix_params(self.mlp_shapes(self.d_ff))
+        experts = self.n_experts_active if active else self.n_experts
+        return self.router_params + experts * self.expert_params + self.shared_params
+
+    def _params(self, active: bool) -> int:
+        embeddings = self.vocab_size * self.d_model
+        lm_head = 0 if self.tie_embeddings else embeddings
+        per_layer = sum(self.mlp_params(i, active) for i in range(self.n_layers))
+        fixed = self.n_layers * (self.attention_params_per_layer + self.norms_per_layer)
+        return embeddings + fixed + per_layer + self.d_model + lm_head
 
     @property
     def n_params(self) -> int:
-        """Exact parameter count of a Llama-family decoder.
+        """Exact parameter count of the decoder.
 
-        n_params = V·d (embedding) + L·(Σ d_in·d_out + 2·d) (linears and two RMSNorm
-        weights per layer) + d (final norm) + V·d (lm_head, unless tied).
+        n_params = V·d (embedding) + Σ_layers (attention + norms + MLP) + d (final norm) + V·d
+        (lm_head, unless tied); a MoE layer's MLP is its router, every routed expert and the
+        shared ones.
         """
-        embeddings = self.vocab_size * self.d_model
-        per_layer = self.linear_params_per_layer + 2 * self.d_model
-        lm_head = 0 if self.tie_embeddings else embeddings
-        return embeddings + self.n_layers * per_layer + self.d_model + lm_head
+        return self._params(active=False)
+
+    @property
+    def n_params_active(self) -> int:
+        """Parameters one token's forward reads from the layers: n_params with each MoE layer's
+        routed experts cut to the n_experts_active it is sent to (the embedding row counted
+        whole, as n_params does). A dense model: n_params."""
+        return self._params(active=True)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every field."""
@@ -202,6 +441,14 @@ class ModelConfig:
 
 def _check_type(name: str, annotation: str, value: Any) -> None:
     """Raise ConfigError unless `value` has the field's declared type (bool is not int)."""
+    if annotation.startswith("tuple["):
+        item = int if "int" in annotation else str
+        ok = isinstance(value, tuple) and all(
+            isinstance(v, item) and not isinstance(v, bool) for v in value)
+        if not ok:
+            raise ConfigError(f"field {name!r} must be a list of {item.__name__}, got "
+                              f"{show(value)}")
+        return
     ok = {
         "str": isinstance(value, str),
         "int": isinstance(value, int) and not isinstance(value, bool),
@@ -220,92 +467,3 @@ def list_model_presets() -> list[str]:
 def load_model_preset(id: str) -> ModelConfig:
     """The preset `id` from assets/models/<id>.json; unknown ids list the known ones."""
     return load_preset("models", id, "model preset", ModelConfig.from_dict, error=ConfigError)
-
-
-def load_hf_config(path: str | Path) -> ModelConfig:
-    """Read a Hugging Face config.json; the id is its folder's name (or the file's stem)."""
-    path = Path(path)
-    data = read_json_file(path)
-    model_id = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    return model_config_from_hf(data, id=model_id or "custom", source=str(path))
-
-
-# Hugging Face model types whose MLP is up → GELU → down (no gate); their configs may
-# omit the MLP width (then 4 × hidden) and tie the embeddings by default.
-_GELU_MODEL_TYPES = {"falcon", "RefinedWeb", "RefinedWebModel", "gpt2", "gpt_bigcode",
-                     "gpt_neox", "starcoder2", "phi"}
-
-
-def model_config_from_hf(d: Any, id: str = "custom", name: str | None = None,
-                         source: str = "") -> ModelConfig:
-    """Build a ModelConfig from a Hugging Face config.json dict.
-
-    Reads num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads
-    (default: num_attention_heads), head_dim (default: hidden_size // heads),
-    intermediate_size, vocab_size, rope_theta (or rope_parameters.rope_theta),
-    tie_word_embeddings, max_position_embeddings and rms_norm_eps. Also accepts the GPT-2 / Falcon
-    spellings (n_layer, n_embd, n_head, n_head_kv, num_kv_heads, multi_query,
-    ffn_hidden_size, n_inner, n_positions) and a nested text_config (multimodal models).
-    """
-    origin = source or "Hugging Face config"
-    if not isinstance(d, dict):
-        raise ConfigError(f"{origin}: expected a JSON object, got {type(d).__name__}")
-    if "text_config" in d and "num_hidden_layers" not in d and isinstance(d["text_config"], dict):
-        d = d["text_config"]
-    model_type = d.get("model_type", "")
-    if not isinstance(model_type, str):
-        raise ConfigError(f"{origin}: field 'model_type' must be a string, got {show(model_type)}")
-    gelu = model_type in _GELU_MODEL_TYPES
-
-    def get(*keys: str, field: str | None = None, default: Any = dataclasses.MISSING) -> Any:
-        """The first of `keys` present; checked as ModelConfig's `field` under its own name."""
-        for key in keys:
-            if d.get(key) is not None:
-                if field is not None:
-                    try:
-                        check_field(field, d[key], key)
-                    except ConfigError as e:
-                        raise ConfigError(f"{origin}: {e}") from None
-                return d[key]
-        if default is dataclasses.MISSING:
-            raise ConfigError(f"{origin}: missing field {keys[0]!r}")
-        return default
-
-    n_layers = get("num_hidden_layers", "n_layer", "num_layers", field="n_layers")
-    d_model = get("hidden_size", "n_embd", "d_model", field="d_model")
-    n_heads = get("num_attention_heads", "n_head", field="n_heads")
-    multi_query = d.get("multi_query", False)
-    if not isinstance(multi_query, bool):
-        raise ConfigError(f"{origin}: field 'multi_query' must be true or false, got "
-                          f"{show(multi_query)}")
-    n_kv_heads = 1 if multi_query else get(
-        "num_key_value_heads", "num_kv_heads", "n_head_kv", field="n_kv_heads", default=n_heads)
-    tie = get("tie_word_embeddings", default=gelu)
-    if not isinstance(tie, bool):
-        raise ConfigError(f"{origin}: field 'tie_word_embeddings' must be true or false, got "
-                          f"{show(tie)}")
-    rope_parameters = d.get("rope_parameters") if isinstance(d.get("rope_parameters"), dict) else {}
-    fields = {
-        "id": id,
-        "name": name if name is not None else id,
-        "n_layers": n_layers,
-        "d_model": d_model,
-        "n_heads": n_heads,
-        "n_kv_heads": n_kv_heads,
-        "d_head": get("head_dim", field="d_head", default=d_model // n_heads),
-        "d_ff": get("intermediate_size", "ffn_hidden_size", "n_inner", field="d_ff",
-                    **({"default": 4 * d_model} if gelu else {})),
-        "vocab_size": get("vocab_size", field="vocab_size"),
-        "rope_theta": get("rope_theta", field="rope_theta",
-                          default=rope_parameters.get("rope_theta", 10000.0)),
-        "tie_embeddings": tie,
-        "max_position": get("max_position_embeddings", "n_positions", "max_seq_len",
-                            field="max_position", default=4096),
-        "source": source,
-        "mlp_kind": "gelu" if gelu else "swiglu",
-        "norm_eps": get("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", field="norm_eps",
-                        default=1e-5),
-        "notes": (f"{model_type}: non-Llama layout; n_params ignores its biases and "
-                  "LayerNorm shapes, so it is approximate") if gelu else "",
-    }
-    return ModelConfig.from_dict(fields, origin)

@@ -20,11 +20,11 @@ from safetensors.torch import load_file
 from inferlab.engines.model.config import (
     ConfigError,
     ModelConfig,
-    model_config_from_hf,
     read_json_file,
     show,
 )
 from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.hf_config import model_config_from_hf
 from inferlab.engines.model.llama import Llama, check_weight_shapes
 from inferlab.engines.model.tokenizer import Tokenizer
 

@@ -45,7 +45,7 @@ def test_kv_calc_llama3_8b_example(capsys):
 
 
 def test_kv_calc_from_hf_config(capsys, tmp_path):
-    config = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
               "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,
               "vocab_size": 1000}
     path = tmp_path / "config.json"
@@ -73,9 +73,16 @@ def test_user_errors_are_one_line(capsys, argv, fragment):
 
 def test_kv_calc_config_missing_field_is_named(capsys, tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"hidden_size": 256}))
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 256}))
     code, _, err = run_cli(capsys, "kv-calc", "--config", str(path))
     assert code == 2 and "num_hidden_layers" in err
+
+
+def test_kv_calc_refuses_a_config_it_cannot_describe(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mamba", "hidden_size": 256}))
+    code, _, err = run_cli(capsys, "kv-calc", "--config", str(path))
+    assert code == 2 and "'mamba' is not supported" in err
 
 
 @pytest.mark.parametrize("field, value, accepted", [
@@ -86,7 +93,7 @@ def test_kv_calc_config_missing_field_is_named(capsys, tmp_path):
     ("rope_theta", float("nan"), "a finite number in [1, 1e+18]"),
 ])
 def test_kv_calc_refuses_absurd_config_sizes(capsys, tmp_path, field, value, accepted):
-    config = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
               "intermediate_size": 512, "vocab_size": 1000, field: value}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from inferlab.engines.hardware.presets import all_hardware_presets
-from inferlab.engines.model.config import ModelConfig, load_hf_config
+from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.model.hf_config import load_hf_config
 from inferlab.engines.roofline.memory import attention_variants
 from inferlab.engines.roofline.parallel import plan_gpu_share
 from inferlab.engines.roofline.units import format_bytes

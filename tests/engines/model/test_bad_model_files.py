@@ -11,7 +11,8 @@ import struct
 import pytest
 import torch
 
-from inferlab.engines.model.config import ConfigError, ModelConfig, load_hf_config
+from inferlab.engines.model.config import ConfigError, ModelConfig
+from inferlab.engines.model.hf_config import load_hf_config
 from inferlab.engines.model.errors import ModelLoadError
 from inferlab.engines.model.gguf_loader import load_gguf
 from inferlab.engines.model.hf_loader import load_hf_folder

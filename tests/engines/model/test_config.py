@@ -9,10 +9,9 @@ from inferlab.engines.model.config import (
     ConfigError,
     ModelConfig,
     list_model_presets,
-    load_hf_config,
     load_model_preset,
-    model_config_from_hf,
 )
+from inferlab.engines.model.hf_config import load_hf_config, model_config_from_hf
 
 REQUIRED_PRESETS = {"llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "smollm2-135m",
                     "falcon-7b"}
