@@ -12,6 +12,8 @@ attention) go through these modules and never declare a signature or pick a path
     skinny.py           fp32 and bf16 weights read in place, up to MAX_SKINNY_ROWS rows
                         (skinny.c)
     lowbit.py           INT8 (per row, per group), FP8 E4M3 and INT4 codes (skinny.c, lowbit.c)
+    ggml_blocks.py      GGUF blocks (Q4_0 ... Q8_0, Q4_K ... Q6_K) read as the file stores
+                        them (ggml_blocks.c)
     paged_attention.py  attention read in place through block tables (paged_attention.c)
     flash_attention.py  FlashAttention-2's tiled loop (flash_attention.c)
     fused.py            residual + RMSNorm, RoPE, SwiGLU, K/V writes (fused.c)

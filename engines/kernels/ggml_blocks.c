@@ -1,0 +1,484 @@
+/* Skinny products over GGUF tensors as the file stores them (engines/kernels/ggml_blocks.py):
+ *
+ *   y[m, n] = sum_k x[m, k] * ŵ[n, k]        x fp32 [M, K], y fp32 [M, N]
+ *
+ * W is a GGUF tensor's raw bytes: N rows, each K / QK blocks of BYTES bytes in ggml's layout
+ * (llama.cpp's ggml-common.h; `gguf.quants` in Python is the reference the tests hold us to).
+ * ŵ is the block's weights dequantized to fp32 in registers (d · q, d · q + m, or the K-quants'
+ * two-level scales) and multiplied by the fp32 activations: x is never quantized, so y is
+ * `gguf.quants.dequantize(W) @ x.T` up to fp32 rounding.
+ *
+ *   type  ggml id  QK   BYTES  a block
+ *   Q4_0     2     32    18    d fp16, 16 bytes of nibbles           ŵ = d (u - 8)
+ *   Q4_1     3     32    20    d, m fp16, 16 bytes of nibbles        ŵ = d u + m
+ *   Q5_0     6     32    22    d fp16, 32 high bits, nibbles         ŵ = d (u - 16)
+ *   Q5_1     7     32    24    d, m fp16, 32 high bits, nibbles      ŵ = d u + m
+ *   Q8_0     8     32    34    d fp16, 32 int8                       ŵ = d q
+ *   Q4_K    12    256   144    d, dmin fp16, 12 bytes of 6-bit scales and mins for 8
+ *                              sub-blocks of 32, 128 bytes of nibbles ŵ = d s_j u - dmin m_j
+ *   Q5_K    13    256   176    Q4_K plus 32 bytes of fifth bits
+ *   Q6_K    14    256   210    128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8
+ *                              scales (one per 16 weights), d fp16  ŵ = d s_j (q - 32)
+ *
+ * In the 32-weight blocks, byte j holds weight j (low nibble) and weight j + 16 (high), and the
+ * fifth bit of weight j is bit j of the little-endian uint32. In Q4_K / Q5_K, 32 bytes hold
+ * sub-blocks 2c (low nibbles) and 2c + 1 (high); the fifth bit of sub-block s is bit s of
+ * qh[l]. Q6_K's 256 weights are two halves of 128, each four runs of 32 (see dec_q6_K).
+ *
+ * How the work goes: output rows are taken GB_NR at a time (a tile, one OpenMP task). A tile's
+ * rows are decoded GB_CHUNK weights at a time into a small fp32 buffer in L1, and that chunk is
+ * multiplied by every input row (IL_MR rows of accumulators in registers at a time) before the
+ * next chunk is decoded, so each block is decoded once per call for up to GB_MAX_ROWS input
+ * rows and the codes cross the memory bus once. More rows run in groups of GB_MAX_ROWS, each
+ * decoding again (the Python side sends large batches to dequantize-then-matmul instead).
+ *
+ * Each block type has two decoders: a vector one (GCC vector extensions of IL_VLEN floats,
+ * built for AVX-512, AVX2 or plain C like the other kernels) and a scalar reference written
+ * weight by weight from the format's definition; il_ggml_matmul_ref runs the reference, and
+ * the tests compare the two with each other and with `gguf.quants.dequantize`.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vector_sums.h"
+
+#define GB_NR 4          /* weight rows per tile */
+#define GB_CHUNK 256     /* weights of a row decoded at a time: one K-quant super-block */
+#define GB_MAX_ROWS 16   /* input rows one decoded chunk serves (accumulators kept in L1) */
+#ifndef IL_MR
+#define IL_MR 2          /* input rows per register tile */
+#endif
+
+typedef int32_t gb_vi __attribute__((vector_size(IL_VLEN * 4)));
+typedef uint32_t gb_vu __attribute__((vector_size(IL_VLEN * 4)));
+typedef uint8_t gb_vb __attribute__((vector_size(IL_VLEN), aligned(1)));
+
+/* ---- loads shared by the decoders ------------------------------------------------------- */
+
+/* IL_VLEN bytes zero-extended to int32 lanes (GCC scalarizes a vector uint8 -> int32
+ * conversion, so the widening load is named where the ISA has one). */
+static inline gb_vi load_u8(const uint8_t* p) {
+#if IL_VLEN == 16 && defined(__AVX512F__)
+  return (gb_vi)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
+#elif IL_VLEN == 8 && defined(__AVX2__)
+  return (gb_vi)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
+#else
+  return __builtin_convertvector(*(const gb_vb*)p, gb_vi);
+#endif
+}
+
+static inline vf to_f32(gb_vi v) { return __builtin_convertvector(v, vf); }
+static inline void store(float* p, vf v) { *(vfu*)p = v; }
+
+/* An IEEE half (the blocks' d, m, dmin), read unaligned: F16C where the build has it, else by
+ * moving the exponent and mantissa (subnormal halves are m · 2^-24, exact in fp32). */
+static inline float fp16(const uint8_t* p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 0x3FF;
+  uint32_t bits;
+  if (e == 0) {
+    const float f = (float)m * 0x1p-24f;
+    return sign ? -f : f;
+  }
+  bits = e == 31 ? sign | 0x7F800000u | (m << 13) : sign | ((e + 112) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
+static inline uint32_t u32(const uint8_t* p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* The fifth bits of weights j .. j + IL_VLEN - 1 from a block's 32-bit qh, moved to bit 4. */
+static inline gb_vi fifth_bits(uint32_t qh, int j) {
+  gb_vu lane;
+  for (int i = 0; i < IL_VLEN; ++i) lane[i] = (uint32_t)(j + i);
+  return (gb_vi)((((gb_vu){0} + qh) >> lane) & 1u) << 4;
+}
+
+/* Sub-block j's 6-bit scale and min of a Q4_K / Q5_K block's 12 bytes: sub-blocks 0-3 have
+ * theirs in the low 6 bits of bytes j and j + 4; sub-blocks 4-7 their low 4 bits in byte
+ * j + 4 (scale: low nibble, min: high) and their top 2 bits in the spare top bits of bytes
+ * j - 4 (scale) and j (min). */
+static inline void k_scale_min(const uint8_t* q, int j, int* scale, int* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+/* ---- vector decoders: one block -> QK floats -------------------------------------------- */
+
+static inline void dec_q4_0(const uint8_t* b, float* out) {
+  const float d = fp16(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; j += IL_VLEN) {
+    const gb_vi u = load_u8(qs + j);
+    store(out + j, to_f32((u & 15) - 8) * d); /* d (u - 8), rounded once as gguf does */
+    store(out + j + 16, to_f32((u >> 4) - 8) * d);
+  }
+}
+
+static inline void dec_q4_1(const uint8_t* b, float* out) {
+  const float d = fp16(b), m = fp16(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; j += IL_VLEN) {
+    const gb_vi u = load_u8(qs + j);
+    store(out + j, to_f32(u & 15) * d + m);
+    store(out + j + 16, to_f32(u >> 4) * d + m);
+  }
+}
+
+static inline void dec_q5_0(const uint8_t* b, float* out) {
+  const float d = fp16(b);
+  const uint32_t qh = u32(b + 2);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; j += IL_VLEN) {
+    const gb_vi u = load_u8(qs + j);
+    store(out + j, to_f32(((u & 15) | fifth_bits(qh, j)) - 16) * d);
+    store(out + j + 16, to_f32(((u >> 4) | fifth_bits(qh, j + 16)) - 16) * d);
+  }
+}
+
+static inline void dec_q5_1(const uint8_t* b, float* out) {
+  const float d = fp16(b), m = fp16(b + 2);
+  const uint32_t qh = u32(b + 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; j += IL_VLEN) {
+    const gb_vi u = load_u8(qs + j);
+    store(out + j, to_f32((u & 15) | fifth_bits(qh, j)) * d + m);
+    store(out + j + 16, to_f32((u >> 4) | fifth_bits(qh, j + 16)) * d + m);
+  }
+}
+
+static inline void dec_q8_0(const uint8_t* b, float* out) {
+  const float d = fp16(b);
+  for (int j = 0; j < 32; j += IL_VLEN) store(out + j, il_load_i8((const int8_t*)b + 2 + j) * d);
+}
+
+/* Q4_K: per 32 bytes of nibbles, sub-block 2c from the low nibbles and 2c + 1 from the high;
+ * each sub-block's d · scale and dmin · min are formed once (scalars), then one multiply-add
+ * per weight. */
+static inline void dec_q4_K(const uint8_t* b, float* out) {
+  const float d = fp16(b), dmin = fp16(b + 2);
+  const uint8_t *sc = b + 4, *qs = b + 16;
+  for (int c = 0; c < 4; ++c) {
+    int s0, m0, s1, m1;
+    k_scale_min(sc, 2 * c, &s0, &m0);
+    k_scale_min(sc, 2 * c + 1, &s1, &m1);
+    const float d0 = d * s0, n0 = -(dmin * m0), d1 = d * s1, n1 = -(dmin * m1);
+    for (int l = 0; l < 32; l += IL_VLEN) {
+      const gb_vi u = load_u8(qs + 32 * c + l);
+      store(out + 64 * c + l, to_f32(u & 15) * d0 + n0);
+      store(out + 64 * c + 32 + l, to_f32(u >> 4) * d1 + n1);
+    }
+  }
+}
+
+/* Q5_K: Q4_K's nibbles and scales, plus bit s of qh[l] as the fifth bit of sub-block s. */
+static inline void dec_q5_K(const uint8_t* b, float* out) {
+  const float d = fp16(b), dmin = fp16(b + 2);
+  const uint8_t *sc = b + 4, *qh = b + 16, *qs = b + 48;
+  for (int c = 0; c < 4; ++c) {
+    int s0, m0, s1, m1;
+    k_scale_min(sc, 2 * c, &s0, &m0);
+    k_scale_min(sc, 2 * c + 1, &s1, &m1);
+    const float d0 = d * s0, n0 = -(dmin * m0), d1 = d * s1, n1 = -(dmin * m1);
+    for (int l = 0; l < 32; l += IL_VLEN) {
+      const gb_vi u = load_u8(qs + 32 * c + l), h = load_u8(qh + l);
+      const gb_vi lo = (u & 15) | (((h >> (2 * c)) & 1) << 4);
+      const gb_vi hi = (u >> 4) | (((h >> (2 * c + 1)) & 1) << 4);
+      store(out + 64 * c + l, to_f32(lo) * d0 + n0);
+      store(out + 64 * c + 32 + l, to_f32(hi) * d1 + n1);
+    }
+  }
+}
+
+/* Q6_K: each half of 128 weights reads 64 bytes of ql, 32 of qh and 8 scales; weight
+ * 32 r + l of the half (run r = 0..3, l = 0..31) is the low (r = 0, 1) or high (r = 2, 3)
+ * nibble of ql[l + 32 (r & 1)] with bits 2r, 2r + 1 of qh[l] on top, minus 32, times
+ * d · scale[2r + l / 16]. */
+static inline void dec_q6_K(const uint8_t* b, float* out) {
+  const float d = fp16(b + 208);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+    const int8_t* sc = (const int8_t*)(b + 192 + 8 * h);
+    float* o = out + 128 * h;
+    for (int l = 0; l < 32; l += IL_VLEN) {
+      const gb_vi a = load_u8(ql + l), c = load_u8(ql + 32 + l), hb = load_u8(qh + l);
+      const int s = l / 16;
+      store(o + l, to_f32(((a & 15) | ((hb & 3) << 4)) - 32) * (d * sc[s]));
+      store(o + 32 + l, to_f32(((c & 15) | (((hb >> 2) & 3) << 4)) - 32) * (d * sc[s + 2]));
+      store(o + 64 + l, to_f32(((a >> 4) | (((hb >> 4) & 3) << 4)) - 32) * (d * sc[s + 4]));
+      store(o + 96 + l, to_f32(((c >> 4) | (((hb >> 6) & 3) << 4)) - 32) * (d * sc[s + 6]));
+    }
+  }
+}
+
+/* ---- scalar reference decoders: the same formats, weight by weight ---------------------- */
+
+static void ref_q4_0(const uint8_t* b, float* out) {
+  const float d = fp16(b);
+  for (int j = 0; j < 32; ++j) {
+    const int u = j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
+    out[j] = (float)(u - 8) * d;
+  }
+}
+
+static void ref_q4_1(const uint8_t* b, float* out) {
+  const float d = fp16(b), m = fp16(b + 2);
+  for (int j = 0; j < 32; ++j) {
+    const int u = j < 16 ? b[4 + j] & 15 : b[4 + j - 16] >> 4;
+    out[j] = (float)u * d + m;
+  }
+}
+
+static void ref_q5_0(const uint8_t* b, float* out) {
+  const float d = fp16(b);
+  const uint32_t qh = u32(b + 2);
+  for (int j = 0; j < 32; ++j) {
+    const int u = (j < 16 ? b[6 + j] & 15 : b[6 + j - 16] >> 4) | (int)((qh >> j) & 1) << 4;
+    out[j] = (float)(u - 16) * d;
+  }
+}
+
+static void ref_q5_1(const uint8_t* b, float* out) {
+  const float d = fp16(b), m = fp16(b + 2);
+  const uint32_t qh = u32(b + 4);
+  for (int j = 0; j < 32; ++j) {
+    const int u = (j < 16 ? b[8 + j] & 15 : b[8 + j - 16] >> 4) | (int)((qh >> j) & 1) << 4;
+    out[j] = (float)u * d + m;
+  }
+}
+
+static void ref_q8_0(const uint8_t* b, float* out) {
+  const float d = fp16(b);
+  for (int j = 0; j < 32; ++j) out[j] = (float)(int8_t)b[2 + j] * d;
+}
+
+static void ref_q4_K(const uint8_t* b, float* out) {
+  const float d = fp16(b), dmin = fp16(b + 2);
+  for (int k = 0; k < 256; ++k) {
+    const int s = k / 32, l = k % 32; /* sub-block s: nibble s & 1 of byte 32 (s / 2) + l */
+    int scale, min;
+    k_scale_min(b + 4, s, &scale, &min);
+    const uint8_t byte = b[16 + 32 * (s / 2) + l];
+    const int u = s & 1 ? byte >> 4 : byte & 15;
+    out[k] = (d * scale) * (float)u - dmin * min;
+  }
+}
+
+static void ref_q5_K(const uint8_t* b, float* out) {
+  const float d = fp16(b), dmin = fp16(b + 2);
+  for (int k = 0; k < 256; ++k) {
+    const int s = k / 32, l = k % 32;
+    int scale, min;
+    k_scale_min(b + 4, s, &scale, &min);
+    const uint8_t byte = b[48 + 32 * (s / 2) + l];
+    const int u = (s & 1 ? byte >> 4 : byte & 15) | ((b[16 + l] >> s) & 1) << 4;
+    out[k] = (d * scale) * (float)u - dmin * min;
+  }
+}
+
+static void ref_q6_K(const uint8_t* b, float* out) {
+  const float d = fp16(b + 208);
+  for (int k = 0; k < 256; ++k) {
+    const int h = k / 128, r = k % 128 / 32, l = k % 32;
+    const uint8_t lo = b[64 * h + l + 32 * (r & 1)];
+    const int low = r < 2 ? lo & 15 : lo >> 4;
+    const int high = (b[128 + 32 * h + l] >> (2 * r)) & 3;
+    const int8_t scale = (int8_t)b[192 + k / 16];
+    out[k] = (d * scale) * (float)((low | high << 4) - 32);
+  }
+}
+
+/* ---- the formats ------------------------------------------------------------------------ */
+
+typedef void gb_decode_fn(const uint8_t* blocks, int64_t n_blocks, float* out);
+typedef struct {
+  int qk, bytes;
+  gb_decode_fn *decode, *reference; /* n blocks in a row, vector / scalar */
+} gb_format;
+
+/* A run of blocks through one decoder (inlined into the loop: one call per run, not per
+ * block). */
+#define GB_RUN(T)                                                                  \
+  static void run_##T(const uint8_t* b, int64_t n, float* out) {                   \
+    for (int64_t i = 0; i < n; ++i) dec_##T(b + i * T##_BYTES, out + i * T##_QK);  \
+  }                                                                                \
+  static void run_ref_##T(const uint8_t* b, int64_t n, float* out) {               \
+    for (int64_t i = 0; i < n; ++i) ref_##T(b + i * T##_BYTES, out + i * T##_QK);  \
+  }
+enum {
+  q4_0_QK = 32, q4_0_BYTES = 18, q4_1_QK = 32, q4_1_BYTES = 20,
+  q5_0_QK = 32, q5_0_BYTES = 22, q5_1_QK = 32, q5_1_BYTES = 24,
+  q8_0_QK = 32, q8_0_BYTES = 34, q4_K_QK = 256, q4_K_BYTES = 144,
+  q5_K_QK = 256, q5_K_BYTES = 176, q6_K_QK = 256, q6_K_BYTES = 210,
+};
+GB_RUN(q4_0)
+GB_RUN(q4_1)
+GB_RUN(q5_0)
+GB_RUN(q5_1)
+GB_RUN(q8_0)
+GB_RUN(q4_K)
+GB_RUN(q5_K)
+GB_RUN(q6_K)
+#undef GB_RUN
+
+/* ggml's type ids (GGMLQuantizationType) -> format; NULL for a type not covered here. */
+static const gb_format* format_of(int type) {
+#define F(T) { T##_QK, T##_BYTES, run_##T, run_ref_##T }
+  static const gb_format q4_0 = F(q4_0), q4_1 = F(q4_1), q5_0 = F(q5_0), q5_1 = F(q5_1),
+                         q8_0 = F(q8_0), q4_K = F(q4_K), q5_K = F(q5_K), q6_K = F(q6_K);
+#undef F
+  switch (type) {
+    case 2: return &q4_0;
+    case 3: return &q4_1;
+    case 6: return &q5_0;
+    case 7: return &q5_1;
+    case 8: return &q8_0;
+    case 12: return &q4_K;
+    case 13: return &q5_K;
+    case 14: return &q6_K;
+    default: return 0;
+  }
+}
+
+/* ---- the product ------------------------------------------------------------------------ */
+
+/* R input rows (a constant once inlined, <= IL_MR) × NR weight rows of one decoded chunk:
+ * acc[r][i] += x[r, k0 + k] · buf[i][k] over the chunk's `len` weights. The accumulators
+ * live in memory between chunks (GB_MAX_ROWS × GB_NR vectors) and in registers within one. */
+static inline __attribute__((always_inline)) void fma_tile(
+    const int R, const int NR, const float* x, int64_t K, const float (*buf)[GB_CHUNK],
+    int64_t len, vf (*acc)[GB_NR]) {
+  vf a[IL_MR][GB_NR];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < NR; ++i) a[r][i] = acc[r][i];
+  for (int64_t k = 0; k < len; k += IL_VLEN) {
+    vf wv[GB_NR];
+    for (int i = 0; i < NR; ++i) wv[i] = *(const vf*)(buf[i] + k);
+    for (int r = 0; r < R; ++r) {
+      const vf xv = *(const vfu*)(x + r * K + k);
+      for (int i = 0; i < NR; ++i) a[r][i] += xv * wv[i];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < NR; ++i) acc[r][i] = a[r][i];
+}
+
+/* One decoded chunk against every input row (M <= GB_MAX_ROWS), IL_MR rows at a time. */
+static void chunk_rows(int nr, const float* x, int64_t M, int64_t K,
+                       const float (*buf)[GB_CHUNK], int64_t len, vf (*acc)[GB_NR]) {
+  for (int64_t m = 0; m < M; m += IL_MR) {
+    const int R = M - m < IL_MR ? (int)(M - m) : IL_MR;
+    const float* xm = x + m * K;
+#define T(R_, NR_) fma_tile(R_, NR_, xm, K, buf, len, acc + m)
+    if (nr == GB_NR) {
+      switch (R) {
+        case 1: T(1, GB_NR); break;
+#if IL_MR >= 2
+        case 2: T(2, GB_NR); break;
+#endif
+#if IL_MR >= 3
+        case 3: T(3, GB_NR); break;
+#endif
+#if IL_MR >= 4
+        default: T(4, GB_NR); break;
+#endif
+      }
+    } else { /* the last tile's 1-3 rows, one at a time */
+      for (int i = 0; i < nr; ++i)
+        for (int r = 0; r < R; ++r)
+          fma_tile(1, 1, xm + r * K, K, buf + i, len, (vf(*)[GB_NR])(&acc[m + r][i]));
+    }
+#undef T
+  }
+}
+
+/* Output rows n0 .. n0 + nr - 1 for input rows 0 .. M - 1 (M <= GB_MAX_ROWS). */
+static void tile(const gb_format* f, const float* x, int64_t M, int64_t K, const uint8_t* w0,
+                 int64_t row_bytes, int nr, float* y, int64_t N) {
+  float buf[GB_NR][GB_CHUNK] __attribute__((aligned(64)));
+  vf acc[GB_MAX_ROWS][GB_NR];
+  for (int64_t m = 0; m < M; ++m)
+    for (int i = 0; i < GB_NR; ++i) acc[m][i] = (vf){0};
+  for (int64_t k0 = 0; k0 < K; k0 += GB_CHUNK) {
+    const int64_t len = K - k0 < GB_CHUNK ? K - k0 : GB_CHUNK; /* a multiple of qk */
+    const uint8_t* at = w0 + k0 / f->qk * f->bytes;
+    for (int i = 0; i < nr; ++i) f->decode(at + i * row_bytes, len / f->qk, buf[i]);
+    chunk_rows(nr, x + k0, M, K, (const float(*)[GB_CHUNK])buf, len, acc);
+  }
+  for (int64_t m = 0; m < M; ++m) {
+    if (nr == GB_NR) {
+      il_hsum4(acc[m][0], acc[m][1], acc[m][2], acc[m][3], y + m * N);
+    } else {
+      for (int i = 0; i < nr; ++i) y[m * N + i] = il_hsum(acc[m][i]);
+    }
+  }
+}
+
+/* y [M, N] = x [M, K] · ŵᵀ for the GGUF tensor w of ggml type `type` (K a multiple of its
+ * block's weights). Tiles of GB_NR output rows are split over `threads` in one parallel
+ * region. Returns 0, or -1 for a type not covered here (nothing written). */
+int il_ggml_matmul(int type, const float* x, const uint8_t* w, float* y, int64_t M, int64_t K,
+                   int64_t N, int threads) {
+  const gb_format* f = format_of(type);
+  if (!f || K % f->qk) return -1;
+  const int64_t row_bytes = K / f->qk * f->bytes, n_tiles = (N + GB_NR - 1) / GB_NR;
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    const int64_t n0 = t * GB_NR;
+    const int nr = N - n0 < GB_NR ? (int)(N - n0) : GB_NR;
+    for (int64_t m = 0; m < M; m += GB_MAX_ROWS)
+      tile(f, x + m * K, M - m < GB_MAX_ROWS ? M - m : GB_MAX_ROWS, K, w + n0 * row_bytes,
+           row_bytes, nr, y + m * N + n0, N);
+  }
+  return 0;
+}
+
+/* The scalar reference: each row decoded weight by weight, then plain fp32 dot products in
+ * order (one thread; for tests). */
+int il_ggml_matmul_ref(int type, const float* x, const uint8_t* w, float* y, int64_t M,
+                       int64_t K, int64_t N) {
+  const gb_format* f = format_of(type);
+  float* row = f && K % f->qk == 0 ? malloc(K * sizeof(float)) : 0;
+  if (!row) return -1;
+  const int64_t row_bytes = K / f->qk * f->bytes;
+  for (int64_t n = 0; n < N; ++n) {
+    f->reference(w + n * row_bytes, K / f->qk, row);
+    for (int64_t m = 0; m < M; ++m) {
+      float s = 0.f;
+      for (int64_t k = 0; k < K; ++k) s += x[m * K + k] * row[k];
+      y[m * N + n] = s;
+    }
+  }
+  free(row);
+  return 0;
+}
+
+/* Rows of the tensor dequantized to fp32: out [rows, K] from `rows` rows of w (the embedding
+ * lookup, a layer's `weight`, and the batches past GB_MAX_ROWS that run a GEMM on them).
+ * `reference` picks the scalar decoders. Returns 0, or -1 for a type not covered here. */
+int il_ggml_dequantize(int type, const uint8_t* w, float* out, int64_t rows, int64_t K,
+                       int reference, int threads) {
+  const gb_format* f = format_of(type);
+  if (!f || K % f->qk) return -1;
+  const int64_t row_bytes = K / f->qk * f->bytes;
+  gb_decode_fn* decode = reference ? f->reference : f->decode;
+#pragma omp parallel for num_threads(threads) if (threads > 1 && rows > 1) schedule(static)
+  for (int64_t n = 0; n < rows; ++n) decode(w + n * row_bytes, K / f->qk, out + n * K);
+  return 0;
+}

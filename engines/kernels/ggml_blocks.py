@@ -1,0 +1,120 @@
+"""Products over GGUF tensors read as the file stores them (`ggml_blocks.c`): y = x · ŵᵀ with
+W a GGUF tensor's raw block bytes [out, row_bytes] (uint8, typically a view of the file's
+memory map), each block dequantized in registers and multiplied by the fp32 rows of x:
+
+    il_ggml_matmul      vector path: a tile of 4 output rows decoded 256 weights at a time
+                        into L1, each chunk multiplied by up to MAX_ROWS input rows
+    il_ggml_matmul_ref  the scalar reference (weight-by-weight decoders, plain dot products)
+    il_ggml_dequantize  rows dequantized to fp32 (vector or scalar decoders)
+
+Types (ggml's ids): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (`COVERED`). x is never
+quantized, so y equals `gguf.quants.dequantize(W) @ x.T` up to fp32 rounding order.
+
+Each call returns None where the kernel does not take the operands (no library, tensors off
+the CPU or not fp32, a type not covered): the caller (engines.quant.gguf_linear) then runs its
+torch path.
+"""
+
+from __future__ import annotations
+
+import torch
+from gguf import GGMLQuantizationType as QT
+from gguf.constants import GGML_QUANT_SIZES
+
+from inferlab.engines.kernels import library as loader
+from inferlab.engines.kernels.library import I32, I64, NativeLibrary, P
+
+SIGNATURES = {
+    "il_ggml_matmul": ([I32, P, P, P, I64, I64, I64, I32], I32),
+    "il_ggml_matmul_ref": ([I32, P, P, P, I64, I64, I64], I32),
+    "il_ggml_dequantize": ([I32, P, P, I64, I64, I32, I32], I32),
+}
+"""(type, x, w, y, M, K, N[, threads]) and (type, w, out, rows, K, reference, threads); each
+returns 0, or -1 for a type the C does not cover."""
+
+COVERED = frozenset({QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q5_K, QT.Q6_K})
+"""The block types the kernels decode."""
+
+MAX_ROWS = 16
+"""Input rows one decoded chunk of the weight serves (GB_MAX_ROWS in the C): up to here the
+codes are decoded once per call; past it the kernel decodes again per 16 rows."""
+
+
+def functions(lib: NativeLibrary):
+    """This family's C functions on `lib`, declared."""
+    return lib.functions("ggml_blocks", SIGNATURES)
+
+
+def _fns():
+    lib = loader.library()
+    return None if lib is None else functions(lib)
+
+
+def available() -> bool:
+    """Whether the native library runs here (`library.BUILD_ERROR` says why not)."""
+    return _fns() is not None
+
+
+def block_shape(qtype: QT) -> tuple[int, int]:
+    """(weights, bytes) of one block of `qtype`."""
+    return GGML_QUANT_SIZES[qtype]
+
+
+def row_bytes(qtype: QT, in_features: int) -> int:
+    """Bytes of one row of `in_features` weights (a multiple of the block's weights)."""
+    qk, nbytes = block_shape(qtype)
+    if in_features % qk:
+        raise ValueError(f"{qtype.name} rows hold whole blocks of {qk}, not {in_features}")
+    return in_features // qk * nbytes
+
+
+def takes(x: torch.Tensor, raw: torch.Tensor, qtype: QT) -> bool:
+    """Whether the kernel takes these operands: fp32 x and uint8 codes on the CPU, a covered
+    type (the library's presence is checked by the calls)."""
+    return (qtype in COVERED and x.device.type == "cpu" and x.dtype == torch.float32
+            and raw.device.type == "cpu" and raw.dtype == torch.uint8)
+
+
+def _check(rc: int, qtype: QT) -> None:
+    if rc:
+        raise ValueError(f"the native kernels do not take {qtype.name} (code {rc})")
+
+
+def matmul(x: torch.Tensor, raw: torch.Tensor, qtype: QT, out_features: int,
+           reference: bool = False, fns=None) -> torch.Tensor | None:
+    """x [M, K] fp32 · ŵᵀ -> y [M, out_features], `raw` the [out, row_bytes] block bytes
+    (contiguous); the scalar reference with `reference`. None where the kernel does not run
+    (no library, or `takes` says no). `fns`: a build's functions (`functions(lib)`), for
+    tests that run each instruction set; default this CPU's."""
+    fns = fns or _fns()
+    if fns is None or not takes(x, raw, qtype):
+        return None
+    x = x.contiguous()
+    (m, k), n = x.shape, out_features
+    if raw.numel() != n * row_bytes(qtype, k):
+        raise ValueError(f"{raw.numel()} bytes of {qtype.name} codes do not hold [{n}, {k}]")
+    y = torch.empty(m, n)
+    if reference:
+        rc = fns.il_ggml_matmul_ref(int(qtype), x.data_ptr(), raw.data_ptr(), y.data_ptr(),
+                                    m, k, n)
+    else:
+        rc = fns.il_ggml_matmul(int(qtype), x.data_ptr(), raw.data_ptr(), y.data_ptr(), m, k,
+                                n, torch.get_num_threads())
+    _check(rc, qtype)
+    return y
+
+
+def dequantize(raw: torch.Tensor, qtype: QT, rows: int, in_features: int,
+               reference: bool = False, fns=None) -> torch.Tensor | None:
+    """`rows` rows of block bytes (uint8, contiguous, on the CPU) -> fp32 [rows, in_features],
+    or None where the kernels do not run."""
+    fns = fns or _fns()
+    if fns is None or qtype not in COVERED or raw.device.type != "cpu":
+        return None
+    if raw.numel() != rows * row_bytes(qtype, in_features):
+        raise ValueError(f"{raw.numel()} bytes of {qtype.name} codes do not hold "
+                         f"[{rows}, {in_features}]")
+    out = torch.empty(rows, in_features)
+    _check(fns.il_ggml_dequantize(int(qtype), raw.data_ptr(), out.data_ptr(), rows,
+                                  in_features, int(reference), torch.get_num_threads()), qtype)
+    return out
