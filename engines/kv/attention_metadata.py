@@ -171,7 +171,13 @@ class PagedAttention:
             [meta.context_lens_host[i] for i in prefill],
         )
 
-    def __call__(self, q: torch.Tensor, layer: int, scale: float | None = None) -> torch.Tensor:
+    def __call__(self, q: torch.Tensor, layer: int, scale: float | None = None,
+                 window: int = 0, softcap: float = 0.0) -> torch.Tensor:
+        """Attention of q [T, H, D] in `layer`; `window` > 0 limits each query at position p to
+        the keys at p - window + 1 .. p (a sliding-window layer), `softcap` > 0 caps the
+        scores at c·tanh(s / c) (Gemma 2)."""
+        if softcap or (window and self.meta.max_context_len > window):
+            return windowed_attention(q, self.cache, layer, self.meta, scale, window, softcap)
         if self.native is not None:
             return self.native(q, layer, scale).to(q.dtype)
         if self.prefill is None:
@@ -186,6 +192,47 @@ class PagedAttention:
             q[rows], self.cache, layer, self.meta.block_tables[idx], starts, lens, scale=scale
         )
         return out
+
+
+def windowed_attention(q: torch.Tensor, cache: PagedKVCache, layer: int,
+                       meta: AttentionMetadata, scale: float | None, window: int,
+                       softcap: float) -> torch.Tensor:
+    """Attention with a sliding window and / or soft-capped scores, sequence by sequence:
+    each sequence's keys from the first one its earliest query sees are gathered through its
+    block table and masked (causal, and within `window` of each query). The reference path;
+    a window the context has not outgrown takes the paged kernels instead."""
+    out = torch.empty_like(q)
+    bs, start = cache.block_size, 0
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    positions = meta.positions.to(q.device)
+    for i, n_q in enumerate(meta.query_lens):
+        rows = slice(start, start + n_q)
+        start += n_q
+        ctx = meta.context_lens_host[i]
+        q_pos = positions[rows]
+        first = max(0, int(q_pos.min()) - window + 1) if window else 0
+        first_block = first // bs
+        n_blocks = -(-ctx // bs) - first_block
+        blocks = meta.block_tables[i, first_block:first_block + n_blocks]
+        k, v = cache.gather(layer, cache.block_rows(blocks))
+        k = k.reshape(cache.n_kv_heads, -1, cache.d_head)[:, first - first_block * bs:
+                                                         ctx - first_block * bs].float()
+        v = v.reshape(cache.n_kv_heads, -1, cache.d_head)[:, first - first_block * bs:
+                                                         ctx - first_block * bs].float()
+        k_pos = torch.arange(first, ctx, device=q.device)
+        allowed = k_pos[None, :] <= q_pos[:, None]
+        if window:
+            allowed &= k_pos[None, :] > q_pos[:, None] - window
+        group = q.shape[1] // cache.n_kv_heads
+        qh = q[rows].float().transpose(0, 1)  # [H, n_q, D]
+        kh = k.repeat_interleave(group, dim=0)
+        vh = v.repeat_interleave(group, dim=0)
+        scores = qh @ kh.transpose(1, 2) * scale
+        if softcap:
+            scores = softcap * torch.tanh(scores / softcap)
+        scores = scores.masked_fill(~allowed[None], float("-inf"))
+        out[rows] = (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).to(q.dtype)
+    return out
 
 
 def paged_attention(

@@ -228,7 +228,8 @@ _KIND_NAMES = {"full_attention": "full", "sliding_attention": "sliding",
 def _layer_kinds(read: _Reader, model_type: str, n_layers: int) -> dict[str, Any]:
     """layer_types and sliding_window: the config's `layer_types` where it has them, else
     derived as transformers derives them per family."""
-    window = read.get("sliding_window", field="max_position", default=0)
+    window = read.get("sliding_window", field="max_position", default=0) \
+        if read.d.get("sliding_window") != 0 else 0
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe") and not read.flag(
             "use_sliding_window", False):
         window = 0
@@ -334,7 +335,10 @@ def _experts(read: _Reader, model_type: str, n_layers: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "n_experts": experts,
         "n_experts_active": n("num_experts_per_tok", 0, int, 1, experts),
-        "expert_d_ff": read.get("moe_intermediate_size", "intermediate_size", field="d_ff"),
+        # Mixtral and OLMoE size their experts by intermediate_size (they have no dense MLP)
+        "expert_d_ff": read.get("intermediate_size", field="d_ff")
+        if model_type in ("mixtral", "olmoe") else
+        read.get("moe_intermediate_size", "intermediate_size", field="d_ff"),
         "norm_topk": read.flag("norm_topk_prob", model_type in ("mixtral", "deepseek_v3",
                                                                 "kimi_k2", "gpt_oss")),
     }

@@ -1,4 +1,4 @@
-"""Load a Hugging Face Llama folder: `config.json`, `*.safetensors`, `tokenizer.json`.
+"""Load a Hugging Face model folder of any family the decoder runs: `config.json`, `*.safetensors`, `tokenizer.json`.
 
 Weights are read only from safetensors files (plain tensors, no code). Pickle-based
 checkpoints (`pytorch_model.bin`, `*.pt`, ...) can run arbitrary code when loaded, so a folder
@@ -25,10 +25,9 @@ from inferlab.engines.model.config import (
 )
 from inferlab.engines.model.errors import ModelLoadError
 from inferlab.engines.model.hf_config import model_config_from_hf
-from inferlab.engines.model.llama import Llama, check_weight_shapes
+from inferlab.engines.model.llama import Llama, check_runs, check_weight_shapes
 from inferlab.engines.model.tokenizer import Tokenizer
 
-LLAMA_MODEL_TYPES = ("llama",)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
@@ -41,28 +40,18 @@ def read_json_object(path: Path) -> dict:
 
 
 def hf_config(folder: Path) -> tuple[ModelConfig, dict]:
-    """(ModelConfig, raw config.json) of a Llama folder; other architectures are refused."""
+    """(ModelConfig, raw config.json) of a model folder; a family the decoder does not run is
+    refused by name."""
     path = folder / "config.json"
     if not path.is_file():
         raise ModelLoadError(f"{folder}: no config.json (not a Hugging Face model folder)")
     raw = read_json_object(path)
-    model_type = raw.get("model_type")
-    if not isinstance(model_type, str) or model_type not in LLAMA_MODEL_TYPES:
-        arch = raw.get("architectures")
-        arch = arch[0] if isinstance(arch, list) and arch else model_type
-        raise ModelLoadError(f"{path}: architecture {show(arch)} (model_type {show(model_type)}) "
-                             f"is not supported (Llama-family only: {', '.join(LLAMA_MODEL_TYPES)})")
-    for flag in ("attention_bias", "mlp_bias"):
-        if raw.get(flag):
-            raise ModelLoadError(f"{path}: {flag} is true; biases are not supported")
-    scaling = raw.get("rope_scaling") or {}
-    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
-    if kind is not None and kind != "default":
-        raise ModelLoadError(f"{path}: RoPE scaling {show(kind)} is not supported")
     try:
-        return model_config_from_hf(raw, id=folder.name or "hf-model", source=str(path)), raw
+        config = model_config_from_hf(raw, id=folder.name or "hf-model", source=str(path))
     except ConfigError as e:
         raise ModelLoadError(str(e)) from None
+    check_runs(config, str(path))
+    return config, raw
 
 
 def hf_state_dict(folder: Path, config: ModelConfig | None = None) -> dict[str, torch.Tensor]:

@@ -1,9 +1,18 @@
-"""A Llama-family decoder in torch that reads and writes a paged KV cache.
+"""The decoder in torch, configured by a model description, reading and writing a paged KV cache.
 
-Per layer (pre-norm, residual):
+Per layer (pre-norm, residual), for every family the description names (`ModelConfig`):
 
-    h = x + W_o · attn(rope(W_q · rms(x)), rope(W_k · rms(x)), W_v · rms(x))
-    y = h + W_down · (silu(W_gate · rms(h)) * (W_up · rms(h)))
+    h = x + post(W_o · attn(rope(qk_norm(W_q · rms(x) + b_q)), rope(qk_norm(W_k · rms(x) + b_k)),
+                             W_v · rms(x) + b_v))
+    y = h + post(MLP(rms(h)))      MLP: W_down · (act(W_gate ·) * (W_up ·)), act SiLU or tanh
+                                   GELU; or a Mixture-of-Experts block (`moe.py`)
+
+Biases (Qwen 2), q/k-norms (Qwen 3, Gemma 3, OLMoE), the `post` norms (Gemma 2/3) and the
+experts are there only where the family has them. Gemma's x·(1 + w) norms are held as
+w' = 1 + w (folded at load), so every norm is x · rsqrt(mean(x²) + eps) · w'. A layer is
+global or attends over a sliding window of its last W tokens, with RoPE tables per layer kind
+(Gemma 3: base 10⁶ global, 10⁴ local). Embeddings are scaled by `embed_scale` (Gemma: √d),
+logits soft-capped where configured.
 
 with rms(x) = x / sqrt(mean(x²) + eps) * w, grouped-query attention (n_heads query heads share
 n_kv_heads K/V heads: MHA, GQA or MQA) and RoPE (`rope.py`). Q, K and V are one fused matrix,
@@ -21,8 +30,10 @@ one call (`engines.kernels.decoder`: the same kernels, bit for bit, without a Py
 `forward_with` runs tokens at caller-given positions through caller-given attention (token
 trees: a tree mask over the paged cache).
 
-Weights come in as a state dict with Hugging Face's Llama names (`model.layers.0.self_attn.
-q_proj.weight`, ...), whatever file they were read from.
+Weights come in as a state dict with the family's Hugging Face names
+(`engines.model.checkpoint_names`), whatever file they were read from. A plain Llama layout
+(the description asks for nothing else) runs the fused native paths described above; the
+others run the per-op path, its linears on whichever kernels their weights have.
 """
 
 from __future__ import annotations
@@ -38,10 +49,17 @@ from inferlab.engines.kernels.decoder import DecoderPlan
 from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
 from inferlab.engines.kv.cache import PagedKVCache
 from inferlab.engines.kv.paged_attention import sdpa_gqa
+from inferlab.engines.model import moe as moe_block
+from inferlab.engines.model.checkpoint_names import (
+    attention_names,
+    hf_weight_shapes,
+    mlp_names,
+    norm_names,
+)
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.model.errors import ModelLoadError
 from inferlab.engines.model.linear import Linear
-from inferlab.engines.model.rope import RopeTables, apply_rope
+from inferlab.engines.model.rope import RopeTables, apply_rope, scaled_inv_freq
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -65,41 +83,36 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}") from None
 
 
-def hf_weight_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a Llama checkpoint holds, by its Hugging Face name, with its shape."""
-    d, q_dim, kv_dim = cfg.d_model, cfg.n_heads * cfg.d_head, cfg.n_kv_heads * cfg.d_head
-    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (cfg.vocab_size, d),
-                                          "model.norm.weight": (d,)}
-    for i in range(cfg.n_layers):
-        p = f"model.layers.{i}."
-        shapes |= {
-            p + "input_layernorm.weight": (d,),
-            p + "self_attn.q_proj.weight": (q_dim, d),
-            p + "self_attn.k_proj.weight": (kv_dim, d),
-            p + "self_attn.v_proj.weight": (kv_dim, d),
-            p + "self_attn.o_proj.weight": (d, q_dim),
-            p + "post_attention_layernorm.weight": (d,),
-            p + "mlp.gate_proj.weight": (cfg.d_ff, d),
-            p + "mlp.up_proj.weight": (cfg.d_ff, d),
-            p + "mlp.down_proj.weight": (d, cfg.d_ff),
-        }
-    if not cfg.tie_embeddings:
-        shapes["lm_head.weight"] = (cfg.vocab_size, d)
-    return shapes
+RUNNABLE_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3",
+                     "qwen2_moe", "qwen3_moe", "mixtral", "olmoe")
+
+
+def check_runs(cfg: ModelConfig, origin: str = "") -> None:
+    """ModelLoadError unless this decoder runs `cfg` exactly (a family it knows, an MLP with a
+    gate, full RoPE of an even head width, no MLA)."""
+    where = f"{origin or cfg.id}: "
+    if cfg.family not in RUNNABLE_FAMILIES:
+        raise ModelLoadError(f"{where}architecture {cfg.family!r} is not supported by the "
+                             f"decoder (it runs {', '.join(RUNNABLE_FAMILIES)})")
+    if cfg.mlp_kind == "gelu":
+        raise ModelLoadError(f"{where}a gelu MLP without a gate is not supported")
+    if cfg.is_mla or cfg.router != "softmax":
+        raise ModelLoadError(f"{where}MLA attention and sigmoid routing are not supported")
+    if cfg.d_head % 2:
+        raise ModelLoadError(f"{where}head width d_head {cfg.d_head} is odd; RoPE needs an even "
+                             "one")
+    if "chunked" in cfg.layer_types:
+        raise ModelLoadError(f"{where}chunked attention layers are not supported")
 
 
 def check_weight_shapes(cfg: ModelConfig, shapes: Mapping[str, tuple[int, ...]],
                         origin: str = "") -> None:
     """Raise ModelLoadError unless `shapes` (tensor name -> shape, e.g. read from a file's
     header) holds every tensor `cfg` needs with the shape it needs, and `cfg` is a decoder this
-    module runs (SwiGLU MLP, even head width for RoPE). Extra tensors are ignored. `origin`
-    (a path) starts the message. Loaders call this before reading any weight."""
+    module runs (`check_runs`). Extra tensors are ignored. `origin` (a path) starts the
+    message. Loaders call this before reading any weight."""
     where = f"{origin or cfg.id}: "
-    if cfg.mlp_kind != "swiglu":
-        raise ModelLoadError(f"{where}a {cfg.mlp_kind} MLP is not Llama-family")
-    if cfg.d_head % 2:
-        raise ModelLoadError(f"{where}head width d_head {cfg.d_head} is odd; RoPE needs an even "
-                             "one")
+    check_runs(cfg, origin)
     for name, shape in hf_weight_shapes(cfg).items():
         if name not in shapes:
             raise ModelLoadError(f"{where}missing tensor {name!r}")
@@ -108,17 +121,70 @@ def check_weight_shapes(cfg: ModelConfig, shapes: Mapping[str, tuple[int, ...]],
             raise ModelLoadError(f"{where}tensor {name!r} has shape {got}, expected {shape}")
 
 
+def is_llama_layout(cfg: ModelConfig) -> bool:
+    """Whether `cfg` asks for nothing beyond a Llama layer (then the fused native paths run):
+    no biases, q/k-norms, post-norms, experts, soft-caps or scalars, SwiGLU, one RoPE table."""
+    return (cfg.mlp_kind == "swiglu" and not cfg.qkv_bias and not cfg.qk_norm
+            and not cfg.post_norms and not cfg.is_moe and cfg.embed_scale == 1.0
+            and cfg.attn_scale in (0.0, cfg.d_head ** -0.5) and not cfg.attn_softcap
+            and not cfg.final_softcap and not (cfg.layer_types and cfg.rope_local_theta))
+
+
 @dataclass
 class LayerWeights:
-    """One decoder layer: norms [d]; linears qkv ((H+2·Hkv)·d_head out), o, gate_up (2·d_ff
-    out: gate rows first), down."""
+    """One decoder layer: norms [d] (fp32, any (1 + w) folded in); linears qkv
+    ((H+2·Hkv)·d_head out), o, gate_up (2·d_ff out: gate rows first), down — or, in a MoE
+    layer, `moe` and gate_up = down = None. The optional parts are None where the family has
+    none: qkv_bias [(H+2·Hkv)·d_head], q_norm / k_norm ([d_head] per head, or the whole
+    projection's), post_attn_norm / post_mlp_norm (Gemma). `window`: the sliding window in
+    tokens, 0 for a global layer."""
 
     attn_norm: torch.Tensor
-    qkv: Linear
-    o: Linear
+    qkv: object
+    o: object
     mlp_norm: torch.Tensor
-    gate_up: Linear
-    down: Linear
+    gate_up: object | None
+    down: object | None
+    qkv_bias: torch.Tensor | None = None
+    q_norm: torch.Tensor | None = None
+    k_norm: torch.Tensor | None = None
+    post_attn_norm: torch.Tensor | None = None
+    post_mlp_norm: torch.Tensor | None = None
+    moe: moe_block.MoEWeights | None = None
+    window: int = 0
+
+
+def _layer_weights(cfg: ModelConfig, i: int, w, norm, vec, linear, cat) -> LayerWeights:
+    """Layer `i` from the family's checkpoint names (`checkpoint_names`): `w(name)` a weight
+    at the model's dtype, `norm(name)` an fp32 norm, `vec(name)` an fp32 vector (a bias),
+    `linear(t)` / `cat(*names)` a Linear."""
+    norms = {role: norm(name) for role, name in norm_names(cfg, i).items()}
+    attn = {role: name for role, (name, _) in attention_names(cfg, i).items()}
+    qkv = linear(w(attn["qkv"])) if "qkv" in attn else cat(attn["q"], attn["k"], attn["v"])
+    bias = torch.cat([vec(attn[r]) for r in ("q_bias", "k_bias", "v_bias")]) \
+        if cfg.qkv_bias else None
+    qk = {r: norm(attn[r]) for r in ("q_norm", "k_norm") if r in attn}
+    mlp = {role: name for role, (name, _) in mlp_names(cfg, i).items()}
+    dense_up = moe = None
+    if not cfg.is_moe_layer(i):
+        dense_up = linear(w(mlp["gate_up"])) if "gate_up" in mlp else cat(mlp["gate"], mlp["up"])
+        down = linear(w(mlp["down"]))
+    else:
+        experts = [moe_block.ExpertWeights(cat(mlp[f"expert.{e}.gate"], mlp[f"expert.{e}.up"]),
+                                           linear(w(mlp[f"expert.{e}.down"])))
+                   for e in range(cfg.n_experts)]
+        shared = moe_block.ExpertWeights(cat(mlp["shared.gate"], mlp["shared.up"]),
+                                         linear(w(mlp["shared.down"]))) \
+            if "shared.gate" in mlp else None
+        gate = linear(w(mlp["shared_gate"])) if "shared_gate" in mlp else None
+        moe = moe_block.MoEWeights(linear(w(mlp["router"])), experts, shared, gate)
+        down = None
+    return LayerWeights(attn_norm=norms["attn_norm"], qkv=qkv, o=linear(w(attn["o"])),
+                        mlp_norm=norms["mlp_norm"], gate_up=dense_up, down=down, qkv_bias=bias,
+                        q_norm=qk.get("q_norm"), k_norm=qk.get("k_norm"),
+                        post_attn_norm=norms.get("post_attn_norm"),
+                        post_mlp_norm=norms.get("post_mlp_norm"), moe=moe,
+                        window=cfg.layer_window(i))
 
 
 def held_bytes(item) -> int:
@@ -151,8 +217,7 @@ class Llama:
         """`lm_head` None ties it to `embed` (the embedding is then read through its layout).
         `kernels`: the path ("native", "torch"; None or "auto": the process default) the
         layers were built for."""
-        if config.mlp_kind != "swiglu":
-            raise ModelLoadError(f"{config.id}: a {config.mlp_kind} MLP is not Llama-family")
+        check_runs(config)
         self.config = config
         self.kernel_path = resolve(kernels)
         self.tied = lm_head is None
@@ -162,13 +227,15 @@ class Llama:
         self.final_norm = final_norm
         self.dtype = embed.dtype
         self.device = embed.device
-        self.rope = RopeTables(config.d_head, config.max_position, config.rope_theta,
-                               self.dtype, self.device)
-        self.scale = config.d_head ** -0.5
+        self.ropes = self.rope_tables(self.dtype)
+        self.scale = config.attn_scale or config.d_head ** -0.5
         self._q_dim = config.n_heads * config.d_head
         self._qk_heads = config.n_heads + config.n_kv_heads
+        self.llama_layout = is_llama_layout(config)
+        """Whether the fused native paths apply (`is_llama_layout`)."""
         # the small ops between the matmuls fused on the native library (fp32 on the CPU)
-        self.glue = fused.for_model(self.kernel_path, self.device, self.dtype, config.d_head)
+        self.glue = fused.for_model(self.kernel_path, self.device, self.dtype, config.d_head) \
+            if self.llama_layout else None
         self.one_call_per_step = True
         """Whether a step the native decoder can run goes through it (every layer in one call,
         `engines.kernels.decoder`); False keeps the per-op path (the bench compares them)."""
@@ -190,33 +257,33 @@ class Llama:
         where = f"{origin or config.id}: "
         dt, dev, path = resolve_dtype(dtype), torch.device(device), resolve(kernels)
         check_weight_shapes(config, {n: tuple(t.shape) for n, t in weights.items()}, origin)
-        for name in hf_weight_shapes(config):
-            if not bool(torch.isfinite(weights[name]).all()):
+
+        def tensor(name: str) -> torch.Tensor:
+            """Tensor `name` as the file holds it (a lazy one read now), checked finite."""
+            t = weights[name]
+            t = t.to_torch() if hasattr(t, "to_torch") else t
+            if not bool(torch.isfinite(t).all()):
                 raise ModelLoadError(f"{where}tensor {name!r} holds NaN or infinite values")
+            return t
 
         def w(name: str) -> torch.Tensor:
-            return weights[name].to(device=dev, dtype=dt).contiguous()
+            return tensor(name).to(device=dev, dtype=dt).contiguous()
 
-        def norm(name: str) -> torch.Tensor:  # norms run in fp32 (see `_layers`)
-            return weights[name].to(device=dev, dtype=torch.float32).contiguous()
+        def norm(name: str) -> torch.Tensor:  # norms run in fp32, any (1 + w) folded in
+            t = tensor(name).to(device=dev, dtype=torch.float32)
+            return (t + config.norm_offset).contiguous() if config.norm_offset else t.contiguous()
+
+        def vec(name: str) -> torch.Tensor:
+            return tensor(name).to(device=dev, dtype=torch.float32).contiguous()
 
         def linear(weight: torch.Tensor) -> Linear:
             return Linear(weight, kernels=path)
 
         def cat(*names: str) -> Linear:
-            return linear(torch.cat([weights[n].to(device=dev, dtype=dt) for n in names]))
+            return linear(torch.cat([w(n) for n in names]))
 
-        layers = []
-        for i in range(config.n_layers):
-            p = f"model.layers.{i}."
-            layers.append(LayerWeights(
-                attn_norm=norm(p + "input_layernorm.weight"),
-                qkv=cat(*(p + f"self_attn.{n}_proj.weight" for n in "qkv")),
-                o=linear(w(p + "self_attn.o_proj.weight")),
-                mlp_norm=norm(p + "post_attention_layernorm.weight"),
-                gate_up=cat(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"),
-                down=linear(w(p + "mlp.down_proj.weight")),
-            ))
+        layers = [_layer_weights(config, i, w, norm, vec, linear, cat)
+                  for i in range(config.n_layers)]
         lm_head = None if config.tie_embeddings else linear(w("lm_head.weight"))
         return cls(config, w("model.embed_tokens.weight"), layers, norm("model.norm.weight"),
                    lm_head, kernels=path)
@@ -229,7 +296,11 @@ class Llama:
         if not self.tied:
             items.append(self.lm_head)
         for lw in self.layers:
-            items += [lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm, lw.gate_up, lw.down]
+            items += [t for t in (lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm, lw.gate_up, lw.down,
+                                  lw.qkv_bias, lw.q_norm, lw.k_norm, lw.post_attn_norm,
+                                  lw.post_mlp_norm) if t is not None]
+            if lw.moe is not None:
+                items += lw.moe.linears()
         return items
 
     @property
@@ -267,22 +338,24 @@ class Llama:
                              f"{meta.n_tokens}")
         token_ids = token_ids.to(self.device)
         positions = meta.positions if positions is None else positions
-        cos, sin = self.rope.at(positions.to(self.device))
-        slots, scale = meta.slot_mapping, self.scale
+        rope = self._rope_at(positions.to(self.device))
+        cos, sin = rope["full"]
+        slots, scale, softcap = meta.slot_mapping, self.scale, self.config.attn_softcap
+        layers = self.layers
 
         paged = PagedAttention(meta, cache, self.kernel_path)
 
         def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
-            return paged(q, layer, scale)
+            return paged(q, layer, scale, layers[layer].window, softcap)
 
-        x = self._decoder_layers(token_ids, cos, sin, slots, paged, cache)
+        x = self._decoder_layers(token_ids, cos, sin, slots, paged, cache, meta)
         if x is None:
             write = self._native_write(cache, slots)
             if write is None:
                 def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
                     cache.write(layer, slots, k, v)
 
-            x = self._layers(self.embed[token_ids], cos, sin, attend, write)
+            x = self._layers(self.embed_rows(token_ids), rope, attend, write)
         if logits_index is None:
             x = x[meta.query_start_loc[1:].to(device=self.device, dtype=torch.int64) - 1]
         elif not isinstance(logits_index, str):
@@ -292,8 +365,8 @@ class Llama:
         return self.head_logits(x)
 
     def _decoder_layers(self, token_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                        slots: torch.Tensor, paged: PagedAttention, cache: PagedKVCache
-                        ) -> torch.Tensor | None:
+                        slots: torch.Tensor, paged: PagedAttention, cache: PagedKVCache,
+                        meta: AttentionMetadata) -> torch.Tensor | None:
         """The residual stream after every layer, run in one native call, or None where that
         does not apply (the per-op path runs): it needs the fused ops, attention read in place
         (`paged.native`), an fp32, INT8 or FP8 E4M3 cache on the CPU and every linear on a native
@@ -301,6 +374,8 @@ class Llama:
         glue, n = self.glue, token_ids.shape[0]
         if glue is None or not self.one_call_per_step or paged.native is None:
             return None
+        if any(lw.window and meta.max_context_len > lw.window for lw in self.layers):
+            return None  # a window the context outgrew: the per-op path masks it
         view = cache.native_view()
         if view is None:
             return None
@@ -312,7 +387,7 @@ class Llama:
         if not (view.kv.is_contiguous() and (view.scales is None or view.scales.is_contiguous())):
             return None
         slots64 = glue.checked_slots(slots, view.n_slots)
-        x = self.embed[token_ids].float().contiguous()
+        x = self.embed_rows(token_ids).float().contiguous()
         return plan.run(x, cos.contiguous(), sin.contiguous(), slots64, paged.native, view)
 
     def _native_write(self, cache: PagedKVCache, slots: torch.Tensor):
@@ -335,8 +410,8 @@ class Llama:
         if positions.shape != token_ids.shape or token_ids.dim() != 1:
             raise ValueError(f"token_ids {tuple(token_ids.shape)} and positions "
                              f"{tuple(positions.shape)} must be two 1-d tensors of one length")
-        cos, sin = self.rope.at(positions.to(self.device))
-        x = self._layers(self.embed[token_ids.to(self.device)], cos, sin, attend, write)
+        rope = self._rope_at(positions.to(self.device))
+        x = self._layers(self.embed_rows(token_ids.to(self.device)), rope, attend, write)
         if isinstance(logits_index, str):
             if logits_index != "all":
                 raise ValueError(f"logits_index must be a tensor or 'all', got {logits_index!r}")
@@ -350,7 +425,7 @@ class Llama:
 
         Returns fp32 logits [T, vocab] if `all_logits`, else the last token's [1, vocab].
         """
-        x = self.layers_nocache(self.embed[token_ids.to(self.device)])
+        x = self.layers_nocache(self.embed_rows(token_ids.to(self.device)))
         return self.head_logits(x if all_logits else x[-1:])
 
     @torch.inference_mode()
@@ -359,41 +434,62 @@ class Llama:
         (positions 0..T-1, causal, no cache): the residual stream after the last layer, fp32.
         `x` is left as it was (a self-draft's search resumes from a layer's input)."""
         n = x.shape[0]
-        cos, sin = self.rope.at(torch.arange(n, device=self.device))
+        rope = self._rope_at(torch.arange(n, device=self.device))
         kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        softcap = self.config.attn_softcap
 
         def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
             kv[layer] = (k, v)
 
         def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
             k, v = kv.pop(layer)
-            out = sdpa_gqa(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                           is_causal=True, scale=self.scale)
-            return out.transpose(0, 1)
+            window = self.layers[layer].window
+            if not softcap and not (window and n > window):
+                out = sdpa_gqa(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                               is_causal=True, scale=self.scale)
+                return out.transpose(0, 1)
+            return _masked_attention(q, k, v, self.scale, window, softcap)
 
-        return self._layers(x.clone(), cos, sin, attend, write)
+        return self._layers(x.clone(), rope, attend, write)
 
-    def _layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend, write
-                ) -> torch.Tensor:
+    def _layers(self, x: torch.Tensor, rope: dict, attend, write) -> torch.Tensor:
         if self.glue is not None and x.dtype == torch.float32:
+            cos, sin = rope["full"]
             return self._layers_fused(x, cos, sin, attend, write)
         c = self.config
-        n, eps, d_head, d_ff = x.shape[0], c.norm_eps, c.d_head, c.d_ff
-        q_dim, qk_heads, d_model = self._q_dim, self._qk_heads, c.d_model
+        n, eps, d_head = x.shape[0], c.norm_eps, c.d_head
+        q_dim, kv_dim, d_model = self._q_dim, c.n_kv_heads * d_head, c.d_model
         dt = self.dtype
         x = x.float()  # the residual stream and the norms stay fp32 whatever the weights
         for i, lw in enumerate(self.layers):
             h = rms_norm(x, (d_model,), lw.attn_norm, eps).to(dt)
             qkv = lw.qkv(h)
-            qk = apply_rope(qkv[:, : qk_heads * d_head].view(n, qk_heads, d_head), cos, sin)
-            q, k = qk[:, : c.n_heads], qk[:, c.n_heads:]
-            v = qkv[:, qk_heads * d_head:].view(n, c.n_kv_heads, d_head)
-            write(i, k, v)
-            o = attend(q, i).reshape(n, q_dim)
-            x = x + lw.o(o)
+            if lw.qkv_bias is not None:
+                qkv = qkv + lw.qkv_bias.to(qkv.dtype)
+            q, k, v = qkv[:, :q_dim], qkv[:, q_dim:q_dim + kv_dim], qkv[:, q_dim + kv_dim:]
+            if c.qk_norm == "full":  # OLMoE: over the whole projection, before the heads split
+                q = rms_norm(q.float(), (q_dim,), lw.q_norm, eps).to(dt)
+                k = rms_norm(k.float(), (kv_dim,), lw.k_norm, eps).to(dt)
+            q = q.reshape(n, c.n_heads, d_head)
+            k = k.reshape(n, c.n_kv_heads, d_head)
+            if c.qk_norm == "head":
+                q = rms_norm(q.float(), (d_head,), lw.q_norm, eps).to(dt)
+                k = rms_norm(k.float(), (d_head,), lw.k_norm, eps).to(dt)
+            cos, sin = rope["sliding" if lw.window else "full"]
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            write(i, k, v.reshape(n, c.n_kv_heads, d_head))
+            a = lw.o(attend(q, i).reshape(n, q_dim)).float()
+            if lw.post_attn_norm is not None:
+                a = rms_norm(a, (d_model,), lw.post_attn_norm, eps)
+            x = x + a
             h = rms_norm(x, (d_model,), lw.mlp_norm, eps).to(dt)
-            gu = lw.gate_up(h)
-            x = x + lw.down(F.silu(gu[:, :d_ff]) * gu[:, d_ff:])
+            if lw.moe is not None:
+                m = moe_block.forward_grouped(c, lw.moe, h)
+            else:
+                m = lw.down(moe_block.gated(lw.gate_up(h), c.mlp_kind)).float()
+            if lw.post_mlp_norm is not None:
+                m = rms_norm(m, (d_model,), lw.post_mlp_norm, eps)
+            x = x + m
         return x
 
     def _layers_fused(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend,
@@ -421,6 +517,63 @@ class Llama:
         return x.add_(residual) if residual is not None else x
 
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """The final norm and the lm_head over hidden states [T, d_model]: fp32 logits."""
+        """The final norm and the lm_head over hidden states [T, d_model]: fp32 logits,
+        soft-capped where the family caps them."""
         x = rms_norm(x, (self.config.d_model,), self.final_norm, self.config.norm_eps)
-        return self.lm_head(x.to(self.dtype)).float()
+        logits = self.lm_head(x.to(self.dtype)).float()
+        cap = self.config.final_softcap
+        return cap * torch.tanh(logits / cap) if cap else logits
+
+    def embed_rows(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """The embeddings of `token_ids`, times the family's scale (Gemma: √d_model, rounded to
+        the model's dtype as Gemma rounds it)."""
+        x = self.embed[token_ids]
+        scale = self.config.embed_scale
+        if scale == 1.0:
+            return x
+        return x * torch.tensor(scale, dtype=x.dtype if x.is_floating_point() else
+                                torch.float32)
+
+    def rope_tables(self, dtype: torch.dtype) -> dict[str, RopeTables]:
+        """RoPE tables per layer kind, "full" and "sliding" (one object where they agree)."""
+        c = self.config
+        inv, factor = scaled_inv_freq(c, c.rope_theta)
+        full = RopeTables(c.d_head, c.max_position, c.rope_theta, dtype, self.device, inv,
+                          factor)
+        if not c.layer_types or (not c.rope_local_theta and c.rope_local_scaling):
+            return {"full": full, "sliding": full}
+        theta = c.rope_local_theta or c.rope_theta
+        inv, factor = scaled_inv_freq(c, theta, c.rope_local_scaling)
+        return {"full": full, "sliding": RopeTables(c.d_head, c.max_position, theta, dtype,
+                                                    self.device, inv, factor)}
+
+    @property
+    def rope(self) -> RopeTables:
+        """The global layers' RoPE tables."""
+        return self.ropes["full"]
+
+    def _rope_at(self, positions: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        full = self.ropes["full"].at(positions)
+        if self.ropes["sliding"] is self.ropes["full"]:
+            return {"full": full, "sliding": full}
+        return {"full": full, "sliding": self.ropes["sliding"].at(positions)}
+
+
+def _masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                      window: int, softcap: float) -> torch.Tensor:
+    """Causal attention of one whole sequence (q [T, H, D], k / v [T, Hkv, D]) within
+    `window` tokens of each query (0: every earlier one), scores soft-capped where `softcap`."""
+    n = q.shape[0]
+    pos = torch.arange(n, device=q.device)
+    allowed = pos[None, :] <= pos[:, None]
+    if window:
+        allowed &= pos[None, :] > pos[:, None] - window
+    group = q.shape[1] // k.shape[1]
+    qh = q.float().transpose(0, 1)
+    kh = k.float().transpose(0, 1).repeat_interleave(group, dim=0)
+    vh = v.float().transpose(0, 1).repeat_interleave(group, dim=0)
+    scores = qh @ kh.transpose(1, 2) * scale
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    scores = scores.masked_fill(~allowed[None], float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).to(q.dtype)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from inferlab.engines.model.checkpoint_names import hf_weight_shapes
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.model.llama import Llama, hf_weight_shapes
+from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.tokenizer import Tokenizer
 
 TINY_SEED = 0

@@ -39,7 +39,6 @@ from inferlab.engines.kernels import lowbit
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import Llama
-from inferlab.engines.model.rope import RopeTables
 from inferlab.engines.quant.affine import quantize_uniform
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.fp8 import decode_fp8
@@ -298,12 +297,7 @@ def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
                              for w in LINEARS})
                   for lw in model.layers]
     out.final_norm = model.final_norm.clone()
-    if model.dtype == torch.float32:
-        out.rope = copy.deepcopy(model.rope)
-    else:
-        c = model.config
-        out.rope = RopeTables(c.d_head, c.max_position, c.rope_theta, torch.float32,
-                              model.device)
+    out.ropes = model.rope_tables(torch.float32)
     if lm_head_bits is None:
         out.lm_head = Linear(model.lm_head.weight.float().clone(), kernels=model.kernel_path)
         out.embed = out.lm_head.weight if model.tied else model.embed.float().clone()

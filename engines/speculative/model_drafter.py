@@ -154,9 +154,11 @@ class ModelDrafter:
 
 def sub_model(target: Llama, layers: list, tag: str, what: str) -> Llama:
     """`layers` (the target's own, in order), then its final norm and head: nothing copied."""
-    config = dataclasses.replace(target.config, n_layers=len(layers),
-                                 id=f"{target.config.id}-{tag}",
-                                 name=f"{target.config.name}, {what}")
+    c = target.config
+    kinds = tuple("sliding" if lw.window else "full" for lw in layers) if c.layer_types else ()
+    dense = tuple(i for i, lw in enumerate(layers) if lw.moe is None) if c.is_moe else ()
+    config = dataclasses.replace(c, n_layers=len(layers), layer_types=kinds, dense_layers=dense,
+                                 id=f"{c.id}-{tag}", name=f"{c.name}, {what}")
     return Llama(config, target.embed, layers, target.final_norm, target.lm_head,
                  kernels=target.kernel_path)
 

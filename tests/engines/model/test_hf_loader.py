@@ -73,9 +73,12 @@ def test_config_not_json(tmp_path):
 
 @pytest.mark.parametrize("overrides, message", [
     ({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]},
-     "architecture 'GPT2LMHeadModel' .* not supported"),
-    ({"attention_bias": True}, "attention_bias is true"),
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "RoPE scaling 'llama3'"),
+     "architecture 'gpt2' is not supported"),
+    ({"model_type": "mamba"}, "model_type 'mamba' is not supported"),
+    ({"attention_bias": True}, "missing tensor 'model.layers.0.self_attn.q_proj.bias'"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+     "'original_max_position_embeddings' must be an integer"),
+    ({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}}, "RoPE scaling 'longrope'"),
     ({"num_hidden_layers": 3}, "missing tensor 'model.layers.2.input_layernorm.weight'"),
     ({"intermediate_size": 100}, "mlp.gate_proj.weight' has shape"),
 ])
