@@ -1,12 +1,13 @@
-"""Byte-level BPE tokenizers (GPT-2 style) built with the `tokenizers` package, plus chat templates.
+"""Tokenizers built with the `tokenizers` package: byte-level BPE (GPT-2 style) and
+SentencePiece-style BPE (Llama 2, Gemma), plus the ChatML recogniser.
 
-Three sources: a GGUF file's vocabulary and merges (`tokenizer.ggml.*` metadata), a Hugging
-Face `tokenizer.json`, or plain bytes (256 tokens, no merges: the tiny test model's).
+Sources: a GGUF file's vocabulary (`gguf_tokenizer.py` reads the `tokenizer.ggml.*` metadata
+and calls the constructors here), a Hugging Face `tokenizer.json`, or plain bytes (256 tokens,
+no merges: the tiny test model's).
 
-Chat templates are implemented here, never evaluated: a template file is Jinja, and running
-it would mean executing text from a model file. We recognise ChatML (the `<|im_start|>` /
-`<|im_end|>` format SmolLM2 and Qwen use) by its markers and read the default system prompt
-out of the template as a plain string literal; anything else has no template (use raw mode).
+`chat_template_from_jinja` only recognises ChatML by its markers and never runs the template;
+`chat_template.py` renders a model's own Jinja template in a sandbox and supersedes it
+(`from_hf_folder` still uses the recogniser until its tests move).
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
 from inferlab.engines.model.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from inferlab.engines.model.chat_template import JinjaChatTemplate
 
 # llama.cpp's Llama 3 pre-tokenizer regex ("llama-bpe"), split before the byte mapping.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
@@ -43,6 +48,35 @@ def byte_to_unicode() -> dict[int, str]:
             table[b] = chr(256 + extra)
             extra += 1
     return table
+
+
+def sentencepiece_merges(tokens: Sequence[str], scores: Sequence[float],
+                         skip_ids: set[int] | frozenset[int] = frozenset()
+                         ) -> list[tuple[str, str]]:
+    """BPE merges implied by a SentencePiece vocabulary: for every token `t` (ids in
+    `skip_ids` left out), every cut `t = a + b` where `a` and `b` are tokens too, ranked by
+    `t`'s score, highest first (ties: lower id first, then shorter `a`).
+
+    llama.cpp's SPM tokenizer merges the adjacent pair whose joined text is the vocabulary
+    entry with the highest score; a BPE whose merge ranks are those scores makes the same
+    choices. Tokens matched whole before BPE (control, user-defined) are skipped: no text
+    reaching BPE can hold them.
+    """
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    order = sorted(range(len(tokens)), key=scores.__getitem__, reverse=True)  # stable
+    merges: list[tuple[str, str]] = []
+    add = merges.append
+    for i in order:
+        tok = tokens[i]
+        if len(tok) < 2 or i in skip_ids:
+            continue
+        for cut in range(1, len(tok)):
+            left = tok[:cut]
+            if left in vocab:
+                right = tok[cut:]
+                if right in vocab:
+                    add((left, right))
+    return merges
 
 
 @dataclass(frozen=True)
@@ -77,7 +111,8 @@ class Tokenizer:
 
     def __init__(self, backend: _Backend, eos_token_ids: Sequence[int] = (),
                  bos_token_id: int | None = None, add_bos: bool = False,
-                 chat_template: ChatTemplate | None = None, name: str = "") -> None:
+                 chat_template: ChatTemplate | JinjaChatTemplate | None = None,
+                 name: str = "") -> None:
         self.backend = backend
         self.eos_token_ids = tuple(eos_token_ids)
         self.bos_token_id = bos_token_id
@@ -110,10 +145,21 @@ class Tokenizer:
             messages = [{"role": "user", "content": messages}]
         return self.chat_template.render(messages, add_generation_prompt)
 
+    def encode_chat(self, messages: str | Sequence[dict], add_generation_prompt: bool = True
+                    ) -> list[int]:
+        """Ids of `apply_chat(messages)`. A template that writes the BOS token itself (Gemma's
+        `{{ bos_token }}`) gets it once: the text's leading BOS is dropped where `encode`
+        adds one, as llama.cpp's server does."""
+        text = self.apply_chat(messages, add_generation_prompt)
+        bos = self.backend.id_to_token(self.bos_token_id) if self.add_bos else None
+        if bos and text.startswith(bos):
+            text = text[len(bos):]
+        return self.encode(text)
+
     def encode_prompt(self, text: str, chat: bool = True) -> list[int]:
         """Ids of a user prompt: through the chat template when `chat` and the model has one."""
         if chat and self.chat_template is not None:
-            text = self.apply_chat(text)
+            return self.encode_chat(text)
         return self.encode(text)
 
     # ---- construction -----------------------------------------------------------------------
@@ -132,7 +178,7 @@ class Tokenizer:
     def from_bpe(cls, tokens: Sequence[str], merges: Sequence[str], pre: str,
                  special_ids: Sequence[int] = (), eos_token_ids: Sequence[int] = (),
                  bos_token_id: int | None = None, add_bos: bool = False,
-                 chat_template: ChatTemplate | None = None, name: str = "",
+                 chat_template: ChatTemplate | JinjaChatTemplate | None = None, name: str = "",
                  origin: str = "") -> Tokenizer:
         """A GPT-2-style byte-level BPE from a vocabulary (id order) and "a b" merge strings.
 
@@ -168,6 +214,52 @@ class Tokenizer:
         backend.decoder = decoders.ByteLevel()
         backend.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
                                     for i in special_ids])
+        return cls(backend, eos_token_ids, bos_token_id, add_bos, chat_template, name)
+
+    @classmethod
+    def from_sentencepiece_bpe(cls, tokens: Sequence[str], scores: Sequence[float],
+                               special_ids: Sequence[int] = (),
+                               user_defined_ids: Sequence[int] = (),
+                               unk_token_id: int | None = None, add_space_prefix: bool = False,
+                               eos_token_ids: Sequence[int] = (),
+                               bos_token_id: int | None = None, add_bos: bool = False,
+                               chat_template: ChatTemplate | JinjaChatTemplate | None = None,
+                               name: str = "",
+                               origin: str = "") -> Tokenizer:
+        """A SentencePiece-style BPE (llama.cpp's "llama" vocabulary) from its tokens and scores.
+
+        Spaces are written "▁" and the text is never split before BPE; the merges are every
+        way of cutting a token in two known tokens, best score first (`sentencepiece_merges`),
+        which is llama.cpp's rule: merge the adjacent pair whose joined text is the token with
+        the highest score. A character outside the vocabulary falls back to its UTF-8 bytes
+        (`<0xNN>` tokens). `special_ids` (control tokens) and `user_defined_ids` are matched
+        whole in the text before BPE; only the special ones are dropped by `decode`.
+        `add_space_prefix` puts a "▁" before each piece of text (SentencePiece's dummy
+        prefix) and removes it again when decoding.
+        """
+        where = f"{origin}: " if origin else ""
+        vocab = {tok: i for i, tok in enumerate(tokens)}
+        whole = {*special_ids, *user_defined_ids}
+        unk = tokens[unk_token_id] if unk_token_id is not None else None
+        try:
+            backend = _Backend(models.BPE(
+                vocab=vocab, merges=sentencepiece_merges(tokens, scores, skip_ids=whole),
+                unk_token=unk, fuse_unk=True, byte_fallback=True))
+        except Exception as e:  # the tokenizers package raises its own Exception type
+            raise ModelLoadError(f"{where}unusable SentencePiece vocabulary: {e}") from None
+        spaces = normalizers.Replace(" ", "▁")
+        decode = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+        if add_space_prefix:
+            backend.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), spaces])
+            decode.append(decoders.Strip(" ", 1, 0))  # after Fuse: once, for the whole text
+        else:
+            backend.normalizer = spaces
+        backend.decoder = decoders.Sequence(decode)
+        # Matched in the text as written (not after the space normalizer), as llama.cpp does.
+        backend.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
+                                    for i in special_ids if tokens[i]])
+        backend.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
+                            for i in user_defined_ids if tokens[i]])
         return cls(backend, eos_token_ids, bos_token_id, add_bos, chat_template, name)
 
     @classmethod
