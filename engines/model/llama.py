@@ -154,32 +154,32 @@ class LayerWeights:
     window: int = 0
 
 
-def _layer_weights(cfg: ModelConfig, i: int, w, norm, vec, linear, cat) -> LayerWeights:
-    """Layer `i` from the family's checkpoint names (`checkpoint_names`): `w(name)` a weight
-    at the model's dtype, `norm(name)` an fp32 norm, `vec(name)` an fp32 vector (a bias),
-    `linear(t)` / `cat(*names)` a Linear."""
+def _layer_weights(cfg: ModelConfig, i: int, norm, vec, lin) -> LayerWeights:
+    """Layer `i` from the family's checkpoint names (`checkpoint_names`): `norm(name)` an fp32
+    norm, `vec(name)` an fp32 vector (a bias), `lin(*names)` the linear of those tensors' rows
+    one after the other."""
     norms = {role: norm(name) for role, name in norm_names(cfg, i).items()}
     attn = {role: name for role, (name, _) in attention_names(cfg, i).items()}
-    qkv = linear(w(attn["qkv"])) if "qkv" in attn else cat(attn["q"], attn["k"], attn["v"])
+    qkv = lin(attn["qkv"]) if "qkv" in attn else lin(attn["q"], attn["k"], attn["v"])
     bias = torch.cat([vec(attn[r]) for r in ("q_bias", "k_bias", "v_bias")]) \
         if cfg.qkv_bias else None
     qk = {r: norm(attn[r]) for r in ("q_norm", "k_norm") if r in attn}
     mlp = {role: name for role, (name, _) in mlp_names(cfg, i).items()}
     dense_up = moe = None
     if not cfg.is_moe_layer(i):
-        dense_up = linear(w(mlp["gate_up"])) if "gate_up" in mlp else cat(mlp["gate"], mlp["up"])
-        down = linear(w(mlp["down"]))
+        dense_up = lin(mlp["gate_up"]) if "gate_up" in mlp else lin(mlp["gate"], mlp["up"])
+        down = lin(mlp["down"])
     else:
-        experts = [moe_block.ExpertWeights(cat(mlp[f"expert.{e}.gate"], mlp[f"expert.{e}.up"]),
-                                           linear(w(mlp[f"expert.{e}.down"])))
+        experts = [moe_block.ExpertWeights(lin(mlp[f"expert.{e}.gate"], mlp[f"expert.{e}.up"]),
+                                           lin(mlp[f"expert.{e}.down"]))
                    for e in range(cfg.n_experts)]
-        shared = moe_block.ExpertWeights(cat(mlp["shared.gate"], mlp["shared.up"]),
-                                         linear(w(mlp["shared.down"]))) \
+        shared = moe_block.ExpertWeights(lin(mlp["shared.gate"], mlp["shared.up"]),
+                                         lin(mlp["shared.down"])) \
             if "shared.gate" in mlp else None
-        gate = linear(w(mlp["shared_gate"])) if "shared_gate" in mlp else None
-        moe = moe_block.MoEWeights(linear(w(mlp["router"])), experts, shared, gate)
+        gate = lin(mlp["shared_gate"]) if "shared_gate" in mlp else None
+        moe = moe_block.MoEWeights(lin(mlp["router"]), experts, shared, gate)
         down = None
-    return LayerWeights(attn_norm=norms["attn_norm"], qkv=qkv, o=linear(w(attn["o"])),
+    return LayerWeights(attn_norm=norms["attn_norm"], qkv=qkv, o=lin(attn["o"]),
                         mlp_norm=norms["mlp_norm"], gate_up=dense_up, down=down, qkv_bias=bias,
                         q_norm=qk.get("q_norm"), k_norm=qk.get("k_norm"),
                         post_attn_norm=norms.get("post_attn_norm"),
@@ -221,12 +221,16 @@ class Llama:
         self.config = config
         self.kernel_path = resolve(kernels)
         self.tied = lm_head is None
-        self.lm_head = Linear(embed, kernels=self.kernel_path) if lm_head is None else lm_head
-        self.embed = self.lm_head.weight if lm_head is None else embed
+        if not isinstance(embed, torch.Tensor):  # a linear of codes read by rows (GGUF, INT4)
+            self.lm_head = embed if lm_head is None else lm_head
+            self.embed = embed
+        else:
+            self.lm_head = Linear(embed, kernels=self.kernel_path) if lm_head is None else lm_head
+            self.embed = self.lm_head.weight if lm_head is None else embed
         self.layers = layers
         self.final_norm = final_norm
         self.dtype = embed.dtype
-        self.device = embed.device
+        self.device = getattr(embed, "device", torch.device("cpu"))
         self.ropes = self.rope_tables(self.dtype)
         self.scale = config.attn_scale or config.d_head ** -0.5
         self._q_dim = config.n_heads * config.d_head
@@ -246,13 +250,17 @@ class Llama:
     @classmethod
     def from_state_dict(cls, config: ModelConfig, weights: Mapping[str, torch.Tensor],
                         dtype: str | torch.dtype = "fp32", device: str | torch.device = "cpu",
-                        origin: str = "", kernels: str | None = None) -> Llama:
+                        origin: str = "", kernels: str | None = None,
+                        make_linear=None) -> Llama:
         """Build from Hugging Face-named tensors (any float dtype); checks every name and shape.
         `kernels`: the kernel path the layers are laid out for ("native", "torch"; None or
         "auto": the process default).
 
         A missing tensor, a wrong shape or a tensor holding NaN or ±inf raises ModelLoadError
         naming it; `origin` (a path) starts the message. A tied model may omit `lm_head.weight`.
+        `make_linear(names)`, where given, may build the linear of those tensors' rows itself
+        (a GGUF file's codes, multiplied where they lie: `gguf_loader`); None keeps the
+        default, a `Linear` of the tensors at `dtype`.
         """
         where = f"{origin or config.id}: "
         dt, dev, path = resolve_dtype(dtype), torch.device(device), resolve(kernels)
@@ -276,17 +284,18 @@ class Llama:
         def vec(name: str) -> torch.Tensor:
             return tensor(name).to(device=dev, dtype=torch.float32).contiguous()
 
-        def linear(weight: torch.Tensor) -> Linear:
-            return Linear(weight, kernels=path)
+        def lin(*names: str):
+            made = make_linear(names) if make_linear is not None else None
+            if made is not None:
+                return made
+            return Linear(torch.cat([w(n) for n in names]) if len(names) > 1 else w(names[0]),
+                          kernels=path)
 
-        def cat(*names: str) -> Linear:
-            return linear(torch.cat([w(n) for n in names]))
-
-        layers = [_layer_weights(config, i, w, norm, vec, linear, cat)
-                  for i in range(config.n_layers)]
-        lm_head = None if config.tie_embeddings else linear(w("lm_head.weight"))
-        return cls(config, w("model.embed_tokens.weight"), layers, norm("model.norm.weight"),
-                   lm_head, kernels=path)
+        layers = [_layer_weights(config, i, norm, vec, lin) for i in range(config.n_layers)]
+        lm_head = None if config.tie_embeddings else lin("lm_head.weight")
+        embed = make_linear(("model.embed_tokens.weight",)) if make_linear is not None else None
+        return cls(config, w("model.embed_tokens.weight") if embed is None else embed, layers,
+                   norm("model.norm.weight"), lm_head, kernels=path)
 
     def _weights(self) -> list:
         """Every weight held: tensors, and the linears of any kind (the tied lm_head counted
