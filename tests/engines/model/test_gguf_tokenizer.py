@@ -285,3 +285,23 @@ def test_gemma3_chat_prompt_has_one_bos(gemma):
     assert ids == ref.tokenize(text.encode(), add_bos=False, special=True)
     assert ids[:3] == [2, 105, 2364] and ids.count(2) == 1  # <bos> <start_of_turn> user
     assert ids[-3:] == [105, tok.encode("model")[1], 107]  # <start_of_turn> model \n
+
+
+@pytest.mark.slow
+def test_gemma3_random_and_long_texts_match_llama_cpp(gemma):
+    """Seeded random strings over scripts, emoji, private-use and unassigned-looking code
+    points, spaces, tabs and newlines; then the perplexity passage 20 times (one BPE "word"
+    of 44k characters: nothing splits the text before BPE)."""
+    import random
+
+    from inferlab.engines.model.perplexity import passage_text
+
+    tok, _, ref = gemma
+    rng = random.Random(20250807)
+    points = [*range(0x20, 0x7F), *range(0xA0, 0x250), *range(0x3040, 0x3100), 0x4E00, 0x9FFF,
+              0xAC00, 0x1F600, 0x1F64F, 0xE000, 0x10FFFF]
+    alphabet = [chr(c) for c in points] + [" ", "  ", "\n", "\t", "\r\n"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
+             for _ in range(200)]
+    for text in [*texts, passage_text() * 20]:
+        assert tok.encode(text) == ref.tokenize(text.encode(), add_bos=True, special=True), text
