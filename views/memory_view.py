@@ -1,4 +1,5 @@
-"""The memory (KV/VRAM) lab's view: inputs, the numbers, the budget bar, MHA/GQA/MQA."""
+"""The memory (KV/VRAM) lab's view: inputs, the numbers (KV by layer kind, MLA, a MoE's total
+and active weights), the budget bar, MLA/MHA/GQA/MQA."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from PySide6.QtWidgets import (
 )
 
 from inferlab.engines.dtypes import DTYPE_NAMES, bytes_per_element
+from inferlab.engines.labs.memory.session import model_memory
+from inferlab.engines.roofline.memory import MAX_COUNT
+from inferlab.engines.roofline.parallel import gpu_share
 from inferlab.engines.roofline.units import format_bytes
 from inferlab.views.choices import refill_choices
 from inferlab.views.fact_table import FactTable
@@ -111,7 +115,7 @@ class MemoryView(QWidget):
         style_plot(bp)
         self.budget_legend = bp.addLegend(offset=(5, 5), colCount=2)
 
-        variants_box = QGroupBox("Same model with MHA vs GQA vs MQA")
+        self.variants_box = variants_box = QGroupBox("Same model with MHA vs GQA vs MQA")
         self.variants = FactTable(("Attention", "KV heads", "KV / token", "KV / request", "KV for batch", "Max batch"))
         QVBoxLayout(variants_box).addWidget(self.variants)
 
@@ -174,35 +178,36 @@ class MemoryView(QWidget):
     # rendering -------------------------------------------------------------------------------
     def draw(self, cfg, plan, variants: dict, target_label: str) -> None:
         """`variants`: attention kind → (ModelConfig, MemoryPlan)."""
-        self.model_note.setText(
-            f"{cfg.name}: {cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, "
-            f"{cfg.n_kv_heads} KV heads ({cfg.attention_kind}), d_head {cfg.d_head}, "
-            f"{cfg.n_params / 1e9:.2f} B params." + (f"\nSource: {cfg.source}" if cfg.source else ""))
-        b = bytes_per_element(plan.kv_dtype)
-        tps = plan.decode_tokens_per_s_bound
+        model = model_memory(cfg, plan)
+        self.model_note.setText(_describe(cfg) + (f"\nSource: {cfg.source}" if cfg.source else ""))
+        self.model_note.setToolTip(cfg.notes)
         t, p = plan.tp, plan.pp
-        layers, heads = -(-cfg.n_layers // p), max(1, cfg.n_kv_heads // t)
         split = t * p > 1
         per_gpu = f" (one GPU of {t * p})" if split else ""
+        tps = plan.decode_tokens_per_s_bound
         rows = [
             ("KV bytes per token" + per_gpu, _both(plan.kv_bytes_per_token),
-             f"2 × {layers} layers × {heads} KV heads × {cfg.d_head} × {b:g} B"
-             + (f"  (⌈{cfg.n_layers} / p={p}⌉ layers, max(1, {cfg.n_kv_heads} / t={t}) "
-                "heads)" if split else "")),
+             _kv_token_formula(cfg, plan, model)),
             ("KV per request" + per_gpu, _both(plan.kv_bytes_per_request),
-             f"× {plan.context} tokens"),
+             _kv_request_formula(plan, model)),
+            *_kind_rows(model, plan.context),
             ("KV for the batch" + per_gpu, _both(plan.kv_bytes_total), f"× batch {plan.batch}"),
             ("Weights" + per_gpu, _both(plan.weight_bytes),
-             f"{cfg.n_params:,} params × {plan.weight_dtype}"
-             + (f" ÷ (t × p = {t * p})" if split else "")),
+             f"{cfg.n_params:,} params"
+             + (f" (all {cfg.n_experts} experts)" if cfg.is_moe else "")
+             + f" × {plan.weight_dtype}" + (f" ÷ (t × p = {t * p})" if split else "")),
+            *_moe_rows(cfg, plan, model, per_gpu),
             ("Total", _both(plan.total_bytes), "weights + KV"),
             ("Budget", _both(plan.budget_bytes), f"{target_label} × utilisation"),
             ("Fits", "yes" if plan.fits else "NO", f"headroom {format_bytes(plan.headroom_bytes)}"),
             ("Largest batch at this context", f"{plan.max_batch:,}", "(budget − weights) ÷ KV per request"),
-            ("Longest context at this batch", f"{plan.max_context:,} tokens", "(budget − weights) ÷ (KV per token × batch)"),
+            ("Longest context at this batch", _context(plan.max_context),
+             "(budget − weights) ÷ (KV per token × batch)" if not model.windowed
+             else "longest whose KV per request × batch fits budget − weights"),
             ("Decode tokens/s upper bound",
              "— (no bandwidth known)" if tps is None else f"{tps:,.0f} tokens/s",
-             "batch × B ÷ (weights + batch KV) bytes per step"),
+             "batch × B ÷ (weights read per step + batch KV) bytes per step" if cfg.is_moe
+             else "batch × B ÷ (weights + batch KV) bytes per step"),
         ]
         exact = {"KV bytes per token" + per_gpu: plan.kv_bytes_per_token,
                  "KV per request" + per_gpu: plan.kv_bytes_per_request,
@@ -212,9 +217,11 @@ class MemoryView(QWidget):
         self.results.set_rows([row + ({"tip": f"{exact[row[0]]:,} bytes"},) if row[0] in exact else row
                                for row in rows])
         self._render_budget(plan)
+        self.variants_box.setTitle("Same model with " + " vs ".join(variants))
         vrows = []
         for kind, (vcfg, vplan) in variants.items():
-            vrows.append((kind, vcfg.n_kv_heads, format_bytes(vplan.kv_bytes_per_token),
+            heads = "latent" if vcfg.is_mla else vcfg.n_kv_heads
+            vrows.append((kind, heads, format_bytes(vplan.kv_bytes_per_token),
                           format_bytes(vplan.kv_bytes_per_request), format_bytes(vplan.kv_bytes_total),
                           f"{vplan.max_batch:,}"))
         self.variants.set_rows(vrows)
@@ -252,3 +259,78 @@ class MemoryView(QWidget):
 def _both(nbytes) -> str:
     """Binary and decimal units side by side: GiB and GB are never confused."""
     return f"{format_bytes(nbytes)} = {format_bytes(nbytes, binary=False)}"
+
+
+def _describe(cfg) -> str:
+    """The model's description in a sentence or two: layers by kind, attention, experts."""
+    kinds = [cfg.layer_kind(i) for i in range(cfg.n_layers)]
+    layers = f"{cfg.n_layers} layers"
+    if any(k != "full" for k in kinds):
+        windowed = next(k for k in kinds if k != "full")
+        layers += (f" ({kinds.count('full')} full, {len(kinds) - kinds.count('full')} "
+                   f"{windowed} of {cfg.sliding_window:,} tokens)")
+    if cfg.is_mla:
+        attention = (f"{cfg.n_heads} heads, MLA (latent {cfg.kv_lora_rank} + RoPE key "
+                     f"{cfg.qk_rope_head_dim} per token per layer)")
+    else:
+        attention = (f"{cfg.n_heads} heads, {cfg.n_kv_heads} KV heads ({cfg.attention_kind}), "
+                     f"d_head {cfg.d_head}")
+    params = f"{cfg.n_params / 1e9:.2f} B params"
+    if cfg.is_moe:
+        shared = f" + {cfg.n_shared_experts} shared" if cfg.n_shared_experts else ""
+        params = (f"{cfg.n_moe_layers} MoE layers of {cfg.n_experts} experts (top "
+                  f"{cfg.n_experts_active}{shared}); {params}, "
+                  f"{cfg.n_params_active / 1e9:.2f} B active per token")
+    return f"{cfg.name}: {layers}, d_model {cfg.d_model}, {attention}. {params}."
+
+
+def _kv_token_formula(cfg, plan, model) -> str:
+    share = gpu_share(cfg, plan.tp, plan.pp, plan.weight_dtype, plan.kv_dtype)
+    b = bytes_per_element(plan.kv_dtype)
+    t, p = plan.tp, plan.pp
+    if cfg.is_mla:
+        return (f"{share.layers} layers × ({cfg.kv_lora_rank} latent + {cfg.qk_rope_head_dim} "
+                f"RoPE) × {b:g} B" + ("  (MLA: whole on every GPU)" if t > 1 else ""))
+    return (f"2 × {share.layers} layers × {share.kv_heads} KV heads × {cfg.d_head} × {b:g} B"
+            + (f"  (⌈{cfg.n_layers} / p={p}⌉ layers, max(1, {cfg.n_kv_heads} / t={t}) heads)"
+               if t * p > 1 else ""))
+
+
+def _kv_request_formula(plan, model) -> str:
+    if not model.windowed:
+        return f"× {plan.context} tokens"
+    ratio = plan.kv_bytes_per_request / model.kv_bytes_all_global
+    return (f"Σ layers min({plan.context}, window) tokens: {ratio:.1%} of "
+            f"{format_bytes(model.kv_bytes_all_global)} if every layer were global")
+
+
+def _kind_rows(model, context: int) -> list[tuple]:
+    """One row per layer kind where the model has windowed layers."""
+    if not model.windowed:
+        return []
+    rows = []
+    for k in model.kv_kinds:
+        held = f"min({context}, {k.window})" if k.window else f"{context}"
+        what = f"{k.kind} layers" + (f" (window {k.window:,})" if k.window else "")
+        rows.append((f"   {what}: {k.layers}", _both(k.bytes_per_request),
+                     f"{k.bytes_per_token:,} B per token × {held} tokens"))
+    return rows
+
+
+def _moe_rows(cfg, plan, model, per_gpu: str) -> list[tuple]:
+    """Weights one token and one decode step read, for a MoE."""
+    if not cfg.is_moe:
+        return []
+    split = f" ÷ {plan.tp * plan.pp}" if plan.tp * plan.pp > 1 else ""
+    return [
+        ("   read per token" + per_gpu, _both(model.weight_bytes_active_per_token),
+         f"{model.params_active:,} active params ({cfg.n_experts_active} of {cfg.n_experts} "
+         f"experts){split}"),
+        ("   read per decode step" + per_gpu, _both(plan.weight_bytes_per_step),
+         f"E·(1 − (1 − k/E)^B) = {model.experts_touched:.1f} of {cfg.n_experts} experts "
+         f"per MoE layer at batch {plan.batch}{split}"),
+    ]
+
+
+def _context(tokens: int) -> str:
+    return "unbounded (every layer windowed)" if tokens == MAX_COUNT else f"{tokens:,} tokens"

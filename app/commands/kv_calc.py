@@ -12,7 +12,9 @@ from inferlab.engines.roofline.memory import (
         MAX_CONTEXT,
         check_count,
         check_positive,
+        kv_bytes_by_layer_kind,
         plan_memory,
+        weight_bytes_active_per_token,
     )
 from inferlab.engines.roofline.units import format_bytes
 
@@ -45,14 +47,32 @@ def run(args) -> int:
                        weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
                        device_memory_bytes=gpu.memory_bytes, utilization=args.utilization,
                        bw_bytes_per_s=gpu.bandwidth_bytes_per_s)
-    data = plan.to_dict() | {"model_config": cfg.to_dict(), "device": gpu.id}
+    active = weight_bytes_active_per_token(cfg, args.weight_dtype)
+    by_kind = kv_bytes_by_layer_kind(cfg, args.context, args.kv_dtype)
+    data = plan.to_dict() | {
+        "params_total": cfg.n_params, "params_active_per_token": cfg.n_params_active,
+        "weight_bytes_active_per_token": active,
+        "kv_by_layer_kind": {kind: {"layers": n, "kv_bytes_per_token": tok,
+                                    "kv_bytes_per_request": req}
+                             for kind, (n, tok, req) in by_kind.items()},
+        "model_config": cfg.to_dict(), "device": gpu.id}
     if args.json:
         print_json(data)
         return 0
-    print(f"{cfg.name} ({cfg.attention_kind}) on {gpu.name}, context {args.context}, batch {args.batch}")
+    attention = "MLA" if cfg.is_mla else cfg.attention_kind
+    print(f"{cfg.name} ({attention}) on {gpu.name}, context {args.context}, batch {args.batch}")
     print(f"  KV per token   {plan.kv_bytes_per_token:,} B")
+    if len(by_kind) > 1:
+        for kind, (n, tok, req) in by_kind.items():
+            print(f"    {kind:8s} {n} layers: {tok:,} B per token, {format_bytes(req)} per request")
+    print(f"  KV per request {format_bytes(plan.kv_bytes_per_request)} at {args.context:,} tokens")
     print(f"  KV for batch   {format_bytes(plan.kv_bytes_total)} ({format_bytes(plan.kv_bytes_total, binary=False)})")
-    print(f"  weights        {format_bytes(plan.weight_bytes)}")
+    print(f"  weights        {format_bytes(plan.weight_bytes)} ({format_bytes(plan.weight_bytes, binary=False)}; "
+          f"{cfg.n_params / 1e9:,.2f}B params)")
+    if cfg.is_moe:
+        print(f"  active weights {format_bytes(active)} ({format_bytes(active, binary=False)}) per token "
+              f"({cfg.n_params_active / 1e9:,.2f}B "
+              f"params: {cfg.n_experts_active} of {cfg.n_experts} experts)")
     print(f"  total          {format_bytes(plan.total_bytes)} of {format_bytes(plan.budget_bytes)} usable"
           f" -> {'fits' if plan.fits else 'does NOT fit'}")
     print(f"  max batch {plan.max_batch:,} at this context; max context {plan.max_context:,} at this batch")

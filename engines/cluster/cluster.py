@@ -9,7 +9,8 @@ the batching lab's simulated run, record for record.
 
 A pd request runs its prefill on a prefill instance as a request of max_new_tokens = 1 (the
 first token comes from the prefill, as in DistServe); its prompt's KV then moves over the
-link (kv_transfer_s, whole after the prefill or overlapped layer by layer with it,
+link (its kv_bytes_per_request over link_transfer_s: kv_bytes_per_token × prompt tokens
+without windowed layers; whole after the prefill or overlapped layer by layer with it,
 kv_transfer_exposed_s), and the decode instance takes it as prompt + that token with the
 other max_new_tokens − 1 to make, admitted when its pool holds the KV. The prefill instance
 frees the blocks when its prefill ends (the transfer is not held against its pool).
@@ -29,8 +30,8 @@ from inferlab.engines.cluster.router import RoutedInstance, Router
 from inferlab.engines.hardware.presets import HardwarePreset
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.roofline.interconnect import kv_transfer_exposed_s, kv_transfer_s
-from inferlab.engines.roofline.memory import kv_bytes_per_token
+from inferlab.engines.roofline.interconnect import kv_transfer_exposed_s, link_transfer_s
+from inferlab.engines.roofline.memory import kv_bytes_per_request, kv_bytes_per_token
 from inferlab.engines.roofline.parallel import gpu_share
 from inferlab.engines.serve.engine import ServingEngine, check_admissible
 from inferlab.engines.serve.metrics import SLO, RequestTiming, ServingMetrics, summarize
@@ -49,7 +50,8 @@ def instance_pool_blocks(cfg: ModelConfig, preset: HardwarePreset, tp: int = 1,
                          dtype: str = "fp16") -> int:
     """KV blocks of a tensor-parallel instance: each GPU's budget ⌊memory × utilization⌋
     minus its share of the weights, over its share of kv_bytes_per_token (gpu_share), in
-    blocks. A block holds block_size tokens on all t GPUs at once. For t = 1 this is
+    blocks. A block holds block_size tokens on all t GPUs at once, in every layer (the pool
+    frees no windowed layer's tokens early). For t = 1 this is
     serve.executors.simulated_pool_blocks."""
     share = gpu_share(cfg, tp, 1, dtype, dtype)
     free = math.floor(preset.memory_bytes * utilization) - share.weight_bytes
@@ -252,8 +254,8 @@ class ClusterSimulation:
                 continue
             seq, link, cfg = seqs[rid], self.config.link, self.config
             end_prefill_s = seq.token_times_s[0]
-            transfer_s = kv_transfer_s(self.kv_bytes_per_token, len(original.prompt_ids),
-                                       link.bandwidth_bytes_per_s, link.latency_s)
+            kv_bytes = kv_bytes_per_request(cfg.model, len(original.prompt_ids), cfg.dtype)
+            transfer_s = link_transfer_s(kv_bytes, link.bandwidth_bytes_per_s, link.latency_s)
             exposed_s = transfer_s
             if cfg.overlap_transfer:
                 exposed_s = kv_transfer_exposed_s(transfer_s, link.latency_s,
@@ -299,7 +301,8 @@ class ClusterSimulation:
             for r in self.engines[dst].requests:
                 rid = r.request_id
                 transfer_s = self._transfer_s[rid]
-                n_bytes = self.kv_bytes_per_token * (len(r.prompt_ids) - 1)
+                n_bytes = kv_bytes_per_request(self.config.model, len(r.prompt_ids) - 1,
+                                               self.config.dtype)
                 spans.append(KVTransfer(rid, self._where[rid], dst,
                                         max(0.0, r.arrival_s - transfer_s), r.arrival_s,
                                         n_bytes))

@@ -29,8 +29,8 @@ ROLES = (COLOCATED, PREFILL, DECODE)
 class ClusterRequest:
     """One request through the cluster. `instance` ran it (its prefill, in a pd layout);
     `decode_instance` its decode (None: colocated, or nothing left to decode);
-    `kv_transfer_s` = kv_transfer_s(kv_bytes_per_token, prompt_tokens, link) when its KV
-    moved, else 0; `token_times_s` every output token's time on the simulated clock."""
+    `kv_transfer_s` = link_transfer_s(kv_bytes_per_request(prompt_tokens), link) (that is
+    kv_bytes_per_token × prompt_tokens without windowed layers) when its KV moved, else 0; `token_times_s` every output token's time on the simulated clock."""
 
     request_id: str
     arrival_s: float

@@ -8,13 +8,20 @@ seconds, t = the tensor-parallel degree, L = the model's layers.
 from __future__ import annotations
 
 
+def link_transfer_s(n_bytes: float, bandwidth_bytes_per_s: float, latency_s: float) -> float:
+    """`n_bytes` sent whole over a link: n_bytes / W_link + α."""
+    return n_bytes / bandwidth_bytes_per_s + latency_s
+
+
 def kv_transfer_s(kv_bytes_per_token: int, prompt_tokens: int, bandwidth_bytes_per_s: float,
                   latency_s: float) -> float:
     """One request's KV from its prefill instance to its decode instance, sent whole:
 
         kv_transfer_s = kv_bytes_per_token × prompt_tokens / W_link + α
+
+    (a model with windowed layers sends less: link_transfer_s of memory.kv_bytes_per_request)
     """
-    return kv_bytes_per_token * prompt_tokens / bandwidth_bytes_per_s + latency_s
+    return link_transfer_s(kv_bytes_per_token * prompt_tokens, bandwidth_bytes_per_s, latency_s)
 
 
 def kv_transfer_exposed_s(transfer_s: float, latency_s: float, prefill_s: float,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from inferlab.engines.dtypes import bytes_per_element
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.roofline.memory import kv_bytes_per_token
+from inferlab.engines.roofline.memory import kv_bytes_per_token, kv_layers, per_model
 from inferlab.engines.roofline.op_cost import OpCost
 
 
@@ -24,42 +24,83 @@ def matmul_cost(m: int, n: int, k: int, dtype: str = "fp32") -> OpCost:
     return OpCost(f"matmul {m}x{n}x{k} {dtype}", 2.0 * m * n * k, (m * k + k * n + m * n) * bpe)
 
 
+def head_dims(cfg: ModelConfig, absorbed: bool = False) -> tuple[int, int]:
+    """(score dim, value dim) of one query head: the length of q·k and of the values it mixes.
+
+    d_head and d_head; MLA unabsorbed (prefill: K and V expanded from the latent) qk_nope +
+    qk_rope and v_head_dim; MLA absorbed (decode over the cached latent, W_UK folded into q,
+    W_UV into the output) kv_lora_rank + qk_rope and kv_lora_rank.
+    """
+    if not cfg.is_mla:
+        return cfg.d_head, cfg.d_head
+    if absorbed:
+        return cfg.kv_lora_rank + cfg.qk_rope_head_dim, cfg.kv_lora_rank
+    return cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, cfg.v_head_dim
+
+
+@per_model
+def _attention_profile(cfg: ModelConfig, kv_dtype: str):
+    """What both attention costs read of a model, once per (model, KV dtype): its KV layers,
+    kv_bytes_per_token, and d_qk + d_v unabsorbed and absorbed (head_dims)."""
+    return (kv_layers(cfg, kv_dtype), kv_bytes_per_token(cfg, kv_dtype), sum(head_dims(cfg)),
+            sum(head_dims(cfg, absorbed=True)))
+
+
+def causal_pairs(seq_len: float, window: int = 0) -> float:
+    """Query-key pairs of causal attention over `seq_len` tokens, each query seeing at most
+    `window` keys (0: all before it): S·(S+1)/2, or with S > W: W·(W+1)/2 + (S − W)·W."""
+    if not window or seq_len <= window:
+        return seq_len * (seq_len + 1) / 2
+    return window * (window + 1) / 2 + (seq_len - window) * window
+
+
 def attention_prefill_cost(cfg: ModelConfig, seq_len: int, batch: int = 1,
                            kv_dtype: str = "fp16", act_dtype: str = "fp16",
                            causal: bool = True) -> OpCost:
-    """Attention of `batch` prompts of `seq_len` tokens, all layers (L), fused kernel.
+    """Attention of `batch` prompts of `seq_len` tokens, all layers, fused kernel.
 
-    pairs = S·(S+1)/2 query-key pairs when causal, else S²;
-    flops = 4 · L · batch · n_heads · d_head · pairs (Q·Kᵀ and P·V, 2 FLOPs per MAC each);
+    pairs per layer = causal_pairs(S, W) (S·(S+1)/2 for a full layer; a sliding or chunked
+    layer's queries see at most W keys), S² when not causal;
+    flops = Σ_layers 2 · batch · n_heads · (d_qk + d_v) · pairs (Q·Kᵀ and P·V, 2 FLOPs per
+    MAC; d_qk = d_v = d_head: 4 · L · batch · n_heads · d_head · pairs; MLA: head_dims);
     bytes = batch·S·kv_bytes_per_token (K and V read once, shared by the query heads of
-    a group) + 2 · L · batch · S · n_heads · d_head × bytes(act) (Q read, O written).
+    a group) + L · batch · S · n_heads · (d_qk + d_v) × bytes(act) (Q read, O written).
     Writing K and V into the cache is counted by the step models, not here.
     """
     _check_positive(seq_len=seq_len, batch=batch)
-    pairs = seq_len * (seq_len + 1) / 2 if causal else float(seq_len) ** 2
-    flops = 4.0 * cfg.n_layers * batch * cfg.n_heads * cfg.d_head * pairs
-    q_and_o = 2.0 * cfg.n_layers * batch * seq_len * cfg.n_heads * cfg.d_head
-    bytes_moved = (batch * seq_len * kv_bytes_per_token(cfg, kv_dtype)
-                   + q_and_o * bytes_per_element(act_dtype))
+    groups, kv_token, dims, _ = _attention_profile(cfg, kv_dtype)
+    per_pair = 2.0 * batch * cfg.n_heads * dims
+    flops = sum(g.n_layers * per_pair * (causal_pairs(seq_len, g.window) if causal
+                                         else float(seq_len) ** 2)
+                for g in groups)
+    q_and_o = cfg.n_layers * batch * seq_len * cfg.n_heads * dims
+    bytes_moved = batch * seq_len * kv_token + q_and_o * bytes_per_element(act_dtype)
     return OpCost(f"attention prefill S={seq_len} B={batch}", flops, bytes_moved)
 
 
-def attention_decode_cost(cfg: ModelConfig, batch: int, context: int,
+def attention_decode_cost(cfg: ModelConfig, batch: int, context: float,
                           kv_dtype: str = "fp16", act_dtype: str = "fp16") -> OpCost:
     """Attention of one new token per sequence over `context` cached tokens, all layers.
 
-    flops = 4 · L · batch · n_heads · d_head · context;
-    bytes = batch · context · kv_bytes_per_token (every sequence reads its whole KV cache)
-    + 2 · L · batch · n_heads · d_head × bytes(act) (Q read, O written).
+    flops = Σ_layers 2 · batch · n_heads · (d_qk + d_v) · min(context, W)
+    (4 · L · batch · n_heads · d_head · context without windows; MLA absorbed: head_dims);
+    bytes = batch · kv_bytes_per_request(context) (every sequence reads its whole KV cache:
+    a windowed layer its last W tokens) + L · batch · n_heads · (d_qk + d_v) × bytes(act)
+    (Q read, O written).
     Intensity ≈ 4·n_heads·d_head / (2·n_kv_heads·d_head·bytes(kv)) = group_size FLOP/byte
     in fp16, whatever the batch: each sequence brings its own cache, so decode attention
-    stays memory-bound.
+    stays memory-bound (MLA's shared latent raises it to about 2·n_heads FLOP/byte).
     """
     _check_positive(batch=batch, context=context)
-    flops = 4.0 * cfg.n_layers * batch * cfg.n_heads * cfg.d_head * context
-    q_and_o = 2.0 * cfg.n_layers * batch * cfg.n_heads * cfg.d_head
-    bytes_moved = (batch * context * kv_bytes_per_token(cfg, kv_dtype)
-                   + q_and_o * bytes_per_element(act_dtype))
+    groups, _, _, dims = _attention_profile(cfg, kv_dtype)
+    per_token = 2.0 * batch * cfg.n_heads * dims
+    flops = kv_bytes = 0.0
+    for g in groups:
+        held = min(context, g.window) if g.window else context
+        flops += g.n_layers * per_token * held
+        kv_bytes += g.n_layers * g.bytes_per_token * held
+    q_and_o = cfg.n_layers * batch * cfg.n_heads * dims
+    bytes_moved = batch * kv_bytes + q_and_o * bytes_per_element(act_dtype)
     return OpCost(f"attention decode B={batch} ctx={context}", flops, bytes_moved)
 
 

@@ -1,18 +1,22 @@
 """Cost of one whole transformer step (prefill or decode), and sweeps of it for the plot.
 
-A step is split into parts, each an OpCost, that together read every weight once
-(n_params × bytes(weight_dtype), the embedding table included: an upper bound when the
-embeddings are untied, as only one row per token is gathered):
+A step is split into parts, each an OpCost, that together read the weights the step needs
+once (memory.weight_params_per_step × bytes(weight_dtype): every weight of a dense model, the
+embedding table included: an upper bound when the embeddings are untied, as only one row per
+token is gathered; a MoE's dense part and, per MoE layer, the experts its T tokens touch under
+uniform routing, E·(1 − (1 − k/E)^T), k of them at one token):
 
-- "linears": q, k, v, o and the MLP matrices of every layer. flops = 2 · T · L · Σ d_in·d_out
-  for T tokens; bytes = their weights + T · L · Σ (d_in + d_out) × bytes(act) (each linear
-  reads its input and writes its output once, no fusion).
+- "linears": q, k, v, o (MLA: its low-rank projections) and the MLP matrices of every layer
+  (a MoE layer: router, top-k routed experts and the shared ones per token).
+  flops = 2 · T · Σ_layers Σ d_in·d_out over what a token multiplies by, for T tokens;
+  bytes = the weights read + T · Σ (d_in + d_out) × bytes(act) (each linear reads its input
+  and writes its output once, no fusion).
 - "attention": layer_costs.attention_prefill_cost / attention_decode_cost.
 - "kv write": T · kv_bytes_per_token (the new tokens' K and V stored in the cache).
 - "lm_head": logits for the last token of each sequence only. flops = 2 · batch · V · d;
   bytes = V · d weights + batch · (d + V) × bytes(act).
 - "embeddings and norms": the rest of the weights (untied embedding table, RMSNorm
-  weights), read once; their FLOPs (norms, residual adds, activations, RoPE) are not
+  weights, biases), read once; their FLOPs (norms, residual adds, activations, RoPE) are not
   counted.
 """
 
@@ -23,24 +27,52 @@ from collections.abc import Sequence
 from inferlab.engines.dtypes import bytes_per_element
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.roofline.layer_costs import attention_decode_cost, attention_prefill_cost
-from inferlab.engines.roofline.memory import kv_bytes_per_token
+from inferlab.engines.roofline.memory import kv_bytes_per_token, weight_params_per_step
 from inferlab.engines.roofline.op_cost import OpCost, sum_costs
 
 DEFAULT_BATCHES: tuple[int, ...] = tuple(2**i for i in range(9))  # 1 … 256
 DEFAULT_PREFILL_LENGTHS: tuple[int, ...] = tuple(2**i for i in range(4, 16))  # 16 … 32768
 
 
+def _io(shapes) -> int:
+    return sum(d_in + d_out for _, d_in, d_out in shapes)
+
+
+def _linear_params_and_io(cfg: ModelConfig) -> tuple[int, int, int]:
+    """(weights of every linear, those one token multiplies by, elements one token's linears
+    read and write), over all layers: the attention's linears, each dense MLP, and in a MoE
+    layer the router, every routed expert (top-k for one token) and the shared ones."""
+    attention = sum(d_in * d_out for _, d_in, d_out in cfg.attention_shapes)
+    total = cfg.n_layers * attention + sum(cfg.mlp_params(i) for i in range(cfg.n_layers))
+    active = cfg.n_layers * attention + sum(cfg.mlp_params(i, active=True)
+                                            for i in range(cfg.n_layers))
+    dense_io = _io(cfg.mlp_shapes(cfg.d_ff))
+    moe_io = 0
+    if cfg.is_moe:
+        moe_io = (cfg.d_model + cfg.n_experts  # router
+                  + cfg.n_experts_active * _io(cfg.mlp_shapes(cfg.expert_d_ff))
+                  + (cfg.n_shared_experts * _io(cfg.mlp_shapes(cfg.shared_d_ff))
+                     if cfg.shared_d_ff else 0)
+                  + (cfg.d_model + 1 if cfg.shared_expert_gate else 0))
+    n_moe = cfg.n_moe_layers
+    io = (cfg.n_layers * _io(cfg.attention_shapes) + (cfg.n_layers - n_moe) * dense_io
+          + n_moe * moe_io)
+    return total, active, io
+
+
 def _weight_parts(cfg: ModelConfig, n_tokens: int, n_logit_rows: int, weight_dtype: str,
                   act_dtype: str) -> list[OpCost]:
-    """The linears, lm_head, and the remaining weights for `n_tokens` tokens."""
+    """The linears, lm_head, and the remaining weights for `n_tokens` tokens. The three read
+    weight_params_per_step(n_tokens) weights together: all of them for a dense model; a MoE
+    layer's experts as far as the tokens touch them (memory.experts_touched)."""
     w, a = bytes_per_element(weight_dtype), bytes_per_element(act_dtype)
-    linear_params = cfg.n_layers * cfg.linear_params_per_layer
-    io_elements = cfg.n_layers * sum(d_in + d_out for _, d_in, d_out in cfg.linear_shapes)
+    linear_params, active_params, io_elements = _linear_params_and_io(cfg)
     head_params = cfg.vocab_size * cfg.d_model
     rest_params = cfg.n_params - linear_params - head_params
+    read_linear = weight_params_per_step(cfg, n_tokens) - head_params - rest_params
     return [
-        OpCost("linears", 2.0 * n_tokens * linear_params,
-               linear_params * w + n_tokens * io_elements * a),
+        OpCost("linears", 2.0 * n_tokens * active_params,
+               read_linear * w + n_tokens * io_elements * a),
         OpCost("lm_head", 2.0 * n_logit_rows * head_params,
                head_params * w + n_logit_rows * (cfg.d_model + cfg.vocab_size) * a),
         OpCost("embeddings and norms", 0.0, rest_params * w),

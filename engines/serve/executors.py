@@ -32,7 +32,7 @@ from inferlab.engines.roofline.costs import (
     decode_step_parts,
     sum_costs,
 )
-from inferlab.engines.roofline.memory import kv_bytes_per_token, plan_memory
+from inferlab.engines.roofline.memory import kv_bytes_per_request, plan_memory
 from inferlab.engines.serve.request import Sequence
 from inferlab.engines.serve.scheduler import SampledTokens, SchedulerOutput
 
@@ -93,9 +93,11 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
       at batch T, its "lm_head" at batch n_seqs);
     - a chunk's attention: attention_prefill_cost(n) (causal within the chunk) plus its n
       queries over the `start` cached tokens: attention_decode_cost(n, start)'s FLOPs, the
-      cached K/V read once (start · kv_bytes_per_token);
+      cached K/V read once (kv_bytes_per_request(start): a windowed layer's last W tokens);
     - the decodes' attention: attention_decode_cost(n_decodes, their mean context), which is
-      the sum of each one's attention_decode_cost(1, context) (the cost is linear in context).
+      the sum of each one's attention_decode_cost(1, context) (the cost is linear in context;
+      with windowed layers it is not past the window, and the mean stands for each context).
+    A MoE's weights read are those the T tokens touch (step_costs, memory.experts_touched).
     """
     return _mixed_cost(cfg, prefills, len(decode_contexts), sum(decode_contexts), dtype)
 
@@ -108,12 +110,12 @@ def _mixed_cost(cfg: ModelConfig, prefills, n_decodes: int, decode_context_token
     by_tokens, by_seqs = _step_parts(cfg, n_tokens, dtype), _step_parts(cfg, n_seqs, dtype)
     parts = [by_tokens["linears"], by_tokens["embeddings and norms"], by_tokens["kv write"],
              by_seqs["lm_head"]]
-    kv_token = kv_bytes_per_token(cfg, dtype)
     for start, n in prefills:
         parts.append(attention_prefill_cost(cfg, n, 1, dtype, dtype))
         if start:
             flops = attention_decode_cost(cfg, n, start, dtype, dtype).flops
-            parts.append(OpCost("attention over the cached prefix", flops, start * kv_token))
+            parts.append(OpCost("attention over the cached prefix", flops,
+                                kv_bytes_per_request(cfg, start, dtype)))
     if n_decodes:
         mean_context = decode_context_tokens / n_decodes
         parts.append(attention_decode_cost(cfg, n_decodes, mean_context, dtype, dtype))
@@ -167,10 +169,13 @@ class SimulatedExecutor:
 def simulated_pool_blocks(model_config: ModelConfig, preset: HardwarePreset,
                           block_size: int = 16, utilization: float = 0.9,
                           dtype: str = "fp16") -> int:
-    """KV blocks that fit beside the weights: ⌊plan_memory's max_context (one sequence, the
-    budget ⌊memory × utilization⌋ minus the weights, over kv_bytes_per_token) / block_size⌋."""
+    """KV blocks that fit beside the weights: ⌊(budget ⌊memory × utilization⌋ − weights) /
+    kv_bytes_per_token / block_size⌋ (plan_memory's budget and weights). A block holds its
+    tokens in every layer: the pool does not free a sliding layer's tokens past its window,
+    so a windowed model's pool is counted as if every layer held every token."""
     plan = plan_memory(model_config, 1, 1, dtype, dtype, preset.memory_bytes, utilization)
-    n_blocks = plan.max_context // block_size
+    free = max(0, plan.budget_bytes - plan.weight_bytes)
+    n_blocks = free // plan.kv_bytes_per_token // block_size
     if n_blocks < 1:
         raise ValueError(
             f"{model_config.id} in {dtype}: weights of {plan.weight_bytes:,} bytes leave no "

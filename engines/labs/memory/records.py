@@ -25,3 +25,34 @@ class MemorySnapshot:
     settings: dict
     model_config: ModelConfig
     target: dict
+
+
+@dataclass(frozen=True)
+class KVKind:
+    """One GPU's layers of one kind ("full", "sliding", "chunked"): `window` tokens held at
+    most (0: all of them), their KV per token and per request of the plan's context."""
+
+    kind: str
+    layers: int
+    window: int
+    bytes_per_token: int
+    bytes_per_request: int
+
+
+@dataclass(frozen=True)
+class ModelMemory:
+    """What the model's own description changes in one GPU's plan (session.model_memory):
+    its layers by kind, the KV a request would hold if every layer were global, MLA's values
+    per token per layer, and a MoE's total, active and per-step weights."""
+
+    kv_kinds: tuple[KVKind, ...]
+    kv_bytes_all_global: int  # one request's KV if no layer had a window: context × per token
+    kv_values_per_layer: int  # values one token stores in one layer (MLA: latent + RoPE key)
+    params_total: int
+    params_active: int  # per token
+    weight_bytes_active_per_token: int  # one GPU's share
+    experts_touched: float  # per MoE layer by a decode step of the plan's batch (0: dense)
+
+    @property
+    def windowed(self) -> bool:
+        return any(k.window for k in self.kv_kinds)

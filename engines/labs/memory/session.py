@@ -1,17 +1,24 @@
 """What the memory (KV/VRAM) lab computes: the targets a plan is made for (this machine's
 device, the GPU presets), and the plans themselves — one GPU's weights and KV for the
-settings, and the MHA/GQA/MQA variants beside it (engines/roofline/memory.py and
-parallel.py hold the formulas). The lab and `inferlab run memory` both plan here."""
+settings, the MHA/GQA/MQA variants beside it (and the model itself first where it uses MLA),
+and what the model's own description changes in them: layers by kind, MLA, a MoE's weights
+(engines/roofline/memory.py and parallel.py hold the formulas). The lab and `inferlab run
+memory` both plan here."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from inferlab.engines.hardware.presets import all_hardware_presets
+from inferlab.engines.labs.memory.records import KVKind, ModelMemory
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.model.hf_config import load_hf_config
-from inferlab.engines.roofline.memory import attention_variants
-from inferlab.engines.roofline.parallel import plan_gpu_share
+from inferlab.engines.roofline.memory import (
+    attention_variants,
+    experts_touched,
+    weight_bytes_active_per_token,
+)
+from inferlab.engines.roofline.parallel import gpu_share, plan_gpu_share
 from inferlab.engines.roofline.units import format_bytes
 
 LOCAL = "local"  # target id of the selected compute device (with its measured bandwidth)
@@ -72,3 +79,21 @@ def memory_plans(settings: dict, cfg: ModelConfig, target: dict):
         except ValueError:
             continue
     return plan, variants
+
+
+def model_memory(cfg: ModelConfig, plan) -> ModelMemory:
+    """`cfg`'s own description as one GPU of the plan (its t × p, context, batch and dtypes)
+    holds it: the layers by kind (gpu_share's KV layers), the all-global KV per request, MLA's
+    values per layer, a MoE's weights in total, per token and per decode step."""
+    share = gpu_share(cfg, plan.tp, plan.pp, plan.weight_dtype, plan.kv_dtype)
+    windowed_kind = next((cfg.layer_kind(i) for i in range(cfg.n_layers)
+                          if cfg.layer_window(i)), "sliding")
+    kinds = tuple(KVKind("full" if g.window == 0 else windowed_kind, g.n_layers, g.window,
+                         g.n_layers * g.bytes_per_token, int(g.bytes_held(plan.context)))
+                  for g in share.kv_layers)
+    touched = (experts_touched(cfg.n_experts, cfg.n_experts_active, plan.batch)
+               if cfg.is_moe else 0.0)
+    active = weight_bytes_active_per_token(cfg, plan.weight_dtype)
+    return ModelMemory(kinds, share.kv_bytes_per_token * plan.context,
+                       cfg.kv_values_per_token_per_layer, cfg.n_params, cfg.n_params_active,
+                       -(-active // (plan.tp * plan.pp)), touched)
