@@ -172,3 +172,37 @@ class Linear:
         if self._onednn is None:
             self._onednn = torch.ops.mkldnn._reorder_linear_weight(w)
         return torch.ops.mkldnn._linear_pointwise(x, self._onednn, None, "none", [], "")
+
+
+class ConcatLinear:
+    """Several linears over the same input, their outputs side by side: y = [l₁(x), l₂(x), …].
+
+    A fused projection (q, k and v; gate and up) whose parts are stored in different encodings
+    (a GGUF file may hold q in Q5_0 and v in Q8_0) keeps each part as it is, each read once."""
+
+    __slots__ = ("parts", "out_features", "in_features")
+
+    def __init__(self, parts: list) -> None:
+        if not parts or len({p.in_features for p in parts}) != 1:
+            raise ValueError("ConcatLinear needs one or more linears of one input width")
+        self.parts = list(parts)
+        self.in_features = parts[0].in_features
+        self.out_features = sum(p.out_features for p in parts)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.parts[0].dtype
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return torch.cat([p.weight for p in self.parts])
+
+    def native_operand(self) -> None:
+        return None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([p(x) for p in self.parts], dim=-1)

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from inferlab.engines.kernels import ggml_blocks as gb
 from inferlab.engines.kernels import library as native
+from inferlab.engines.model import gguf_linear
+from inferlab.engines.model.errors import ModelLoadError
+from inferlab.engines.model.gguf_linear import GGUFLinear, as_uint8_tensor, dequantize_rows
 from inferlab.engines.model.llama import held_bytes, held_params
 from inferlab.engines.model.registry import smollm2_gguf_path
-from inferlab.engines.quant import gguf_linear
-from inferlab.engines.quant.errors import QuantError
-from inferlab.engines.quant.gguf_linear import GGUFLinear, as_uint8_tensor, dequantize_rows
 from tests.engines.kernels.tolerance import dot_err
 
 TYPES = sorted(gb.COVERED)
@@ -174,9 +174,9 @@ def test_a_layer_reads_like_a_linear():
     assert torch.equal(dequantize_rows(layer.raw, QT.Q5_0, (11, 96), slice(2, 5)), w[2:5])
     with pytest.raises(ValueError, match="features"):
         layer(torch.randn(1, 64))
-    with pytest.raises(QuantError, match="do not hold"):
+    with pytest.raises(ModelLoadError, match="do not hold"):
         GGUFLinear(layer.raw[:5], QT.Q5_0, (11, 96))
-    with pytest.raises(QuantError, match="unknown GGML type"):
+    with pytest.raises(ModelLoadError, match="unknown GGML type"):
         GGUFLinear(layer.raw, 99, (11, 96))
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from inferlab.engines.model.config import ModelConfig
-from inferlab.engines.model.gguf_loader import permute_rope_rows
+from inferlab.engines.model.gguf_file import permute_rope_rows
 from inferlab.engines.model.tiny import tiny_config, tiny_state_dict
 from inferlab.engines.model.tokenizer import byte_to_unicode
 

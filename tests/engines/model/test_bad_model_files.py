@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from inferlab.engines.model.config import ConfigError, ModelConfig
-from inferlab.engines.model.hf_config import load_hf_config
 from inferlab.engines.model.errors import ModelLoadError
 from inferlab.engines.model.gguf_loader import load_gguf
+from inferlab.engines.model.hf_config import load_hf_config
 from inferlab.engines.model.hf_loader import load_hf_folder
 from tests.engines.model.model_files import write_tiny_hf_folder
 from tests.engines.model.small_gguf import FUZZ_CONFIG, put, write_fuzz_gguf
@@ -106,7 +106,7 @@ def test_nan_weights_are_refused(tmp_path):
 
 def test_config_shapes_are_checked_before_any_tensor_is_read(tmp_path):
     path = gguf_with(tmp_path, "llama.feed_forward_length", 2**20, "UINT32")
-    refused(path, "tensor 'model.layers.0.mlp.gate_proj.weight' has shape (64, 32), expected "
+    refused(path, "tensor 'blk.0.ffn_gate.weight' has shape (64, 32), the config needs "
                   f"({2**20}, {FUZZ_CONFIG.d_model})")
 
 

@@ -96,7 +96,7 @@ def transformers_render(source, messages, add_generation_prompt=True, bos="<bos>
 
 @pytest.fixture(scope="module")
 def smollm2_template(smollm2_path):
-    from inferlab.engines.model.gguf_loader import GGUFFile
+    from inferlab.engines.model.gguf_file import GGUFFile
 
     return GGUFFile(smollm2_path).require("tokenizer.chat_template", str)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from inferlab.engines.model.config import ConfigError
-from inferlab.engines.model.hf_config import load_hf_config
 from inferlab.engines.model.errors import ModelLoadError
 from inferlab.engines.model.gguf_loader import load_gguf
+from inferlab.engines.model.hf_config import load_hf_config
 from inferlab.engines.model.hf_loader import load_hf_folder
 from inferlab.engines.roofline.memory import plan_memory
 from tests.engines.model.model_files import write_tiny_hf_folder

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from inferlab.engines.model.errors import ModelLoadError
-from inferlab.engines.model.gguf_loader import load_gguf, permute_rope_rows, unpermute_rope_rows
+from inferlab.engines.model.gguf_file import permute_rope_rows, unpermute_rope_rows
+from inferlab.engines.model.gguf_loader import load_gguf
 from inferlab.engines.model.llama import Llama
 from tests.engines.model.model_files import (
     gguf_config,
@@ -115,7 +116,7 @@ def test_a_copy_with_another_name_keeps_its_stem_as_id(tiny_gguf, tmp_path):
 
 def test_metadata_without_the_contents_helper(tiny_gguf):
     """Older gguf packages have no ReaderField.contents(): the raw parts give the same values."""
-    from inferlab.engines.model.gguf_loader import GGUFFile, _field_value
+    from inferlab.engines.model.gguf_file import GGUFFile, _field_value
 
     g = GGUFFile(tiny_gguf)
     for key in ("general.architecture", "llama.block_count", "llama.rope.freq_base",

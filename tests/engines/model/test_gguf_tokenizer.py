@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from inferlab.engines.model.chat_template import load_chat_template
 from inferlab.engines.model.errors import ModelLoadError
-from inferlab.engines.model.gguf_loader import GGUFFile
+from inferlab.engines.model.gguf_file import GGUFFile
 from inferlab.engines.model.gguf_tokenizer import tokenizer_from_gguf
 from inferlab.engines.model.tokenizer import Tokenizer
 

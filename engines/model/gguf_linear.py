@@ -35,7 +35,7 @@ from gguf.quants import dequantize as gguf_dequantize
 
 from inferlab.engines.kernels import ggml_blocks, resolve
 from inferlab.engines.kernels.decoder import NativeOperand
-from inferlab.engines.quant.errors import QuantError
+from inferlab.engines.model.errors import ModelLoadError
 
 NATIVE_ROWS = 48
 """Up to this many input rows a call runs the block kernel (the codes decoded once per
@@ -64,7 +64,7 @@ def _as_qtype(qtype) -> GGMLQuantizationType:
     try:
         return GGMLQuantizationType(qtype)
     except ValueError:
-        raise QuantError(f"unknown GGML type {qtype!r}") from None
+        raise ModelLoadError(f"unknown GGML type {qtype!r}") from None
 
 
 def _numpy_rows(raw: torch.Tensor | np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
@@ -104,10 +104,10 @@ class GGUFLinear:
         if isinstance(raw, np.ndarray):
             raw = as_uint8_tensor(raw)
         if raw.dtype != torch.uint8 or not raw.is_contiguous():
-            raise QuantError(f"raw must be contiguous uint8 block bytes, got {raw.dtype}"
+            raise ModelLoadError(f"raw must be contiguous uint8 block bytes, got {raw.dtype}"
                              f"{'' if raw.is_contiguous() else ' (not contiguous)'}")
         if raw.numel() != self.out_features * width:
-            raise QuantError(f"{raw.numel()} bytes do not hold a [{self.out_features}, "
+            raise ModelLoadError(f"{raw.numel()} bytes do not hold a [{self.out_features}, "
                              f"{self.in_features}] {self.qtype.name} tensor "
                              f"({self.out_features} rows of {width} bytes)")
         self.raw = raw.view(self.out_features, width)
