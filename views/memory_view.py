@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -105,6 +107,9 @@ class MemoryView(QWidget):
         results_box = QGroupBox("Results")
         self.results = FactTable(("Quantity", "Value", "Formula"))
         QVBoxLayout(results_box).addWidget(self.results)
+        # rows are as tall as their text at the columns' final widths, not those of set_rows
+        self.results.horizontalHeader().sectionResized.connect(
+            lambda *_: self.results.resizeRowsToContents())
 
         self.budget_plot = pg.PlotWidget()
         self.budget_plot.setMinimumHeight(150)
@@ -119,10 +124,16 @@ class MemoryView(QWidget):
         self.variants = FactTable(("Attention", "KV heads", "KV / token", "KV / request", "KV for batch", "Max batch"))
         QVBoxLayout(variants_box).addWidget(self.variants)
 
+        # the tables are as tall as their rows (a MoE's or a windowed model's rows included),
+        # the budget bar takes the rest
+        for box, table in ((results_box, self.results), (variants_box, self.variants)):
+            table.setSizeAdjustPolicy(QAbstractScrollArea.AdjustToContents)
+            table.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Maximum)
+            box.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Maximum)
         right = QVBoxLayout()
-        right.addWidget(results_box, 5)
-        right.addWidget(self.budget_plot, 3)
-        right.addWidget(variants_box, 2)
+        right.addWidget(results_box)
+        right.addWidget(self.budget_plot, 1)
+        right.addWidget(variants_box)
         layout = QHBoxLayout(self)
         form_box.setMaximumWidth(340)
         layout.addWidget(form_box)
@@ -193,20 +204,20 @@ class MemoryView(QWidget):
             *_kind_rows(model, plan.context),
             ("KV for the batch" + per_gpu, _both(plan.kv_bytes_total), f"× batch {plan.batch}"),
             ("Weights" + per_gpu, _both(plan.weight_bytes),
-             f"{cfg.n_params:,} params"
-             + (f" (all {cfg.n_experts} experts)" if cfg.is_moe else "")
+             (f"{cfg.n_params / 1e9:,.2f} B params, all experts," if cfg.is_moe
+              else f"{cfg.n_params:,} params")
              + f" × {plan.weight_dtype}" + (f" ÷ (t × p = {t * p})" if split else "")),
-            *_moe_rows(cfg, plan, model, per_gpu),
+            *_moe_rows(cfg, plan, model),
             ("Total", _both(plan.total_bytes), "weights + KV"),
             ("Budget", _both(plan.budget_bytes), f"{target_label} × utilisation"),
             ("Fits", "yes" if plan.fits else "NO", f"headroom {format_bytes(plan.headroom_bytes)}"),
             ("Largest batch at this context", f"{plan.max_batch:,}", "(budget − weights) ÷ KV per request"),
             ("Longest context at this batch", _context(plan.max_context),
              "(budget − weights) ÷ (KV per token × batch)" if not model.windowed
-             else "longest whose KV per request × batch fits budget − weights"),
+             else "batch × KV per request ≤ budget − weights"),
             ("Decode tokens/s upper bound",
              "— (no bandwidth known)" if tps is None else f"{tps:,.0f} tokens/s",
-             "batch × B ÷ (weights read per step + batch KV) bytes per step" if cfg.is_moe
+             "batch × B ÷ (weights read per step + batch KV)" if cfg.is_moe
              else "batch × B ÷ (weights + batch KV) bytes per step"),
         ]
         exact = {"KV bytes per token" + per_gpu: plan.kv_bytes_per_token,
@@ -252,7 +263,7 @@ class MemoryView(QWidget):
         of = f" of one GPU (t × p = {gpus} GPUs)" if gpus > 1 else ""
         item.setTitle(f"Memory budget{of}: {format_bytes(used)} used of "
                       f"{format_bytes(plan.budget_bytes)} usable")
-        item.setYRange(-0.6, 1.2)
+        item.setYRange(-0.6, 2.0)  # the legend's two rows above the bar
         item.setXRange(0, max(x0, used / GIB) * 1.02)
 
 
@@ -288,9 +299,9 @@ def _kv_token_formula(cfg, plan, model) -> str:
     share = gpu_share(cfg, plan.tp, plan.pp, plan.weight_dtype, plan.kv_dtype)
     b = bytes_per_element(plan.kv_dtype)
     t, p = plan.tp, plan.pp
-    if cfg.is_mla:
+    if cfg.is_mla:  # the latent serves every head: each GPU of t keeps it whole
         return (f"{share.layers} layers × ({cfg.kv_lora_rank} latent + {cfg.qk_rope_head_dim} "
-                f"RoPE) × {b:g} B" + ("  (MLA: whole on every GPU)" if t > 1 else ""))
+                f"RoPE) × {b:g} B" + (f"  (⌈{cfg.n_layers} / p={p}⌉ layers)" if p > 1 else ""))
     return (f"2 × {share.layers} layers × {share.kv_heads} KV heads × {cfg.d_head} × {b:g} B"
             + (f"  (⌈{cfg.n_layers} / p={p}⌉ layers, max(1, {cfg.n_kv_heads} / t={t}) heads)"
                if t * p > 1 else ""))
@@ -300,8 +311,8 @@ def _kv_request_formula(plan, model) -> str:
     if not model.windowed:
         return f"× {plan.context} tokens"
     ratio = plan.kv_bytes_per_request / model.kv_bytes_all_global
-    return (f"Σ layers min({plan.context}, window) tokens: {ratio:.1%} of "
-            f"{format_bytes(model.kv_bytes_all_global)} if every layer were global")
+    return (f"Σ layers min({plan.context}, W): {ratio:.1%} of all-global "
+            f"{format_bytes(model.kv_bytes_all_global)}")
 
 
 def _kind_rows(model, context: int) -> list[tuple]:
@@ -311,24 +322,28 @@ def _kind_rows(model, context: int) -> list[tuple]:
     rows = []
     for k in model.kv_kinds:
         held = f"min({context}, {k.window})" if k.window else f"{context}"
-        what = f"{k.kind} layers" + (f" (window {k.window:,})" if k.window else "")
-        rows.append((f"   {what}: {k.layers}", _both(k.bytes_per_request),
+        what = f"{k.layers} {k.kind} layers" + (f", W {k.window:,}" if k.window else "")
+        rows.append((f"   {what}", _both(k.bytes_per_request),
                      f"{k.bytes_per_token:,} B per token × {held} tokens"))
     return rows
 
 
-def _moe_rows(cfg, plan, model, per_gpu: str) -> list[tuple]:
-    """Weights one token and one decode step read, for a MoE."""
+def _moe_rows(cfg, plan, model) -> list[tuple]:
+    """Weights one token and one decode step read (one GPU's share), for a MoE."""
     if not cfg.is_moe:
         return []
     split = f" ÷ {plan.tp * plan.pp}" if plan.tp * plan.pp > 1 else ""
+    k, e = cfg.n_experts_active, cfg.n_experts
     return [
-        ("   read per token" + per_gpu, _both(model.weight_bytes_active_per_token),
-         f"{model.params_active:,} active params ({cfg.n_experts_active} of {cfg.n_experts} "
-         f"experts){split}"),
-        ("   read per decode step" + per_gpu, _both(plan.weight_bytes_per_step),
-         f"E·(1 − (1 − k/E)^B) = {model.experts_touched:.1f} of {cfg.n_experts} experts "
-         f"per MoE layer at batch {plan.batch}{split}"),
+        ("   read per token", _both(model.weight_bytes_active_per_token),
+         f"{model.params_active / 1e9:,.2f} B active params ({k} of {e} experts){split}",
+         {"tip": f"{model.params_active:,} parameters: the dense part and, in each of the "
+                 f"{cfg.n_moe_layers} MoE layers, {k} routed experts of {e}"}),
+        ("   read per decode step", _both(plan.weight_bytes_per_step),
+         f"{model.experts_touched:.1f} of {e} experts per layer at batch {plan.batch}{split}",
+         {"tip": "distinct experts a batch of B tokens touches under uniform routing: "
+                 f"E·(1 − (1 − k/E)^B) = {e}·(1 − (1 − {k}/{e})^{plan.batch}) = "
+                 f"{model.experts_touched:.2f}"}),
     ]
 
 
