@@ -35,6 +35,7 @@ from inferlab.app.export import export_widget, widget_png
 from inferlab.app.gui import configure_plots, seconds_since_process_start
 from inferlab.app.labs import registry
 from inferlab.app.report import build_report, report_path, write_report
+from inferlab.engines.model.gemma_file import GEMMA_TERMS, GEMMA_TERMS_URL
 
 START_FALLBACK_MS = 1000  # deferred start-up begins at first paint, or this long after show
 
@@ -529,7 +530,9 @@ class MainWindow(QMainWindow):
     def about_text(self) -> str:
         rows = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in versions().items())
         return (f"<h3>InferLab</h3><p>See what decides inference cost, on your own hardware.</p>"
-                f"<table>{rows}</table>")
+                f"<table>{rows}</table><p><small>Models: SmolLM2-135M-Instruct (Apache 2.0, "
+                f"Hugging Face). Gemma 3 270M: {GEMMA_TERMS} "
+                f"(<a href=\"{GEMMA_TERMS_URL}\">{GEMMA_TERMS_URL}</a>).</small></p>")
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About InferLab", self.about_text())

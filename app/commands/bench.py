@@ -30,7 +30,7 @@ from inferlab.engines import kernels
 APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench",
                "runtime": "inferlab.app.benches.runtime:run_runtime_bench",
                "prefix": "inferlab.engines.labs.batching.prefix_bench:run_prefix_bench",
-               "models": "inferlab.engines.model.models_bench:run_models_bench"}
+               "models": "inferlab.app.benches.models:run_models_bench"}
 
 
 def benches() -> dict[str, tuple[str, tuple[str, ...]]]:

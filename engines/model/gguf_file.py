@@ -14,6 +14,7 @@ weights fit the "rotate half" RoPE of `rope.py`.
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,34 @@ _REQUIRED = object()
 # What a metadata value must be, by the Python type GGUFReader gives it.
 _KINDS = {int: ("an integer", "integers"), float: ("a number", "numbers"),
           str: ("a string", "strings"), bool: ("a boolean", "booleans"), list: ("an array", "arrays")}
+
+
+_OPENED: dict[tuple, GGUFFile] = {}
+_OPENED_LOCK = threading.Lock()
+KEEP_OPENED = 2
+"""Files whose parse `open_gguf` keeps (the gguf package parses a 262k-token vocabulary in
+Python, 10-20 s for Gemma 3's; loading one file as fp32 and as codes, or a lab after a test,
+parses it once)."""
+
+
+def open_gguf(path: str | Path) -> GGUFFile:
+    """`GGUFFile(path)`, reused while the file is unchanged (same size and modification time)
+    among the last KEEP_OPENED opened in this process."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    except (OSError, ValueError):
+        return GGUFFile(p)  # its own message names the problem
+    with _OPENED_LOCK:
+        g = _OPENED.get(key)
+    if g is None:
+        g = GGUFFile(p)
+        with _OPENED_LOCK:
+            _OPENED[key] = g
+            while len(_OPENED) > KEEP_OPENED:
+                _OPENED.pop(next(iter(_OPENED)))
+    return g
 
 
 def unpermute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:

@@ -36,7 +36,7 @@ from inferlab.engines.model.gguf_families import (
     hf_config_from_gguf,
     hf_tensors_from_gguf,
 )
-from inferlab.engines.model.gguf_file import GGUFFile
+from inferlab.engines.model.gguf_file import GGUFFile, open_gguf
 from inferlab.engines.model.gguf_linear import GGUFLinear
 from inferlab.engines.model.gguf_tokenizer import tokenizer_from_gguf
 from inferlab.engines.model.hf_config import model_config_from_hf
@@ -75,8 +75,10 @@ def resolve_weights(weights: str, config: ModelConfig, dtype: str, kernels: str 
 
 def codes_linear(refs: dict[str, GGUFTensorRef], kernels: str | None):
     """`make_linear(names)` for `Llama.from_state_dict`: the linear of those tensors' rows
-    from their blocks (one `GGUFLinear`, or one per part where their encodings differ), or
-    None where a part is not blocks the kernels read (the decoder then expands it)."""
+    from their blocks (one `GGUFLinear` per run of parts in one encoding: Gemma's q and k in
+    Q5_0 are one product, its v in Q8_0 another), or None where a part is not blocks the
+    kernels read (the decoder then expands it). Parts are concatenated (a copy of their codes)
+    only where a projection fuses several tensors; a single tensor stays a view of the map."""
 
     def make(names) -> object | None:
         parts = []
@@ -86,13 +88,19 @@ def codes_linear(refs: dict[str, GGUFTensorRef], kernels: str | None):
             if raw is None or len(ref.shape) != 2:
                 return None
             parts.append((ref, raw))
-        if len({ref.qtype for ref, _ in parts}) == 1:
-            raw = parts[0][1] if len(parts) == 1 else np.concatenate([r for _, r in parts])
-            rows = sum(ref.shape[0] for ref, _ in parts)
-            return GGUFLinear(np.ascontiguousarray(raw), parts[0][0].qtype,
-                              (rows, parts[0][0].shape[1]), kernels)
-        return ConcatLinear([GGUFLinear(np.ascontiguousarray(raw), ref.qtype, ref.shape, kernels)
-                             for ref, raw in parts])
+        runs: list[list] = []  # neighbours of one encoding share one product
+        for ref, raw in parts:
+            if runs and runs[-1][0][0].qtype == ref.qtype:
+                runs[-1].append((ref, raw))
+            else:
+                runs.append([(ref, raw)])
+        linears = []
+        for run in runs:
+            raw = run[0][1] if len(run) == 1 else np.concatenate([r for _, r in run])
+            rows = sum(ref.shape[0] for ref, _ in run)
+            linears.append(GGUFLinear(np.ascontiguousarray(raw), run[0][0].qtype,
+                                      (rows, run[0][0].shape[1]), kernels))
+        return linears[0] if len(linears) == 1 else ConcatLinear(linears)
 
     return make
 
@@ -103,7 +111,7 @@ def load_gguf(path: str | Path, dtype: str = "fp32", device: str = "cpu",
     """(model, tokenizer) from a GGUF file, its layers laid out for the kernel path `kernels`
     ("native", "torch"; None or "auto": the process default), its weights held as `weights`
     says (module docstring)."""
-    g = GGUFFile(path)
+    g = open_gguf(path)
     config = gguf_config(g, id)
     check_runs(config, str(g.path))
     refs = hf_tensors_from_gguf(g, hf_config_from_gguf(g))

@@ -206,3 +206,26 @@ class ConcatLinear:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat([p(x) for p in self.parts], dim=-1)
+
+
+def linear_kinds(model) -> dict[str, int]:
+    """How many of the model's linears (and lm_head) run on each kind: "Q4_K codes", "fp32
+    Linear", ..."""
+    counts: dict[str, int] = {}
+
+    def kind(linear) -> list[str]:
+        parts = getattr(linear, "parts", None)
+        if parts is not None:
+            return [k for p in parts for k in kind(p)]
+        qtype = getattr(linear, "qtype", None)
+        return [f"{qtype.name} codes" if qtype is not None else
+                f"{str(linear.dtype).removeprefix('torch.')} {type(linear).__name__}"]
+
+    for lw in model.layers:
+        for linear in (lw.qkv, lw.o, lw.gate_up, lw.down):
+            if linear is not None:
+                for k in kind(linear):
+                    counts[k] = counts.get(k, 0) + 1
+    for k in kind(model.lm_head):
+        counts["lm_head: " + k] = 1
+    return counts

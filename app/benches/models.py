@@ -4,6 +4,9 @@
     gemma3_decode_vs_llama_cpp        that / llama.cpp's on the same GGUF, same prompt, threads
     gemma3_decode_vs_transformers     that / transformers' fp32 model of the same GGUF
     gemma3_linears                    which linears ran on which kernel, and their bytes
+    gemma3_greedy_agreement           leading greedy tokens (of new_tokens) that the codes path
+                                      and llama.cpp share with our fp32 model of the file (which
+                                      equals transformers': tests/engines/model/test_gemma3.py)
     gemma3_kv_bytes_8k_vs_full        KV held at 8k tokens with the sliding-window layers
                                       capped at their window / every layer global, and the
                                       closed form (n_global·C + n_local·min(C, W)) / (L·C)
@@ -30,35 +33,14 @@ from inferlab.engines.model.bench import (
     transformers_runner,
 )
 from inferlab.engines.model.gemma_file import GEMMA3_ID, gemma3_gguf_path
+from inferlab.engines.model.generate import generate
+from inferlab.engines.model.linear import linear_kinds
 from inferlab.engines.model.registry import load_model
 from inferlab.engines.model.tiny import tiny_moe_model
 from inferlab.engines.roofline.memory import kv_bytes_per_request, kv_bytes_per_token
 
 PROMPT = "The history of the lighthouse begins"
 KV_CONTEXT = 8192
-
-
-def linear_kinds(model) -> dict[str, int]:
-    """How many of the model's linears (and lm_head) run on each kind: "Q4_K codes", "fp32
-    Linear", ..."""
-    counts: dict[str, int] = {}
-
-    def kind(linear) -> list[str]:
-        parts = getattr(linear, "parts", None)
-        if parts is not None:
-            return [k for p in parts for k in kind(p)]
-        qtype = getattr(linear, "qtype", None)
-        return [f"{qtype.name} codes" if qtype is not None else
-                f"{str(linear.dtype).removeprefix('torch.')} {type(linear).__name__}"]
-
-    for lw in model.layers:
-        for linear in (lw.qkv, lw.o, lw.gate_up, lw.down):
-            if linear is not None:
-                for k in kind(linear):
-                    counts[k] = counts.get(k, 0) + 1
-    for k in kind(model.lm_head):
-        counts["lm_head: " + k] = 1
-    return counts
 
 
 def kv_window_ratio(cfg, context: int = KV_CONTEXT) -> dict:
@@ -91,6 +73,27 @@ def moe_grouped_vs_per_token(batch: int = 32, repeats: int = 5) -> dict:
     return {"speedup": per_token / grouped, "grouped_ms": grouped * 1e3,
             "per_token_ms": per_token * 1e3, "experts_touched": touched,
             "expert_reads_per_token_loop": batch * cfg.n_experts_active}
+
+
+def leading_agreement(a: list[int], b: list[int]) -> int:
+    """How many tokens two greedy continuations share before they first part."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def greedy_agreement(codes_model, ids: list[int], new_tokens: int, llama_cpp=None) -> dict:
+    """Leading tokens the codes path and llama.cpp share with our fp32 model's greedy."""
+    fp32, _ = load_model(GEMMA3_ID, weights="fp32")
+    ref = list(generate(fp32, [ids], max_new_tokens=new_tokens).generations[0].token_ids)
+    codes = list(generate(codes_model, [ids], max_new_tokens=new_tokens).generations[0].token_ids)
+    out = {"new_tokens": new_tokens, "codes_vs_fp32": leading_agreement(codes, ref)}
+    if llama_cpp is not None:
+        out["llama_cpp_vs_fp32"] = leading_agreement(llama_cpp(new_tokens), ref)
+    return out
 
 
 def run_models_bench(new_tokens: int = 32, repeats: int = 3, threads: int | None = 1,
@@ -139,6 +142,8 @@ def run_models_bench(new_tokens: int = 32, repeats: int = 3, threads: int | None
             "gemma3_kv_layers": kv,
             "samples_tokens_per_s": rates,
         }
+        out["gemma3_greedy_agreement"] = greedy_agreement(model, ids, new_tokens,
+                                                          runs.get("llama_cpp"))
         moe_figures = moe_grouped_vs_per_token()
         out["moe_tiny_grouped_vs_per_token"] = moe_figures.pop("speedup")
         out["moe_tiny"] = moe_figures
