@@ -64,6 +64,7 @@ OPTIONAL_LIMITS: dict[str, tuple[str, float, float]] = {
     "kv_lora_rank": ("int", 1, 2**16),
     "q_lora_rank": ("int", 1, 2**16),
     "qk_rope_head_dim": ("int", 1, 2**12),
+    "rotary_dim": ("int", 2, 2**12),
     "qk_nope_head_dim": ("int", 1, 2**12),
     "v_head_dim": ("int", 1, 2**12),
 }
@@ -178,6 +179,8 @@ class ModelConfig:
     rope_high_freq_factor: float = 4.0
     rope_beta_fast: float = 32.0
     rope_beta_slow: float = 1.0
+    rotary_dim: int = 0
+    """Leading dims of each head RoPE rotates (Phi-3's partial_rotary_factor); 0: all."""
     rope_local_scaling: bool = True
     """Whether the scaling applies to sliding layers too (Gemma 3 scales only global ones)."""
     embed_scale: float = 1.0
@@ -265,6 +268,9 @@ class ModelConfig:
         if any(mla) and not all(mla):
             raise ConfigError("MLA fields 'kv_lora_rank', 'qk_rope_head_dim', "
                               f"'qk_nope_head_dim' and 'v_head_dim' are set together, got {mla}")
+        if self.rotary_dim and (self.rotary_dim % 2 or self.rotary_dim > self.d_head):
+            raise ConfigError(f"field 'rotary_dim' ({self.rotary_dim}) must be even and at most "
+                              f"d_head ({self.d_head})")
         if self.q_lora_rank and not self.kv_lora_rank:
             raise ConfigError("field 'q_lora_rank' needs the other MLA fields")
 

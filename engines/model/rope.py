@@ -32,7 +32,8 @@ def scaled_inv_freq(cfg: ModelConfig, theta: float, scaled: bool = True
                     ) -> tuple[torch.Tensor, float]:
     """(inv_freq, attention factor) of a layer kind with RoPE base `theta`, the config's
     scaling applied where `scaled`."""
-    d, inv = cfg.d_head, base_inv_freq(cfg.d_head, theta)
+    d = cfg.rotary_dim or cfg.d_head
+    inv = base_inv_freq(d, theta)
     kind, factor = (cfg.rope_scaling, cfg.rope_factor) if scaled else ("", 1.0)
     if kind == "linear":
         return inv / factor, 1.0

@@ -30,7 +30,7 @@ FAMILY_CONFIGS: dict[str, dict] = {
                                                                "rope_theta": 1000.0}},
                         layer_types=["sliding_attention", "sliding_attention",
                                      "full_attention"], tie_word_embeddings=True),
-    "phi3": dict(sliding_window=SLIDING_WINDOW),
+    "phi3": dict(sliding_window=SLIDING_WINDOW, partial_rotary_factor=0.5),
     "qwen2_moe": dict(_MOE, shared_expert_intermediate_size=48, decoder_sparse_step=1,
                       mlp_only_layers=[0]),
     "qwen3_moe": dict(_MOE, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
