@@ -127,7 +127,8 @@ def is_llama_layout(cfg: ModelConfig) -> bool:
     return (cfg.mlp_kind == "swiglu" and not cfg.qkv_bias and not cfg.qk_norm
             and not cfg.post_norms and not cfg.is_moe and cfg.embed_scale == 1.0
             and cfg.attn_scale in (0.0, cfg.d_head ** -0.5) and not cfg.attn_softcap
-            and not cfg.final_softcap and not (cfg.layer_types and cfg.rope_local_theta))
+            and not cfg.final_softcap and not (cfg.layer_types and cfg.rope_local_theta)
+            and cfg.rotary_dim in (0, cfg.d_head))
 
 
 @dataclass
@@ -467,6 +468,7 @@ class Llama:
             return self._layers_fused(x, cos, sin, attend, write)
         c = self.config
         n, eps, d_head = x.shape[0], c.norm_eps, c.d_head
+        rot = c.rotary_dim or d_head
         q_dim, kv_dim, d_model = self._q_dim, c.n_kv_heads * d_head, c.d_model
         dt = self.dtype
         x = x.float()  # the residual stream and the norms stay fp32 whatever the weights
@@ -485,7 +487,11 @@ class Llama:
                 q = rms_norm(q.float(), (d_head,), lw.q_norm, eps).to(dt)
                 k = rms_norm(k.float(), (d_head,), lw.k_norm, eps).to(dt)
             cos, sin = rope["sliding" if lw.window else "full"]
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            if rot < d_head:  # partial RoPE: the leading dims turn, the rest pass through
+                q = torch.cat([apply_rope(q[..., :rot], cos, sin), q[..., rot:]], dim=-1)
+                k = torch.cat([apply_rope(k[..., :rot], cos, sin), k[..., rot:]], dim=-1)
+            else:
+                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             write(i, k, v.reshape(n, c.n_kv_heads, d_head))
             a = lw.o(attend(q, i).reshape(n, q_dim)).float()
             if lw.post_attn_norm is not None:
@@ -547,13 +553,13 @@ class Llama:
         """RoPE tables per layer kind, "full" and "sliding" (one object where they agree)."""
         c = self.config
         inv, factor = scaled_inv_freq(c, c.rope_theta)
-        full = RopeTables(c.d_head, c.max_position, c.rope_theta, dtype, self.device, inv,
-                          factor)
+        rot = c.rotary_dim or c.d_head
+        full = RopeTables(rot, c.max_position, c.rope_theta, dtype, self.device, inv, factor)
         if not c.layer_types or (not c.rope_local_theta and c.rope_local_scaling):
             return {"full": full, "sliding": full}
         theta = c.rope_local_theta or c.rope_theta
         inv, factor = scaled_inv_freq(c, theta, c.rope_local_scaling)
-        return {"full": full, "sliding": RopeTables(c.d_head, c.max_position, theta, dtype,
+        return {"full": full, "sliding": RopeTables(rot, c.max_position, theta, dtype,
                                                     self.device, inv, factor)}
 
     @property
