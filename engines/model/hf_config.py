@@ -153,7 +153,10 @@ def model_config_from_hf(d: Any, id: str = "custom", name: str | None = None,
     }
     if read.flag("mlp_bias", False):
         raise ConfigError(f"{origin}: mlp_bias is true; MLP biases cannot be described")
-    partial = read.number("partial_rotary_factor", 1.0, float, 0.0, 1.0)
+    rope_params = read.d.get("rope_parameters")
+    partial = read.number("partial_rotary_factor", 1.0, float, 0.0, 1.0) \
+        if "partial_rotary_factor" in read.d or not isinstance(rope_params, dict) else \
+        read.number("partial_rotary_factor", 1.0, float, 0.0, 1.0, d=rope_params)
     if partial < 1.0:
         fields["rotary_dim"] = int(fields["d_head"] * partial)
     fields |= _layer_kinds(read, model_type, n_layers)
