@@ -17,15 +17,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
+from inferlab.engines.model.chat_template import JinjaChatTemplate, load_chat_template
 from inferlab.engines.model.errors import ModelLoadError
-
-if TYPE_CHECKING:
-    from inferlab.engines.model.chat_template import JinjaChatTemplate
 
 # llama.cpp's Llama 3 pre-tokenizer regex ("llama-bpe"), split before the byte mapping.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
@@ -303,5 +300,11 @@ class Tokenizer:
             except Exception as e:  # the tokenizers package raises its own Exception type
                 raise ModelLoadError(f"{path}: not a usable tokenizer.json: {e}") from None
             add_bos = bos_id is not None and with_special[:1] == [bos_id]
-        return cls(backend, eos, bos_id, bool(add_bos), chat_template_from_jinja(template),
+        def token_text(key: str) -> str | None:
+            tok = config.get(key)
+            tok = tok.get("content") if isinstance(tok, dict) else tok
+            return tok if isinstance(tok, str) else None
+
+        return cls(backend, eos, bos_id, bool(add_bos),
+                   load_chat_template(template, token_text("bos_token"), token_text("eos_token")),
                    folder.name)

@@ -111,7 +111,8 @@ def write_tiny_gguf(path: Path, arch: str = "llama", skip: tuple[str, ...] = ())
 
 
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
-          "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}")
+          "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 
 def write_tiny_hf_folder(folder: Path, **config_overrides) -> Path:
