@@ -239,8 +239,11 @@ class Llama:
         self.llama_layout = is_llama_layout(config)
         """Whether the fused native paths apply (`is_llama_layout`)."""
         # the small ops between the matmuls fused on the native library (fp32 on the CPU)
-        self.glue = fused.for_model(self.kernel_path, self.device, self.dtype, config.d_head) \
-            if self.llama_layout else None
+        ops = fused.for_model(self.kernel_path, self.device, self.dtype, config.d_head)
+        self.glue = ops if self.llama_layout else None
+        self.family_ops = ops if not self.llama_layout and not config.rotary_dim else None
+        """The fused ops for another family's per-op path (Gemma, Qwen, MoE ...): norms with
+        their residual adds, RoPE in place (None: torch's ops)."""
         self.one_call_per_step = True
         """Whether a step the native decoder can run goes through it (every layer in one call,
         `engines.kernels.decoder`); False keeps the per-op path (the bench compares them)."""
@@ -466,6 +469,8 @@ class Llama:
         if self.glue is not None and x.dtype == torch.float32:
             cos, sin = rope["full"]
             return self._layers_fused(x, cos, sin, attend, write)
+        if self.family_ops is not None and x.dtype == torch.float32:
+            return self._family_layers_fused(x, rope, attend, write)
         c = self.config
         n, eps, d_head = x.shape[0], c.norm_eps, c.d_head
         rot = c.rotary_dim or d_head
@@ -506,6 +511,51 @@ class Llama:
                 m = rms_norm(m, (d_model,), lw.post_mlp_norm, eps)
             x = x + m
         return x
+
+    def _family_layers_fused(self, x: torch.Tensor, rope: dict, attend, write) -> torch.Tensor:
+        """`_layers` for the other families with the small ops on the native library (fp32):
+        each residual add folded into the next norm (a post-norm normalises the block's
+        output first), RoPE in place on the product; q/k-norms and activations stay torch's."""
+        c, ops = self.config, self.family_ops
+        n, eps, d_head = x.shape[0], c.norm_eps, c.d_head
+        q_dim, kv_dim, qk_heads = self._q_dim, c.n_kv_heads * d_head, self._qk_heads
+        tables = {kind: (cos.contiguous(), sin.contiguous()) for kind, (cos, sin) in rope.items()}
+        x = x.contiguous().clone()  # the residual stream, updated in place
+        h = torch.empty_like(x)
+        residual = None
+        for i, lw in enumerate(self.layers):
+            ops.add_rms_norm(x, residual, lw.attn_norm, eps, out=h)
+            qkv = lw.qkv(h)
+            if lw.qkv_bias is not None:
+                qkv.add_(lw.qkv_bias)
+            if c.qk_norm == "head":
+                q = qkv[:, :q_dim].view(n, c.n_heads, d_head)
+                k = qkv[:, q_dim:q_dim + kv_dim].view(n, c.n_kv_heads, d_head)
+                q.copy_(rms_norm(q, (d_head,), lw.q_norm, eps))
+                k.copy_(rms_norm(k, (d_head,), lw.k_norm, eps))
+            elif c.qk_norm == "full":
+                q, k = qkv[:, :q_dim], qkv[:, q_dim:q_dim + kv_dim]
+                q.copy_(rms_norm(q, (q_dim,), lw.q_norm, eps))
+                k.copy_(rms_norm(k, (kv_dim,), lw.k_norm, eps))
+            ops.rope(qkv, *tables["sliding" if lw.window else "full"], qk_heads, d_head)
+            write(i, qkv[:, q_dim:q_dim + kv_dim].view(n, c.n_kv_heads, d_head),
+                  qkv[:, q_dim + kv_dim:].view(n, c.n_kv_heads, d_head))
+            a = lw.o(attend(qkv[:, :q_dim].view(n, c.n_heads, d_head), i).reshape(n, q_dim))
+            if lw.post_attn_norm is not None:
+                a = ops.add_rms_norm(a.contiguous(), None, lw.post_attn_norm, eps,
+                                     out=torch.empty_like(h))
+            ops.add_rms_norm(x, a.contiguous(), lw.mlp_norm, eps, out=h)
+            if lw.moe is not None:
+                m = moe_block.forward_grouped(c, lw.moe, h)
+            else:
+                gu = lw.gate_up(h)
+                m = lw.down(ops.silu_mul(gu) if c.mlp_kind == "swiglu" else
+                            moe_block.gated(gu, c.mlp_kind))
+            if lw.post_mlp_norm is not None:
+                m = ops.add_rms_norm(m.contiguous(), None, lw.post_mlp_norm, eps,
+                                     out=torch.empty_like(h))
+            residual = m.contiguous()
+        return x.add_(residual) if residual is not None else x
 
     def _layers_fused(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend,
                       write) -> torch.Tensor:
