@@ -12,17 +12,18 @@ from .hf_reference import FAMILY_CONFIGS, SLIDING_WINDOW, hf_model, hf_state_dic
 
 pytest.importorskip("transformers")
 TOL = 1e-4
-# The torch path for half the families, the native kernels (the default) for the others.
-KERNELS = {f: ("torch" if i % 2 else "auto") for i, f in enumerate(sorted(FAMILY_CONFIGS))}
 PROMPT = [(7 * i + 3) % 250 + 3 for i in range(3 * SLIDING_WINDOW)]
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILY_CONFIGS))
+@pytest.fixture(scope="module", params=[(f, k) for f in sorted(FAMILY_CONFIGS)
+                                         for k in ("torch", "native")], ids=str)
 def pair(request):
-    hf, config = hf_model(request.param)
-    cfg = model_config_from_hf(config, id=request.param)
-    ours = Llama.from_state_dict(cfg, hf_state_dict(hf), "fp32", kernels=KERNELS[request.param])
-    return request.param, hf, ours
+    """(family, transformers model, ours on the torch or the native kernel path)."""
+    family, kernels = request.param
+    hf, config = hf_model(family)
+    cfg = model_config_from_hf(config, id=family)
+    ours = Llama.from_state_dict(cfg, hf_state_dict(hf), "fp32", kernels=kernels)
+    return family, hf, ours
 
 
 def test_every_runnable_family_has_a_reference():
