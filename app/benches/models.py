@@ -27,8 +27,9 @@ import torch
 from inferlab.engines import kernels
 from inferlab.engines.model import moe
 from inferlab.engines.model.bench import (
-    decode_rate,
     generate_runner,
+    interleaved_rates,
+    leading_agreement,
     llama_cpp_runner,
     transformers_runner,
 )
@@ -75,16 +76,6 @@ def moe_grouped_vs_per_token(batch: int = 32, repeats: int = 5) -> dict:
             "expert_reads_per_token_loop": batch * cfg.n_experts_active}
 
 
-def leading_agreement(a: list[int], b: list[int]) -> int:
-    """How many tokens two greedy continuations share before they first part."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def greedy_agreement(codes_model, ids: list[int], new_tokens: int, llama_cpp=None) -> dict:
     """Leading tokens the codes path and llama.cpp share with our fp32 model's greedy."""
     fp32, _ = load_model(GEMMA3_ID, weights="fp32")
@@ -116,13 +107,7 @@ def run_models_bench(new_tokens: int = 32, repeats: int = 3, threads: int | None
                     runs[name] = make()
                 except ImportError as e:
                     errors[f"{name}_error"] = f"not installed: {e}"
-        for run in runs.values():
-            run(4)
-        rates: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(repeats):
-            for name, run in runs.items():
-                rates[name].append(decode_rate(run, new_tokens))
-        med = {name: statistics.median(r) for name, r in rates.items()}
+        med, rates = interleaved_rates(runs, new_tokens, repeats)
         kv = kv_window_ratio(model.config)
         out = {
             "model": GEMMA3_ID, "prompt_tokens": len(ids), "new_tokens": new_tokens,

@@ -40,6 +40,29 @@ def decode_rate(run: Callable[[int], None], new_tokens: int) -> float:
     return (new_tokens - 1) / decode_s if decode_s > 0 else float("nan")
 
 
+def interleaved_rates(runs: dict[str, Callable[[int], object]], new_tokens: int, repeats: int
+                      ) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """(median, samples) of `decode_rate` per run: each run warmed up, then measured in turn
+    within each repeat, so a machine that gets busier mid-run slows all of them alike."""
+    for run in runs.values():  # warm up allocators and kernels
+        run(4)
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            rates[name].append(decode_rate(run, new_tokens))
+    return {name: statistics.median(r) for name, r in rates.items()}, rates
+
+
+def leading_agreement(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens two greedy continuations share before they first part."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def generate_runner(model, ids: list[int]) -> Callable[[int], None]:
     """`run(n)`: greedy `generate` of exactly n tokens after `ids` with our `model`."""
     def run(n: int) -> None:
@@ -131,13 +154,7 @@ def run_model_bench(prompt: str = DEFAULT_PROMPT, new_tokens: int = 64,
                 runs["transformers"] = transformers_runner(gguf, ids)
             except ImportError as e:
                 tf_error = f"transformers not installed: {e}"
-        for run in runs.values():  # warm up allocators and kernels
-            run(4)
-        rates: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(repeats):
-            for name, run in runs.items():
-                rates[name].append(decode_rate(run, new_tokens))
-        med = {name: statistics.median(r) for name, r in rates.items()}
+        med, rates = interleaved_rates(runs, new_tokens, repeats)
         tf = med.get("transformers")
         out: dict = {
             "model": model, "prompt_tokens": len(ids), "new_tokens": new_tokens,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from inferlab.engines.labs.quant.records import SchemeRun
 from inferlab.engines.labs.quant.settings import BF16, FP32, KV_SCHEMES, lab_schemes
+from inferlab.engines.model.bench import leading_agreement
 from inferlab.engines.model.generate import generate
 from inferlab.engines.quant.cast import quantize_bf16
 from inferlab.engines.quant.errors import QuantError
@@ -105,13 +106,6 @@ def sample_ids(model, prompt_ids: Sequence[int], n_tokens: int = SAMPLE_TOKENS) 
     return list(out.generations[0].token_ids)
 
 
-def agree_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def score(p: Prepared, tokenizer, name: str, eval_sets: Mapping[str, Sequence[int]],
@@ -130,7 +124,7 @@ def score(p: Prepared, tokenizer, name: str, eval_sets: Mapping[str, Sequence[in
     if decode_tokens:
         speed = decode_tokens_per_s(p.running, list(prompt_ids), decode_tokens)
     ids = sample_ids(p.running, prompt_ids)
-    agree = len(ids) if reference_ids is None else agree_prefix(ids, reference_ids)
+    agree = len(ids) if reference_ids is None else leading_agreement(ids, reference_ids)
     return SchemeRun(name, held.mean, p.weight_bytes, kv_bytes_per_token(p.running), speed,
                      p.runs_as, p.quantize_s, held.eval_s, tokenizer.decode(ids), agree,
                      p.sqnr_db, held.by_text, p.calibration_tokens)
