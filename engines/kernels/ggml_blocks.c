@@ -27,25 +27,40 @@
  * sub-blocks 2c (low nibbles) and 2c + 1 (high); the fifth bit of sub-block s is bit s of
  * qh[l]. Q6_K's 256 weights are two halves of 128, each four runs of 32 (see dec_q6_K).
  *
- * How the work goes: output rows are taken GB_NR at a time (a tile, one OpenMP task). A tile's
- * rows are decoded GB_CHUNK weights at a time into a small fp32 buffer in L1, and that chunk is
- * multiplied by every input row (IL_MR rows of accumulators in registers at a time) before the
- * next chunk is decoded, so each block is decoded once per call for up to GB_MAX_ROWS input
- * rows and the codes cross the memory bus once. More rows run in groups of GB_MAX_ROWS, each
- * decoding again (the Python side sends large batches to dequantize-then-matmul instead).
+ * How the work goes: output rows are taken GB_NR at a time (a tile, one OpenMP task).
  *
- * Why a buffer and not registers only: decoding is what a call costs here (fp32 activations
- * make every weight a widening, a conversion and a multiply-add), and a decoder that writes a
- * whole block amortizes its scales over 32-256 weights. Decoding 32 weights at a time straight
- * into the row tile's registers was measured (AVX-512 EPYC, 1 thread, 64 × 2048 weights in
- * L2): Q8_0 at one row 0.053 against 0.072 ns per weight, but Q4_K / Q6_K slower at every row
- * count from 2 on (their sub-block scales unpacked again per row) and decoding alone 25-45%
- * slower; one decoder per type, writing L1, is kept.
+ *   up to GB_REG_ROWS (4) input rows, the decode shapes: each 32 weights of a tile row are
+ *     decoded straight into registers (reg_*: on AVX-512 a 4- or 5-bit code indexes a table of
+ *     its 16 or 32 decoded values, one vpermps per 16 weights; a K-quant block's sub-block
+ *     scales are formed once per block, 16 at once) and multiplied by the 1-4 rows of x;
+ *   more rows: a tile's rows are decoded GB_CHUNK weights at a time into a small fp32 buffer
+ *     in L1, and that chunk is multiplied by every input row (IL_MR rows of accumulators in
+ *     registers at a time) before the next chunk is decoded, so each block is decoded once
+ *     per call for up to GB_MAX_ROWS input rows. More rows run in groups of GB_MAX_ROWS, each
+ *     decoding again (the Python side sends large batches to dequantize-then-matmul instead).
  *
- * Each block type has two decoders: a vector one (GCC vector extensions of IL_VLEN floats,
- * built for AVX-512, AVX2 or plain C like the other kernels) and a scalar reference written
- * weight by weight from the format's definition; il_ggml_matmul_ref runs the reference, and
- * the tests compare the two with each other and with `gguf.quants.dequantize`.
+ * Both ways multiply the same decoded weights in the same order (one accumulator per input
+ * row and weight row, lanes in k order, the same lane sums), so their results are equal bit
+ * for bit: a row's output does not depend on the batch it came in. Both prefetch the tile
+ * GB_PF_TILES ahead into L2, every cache line of it: the codes then cross the memory bus once,
+ * while the decoding runs (measured on Gemma 3's 178 MB Q8_0 lm_head, 1 thread: ~30 ms with
+ * one line per block prefetched into L1, ~14 ms with every line into L2; a Q6_K block's 4
+ * lines were mostly waited for before).
+ *
+ * Why registers for few rows and a buffer for more: decoding is what a call costs here (fp32
+ * activations make every weight a widening, a conversion and a multiply-add, or a table
+ * lookup), so few rows want nothing between decoding and the multiply-add, and many rows want
+ * each weight decoded once for all of them. Measured (AVX-512 EPYC, 1 thread, 64 × 2048
+ * weights in L2, ns per weight, buffer -> registers): M = 1: Q5_0 0.121 -> 0.077, Q8_0
+ * 0.077 -> 0.055, Q4_K 0.100 -> 0.070, Q6_K 0.143 -> 0.108; M = 4: 0.163 -> 0.121,
+ * 0.124 -> 0.091, 0.143 -> 0.144, 0.183 -> 0.150. (An earlier register decoder was slower
+ * for the K-quants from 2 rows on: it unpacked their scales again per input row.)
+ *
+ * Each block type has three decoders: two vector ones (GCC vector extensions of IL_VLEN
+ * floats, built for AVX-512, AVX2 or plain C like the other kernels: dec_* writes a block,
+ * reg_* returns 32 weights in registers) and a scalar reference written weight by weight from
+ * the format's definition; il_ggml_matmul_ref runs the reference, and the tests compare them
+ * with each other and with `gguf.quants.dequantize`.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,6 +73,12 @@
 #define GB_MAX_ROWS 16   /* input rows one decoded chunk serves (accumulators kept in L1) */
 #ifndef IL_MR
 #define IL_MR 2          /* input rows per register tile */
+#endif
+#ifndef GB_PF_TILES
+#define GB_PF_TILES 4    /* software prefetch distance, in tiles of GB_NR weight rows */
+#endif
+#ifndef GB_PF_HINT
+#define GB_PF_HINT 2     /* prefetcht1 (into L2; measured: prefetcht0 into L1 is 2x slower) */
 #endif
 
 typedef int32_t gb_vi __attribute__((vector_size(IL_VLEN * 4)));
@@ -106,6 +127,11 @@ static inline uint32_t u32(const uint8_t* p) {
   uint32_t v;
   memcpy(&v, p, 4);
   return v;
+}
+
+/* The cache lines of p .. p + n - 1 asked for (into L2), ahead of their use. */
+static inline void prefetch_span(const uint8_t* p, int64_t n) {
+  for (int64_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, GB_PF_HINT);
 }
 
 /* The fifth bits of weights j .. j + IL_VLEN - 1 from a block's 32-bit qh, moved to bit 4. */
@@ -314,6 +340,191 @@ static void ref_q6_K(const uint8_t* b, float* out) {
   }
 }
 
+/* ---- register decoders: 32 weights of a row straight into registers (decode rows) ------ */
+
+/* A step is 32 weights of one row (a Q*_0 / Q*_1 block, or one sub-block of a K-quant
+ * super-block) decoded into GB_SV vectors; `p` holds what a K-quant block's steps share
+ * (its sub-block scales, formed once per block by reg_prep_*). Where the build has AVX-512
+ * a 4- or 5-bit code indexes a table of its 16 or 32 decoded values (vpermps), built once per
+ * block or sub-block by one multiply(-add) per 16 values, instead of a widening, conversion
+ * and multiply per weight; the table's entries are the same products (d · (u - 8), fma(u,
+ * d s, -dmin m), ...), each exact or rounded once, so ŵ is gguf's bit for bit either way. */
+#define GB_SV (32 / IL_VLEN)
+#if IL_VLEN == 16 && defined(__AVX512F__) && !defined(GB_NO_TABLES)
+#define GB_TABLES 1
+static inline vf gb_iota(float from) {
+  return (vf)_mm512_add_ps(_mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_ps(from));
+}
+/* table[u & 15] lane by lane (vpermps reads the index's low 4 bits only). */
+static inline vf gb_lookup(gb_vi u, vf table) {
+  return (vf)_mm512_permutexvar_ps((__m512i)u, (__m512)table);
+}
+/* lo[u & 15], or hi[u & 15] in the lanes of `k`. */
+static inline vf gb_lookup2(gb_vi u, vf lo, vf hi, __mmask16 k) {
+  return (vf)_mm512_mask_permutexvar_ps(_mm512_permutexvar_ps((__m512i)u, (__m512)lo), k,
+                                        (__m512i)u, (__m512)hi);
+}
+#else
+#define GB_TABLES 0
+#endif
+
+static inline __attribute__((always_inline)) void reg_q8_0(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  (void)j, (void)p;
+  const float d = fp16(b);
+  for (int v = 0; v < GB_SV; ++v) w[v] = il_load_i8((const int8_t*)b + 2 + v * IL_VLEN) * d;
+}
+
+static inline __attribute__((always_inline)) void reg_q4_0(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  (void)j, (void)p;
+  const float d = fp16(b);
+#if GB_TABLES
+  const vf t = gb_iota(-8.f) * d;
+  const gb_vi u = load_u8(b + 2);
+  w[0] = gb_lookup(u, t), w[1] = gb_lookup(u >> 4, t);
+#else
+  for (int v = 0; v < GB_SV / 2; ++v) {
+    const gb_vi u = load_u8(b + 2 + v * IL_VLEN);
+    w[v] = to_f32((u & 15) - 8) * d;
+    w[v + GB_SV / 2] = to_f32((u >> 4) - 8) * d;
+  }
+#endif
+}
+
+static inline __attribute__((always_inline)) void reg_q4_1(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  (void)j, (void)p;
+  const float d = fp16(b), m = fp16(b + 2);
+#if GB_TABLES
+  const vf t = gb_iota(0.f) * d + m;
+  const gb_vi u = load_u8(b + 4);
+  w[0] = gb_lookup(u, t), w[1] = gb_lookup(u >> 4, t);
+#else
+  for (int v = 0; v < GB_SV / 2; ++v) {
+    const gb_vi u = load_u8(b + 4 + v * IL_VLEN);
+    w[v] = to_f32(u & 15) * d + m;
+    w[v + GB_SV / 2] = to_f32(u >> 4) * d + m;
+  }
+#endif
+}
+
+static inline __attribute__((always_inline)) void reg_q5_0(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  (void)j, (void)p;
+  const float d = fp16(b);
+  const uint32_t qh = u32(b + 2);
+#if GB_TABLES
+  const vf lo = gb_iota(-16.f) * d, hi = gb_iota(0.f) * d;
+  const gb_vi u = load_u8(b + 6);
+  w[0] = gb_lookup2(u, lo, hi, (__mmask16)qh);
+  w[1] = gb_lookup2(u >> 4, lo, hi, (__mmask16)(qh >> 16));
+#else
+  for (int v = 0; v < GB_SV / 2; ++v) {
+    const gb_vi u = load_u8(b + 6 + v * IL_VLEN);
+    w[v] = to_f32(((u & 15) | fifth_bits(qh, v * IL_VLEN)) - 16) * d;
+    w[v + GB_SV / 2] = to_f32(((u >> 4) | fifth_bits(qh, 16 + v * IL_VLEN)) - 16) * d;
+  }
+#endif
+}
+
+static inline __attribute__((always_inline)) void reg_q5_1(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  (void)j, (void)p;
+  const float d = fp16(b), m = fp16(b + 2);
+  const uint32_t qh = u32(b + 4);
+#if GB_TABLES
+  const vf lo = gb_iota(0.f) * d + m, hi = gb_iota(16.f) * d + m;
+  const gb_vi u = load_u8(b + 8);
+  w[0] = gb_lookup2(u, lo, hi, (__mmask16)qh);
+  w[1] = gb_lookup2(u >> 4, lo, hi, (__mmask16)(qh >> 16));
+#else
+  for (int v = 0; v < GB_SV / 2; ++v) {
+    const gb_vi u = load_u8(b + 8 + v * IL_VLEN);
+    w[v] = to_f32((u & 15) | fifth_bits(qh, v * IL_VLEN)) * d + m;
+    w[v + GB_SV / 2] = to_f32((u >> 4) | fifth_bits(qh, 16 + v * IL_VLEN)) * d + m;
+  }
+#endif
+}
+
+/* Q4_K / Q5_K: p[j] = d · scale_j and p[8 + j] = -(dmin · min_j) of the block's 8
+ * sub-blocks, in vectors: the 12 bytes rearranged (as llama.cpp does) into the 8 scales' and
+ * the 8 mins' bytes, widened, converted and multiplied at once (both products exact). */
+static inline __attribute__((always_inline)) void reg_prep_k(const uint8_t* b, float* p) {
+  const float d = fp16(b), dmin = fp16(b + 2);
+  uint32_t u[4];
+  memcpy(u, b + 4, 12);
+  u[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4); /* mins 4-7 */
+  const uint32_t mins = u[1] & 0x3F3F3F3Fu;                                  /* mins 0-3 */
+  u[1] = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);       /* scales 4-7 */
+  u[2] = mins;
+  u[0] &= 0x3F3F3F3Fu;                                                       /* scales 0-3 */
+  const vf dv = (vf){0} + d, mv = (vf){0} - dmin;
+#if IL_VLEN == 16
+  const vf f = __builtin_shufflevector(dv, mv, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21,
+                                       22, 23);
+  store(p, to_f32(load_u8((const uint8_t*)u)) * f);
+#else
+  for (int v = 0; v < 16 / IL_VLEN; ++v)
+    store(p + v * IL_VLEN, to_f32(load_u8((const uint8_t*)u + v * IL_VLEN)) *
+                               (v * IL_VLEN < 8 ? dv : mv));
+#endif
+}
+
+static inline __attribute__((always_inline)) void reg_q4_K(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  const uint8_t* qs = b + 16 + 32 * (j / 2);
+  const int shift = 4 * (j & 1);
+#if GB_TABLES
+  const vf t = gb_iota(0.f) * p[j] + p[8 + j];
+  w[0] = gb_lookup(load_u8(qs) >> shift, t), w[1] = gb_lookup(load_u8(qs + 16) >> shift, t);
+#else
+  for (int v = 0; v < GB_SV; ++v)
+    w[v] = to_f32((load_u8(qs + v * IL_VLEN) >> shift) & 15) * p[j] + p[8 + j];
+#endif
+}
+
+static inline __attribute__((always_inline)) void reg_q5_K(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  const uint8_t *qh = b + 16, *qs = b + 48 + 32 * (j / 2);
+  const int shift = 4 * (j & 1);
+#if GB_TABLES
+  const vf lo = gb_iota(0.f) * p[j] + p[8 + j], hi = gb_iota(16.f) * p[j] + p[8 + j];
+  for (int v = 0; v < 2; ++v) {
+    const __mmask16 k = _mm512_test_epi32_mask((__m512i)load_u8(qh + 16 * v),
+                                               _mm512_set1_epi32(1 << j));
+    w[v] = gb_lookup2(load_u8(qs + 16 * v) >> shift, lo, hi, k);
+  }
+#else
+  for (int v = 0; v < GB_SV; ++v) {
+    const gb_vi u = ((load_u8(qs + v * IL_VLEN) >> shift) & 15) |
+                    (((load_u8(qh + v * IL_VLEN) >> j) & 1) << 4);
+    w[v] = to_f32(u) * p[j] + p[8 + j];
+  }
+#endif
+}
+
+/* Q6_K: p[s] = d · scale_s for its 16 runs of 16 weights (rounded once, as gguf does);
+ * step j is run r = j % 4 of half h = j / 4 (see dec_q6_K). */
+static inline __attribute__((always_inline)) void reg_prep_q6_K(const uint8_t* b, float* p) {
+  const float d = fp16(b + 208);
+  for (int v = 0; v < 16 / IL_VLEN; ++v)
+    store(p + v * IL_VLEN, il_load_i8((const int8_t*)b + 192 + v * IL_VLEN) * d);
+}
+
+static inline __attribute__((always_inline)) void reg_q6_K(const uint8_t* b, int j,
+                                                          const float* p, vf* w) {
+  const int h = j / 4, r = j % 4;
+  const uint8_t *ql = b + 64 * h + 32 * (r & 1), *qh = b + 128 + 32 * h;
+  const int shift = r < 2 ? 0 : 4;
+  for (int v = 0; v < GB_SV; ++v) {
+    const gb_vi q = ((load_u8(ql + v * IL_VLEN) >> shift) & 15) |
+                    (((load_u8(qh + v * IL_VLEN) >> (2 * r)) & 3) << 4);
+    w[v] = to_f32(q - 32) * p[8 * h + 2 * r + v * IL_VLEN / 16];
+  }
+}
+
 /* ---- the formats ------------------------------------------------------------------------ */
 
 typedef void gb_decode_fn(const uint8_t* blocks, int64_t n_blocks, float* out);
@@ -428,7 +639,10 @@ static void tile(const gb_format* f, const float* x, int64_t M, int64_t K, const
   for (int64_t k0 = 0; k0 < K; k0 += GB_CHUNK) {
     const int64_t len = K - k0 < GB_CHUNK ? K - k0 : GB_CHUNK; /* a multiple of qk */
     const uint8_t* at = w0 + k0 / f->qk * f->bytes;
-    for (int i = 0; i < nr; ++i) f->decode(at + i * row_bytes, len / f->qk, buf[i]);
+    for (int i = 0; i < nr; ++i) {
+      prefetch_span(at + (i + GB_PF_TILES * GB_NR) * row_bytes, len / f->qk * f->bytes);
+      f->decode(at + i * row_bytes, len / f->qk, buf[i]);
+    }
     chunk_rows(nr, x + k0, M, K, (const float(*)[GB_CHUNK])buf, len, acc);
   }
   for (int64_t m = 0; m < M; ++m) {
@@ -440,6 +654,80 @@ static void tile(const gb_format* f, const float* x, int64_t M, int64_t K, const
   }
 }
 
+/* ---- the product for decode rows: weights decoded into registers ---------------------- */
+
+#define GB_REG_ROWS 4 /* up to this many input rows take the register path */
+
+/* R input rows × GB_NR weight rows: each 32-weight step of a weight row decoded once into
+ * registers and multiplied by the R rows of x (accumulators in registers: R · GB_NR, two
+ * per pair where R <= 2 so that a row's multiply-adds are not one dependent chain). PREP
+ * forms a K-quant block's sub-block scales once per block. */
+#define GB_UNROLL(n) _Pragma("GCC unroll 16")
+#define GB_REG_TILE(T, PREP)                                                                 \
+  static inline __attribute__((always_inline)) void reg_tile_##T##_r(                        \
+      const int R, const float* x, int64_t K, const uint8_t* w0, int64_t row_bytes,          \
+      float* y, int64_t N) {                                                                 \
+    vf acc[GB_REG_ROWS][GB_NR];                                                              \
+    GB_UNROLL() for (int r = 0; r < R; ++r)                                                  \
+      GB_UNROLL() for (int i = 0; i < GB_NR; ++i) acc[r][i] = (vf){0};                       \
+    const int64_t nb = K / T##_QK, pf = GB_PF_TILES * GB_NR * row_bytes;                   \
+    for (int64_t b = 0; b < nb; ++b) {                                                       \
+      GB_UNROLL() for (int i = 0; i < GB_NR; ++i) {                                          \
+        const uint8_t* blk = w0 + i * row_bytes + b * T##_BYTES;                             \
+        prefetch_span(blk + pf, T##_BYTES);                                                  \
+        float p[16] __attribute__((aligned(64)));                                            \
+        PREP(blk, p);                                                                        \
+        GB_UNROLL() for (int j = 0; j < T##_QK / 32; ++j) {                                  \
+          vf w[GB_SV];                                                                       \
+          reg_##T(blk, j, p, w);                                                             \
+          const float* xk = x + b * T##_QK + 32 * j;                                         \
+          GB_UNROLL() for (int r = 0; r < R; ++r)                                            \
+            GB_UNROLL() for (int v = 0; v < GB_SV; ++v)                                      \
+              acc[r][i] += *(const vfu*)(xk + r * K + v * IL_VLEN) * w[v];                   \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+    GB_UNROLL() for (int r = 0; r < R; ++r)                                                  \
+      il_hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], y + r * N);                       \
+  }                                                                                          \
+  static void reg_tile_##T(int R, const float* x, int64_t K, const uint8_t* w0,              \
+                           int64_t row_bytes, float* y, int64_t N) {                         \
+    switch (R) {                                                                             \
+      case 1: reg_tile_##T##_r(1, x, K, w0, row_bytes, y, N); break;                         \
+      case 2: reg_tile_##T##_r(2, x, K, w0, row_bytes, y, N); break;                         \
+      case 3: reg_tile_##T##_r(3, x, K, w0, row_bytes, y, N); break;                         \
+      default: reg_tile_##T##_r(4, x, K, w0, row_bytes, y, N); break;                        \
+    }                                                                                        \
+  }
+#define GB_NO_PREP(b, p) ((void)(b), (void)(p))
+GB_REG_TILE(q4_0, GB_NO_PREP)
+GB_REG_TILE(q4_1, GB_NO_PREP)
+GB_REG_TILE(q5_0, GB_NO_PREP)
+GB_REG_TILE(q5_1, GB_NO_PREP)
+GB_REG_TILE(q8_0, GB_NO_PREP)
+GB_REG_TILE(q4_K, reg_prep_k)
+GB_REG_TILE(q5_K, reg_prep_k)
+GB_REG_TILE(q6_K, reg_prep_q6_K)
+#undef GB_NO_PREP
+#undef GB_REG_TILE
+
+typedef void gb_reg_tile_fn(int R, const float* x, int64_t K, const uint8_t* w0,
+                            int64_t row_bytes, float* y, int64_t N);
+
+static gb_reg_tile_fn* reg_tile_of(int type) {
+  switch (type) {
+    case 2: return reg_tile_q4_0;
+    case 3: return reg_tile_q4_1;
+    case 6: return reg_tile_q5_0;
+    case 7: return reg_tile_q5_1;
+    case 8: return reg_tile_q8_0;
+    case 12: return reg_tile_q4_K;
+    case 13: return reg_tile_q5_K;
+    case 14: return reg_tile_q6_K;
+    default: return 0;
+  }
+}
+
 /* y [M, N] = x [M, K] · ŵᵀ for the GGUF tensor w of ggml type `type` (K a multiple of its
  * block's weights). Tiles of GB_NR output rows are split over `threads` in one parallel
  * region. Returns 0, or -1 for a type not covered here (nothing written). */
@@ -448,10 +736,15 @@ int il_ggml_matmul(int type, const float* x, const uint8_t* w, float* y, int64_t
   const gb_format* f = format_of(type);
   if (!f || K % f->qk) return -1;
   const int64_t row_bytes = K / f->qk * f->bytes, n_tiles = (N + GB_NR - 1) / GB_NR;
+  gb_reg_tile_fn* reg = M <= GB_REG_ROWS ? reg_tile_of(type) : 0;
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
   for (int64_t t = 0; t < n_tiles; ++t) {
     const int64_t n0 = t * GB_NR;
     const int nr = N - n0 < GB_NR ? (int)(N - n0) : GB_NR;
+    if (reg && nr == GB_NR) {
+      reg((int)M, x, K, w + n0 * row_bytes, row_bytes, y + n0, N);
+      continue;
+    }
     for (int64_t m = 0; m < M; m += GB_MAX_ROWS)
       tile(f, x + m * K, M - m < GB_MAX_ROWS ? M - m : GB_MAX_ROWS, K, w + n0 * row_bytes,
            row_bytes, nr, y + m * N + n0, N);

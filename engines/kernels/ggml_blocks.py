@@ -2,8 +2,10 @@
 W a GGUF tensor's raw block bytes [out, row_bytes] (uint8, typically a view of the file's
 memory map), each block dequantized in registers and multiplied by the fp32 rows of x:
 
-    il_ggml_matmul      vector path: a tile of 4 output rows decoded 256 weights at a time
-                        into L1, each chunk multiplied by up to MAX_ROWS input rows
+    il_ggml_matmul      vector path: a tile of 4 output rows; up to REGISTER_ROWS input rows
+                        each 32 weights decoded into registers, more: 256 weights at a time
+                        into L1, each chunk multiplied by up to MAX_ROWS input rows (both
+                        ways the same products in the same order: equal bit for bit)
     il_ggml_matmul_ref  the scalar reference (weight-by-weight decoders, plain dot products)
     il_ggml_dequantize  rows dequantized to fp32 (vector or scalar decoders)
 
@@ -34,6 +36,10 @@ returns 0, or -1 for a type the C does not cover."""
 
 COVERED = frozenset({QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q5_K, QT.Q6_K})
 """The block types the kernels decode."""
+
+REGISTER_ROWS = 4
+"""Up to this many input rows (GB_REG_ROWS in the C) the weights are decoded into registers
+(the decode shapes); more are decoded into an L1 buffer shared by up to MAX_ROWS rows."""
 
 MAX_ROWS = 16
 """Input rows one decoded chunk of the weight serves (GB_MAX_ROWS in the C): up to here the

@@ -109,6 +109,25 @@ def test_any_shape_matches_dequantize_then_matmul(build, qtype, m, n, blocks, se
     assert dot_err(y, x, reference(raw, qtype, n, k)) < 1e-5
 
 
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_the_register_path_equals_the_buffered_path_bit_for_bit(build, qtype):
+    """Up to REGISTER_ROWS input rows the weights are decoded into registers, past it into an
+    L1 buffer: the same decoded weights multiplied in the same order, so each row of a
+    9-row call (buffered) equals that row in a 1-4-row call (registers) exactly, for tiles
+    of 4 output rows and the 1-3 rows left over (N = 11), on rows of 1 to 3 blocks."""
+    fns = gb.functions(build)
+    qk = gb.block_shape(qtype)[0]
+    for blocks in (1, 3) if qk == 256 else (1, 9):
+        k = qk * blocks
+        raw = torch.from_numpy(raw_blocks(qtype, 11, k, seed=blocks))
+        x = torch.randn(9, k, generator=torch.Generator().manual_seed(blocks))
+        batch = gb.matmul(x, raw, qtype, 11, fns=fns)
+        for m in range(1, gb.REGISTER_ROWS + 1):
+            for at in range(0, 9 - m + 1, m):
+                assert torch.equal(gb.matmul(x[at:at + m], raw, qtype, 11, fns=fns),
+                                   batch[at:at + m]), (blocks, m, at)
+
+
 def test_the_kernel_refuses_what_it_does_not_cover():
     x = torch.randn(1, 64)
     assert gb.matmul(x, torch.zeros(2, 64 * 2, dtype=torch.uint8), QT.BF16, 2) is None
