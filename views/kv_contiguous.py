@@ -236,7 +236,14 @@ class KVCurves(QWidget):
             return np.array([fn(r) for r in records], dtype=float)
 
         k = per_slot / scale
-        self.curves["paged"].setData(steps, col(lambda r: r.paged.slots_reserved) * k)
+
+        def paged_slots(r: KVStepRecord) -> float:
+            """Slots reserved; with layer groups, each group's blocks at its own bytes (a
+            window's layers hold fewer), in slots of every layer."""
+            return r.used_bytes / per_slot if r.groups and bytes_per_slot else \
+                r.paged.slots_reserved
+
+        self.curves["paged"].setData(steps, col(paged_slots) * k)
         self.curves["contiguous"].setData(steps, col(lambda r: r.contiguous.slots_reserved) * k)
         self.curves["tokens"].setData(steps, col(lambda r: r.paged.slots_filled) * k)
         self.curves["paged waste"].setData(steps, col(lambda r: r.paged.waste_frac) * 100)

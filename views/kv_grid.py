@@ -130,7 +130,7 @@ def block_codes(pool: KVPoolState, seq_colors: np.ndarray,
     codes[shared] = SHARED_CODE
     if selected is not None:
         mine = np.zeros(n, dtype=bool)
-        table = pool.block_tables[selected]
+        table = [b for b in pool.block_tables[selected] if b >= 0]  # -1: a window dropped it
         if table:
             mine[np.fromiter(table, dtype=np.int64, count=len(table))] = True
         other = ~mine

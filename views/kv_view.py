@@ -1,6 +1,11 @@
 """The KV lab's view: controls, the paged pool grid, the sequences and their block tables, the
 contiguous address line and the memory/waste curves. It draws records; it starts no work.
 
+A model with sliding-window layers keeps one block table per layer group: the grid is the
+first group's pool, a line under it gives each group's blocks and the bytes held against
+keeping every token, and the selected sequence's table has a column per group ("—" where
+the window dropped the block).
+
 The view keeps the records it was given so the step slider can show any earlier step, and a
 selected sequence stays selected across steps.
 """
@@ -216,8 +221,18 @@ class KVView(SteppedView):
         pool_col = QVBoxLayout(pool_box)
         pool_col.setContentsMargins(0, 0, 0, 0)
         pool_col.setSpacing(2)
+        self.groups_line = QLabel()
+        self.groups_line.setTextFormat(Qt.RichText)
+        self.groups_line.setWordWrap(True)
+        self.groups_line.setToolTip(
+            "A model with sliding-window layers keeps one block table per layer group, as "
+            "vLLM's hybrid KV cache manager does: the full-attention layers hold every token, "
+            "a window's layers only the blocks a query can still read (the ones behind the "
+            "window go back to the pool). Closed form: every layer holds min(tokens, window).")
+        self.groups_line.hide()
         pool_col.addWidget(self.grid_title)
         pool_col.addWidget(self.grid, 1)
+        pool_col.addWidget(self.groups_line)
         pool_col.addWidget(self.legend)
         pool_col.addWidget(self.hover)
 
@@ -469,16 +484,36 @@ class KVView(SteppedView):
         pool, pool_step = self.pool_at(self.index)
         note = "" if pool_step in (None, rec.step) else \
             f" · <i>blocks as of step {pool_step} (this snapshot keeps some steps' pools)</i>"
+        whose = f" ({html.escape(rec.groups[0].name)} layers)" if len(rec.groups) > 1 else ""
         self.grid_title.setText(
-            f"<b>Paged KV pool</b>: {info.n_blocks:,} blocks × {info.block_size} tokens{size} · "
+            f"<b>Paged KV pool</b>{whose}: {info.n_blocks:,} blocks × {info.block_size} "
+            f"tokens{size} · "
             f"{p.blocks_used} used ({p.shared_blocks} shared) · {p.blocks_cached_free} "
             f"cached-free · {p.blocks_free} free · model {html.escape(info.model_id)} on "
             f"{html.escape(info.device)}{note}")
+        self._draw_groups(rec)
         if pool is None:
             return
         seq_colors = np.array([colors.get(s, 0) for s in pool.seq_ids], dtype=np.int64)
         selected = pool.seq_ids.index(self.selected) if self.selected in pool.seq_ids else None
         self.grid.draw(pool, seq_colors, selected)
+
+    def _draw_groups(self, rec: KVStepRecord) -> None:
+        """The layer groups' line: each group's blocks, the bytes held against keeping every
+        token, and the closed form (hidden without groups)."""
+        if not rec.groups:
+            self.groups_line.hide()
+            return
+        full = rec.full_bytes
+        share = rec.held_bytes / full if full else 1.0
+        parts = [f"<b>KV held</b> {format_bytes(rec.held_bytes)} of {format_bytes(full)} "
+                 f"kept-everything (<b>{share:.0%}</b>; closed form {rec.kv_held_closed:.0%})"]
+        for g in rec.groups:
+            layers = f"{g.n_layers} layer{'s' if g.n_layers != 1 else ''}"
+            parts.append(f"{html.escape(g.name)} ({layers}): {g.blocks_held:,} of "
+                         f"{g.blocks_full:,} blocks")
+        self.groups_line.setText(" · ".join(parts))
+        self.groups_line.show()
 
     def _fill_seq_table(self, rec: KVStepRecord, colors: dict) -> None:
         table = self.seq_table
@@ -529,8 +564,21 @@ class KVView(SteppedView):
         rows = []
         if pool is not None and sid in pool.seq_ids:
             table = pool.block_tables[pool.seq_ids.index(sid)]
-            rows = [(str(i), str(b), f"{int(pool.n_tokens[b])}/{pool.block_size}",
-                     str(int(pool.ref_count[b]))) for i, b in enumerate(table)]
+            rows = [(str(i), _block_text(b),
+                     f"{int(pool.n_tokens[b])}/{pool.block_size}" if b >= 0 else "",
+                     str(int(pool.ref_count[b])) if b >= 0 else "")
+                    for i, b in enumerate(table)]
+        others = rec.groups[1:] if len(rec.groups) > 1 else ()
+        heads = ["logical", _group_head(rec.groups[0]) if others else "physical", "fill",
+                 "ref", *[_group_head(g) for g in others]]
+        if self.block_table.columnCount() != len(heads):
+            self.block_table.setColumnCount(len(heads))
+            self.block_table.setMaximumWidth(240 + 60 * len(others))
+        self.block_table.setHorizontalHeaderLabels(heads)
+        if others:  # the other groups' entries beside the drawn pool's
+            tables = [g.table(sid) for g in others]
+            rows = [(*row, *[_block_text(t[i]) if i < len(t) else "" for t in tables])
+                    for i, row in enumerate(rows)]
         self.block_table.setRowCount(len(rows))
         for r, cells in enumerate(rows):
             for c, text in enumerate(cells):
@@ -539,8 +587,13 @@ class KVView(SteppedView):
         where = (f"contiguous region {region.start}..{region.start + region.reserved - 1}, "
                  f"{region.filled}/{region.reserved} filled" if region else
                  f"contiguous: {q.contiguous_status}")
-        parts = [f"<b>{html.escape(sid)}</b> — paged: {q.status}, {len(rows)} blocks, "
+        n_held = sum(1 for row in rows if row[1] != DROPPED)
+        parts = [f"<b>{html.escape(sid)}</b> — paged: {q.status}, {n_held} blocks, "
                  f"{q.kv_tokens} tokens in KV, {q.n_cached} from the prefix cache · {where}"]
+        if rec.groups:
+            parts.append(" · ".join(
+                f"{html.escape(g.name)}: {sum(1 for b in g.table(sid) if b >= 0)} of "
+                f"{len(g.table(sid))} blocks held" for g in rec.groups))
         if q.message:
             parts.append(f"<i>{html.escape(q.message)}</i>")
         if info is not None:
@@ -581,6 +634,19 @@ class KVView(SteppedView):
         pool = self.grid.pool
         owners = pool.owners_of(block) if pool is not None else []
         self.select(owners[0] if owners else None)
+
+
+DROPPED = "—"
+"""A block-table entry a sliding window dropped (block id -1)."""
+
+
+def _block_text(block_id: int) -> str:
+    return str(block_id) if block_id >= 0 else DROPPED
+
+
+def _group_head(group) -> str:
+    """A layer group's column: "full" or "W=512"."""
+    return f"W={group.window}" if group.window else "full"
 
 
 def _short(text: str, n: int) -> str:

@@ -2,6 +2,9 @@
 
     BlockManager        per-sequence block tables over a BlockPool (ref counts, copy-on-write,
                         prefix caching with lazy LRU eviction)
+    KVCacheCoordinator  one BlockManager per layer group (full attention, each sliding
+                        window), a window's blocks dropped behind it; LayerGroup, layer_groups,
+                        GroupedKVCache (the one store, copies by group), GroupedMetadata
     ContiguousAllocator one max_seq_len region per request: the fragmentation baseline
     PagedKVCache        K/V tensors by block; write at a slot mapping; copy blocks
     PagedAttention      one step's attention through block tables, planned once, run per
@@ -14,6 +17,7 @@
 
 from inferlab.engines.kv.attention_metadata import (
     AttentionMetadata,
+    GroupedMetadata,
     PagedAttention,
     build_attention_metadata,
     paged_attention,
@@ -23,6 +27,8 @@ from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool, blocks
 from inferlab.engines.kv.cache import PagedKVCache, kv_bytes_per_block, kv_bytes_per_slot
 from inferlab.engines.kv.contiguous import ContiguousAllocator
 from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
+from inferlab.engines.kv.group_coordinator import KVCacheCoordinator
+from inferlab.engines.kv.kv_groups import GroupedKVCache, LayerGroup, layer_groups
 from inferlab.engines.kv.paged_attention import (
     DecodeAttention,
     MaskedAttention,
@@ -40,10 +46,14 @@ __all__ = [
     "BlockPool",
     "ContiguousAllocator",
     "DecodeAttention",
+    "GroupedKVCache",
+    "GroupedMetadata",
+    "KVCacheCoordinator",
     "KVCapacityError",
     "KVOutOfMemoryError",
     "KVPoolState",
     "KVStats",
+    "LayerGroup",
     "MaskedAttention",
     "PagedAttention",
     "PagedKVCache",
@@ -51,6 +61,7 @@ __all__ = [
     "build_attention_metadata",
     "kv_bytes_per_block",
     "kv_bytes_per_slot",
+    "layer_groups",
     "paged_attention",
     "paged_attention_decode",
     "paged_attention_masked",

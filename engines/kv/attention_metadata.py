@@ -14,6 +14,11 @@ chunked prefill). Flattened over sequences:
 A model step plans its attention once, `attend = PagedAttention(meta, cache)`, then each
 layer does: q, k, v = proj(x); rope(q, k, positions); `cache.write(layer, meta.slot_mapping,
 k, v)`; `attend(q, layer)`. `paged_attention(q, cache, layer, meta)` is the same for one call.
+
+A model whose layers keep their K/V in several groups (full attention and sliding windows,
+`kv_groups`) gets a `GroupedMetadata`: one `AttentionMetadata` per group, each over that
+group's block tables and slots, the same tokens, positions and lengths in all; layer i writes
+and attends through `groups[layer_group[i]]`.
 """
 
 from __future__ import annotations
@@ -56,6 +61,57 @@ class AttentionMetadata:
     @property
     def max_context_len(self) -> int:
         return max(self.context_lens_host, default=0)
+
+
+@dataclass(frozen=True)
+class GroupedMetadata:
+    """One step's metadata per layer group: `groups[g]` over group g's block tables and
+    slot mapping, `layer_group[i]` the group of model layer i. The tokens, their positions,
+    query starts and context lengths are every group's (read from the first)."""
+
+    groups: tuple[AttentionMetadata, ...]
+    layer_group: tuple[int, ...]
+
+    @property
+    def seq_ids(self) -> tuple:
+        return self.groups[0].seq_ids
+
+    @property
+    def query_lens(self) -> tuple[int, ...]:
+        return self.groups[0].query_lens
+
+    @property
+    def context_lens_host(self) -> tuple[int, ...]:
+        return self.groups[0].context_lens_host
+
+    @property
+    def positions(self) -> torch.Tensor:
+        return self.groups[0].positions
+
+    @property
+    def query_start_loc(self) -> torch.Tensor:
+        return self.groups[0].query_start_loc
+
+    @property
+    def context_lens(self) -> torch.Tensor:
+        return self.groups[0].context_lens
+
+    @property
+    def block_tables(self) -> torch.Tensor:
+        """The first group's (the full-attention layers', where the model has them)."""
+        return self.groups[0].block_tables
+
+    @property
+    def n_tokens(self) -> int:
+        return self.groups[0].n_tokens
+
+    @property
+    def is_decode(self) -> bool:
+        return self.groups[0].is_decode
+
+    @property
+    def max_context_len(self) -> int:
+        return self.groups[0].max_context_len
 
 
 def build_attention_metadata(
@@ -129,9 +185,11 @@ class PagedAttention:
     """
 
     def __init__(self, meta: AttentionMetadata, cache: PagedKVCache,
-                 path: str | None = None) -> None:
+                 path: str | None = None, window: int = 0) -> None:
         """`path`: the kernel path ("native" or "torch"; default the process's,
-        `engines.kernels.default_path()`): a model passes the one it was built for."""
+        `engines.kernels.default_path()`): a model passes the one it was built for.
+        `window` > 0: every layer this serves attends within it (one sliding layer group):
+        a step whose context outgrew it plans nothing (`windowed_attention` runs)."""
         self.meta = meta
         self.cache = cache
         self.decode: DecodeAttention | None = None
@@ -139,7 +197,10 @@ class PagedAttention:
         """Flat token rows of the decoding sequences (None: every row decodes)."""
         self.prefill: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
         """(token rows, sequence indices, query start locations, context lengths)."""
-        self.native: PagedPlan | None = native_attention.plan(
+        self.native: PagedPlan | None = None
+        if window and meta.max_context_len > window:
+            return
+        self.native = native_attention.plan(
             kernels.resolve(path), cache.native_view(), meta.query_lens, meta.block_tables,
             meta.query_start_loc, meta.positions)
         if self.native is not None:

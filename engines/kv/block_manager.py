@@ -10,6 +10,8 @@ K/V its slots hold or are about to hold. The life of a sequence:
     cows = mgr.append_tokens(seq, [next_id])   # reserve more slots; copy-on-write if the last
                                                # block was shared: copy KV block src->dst
     mgr.fork(seq, seq2)                        # parallel sampling: share every block
+    mgr.drop_leading(seq, n)                   # a sliding window left its first n blocks
+                                               # behind: released, NULL_BLOCK in their place
     mgr.free(seq)                              # release the tail first
 
 Slot s of the flat cache is block s // block_size, offset s % block_size. A full block enters
@@ -35,7 +37,7 @@ from inferlab.engines.kv import block_stats, forward_tensors
 from inferlab.engines.kv.block_hashes import PrefixCacheIndex
 from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
 from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
-from inferlab.engines.kv.free_queue import Block
+from inferlab.engines.kv.free_queue import NULL_BLOCK, Block
 from inferlab.engines.kv.pool_state import KVPoolState
 from inferlab.engines.kv.prefix_cache import HashPrefixCache, NoPrefixCache, PrefixCache
 from inferlab.engines.kv.radix_prefix_cache import RadixPrefixCache
@@ -202,14 +204,15 @@ class BlockManager:
         return need
 
     def can_allocate(
-        self, tokens: int | Sequence[int], n_new_tokens: int | None = None
+        self, tokens: int | Sequence[int], n_new_tokens: int | None = None,
+        max_hit_tokens: int | None = None,
     ) -> bool:
         """Whether a prompt fits in the free blocks now.
 
         `tokens` is a token count (assumes no prefix hit: conservative) or the prompt's token
-        ids (counts exactly what `allocate(seq, tokens, n_new_tokens)` would take). Raises
-        `KVCapacityError` when the prompt can never fit, so a scheduler refuses it instead of
-        waiting forever.
+        ids (counts exactly what `allocate(seq, tokens, n_new_tokens, max_hit_tokens)` would
+        take). Raises `KVCapacityError` when the prompt can never fit, so a scheduler refuses
+        it instead of waiting forever.
         """
         if isinstance(tokens, int):
             self._check_capacity(tokens)
@@ -217,6 +220,8 @@ class BlockManager:
             return self.blocks_needed(n) <= self.pool.n_free
         self._check_prompt(tokens, n_new_tokens)
         hit = self.prefix_cache.match(tokens, peek=True)
+        if max_hit_tokens is not None and hit.n_tokens > max_hit_tokens:
+            hit = self.prefix_cache.trim(hit, max_hit_tokens)
         n = self._n_reserved(len(tokens), hit.n_tokens, n_new_tokens)
         return self.blocks_needed(n) - len(hit.blocks) <= hit.n_available
 
@@ -229,19 +234,23 @@ class BlockManager:
     # ---- allocation ----------------------------------------------------------------------------
 
     def allocate(
-        self, seq_id: object, token_ids: Sequence[int], n_new_tokens: int | None = None
+        self, seq_id: object, token_ids: Sequence[int], n_new_tokens: int | None = None,
+        max_hit_tokens: int | None = None,
     ) -> int:
         """Reserve slots for a prompt; return how many leading tokens the prefix cache supplied.
 
         Prefix hits never cover the last prompt token: it is always recomputed (its logits
         start decoding). `n_new_tokens` reserves the cached prefix plus at most that many more
         tokens, for chunked prefill: the rest of the prompt follows with `append_tokens`.
+        `max_hit_tokens` cuts the hit (whole blocks): the hit every layer group shares.
         """
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id!r} already has KV blocks")
         self._check_prompt(token_ids, n_new_tokens)
         cache = self.prefix_cache
         hit = cache.match(token_ids)
+        if max_hit_tokens is not None and hit.n_tokens > max_hit_tokens:
+            hit = cache.trim(hit, max_hit_tokens)
         n = self._n_reserved(len(token_ids), hit.n_tokens, n_new_tokens)
         n_fresh = self.blocks_needed(n) - len(hit.blocks)
         if n_fresh > hit.n_available:
@@ -417,7 +426,8 @@ class BlockManager:
         if child_id in self._seqs:
             raise ValueError(f"sequence {child_id!r} already has KV blocks")
         for block in parent.blocks:
-            self.pool.touch(block)
+            if block is not NULL_BLOCK:
+                self.pool.touch(block)
         child = parent.copy()
         self.prefix_cache.fork(child)
         self._seqs[child_id] = child
@@ -435,9 +445,39 @@ class BlockManager:
         self._version += 1
         self.prefix_cache.free(seq)
         release = self.pool.release
-        for block in reversed(seq.blocks):
+        blocks = seq.blocks
+        if blocks and blocks[0] is NULL_BLOCK:  # a sliding window dropped its first ones
+            blocks = [b for b in blocks if b is not NULL_BLOCK]
+        for block in reversed(blocks):
             release(block)
-        self.prefix_cache.released(seq.blocks)
+        self.prefix_cache.released(blocks)
+
+    def drop_leading(self, seq_id: object, n_blocks: int) -> list[int]:
+        """Release `seq_id`'s first `n_blocks` blocks, each entry replaced by `NULL_BLOCK`: a
+        sliding window left them behind (every later query's keys lie past them). Returns the
+        ids released now, last first (entries dropped before are skipped, as vLLM's
+        SlidingWindowManager does). A block no other table holds leaves the prefix cache
+        before it rejoins the free queue: what a window dropped is no longer matchable."""
+        seq = self._seq(seq_id)
+        blocks = seq.blocks
+        if not 0 <= n_blocks <= len(blocks):
+            raise ValueError(f"sequence {seq_id!r} has {len(blocks)} blocks; cannot drop the "
+                             f"first {n_blocks}")
+        if not n_blocks or blocks[n_blocks - 1] is NULL_BLOCK:
+            return []
+        dropped: list[Block] = []
+        for i in range(n_blocks - 1, -1, -1):
+            block = blocks[i]
+            if block is NULL_BLOCK:
+                break
+            blocks[i] = NULL_BLOCK
+            dropped.append(block)
+        seq.table_version += 1
+        self.prefix_cache.dropped(dropped)
+        for block in dropped:
+            self.pool.release(block)
+        self.prefix_cache.released(dropped)
+        return [b.block_id for b in dropped]
 
     def truncate(self, seq_id: object, n_tokens: int) -> list[int]:
         """Roll `seq_id` back to its first `n_tokens` tokens (rejected speculative drafts).

@@ -79,7 +79,8 @@ def paged_pool_state(pool: BlockPool, seqs: Mapping[object, SeqBlocks],
             (b for t in tables for b in t), dtype=np.int64, count=sum(map(len, tables))
         )
         index = np.repeat(np.arange(len(tables), dtype=np.int32), [len(t) for t in tables])
-        np.minimum.at(owner, flat, index)
+        held = flat >= 0  # -1: an entry a sliding window dropped (NULL_BLOCK)
+        np.minimum.at(owner, flat[held], index[held])
     owner[owner == len(tables)] = -1
     return KVPoolState(
         block_size=pool.block_size,

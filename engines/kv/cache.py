@@ -10,7 +10,7 @@ copy-on-write copies a block in every layer and head with one indexing op.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -142,8 +142,10 @@ class PagedKVCache:
         shape = (self.n_kv_heads, self.n_blocks * self.block_size, self.d_head)
         return self.k[layer].view(shape), self.v[layer].view(shape)
 
-    def copy_blocks(self, pairs: Iterable[tuple[int, int]]) -> None:
-        """Copy whole blocks src -> dst in every layer and head (copy-on-write after a fork).
+    def copy_blocks(self, pairs: Iterable[tuple[int, int]],
+                    layers: Sequence[int] | None = None) -> None:
+        """Copy whole blocks src -> dst in every layer (or only `layers`: one layer group's,
+        whose blocks are its own) and head (copy-on-write after a fork).
 
         No dst may also be a src in the same call (a CoW dst is always a fresh block).
         """
@@ -152,7 +154,11 @@ class PagedKVCache:
             return
         src = torch.tensor([p[0] for p in pairs], dtype=torch.int64, device=self.device)
         dst = torch.tensor([p[1] for p in pairs], dtype=torch.int64, device=self.device)
-        self.kv.index_copy_(3, dst, self.kv.index_select(3, src))
+        if layers is None:
+            self.kv.index_copy_(3, dst, self.kv.index_select(3, src))
+            return
+        for layer in layers:  # [2, n_kv_heads, n_blocks, block_size, d_head]
+            self.kv[layer].index_copy_(2, dst, self.kv[layer].index_select(2, src))
 
     def copy_slots(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy single tokens' K/V from flat slots `src` to `dst` ([n] int each), in every layer
@@ -290,15 +296,21 @@ class QuantizedPagedKVCache(PagedKVCache):
         scales = self.scales[layer].view(2, self.n_kv_heads, n_slots)
         return (codes[0], codes[1]), (scales[0], scales[1])
 
-    def copy_blocks(self, pairs: Iterable[tuple[int, int]]) -> None:
+    def copy_blocks(self, pairs: Iterable[tuple[int, int]],
+                    layers: Sequence[int] | None = None) -> None:
         pairs = list(pairs)
         if not pairs:
             return
         src = torch.tensor([p[0] for p in pairs], dtype=torch.int64, device=self.device)
         dst = torch.tensor([p[1] for p in pairs], dtype=torch.int64, device=self.device)
         codes = self.kv.view(torch.uint8)
-        codes.index_copy_(3, dst, codes.index_select(3, src))
-        self.scales.index_copy_(3, dst, self.scales.index_select(3, src))
+        if layers is None:
+            codes.index_copy_(3, dst, codes.index_select(3, src))
+            self.scales.index_copy_(3, dst, self.scales.index_select(3, src))
+            return
+        for layer in layers:
+            codes[layer].index_copy_(2, dst, codes[layer].index_select(2, src))
+            self.scales[layer].index_copy_(2, dst, self.scales[layer].index_select(2, src))
 
     def copy_slots(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """As `PagedKVCache.copy_slots`: the codes' bytes and the scales."""

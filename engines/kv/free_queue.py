@@ -62,6 +62,12 @@ class Block:
         return f"Block({self.block_id}, ref={self.ref_count}, n_tokens={self.n_tokens}{cached})"
 
 
+NULL_BLOCK = Block(-1)
+"""The entry a block table keeps where its block was dropped (a sliding window left it behind,
+`BlockManager.drop_leading`): it holds nothing, belongs to no pool, and its id (-1) is never
+read by attention (each query reads only keys within its window, all held)."""
+
+
 class LazyBlocks:
     """A pool's blocks by id, each made the first time it is asked for (in id order): a big
     pool (an H100's 26,674 blocks of Llama-3-8B) costs nothing until its blocks are used, and

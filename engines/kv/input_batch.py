@@ -16,7 +16,8 @@ persistent input batch instead; so does this:
 
 `metadata(seq_ids, query_lens, query_starts)` returns what `build_attention_metadata` returns
 for the same arguments, field for field (the tests hold it to that after random allocations,
-appends, forks, truncations and frees).
+appends, forks, truncations and frees). `GroupedInputBatch` keeps one per layer group of a
+`KVCacheCoordinator` and hands out `GroupedMetadata` (one group: that group's metadata).
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ from collections.abc import Sequence
 
 import torch
 
-from inferlab.engines.kv.attention_metadata import AttentionMetadata, query_span
+from inferlab.engines.kv.attention_metadata import (
+    AttentionMetadata,
+    GroupedMetadata,
+    query_span,
+)
 from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.kv.group_coordinator import KVCacheCoordinator
 
 _MIN_ROWS = 8
 _MIN_WIDTH = 16
@@ -151,3 +157,23 @@ class InputBatch:
         old_rows, old_width = self.tables.shape
         grown[:old_rows, :old_width] = self.tables
         self.tables = grown
+
+
+class GroupedInputBatch:
+    """An `InputBatch` per layer group of `coordinator`: a step's metadata in each group
+    (`GroupedMetadata`; with one group, that group's `AttentionMetadata` as it is)."""
+
+    def __init__(self, coordinator: KVCacheCoordinator,
+                 device: torch.device | str | None = None) -> None:
+        self.batches = tuple(InputBatch(m, device) for m in coordinator.managers)
+        self.layer_group = coordinator.layer_group
+
+    def metadata(self, seq_ids: Sequence[object], query_lens: Sequence[int],
+                 query_starts: Sequence[int] | None = None
+                 ) -> AttentionMetadata | GroupedMetadata:
+        metas = tuple(b.metadata(seq_ids, query_lens, query_starts) for b in self.batches)
+        return metas[0] if len(metas) == 1 else GroupedMetadata(metas, self.layer_group)
+
+    def release(self, seq_id: object) -> None:
+        for batch in self.batches:
+            batch.release(seq_id)

@@ -37,7 +37,8 @@ class KVPoolState:
     n_tokens: np.ndarray
     """int32 [n_blocks]: slots holding a token (a cached-free block keeps its count)."""
     block_tables: tuple[tuple[int, ...], ...]
-    """Per sequence in `seq_ids`: its physical blocks, logical block 0 first."""
+    """Per sequence in `seq_ids`: its physical blocks, logical block 0 first; -1 where a
+    sliding window dropped the block (`free_queue.NULL_BLOCK`)."""
     free_queue: np.ndarray
     """int32: free block ids, the next to be reused first."""
 

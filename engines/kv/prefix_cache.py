@@ -16,6 +16,7 @@ lookups and hears about every change to a table that its index must follow:
                                       # computed_all(seqs): every token of each, a decode step)
     cache.make_room(n)                # an append is about to take n blocks from the pool
     cache.released(blocks)            # these blocks lost a table's reference
+    cache.dropped(blocks)             # ... for good: a sliding window left them behind
     cache.fork(child) / free(seq) / truncate(seq, n_tokens)
 
 `truncate` runs before the cut blocks are released and `free` before a freed table's blocks
@@ -34,7 +35,7 @@ from inferlab.engines.kv.block_hashes import (
     hash_block_tokens,
 )
 from inferlab.engines.kv.block_pool import BlockPool
-from inferlab.engines.kv.free_queue import Block
+from inferlab.engines.kv.free_queue import NULL_BLOCK, Block
 from inferlab.engines.kv.seq_blocks import SeqBlocks
 
 __all__ = ["ROOT_CONTENT_ID", "ROOT_HASH", "HashPrefixCache", "NoPrefixCache", "PrefixCache",
@@ -89,6 +90,10 @@ class PrefixCache:
     def released(self, blocks: Iterable[Block]) -> None:
         """`blocks` lost one table's reference (a free, a truncation, a copy-on-write)."""
 
+    def dropped(self, blocks: Iterable[Block]) -> None:
+        """`blocks` are about to leave a table behind a sliding window (then `released`):
+        one that no other table holds is no longer to be found."""
+
     # ---- lookups -----------------------------------------------------------------------------
 
     def cached_block_ids(self) -> list[int]:
@@ -103,6 +108,14 @@ class PrefixCache:
         """The cached prefix of a non-empty prompt (never its last token: its logits start the
         decode). `peek`: change nothing (an admission check)."""
         return PrefixHit([], 0, self.pool.n_free)
+
+    def trim(self, hit: PrefixHit, n_tokens: int) -> PrefixHit:
+        """`hit` (from `match`) cut to its first `n_tokens` tokens, a whole number of blocks: the
+        hit every layer group of a model shares (`KVCacheCoordinator`). Nothing here ever
+        hits, so there is nothing to cut."""
+        if hit.n_tokens > n_tokens:
+            raise NotImplementedError(f"the {self.name} prefix cache cannot cut a hit")
+        return hit
 
     def claim(self, hit: PrefixHit, n_prompt_tokens: int, n_new_blocks: int) -> None:
         """An allocation of an `n_prompt_tokens` prompt takes `hit` and `n_new_blocks` fresh
@@ -170,6 +183,18 @@ class HashPrefixCache(PrefixCache):
         return PrefixHit(hits, len(hits) * self.block_size, self.pool.n_free - revived,
                          None, (chain_hash, chain_id))
 
+    def trim(self, hit: PrefixHit, n_tokens: int) -> PrefixHit:
+        """The chain after the first n_tokens // block_size hit blocks is the last kept
+        block's own hash and content id."""
+        keep = hit.blocks[: n_tokens // self.block_size]
+        if len(keep) == len(hit.blocks):
+            return hit
+        where = (keep[-1].block_hash, keep[-1].content_id) if keep else \
+            (ROOT_HASH, ROOT_CONTENT_ID)
+        revived = sum(1 for b in keep if b.ref_count == 0)
+        return PrefixHit(keep, len(keep) * self.block_size, self.pool.n_free - revived, None,
+                         where)
+
     def claim(self, hit: PrefixHit, n_prompt_tokens: int, n_new_blocks: int) -> None:
         super().claim(hit, n_prompt_tokens, n_new_blocks)  # revive hits before allocating
         self.query_tokens += n_prompt_tokens
@@ -180,8 +205,12 @@ class HashPrefixCache(PrefixCache):
         seq.n_registered = len(hit.blocks)
 
     def computed(self, seq: SeqBlocks, n_tokens: int) -> None:
-        """Register every full block within the first `n_tokens` not registered yet, in order."""
+        """Register every full block within the first `n_tokens` not registered yet, in order,
+        up to a dropped entry (`NULL_BLOCK`: no chain passes a block nobody holds)."""
+        blocks = seq.blocks
         for index in range(seq.n_registered, n_tokens // self.block_size):
+            if blocks[index] is NULL_BLOCK:
+                return
             self._register(seq, index)
 
     def computed_all(self, seqs: Iterable[SeqBlocks]) -> None:
@@ -190,6 +219,11 @@ class HashPrefixCache(PrefixCache):
             n = len(seq.token_ids)
             if n // bs > seq.n_registered:  # a block filled up
                 self.computed(seq, n)
+
+    def dropped(self, blocks: Iterable[Block]) -> None:
+        for block in blocks:
+            if block.ref_count == 1 and block.block_hash is not None:
+                self.index.evict(block)
 
     def truncate(self, seq: SeqBlocks, n_tokens: int) -> None:
         """A block only `seq` holds that is registered and no longer lies wholly inside the kept

@@ -46,7 +46,11 @@ import torch.nn.functional as F
 
 from inferlab.engines.kernels import fused, resolve
 from inferlab.engines.kernels.decoder import DecoderPlan
-from inferlab.engines.kv.attention_metadata import AttentionMetadata, PagedAttention
+from inferlab.engines.kv.attention_metadata import (
+    AttentionMetadata,
+    GroupedMetadata,
+    PagedAttention,
+)
 from inferlab.engines.kv.cache import PagedKVCache
 from inferlab.engines.kv.paged_attention import sdpa_gqa
 from inferlab.engines.model import moe as moe_block
@@ -337,14 +341,16 @@ class Llama:
     # ---- forward --------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def forward(self, token_ids: torch.Tensor, meta: AttentionMetadata, cache: PagedKVCache,
-                positions: torch.Tensor | None = None,
+    def forward(self, token_ids: torch.Tensor, meta: AttentionMetadata | GroupedMetadata,
+                cache: PagedKVCache, positions: torch.Tensor | None = None,
                 logits_index: torch.Tensor | str | None = None) -> torch.Tensor:
         """Run the flat batch `token_ids` [T]; write its K/V into `cache` at the metadata's slots.
 
         `positions` [T] default to the metadata's. Returns fp32 logits [n, vocab] for
         `logits_index` (flat token indices); by default each sequence's last token
-        (n = number of sequences); "all" gives every token's.
+        (n = number of sequences); "all" gives every token's. A `GroupedMetadata` (layer
+        groups, engines/kv/kv_groups) gives each layer its group's block tables and slots in
+        the same `cache`: layer i writes and attends through `meta.groups[meta.layer_group[i]]`.
         """
         if token_ids.shape[0] != meta.n_tokens:
             raise ValueError(f"{token_ids.shape[0]} tokens but the metadata describes "
@@ -353,22 +359,43 @@ class Llama:
         positions = meta.positions if positions is None else positions
         rope = self._rope_at(positions.to(self.device))
         cos, sin = rope["full"]
-        slots, scale, softcap = meta.slot_mapping, self.scale, self.config.attn_softcap
+        scale, softcap = self.scale, self.config.attn_softcap
         layers = self.layers
 
-        paged = PagedAttention(meta, cache, self.kernel_path)
+        if isinstance(meta, GroupedMetadata):  # one block table per layer group, one store
+            group_of = meta.layer_group
+            windows = {group_of[i]: lw.window for i, lw in enumerate(layers)}
+            planned = [PagedAttention(m, cache, self.kernel_path, windows[g])
+                       for g, m in enumerate(meta.groups)]
+            group_slots = [m.slot_mapping for m in meta.groups]
+            writers = [self._native_write(cache, slots) for slots in group_slots]
 
-        def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
-            return paged(q, layer, scale, layers[layer].window, softcap)
+            def attend_in_group(q: torch.Tensor, layer: int) -> torch.Tensor:
+                return planned[group_of[layer]](q, layer, scale, layers[layer].window, softcap)
 
-        x = self._decoder_layers(token_ids, cos, sin, slots, paged, cache, meta)
-        if x is None:
-            write = self._native_write(cache, slots)
-            if write is None:
-                def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-                    cache.write(layer, slots, k, v)
+            def write_in_group(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+                g = group_of[layer]
+                if writers[g] is None:
+                    cache.write(layer, group_slots[g], k, v)
+                else:
+                    writers[g](layer, k, v)
 
-            x = self._layers(self.embed_rows(token_ids), rope, attend, write)
+            x = self._layers(self.embed_rows(token_ids), rope, attend_in_group, write_in_group)
+        else:
+            slots = meta.slot_mapping
+            paged = PagedAttention(meta, cache, self.kernel_path)
+
+            def attend(q: torch.Tensor, layer: int) -> torch.Tensor:
+                return paged(q, layer, scale, layers[layer].window, softcap)
+
+            x = self._decoder_layers(token_ids, cos, sin, slots, paged, cache, meta)
+            if x is None:
+                write = self._native_write(cache, slots)
+                if write is None:
+                    def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+                        cache.write(layer, slots, k, v)
+
+                x = self._layers(self.embed_rows(token_ids), rope, attend, write)
         if logits_index is None:
             x = x[meta.query_start_loc[1:].to(device=self.device, dtype=torch.int64) - 1]
         elif not isinstance(logits_index, str):

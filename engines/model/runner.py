@@ -39,6 +39,15 @@ then only the accepted path is kept, moved to the slots it ends up in:
 
 `logits` picks the rows a step or forward returns: "last" (one per sequence), "all" (every
 query token, in flat batch order) or a count per sequence (its last n query tokens).
+
+A model with sliding-window layers keeps one block table per layer group (engines/kv:
+`KVCacheCoordinator` as `blocks`, the same methods as a BlockManager): the full-attention
+layers hold every token, each window's layers only the blocks a query can still read, the
+rest dropped back to their pool as the sequences advance. The store is still the model's one
+cache (`store`); with several groups `cache` is a `GroupedKVCache` over it (copies by
+group-qualified block id) and each step's metadata a `GroupedMetadata`. `free_window_blocks=
+False`, or the radix prefix cache, keeps every block of every layer in one table instead.
+Token trees (`forward_masked`) run on a model with one group only.
 """
 
 from __future__ import annotations
@@ -47,9 +56,11 @@ from collections.abc import Sequence
 
 import torch
 
-from inferlab.engines.kv.attention_metadata import AttentionMetadata
+from inferlab.engines.kv.attention_metadata import AttentionMetadata, GroupedMetadata
 from inferlab.engines.kv.block_manager import BlockManager
-from inferlab.engines.kv.input_batch import InputBatch
+from inferlab.engines.kv.group_coordinator import KVCacheCoordinator
+from inferlab.engines.kv.input_batch import GroupedInputBatch, InputBatch
+from inferlab.engines.kv.kv_groups import GroupedKVCache, layer_groups
 from inferlab.engines.kv.paged_attention import MaskedAttention
 from inferlab.engines.model.llama import Llama
 
@@ -60,26 +71,42 @@ class ModelRunner:
     `n_blocks` defaults to enough blocks for `max_tokens` tokens (default: the model's context).
     `prefix_cache` ("hash", "radix" or "none"; see BlockManager) overrides
     `enable_prefix_caching` (True = "hash"); `eviction_policy` ("lru", "lfu" or "fifo")
-    orders the radix tree's evictions.
+    orders the radix tree's evictions. A model with sliding-window layers gets one table per
+    layer group (`KVCacheCoordinator`; every group `n_blocks` blocks) unless
+    `free_window_blocks` is False or the prefix cache is the radix tree.
     """
 
     def __init__(self, model: Llama, n_blocks: int | None = None, block_size: int = 16,
                  max_tokens: int | None = None, enable_prefix_caching: bool = True,
-                 prefix_cache: str | None = None, eviction_policy: str = "lru") -> None:
+                 prefix_cache: str | None = None, eviction_policy: str = "lru",
+                 free_window_blocks: bool = True) -> None:
         if n_blocks is None:
             max_tokens = max_tokens or model.config.max_position
             n_blocks = -(-max_tokens // block_size)
         self.model = model
-        self.cache = model.new_cache(n_blocks, block_size)
-        self.blocks = BlockManager(n_blocks, block_size, enable_prefix_caching,
-                                   bytes_per_slot=self.cache.bytes_per_slot,
-                                   prefix_cache=prefix_cache,
-                                   eviction_policy=eviction_policy)
+        self.store = self.cache = model.new_cache(n_blocks, block_size)
+        """`store`: the K/V tensors, every layer (what the model reads and writes); `cache`:
+        the same, or with several layer groups a `GroupedKVCache` over it (block copies)."""
+        windows = [lw.window for lw in model.layers]
+        if free_window_blocks and any(windows) and prefix_cache != "radix":
+            groups = layer_groups(windows)
+            self.blocks = KVCacheCoordinator(groups, n_blocks, block_size,
+                                             enable_prefix_caching,
+                                             bytes_per_slot=self.store.bytes_per_slot,
+                                             prefix_cache=prefix_cache)
+            if len(groups) > 1:
+                self.cache = GroupedKVCache(self.store, groups)
+            self.input_batch = GroupedInputBatch(self.blocks, model.device)
+        else:
+            self.blocks = BlockManager(n_blocks, block_size, enable_prefix_caching,
+                                       bytes_per_slot=self.cache.bytes_per_slot,
+                                       prefix_cache=prefix_cache,
+                                       eviction_policy=eviction_policy)
+            self.input_batch = InputBatch(self.blocks, model.device)
+            """The block tables kept as one tensor across steps (each step's metadata)."""
         self.block_size = block_size
-        self.input_batch = InputBatch(self.blocks, model.device)
-        """The block tables kept as one tensor across steps (each step's metadata)."""
         self._n_computed: dict[object, int] = {}
-        self.last_metadata: AttentionMetadata | None = None
+        self.last_metadata: AttentionMetadata | GroupedMetadata | None = None
         """The metadata of the latest step (for views of the batch and its block tables)."""
 
     def add(self, seq_id: object, prompt_ids: Sequence[int]) -> int:
@@ -103,11 +130,13 @@ class ModelRunner:
 
     def append(self, seq_id: object, token_id: int) -> tuple[int, int] | None:
         """Reserve the slot of one more token (copying a shared last block first); return the
-        copy-on-write pair (src, dst) it made, or None."""
-        cow = self.blocks.append_token(seq_id, int(token_id))
-        if cow is not None:
-            self.cache.copy_blocks([cow])
-        return cow
+        copy-on-write pair (src, dst) it made, or None (with layer groups one per group is
+        made and copied; the first is returned)."""
+        cows = self.blocks.append_each((seq_id,), (int(token_id),), partial=False)[1]
+        if not cows:
+            return None
+        self.cache.copy_blocks([cow[1:] for cow in cows])
+        return cows[0][1:]
 
     def append_tokens(self, seq_id: object, token_ids: Sequence[int]) -> list[tuple[int, int]]:
         """Reserve the slots of several tokens at once (the K drafts): all or nothing. A shared
@@ -144,12 +173,18 @@ class ModelRunner:
             raise ValueError(f"running {n} tokens needs positions [{n}] and a mask [{n}, "
                              f"{n_res}], got {tuple(positions.shape)} and "
                              f"{tuple(mask.shape)}")
+        if isinstance(self.cache, GroupedKVCache):
+            raise ValueError("a token tree's forward reads one block table; this model keeps "
+                             "its K/V in several layer groups")
         index = _logits_index([n], [logits] if not isinstance(logits, str) else logits)
         device = self.model.device
         ids = torch.tensor(self.blocks.token_ids(seq_id)[start:], dtype=torch.int64,
                            device=device)
         slots = self.blocks.slot_mapping(seq_id, range(start, n_res)).to(device)
         table = self.blocks.block_table_tensor([seq_id], device=device)[0]
+        if bool((table < 0).any()):
+            raise ValueError(f"sequence {seq_id!r}: a sliding window dropped some of its "
+                             "blocks; a token tree's mask reads every key")
         attention = MaskedAttention(self.cache, table, mask)
         cache, scale = self.cache, self.model.scale
 
@@ -250,7 +285,7 @@ class ModelRunner:
         meta = self.input_batch.metadata(seq_ids, query_lens, query_starts=starts)
         index = _logits_index(query_lens, logits)
         ids = torch.tensor(tokens, dtype=torch.int64, device=device)
-        out = self.model.forward(ids, meta, self.cache, logits_index=index)
+        out = self.model.forward(ids, meta, self.store, logits_index=index)
         self.last_metadata = meta
         return out
 

@@ -427,9 +427,10 @@ class Scheduler:
             self.preempt(victim, seq)
             if victim is seq:
                 return False
-        cow = self.blocks.append_token(sid, seq.output_ids[-1])
-        if cow is not None:
-            self.batch.copies.append(BlockCopy(sid, *cow))
+        # append_each, not append_token: with layer groups one token may copy a block in each
+        cows = self.blocks.append_each((sid,), (seq.output_ids[-1],), partial=False)[1]
+        if cows:
+            self.batch.copies.extend(BlockCopy(*cow) for cow in cows)
         self.batch.decode(seq)
         return True
 

@@ -2,7 +2,10 @@
 
 A `KVStepRecord` is the whole picture after one step: both allocators' `KVStats`, the paged
 pool block by block (`KVPoolState`), the contiguous regions, every sequence's progress and
-text, and what happened (admissions, prefix hits, copy-on-write, preemption, refusals).
+text, and what happened (admissions, prefix hits, copy-on-write, preemption, refusals). A
+model with sliding-window layers keeps one block table per layer group: `KVGroupStep` per
+group (blocks held against keeping every token, each sequence's table in it); the pool drawn
+is the first group's (the full-attention layers', where the model has them).
 `SeqInfo` is what does not change over a sequence's life (its prompt, its colour).
 
 `*_to_dict` / `*_from_dict` turn records into plain JSON values and back for snapshots;
@@ -83,6 +86,39 @@ class ContiguousRegion:
     filled: int
 
 
+@dataclass(frozen=True)
+class KVGroupStep:
+    """One layer group of the paged cache after a step (engines/kv/group_coordinator)."""
+
+    name: str
+    """"full attention" or "sliding window W"."""
+    window: int
+    n_layers: int
+    blocks_held: int
+    """Blocks the sequences' tables in this group hold (a shared block counted in each)."""
+    blocks_full: int
+    """Blocks they would hold keeping every token: ⌈tokens / block_size⌉ each."""
+    bytes_per_block: int
+    """block_size × this group's layers' K/V bytes per token."""
+    seq_ids: tuple[str, ...]
+    block_tables: tuple[tuple[int, ...], ...]
+    """Per sequence in `seq_ids`, logical block 0 first; -1 where the window dropped it."""
+    blocks_used: int = 0
+    """Distinct blocks of the group's pool in use (a shared block once)."""
+
+    @property
+    def held_bytes(self) -> int:
+        return self.blocks_held * self.bytes_per_block
+
+    @property
+    def full_bytes(self) -> int:
+        return self.blocks_full * self.bytes_per_block
+
+    def table(self, seq_id: str) -> tuple[int, ...]:
+        """`seq_id`'s table in this group (empty when it holds none)."""
+        return self.block_tables[self.seq_ids.index(seq_id)] if seq_id in self.seq_ids else ()
+
+
 @dataclass(frozen=True, eq=False)
 class KVStepRecord:
     step: int
@@ -101,6 +137,26 @@ class KVStepRecord:
     """Wall time of the step (model forward included)."""
     radix: RadixTreeState | None = None
     """The radix prefix tree after the step (radix prefix caching only)."""
+    groups: tuple[KVGroupStep, ...] = ()
+    """Each layer group's blocks (a model with sliding-window layers), else empty."""
+    kv_held_closed: float = 1.0
+    """The closed form's held / kept-everything bytes over the running sequences' tokens
+    (`roofline.kv_held`: every layer min(tokens, its window)); 1 without windows."""
+
+    @property
+    def held_bytes(self) -> int:
+        """KV bytes the groups' tables hold (0 without groups)."""
+        return sum(g.held_bytes for g in self.groups)
+
+    @property
+    def full_bytes(self) -> int:
+        """What they would hold keeping every token in every layer."""
+        return sum(g.full_bytes for g in self.groups)
+
+    @property
+    def used_bytes(self) -> int:
+        """KV bytes of the blocks the groups' pools have in use (a shared block once)."""
+        return sum(g.blocks_used * g.bytes_per_block for g in self.groups)
 
     def seq(self, seq_id: str) -> SeqStep | None:
         for s in self.seqs:
@@ -186,7 +242,7 @@ def pool_from_dict(d: dict, where: str) -> KVPoolState:
         arrays[key] = arr.astype(dtype)
     n = arrays["state"].shape[0]
     tables = read_list(_need(d, "block_tables", where),
-                       lambda v, w: tuple(read_int_array(v, w, 0, n - 1).tolist()),
+                       lambda v, w: tuple(read_int_array(v, w, -1, n - 1).tolist()),
                        f"{where}.block_tables", MAX_SEQS)
     if len(tables) != len(seq_ids):
         raise ValueError(f"{where}.block_tables: one table per sequence expected")
@@ -195,14 +251,40 @@ def pool_from_dict(d: dict, where: str) -> KVPoolState:
                        free_queue=free.astype(np.int32), **arrays)
 
 
+GROUP_FIELDS = {"name": Setting("str", max_len=100), "window": _COUNT,
+                "n_layers": Setting("int", 1), "blocks_held": _COUNT, "blocks_full": _COUNT,
+                "bytes_per_block": _COUNT, "blocks_used": _COUNT,
+                "seq_ids": lambda v, w: tuple(Setting("str-list", max_len=MAX_SEQS).check(v, w)),
+                "block_tables": lambda v, w: tuple(read_list(
+                    v, lambda t, tw: tuple(read_int_array(t, tw, -1, MAX_BLOCKS).tolist()), w,
+                    MAX_SEQS))}
+
+
+def group_to_dict(group: KVGroupStep) -> dict:
+    d = asdict(group)
+    d["seq_ids"], d["block_tables"] = list(group.seq_ids), [list(t) for t in group.block_tables]
+    return d
+
+
+def group_from_dict(d: dict, where: str) -> KVGroupStep:
+    group = read_dataclass(KVGroupStep, d, where, GROUP_FIELDS)
+    if len(group.block_tables) != len(group.seq_ids):
+        raise ValueError(f"{where}.block_tables: one table per sequence expected")
+    return group
+
+
 def step_to_dict(rec: KVStepRecord, with_pool: bool = True) -> dict:
-    return {"step": rec.step, "paged": rec.paged.to_dict(), "contiguous": rec.contiguous.to_dict(),
-            "pool": pool_to_dict(rec.pool) if with_pool and rec.pool is not None else None,
-            "regions": [asdict(r) for r in rec.regions],
-            "contiguous_free": [list(e) for e in rec.contiguous_free],
-            "seqs": [asdict(s) for s in rec.seqs], "events": list(rec.events),
-            "ran_model": rec.ran_model, "step_s": rec.step_s,
-            "radix": rec.radix.to_dict() if with_pool and rec.radix is not None else None}
+    out = {"step": rec.step, "paged": rec.paged.to_dict(), "contiguous": rec.contiguous.to_dict(),
+           "pool": pool_to_dict(rec.pool) if with_pool and rec.pool is not None else None,
+           "regions": [asdict(r) for r in rec.regions],
+           "contiguous_free": [list(e) for e in rec.contiguous_free],
+           "seqs": [asdict(s) for s in rec.seqs], "events": list(rec.events),
+           "ran_model": rec.ran_model, "step_s": rec.step_s,
+           "radix": rec.radix.to_dict() if with_pool and rec.radix is not None else None}
+    if rec.groups:  # a model with layer groups (older snapshots have neither field)
+        out["groups"] = [group_to_dict(g) for g in rec.groups]
+        out["kv_held_closed"] = rec.kv_held_closed
+    return out
 
 
 def _extent(v, where: str) -> tuple[int, int]:
@@ -222,13 +304,15 @@ STEP_FIELDS = {
     "events": lambda v, w: tuple(Setting("str-list", max_len=100_000).check(v, w)),
     "ran_model": Setting("bool"), "step_s": Setting("float", 0),
     "radix": lambda v, w: radix_state_from_dict(v, w) if v is not None else None,
+    "groups": lambda v, w: tuple(read_list(v, group_from_dict, w, 64)),
+    "kv_held_closed": Setting("float", 0, 1),
 }
 
 
 def step_from_dict(d: dict, where: str) -> KVStepRecord:
     f = read_fields(d, STEP_FIELDS, where, optional={
         "pool": None, "contiguous_free": (), "events": (), "ran_model": True, "step_s": 0.0,
-        "radix": None})
+        "radix": None, "groups": (), "kv_held_closed": 1.0})
     return KVStepRecord(**f)
 
 

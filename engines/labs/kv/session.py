@@ -25,7 +25,10 @@ is admitted whole, as the lab shows it. One `step()` is one engine iteration, as
     5. the contiguous allocator replays the same requests on the same memory: each request
        reserves `max_seq_len` slots (first fit) and stores one more token per step, as far as
        the model has produced it
-    6. a frozen `KVStepRecord` is returned; its events are read off the scheduler's output
+    6. a frozen `KVStepRecord` is returned; its events are read off the scheduler's output.
+       A model with sliding-window layers keeps one block table per layer group (the runner's
+       `KVCacheCoordinator`): the record holds each group's tables and blocks held against
+       keeping every token, and the closed form (`roofline.kv_held`) over the same tokens
 
 The session never touches Qt and never knows who watches it.
 """
@@ -38,6 +41,7 @@ from collections import defaultdict
 
 from inferlab.engines.kv.contiguous import ContiguousAllocator
 from inferlab.engines.kv.errors import KVOutOfMemoryError
+from inferlab.engines.kv.group_coordinator import KVCacheCoordinator
 from inferlab.engines.kv.radix_state import radix_tree_state
 from inferlab.engines.labs.kv.records import (
     FINISHED,
@@ -47,6 +51,7 @@ from inferlab.engines.labs.kv.records import (
     STALLED,
     WAITING,
     ContiguousRegion,
+    KVGroupStep,
     KVRunInfo,
     KVStepRecord,
     SeqInfo,
@@ -57,6 +62,7 @@ from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.sampler import GREEDY, Sampler, SamplingParams
 from inferlab.engines.quant.kv_quant import kv_quantized
+from inferlab.engines.roofline.kv_held import kv_held
 from inferlab.engines.serve import request as serve
 from inferlab.engines.serve.request import Request, Sequence
 from inferlab.engines.serve.scheduler import (
@@ -193,7 +199,7 @@ class KVLabSession:
             self._arrive(req, events)
         sched = self.scheduler
         # blocks held before the reservations, oldest running first (preemption events)
-        held = {s.seq_id: len(self.blocks.block_table(s.seq_id)) for s in sched.running}
+        held = {s.seq_id: self._n_held(s.seq_id) for s in sched.running}
         out = sched.schedule(float(t))
         self._scheduled(out, held, events)
         sampled: dict[str, int] = {}
@@ -205,7 +211,7 @@ class KVLabSession:
             chunks += [(c.seq_id, c.start, c.n_tokens) for c in out.prefills]
             logits = self.runner.forward(chunks)
             sampled, forks = self._sample(out, logits, events)
-        held = {sid: len(self.blocks.block_table(sid)) for sid in out.sample_ids}
+        held = {sid: self._n_held(sid) for sid in out.sample_ids}
         finished = sched.update(out, sampled, float(t), self.stop_ids, keep_eos=False,
                                 forks=forks)
         for children in forks.values():  # the samples forked in this update
@@ -213,6 +219,7 @@ class KVLabSession:
                 self.seqs[req.request_id].sched = sched.seqs[req.request_id]
         self._finished(finished, held, events)
         self._contiguous_step(events)
+        groups, closed = self._groups()
         record = KVStepRecord(
             step=t, paged=self.blocks.stats(t), contiguous=self.contiguous.stats(t),
             pool=self.blocks.pool_state(), regions=self._regions(),
@@ -220,7 +227,8 @@ class KVLabSession:
             events=tuple(events), ran_model=not out.is_empty,
             step_s=time.perf_counter() - t0,
             radix=(radix_tree_state(self.blocks.radix.tree) if self.blocks.radix is not None
-                   else None))
+                   else None),
+            groups=groups, kv_held_closed=closed)
         self.step_index += 1
         return record
 
@@ -301,8 +309,9 @@ class KVLabSession:
                 self._preempted(victim, sid, held[victim], events)
             for c in copies.get(sid, ()):
                 self.n_cow_copies += 1
-                events.append(f"{sid} copy-on-write: its last block {c.src} was shared; "
-                              f"copied to block {c.dst} before adding a token")
+                events.append(f"{sid} copy-on-write: its last block {self._block(c.src)} "
+                              f"was shared; copied to block {self._block(c.dst)} before adding "
+                              "a token")
         bs = self.block_size
         for chunk in out.prefills:
             sid = chunk.seq_id
@@ -312,7 +321,7 @@ class KVLabSession:
                    if seq.n_cached else "")
             verb = "re-admitted (recompute)" if seq.sched.preemptions else "admitted"
             events.append(f"{sid} {verb}: {chunk.start + chunk.n_tokens} tokens in "
-                          f"{_blocks(len(self.blocks.block_table(sid)))}{hit}")
+                          f"{_blocks(self._n_held(sid))}{hit}")
         waiting = self.scheduler.waiting
         if waiting:  # the head waits for blocks (FCFS: the others wait behind it)
             head = self.seqs[waiting[0].seq_id]
@@ -350,9 +359,8 @@ class KVLabSession:
                     child.forked, child.ever_ran, child.n_cached = True, True, seq.n_cached
                     seq.children.append(child.info.seq_id)
                     children.append((self._request(child), child.sampler(row_logits)[0]))
-                table = self.blocks.block_table(sid)
-                events.append(f"{sid} forks into {n} samples: all {_blocks(len(table))} shared "
-                              f"(ref count {n})")
+                events.append(f"{sid} forks into {n} samples: all {_blocks(self._n_held(sid))} "
+                              f"shared (ref count {n})")
             sampled[sid] = seq.sampler(row_logits)[0]
         return sampled, forks
 
@@ -426,6 +434,37 @@ class KVLabSession:
             events.append(text)
 
     # ---- 6. records ----------------------------------------------------------------------------
+    def _n_held(self, seq_id: str) -> int:
+        """Blocks `seq_id` holds in the pool drawn (a window's dropped entries not counted)."""
+        return sum(1 for b in self.blocks.block_table(seq_id) if b >= 0)
+
+    def _block(self, block_id: int) -> str:
+        """A copy-on-write block as the events name it: with several layer groups the
+        coordinator's group-qualified id is told as (block, group)."""
+        blocks = self.blocks
+        if not isinstance(blocks, KVCacheCoordinator) or len(blocks.groups) == 1:
+            return str(block_id)
+        group, block = divmod(block_id, blocks.n_blocks)
+        return f"{block} ({blocks.groups[group].name})"
+
+    def _groups(self) -> tuple[tuple[KVGroupStep, ...], float]:
+        """Each layer group's blocks and tables, and the closed form's held / kept-everything
+        over the same sequences' tokens; ((), 1.0) where the cache keeps one table."""
+        blocks = self.blocks
+        if not isinstance(blocks, KVCacheCoordinator):
+            return (), 1.0
+        seq_ids = tuple(blocks.seq_ids)
+        tables = [blocks.group_tables(s) for s in seq_ids]
+        groups = tuple(
+            KVGroupStep(name=h.group.name, window=h.group.window, n_layers=len(h.group.layers),
+                        blocks_held=h.blocks_held, blocks_full=h.blocks_full,
+                        bytes_per_block=h.bytes_per_block, seq_ids=seq_ids,
+                        block_tables=tuple(tuple(t[g]) for t in tables),
+                        blocks_used=h.blocks_used)
+            for g, h in enumerate(blocks.held()))
+        closed = kv_held(self.model.config, [blocks.num_tokens(s) for s in seq_ids], "fp32")
+        return groups, closed.ratio
+
     def _regions(self) -> tuple[ContiguousRegion, ...]:
         c = self.contiguous
         out = []
