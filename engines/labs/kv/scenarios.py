@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferlab.engines.quant.calibration import asset_text
+
 DEFAULT_SCENARIO = "shared-prompt"
 
 
@@ -130,6 +132,10 @@ _CHATS = (
 )
 
 
+LONG_DOCUMENTS = (asset_text("clocks.txt")[:9000], asset_text("backups.txt")[:9000])
+"""About 2,000 tokens each (9,000 characters of the shipped texts)."""
+
+
 def _scenarios() -> dict[str, Scenario]:
     ragged = Scenario(
         "ragged", "Many ragged requests",
@@ -177,7 +183,16 @@ def _scenarios() -> dict[str, Scenario]:
         "whole prompt. With the radix tree (prefix cache: radix) every one of those tokens "
         "is a hit; block hashes find only the whole blocks of it.",
         tuple(sorted(chats, key=lambda s: s.arrival_step)))
-    return {s.name: s for s in (ragged, shared, fork, pressure, multi)}
+    long = Scenario(
+        "long-context", "Long documents (sliding-window layers)",
+        "Two requests each read a long document (about 2,000 tokens of the shipped texts) and "
+        "answer a question about it. On a model with sliding-window layers (Gemma 3: 15 of "
+        "its 18 layers see only the last 512 tokens) those layers keep one block table of "
+        "their own and free the blocks that fall behind the window: the bytes held stay near "
+        "(n_global · C + n_local · W) / (L · C) of a cache that keeps every token.",
+        (RequestSpec("doc0", LONG_DOCUMENTS[0] + "\n\nWhat is this document about?", 32, 0),
+         RequestSpec("doc1", LONG_DOCUMENTS[1] + "\n\nSummarise it in one sentence.", 32, 1)))
+    return {s.name: s for s in (ragged, shared, fork, pressure, multi, long)}
 
 
 SCENARIOS: dict[str, Scenario] = _scenarios()
@@ -202,7 +217,7 @@ def encode_request(tokenizer, user: str, system: str = "",
             messages += [{"role": "user", "content": asked},
                          {"role": "assistant", "content": answered}]
         messages.append({"role": "user", "content": user})
-        return tokenizer.encode(tokenizer.apply_chat(messages))
+        return tokenizer.encode_chat(messages)  # a template's own BOS written once
     if history:
         turns = "".join(f"User: {q}\nAssistant: {a}\n" for q, a in history)
         user = f"{turns}User: {user}\nAssistant:"
