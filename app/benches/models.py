@@ -38,7 +38,7 @@ from inferlab.engines.model.generate import generate
 from inferlab.engines.model.linear import linear_kinds
 from inferlab.engines.model.registry import load_model
 from inferlab.engines.model.tiny import tiny_moe_model
-from inferlab.engines.roofline.memory import kv_bytes_per_request, kv_bytes_per_token
+from inferlab.engines.roofline.kv_held import kv_held
 
 PROMPT = "The history of the lighthouse begins"
 KV_CONTEXT = 8192
@@ -47,11 +47,9 @@ KV_CONTEXT = 8192
 def kv_window_ratio(cfg, context: int = KV_CONTEXT) -> dict:
     """KV held at `context` tokens against every layer global, measured by the calculator
     and in the closed form."""
-    held = kv_bytes_per_request(cfg, context, "fp32")
-    full = context * kv_bytes_per_token(cfg, "fp32")
     windows = [cfg.layer_window(i) for i in range(cfg.n_layers)]
     closed = sum(min(context, w) if w else context for w in windows) / (cfg.n_layers * context)
-    return {"ratio": held / full, "closed_form": closed,
+    return {"ratio": kv_held(cfg, context, "fp32").ratio, "closed_form": closed,
             "n_global": windows.count(0), "n_local": cfg.n_layers - windows.count(0),
             "window": cfg.sliding_window}
 
