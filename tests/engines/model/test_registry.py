@@ -25,7 +25,7 @@ def test_paths(tmp_path):
 
 @pytest.mark.parametrize("spec", ["llama-9000", "/no/such/model.gguf", ""])
 def test_unknown_spec(spec):
-    with pytest.raises(ValueError, match="unknown model .*expected smollm2-135m, tiny"):
+    with pytest.raises(ValueError, match="unknown model .*expected smollm2-135m, gemma3-270m, tiny, tiny-moe"):
         load_model(spec)
 
 
