@@ -785,3 +785,423 @@ int il_ggml_dequantize(int type, const uint8_t* w, float* out, int64_t rows, int
   for (int64_t n = 0; n < rows; ++n) decode(w + n * row_bytes, K / f->qk, out + n * K);
   return 0;
 }
+
+/* ---- the quantized-activation path (llama.cpp's way; opt-in) ---------------------------
+ *
+ *   y[m, n] ≈ sum_b dx[m, b] · (a_b · I_b + mn_b · S[m, b])
+ *
+ * x is rounded per 32 values (a block b) to int8: dx = amax / 127, q = rint(x · 127 / amax)
+ * (q in [-127, 127]; S is the block's sum of q, kept per 16 as s16), and each block of the
+ * weight is read as integer codes c with a float scale a and offset mn (ŵ = a · sc · c + mn):
+ *
+ *   Q4_0, Q5_0, Q8_0   c = u - 8, u - 16, q (signed)   a = d          mn = 0
+ *   Q4_1, Q5_1         c = u (unsigned)                a = d          mn = m
+ *   Q4_K, Q5_K         c = u of sub-block j            a = d · s_j    mn = -dmin · m_j
+ *   Q6_K               c = q - 32, sc per 16 (int8)    a = d          mn = 0
+ *
+ * so I_b = sum_g sc_g · sum_l c_l q_l is an exact integer per block (|I_b| < 2^24) and only
+ * the combination is in floats. The vector kernels compute I_b 8 int32 lanes at a time
+ * (AVX2: maddubs + madd; AVX-512 VNNI: vpdpbusd; Q6_K's per-16 scales by a madd with them),
+ * signed codes through |c| and sign(q, c) as llama.cpp does, and add the lanes' products
+ * with dx · a in the lanes; the scalar reference (gq_ref_row) sums the same integers in
+ * order. The result differs from the fp32 path by x's rounding: |Δy| <= sum_b dx_b / 2 ·
+ * sum_(k in b) |ŵ_k| (plus fp32 rounding); that is the price of llama.cpp's speed, so
+ * GGUFLinear takes this path only when asked (activations="q8"). */
+
+#define GQ_ROWS_MAX 4 /* x rows one pass over a weight row serves */
+
+/* x [M, K] -> q int8 [M, K], dx fp32 [M, K / 32], s16 int32 [M, K / 16] (K a multiple of
+ * 32). Scalar in every build (x is K values a row; the weights are K · N), bit for bit what
+ * the tests' numpy reference computes: float32 amax / 127, 127 / amax, one product, rint. */
+static void gq_quantize(const float* x, int8_t* q, float* dx, int32_t* s16, int64_t M,
+                        int64_t K) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t b = 0; b < K / 32; ++b) {
+      const float* xb = x + m * K + 32 * b;
+      float amax = 0.f;
+      for (int l = 0; l < 32; ++l) amax = fabsf(xb[l]) > amax ? fabsf(xb[l]) : amax;
+      const float id = amax > 0.f ? 127.f / amax : 0.f;
+      int8_t* qb = q + m * K + 32 * b;
+      int32_t sum[2] = {0, 0};
+      for (int l = 0; l < 32; ++l) {
+        const float v = xb[l] * id;
+        qb[l] = (int8_t)__builtin_rintf(v);
+        sum[l / 16] += qb[l];
+      }
+      dx[m * (K / 32) + b] = amax / 127.f;
+      s16[m * (K / 16) + 2 * b] = sum[0], s16[m * (K / 16) + 2 * b + 1] = sum[1];
+    }
+}
+
+int il_ggml_quantize_x(const float* x, int8_t* q, float* dx, int32_t* s16, int64_t M,
+                       int64_t K) {
+  if (K % 32) return -1;
+  gq_quantize(x, q, dx, s16, M, K);
+  return 0;
+}
+
+/* Quantized x rows as the kernels read them: per 32 values (block b of row r at r · nx + b),
+ * the codes, dx, e = dx · S (the offset mn's factor) and corr = -OFFSET · S (the unsigned
+ * codes' offset, as the dot product's starting value; Q4_0, Q5_0, and Q8_0 under VNNI). */
+typedef struct {
+  const int8_t* q;
+  const float *dx, *e;
+  const int32_t* corr;
+} gq_x;
+
+/* One block's integer codes and scales, from the format's definition (the reference). */
+typedef struct {
+  int c[256];
+  int sc[16];          /* per 16 weights (1 but for Q6_K) */
+  float a[8], mn[8];   /* per 32 weights */
+} gq_codes;
+
+static void gq_ref_codes(int type, const uint8_t* b, gq_codes* o) {
+  for (int g = 0; g < 16; ++g) o->sc[g] = 1;
+  for (int j = 0; j < 8; ++j) o->mn[j] = 0.f;
+  switch (type) {
+    case 2: case 3: case 6: case 7: { /* Q4_0, Q4_1, Q5_0, Q5_1 */
+      const int has_m = type == 3 || type == 7, five = type >= 6;
+      const uint8_t* qs = b + 2 + 2 * has_m + 4 * five;
+      const uint32_t qh = five ? u32(b + 2 + 2 * has_m) : 0;
+      for (int l = 0; l < 32; ++l) {
+        const int u = (l < 16 ? qs[l] & 15 : qs[l - 16] >> 4) | (int)((qh >> l) & 1) << 4;
+        o->c[l] = has_m ? u : u - (five ? 16 : 8);
+      }
+      o->a[0] = fp16(b);
+      if (has_m) o->mn[0] = fp16(b + 2);
+      break;
+    }
+    case 8:
+      for (int l = 0; l < 32; ++l) o->c[l] = (int8_t)b[2 + l];
+      o->a[0] = fp16(b);
+      break;
+    case 12: case 13: { /* Q4_K, Q5_K */
+      const float d = fp16(b), dmin = fp16(b + 2);
+      const uint8_t* qs = b + (type == 13 ? 48 : 16);
+      for (int k = 0; k < 256; ++k) {
+        const int j = k / 32, l = k % 32, byte = qs[32 * (j / 2) + l];
+        const int fifth = type == 13 ? ((b[16 + l] >> j) & 1) << 4 : 0;
+        o->c[k] = (j & 1 ? byte >> 4 : byte & 15) | fifth;
+      }
+      for (int j = 0; j < 8; ++j) {
+        int s, m;
+        k_scale_min(b + 4, j, &s, &m);
+        o->a[j] = d * s, o->mn[j] = -(dmin * m);
+      }
+      break;
+    }
+    case 14: /* Q6_K */
+      for (int k = 0; k < 256; ++k) {
+        const int h = k / 128, r = k % 128 / 32, l = k % 32;
+        const uint8_t lo = b[64 * h + l + 32 * (r & 1)];
+        const int high = (b[128 + 32 * h + l] >> (2 * r)) & 3;
+        o->c[k] = ((r < 2 ? lo & 15 : lo >> 4) | high << 4) - 32;
+      }
+      for (int g = 0; g < 16; ++g) o->sc[g] = (int8_t)b[192 + g];
+      for (int j = 0; j < 8; ++j) o->a[j] = fp16(b + 208);
+      break;
+  }
+}
+
+/* One weight row against one quantized x row, in block order (the reference): the integer
+ * sum I of each 32 weights exactly, then y += (dx · a) · I + mn · e. */
+static float gq_ref_row(int type, const gb_format* f, const uint8_t* row, const gq_x* x,
+                        int64_t K) {
+  gq_codes o;
+  float y = 0.f;
+  for (int64_t blk = 0; blk < K / f->qk; ++blk) {
+    gq_ref_codes(type, row + blk * f->bytes, &o);
+    for (int j = 0; j < f->qk / 32; ++j) {
+      const int64_t xb = blk * (f->qk / 32) + j;
+      int32_t sum = 0;
+      for (int g = 0; g < 2; ++g) {
+        int32_t part = 0;
+        for (int l = 16 * g; l < 16 * g + 16; ++l) part += o.c[32 * j + l] * x->q[32 * xb + l];
+        sum += o.sc[2 * j + g] * part;
+      }
+      y += (x->dx[xb] * o.a[j]) * (float)sum;
+      y += o.mn[j] * x->e[xb];
+    }
+  }
+  return y;
+}
+
+#if defined(__AVX2__)
+#define GQ_VECTOR 1
+
+/* 16 bytes of nibbles -> 32 bytes: the low nibbles, then the high ones. */
+static inline __m256i gq_nibbles(const uint8_t* p) {
+  const __m128i t = _mm_loadu_si128((const __m128i*)p);
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+}
+
+/* u with 16 added to byte l where bit l of qh is set (the fifth bits of Q5_0 / Q5_1). */
+static inline __m256i gq_fifth(__m256i u, uint32_t qh);
+
+/* Bit l of qh as byte l: 0xFF where set. */
+static inline __m256i gq_bits(uint32_t qh) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  return _mm256_movm_epi8((__mmask32)qh);
+#else /* llama.cpp's bytes_from_bits_32 */
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                         0x0101010101010101, 0x0000000000000000);
+  const __m256i bytes = _mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf),
+                                        _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE));
+  return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+#endif
+}
+
+static inline __m256i gq_fifth(__m256i u, uint32_t qh) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  return _mm256_mask_add_epi8(u, (__mmask32)qh, u, _mm256_set1_epi8(16)); /* u < 16 */
+#else
+  return _mm256_or_si256(u, _mm256_and_si256(gq_bits(qh), _mm256_set1_epi8(16)));
+#endif
+}
+
+static inline __m256i gq_load(const void* p) { return _mm256_loadu_si256((const __m256i*)p); }
+
+/* A step: 32 codes of one weight row (sub-block j of its block) and their scale, offset and
+ * (Q6_K) per-16 integer scales. */
+typedef struct {
+  __m256i c;
+  float a, mn;
+  __m256i sc16;
+} gq_step;
+
+static inline __attribute__((always_inline)) void gq_q4_0(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  (void)j, (void)p;
+  s->c = gq_nibbles(b + 2); /* u; the kernel subtracts 8 S */
+  s->a = fp16(b);
+}
+static inline __attribute__((always_inline)) void gq_q4_1(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  (void)j, (void)p;
+  s->c = gq_nibbles(b + 4);
+  s->a = fp16(b), s->mn = fp16(b + 2);
+}
+static inline __attribute__((always_inline)) void gq_q5_0(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  (void)j, (void)p;
+  s->c = gq_fifth(gq_nibbles(b + 6), u32(b + 2)); /* u; the kernel subtracts 16 S */
+  s->a = fp16(b);
+}
+static inline __attribute__((always_inline)) void gq_q5_1(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  (void)j, (void)p;
+  s->c = gq_fifth(gq_nibbles(b + 8), u32(b + 4));
+  s->a = fp16(b), s->mn = fp16(b + 2);
+}
+static inline __attribute__((always_inline)) void gq_q8_0(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  (void)j, (void)p;
+  s->c = gq_load(b + 2);
+  s->a = fp16(b);
+}
+/* Q4_K / Q5_K: p from reg_prep_k (d · s_j, -dmin · m_j). */
+static inline __attribute__((always_inline)) void gq_q4_K(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  const __m256i raw = gq_load(b + 16 + 32 * (j / 2));
+  s->c = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(15));
+  s->a = p[j], s->mn = p[8 + j];
+}
+static inline __attribute__((always_inline)) void gq_q5_K(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  const __m256i raw = gq_load(b + 48 + 32 * (j / 2)), bit = _mm256_set1_epi8((char)(1 << j));
+  const __m256i u = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(raw, 4) : raw,
+                                     _mm256_set1_epi8(15));
+  const __m256i high = _mm256_cmpeq_epi8(_mm256_and_si256(gq_load(b + 16), bit), bit);
+  s->c = _mm256_or_si256(u, _mm256_and_si256(high, _mm256_set1_epi8(16)));
+  s->a = p[j], s->mn = p[8 + j];
+}
+/* Q6_K step j: run r = j % 4 of half h = j / 4 (see dec_q6_K); its two int8 scales as 8
+ * int16 lanes each (madd pairs them with the first and second 16 weights' byte pairs). */
+static inline __attribute__((always_inline)) void gq_q6_K(const uint8_t* b, int j,
+                                                         const float* p, gq_step* s) {
+  (void)p;
+  const int h = j / 4, r = j % 4;
+  const __m256i ql = gq_load(b + 64 * h + 32 * (r & 1)), qh = gq_load(b + 128 + 32 * h);
+  const __m256i lo = _mm256_and_si256(r < 2 ? ql : _mm256_srli_epi16(ql, 4),
+                                      _mm256_set1_epi8(15));
+  const __m256i hi2 = r == 0 ? _mm256_slli_epi16(qh, 4) : r == 1 ? _mm256_slli_epi16(qh, 2)
+                      : r == 2 ? qh : _mm256_srli_epi16(qh, 2); /* bits 2r, 2r + 1 -> 4, 5 */
+  const __m256i q6 = _mm256_or_si256(lo, _mm256_and_si256(hi2, _mm256_set1_epi8(0x30)));
+  s->c = _mm256_sub_epi8(q6, _mm256_set1_epi8(32));
+  const __m128i pick = _mm_set_epi64x(0x0101010101010101LL * (2 * j + 1),
+                                      0x0101010101010101LL * (2 * j)); /* scales 2j, 2j + 1 */
+  s->sc16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i*)(b + 192)),
+                                                  pick));
+  s->a = fp16(b + 208);
+}
+
+static inline __attribute__((always_inline)) float gq_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* u8 x s8 byte products summed 4 at a time into 8 int32 lanes, added to acc. (maddubs
+ * saturates pairs at 2^15: the AVX2 kernel takes unsigned codes of at most 5 bits only.) */
+#define GQ_DOT_AVX2(acc, u, s) \
+  _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+#define GQ_DOT_VNNI(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+
+/* R (1-4) quantized x rows against one weight row: codes decoded once per step, integer
+ * dot products per x row, their lanes times dx · a summed in two float accumulators per x
+ * row (alternate blocks), the offsets mn · dx · S in a scalar. The codes go in as unsigned
+ * bytes: OFFSET (8, 16, 128) subtracted as -OFFSET · S, the dot's starting value (x.corr);
+ * SIGNED (Q6_K, and Q8_0 where maddubs would saturate) as |c| · sign(q, c); MINS: mn != 0;
+ * SC16: Q6_K's per-16 scales, by a madd with the byte pairs' sums. */
+#define GQ_ROW(T, OFFSET, SIGNED, MINS, SC16, PREP, V, DOT, TARGET)                          \
+  static inline __attribute__((always_inline)) TARGET void gq_row_##T##_##V##_r(            \
+      const int R, const uint8_t* row, const gq_x* x, int64_t K, int64_t pf, float* y,       \
+      int64_t N) {                                                                           \
+    const int64_t nx = K / 32;                                                               \
+    __m256 acc[GQ_ROWS_MAX][2];                                                              \
+    float ym[GQ_ROWS_MAX];                                                                   \
+    GB_UNROLL() for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps(),     \
+                                            ym[r] = 0.f;                                     \
+    for (int64_t blk = 0; blk < K / T##_QK; ++blk) {                                         \
+      const uint8_t* b = row + blk * T##_BYTES;                                              \
+      prefetch_span(b + pf, T##_BYTES);                                                      \
+      float p[16] __attribute__((aligned(64)));                                              \
+      PREP(b, p);                                                                            \
+      GB_UNROLL() for (int j = 0; j < T##_QK / 32; ++j) {                                    \
+        gq_step s;                                                                           \
+        gq_##T(b, j, p, &s);                                                                 \
+        const int64_t xb = blk * (T##_QK / 32) + j;                                          \
+        const __m256i u = SIGNED ? _mm256_sign_epi8(s.c, s.c)                                \
+                          : OFFSET == 128 ? _mm256_xor_si256(s.c, _mm256_set1_epi8(-128))    \
+                                          : s.c;                                             \
+        GB_UNROLL() for (int r = 0; r < R; ++r) {                                            \
+          __m256i qv = gq_load(x->q + r * K + 32 * xb), isum;                                \
+          if (SIGNED) qv = _mm256_sign_epi8(qv, s.c);                                        \
+          if (SC16)                                                                          \
+            isum = _mm256_madd_epi16(_mm256_maddubs_epi16(u, qv), s.sc16);                   \
+          else                                                                               \
+            isum = DOT(OFFSET ? _mm256_castsi128_si256(                                      \
+                                    _mm_cvtsi32_si128(x->corr[r * nx + xb]))                 \
+                              : _mm256_setzero_si256(), u, qv);                              \
+          acc[r][xb & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),                         \
+                                           _mm256_set1_ps(x->dx[r * nx + xb] * s.a),         \
+                                           acc[r][xb & 1]);                                  \
+          if (MINS) ym[r] += s.mn * x->e[r * nx + xb];                                       \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+    GB_UNROLL() for (int r = 0; r < R; ++r)                                                  \
+      y[r * N] = gq_hsum(_mm256_add_ps(acc[r][0], acc[r][1])) + ym[r];                       \
+  }                                                                                          \
+  static TARGET void gq_rows_##T##_##V(int R, const uint8_t* row, const gq_x* x, int64_t K,  \
+                                       int64_t pf, float* y, int64_t N) {                    \
+    switch (R) {                                                                             \
+      case 1: gq_row_##T##_##V##_r(1, row, x, K, pf, y, N); break;                           \
+      case 2: gq_row_##T##_##V##_r(2, row, x, K, pf, y, N); break;                           \
+      case 3: gq_row_##T##_##V##_r(3, row, x, K, pf, y, N); break;                           \
+      default: gq_row_##T##_##V##_r(4, row, x, K, pf, y, N); break;                          \
+    }                                                                                        \
+  }
+
+#define GQ_NO_PREP(b, p) ((void)(b), (void)(p))
+/* Q8_0's signed bytes: |c| · sign(q, c) under AVX2, c + 128 (and -128 S) under VNNI. */
+#define GQ_FAMILY(V, DOT, Q8_OFFSET, Q8_SIGNED, TARGET)                                      \
+  GQ_ROW(q4_0, 8, 0, 0, 0, GQ_NO_PREP, V, DOT, TARGET)                                       \
+  GQ_ROW(q4_1, 0, 0, 1, 0, GQ_NO_PREP, V, DOT, TARGET)                                       \
+  GQ_ROW(q5_0, 16, 0, 0, 0, GQ_NO_PREP, V, DOT, TARGET)                                      \
+  GQ_ROW(q5_1, 0, 0, 1, 0, GQ_NO_PREP, V, DOT, TARGET)                                       \
+  GQ_ROW(q8_0, Q8_OFFSET, Q8_SIGNED, 0, 0, GQ_NO_PREP, V, DOT, TARGET)                       \
+  GQ_ROW(q4_K, 0, 0, 1, 0, reg_prep_k, V, DOT, TARGET)                                       \
+  GQ_ROW(q5_K, 0, 0, 1, 0, reg_prep_k, V, DOT, TARGET)                                       \
+  GQ_ROW(q6_K, 0, 1, 0, 1, GQ_NO_PREP, V, DOT, TARGET)
+GQ_FAMILY(avx2, GQ_DOT_AVX2, 0, 1, )
+GQ_FAMILY(vnni, GQ_DOT_VNNI, 128, 0,
+          __attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f"))))
+#endif /* __AVX2__ */
+
+typedef void gq_rows_fn(int R, const uint8_t* row, const gq_x* x, int64_t K, int64_t pf,
+                        float* y, int64_t N);
+
+enum { GQ_SCALAR = 0, GQ_AVX2 = 1, GQ_VNNI = 2 };
+
+/* The kernels this build runs on this CPU, as bits (1 << GQ_SCALAR | 1 << GQ_AVX2 | ...). */
+int il_ggml_q8_kernels(void) {
+  int bits = 1 << GQ_SCALAR;
+#ifdef GQ_VECTOR
+  bits |= 1 << GQ_AVX2;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw"))
+    bits |= 1 << GQ_VNNI;
+#endif
+  return bits;
+}
+
+static gq_rows_fn* gq_rows_of(int type, int kernel) {
+#ifdef GQ_VECTOR
+#define K(T) (kernel == GQ_VNNI ? gq_rows_##T##_vnni : gq_rows_##T##_avx2)
+  switch (type) {
+    case 2: return K(q4_0);
+    case 3: return K(q4_1);
+    case 6: return K(q5_0);
+    case 7: return K(q5_1);
+    case 8: return K(q8_0);
+    case 12: return K(q4_K);
+    case 13: return K(q5_K);
+    case 14: return K(q6_K);
+  }
+#undef K
+#endif
+  (void)type, (void)kernel;
+  return 0;
+}
+
+/* y [M, N] ≈ x [M, K] · ŵᵀ with x quantized per 32 (il_ggml_quantize_x) and integer dot
+ * products per block. `kernel`: GQ_SCALAR (the reference), GQ_AVX2, GQ_VNNI, or -1 for the
+ * fastest this CPU runs. Threads split the output rows. Returns 0; -1 for a type not covered
+ * or a kernel not run here; -2 where memory for x's codes is not had. */
+int il_ggml_matmul_q8(int type, const float* x, const uint8_t* w, float* y, int64_t M,
+                      int64_t K, int64_t N, int threads, int kernel) {
+  const gb_format* f = format_of(type);
+  const int have = il_ggml_q8_kernels();
+  if (kernel < 0) kernel = have >> GQ_VNNI & 1 ? GQ_VNNI : have >> GQ_AVX2 & 1 ? GQ_AVX2 : 0;
+  if (!f || K % f->qk || kernel > GQ_VNNI || !(have >> kernel & 1)) return -1;
+  const int64_t nx = K / 32;
+  int8_t* q = malloc(M * K);
+  float* dx = malloc(M * nx * 2 * sizeof(float));
+  int32_t* s16 = malloc(M * nx * 3 * sizeof(int32_t)); /* the sums per 16, then corr */
+  if (!q || !dx || !s16) {
+    free(q), free(dx), free(s16);
+    return -2;
+  }
+  gq_quantize(x, q, dx, s16, M, K);
+  float* e = dx + M * nx;
+  int32_t* corr = s16 + M * 2 * nx;
+  /* the unsigned codes' offset: Q4_0 8, Q5_0 16, Q8_0 128 where VNNI takes it unsigned */
+  const int offset = type == 2 ? 8 : type == 6 ? 16 : type == 8 && kernel == GQ_VNNI ? 128 : 0;
+  for (int64_t i = 0; i < M * nx; ++i) {
+    const int32_t sum = s16[2 * i] + s16[2 * i + 1];
+    e[i] = dx[i] * (float)sum, corr[i] = -offset * sum;
+  }
+  const int64_t row_bytes = K / f->qk * f->bytes, pf = GB_PF_TILES * GB_NR * row_bytes;
+  gq_rows_fn* rows = gq_rows_of(type, kernel);
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* row = w + n * row_bytes;
+    for (int64_t m = 0; m < M; m += GQ_ROWS_MAX) {
+      const int R = M - m < GQ_ROWS_MAX ? (int)(M - m) : GQ_ROWS_MAX;
+      const gq_x at = {q + m * K, dx + m * nx, e + m * nx, corr + m * nx};
+      if (kernel == GQ_SCALAR) {
+        for (int r = 0; r < R; ++r) {
+          const gq_x one = {at.q + r * K, at.dx + r * nx, at.e + r * nx, at.corr + r * nx};
+          y[(m + r) * N + n] = gq_ref_row(type, f, row, &one, K);
+        }
+      } else {
+        rows(R, row, &at, K, pf, y + m * N + n, N);
+      }
+    }
+  }
+  free(q), free(dx), free(s16);
+  return 0;
+}

@@ -138,6 +138,127 @@ def test_the_kernel_refuses_what_it_does_not_cover():
         gb.row_bytes(QT.Q4_K, 640)
 
 
+# ---- the quantized-activation path ----------------------------------------------------------
+
+def quantize_x_reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x [M, K] float32 per 32 values, as the C rounds it: dx = amax / 127, q = rint(x · (127 /
+    amax)) (0 where amax is 0), and the sums of q per 16, all in float32 / int."""
+    m = x.shape[0]
+    xb = x.reshape(m, -1, 32).astype(np.float32)
+    amax = np.abs(xb).max(-1)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    q = np.rint(xb * inv[..., None]).astype(np.int8)
+    return (q.reshape(m, -1), (amax / np.float32(127)).astype(np.float32),
+            q.reshape(m, -1, 16).sum(-1, dtype=np.int32))
+
+
+def dyadic_blocks(qtype: QT, n: int, k: int, seed: int) -> np.ndarray:
+    """[n, row_bytes] random codes whose fp16 scales (d, m, dmin) are powers of two: every
+    decoded weight, and every product the quantized path forms from it, is then exact."""
+    rng = np.random.default_rng(seed)
+    qk, nbytes = gb.block_shape(qtype)
+    raw = rng.integers(0, 256, (n, k // qk, nbytes), dtype=np.uint8)
+    fields = FP16_FIELDS.get(qtype, (0, 2) if qtype in (QT.Q4_1, QT.Q5_1) else (0,))
+    for at in fields:
+        scale = (2.0 ** rng.integers(-9, -7, (n, k // qk))).astype(np.float16)
+        raw[..., at:at + 2] = scale.view(np.uint8).reshape(n, k // qk, 2)
+    return raw.reshape(n, -1)
+
+
+def dyadic_x(m: int, k: int, seed: int) -> torch.Tensor:
+    """x whose every block of 32 has its largest magnitude 127 · 2^-7: dx = 2^-7 and q = x ·
+    2^7 exactly (integers in [-127, 127])."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-127, 128, (m, k // 32, 32))
+    q[..., rng.integers(0, 32)] = 127 * rng.choice([-1, 1], (m, k // 32))
+    return torch.from_numpy((q * 2.0 ** -7).astype(np.float32).reshape(m, k))
+
+
+def test_the_q8_kernels_each_build_runs(build):
+    """The portable build runs the scalar reference only; AVX2 builds add maddubs, and VNNI
+    where the CPU has it (the fastest last)."""
+    kernels = gb.q8_kernels(gb.functions(build))
+    assert kernels[0] == "scalar"
+    assert ("avx2" in kernels) == (build.isa != "portable")
+    assert ("vnni" in kernels) == (build.isa != "portable" and {
+        "avx512_vnni", "avx512vl", "avx512bw"} <= native.host_flags())
+
+
+def test_x_is_quantized_as_the_numpy_reference_says(build):
+    """Bit for bit: float32 amax / 127 and 127 / amax, one product, round half to even; a
+    block of zeros gives codes 0 and dx 0."""
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(4)) * 3
+    x[1, 32:64] = 0
+    x[2, :32] = torch.arange(32) - 15.5  # halves: x · 127 / amax hits ties
+    q, dx, s16 = gb.quantize_x(x, gb.functions(build))
+    rq, rdx, rs16 = quantize_x_reference(x.numpy())
+    assert np.array_equal(q.numpy(), rq) and np.array_equal(dx.numpy(), rdx)
+    assert np.array_equal(s16.numpy(), rs16)
+    assert not q[1, 32:64].any() and dx[1, 1] == 0
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_q8_integer_sums_are_exact(build, qtype):
+    """With power-of-two scales in the weights and x at dx = 2^-7, every product and sum the
+    quantized path forms is exact in fp32, so each kernel (scalar, AVX2, VNNI) must give the
+    float64 product of x's codes with `gguf`'s weights exactly: one integer off in any block
+    would show. 1-6 rows (past the 4 one pass serves), tile remainders, 1-9 blocks."""
+    fns = gb.functions(build)
+    qk = gb.block_shape(qtype)[0]
+    for blocks, n in ((1, 5), (3, 9)) if qk == 256 else ((1, 5), (9, 7)):
+        k = qk * blocks
+        raw = dyadic_blocks(qtype, n, k, seed=blocks)
+        w = reference(raw, qtype, n, k).double()
+        for m in (1, 2, 4, 6):
+            x = dyadic_x(m, k, seed=m)
+            expected = (x.double() @ w.t()).float()
+            assert torch.equal(x.double().float(), x)  # x is its own codes times 2^-7
+            for kernel in gb.q8_kernels(fns):
+                y = gb.matmul_q8(x, torch.from_numpy(raw), qtype, n, kernel=kernel, fns=fns)
+                assert torch.equal(y, expected), (kernel, blocks, m)
+
+
+def q8_bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """|y_q8 - y_fp32| <= sum over blocks of dx / 2 · sum |ŵ| (x's rounding: each code within
+    half a step of x · 127 / amax) per output, [M, N]."""
+    _, dx, _ = quantize_x_reference(x.numpy())
+    half_step = torch.from_numpy(dx).double().repeat_interleave(32, dim=1) / 2
+    return half_step @ w.abs().double().t()
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_q8_path_on_random_data(build, qtype):
+    """Random codes and x: each vector kernel agrees with the scalar reference to fp32
+    rounding (1e-6 of sum |dx q ŵ|), with x's codes times `gguf`'s weights in float64 too,
+    and with the fp32 path within x's rounding bound (at 1.0001 of it, plus fp32 rounding)."""
+    fns = gb.functions(build)
+    qk = gb.block_shape(qtype)[0]
+    k, n = qk * (20 if qk == 32 else 3), 11
+    raw = torch.from_numpy(raw_blocks(qtype, n, k, seed=5))
+    w = reference(raw.numpy(), qtype, n, k)
+    for m in (1, 3, 5):
+        x = torch.randn(m, k, generator=torch.Generator().manual_seed(m))
+        q, dx, _ = gb.quantize_x(x, fns)
+        xq = (q.double().reshape(m, -1, 32) * dx.double()[..., None]).reshape(m, k)
+        exact, scale = xq @ w.double().t(), xq.abs() @ w.double().abs().t()
+        y_fp32 = gb.matmul(x, raw, qtype, n, fns=fns)
+        for kernel in gb.q8_kernels(fns):
+            y = gb.matmul_q8(x, raw, qtype, n, kernel=kernel, fns=fns).double()
+            assert float(((y - exact).abs() / scale).max()) < 1e-6, (kernel, m)
+            slack = 1e-5 * (x.abs().double() @ w.abs().double().t())
+            assert bool(((y - y_fp32.double()).abs() <= 1.0001 * q8_bound(x, w) + slack).all())
+
+
+def test_q8_refuses_a_kernel_not_run_here():
+    portable = gb.functions(native.build("portable"))
+    raw = torch.from_numpy(raw_blocks(QT.Q8_0, 4, 64, seed=0))
+    with pytest.raises(ValueError, match="does not run here"):
+        gb.matmul_q8(torch.randn(1, 64), raw, QT.Q8_0, 4, kernel="avx2", fns=portable)
+    with pytest.raises(ValueError, match="whole blocks of 32"):
+        gb.quantize_x(torch.randn(1, 48), portable)
+
+
 # ---- GGUFLinear ---------------------------------------------------------------------------
 
 def _layer(qtype: QT, n: int, k: int, seed: int = 0, kernels: str | None = None):
@@ -205,6 +326,30 @@ def test_a_batch_equals_its_rows_alone():
     x = torch.randn(9, 512)
     alone = torch.cat([layer(x[r:r + 1]) for r in range(9)])
     assert torch.allclose(layer(x), alone, rtol=1e-6, atol=1e-6)
+
+
+def test_q8_activations_are_asked_for_and_run_decode_rows_only(monkeypatch):
+    """activations="q8" (or INFERLAB_GGUF_ACTIVATIONS=q8): up to Q8_ROWS rows run the
+    quantized kernel (llama.cpp's numerics, within x's rounding of the fp32 path), more rows
+    the fp32 kernel bit for bit; fp32 stays the default."""
+    raw = raw_blocks(QT.Q5_0, 19, 640, seed=3)
+    w = reference(raw, QT.Q5_0, 19, 640)
+    exact = GGUFLinear(raw, QT.Q5_0, (19, 640), kernels="native")
+    assert exact.activations == "fp32"
+    q8 = GGUFLinear(raw, QT.Q5_0, (19, 640), kernels="native", activations="q8")
+    x = torch.randn(gguf_linear.Q8_ROWS + 1, 640, generator=torch.Generator().manual_seed(0))
+    one = x[:gguf_linear.Q8_ROWS]
+    assert torch.equal(q8(one), gb.matmul_q8(one, q8.raw, QT.Q5_0, 19))
+    assert not torch.equal(q8(one), exact(one))
+    assert bool(((q8(one) - exact(one)).abs() <= 1.0001 * q8_bound(one, w) + 1e-5).all())
+    assert torch.equal(q8(x), exact(x))
+    monkeypatch.setenv("INFERLAB_GGUF_ACTIVATIONS", "q8")
+    assert GGUFLinear(raw, QT.Q5_0, (19, 640)).activations == "q8"
+    monkeypatch.setenv("INFERLAB_GGUF_ACTIVATIONS", "int4")
+    with pytest.raises(ValueError, match="INFERLAB_GGUF_ACTIVATIONS"):
+        GGUFLinear(raw, QT.Q5_0, (19, 640))
+    with pytest.raises(ValueError, match="activations must be"):
+        GGUFLinear(raw, QT.Q5_0, (19, 640), activations="bf16")
 
 
 # ---- a real file, read in place -----------------------------------------------------------
