@@ -1055,44 +1055,55 @@ static inline __attribute__((always_inline)) float gq_hsum(__m256 v) {
  * SIGNED (Q6_K, and Q8_0 where maddubs would saturate) as |c| · sign(q, c); MINS: mn != 0;
  * SC16: Q6_K's per-16 scales, by a madd with the byte pairs' sums. */
 #define GQ_ROW(T, OFFSET, SIGNED, MINS, SC16, PREP, V, DOT, TARGET)                          \
+  /* One block of the row into acc[.][par] (32-weight blocks) or acc[.][j & 1] (K-quants):   \
+   * the accumulator picked by a constant, so that both stay in registers. */                \
+  static inline __attribute__((always_inline)) TARGET void gq_block_##T##_##V(               \
+      const int R, const uint8_t* row, int64_t blk, const int par, const gq_x* x, int64_t K, \
+      int64_t pf, __m256* acc, float* ym) {                                                  \
+    const int64_t nx = K / 32;                                                               \
+    const uint8_t* b = row + blk * T##_BYTES;                                                \
+    prefetch_span(b + pf, T##_BYTES);                                                        \
+    float p[16] __attribute__((aligned(64)));                                                \
+    PREP(b, p);                                                                              \
+    GB_UNROLL() for (int j = 0; j < T##_QK / 32; ++j) {                                      \
+      gq_step s;                                                                             \
+      gq_##T(b, j, p, &s);                                                                   \
+      const int64_t xb = blk * (T##_QK / 32) + j;                                            \
+      const int a = T##_QK == 32 ? par : j & 1;                                              \
+      const __m256i u = SIGNED ? _mm256_sign_epi8(s.c, s.c)                                  \
+                        : OFFSET == 128 ? _mm256_xor_si256(s.c, _mm256_set1_epi8(-128))      \
+                                        : s.c;                                               \
+      GB_UNROLL() for (int r = 0; r < R; ++r) {                                              \
+        __m256i qv = gq_load(x->q + r * K + 32 * xb), isum;                                  \
+        if (SIGNED) qv = _mm256_sign_epi8(qv, s.c);                                          \
+        if (SC16)                                                                            \
+          isum = _mm256_madd_epi16(_mm256_maddubs_epi16(u, qv), s.sc16);                     \
+        else                                                                                 \
+          isum = DOT(OFFSET ? _mm256_castsi128_si256(_mm_cvtsi32_si128(x->corr[r * nx + xb]))\
+                            : _mm256_setzero_si256(), u, qv);                                \
+        acc[2 * r + a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),                           \
+                                         _mm256_set1_ps(x->dx[r * nx + xb] * s.a),           \
+                                         acc[2 * r + a]);                                    \
+        if (MINS) ym[r] += s.mn * x->e[r * nx + xb];                                         \
+      }                                                                                      \
+    }                                                                                        \
+  }                                                                                          \
   static inline __attribute__((always_inline)) TARGET void gq_row_##T##_##V##_r(            \
       const int R, const uint8_t* row, const gq_x* x, int64_t K, int64_t pf, float* y,       \
       int64_t N) {                                                                           \
-    const int64_t nx = K / 32;                                                               \
-    __m256 acc[GQ_ROWS_MAX][2];                                                              \
+    __m256 acc[2 * GQ_ROWS_MAX];                                                             \
     float ym[GQ_ROWS_MAX];                                                                   \
-    GB_UNROLL() for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps(),     \
+    GB_UNROLL() for (int r = 0; r < R; ++r) acc[2 * r] = acc[2 * r + 1] = _mm256_setzero_ps(),\
                                             ym[r] = 0.f;                                     \
-    for (int64_t blk = 0; blk < K / T##_QK; ++blk) {                                         \
-      const uint8_t* b = row + blk * T##_BYTES;                                              \
-      prefetch_span(b + pf, T##_BYTES);                                                      \
-      float p[16] __attribute__((aligned(64)));                                              \
-      PREP(b, p);                                                                            \
-      GB_UNROLL() for (int j = 0; j < T##_QK / 32; ++j) {                                    \
-        gq_step s;                                                                           \
-        gq_##T(b, j, p, &s);                                                                 \
-        const int64_t xb = blk * (T##_QK / 32) + j;                                          \
-        const __m256i u = SIGNED ? _mm256_sign_epi8(s.c, s.c)                                \
-                          : OFFSET == 128 ? _mm256_xor_si256(s.c, _mm256_set1_epi8(-128))    \
-                                          : s.c;                                             \
-        GB_UNROLL() for (int r = 0; r < R; ++r) {                                            \
-          __m256i qv = gq_load(x->q + r * K + 32 * xb), isum;                                \
-          if (SIGNED) qv = _mm256_sign_epi8(qv, s.c);                                        \
-          if (SC16)                                                                          \
-            isum = _mm256_madd_epi16(_mm256_maddubs_epi16(u, qv), s.sc16);                   \
-          else                                                                               \
-            isum = DOT(OFFSET ? _mm256_castsi128_si256(                                      \
-                                    _mm_cvtsi32_si128(x->corr[r * nx + xb]))                 \
-                              : _mm256_setzero_si256(), u, qv);                              \
-          acc[r][xb & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),                         \
-                                           _mm256_set1_ps(x->dx[r * nx + xb] * s.a),         \
-                                           acc[r][xb & 1]);                                  \
-          if (MINS) ym[r] += s.mn * x->e[r * nx + xb];                                       \
-        }                                                                                    \
-      }                                                                                      \
+    const int64_t nb = K / T##_QK;                                                           \
+    int64_t blk = 0;                                                                         \
+    for (; blk + 1 < nb; blk += 2) {                                                         \
+      gq_block_##T##_##V(R, row, blk, 0, x, K, pf, acc, ym);                                 \
+      gq_block_##T##_##V(R, row, blk + 1, 1, x, K, pf, acc, ym);                             \
     }                                                                                        \
+    if (blk < nb) gq_block_##T##_##V(R, row, blk, 0, x, K, pf, acc, ym);                     \
     GB_UNROLL() for (int r = 0; r < R; ++r)                                                  \
-      y[r * N] = gq_hsum(_mm256_add_ps(acc[r][0], acc[r][1])) + ym[r];                       \
+      y[r * N] = gq_hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1])) + ym[r];                 \
   }                                                                                          \
   static TARGET void gq_rows_##T##_##V(int R, const uint8_t* row, const gq_x* x, int64_t K,  \
                                        int64_t pf, float* y, int64_t N) {                    \
