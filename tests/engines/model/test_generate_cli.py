@@ -22,6 +22,18 @@ def test_json_fields(capsys):
     assert out["threads"] >= 1
 
 
+def test_any_model_keeps_the_json_keys_and_says_it_runs_raw(capsys):
+    # tiny-moe (a Qwen3-MoE layout): no chat template, so the prompt runs raw, and says so
+    assert main(["generate", "--model", "tiny-moe", "--prompt", "hi", "--max-tokens", "3",
+                 "--greedy", "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert {"prompt_token_ids", "token_ids", "tokens_per_s"} <= set(out)
+    assert out["model"] == "tiny-moe" and out["prompt_token_ids"] == [104, 105]
+    assert out["chat_template"] is False and len(out["token_ids"]) == 3
+    assert "tiny-moe has no chat template: the prompt runs raw" in captured.err
+
+
 def test_no_cache_gives_the_same_tokens(capsys):
     cached = run_json(capsys, "--max-tokens", "8", "--greedy")
     ref = run_json(capsys, "--max-tokens", "8", "--greedy", "--no-cache")
