@@ -45,7 +45,8 @@ class AttentionHeader:
 
 
 SOURCE_LABELS = {"seeded": "seeded Q, K, V", "smollm2-135m": "SmolLM2 layer",
-                 "tiny": "tiny model layer"}
+                 "gemma3-270m": "Gemma 3 270M layer", "tiny": "tiny model layer",
+                 "tiny-moe": "tiny MoE layer"}
 SPINS = (  # key, label, tooltip, suffix
     ("n", "N", "Rows of Q, K and V: the context length", ""),
     ("d", "d", "Head width", ""),
@@ -99,8 +100,8 @@ class AttentionView(SteppedView):
         for key, label in SOURCE_LABELS.items():
             self.source.addItem(label, key)
         self.source.setToolTip("Q, K, V: seeded normal values, or one layer of a real model "
-                               "run on the shipped texts (its own head width d; N at most the "
-                               "text's ~7,700 tokens)")
+                               "run on the shipped texts (its own head width d, q/k-norms and "
+                               "RoPE per layer kind; N at most the text's ~7,700 tokens)")
         self.source.currentIndexChanged.connect(self._emit)
         self.source.currentIndexChanged.connect(self._source_changed)
         self.layer = QSpinBox()

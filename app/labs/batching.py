@@ -87,12 +87,14 @@ class BatchingLab(SteppedLab):
         m = self.metrics
         clock = "simulated" if s.settings["clock"] == "simulated" else "wall clock"
         where = f"{s.model_id} on {s.device} ({clock}, {s.settings['policy']})"
+        linears = f" {s.linears_note}" if s.linears_note else ""
         if s.done:
             return (f"{where}: all {m.get('completed', 0)} requests finished after "
-                    f"{m.get('iterations', 0)} iterations. Reset (Ctrl+R) to run it again.")
+                    f"{m.get('iterations', 0)} iterations. Reset (Ctrl+R) to run it again."
+                    + linears)
         return (f"{where}: iteration {s.step_index} next, {m.get('completed', 0)} of "
                 f"{len(self.requests)} requests finished. Step (N) runs one iteration, "
-                "Run (Space) runs to the end, Ctrl+R resets.")
+                "Run (Space) runs to the end, Ctrl+R resets." + linears)
 
     def _refresh_metrics(self) -> None:
         """Between tasks (the worker is not stepping): the metrics of every record so far (a

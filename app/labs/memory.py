@@ -1,4 +1,8 @@
-"""Memory lab: KV cache and weights against a device's memory, and what fits."""
+"""Memory lab: KV cache and weights against a device's memory, and what fits.
+
+The model is a preset, an imported config.json, or a model the app loads by name (Gemma 3
+270M, tiny-moe) by its own description (`model.config`): loaded in a worker the first time it
+is chosen, the plan drawn when it arrives."""
 
 from __future__ import annotations
 
@@ -17,11 +21,9 @@ from inferlab.engines.labs.memory.session import (
     memory_targets,
 )
 from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS, MEMORY_SETTINGS
-from inferlab.engines.model.config import (
-    ConfigError,
-    list_model_presets,
-    load_model_preset,
-)
+from inferlab.engines.model.cache import described, description_choices, model_description
+from inferlab.engines.model.config import ConfigError, list_model_presets
+from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.views.memory_view import MemoryView
 
 
@@ -33,6 +35,7 @@ class MemoryLab(Lab):
         self.view = MemoryView()
         self.widget = self.view
         self.imported: dict[str, object] = {}
+        self._describing: set[str] = set()  # registry models whose description is loading
         self._settings = clean_settings(self.saved_settings(), MEMORY_SETTINGS, MEMORY_DEFAULTS)
         self._refresh_choices()
         self.view.set_settings(self._settings)
@@ -47,7 +50,7 @@ class MemoryLab(Lab):
         if self.read_only:
             return
         self.targets = memory_targets(self.context.device(), self.context.roofs())
-        models = [(m, load_model_preset(m).name) for m in list_model_presets()]
+        models = description_choices()
         models += [(key, f"{cfg.name} (imported)") for key, cfg in self.imported.items()]
         self.view.set_choices(models, [(k, t["label"]) for k, t in self.targets.items()])
         if hasattr(self, "_settings"):
@@ -55,9 +58,26 @@ class MemoryLab(Lab):
             self.recompute()
 
     def model_config(self, model_id: str):
+        """The description of `model_id`, or None while a registry model loads (in a worker:
+        `recompute` runs again when it arrives)."""
         if model_id in self.imported:
             return self.imported[model_id]
-        return load_model_preset(model_id)
+        cfg = described(model_id, load=False)
+        if cfg is None and model_id in MODEL_NAMES and model_id not in self._describing:
+            self._describing.add(model_id)
+
+            def arrived(_cfg) -> None:
+                self._describing.discard(model_id)
+                self.recompute()
+
+            def failed(message: str) -> None:
+                self._describing.discard(model_id)
+                self.view.model_note.setText(f"{model_id}: {message}")
+
+            self.context.run_task(f"Memory lab: load {model_id}",
+                                  lambda _progress, _stop: model_description(model_id),
+                                  arrived, failed)
+        return cfg
 
     def _on_settings(self, settings: dict) -> None:
         self._settings = settings
@@ -67,6 +87,10 @@ class MemoryLab(Lab):
         if self.read_only:
             return
         cfg = self.model_config(self._settings["model"])
+        if cfg is None:
+            self.view.model_note.setText(f"Loading {self._settings['model']} to read its "
+                                         "description…")
+            return
         target = self.targets.get(self._settings["target"]) or self.targets[LOCAL]
         try:
             plan, variants = memory_plans(self._settings, cfg, target)
@@ -97,7 +121,7 @@ class MemoryLab(Lab):
     # settings and snapshots ---------------------------------------------------------------------
     def settings(self) -> dict:
         settings = dict(self._settings)
-        if settings["model"] not in list_model_presets():
+        if settings["model"] not in list_model_presets() and settings["model"] not in MODEL_NAMES:
             settings["model"] = MEMORY_DEFAULTS["model"]  # imported files are not remembered
         return settings
 

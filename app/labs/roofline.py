@@ -1,4 +1,8 @@
-"""Roofline lab: the measured roof of this device, datasheet roofs, and operations on them."""
+"""Roofline lab: the measured roof of this device, datasheet roofs, and operations on them.
+
+The model placed on them is a preset, or a model the app loads by name (Gemma 3 270M,
+tiny-moe) by its own description: loaded in a worker the first time it is chosen (no lab had
+it yet), the plot redrawn when it arrives."""
 
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ from inferlab.engines.labs.roofline.session import (
     roofline_model,
 )
 from inferlab.engines.labs.roofline.settings import ROOFLINE_DEFAULTS, ROOFLINE_SETTINGS
-from inferlab.engines.model.config import list_model_presets, load_model_preset
+from inferlab.engines.model.cache import description_choices, model_description
+from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.roofline.formulas import attainable_flops
 from inferlab.views.roofline_plot import RoofLine, RooflinePoint, RooflineScene
 from inferlab.views.roofline_view import RooflineView
@@ -71,8 +76,8 @@ class RooflineLab(Lab):
         self.view = RooflineView()
         self.widget = self.view
         self.presets = all_hardware_presets()
-        self.view.set_choices([(p.id, p.name) for p in self.presets],
-                              [(m, load_model_preset(m).name) for m in list_model_presets()])
+        self.view.set_choices([(p.id, p.name) for p in self.presets], description_choices())
+        self._describing: set[str] = set()  # registry models whose description is loading
         self._settings = clean_settings(self.saved_settings(), ROOFLINE_SETTINGS,
                                         ROOFLINE_DEFAULTS)
         self.view.set_settings(self._settings)
@@ -117,15 +122,37 @@ class RooflineLab(Lab):
         else:
             settings, roofs = self._settings, self.context.roofs()
             points = self.points.get(self.context.device_id, [])
-            cfg = roofline_model(settings["model"])
+            cfg = self._model(settings["model"])
         scene, self._main = build_scene(settings, roofs, points, cfg, self.presets)
         self.view.plot.draw(scene)
         # Until the user hovers, explain the first modelled decode step (the memory-bound case).
         self._default_point = next((p for p in scene.points if not p.measured), None)
         self.view.formula.draw(*self._main, point=self._default_point)
         if not self.busy() and not self.read_only:
-            self.view.set_busy(False, "" if roofs is not None else
+            loading = settings["model"] in self._describing
+            self.view.set_busy(False, f"Loading {settings['model']} to read its description…"
+                               if loading else "" if roofs is not None else
                                "Not measured yet: press the button to measure this device.")
+
+    def _model(self, model_id: str):
+        """The model to place, or None; a registry model no lab has loaded yet is loaded in a
+        worker (`cache.model_description`) and the plot redrawn when it arrives."""
+        cfg = roofline_model(model_id, load=False)
+        if cfg is None and model_id in MODEL_NAMES and model_id not in self._describing:
+            self._describing.add(model_id)
+
+            def arrived(_cfg) -> None:
+                self._describing.discard(model_id)
+                self.redraw()
+
+            def failed(message: str) -> None:
+                self._describing.discard(model_id)
+                self.view.set_busy(self.busy(), f"{model_id}: {message}")
+
+            self.context.run_task(f"Roofline lab: load {model_id}",
+                                  lambda _progress, _stop: model_description(model_id),
+                                  arrived, failed)
+        return cfg
 
     def _on_hover(self, point) -> None:
         self.view.formula.draw(*self._main, point=point or self._default_point)
@@ -157,7 +184,7 @@ class RooflineLab(Lab):
     def snapshot_section(self) -> dict:
         return roofline_section(self._settings, self.context.roofs(),
                                 self.points.get(self.context.device_id, []),
-                                roofline_model(self._settings["model"]))
+                                roofline_model(self._settings["model"], load=False))
 
     def show_snapshot(self, record: RooflineSnapshot) -> None:
         self._replay = record

@@ -127,12 +127,13 @@ class SpeculativeLab(SteppedLab):
         where = (f"{h.model} on {s.device}, {h.drafter} drafter, K = {h.k}"
                  f"{_width_text(h.tree_width)}, {mode}")
         emitted = sum(len(r.token_ids) for r in self.records)
+        note = f" {s.note}" if s.note else ""
         if s.done:
             return (f"{where}: {emitted} tokens in {len(self.records)} target forwards "
-                    f"({s.run().finish_reason}). Reset (Ctrl+R) to decode it again.")
+                    f"({s.run().finish_reason}). Reset (Ctrl+R) to decode it again.{note}")
         return (f"{where}: {emitted} of {s.settings['max_tokens']} tokens after "
                 f"{len(self.records)} target forwards. Step (N) runs one draft-verify step, "
-                "Run (Space) runs to the end, Ctrl+R resets.")
+                f"Run (Space) runs to the end, Ctrl+R resets.{note}")
 
     def ended_text(self) -> str:
         return "The output is complete: Reset (Ctrl+R) to decode it again."

@@ -39,6 +39,7 @@ from inferlab.engines.kernels import lowbit
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.moe import ExpertWeights, MoEWeights
 from inferlab.engines.quant.affine import quantize_uniform
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.fp8 import decode_fp8
@@ -278,30 +279,58 @@ def _lowbit(weight: torch.Tensor, bits: int, group_size: int) -> LowBitLinear:
     raise QuantError(f"bits must be 8 or 4, got {bits}")
 
 
+def _lowbit_layer(lw, bits: int, group_size: int):
+    """Layer `lw` with its linears `bits`-bit: the four of a dense layer, or qkv, o and every
+    expert's gate_up and down in a Mixture-of-Experts layer (the router, d → E, stays as it
+    is: it is small and decides which experts run). Norms are copies."""
+    norms = dict(attn_norm=lw.attn_norm.clone(), mlp_norm=lw.mlp_norm.clone())
+    if lw.moe is None:
+        return replace(lw, **norms, **{w: _lowbit(getattr(lw, w).weight, bits, group_size)
+                                       for w in LINEARS})
+
+    def expert(e: ExpertWeights) -> ExpertWeights:
+        return ExpertWeights(_lowbit(e.gate_up.weight, bits, group_size),
+                             _lowbit(e.down.weight, bits, group_size))
+
+    moe = lw.moe
+    routed = MoEWeights(moe.router, [expert(e) for e in moe.experts],
+                        expert(moe.shared) if moe.shared is not None else None, moe.shared_gate)
+    return replace(lw, **norms, qkv=_lowbit(lw.qkv.weight, bits, group_size),
+                   o=_lowbit(lw.o.weight, bits, group_size), moe=routed)
+
+
 def lowbit_model(model: Llama, bits: int = 8, group_size: int = 128,
                  lm_head_bits: int | None = 8) -> Llama:
-    """A new model whose four linears per layer are `bits`-bit (8: symmetric per channel;
-    4: asymmetric RTN in ragged groups of `group_size`), its lm_head `lm_head_bits`-bit
-    (None keeps it as it is; a tied embedding then reads rows from the same codes).
+    """A new model whose linears per layer are `bits`-bit (8: symmetric per channel; 4:
+    asymmetric RTN in ragged groups of `group_size`; a MoE layer's experts each, its router
+    kept), its lm_head `lm_head_bits`-bit (None keeps it as it is; a tied embedding then reads
+    rows from the same codes). An lm_head already held as a file's codes (Gemma 3's Q8_0
+    GGUFLinear) is kept as it is either way: it is 8-bit already, and re-quantizing it would
+    first expand its 262,144 × 640 weight to 671 MB of fp32.
 
-    Shares nothing mutable with `model`: norms, embedding and RoPE tables are copies. A bf16
-    or fp16 model is quantized from its weights as they are; the result computes in fp32 (the
-    kernels' domain)."""
+    Shares nothing mutable with `model`: norms, embedding and RoPE tables are copies (a codes
+    lm_head and embedding are read-only). A bf16 or fp16 model is quantized from its weights
+    as they are; the result computes in fp32 (the kernels' domain)."""
     if not model.dtype.is_floating_point or model.device.type != "cpu":
         raise QuantError("lowbit_model needs a floating-point model on the CPU")
     out = copy.copy(model)
     out.dtype = torch.float32
     out._decoder = None  # the layers are new: their native plan is made at the first step
-    out.layers = [replace(lw, attn_norm=lw.attn_norm.clone(), mlp_norm=lw.mlp_norm.clone(),
-                          **{w: _lowbit(getattr(lw, w).weight, bits, group_size)
-                             for w in LINEARS})
-                  for lw in model.layers]
+    out.layers = [_lowbit_layer(lw, bits, group_size) for lw in model.layers]
     out.final_norm = model.final_norm.clone()
     out.ropes = model.rope_tables(torch.float32)
-    if lm_head_bits is None:
+    if getattr(model.lm_head, "qtype", None) is not None:  # a file's codes, read in place
+        out.lm_head, out.embed = model.lm_head, model.embed if model.tied else _copy(model.embed)
+    elif lm_head_bits is None:
         out.lm_head = Linear(model.lm_head.weight.float().clone(), kernels=model.kernel_path)
-        out.embed = out.lm_head.weight if model.tied else model.embed.float().clone()
+        out.embed = out.lm_head.weight if model.tied else _copy(model.embed)
     else:
         out.lm_head = _lowbit(model.lm_head.weight, lm_head_bits, group_size)
-        out.embed = out.lm_head if model.tied else model.embed.float().clone()
+        out.embed = out.lm_head if model.tied else _copy(model.embed)
     return out
+
+
+def _copy(embed):
+    """An fp32 copy of an embedding tensor; one held as codes (read by rows) is read-only:
+    kept as it is, never expanded."""
+    return embed.float().clone() if isinstance(embed, torch.Tensor) else embed

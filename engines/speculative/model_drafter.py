@@ -20,19 +20,20 @@ verification reads tokens, not q).
     skip_layers_model(target, S) the target without the layers in S (any set: Draft & Verify,
                                  SWIFT); `skip_search` finds S on calibration text
     quantized_self_draft(target, bits)   the whole target with INT8 or INT4 weights on the
-                                 low-bit kernels (engines.quant.lowbit_linear); built once per
-                                 target and kept while the target lives
+                                 low-bit kernels (engines.quant.lowbit_linear; a MoE's experts
+                                 each); built once per target and kept while the target lives
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import weakref
 from collections.abc import Sequence
 
 import torch
 
-from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.llama import Llama, check_runs
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.model.tokenizer import Tokenizer
 from inferlab.engines.quant.errors import QuantError
@@ -48,8 +49,9 @@ _QUANTIZED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def quantized_self_draft(target: Llama, bits: int) -> Llama:
-    """The target with `bits`-bit weights (8: symmetric per channel; 4: groups of 128; the
-    lm_head INT8), computing in fp32 on the CPU; SpeculativeError off the CPU."""
+    """The target with `bits`-bit weights (8: symmetric per channel; 4: groups of 128; a MoE
+    layer's experts each; the lm_head INT8, or kept where it is a file's codes already),
+    computing in fp32 on the CPU (`lowbit_model`); SpeculativeError off the CPU."""
     per_target = _QUANTIZED.setdefault(target, {})
     if bits not in per_target:
         try:
@@ -153,14 +155,19 @@ class ModelDrafter:
 
 
 def sub_model(target: Llama, layers: list, tag: str, what: str) -> Llama:
-    """`layers` (the target's own, in order), then its final norm and head: nothing copied."""
+    """`layers` (the target's own, in order), then its final norm and head: nothing copied,
+    the RoPE tables neither (a shallow copy of the target: building Gemma 3's tables for its
+    32,768 positions anew takes about a second, and the skip search builds hundreds)."""
     c = target.config
     kinds = tuple("sliding" if lw.window else "full" for lw in layers) if c.layer_types else ()
     dense = tuple(i for i, lw in enumerate(layers) if lw.moe is None) if c.is_moe else ()
     config = dataclasses.replace(c, n_layers=len(layers), layer_types=kinds, dense_layers=dense,
                                  id=f"{c.id}-{tag}", name=f"{c.name}, {what}")
-    return Llama(config, target.embed, layers, target.final_norm, target.lm_head,
-                 kernels=target.kernel_path)
+    check_runs(config)
+    out = copy.copy(target)
+    out.config, out.layers = config, list(layers)
+    out._decoder = None  # the native one-call plan is made for these layers at first use
+    return out
 
 
 def layer_skip_model(target: Llama, n_layers: int) -> Llama:

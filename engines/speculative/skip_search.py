@@ -66,10 +66,21 @@ class SkipSearch:
 
 
 def layer_bytes(target: Llama, i: int) -> int:
-    """Bytes of layer i's weights (its norms and linears)."""
+    """Bytes of layer i's weights one token reads: its norms and linears; in a
+    Mixture-of-Experts layer the router, the shared expert and k of its E routed experts
+    (k/E of their bytes: the mean share a token reads)."""
     lw = target.layers[i]
-    return sum(held_bytes(t) for t in (lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm, lw.gate_up,
-                                       lw.down))
+    dense = sum(held_bytes(t) for t in (lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm, lw.gate_up,
+                                        lw.down) if t is not None)
+    moe = lw.moe
+    if moe is None:
+        return dense
+    c = target.config
+    routed = sum(held_bytes(t) for e in moe.experts for t in (e.gate_up, e.down))
+    always = [moe.router] + ([moe.shared.gate_up, moe.shared.down] if moe.shared else []) + \
+        ([moe.shared_gate] if moe.shared_gate is not None else [])
+    return dense + sum(held_bytes(t) for t in always) + \
+        routed * c.n_experts_active // c.n_experts
 
 
 def draft_cost(target: Llama, skipped: Sequence[int]) -> float:
@@ -96,7 +107,7 @@ def search_skip_set(target: Llama, texts: Sequence[torch.Tensor], k_max: int = 8
     texts = [t for t in texts if t.numel() >= 2]
     if not texts:
         raise SpeculativeError("skip:auto needs calibration text of at least 2 tokens")
-    embedded = [target.embed[t.to(target.device)] for t in texts]
+    embedded = [target.embed_rows(t.to(target.device)) for t in texts]
     full = _layer_inputs(target, embedded, set())
     want = [target.head_logits(h[:-1]).argmax(-1) for h in full[n]]
     n_tokens = sum(int(w.numel()) for w in want)

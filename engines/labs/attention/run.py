@@ -12,6 +12,7 @@ from inferlab.engines.labs.attention.settings import (
     ATTENTION_SETTINGS,
     ELEMENT_BYTES,
 )
+from inferlab.engines.labs.attention.source import SOURCES
 
 
 def add_arguments(p) -> None:
@@ -27,7 +28,7 @@ def add_arguments(p) -> None:
                         "does (default 0: --br and --bc as given)")
     p.add_argument("--causal", action="store_true", help="causal mask")
     p.add_argument("--seed", type=int, default=d["seed"], help="seed of Q, K, V (default 0)")
-    p.add_argument("--source", default=d["source"], choices=("seeded", "smollm2-135m", "tiny"),
+    p.add_argument("--source", default=d["source"], choices=SOURCES,
                    help="Q, K, V: seeded normal values (default), or one layer of a model on "
                         "the shipped texts (its own d; N at most the text's ~7,700 tokens)")
     p.add_argument("--layer", type=int, default=d["layer"],

@@ -14,6 +14,7 @@ from inferlab.engines.labs.batching.section import batching_section
 from inferlab.engines.labs.batching.session import batching_metrics, batching_session
 from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, check_batching_settings
 from inferlab.engines.labs.batching.trace import batching_trace_iteration, batching_trace_requests
+from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.serve.workload import read_trace_requests
@@ -56,7 +57,7 @@ def add_arguments(p) -> None:
     p.add_argument("--hardware", default=d["hardware"],
                    help=f"the simulated clock's hardware preset (default {d['hardware']})")
     p.add_argument("--model", default=d["model"],
-                   help="the wall clock's model: tiny, smollm2-135m, auto or a path "
+                   help=f"the wall clock's model: {', '.join(MODEL_NAMES)}, auto or a path "
                         f"(default {d['model']})")
     p.add_argument("--device", default="cpu", help="the wall clock's device (default cpu)")
     p.add_argument("--workload", default=None, metavar="FILE.jsonl",
@@ -103,4 +104,6 @@ def run(args, recorder):
                                session.prefix_hit_rate())
     section = batching_section(settings, session.request_infos(), session.records, metrics)
     summary = dict(section["metrics"], requests=session.outputs())
+    if session.linears_note:
+        summary["model_linears"] = session.linears_note
     return section, summary

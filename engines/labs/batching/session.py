@@ -5,7 +5,10 @@ On the simulated clock `SimulatedExecutor` times each batch (a model config's ro
 a hardware preset, the pool what fits beside the weights); on the wall clock a real model runs
 it (`ModelExecutor`; the tiny model by default, kept small: at most WALL_MAX_REQUESTS requests,
 prompts and outputs clipped to WALL_MAX_PROMPT / WALL_MAX_OUTPUT; prompts given as token ids —
-a scenario's, a trace's — only to the model's context).
+a scenario's, a trace's — only to the model's context). Any model the cache loads runs it
+(Gemma 3 270M from its codes, tiny-moe's experts); for a model held as a file's codes
+`linears_note` says which kernels its linears run on and what a step of more rows than they
+take in place costs (`engines.model.linear_costs`; "" otherwise).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.labs.batching.settings import check_batching_settings
 from inferlab.engines.model.cache import load_lab_model, resolve_model_name
 from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.model.linear_costs import linear_paths
 from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
 from inferlab.engines.serve.executors import ModelExecutor, SimulatedExecutor, simulated_pool_blocks
@@ -65,6 +69,7 @@ class BatchingSession:
                                   eviction_policy=settings["eviction_policy"])
             executor = SimulatedExecutor(cfg, preset)
             self.model = None  # the roofline's clock: no model runs
+            self.linears_note = ""
             self.model_id, self.device = cfg.id, preset.id
             vocab = cfg.vocab_size
             items = list(items) if items is not None else workload_items(
@@ -87,6 +92,7 @@ class BatchingSession:
             blocks = runner.blocks
             executor = ModelExecutor(runner)
             self.model = model
+            self.linears_note = linear_paths(model).fallback_note
             self.model_id, self.device = resolve_model_name(settings["model"]), device
         self.items = items
         requests = requests_from_workload(items, vocab)

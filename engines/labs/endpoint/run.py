@@ -24,6 +24,7 @@ from inferlab.engines.labs.endpoint.session import api_key, run_endpoint
 from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS, check_endpoint_settings
 from inferlab.engines.labs.endpoint.side_by_side import compare_engines
 from inferlab.engines.labs.endpoint.trace import endpoint_trace
+from inferlab.engines.model.registry import MODEL_NAMES
 
 OPTIONS = {"url": "--url", "urls": "--url", "router": "--router", "model": "--model",
            "requests": "--requests", "rate_per_s": "--rate", "concurrency": "--concurrency",
@@ -79,7 +80,7 @@ def add_arguments(p) -> None:
                    help="also run the same requests through the in-app engine (wall clock) "
                         "and the simulated GPU: one metrics table")
     p.add_argument("--engine-model", default=d["engine_model"],
-                   help="the side-by-side in-app engine's model: tiny, smollm2-135m or a "
+                   help=f"the side-by-side in-app engine's model: {', '.join(MODEL_NAMES)} or a "
                         f"path (default {d['engine_model']})")
 
 

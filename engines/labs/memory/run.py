@@ -20,7 +20,9 @@ from inferlab.engines.labs.memory.session import (
     preset_target,
 )
 from inferlab.engines.labs.memory.settings import MEMORY_DEFAULTS, check_memory_settings
+from inferlab.engines.model.cache import described
 from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.model.registry import MODEL_NAMES
 
 OPTIONS = {"model": "--model", "context": "--context", "batch": "--batch",
            "weight_dtype": "--weight-dtype", "kv_dtype": "--kv-dtype", "target": "--target",
@@ -30,7 +32,8 @@ OPTIONS = {"model": "--model", "context": "--context", "batch": "--batch",
 def add_arguments(p) -> None:
     d = MEMORY_DEFAULTS
     p.add_argument("--model", default=d["model"],
-                   help=f"model preset id, or a Hugging Face config.json (default {d['model']})")
+                   help=f"model preset id, {', '.join(MODEL_NAMES)} (by its own description as "
+                        f"loaded), or a Hugging Face config.json (default {d['model']})")
     p.add_argument("--context", type=int, default=d["context"],
                    help=f"tokens per request (default {d['context']})")
     p.add_argument("--batch", type=int, default=d["batch"],
@@ -51,10 +54,17 @@ def add_arguments(p) -> None:
 
 
 def _model(spec: str):
-    """(model id as the lab stores it, ModelConfig) of a preset id or a config.json path."""
+    """(model id as the lab stores it, ModelConfig) of a preset id, a registry model (its
+    description as loaded) or a config.json path."""
     if spec.endswith(".json") or Path(spec).is_dir():
         return imported_model(spec)
-    return spec, load_model_preset(spec)
+    cfg = described(spec)
+    if cfg is not None:
+        return spec, cfg
+    try:
+        return spec, load_model_preset(spec)
+    except ValueError as e:  # it lists the presets; the models by name are known too
+        raise ValueError(f"{e}; or a model by name: {', '.join(MODEL_NAMES)}") from None
 
 
 def run(args, recorder):

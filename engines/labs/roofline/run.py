@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from inferlab.engines.fields import option_error
 from inferlab.engines.labs.roofline.section import roofline_section
-from inferlab.engines.labs.roofline.session import measure_roofline, roofline_model
+from inferlab.engines.labs.roofline.session import measure_roofline
 from inferlab.engines.labs.roofline.settings import ROOFLINE_DEFAULTS, check_roofline_settings
+from inferlab.engines.model.cache import described
+from inferlab.engines.model.registry import MODEL_NAMES
 
 OPTIONS = {"dtype": "--dtype", "presets": "--preset", "model": "--model",
            "context": "--context", "weight_dtype": "--weight-dtype", "kv_dtype": "--kv-dtype"}
@@ -24,7 +26,8 @@ def add_arguments(p) -> None:
                    help="a datasheet roof drawn beside the measured one (h100-sxm, ...); "
                         "repeatable")
     p.add_argument("--model", default=ROOFLINE_DEFAULTS["model"],
-                   help=f"model preset placed on the roofline (default "
+                   help=f"model placed on the roofline: a preset id, or {', '.join(MODEL_NAMES)} "
+                        f"by its own description as loaded (default "
                         f"{ROOFLINE_DEFAULTS['model']})")
     p.add_argument("--context", type=int, default=ROOFLINE_DEFAULTS["context"],
                    help=f"tokens of context of its decode steps (default "
@@ -46,9 +49,13 @@ def run(args, recorder):
             kv_dtype=args.kv_dtype))
     except ValueError as e:
         raise option_error(e, OPTIONS) from None
-    cfg = roofline_model(settings["model"])
+    try:
+        cfg = described(settings["model"])
+    except ValueError as e:  # a registry model that is not installed
+        raise ValueError(f"--model: {e}") from None
     if cfg is None:
-        raise ValueError(f"--model: no model preset {settings['model']!r}")
+        raise ValueError(f"--model: no model preset or installed model "
+                         f"{settings['model']!r}")
     with recorder.span("measure roofs and operations", cat="roofline",
                        args={"device": args.device}):
         roofs, points = measure_roofline(args.device, settings["dtype"], not args.full,

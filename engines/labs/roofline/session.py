@@ -1,6 +1,7 @@
 """What the roofline lab computes: this device's roofs and its operations measured on them,
-the model it places (a preset), and that model's decode and prefill steps as operation
-costs. The lab and `inferlab run roofline` both measure here."""
+the model it places (a preset, or a model the app loads by name — Gemma 3 270M, tiny-moe —
+by its own description, `model.config`), and that model's decode and prefill steps as
+operation costs. The lab and `inferlab run roofline` both measure here."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from inferlab.engines.hardware.microbench import (
     measure_roofs,
 )
 from inferlab.engines.labs.roofline.settings import MEASURED_DTYPES
-from inferlab.engines.model.config import ModelConfig, load_model_preset
+from inferlab.engines.model.cache import described
+from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.roofline.costs import decode_batch_sweep, prefill_length_sweep
 
 DECODE_BATCHES = (1, 4, 16, 64, 256)
@@ -45,10 +47,12 @@ def measure_roofline(device: str, dtype: str, quick: bool = False,
     return roofs, points
 
 
-def roofline_model(model_id: str) -> ModelConfig | None:
-    """The model preset placed on the roofline (None: no such preset)."""
+def roofline_model(model_id: str, load: bool = True) -> ModelConfig | None:
+    """The model placed on the roofline: a preset, or a registry model's description as
+    loaded (`cache.described`: loaded now unless `load` is False). None: no such model, not
+    loaded yet, or not installed."""
     try:
-        return load_model_preset(model_id)
+        return described(model_id, load)
     except ValueError:
         return None
 

@@ -10,6 +10,7 @@ import torch
 from inferlab.engines.labs.speculative.settings import parse_drafter
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.calibration import calibration_texts
+from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.model_drafter import (
     LayerSkipDrafter,
     ModelDrafter,
@@ -19,6 +20,8 @@ from inferlab.engines.speculative.model_drafter import (
 from inferlab.engines.speculative.ngram import NgramDrafter
 from inferlab.engines.speculative.skip_search import cached_search
 
+TINY_VOCAB = 256
+"""The tiny draft model's vocabulary: its byte-level tokenizer's (tiny and tiny-moe share it)."""
 SKIP_AUTO_TEXTS = 4
 SKIP_AUTO_TOKENS = 64
 """skip:auto scores agreement on the first SKIP_AUTO_TOKENS tokens of each of the first
@@ -49,6 +52,13 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
     if kind == "quant":
         return ModelDrafter(quantized_self_draft(model, n), settings=sampling, seed=seed,
                             tokenizer=tokenizer, max_tokens=max_tokens, name=spec)
+    vocab = model.config.vocab_size
+    if vocab != TINY_VOCAB:  # refused before the draft is built, naming why
+        raise SpeculativeError(
+            f"its vocabulary has {TINY_VOCAB} tokens, the target's {vocab:,} "
+            f"({model.config.id}'s own tokenizer): the tiny draft model reads bytes, and a "
+            "draft model must share the target's tokenizer; for this target use ngram, "
+            "layerskip:N, skip:auto or quant:int8")
     draft, draft_tok = tiny_model(seed=1, n_layers=1, device=device, kernels=model.kernel_path)
     return ModelDrafter(draft, settings=sampling, seed=seed, tokenizer=draft_tok,
                         max_tokens=max_tokens, name="tiny")

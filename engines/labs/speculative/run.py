@@ -21,6 +21,7 @@ from inferlab.engines.labs.speculative.settings import (
 from inferlab.engines.labs.speculative.sweep import k_point, plain_decode
 from inferlab.engines.labs.speculative.sweep_records import KSweep
 from inferlab.engines.labs.speculative.trace import speculative_trace_step
+from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 
 OPTIONS = {"model": "--model", "drafter": "--drafter", "k": "--k", "tree_width": "--tree-width",
@@ -44,11 +45,13 @@ def _k_option(text: str):
 def add_arguments(p) -> None:
     d = SPECULATIVE_DEFAULTS
     p.add_argument("--model", default=d["model"],
-                   help=f"the target: tiny, smollm2-135m, auto or a path (default {d['model']})")
+                   help=f"the target: {', '.join(MODEL_NAMES)}, auto or a path "
+                        f"(default {d['model']})")
     p.add_argument("--drafter", default=d["drafter"],
                    help="ngram (prompt lookup), layerskip:N (the target's first N layers), "
                         "quant:int8 or quant:int4 (the target with low-bit weights) or tiny "
-                        f"(the tiny model, for the tiny target) (default {d['drafter']})")
+                        f"(the byte-level tiny model, for the tiny and tiny-moe targets) (default "
+                        f"{d['drafter']})")
     p.add_argument("--k", type=_k_option, default=d["k"],
                    help=f"draft tokens per step, K (default {d['k']}); auto: chosen each step "
                         f"in 0..{AUTO_K_MAX} from the run's measured acceptance and costs")
@@ -137,6 +140,8 @@ def run(args, recorder):
         "decode_s": decode_s,
         "draft_lengths": [len(r.drafted) for r in session.records],
     }
+    if session.note:
+        summary["note"] = session.note
     policy = session.decoder.k_policy
     if policy is not None:
         summary["k_chosen"] = list(policy.chosen)  # per step; drafts may be fewer (n-grams)

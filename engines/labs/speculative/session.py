@@ -1,7 +1,10 @@
 """The speculative lab's session: one prompt decoded speculatively by the lab's model
-(`engines.model.cache`: tiny or SmolLM2-135M) with one drafter, one
-`SpeculativeDecoder.step()` per `step()`; its `header()` (records.py) is drawn beside its
-steps.
+(`engines.model.cache`: tiny, tiny-moe, SmolLM2-135M, Gemma 3 270M or a path) with one
+drafter, one `SpeculativeDecoder.step()` per `step()`; its `header()` (records.py) is drawn
+beside its steps. `note` says what the run does differently from what was asked or what it
+costs: a model without a chat template (the base Gemma 3) encodes its prompt raw, and a
+model held as a file's codes dequantizes where a call has more rows than its kernels take
+(`engines.model.linear_costs`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from inferlab.engines.labs.speculative.drafters import make_drafter
 from inferlab.engines.labs.speculative.records import SpeculativeHeader
 from inferlab.engines.labs.speculative.settings import check_speculative_settings, sampling_of
 from inferlab.engines.model import cache as model_cache
+from inferlab.engines.model.linear_costs import linear_paths
 from inferlab.engines.speculative.adaptive_k import AdaptiveK
 from inferlab.engines.speculative.decoder import SpeculativeDecoder, SpeculativeStep
 from inferlab.engines.speculative.errors import SpeculativeError
@@ -27,7 +31,17 @@ class SpeculativeSession:
         self.model_id = model_cache.resolve_model_name(settings["model"])
         self.device = device
         self.tokenizer = tok
-        prompt_ids = tok.encode_prompt(settings["prompt"], chat=not settings["raw"])
+        chat = not settings["raw"] and tok.chat_template is not None
+        prompt_ids = tok.encode_prompt(settings["prompt"], chat=chat)
+        raw_note = "" if chat or settings["raw"] else \
+            f"{self.model_id} has no chat template: the prompt is encoded raw. "
+        paths = linear_paths(model)
+        quant_note = ""
+        if settings["drafter"].startswith("quant:") and paths.holds_codes:
+            quant_note = (f"{self.model_id}'s linears are a file's low-bit codes already: the "
+                          f"{settings['drafter']} draft re-quantizes their dequantized weights "
+                          "(its lm_head kept as the file's codes). ")
+        self.note = (raw_note + quant_note + paths.fallback_note).strip()
         if not prompt_ids:
             raise ValueError("prompt: it encodes to no token")
         sampling = sampling_of(settings)

@@ -11,7 +11,8 @@ the limits a snapshot is read against, and the drafter names (`parse_drafter`).
     quant:int8     the target with INT8 weights (per channel) on the low-bit kernels
     quant:int4     the target with INT4 weights (groups of 128): a cheaper, less faithful draft
     tiny           the seeded tiny model (1 layer, other weights): a smaller model with the
-                   tiny target's byte tokenizer; SmolLM2 refuses it (another vocabulary)
+                   byte tokenizer of the tiny and tiny-moe targets; SmolLM2 and Gemma 3
+                   refuse it by name (their own vocabularies, 49,152 and 262,144 tokens)
 
 With `tree_width` W > 1 (ngram only) each step verifies up to W candidate continuations as
 one token tree.
@@ -77,7 +78,7 @@ def speculative_prompts() -> tuple[ShippedPrompt, ...]:
 
 
 SPECULATIVE_DEFAULTS = {
-    "model": "tiny",  # engines.model.cache names: tiny, smollm2-135m, auto, or a path
+    "model": "tiny",  # engines.model.cache names (registry.MODEL_NAMES), auto, or a path
     "drafter": "ngram",
     "k": 4,
     "tree_width": 1,  # > 1: token trees of that many n-gram candidates per step

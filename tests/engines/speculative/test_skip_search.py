@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from inferlab.engines.labs.speculative.drafters import make_drafter
 from inferlab.engines.labs.speculative.settings import parse_drafter
 from inferlab.engines.model.generate import generate
-from inferlab.engines.model.tiny import tiny_model
+from inferlab.engines.model.llama import held_bytes
+from inferlab.engines.model.tiny import tiny_model, tiny_moe_model
 from inferlab.engines.speculative import skip_search
 from inferlab.engines.speculative.decoder import SpeculativeDecoder
 from inferlab.engines.speculative.errors import SpeculativeError
@@ -28,14 +29,20 @@ from inferlab.engines.speculative.model_drafter import (
     skip_spec,
 )
 from inferlab.engines.speculative.sampling import GREEDY
+from tests.torch_fixtures import TINY_GEMMA3
 
 N_LAYERS = 5
 TEXTS = [torch.tensor(list(b"the cat sat on the mat. the cat sat on the mat.")),
          torch.tensor(list(b"abcabcabd, abcabcabd"))]
 
 
-@pytest.fixture(scope="module")
-def deep():
+@pytest.fixture(scope="module", params=["llama", "gemma3"])
+def deep(request):
+    """A 5-layer tiny model: the Llama layout, and Gemma 3's (√d-scaled embeddings, post-norms,
+    windows of 8 tokens: the texts are longer)."""
+    if request.param == "gemma3":
+        return tiny_model(**(TINY_GEMMA3 | dict(
+            n_layers=N_LAYERS, layer_types=("sliding", "sliding", "full", "sliding", "full"))))
     return tiny_model(n_layers=N_LAYERS)
 
 
@@ -112,6 +119,15 @@ def test_draft_cost_is_the_byte_ratio(deep):
     head = model.lm_head.nbytes
     assert skip_search.draft_cost(model, [1, 2]) == pytest.approx(
         (head + 3 * layer) / (head + N_LAYERS * layer))
+
+
+def test_a_mixture_of_experts_layer_costs_its_router_and_k_of_its_experts():
+    model, _ = tiny_moe_model(n_layers=3)
+    lw, c = model.layers[1], model.config
+    expert = held_bytes(lw.moe.experts[0].gate_up) + held_bytes(lw.moe.experts[0].down)
+    dense = sum(held_bytes(t) for t in (lw.attn_norm, lw.qkv, lw.o, lw.mlp_norm))
+    assert skip_search.layer_bytes(model, 1) == (dense + held_bytes(lw.moe.router)
+                                                 + c.n_experts_active * expert)
 
 
 def test_best_k_by_hand():

@@ -169,8 +169,25 @@ def check_model_source(spec, n, heads):
         assert e["bytes_read"] == e["closed_form_bytes_read"]
 
 
-def test_q_k_v_of_a_model_layer_on_the_shipped_text():
-    check_model_source("tiny", 40, 8)
+@pytest.mark.parametrize("spec", ["tiny", "tiny-moe"])
+def test_q_k_v_of_a_model_layer_on_the_shipped_text(spec):
+    check_model_source(spec, 40, 8)
+
+
+def test_the_layers_before_the_chosen_one_attend_as_the_model_does():
+    """The capture's attention (causal, within each layer's window) run through every layer
+    is the model's own forward: a Gemma 3 layout (q/k-norms, RoPE per layer kind, a window of
+    8 tokens) on 40 tokens."""
+    from inferlab.engines.labs.attention.source import model_attention
+    from inferlab.engines.model.tiny import tiny_model
+    from tests.torch_fixtures import TINY_GEMMA3
+
+    model, _ = tiny_model(**TINY_GEMMA3)
+    ids = torch.arange(40) + 60
+    write, attend, _ = model_attention(model)
+    got = model.forward_with(ids, torch.arange(40), attend, write)
+    torch.testing.assert_close(got, model.forward_nocache(ids, all_logits=True), atol=1e-4,
+                               rtol=1e-4)  # fp32, summed in another order
 
 
 @pytest.mark.slow  # loads SmolLM2

@@ -86,6 +86,18 @@ def test_a_wall_clock_run_traces_schedule_forward_sample_inside_each_iteration(c
         assert sorted(e["name"] for e in inside) == ["forward", "sample", "schedule"]
 
 
+def test_a_mixture_of_experts_model_serves_on_the_wall_clock(capsys):
+    """tiny-moe through the serving engine: every request completes; it holds no file codes,
+    so no note on dequantizing linears."""
+    from inferlab.app.cli import main
+
+    assert main(["run", "batching", "--clock", "wall", "--model", "tiny-moe", "--requests", "3",
+                 "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    assert m["completed"] == 3 and m["failed"] == 0 and m["total_output_tokens"] > 0
+    assert "model_linears" not in m
+
+
 def test_a_trace_file_is_the_workload(capsys, tmp_path):
     from inferlab.app.cli import main
     from inferlab.engines.serve.workload import WorkloadRequest, write_trace

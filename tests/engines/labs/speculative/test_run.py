@@ -51,6 +51,21 @@ def test_greedy_run_is_plain_greedy_decoding(capsys, tmp_path, tiny, drafter):
         assert inside == ["draft", "verify"]
 
 
+@pytest.mark.parametrize("drafter", ["layerskip:1", "quant:int4", "tiny"])
+def test_a_mixture_of_experts_target_drafts_exactly(capsys, drafter):
+    """tiny-moe: its first layer, its own experts quantized one by one, or the tiny model
+    (their byte vocabulary is one) draft; greedy output stays the target's own."""
+    from inferlab.app.cli import main
+    from inferlab.engines.model.cache import load_lab_model
+
+    assert main(["run", "speculative", "--model", "tiny-moe", "--drafter", drafter, "--k", "3",
+                 "--prompt", PROMPT, "--raw", "--max-tokens", "12", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["metrics"]
+    model, tok = load_lab_model("tiny-moe")
+    plain = generate(model, [tok.encode(PROMPT)], max_new_tokens=12).generations[0].token_ids
+    assert m["model"] == "tiny-moe" and m["token_ids"] == list(plain)
+
+
 def test_a_run_with_sampling_is_seeded(capsys, tmp_path):
     from inferlab.app.cli import main
 
