@@ -86,10 +86,11 @@ class QuantLab(Lab):
         self.view.set_settings(self._settings)
         self.redraw_layer()
         self.view.draw_runs([], self._runs_note())
+        source = f" {session.source_note}." if session.source_note else ""
         self.view.set_status(problem or (
             f"{session.model_name}: {session.n_layers} layers, {len(session.eval_sets)} "
-            f"held-out texts ({session.eval_tokens:,} tokens). Pick a layer and scheme, or "
-            "check schemes and Run."))
+            f"held-out texts ({session.eval_tokens:,} tokens).{source} Pick a layer and "
+            "scheme, or check schemes and Run."))
 
     def _apply_perplexity(self) -> str:
         """The perplexity settings onto the session; the problem with them, or ""."""

@@ -12,18 +12,20 @@ For each layer i in order:
 
 `true_sequential` (GPTQ's reference code's `--true-sequential`, the default of its GPTQ
 here) goes further inside each layer: qkv is quantized on attn_norm(x), o on the attention
-output of the QUANTIZED qkv, gate_up on mlp_norm(x + o(·)) with o quantized, down on the
-SwiGLU of the quantized gate_up, and the layer's output is x + o(·) + down(·) from those.
-Each linear then runs once per calibration token instead of twice (fp pass, then quantized
-pass): the quantization's cost is about one forward of the calibration set plus the Gram
-matrices. The norms and SwiGLU are the model's own formulas (`llama.rms_norm`, silu(g)·u);
-attention runs through the model's own code.
+output of the QUANTIZED qkv, gate_up on mlp_norm(h) with h = x + post_attn(o(·)) and o
+quantized, down on the gated product of the quantized gate_up, and the layer's output is
+h + post_mlp(down(·)) from those (post_attn and post_mlp: Gemma's norms after attention and
+after the MLP, absent elsewhere). Each linear then runs once per calibration token instead of
+twice (fp pass, then quantized pass): the quantization's cost is about one forward of the
+calibration set plus the Gram matrices. The norms and the gated activation are the model's
+own formulas (`llama.rms_norm`, `moe.gated`: SiLU or tanh-GELU by the family); attention runs
+through the model's own code (q/k-norms, RoPE per layer kind, windows).
 
 A layer runs alone through the model's own code: a shallow copy of the model holds only that
-layer and, as its "embedding", the hidden states (token id t reads row t), and recorders stand
-in for its linears. The layer's output is rebuilt from the recorded linear outputs exactly as
-the model adds them (x + o(·), then + down(·)), and the forward stops after `down`: the final
-norm and lm_head never run. Every sequence starts at position 0.
+layer and runs it over the hidden states (`Llama.layers_nocache`: the final norm and lm_head
+never run), with recorders standing in for its linears. The first layer's inputs are the
+model's own embeddings (`embed_rows`: Gemma's scaled by √d). Every sequence starts at
+position 0. A Mixture-of-Experts model is refused (`model_quant.check_dense`).
 """
 
 from __future__ import annotations
@@ -37,8 +39,15 @@ import torch
 
 from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import LayerWeights, Llama, rms_norm
+from inferlab.engines.model.moe import gated
 from inferlab.engines.quant.errors import QuantError
-from inferlab.engines.quant.model_quant import LINEARS, QuantizedModel, assemble, linear_name
+from inferlab.engines.quant.model_quant import (
+    LINEARS,
+    QuantizedModel,
+    assemble,
+    check_dense,
+    linear_name,
+)
 from inferlab.engines.quant.schemes import Quantized
 
 GRAM_BLOCK = 512
@@ -101,7 +110,7 @@ class LinearInputs:
 
 
 class _LayerDone(Exception):
-    """Raised by the `down` recorder: the layer has run; skip the rest of the forward."""
+    """Raised by a recorder that stops the forward (`last`): the rest of it is not needed."""
 
 
 class _Recorder:
@@ -127,16 +136,16 @@ class _Recorder:
         return self.output
 
 
-def _run_alone(model: Llama, layer: LayerWeights, hidden: torch.Tensor) -> None:
-    """`layer` alone on `hidden` through the model's own forward, until a recorder stops it."""
+def _run_alone(model: Llama, layer: LayerWeights, hidden: torch.Tensor
+               ) -> torch.Tensor | None:
+    """`layer` alone on `hidden` through the model's own code: the hidden states after it,
+    or None where a recorder stopped it."""
     alone = copy.copy(model)
     alone.layers = [layer]
-    alone.embed = hidden
     try:
-        alone.forward_nocache(torch.arange(hidden.shape[0]))
+        return alone.layers_nocache(hidden)
     except _LayerDone:
-        return
-    raise RuntimeError("the layer ran past its last recorder")  # pragma: no cover
+        return None
 
 
 def run_layer(model: Llama, layer: LayerWeights, hidden: torch.Tensor,
@@ -145,9 +154,8 @@ def run_layer(model: Llama, layer: LayerWeights, hidden: torch.Tensor,
     """The hidden states [T, d] after `layer`, for one sequence entering it as `hidden`
     (fp32); with `stats`, each linear's input is added to stats[which]."""
     rec = {w: _Recorder(getattr(layer, w), None if stats is None else stats[w], keep_rows,
-                        last=w == "down") for w in LINEARS}
-    _run_alone(model, replace(layer, **rec), hidden)
-    return (hidden + rec["o"].output) + rec["down"].output
+                        last=False) for w in LINEARS}
+    return _run_alone(model, replace(layer, **rec), hidden)
 
 
 def true_sequential_layer(model: Llama, layer: LayerWeights, hidden: list[torch.Tensor],
@@ -161,6 +169,11 @@ def true_sequential_layer(model: Llama, layer: LayerWeights, hidden: list[torch.
 
     def inputs(which: str) -> LinearInputs:
         return LinearInputs.empty(getattr(layer, which).in_features)
+
+    def post(y: torch.Tensor, norm: torch.Tensor | None) -> torch.Tensor:
+        """A linear's output as the residual stream adds it: post-normed where the family
+        norms it (Gemma), fp32."""
+        return y.float() if norm is None else rms_norm(y.float(), (d,), norm, eps)
 
     stats = inputs("qkv")
     for h in hidden:
@@ -176,18 +189,17 @@ def true_sequential_layer(model: Llama, layer: LayerWeights, hidden: list[torch.
 
     stats, mid = inputs("gate_up"), []
     for h, a in zip(hidden, attn, strict=True):
-        mid.append(h + o(a))
+        mid.append(h + post(o(a), layer.post_attn_norm))
         stats.add(rms_norm(mid[-1], (d,), layer.mlp_norm, eps).to(dt), keep_rows)
     del attn
     gate_up = quantize("gate_up", stats)
 
-    stats, swiglu = inputs("down"), []
+    stats, acts = inputs("down"), []
     for m in mid:
-        gu = gate_up(rms_norm(m, (d,), layer.mlp_norm, eps).to(dt))
-        swiglu.append(torch.nn.functional.silu(gu[:, :c.d_ff]) * gu[:, c.d_ff:])
-        stats.add(swiglu[-1], keep_rows)
+        acts.append(gated(gate_up(rms_norm(m, (d,), layer.mlp_norm, eps).to(dt)), c.mlp_kind))
+        stats.add(acts[-1], keep_rows)
     down = quantize("down", stats)
-    return [m + down(s) for m, s in zip(mid, swiglu, strict=True)]
+    return [m + post(down(a), layer.post_mlp_norm) for m, a in zip(mid, acts, strict=True)]
 
 
 def _check_chunks(chunks: Sequence[Sequence[int]], vocab_size: int) -> list[torch.Tensor]:
@@ -214,10 +226,11 @@ def quantize_layerwise(model: Llama, chunks: Sequence[Sequence[int]],
     token sequences `chunks`; `progress(layers_done, n_layers)` after each layer (raise from
     it to cancel). The embedding, norms and lm_head are left as they are. The result's
     `calibration_tokens` counts the tokens of `chunks`."""
+    check_dense(model)
     t0 = time.perf_counter()
     seqs = _check_chunks(chunks, model.config.vocab_size)
     with torch.inference_mode():
-        hidden = [model.embed[ids].float() for ids in seqs]
+        hidden = [model.embed_rows(ids.to(model.device)).float() for ids in seqs]
     records: dict[str, Quantized] = {}
     n_layers = len(model.layers)
     for i, lw in enumerate(model.layers):

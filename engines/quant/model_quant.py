@@ -13,6 +13,11 @@ What is quantized, and what is not:
 - The embedding, the norms and (by default) the lm_head stay as they are: GPTQ and AWQ leave
   them unquantized too. `include_lm_head=True` quantizes the lm_head; in a tied model
   (SmolLM2) it IS the embedding, so the embedding is then read from the same codes.
+- A Mixture-of-Experts layer (its MLP a router and experts, `lw.moe`) is refused by name
+  (`check_dense`): the schemes, their reports and the calibrated passes (GPTQ, AWQ, Wanda:
+  one linear's inputs per layer) are written for the four linears of a dense layer; an
+  expert sees only the tokens routed to it. (The low-bit self-draft, `lowbit_model`, does
+  quantize each expert: it needs no per-linear inputs.)
 - `weight_bytes` is the whole model as stored: the linears' packed bytes plus everything left
   unquantized at its own dtype (the tied embedding counted once).
 
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from inferlab.engines.model.linear import Linear
-from inferlab.engines.model.llama import Llama
+from inferlab.engines.model.llama import Llama, held_bytes
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.metrics import TensorError, tensor_error
 from inferlab.engines.quant.schemes import Quantized, Scheme, scheme
@@ -44,8 +49,24 @@ def linear_name(layer: int, which: str) -> str:
     return f"layers.{layer}.{which}"
 
 
+def check_dense(model: Llama, what: str = "whole-model quantization") -> None:
+    """QuantError naming the Mixture-of-Experts layers of `model`, if it has any (module
+    docstring)."""
+    moe = [i for i, lw in enumerate(model.layers) if lw.moe is not None]
+    if moe:
+        c = model.config
+        layers = f"layers {moe[0]}-{moe[-1]}" if moe == list(range(moe[0], moe[-1] + 1)) \
+            else "layers " + ", ".join(map(str, moe))
+        raise QuantError(f"{what}: {c.id}'s {layers} are Mixture-of-Experts blocks "
+                         f"({c.n_experts} experts, top-{c.n_experts_active}); the schemes "
+                         f"here quantize the {', '.join(LINEARS)} linears of dense layers "
+                         "only (an expert sees only the tokens routed to it)")
+
+
 def model_linears(model: Llama, include_lm_head: bool = False) -> Iterator[tuple[str, Linear]]:
-    """(name, Linear) of every linear to quantize, in the order the model runs them."""
+    """(name, Linear) of every linear to quantize, in the order the model runs them;
+    QuantError for a Mixture-of-Experts model (`check_dense`)."""
+    check_dense(model)
     for i, lw in enumerate(model.layers):
         for which in LINEARS:
             yield linear_name(i, which), getattr(lw, which)
@@ -106,10 +127,6 @@ class QuantizedModel:
                 "linears": [r.to_dict() for r in self.linears]}
 
 
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
 def assemble(model: Llama, records: Mapping[str, Quantized], scheme_name: str,
              quantize_s: float) -> QuantizedModel:
     """The new model from `records` (linear name -> quantized record of its weight) and the
@@ -127,7 +144,7 @@ def assemble(model: Llama, records: Mapping[str, Quantized], scheme_name: str,
                              f"the weight's is {tuple(w.shape)}")
         dequantized[name] = Linear(w_hat.to(model.dtype), kernels=model.kernel_path)
         reports.append(LinearReport(name, tuple(w.shape), tensor_error(w, w_hat), rec.nbytes,
-                                    _nbytes(known[name].weight)))
+                                    held_bytes(known[name])))
 
     out = copy.copy(model)  # shares embedding, norms, RoPE tables; the lists below are new
     out.layers = [replace(lw, **{which: dequantized.get(linear_name(i, which), getattr(lw, which))
@@ -138,13 +155,15 @@ def assemble(model: Llama, records: Mapping[str, Quantized], scheme_name: str,
         if model.tied:
             out.embed = out.lm_head.weight
 
+    # what is left as it is, each at its own size (`held_bytes`: a tensor's, or a linear's
+    # own nbytes: never expanded to count it)
     rest = [model.final_norm] + [n for lw in model.layers for n in (lw.attn_norm, lw.mlp_norm)]
     if not (model.tied and LM_HEAD in records):
         rest.append(model.embed)
     if not model.tied and LM_HEAD not in records:
-        rest.append(model.lm_head.weight)
-    kept = [lin.weight for name, lin in known.items() if name != LM_HEAD and name not in records]
-    weight_bytes = sum(r.nbytes for r in reports) + sum(_nbytes(t) for t in rest + kept)
+        rest.append(model.lm_head)
+    kept = [lin for name, lin in known.items() if name != LM_HEAD and name not in records]
+    weight_bytes = sum(r.nbytes for r in reports) + sum(held_bytes(t) for t in rest + kept)
     return QuantizedModel(scheme_name, out, tuple(reports), weight_bytes, quantize_s,
                           dict(records))
 

@@ -5,7 +5,8 @@ codes), the calibration tokens it saw, and a sample.
 
     run_scheme(model, tokenizer, "awq-int4-g128", {"prose": ids, ...}, sample_ids) -> SchemeRun
 
-Names: "fp32" (the model as loaded: SmolLM2's Q4_1 file dequantized), "bf16", every
+Names: "fp32" (the model as loaded: a GGUF file's codes dequantized, SmolLM2's Q4_1 or
+Gemma 3's Q4_K_M), "bf16", every
 weight scheme of `engines.quant.evaluate.NAMES`, and "kv-int8" / "kv-fp8" (the weights as
 loaded, K/V stored as INT8 or FP8 E4M3 codes with a scale per token and head). A KV scheme's
 perplexity runs through the paged cache so that attention reads the codes back.
@@ -38,7 +39,8 @@ def describe(name: str) -> str:
     if name in SCHEMES:
         return SCHEMES[name].description
     return {
-        FP32: "the model as loaded (SmolLM2: its Q4_1 GGUF dequantized to fp32)",
+        FP32: "the model as loaded, in fp32 (a GGUF's codes dequantized: SmolLM2's Q4_1, "
+              "Gemma 3's Q4_K_M; the file's own quantization is the reference point)",
         BF16: "every linear's weight rounded to bfloat16",
         "gptq-int4-g128": "GPTQ INT4, groups of 128, Hessian error compensation (the "
                           "measured default: act-order, damping 0.01)",

@@ -28,7 +28,9 @@ MAX_EVAL_BYTES = 4 << 20
 
 def add_arguments(p) -> None:
     p.add_argument("--model", default="smollm2-135m",
-                   help="tiny, smollm2-135m, auto or a .gguf path (default smollm2-135m)")
+                   help="smollm2-135m, gemma3-270m (loaded as fp32: its Q4_K_M codes are the "
+                        "reference point), tiny, auto or a .gguf path; tiny-moe is refused "
+                        "(Mixture-of-Experts layers) (default smollm2-135m)")
     p.add_argument("--scheme", default="int4-g128", metavar="NAME",
                    help=f"one of {', '.join(lab_schemes())} (default int4-g128)"
                    .replace("%", "%%"))  # argparse formats help: a scheme may hold a %

@@ -3,6 +3,17 @@ texts' tokens, how perplexity is computed on them (`ppl`), the calibration texts
 and Wanda see (None: the shipped set), the sample prompt and the fp32 model's own sample
 (the agreement reference).
 
+The model is always loaded with fp32 weights (`load_lab_model(..., weights="fp32")`): the
+schemes quantize fp32 `Linear`s. A GGUF file's own quantization (SmolLM2's Q4_1, Gemma 3's
+Q4_K_M) is thus the reference point: the fp32 row is those codes dequantized, the same
+numbers the file's codes compute (`source_note` says so). A Mixture-of-Experts model
+(tiny-moe) is refused by name: the schemes here quantize the four linears of dense layers
+(`model_quant.check_dense`).
+
+Held-out texts are tokenized as llama.cpp tokenizes a file: with the BOS its tokenizer adds
+(Gemma 3: id 2, once; SmolLM2 adds none), and `ppl()` hands llama.cpp's convention that BOS
+for each chunk's first token.
+
     session = QuantSession.open("auto", "cpu")
     run = session.run("int4-g128")            # a SchemeRun
     session.analyse("layers.3.gate_up", "q4_1")
@@ -12,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from inferlab.engines.labs.quant.evaluation import run_scheme, sample_ids
 from inferlab.engines.labs.quant.layer import analyse_layer
@@ -19,8 +31,20 @@ from inferlab.engines.model.cache import load_lab_model, resolve_model_name
 from inferlab.engines.model.perplexity import SLIDING, WINDOW, resolve_window, windows
 from inferlab.engines.quant.calibration import eval_texts
 from inferlab.engines.quant.errors import QuantError
+from inferlab.engines.quant.model_quant import check_dense
 
 SAMPLE_PROMPT = "In two sentences, how does a pendulum clock keep time?"
+
+
+def source_note(model) -> str:
+    """For a model read from a GGUF file: that its fp32 weights are the file's codes
+    dequantized, the reference point of every scheme; "" otherwise."""
+    source = model.config.source or ""
+    if not source.endswith(".gguf"):
+        return ""
+    return (f"{model.config.id}: the weights of {Path(source).name} dequantized to fp32 "
+            f"({model.weight_bytes / 1e6:,.0f} MB): the fp32 row is the file's own "
+            "quantization, the reference point; each scheme re-quantizes those weights")
 
 
 @dataclass
@@ -38,6 +62,8 @@ class QuantSession:
     ppl_window: int | None = WINDOW
     ppl_stride: int | None = None
     ppl_convention: str = SLIDING
+    source_note: str = ""
+    """Where the fp32 weights come from, for a GGUF file: its codes dequantized."""
 
     @classmethod
     def open(cls, spec: str, device: str = "cpu",
@@ -49,22 +75,21 @@ class QuantSession:
         string is one text named "eval"; never the calibration texts)."""
         if progress is not None:
             progress(0.05, f"loading {spec}")
-        model, tokenizer = load_lab_model(spec, device, kernels=kernel_setting)
+        model, tokenizer = load_lab_model(spec, device, kernels=kernel_setting, weights="fp32")
+        check_dense(model, "the quantization lab")
         texts = eval_texts() if eval_text is None else (
             {"eval": eval_text} if isinstance(eval_text, str) else dict(eval_text))
         eval_sets = {}
         for name, text in texts.items():
             if not text.strip():
                 raise QuantError(f"eval text {name} is empty")
-            ids = tokenizer.encode(text)
-            if getattr(tokenizer, "add_bos", False):  # as llama.cpp tokenizes a file
-                ids = [tokenizer.bos_token_id, *ids]
+            ids = tokenizer.encode(text)  # the BOS its tokenizer adds, as llama.cpp's file
             if len(ids) < 2:
                 raise QuantError(f"eval text {name} must be at least 2 tokens long")
             eval_sets[name] = ids
         prompt_ids = tokenizer.encode_prompt(SAMPLE_PROMPT)
         return cls(resolve_model_name(spec), device, model, tokenizer, eval_sets, prompt_ids,
-                   calibration_texts=calibration_texts)
+                   calibration_texts=calibration_texts, source_note=source_note(model))
 
     @property
     def eval_tokens(self) -> int:

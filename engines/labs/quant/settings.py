@@ -31,7 +31,7 @@ def layer_schemes() -> tuple[str, ...]:
 
 
 QUANT_DEFAULTS = {
-    "model": "auto",  # engines.model.cache names: tiny, smollm2-135m, auto, or a path
+    "model": "auto",  # engines.model.cache names (no MoE: tiny-moe is refused), auto, a path
     "layer": 0,
     "linear": "gate_up",
     "layer_scheme": "int4-g128",

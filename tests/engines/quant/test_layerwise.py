@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from inferlab.engines.model.llama import rms_norm
-from inferlab.engines.model.tiny import tiny_model
+from inferlab.engines.model.tiny import tiny_model, tiny_moe_model
 from inferlab.engines.quant import QuantError, quantize_groups
 from inferlab.engines.quant.layerwise import LinearInputs, quantize_layerwise, run_layer
 from inferlab.engines.quant.model_quant import quantize_model
+from tests.torch_fixtures import TINY_GEMMA3
 
 IDS = torch.tensor(list(b"Flour, water, salt and a little yeast go into a bowl."))
 
@@ -22,13 +23,30 @@ def tiny():
     return tiny_model()
 
 
-def test_layers_run_alone_reproduce_the_model_exactly(tiny):
-    model, _ = tiny
-    h = model.embed[IDS].float()
+@pytest.fixture(scope="module")
+def gemma3():
+    """(model, tokenizer): the tiny model laid out as Gemma 3 (post-norms, GeGLU, windows,
+    √d-scaled embeddings)."""
+    return tiny_model(**TINY_GEMMA3)
+
+
+@pytest.mark.parametrize("layout", ["tiny", "gemma3"])
+def test_layers_run_alone_reproduce_the_model_exactly(layout, request):
+    model, _ = request.getfixturevalue(layout)
+    h = model.embed_rows(IDS).float()
     for lw in model.layers:
         h = run_layer(model, lw, h)
-    norm = rms_norm(h, (model.config.d_model,), model.final_norm, model.config.norm_eps)
-    assert torch.equal(model.lm_head(norm), model.forward_nocache(IDS, all_logits=True))
+    assert torch.equal(model.head_logits(h), model.forward_nocache(IDS, all_logits=True))
+
+
+def test_a_mixture_of_experts_model_is_refused_by_name():
+    model, _ = tiny_moe_model()
+    with pytest.raises(QuantError, match=r"tiny-moe's layers 0-1 are Mixture-of-Experts "
+                                         r"blocks \(16 experts, top-2\)"):
+        quantize_layerwise(model, [IDS.tolist()], lambda n, w, i: quantize_groups(w, 4, 32),
+                           "rtn")
+    with pytest.raises(QuantError, match="Mixture-of-Experts"):
+        quantize_model(model, "int8")
 
 
 def test_the_recorded_inputs(tiny):
@@ -84,10 +102,12 @@ def test_non_finite_activations_are_named(tiny):
         quantize_layerwise(model, [[7, 8, 9]], lambda n, w, i: quantize_groups(w, 4, 32), "x")
 
 
-def test_true_sequential_with_exact_linears_reproduces_the_layers(tiny):
-    # each linear "quantized" to itself: the staged layer is the model's own layer
-    model, _ = tiny
-    seqs = [model.embed[IDS].float(), model.embed[IDS[:9]].float()]
+@pytest.mark.parametrize("layout", ["tiny", "gemma3"])
+def test_true_sequential_with_exact_linears_reproduces_the_layers(layout, request):
+    # each linear "quantized" to itself: the staged layer is the model's own layer (Gemma 3's
+    # norms after attention and the MLP, and its GeGLU, included)
+    model, _ = request.getfixturevalue(layout)
+    seqs = [model.embed_rows(IDS).float(), model.embed_rows(IDS[:9]).float()]
     seen = []
 
     def identity(which, inputs):
