@@ -5,8 +5,9 @@
  * W is a GGUF tensor's raw bytes: N rows, each K / QK blocks of BYTES bytes in ggml's layout
  * (llama.cpp's ggml-common.h; `gguf.quants` in Python is the reference the tests hold us to).
  * ŵ is the block's weights dequantized to fp32 (d · q, d · q + m, or the K-quants' two-level
- * scales; in registers, then a 4 KB buffer in L1) and multiplied by the fp32 activations: x is
- * never quantized, so y is `gguf.quants.dequantize(W) @ x.T` up to fp32 rounding. The decoded
+ * scales; in registers, or a 4 KB buffer in L1) and multiplied by the fp32 activations: x is
+ * never quantized, so y is `gguf.quants.dequantize(W) @ x.T` up to fp32 rounding (the opt-in
+ * path at the end of this file, il_ggml_matmul_q8, quantizes x as llama.cpp does). The decoded
  * weights equal gguf's bit for bit: d · s · u is exact in fp32 (at most 22 significant bits;
  * Q6_K rounds (d · s) · q once, as gguf does), so only the one addition of m rounds.
  *
