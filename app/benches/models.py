@@ -2,6 +2,9 @@
 
     gemma3_decode_tokens_per_s        our greedy decode of Gemma 3 270M from its Q4_K_M codes
     gemma3_decode_vs_llama_cpp        that / llama.cpp's on the same GGUF, same prompt, threads
+    gemma3_decode_q8_vs_llama_cpp     the same with decode rows rounded to int8 per 32 values and
+                                      integer dot products, as llama.cpp computes (opt-in:
+                                      load_model(..., activations="q8"))
     gemma3_decode_vs_transformers     that / transformers' fp32 model of the same GGUF
     gemma3_linears                    which linears ran on which kernel, and their bytes
     gemma3_greedy_agreement           leading greedy tokens (of new_tokens) that the codes path
@@ -94,7 +97,8 @@ def run_models_bench(new_tokens: int = 32, repeats: int = 3, threads: int | None
     try:
         model, tok = load_model(GEMMA3_ID)
         ids = tok.encode(PROMPT)
-        runs = {"ours": generate_runner(model, ids)}
+        q8, _ = load_model(GEMMA3_ID, activations="q8")
+        runs = {"ours": generate_runner(model, ids), "ours_q8": generate_runner(q8, ids)}
         errors = {}
         if peers:
             path = gemma3_gguf_path()
@@ -115,6 +119,9 @@ def run_models_bench(new_tokens: int = 32, repeats: int = 3, threads: int | None
             "gemma3_llama_cpp_tokens_per_s": med.get("llama_cpp"),
             "gemma3_transformers_tokens_per_s": med.get("transformers"),
             "gemma3_decode_vs_llama_cpp": med["ours"] / med["llama_cpp"]
+            if "llama_cpp" in med else None,
+            "gemma3_decode_q8_tokens_per_s": med["ours_q8"],
+            "gemma3_decode_q8_vs_llama_cpp": med["ours_q8"] / med["llama_cpp"]
             if "llama_cpp" in med else None,
             "gemma3_decode_vs_transformers": med["ours"] / med["transformers"]
             if "transformers" in med else None,

@@ -73,7 +73,8 @@ def resolve_weights(weights: str, config: ModelConfig, dtype: str, kernels: str 
     return "fp32" if is_llama_layout(config) and small else "codes"
 
 
-def codes_linear(refs: dict[str, GGUFTensorRef], kernels: str | None):
+def codes_linear(refs: dict[str, GGUFTensorRef], kernels: str | None,
+                 activations: str | None = None):
     """`make_linear(names)` for `Llama.from_state_dict`: the linear of those tensors' rows
     from their blocks (one `GGUFLinear` per run of parts in one encoding: Gemma's q and k in
     Q5_0 are one product, its v in Q8_0 another), or None where a part is not blocks the
@@ -99,7 +100,7 @@ def codes_linear(refs: dict[str, GGUFTensorRef], kernels: str | None):
             raw = run[0][1] if len(run) == 1 else np.concatenate([r for _, r in run])
             rows = sum(ref.shape[0] for ref, _ in run)
             linears.append(GGUFLinear(np.ascontiguousarray(raw), run[0][0].qtype,
-                                      (rows, run[0][0].shape[1]), kernels))
+                                      (rows, run[0][0].shape[1]), kernels, activations))
         return linears[0] if len(linears) == 1 else ConcatLinear(linears)
 
     return make
@@ -107,10 +108,13 @@ def codes_linear(refs: dict[str, GGUFTensorRef], kernels: str | None):
 
 def load_gguf(path: str | Path, dtype: str = "fp32", device: str = "cpu",
               id: str | None = None, kernels: str | None = None,
-              weights: str = "auto") -> tuple[Llama, Tokenizer]:
+              weights: str = "auto", activations: str | None = None
+              ) -> tuple[Llama, Tokenizer]:
     """(model, tokenizer) from a GGUF file, its layers laid out for the kernel path `kernels`
     ("native", "torch"; None or "auto": the process default), its weights held as `weights`
-    says (module docstring)."""
+    says (module docstring); codes multiply fp32 activations, or with `activations` "q8"
+    decode rows rounded to int8 per 32 as llama.cpp does (`GGUFLinear`; None: the process
+    default, INFERLAB_GGUF_ACTIVATIONS)."""
     g = open_gguf(path)
     config = gguf_config(g, id)
     check_runs(config, str(g.path))
@@ -118,7 +122,8 @@ def load_gguf(path: str | Path, dtype: str = "fp32", device: str = "cpu",
     check_weight_shapes(config, {n: r.shape for n, r in refs.items()}, str(g.path))
     tokenizer = tokenizer_from_gguf(g, config.vocab_size)
     held = resolve_weights(weights, config, dtype if isinstance(dtype, str) else "", kernels)
-    make = codes_linear(refs, kernels) if held == "codes" and str(device) == "cpu" else None
+    make = codes_linear(refs, kernels, activations) \
+        if held == "codes" and str(device) == "cpu" else None
     model = Llama.from_state_dict(config, refs, dtype, device, origin=str(g.path),
                                   kernels=kernels, make_linear=make)
     return model, tokenizer

@@ -62,10 +62,11 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def load_model(spec: str, dtype: str = "fp32", device: str = "cpu",
-               kernels: str | None = None, weights: str = "auto") -> tuple[Llama, Tokenizer]:
+               kernels: str | None = None, weights: str = "auto",
+               activations: str | None = None) -> tuple[Llama, Tokenizer]:
     """(model, tokenizer) for a name in MODEL_NAMES or a path (.gguf file or HF folder), on
     the kernel path `kernels`; a GGUF's weights held as `weights` says ("auto", "fp32",
-    "codes": `gguf_loader`)."""
+    "codes": `gguf_loader`), its codes multiplying `activations` ("fp32", "q8": `gguf_loader`)."""
     resolve_dtype(dtype)
     dev = resolve_device(device)
     choices = (f"expected {', '.join(MODEL_NAMES)}, or the path of a .gguf file or a Hugging "
@@ -78,13 +79,14 @@ def load_model(spec: str, dtype: str = "fp32", device: str = "cpu",
         return tiny_moe_model(dtype, dev, kernels=kernels)
     if spec == SMOLLM2_ID:
         return load_gguf(smollm2_gguf_path(), dtype, dev, id=SMOLLM2_ID, kernels=kernels,
-                         weights=weights)
+                         weights=weights, activations=activations)
     if spec == GEMMA3_ID:
         return load_gguf(gemma3_gguf_path(), dtype, dev, id=GEMMA3_ID, kernels=kernels,
-                         weights=weights)
+                         weights=weights, activations=activations)
     path = Path(spec).expanduser()
     if path.is_dir():
         return load_hf_folder(path, dtype, dev, kernels=kernels)
     if path.is_file():
-        return load_gguf(path, dtype, dev, kernels=kernels, weights=weights)
+        return load_gguf(path, dtype, dev, kernels=kernels, weights=weights,
+                         activations=activations)
     raise ValueError(f"unknown model {spec!r}: {choices}")
