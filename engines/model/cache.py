@@ -62,7 +62,7 @@ def model_choices() -> list[tuple[str, str]]:
         elif name == "tiny":
             label = "tiny (random weights, fast)"
         elif name == "tiny-moe":
-            label = "tiny MoE (random weights, 16 experts, top-2)"
+            label = "tiny MoE (random weights, 8 experts, top-2)"
         else:
             label = name
         out.append((name, label))

@@ -1,9 +1,10 @@
 """Seeded, randomly initialised tiny models for fast runs and tests: same code paths, no file.
 
 "tiny": a Llama of 2 layers, d_model 64, 4 query heads sharing 2 K/V heads (GQA) of width 16,
-SwiGLU d_ff 128. "tiny-moe": a Qwen3-MoE of 2 layers, d_model 128, q/k-norm, 16 experts of
-width 256 (384 KB each in fp32, 6 MB a layer: past the L2 cache, so reading an expert's weights
-costs what it does in a real MoE) with 2 routed per token (renormalised). Both read a 256-token byte-level vocabulary
+SwiGLU d_ff 128. "tiny-moe": a Qwen3-MoE of 2 layers, d_model 256, q/k-norm, 8 experts of
+width 512 with 2 routed per token (renormalised), as Mixtral routes: 1.5 MB an expert in fp32,
+so reading one costs what it does in a real MoE, and a decode batch of 32 touches every expert
+while the per-token loop reads 64. Both read a 256-token byte-level vocabulary
 (token id = byte). Weights are drawn with a fixed seed at a scale large enough that logits are
 peaked, so greedy decoding has no near-ties and the paged and recomputed paths pick the same
 tokens.
@@ -50,11 +51,11 @@ def tiny_state_dict(config: ModelConfig, seed: int = TINY_SEED) -> dict[str, tor
 
 def tiny_moe_config(**overrides) -> ModelConfig:
     """The tiny MoE model's shape (a Qwen3-MoE layout); keyword overrides change it."""
-    fields = dict(id="tiny-moe", name="tiny MoE (random, seeded)", n_layers=2, d_model=128,
-                  n_heads=4, n_kv_heads=2, d_head=32, d_ff=256, vocab_size=256,
+    fields = dict(id="tiny-moe", name="tiny MoE (random, seeded)", n_layers=2, d_model=256,
+                  n_heads=4, n_kv_heads=2, d_head=64, d_ff=512, vocab_size=256,
                   rope_theta=10000.0, tie_embeddings=False, max_position=2048,
                   source="engines/model/tiny.py (random weights, seed 0)", family="qwen3_moe",
-                  qk_norm="head", n_experts=16, n_experts_active=2, expert_d_ff=256,
+                  qk_norm="head", n_experts=8, n_experts_active=2, expert_d_ff=512,
                   norm_topk=True)
     return ModelConfig(**(fields | overrides))
 

@@ -27,7 +27,7 @@ def test_float_models_hold_no_codes_and_moe_experts_are_counted():
     model, _ = tiny_moe_model()
     paths = linear_paths(model)
     # 2 layers: qkv and o each; router + 16 experts × (gate_up, down) each
-    assert paths.kinds == {"float32 Linear": 4, "MoE: float32 Linear": 66,
+    assert paths.kinds == {"float32 Linear": 4, "MoE: float32 Linear": 34,
                            "lm_head: float32 Linear": 1}
     assert not paths.holds_codes and paths.fallback_note == ""
     assert paths.code_linears == 0 and paths.fallback_fp32_bytes == 0
@@ -58,5 +58,5 @@ def test_every_registry_model_is_offered_and_described_by_name():
     assert cache.described("llama-3-8b").id == "llama-3-8b"  # a preset
     assert cache.described("nope") is None
     cfg = cache.described("tiny-moe")  # the loaded model's own description
-    assert cfg == cache.load_lab_model("tiny-moe")[0].config and cfg.n_experts == 16
+    assert cfg == cache.load_lab_model("tiny-moe")[0].config and cfg.n_experts == 8
     assert cache.described("tiny-moe", load=False) == cfg

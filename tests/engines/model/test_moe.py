@@ -11,7 +11,7 @@ from inferlab.engines.model.tiny import tiny_moe_model
 
 def test_grouped_experts_equal_the_per_token_loop():
     model, _ = tiny_moe_model(kernels="torch")
-    h = torch.randn(32, 128, generator=torch.Generator().manual_seed(1))
+    h = torch.randn(32, 256, generator=torch.Generator().manual_seed(1))
     block = model.layers[0].moe
     grouped = moe.forward_grouped(model.config, block, h)
     per_token = moe.forward_per_token(model.config, block, h)
@@ -22,7 +22,7 @@ def test_routing_by_hand():
     """softmax over all experts, top-k, renormalised where the family says."""
     model, _ = tiny_moe_model(kernels="torch")
     cfg, block = model.config, model.layers[1].moe
-    h = torch.randn(5, 128, generator=torch.Generator().manual_seed(2))
+    h = torch.randn(5, 256, generator=torch.Generator().manual_seed(2))
     weights, ids = moe.route(cfg, block, h)
     probs = torch.softmax(h @ block.router.weight.T, dim=-1)
     top = probs.topk(2, dim=-1)

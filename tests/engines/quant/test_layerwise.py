@@ -42,7 +42,7 @@ def test_layers_run_alone_reproduce_the_model_exactly(layout, request):
 def test_a_mixture_of_experts_model_is_refused_by_name():
     model, _ = tiny_moe_model()
     with pytest.raises(QuantError, match=r"tiny-moe's layers 0-1 are Mixture-of-Experts "
-                                         r"blocks \(16 experts, top-2\)"):
+                                         r"blocks \(8 experts, top-2\)"):
         quantize_layerwise(model, [IDS.tolist()], lambda n, w, i: quantize_groups(w, 4, 32),
                            "rtn")
     with pytest.raises(QuantError, match="Mixture-of-Experts"):

@@ -17,7 +17,7 @@ TEXT = "A clock counts the swings of a pendulum. " * 3
 
 def test_a_mixture_of_experts_model_is_refused_by_name():
     with pytest.raises(QuantError, match=r"^the quantization lab: tiny-moe's layers 0-1 are "
-                                         r"Mixture-of-Experts blocks \(16 experts, top-2\)"):
+                                         r"Mixture-of-Experts blocks \(8 experts, top-2\)"):
         QuantSession.open("tiny-moe", eval_text=TEXT)
 
 
