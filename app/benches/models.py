@@ -7,6 +7,8 @@
                                       load_model(..., activations="q8"))
     gemma3_decode_vs_transformers     that / transformers' fp32 model of the same GGUF
     gemma3_linears                    which linears ran on which kernel, and their bytes
+    gemma3_open_s, gemma3_tokenizer_build_s  opening the GGUF (metadata read by the bounded
+                                      header walk) and building its 262,144-token tokenizer
     gemma3_greedy_agreement           leading greedy tokens (of new_tokens) that the codes path
                                       and llama.cpp share with our fp32 model of the file (which
                                       equals transformers': tests/engines/model/test_gemma3.py)
@@ -38,6 +40,8 @@ from inferlab.engines.model.bench import (
 )
 from inferlab.engines.model.gemma_file import GEMMA3_ID, gemma3_gguf_path
 from inferlab.engines.model.generate import generate
+from inferlab.engines.model.gguf_file import GGUFFile
+from inferlab.engines.model.gguf_tokenizer import tokenizer_from_gguf
 from inferlab.engines.model.linear import linear_kinds
 from inferlab.engines.model.registry import load_model
 from inferlab.engines.model.tiny import tiny_moe_model
@@ -95,6 +99,12 @@ def run_models_bench(new_tokens: int = 32, repeats: int = 3, threads: int | None
     if threads is not None:
         torch.set_num_threads(threads)
     try:
+        start = time.perf_counter()
+        g = GGUFFile(gemma3_gguf_path())
+        open_s = time.perf_counter() - start
+        start = time.perf_counter()
+        tokenizer_from_gguf(g, None)
+        tokenizer_s = time.perf_counter() - start
         model, tok = load_model(GEMMA3_ID)
         ids = tok.encode(PROMPT)
         q8, _ = load_model(GEMMA3_ID, activations="q8")
@@ -126,6 +136,7 @@ def run_models_bench(new_tokens: int = 32, repeats: int = 3, threads: int | None
             "gemma3_decode_vs_transformers": med["ours"] / med["transformers"]
             if "transformers" in med else None,
             "gemma3_weight_bytes": model.weight_bytes,
+            "gemma3_open_s": open_s, "gemma3_tokenizer_build_s": tokenizer_s,
             "gemma3_linears": linear_kinds(model),
             "gemma3_kv_bytes_8k_vs_full": kv["ratio"],
             "gemma3_kv_bytes_8k_closed_form": kv["closed_form"],
