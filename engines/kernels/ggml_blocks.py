@@ -97,6 +97,19 @@ def takes(x: torch.Tensor, raw: torch.Tensor, qtype: QT) -> bool:
             and raw.device.type == "cpu" and raw.dtype == torch.uint8)
 
 
+def _operands(x: torch.Tensor, raw: torch.Tensor, qtype: QT, out_features: int, fns):
+    """(fns, contiguous x, M, K, N) for a product, or None where the kernels do not run (no
+    library, or `takes` says no); ValueError where `raw` does not hold [N, K] of `qtype`."""
+    fns = fns or _fns()
+    if fns is None or not takes(x, raw, qtype):
+        return None
+    x = x.contiguous()
+    (m, k), n = x.shape, out_features
+    if raw.numel() != n * row_bytes(qtype, k):
+        raise ValueError(f"{raw.numel()} bytes of {qtype.name} codes do not hold [{n}, {k}]")
+    return fns, x, m, k, n
+
+
 def _check(rc: int, qtype: QT) -> None:
     if rc:
         raise ValueError(f"the native kernels do not take {qtype.name} (code {rc})")
@@ -108,13 +121,10 @@ def matmul(x: torch.Tensor, raw: torch.Tensor, qtype: QT, out_features: int,
     (contiguous); the scalar reference with `reference`. None where the kernel does not run
     (no library, or `takes` says no). `fns`: a build's functions (`functions(lib)`), for
     tests that run each instruction set; default this CPU's."""
-    fns = fns or _fns()
-    if fns is None or not takes(x, raw, qtype):
+    operands = _operands(x, raw, qtype, out_features, fns)
+    if operands is None:
         return None
-    x = x.contiguous()
-    (m, k), n = x.shape, out_features
-    if raw.numel() != n * row_bytes(qtype, k):
-        raise ValueError(f"{raw.numel()} bytes of {qtype.name} codes do not hold [{n}, {k}]")
+    fns, x, m, k, n = operands
     y = torch.empty(m, n)
     if reference:
         rc = fns.il_ggml_matmul_ref(int(qtype), x.data_ptr(), raw.data_ptr(), y.data_ptr(),
@@ -177,13 +187,10 @@ def matmul_q8(x: torch.Tensor, raw: torch.Tensor, qtype: QT, out_features: int,
     at most sum over blocks b of dx_b / 2 · sum_(k in b) |ŵ_k| per output (plus fp32
     rounding). `kernel`: one of `q8_kernels()` (default the fastest). None where the kernels do
     not run (no library, `takes` says no)."""
-    fns = fns or _fns()
-    if fns is None or not takes(x, raw, qtype):
+    operands = _operands(x, raw, qtype, out_features, fns)
+    if operands is None:
         return None
-    x = x.contiguous()
-    (m, k), n = x.shape, out_features
-    if raw.numel() != n * row_bytes(qtype, k):
-        raise ValueError(f"{raw.numel()} bytes of {qtype.name} codes do not hold [{n}, {k}]")
+    fns, x, m, k, n = operands
     which = -1 if kernel is None else Q8_KERNELS.index(kernel)
     y = torch.empty(m, n)
     rc = fns.il_ggml_matmul_q8(int(qtype), x.data_ptr(), raw.data_ptr(), y.data_ptr(), m, k, n,

@@ -211,12 +211,14 @@ def _on_rows(layer: Dequantizes, x: torch.Tensor, fns, kernel: Callable,
     return y if x2 is x else y.reshape(*x.shape[:-1], layer.out_features)
 
 
-def torch_path(layer: Dequantizes, x: torch.Tensor) -> torch.Tensor:
-    """x [M, in] · ŵᵀ with FALLBACK_ROWS rows of the weight dequantized at a time."""
+def torch_path(layer: Dequantizes, x: torch.Tensor, chunk_rows: int = FALLBACK_ROWS
+               ) -> torch.Tensor:
+    """x [M, in] · ŵᵀ with `chunk_rows` rows of the weight dequantized at a time (never the
+    whole weight), in fp32; y in x's dtype."""
     out = torch.empty(x.shape[0], layer.out_features, dtype=torch.float32, device=x.device)
     xf = x.float()
-    for a in range(0, layer.out_features, FALLBACK_ROWS):
-        rows = slice(a, min(a + FALLBACK_ROWS, layer.out_features))
+    for a in range(0, layer.out_features, chunk_rows):
+        rows = slice(a, min(a + chunk_rows, layer.out_features))
         out[:, rows] = xf @ layer.dequantize(rows).to(x.device).t()
     return out.to(x.dtype)
 

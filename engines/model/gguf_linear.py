@@ -46,7 +46,7 @@ import torch
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 
-from inferlab.engines.kernels import ggml_blocks, resolve
+from inferlab.engines.kernels import ggml_blocks, lowbit, resolve
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.model.errors import ModelLoadError
 
@@ -222,11 +222,6 @@ class GGUFLinear:
             self.qtype in ggml_blocks.COVERED
 
     def _by_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """x [M, in] · ŵᵀ with CHUNK_ROWS rows of the weight dequantized at a time (never the
-        whole weight), in fp32; y in x's dtype."""
-        out = torch.empty(x.shape[0], self.out_features, dtype=torch.float32, device=x.device)
-        xf = x.float()
-        for a in range(0, self.out_features, CHUNK_ROWS):
-            rows = slice(a, min(a + CHUNK_ROWS, self.out_features))
-            out[:, rows] = xf @ self.dequantize(rows).to(x.device).t()
-        return out.to(x.dtype)
+        """x [M, in] · ŵᵀ with CHUNK_ROWS rows of the weight dequantized at a time (the
+        low-bit layers' torch path, `lowbit.torch_path`)."""
+        return lowbit.torch_path(self, x, CHUNK_ROWS)
