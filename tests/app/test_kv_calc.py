@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from inferlab.app.cli import main
-from tests.engines.roofline.test_description_memory import DEEPSEEK_V3
+from tests.engines.model.published_configs import DEEPSEEK_V3
 
 
 def run_cli(capsys, *argv):

@@ -29,20 +29,8 @@ from inferlab.engines.roofline.memory import (
     weight_bytes_per_step,
 )
 from inferlab.engines.roofline.parallel import gpu_share, plan_gpu_share
+from tests.engines.model.published_configs import DEEPSEEK_V3
 
-# DeepSeek-V3's config.json, the fields that set its sizes (as in
-# tests/engines/model/test_model_description.py).
-DEEPSEEK_V3 = {
-    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-    "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
-    "n_shared_experts": 1, "n_routed_experts": 256, "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512,
-    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
-    "vocab_size": 129280, "tie_word_embeddings": False, "scoring_func": "sigmoid",
-    "norm_topk_prob": True, "max_position_embeddings": 163840, "rms_norm_eps": 1e-6,
-    "rope_theta": 10000,
-}
 GEMMA3_27B = load_model_preset("gemma-3-27b")
 MIXTRAL = load_model_preset("mixtral-8x7b")
 LLAMA3_8B = load_model_preset("llama-3-8b")
