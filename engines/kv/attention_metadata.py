@@ -33,7 +33,11 @@ from inferlab.engines.kernels import paged_attention as native_attention
 from inferlab.engines.kernels.paged_attention import PagedPlan
 from inferlab.engines.kv.block_manager import BlockManager
 from inferlab.engines.kv.cache import PagedKVCache
-from inferlab.engines.kv.paged_attention import DecodeAttention, paged_attention_prefill
+from inferlab.engines.kv.paged_attention import (
+    DecodeAttention,
+    masked_attention,
+    paged_attention_prefill,
+)
 
 
 @dataclass(frozen=True)
@@ -277,22 +281,12 @@ def windowed_attention(q: torch.Tensor, cache: PagedKVCache, layer: int,
         blocks = meta.block_tables[i, first_block:first_block + n_blocks]
         k, v = cache.gather(layer, cache.block_rows(blocks))
         k = k.reshape(cache.n_kv_heads, -1, cache.d_head)[:, first - first_block * bs:
-                                                         ctx - first_block * bs].float()
+                                                         ctx - first_block * bs]
         v = v.reshape(cache.n_kv_heads, -1, cache.d_head)[:, first - first_block * bs:
-                                                         ctx - first_block * bs].float()
-        k_pos = torch.arange(first, ctx, device=q.device)
-        allowed = k_pos[None, :] <= q_pos[:, None]
-        if window:
-            allowed &= k_pos[None, :] > q_pos[:, None] - window
-        group = q.shape[1] // cache.n_kv_heads
-        qh = q[rows].float().transpose(0, 1)  # [H, n_q, D]
-        kh = k.repeat_interleave(group, dim=0)
-        vh = v.repeat_interleave(group, dim=0)
-        scores = qh @ kh.transpose(1, 2) * scale
-        if softcap:
-            scores = softcap * torch.tanh(scores / softcap)
-        scores = scores.masked_fill(~allowed[None], float("-inf"))
-        out[rows] = (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).to(q.dtype)
+                                                         ctx - first_block * bs]
+        out[rows] = masked_attention(q[rows], k.transpose(0, 1), v.transpose(0, 1), scale,
+                                     window, softcap, q_pos,
+                                     torch.arange(first, ctx, device=q.device))
     return out
 
 

@@ -50,6 +50,30 @@ def _sdpa_has_gqa() -> bool:
 _SDPA_HAS_GQA = _sdpa_has_gqa()
 
 
+def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                     window: int = 0, softcap: float = 0.0, q_pos: torch.Tensor | None = None,
+                     k_pos: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention written out, for what SDPA's causal mask does not express: q [n_q, H, D] at
+    positions `q_pos`, k / v [n_k, Hkv, D] at `k_pos` (default: one whole sequence, 0..n-1).
+    A query at p sees the keys at j <= p, and with `window` only p - window < j; scores are
+    soft-capped, cap · tanh(s / cap), where `softcap`. GQA heads repeated; fp32; q's dtype out."""
+    if k_pos is None:
+        k_pos = torch.arange(k.shape[0], device=q.device)
+    q_pos = k_pos if q_pos is None else q_pos
+    allowed = k_pos[None, :] <= q_pos[:, None]
+    if window:
+        allowed &= k_pos[None, :] > q_pos[:, None] - window
+    group = q.shape[1] // k.shape[1]
+    qh = q.float().transpose(0, 1)
+    kh = k.float().transpose(0, 1).repeat_interleave(group, dim=0)
+    vh = v.float().transpose(0, 1).repeat_interleave(group, dim=0)
+    scores = qh @ kh.transpose(1, 2) * scale
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    scores = scores.masked_fill(~allowed[None], float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).to(q.dtype)
+
+
 def sdpa_gqa(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -52,7 +52,7 @@ from inferlab.engines.kv.attention_metadata import (
     PagedAttention,
 )
 from inferlab.engines.kv.cache import PagedKVCache
-from inferlab.engines.kv.paged_attention import sdpa_gqa
+from inferlab.engines.kv.paged_attention import masked_attention, sdpa_gqa
 from inferlab.engines.model import moe as moe_block
 from inferlab.engines.model.checkpoint_names import (
     attention_names,
@@ -488,7 +488,7 @@ class Llama:
                 out = sdpa_gqa(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
                                is_causal=True, scale=self.scale)
                 return out.transpose(0, 1)
-            return _masked_attention(q, k, v, self.scale, window, softcap)
+            return masked_attention(q, k, v, self.scale, window, softcap)
 
         return self._layers(x.clone(), rope, attend, write)
 
@@ -649,23 +649,3 @@ class Llama:
         if self.ropes["sliding"] is self.ropes["full"]:
             return {"full": full, "sliding": full}
         return {"full": full, "sliding": self.ropes["sliding"].at(positions)}
-
-
-def _masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                      window: int, softcap: float) -> torch.Tensor:
-    """Causal attention of one whole sequence (q [T, H, D], k / v [T, Hkv, D]) within
-    `window` tokens of each query (0: every earlier one), scores soft-capped where `softcap`."""
-    n = q.shape[0]
-    pos = torch.arange(n, device=q.device)
-    allowed = pos[None, :] <= pos[:, None]
-    if window:
-        allowed &= pos[None, :] > pos[:, None] - window
-    group = q.shape[1] // k.shape[1]
-    qh = q.float().transpose(0, 1)
-    kh = k.float().transpose(0, 1).repeat_interleave(group, dim=0)
-    vh = v.float().transpose(0, 1).repeat_interleave(group, dim=0)
-    scores = qh @ kh.transpose(1, 2) * scale
-    if softcap:
-        scores = softcap * torch.tanh(scores / softcap)
-    scores = scores.masked_fill(~allowed[None], float("-inf"))
-    return (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).to(q.dtype)

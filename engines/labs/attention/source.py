@@ -17,7 +17,7 @@ import importlib.resources
 
 import torch
 
-from inferlab.engines.kv.paged_attention import sdpa_gqa
+from inferlab.engines.kv.paged_attention import masked_attention, sdpa_gqa
 from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.model.registry import MODEL_NAMES
 
@@ -52,15 +52,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             mask = (pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - window)
         out = sdpa_gqa(qh, kh, vh, attn_mask=mask, is_causal=mask is None, scale=scale)
         return out.transpose(0, 1).to(q.dtype)
-    group = qh.shape[0] // kh.shape[0]
-    kh, vh = kh.repeat_interleave(group, dim=0), vh.repeat_interleave(group, dim=0)
-    scores = softcap * torch.tanh(qh @ kh.transpose(1, 2) * scale / softcap)
-    pos = torch.arange(n, device=q.device)
-    allowed = pos[None, :] <= pos[:, None]
-    if window:
-        allowed &= pos[None, :] > pos[:, None] - window
-    scores = scores.masked_fill(~allowed[None], float("-inf"))
-    return (torch.softmax(scores, dim=-1) @ vh).transpose(0, 1).to(q.dtype)
+    return masked_attention(q, k, v, scale, window, softcap)
 
 
 def model_attention(model, stop_at: int | None = None):
