@@ -49,9 +49,10 @@ AUTO_FP32_BYTES = 2 * 2**30
 """Under "auto", a Llama-layout model whose fp32 weights fit in this many bytes is expanded."""
 
 
-def gguf_config(g: GGUFFile, id: str | None = None) -> ModelConfig:
-    """The model description of `g` (any family `hf_config` describes)."""
-    hf = hf_config_from_gguf(g)
+def gguf_config(g: GGUFFile, id: str | None = None, hf: dict | None = None) -> ModelConfig:
+    """The model description of `g` (any family `hf_config` describes); `hf` its config.json
+    dict where the caller has read it already (`hf_config_from_gguf`)."""
+    hf = hf_config_from_gguf(g) if hf is None else hf
     try:
         return model_config_from_hf(hf, id=id or g.path.stem,
                                     name=g.get("general.name", g.path.stem, kind=str),
@@ -116,9 +117,10 @@ def load_gguf(path: str | Path, dtype: str = "fp32", device: str = "cpu",
     decode rows rounded to int8 per 32 as llama.cpp does (`GGUFLinear`; None: the process
     default, INFERLAB_GGUF_ACTIVATIONS)."""
     g = open_gguf(path)
-    config = gguf_config(g, id)
+    hf = hf_config_from_gguf(g)
+    config = gguf_config(g, id, hf)
     check_runs(config, str(g.path))
-    refs = hf_tensors_from_gguf(g, hf_config_from_gguf(g))
+    refs = hf_tensors_from_gguf(g, hf)
     check_weight_shapes(config, {n: r.shape for n, r in refs.items()}, str(g.path))
     tokenizer = tokenizer_from_gguf(g, config.vocab_size)
     held = resolve_weights(weights, config, dtype if isinstance(dtype, str) else "", kernels)

@@ -345,11 +345,10 @@ def _experts(read: _Reader, model_type: str, n_layers: int) -> dict[str, Any]:
         "expert_d_ff": read.get("intermediate_size", field="d_ff")
         if model_type in ("mixtral", "olmoe") else
         read.get("moe_intermediate_size", "intermediate_size", field="d_ff"),
-        "norm_topk": read.flag("norm_topk_prob", model_type in ("mixtral", "deepseek_v3",
-                                                                "kimi_k2", "gpt_oss")),
+        # Mixtral renormalises whatever its config says (softmax over all, top-k, / sum)
+        "norm_topk": model_type == "mixtral" or read.flag(
+            "norm_topk_prob", model_type in ("deepseek_v3", "kimi_k2", "gpt_oss")),
     }
-    if model_type == "mixtral":
-        out["norm_topk"] = True  # softmax over all, top-k, renormalised
     dense: list[int] = []
     if model_type in ("qwen2_moe", "qwen3_moe"):
         step = n("decoder_sparse_step", 1, int, 1, 2**12)
