@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,8 +217,23 @@ def weight_params_per_step(cfg: ModelConfig, n_tokens: float) -> float:
     """
     if not cfg.is_moe:
         return float(cfg.n_params)
-    untouched = cfg.n_experts - experts_touched(cfg.n_experts, cfg.n_experts_active, n_tokens)
-    return cfg.n_params - cfg.n_moe_layers * untouched * cfg.expert_params
+    touched = experts_touched(cfg.n_experts, cfg.n_experts_active, n_tokens)
+    return weights_read_per_step(cfg.n_params, cfg.n_experts,
+                                 ((cfg.n_moe_layers, cfg.expert_params, touched),))
+
+
+def weights_read_per_step(total: float, n_experts: int,
+                          layers: Sequence[tuple[int, float, float]]) -> float:
+    """Weights (parameters or bytes) one forward pass reads from a MoE model, each once:
+
+        total − Σ_MoE layers (E − touched_l) × expert_l
+
+    every weight but the experts no token chose. `layers`: (MoE layers alike, one routed
+    expert's size there, experts touched in each): the closed form's E_touched(B)
+    (weight_params_per_step), or the distinct experts a real step's router chose, with a
+    loaded file's own bytes per expert (the MoE lab).
+    """
+    return total - sum(n * (n_experts - touched) * size for n, size, touched in layers)
 
 
 def weight_bytes_per_step(cfg: ModelConfig, weight_dtype: str = "fp16",
