@@ -11,9 +11,10 @@ map draws, and the best cell.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
+from inferlab.engines.cluster.fanout import Fanout, run_probes
 from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT, score_run
 from inferlab.engines.cluster.layout import PD, REPLICAS, Layout
 from inferlab.engines.model.config import ModelConfig
@@ -88,23 +89,42 @@ class SearchResult:
     columns: tuple[str, ...]
     cells: tuple[SearchCell, ...]
     best: int | None  # index into cells (None: no layout reached the goal)
+    # where the probes ran (Fanout.describe): not part of the result's equality
+    executor: str = field(default="serial", compare=False)
+
+
+def probe_layout(base: ClusterConfig, requests, slo: SLO, attainment: float, row: int,
+                 column: int, layout: Layout) -> SearchCell:
+    """One probe of the search: `layout` runs the requests to their end and is scored
+    (module-level, so that Ray can pickle it by name)."""
+    score = score_run(run_cluster(replace(base, layout=layout), requests), slo, attainment)
+    return SearchCell(row, column, layout, score.goodput_per_gpu, score.attainment,
+                      score.metrics.ttft_s.p90, score.metrics.tpot_s.p90)
 
 
 def search_layouts(base: ClusterConfig, kind: str, budget: int, requests, slo: SLO,
-                   attainment: float = DEFAULT_ATTAINMENT, progress=None) -> SearchResult:
-    """Run every layout of the grid on `requests`; best = the highest goodput per GPU (ties:
-    higher attainment, then fewer GPUs)."""
+                   attainment: float = DEFAULT_ATTAINMENT, progress=None,
+                   fanout: Fanout | None = None) -> SearchResult:
+    """Run every layout of the grid on `requests`, serially or fanned out (`fanout`, e.g.
+    fanout.choose_fanout(): Ray tasks; the same cells either way); best = the highest
+    goodput per GPU (ties: higher attainment, then fewer GPUs). `progress(fraction,
+    message)` after each probe."""
+    fanout = Fanout() if fanout is None else fanout
+    executor = fanout.describe()
     tps, columns, grid = search_grid(kind, base.model, budget)
-    cells = []
     todo = [(i, j, lay) for i, row in enumerate(grid) for j, lay in enumerate(row) if lay]
-    for done, (i, j, layout) in enumerate(todo):
-        if progress is not None:
-            progress(done / len(todo), f"layout {layout.label}")
-        score = score_run(run_cluster(replace(base, layout=layout), requests), slo,
-                          attainment)
-        cells.append(SearchCell(i, j, layout, score.goodput_per_gpu, score.attainment,
-                                score.metrics.ttft_s.p90, score.metrics.tpot_s.p90))
+    on_probe = None
+    if progress is not None:
+        progress(0.0, f"{len(todo)} layouts to probe, {executor}")
+
+        def on_probe(done: int, total: int) -> None:
+            progress(done / total, f"{done} of {total} layouts probed ({executor})")
+
+    cells = run_probes(probe_layout, todo, shared=(base, requests, slo, attainment),
+                       fanout=fanout, labels=[lay.label for _, _, lay in todo],
+                       progress=on_probe)
     ranked = [k for k, c in enumerate(cells) if c.goodput_per_gpu > 0]
     best = max(ranked, key=lambda k: (cells[k].goodput_per_gpu, cells[k].attainment,
                                       -cells[k].layout.n_gpus), default=None)
-    return SearchResult(kind, budget, tuple(tps), tuple(columns), tuple(cells), best)
+    return SearchResult(kind, budget, tuple(tps), tuple(columns), tuple(cells), best,
+                        executor)
