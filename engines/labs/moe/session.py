@@ -45,8 +45,9 @@ from inferlab.engines.serve.workload import prompt_texts
 BLOCK_SIZE = 16
 
 
-def moe_model(spec: str, device: str = "cpu", kernels: str = "native"):
-    """(model, tokenizer) of `spec` from the app-wide cache; ValueError naming a dense model."""
+def moe_model(spec: str, device: str = "cpu", kernels: str = "auto"):
+    """(model, tokenizer) of `spec` from the app-wide cache, on the kernel path `kernels` ("auto":
+    the process default, native where its library builds); ValueError naming a dense model."""
     model, tok = load_lab_model(spec, device, kernels=kernels)
     cfg = model.config
     if not cfg.is_moe:
@@ -155,6 +156,8 @@ class MoESession:
         with torch.inference_mode():
             self.last = self.runner.step(self.seqs).argmax(-1).tolist()  # the prefill
         self.steps_done = 0
+        self.hidden: list[torch.Tensor] = []
+        """Each MoE layer's router input [B, d] in the latest step (the bench times them)."""
 
     @torch.inference_mode()
     def step(self) -> MoEStepRecord:
@@ -165,9 +168,10 @@ class MoESession:
             logits = self.runner.step(self.seqs)
             step_s = time.perf_counter() - start
         self.last = logits.argmax(-1).tolist()
+        self.hidden = [k[-1] for k in kept]
         blocks = [self.model.layers[i].moe for i in self.info.moe_layers]
-        layers = [layer_routing(self.model, b, k[-1]) for b, k in zip(blocks, kept,
-                                                                         strict=True)]
+        layers = [layer_routing(self.model, b, h) for b, h in zip(blocks, self.hidden,
+                                                                     strict=True)]
         info, b = self.info, self.batch
         formula = experts_touched(info.n_experts, info.top_k, b)
         measured = weights_read_per_step(info.weight_bytes_total, info.n_experts, [

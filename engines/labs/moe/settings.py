@@ -10,7 +10,7 @@ from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 
 MAX_BATCH = 256
 MOE_DEFAULTS = {"model": "tiny-moe", "batch": 32, "prompts": 32, "steps": 8,
-                "sweep": [1, 2, 4, 8, 16, 32], "kernels": "native", "target": "h100-sxm",
+                "sweep": [1, 2, 4, 8, 16, 32], "kernels": "auto", "target": "h100-sxm",
                 "mla_model": "deepseek-v3", "kv_dtype": "bf16"}
 MOE_SETTINGS = {  # the view's ranges
     "model": Setting("str", max_len=4096),  # tiny-moe, a MoE GGUF file or Hugging Face folder
