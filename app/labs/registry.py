@@ -257,6 +257,42 @@ LABS: tuple[LabSpec, ...] = (
         screenshot_settle_s=3.0,
     ),
     LabSpec(
+        id="moe",
+        title="Mixture of Experts",
+        summary=("A MoE model decoding at batch B: tokens per expert, load imbalance, experts "
+                 "touched per step, grouped experts against the per-token loop"),
+        description=(
+            "a Mixture-of-Experts model (the seeded tiny MoE: a Qwen3-MoE layout, 8 experts, "
+            "top-2; or a MoE GGUF file or Hugging Face folder) decoding the shipped prompts at "
+            "batch B: each step's router choices as a layer × expert heat map of tokens per "
+            "expert, the top-k weights and load imbalance (max / mean) per layer, the distinct "
+            "experts the step touches beside E·(1 − (1 − k/E)^B), the weights it reads (the "
+            "dense part plus the touched experts), and the grouped expert product (each "
+            "expert's weights read once) timed against the per-token loop on the native "
+            "kernels; a sweep over B of bytes and time per step, and the closed forms with the "
+            "numbers substituted: the decode linears' arithmetic intensity against the ridge "
+            "of the measured roof and a GPU preset's, active against total parameters, and "
+            "MLA's KV per token beside the heads × head_dim cache (DeepSeek-V3)."),
+        controller="inferlab.app.labs.moe:MoELab",
+        read_section="inferlab.engines.labs.moe.section:read_moe_section",
+        headlines=(
+            Headline("distinct_experts_per_layer.measured.*", "distinct experts per step "
+                     "(layer)", "experts"),
+            Headline("distinct_experts_per_layer.formula", "E·(1 − (1 − k/E)^B)", "experts"),
+            Headline("imbalance_max_over_mean.*", "load imbalance max / mean (layer)", "",
+                     "lower"),
+            Headline("weight_bytes_per_step.measured", "weights read per step", "bytes",
+                     "lower"),
+            Headline("grouped_s", "MoE layers, grouped experts", "s", "lower"),
+            Headline("per_token_s", "MoE layers, per-token loop", "s", "lower"),
+            Headline("grouped_speedup", "grouped speed-up", "×", "higher"),
+            Headline("tokens_per_s", "decode throughput", "tokens/s", "higher")),
+        formulas="inferlab.engines.labs.moe.formulas:moe_formulas",
+        run_arguments="inferlab.engines.labs.moe.run:add_arguments",
+        run="inferlab.engines.labs.moe.run:run",
+        bench="inferlab.engines.labs.moe.bench:run_moe_bench",
+    ),
+    LabSpec(
         id="speculative",
         title="Speculative decoding",
         summary=("Draft K tokens, verify them in one target forward: every token's fate, "
