@@ -118,7 +118,8 @@ def search_summary(result: SearchResult) -> dict:
                        "ttft_p90_s": c.ttft_p90_s, "tpot_p90_s": c.tpot_p90_s}
                       for c in result.cells],
             "best": None if best is None else best.layout.label,
-            "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu}
+            "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu,
+            "executor": result.executor}
 
 
 def read_search_summary(value, where: str) -> dict:
@@ -129,7 +130,9 @@ def read_search_summary(value, where: str) -> dict:
         "columns": Setting("str-list", max_len=64),
         "cells": lambda v, w: read_list(v, _search_cell, w, max_len=4096),
         "best": Setting("str", none=True, max_len=200),
-        "best_goodput_per_gpu": Setting("float", 0, none=True)}, where)
+        "best_goodput_per_gpu": Setting("float", 0, none=True),
+        "executor": Setting("str", none=True, max_len=200)}, where,
+        optional={"executor": None})  # where the probes ran; older snapshots do not say
     labels = set()
     for i, cell in enumerate(top["cells"]):
         if cell["row"] >= len(top["tp_rows"]) or cell["column"] >= len(top["columns"]):

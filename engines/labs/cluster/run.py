@@ -4,10 +4,13 @@ the summary holds kv_bytes_per_token, the link, the metrics, per request where i
 KV transfer and its token times, per instance its utilisation.
 
 `--search replicas|pd` instead runs every layout of that kind on `--gpus` GPUs (one full
-run each) and prints the grid with the best layout by goodput per GPU."""
+run each) and prints the grid with the best layout by goodput per GPU. Its probes run as Ray
+tasks where ray is installed (a local Ray of `--workers` CPUs on 127.0.0.1, or the cluster
+at `--ray-address`), else serially; `executor` in the output says which."""
 
 from __future__ import annotations
 
+from inferlab.engines.cluster.fanout import choose_fanout
 from inferlab.engines.cluster.layout import LAYOUTS
 from inferlab.engines.cluster.links import list_link_presets
 from inferlab.engines.cluster.router import ROUTERS
@@ -70,6 +73,14 @@ def add_arguments(p) -> None:
                         "instead of the seeded workload")
     p.add_argument("--search", default=None, choices=SEARCH_KINDS,
                    help="run every layout of this kind on --gpus GPUs and report the grid")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="--search: run the probes on your Ray cluster at ADDR (default: a "
+                        "local Ray on 127.0.0.1 where ray is installed, else serially)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="--search: CPUs of the local Ray, one probe each at a time "
+                        "(default: this machine's cores)")
+    p.add_argument("--serial", action="store_true",
+                   help="--search: run the probes one after another here, without Ray")
 
 
 def settings_of(args) -> dict:
@@ -95,7 +106,12 @@ def run(args, recorder):
     session = ClusterSession(settings, items)
     config = session.config
     if args.search:
-        summary = search_summary(session.search(args.search, progress))
+        if args.workers is not None and args.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {args.workers}")
+        if args.serial and args.ray_address:
+            raise ValueError("--serial and --ray-address exclude each other: choose one")
+        fanout = choose_fanout(args.serial, args.ray_address, args.workers)
+        summary = search_summary(session.search(args.search, progress, fanout))
         return cluster_section(settings, None, summary), summary
     with recorder.span("route and run the cluster", cat="cluster",
                        args={"layout": config.layout.label, "router": config.router}):

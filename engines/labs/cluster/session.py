@@ -6,6 +6,7 @@ run's score. The lab's worker (app/labs/cluster.py) and `inferlab run cluster` b
 from __future__ import annotations
 
 from inferlab.engines.cluster.cluster import ClusterResult, ClusterSimulation
+from inferlab.engines.cluster.fanout import Fanout
 from inferlab.engines.cluster.goodput import score_run
 from inferlab.engines.cluster.search import SearchResult, search_layouts
 from inferlab.engines.labs.cluster.settings import cluster_config, cluster_requests, cluster_slo
@@ -24,11 +25,12 @@ class ClusterSession:
         """Route and run every request to its end; `progress(fraction, message)`."""
         return ClusterSimulation(self.config, self.requests).run(progress)
 
-    def search(self, kind: str, progress=None) -> SearchResult:
-        """Every layout of `kind` on the settings' GPUs, one full run each."""
+    def search(self, kind: str, progress=None, fanout: Fanout | None = None) -> SearchResult:
+        """Every layout of `kind` on the settings' GPUs, one full run each (serially, or
+        as Ray tasks: `fanout`)."""
         s = self.settings
         return search_layouts(self.config, kind, s["gpus"], self.requests, cluster_slo(s),
-                              s["attainment"], progress)
+                              s["attainment"], progress, fanout)
 
 
 def cluster_metrics(result: ClusterResult, settings: dict) -> dict:

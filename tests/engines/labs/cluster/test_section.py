@@ -133,8 +133,8 @@ def test_settings_check_the_gpu_arithmetic():
 
 def test_search_reports_a_grid_with_the_best_layout():
     section, summary = cluster_run.run(
-        run_args("--search", "replicas", "--gpus", "4"), TraceRecorder())
-    assert summary["tp_rows"] == [1, 2, 4]
+        run_args("--search", "replicas", "--gpus", "4", "--serial"), TraceRecorder())
+    assert summary["tp_rows"] == [1, 2, 4] and summary["executor"] == "serial"
     labels = {c["label"] for c in summary["cells"]}
     assert labels == {"1 × t1", "2 × t1", "4 × t1", "1 × t2", "2 × t2", "1 × t4"}
     best = max(summary["cells"], key=lambda c: c["goodput_per_gpu"])
