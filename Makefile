@@ -34,7 +34,8 @@ BUNDLE_SOURCES := $(shell find app engines views assets firmware -type f \
 .PHONY: setup setup-test sysdeps run test test-fast test-gpu gpu-check bench lint screenshots bundle clean
 
 # `setup` is what the window and every lab need; `setup-test` adds the test extra (pytest,
-# the reference peers: transformers, TFLM, llama-cpp-python, which compiles llama.cpp).
+# the reference peers: transformers, TFLM, llama-cpp-python, which compiles llama.cpp) and the
+# cluster extra (ray: the layout search's Ray tests run, not skip).
 setup: $(STAMP)
 setup-test: $(TEST_STAMP)
 
@@ -49,7 +50,7 @@ $(STAMP): pyproject.toml setup.py Makefile
 	@touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,cluster]'
 	@touch $(TEST_STAMP)
 
 sysdeps:
