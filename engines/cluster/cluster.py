@@ -1,5 +1,6 @@
 """The cluster on the simulated clock: one ServingEngine per instance (engines/serve's
-scheduler, an InstanceExecutor), a router in front, and the KV transfers of a pd layout.
+scheduler, an InstanceExecutor, or an ExpertParallelExecutor for an expert-parallel group),
+a router in front, and the KV transfers of a pd layout.
 
 The event loop takes, at each turn, the earliest of: the next request arriving (at the
 router; a decode-bound request arrives when its KV has landed) and the next iteration of an
@@ -22,7 +23,13 @@ import heapq
 import math
 from dataclasses import dataclass
 
+from inferlab.engines.cluster.ep_executor import (
+    ExpertParallelExecutor,
+    MoELayerComm,
+    ep_pool_blocks,
+)
 from inferlab.engines.cluster.executor import InstanceExecutor
+from inferlab.engines.cluster.expert_load import UNIFORM_LOAD, ExpertLoad
 from inferlab.engines.cluster.layout import DECODE, PREFILL, Layout
 from inferlab.engines.cluster.links import LinkPreset
 from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTransfer
@@ -78,6 +85,7 @@ class ClusterConfig:
     overlap_transfer: bool = True
     block_size: int = 16
     dtype: str = "fp16"
+    expert_load: ExpertLoad = UNIFORM_LOAD  # how a MoE's tokens spread over its experts
 
 
 def request_timings(requests) -> list[RequestTiming]:
@@ -95,6 +103,7 @@ class ClusterResult:
     instances: tuple[InstanceRun, ...]
     transfers: tuple[KVTransfer, ...]
     makespan_s: float  # first arrival -> last token
+    moe_layers: tuple[MoELayerComm, ...] = ()  # expert-parallel layouts: Σ over instances
 
     def timings(self) -> list[RequestTiming]:
         """Per request, the batching lab's RequestTiming (for metrics.summarize)."""
@@ -120,8 +129,13 @@ class ClusterSimulation:
         self.config = c = config
         self.requests = sorted(requests, key=lambda r: r.arrival_s)
         self.kv_bytes_per_token = kv_bytes_per_token(c.model, c.dtype)
-        blocks = instance_pool_blocks(c.model, c.hardware, c.layout.tp, c.block_size,
-                                      dtype=c.dtype)
+        lay = c.layout
+        if lay.expert_parallel:
+            blocks = ep_pool_blocks(c.model, c.hardware, lay.tp, lay.ep, lay.eplb_slots,
+                                    c.block_size, dtype=c.dtype)
+        else:
+            blocks = instance_pool_blocks(c.model, c.hardware, lay.tp, c.block_size,
+                                          dtype=c.dtype)
         longest = max((len(r.prompt_ids) for r in self.requests), default=1)
         self.engines: list[ServingEngine] = []
         self.routed: list[RoutedInstance] = []
@@ -134,8 +148,14 @@ class ClusterSimulation:
                               prefix_cache=c.prefix_cache if role != DECODE else "none")
             scheduler = Scheduler(c.policy, bm, max_num_batched_tokens=budget,
                                   max_num_seqs=c.max_num_seqs)
-            executor = InstanceExecutor(c.model, c.hardware, c.layout.tp, c.link, c.dtype,
-                                        kv_arrivals=role == DECODE)
+            if lay.expert_parallel:
+                executor = ExpertParallelExecutor(
+                    c.model, c.hardware, lay.tp, lay.ep, c.link, c.dtype,
+                    kv_arrivals=role == DECODE, load=c.expert_load,
+                    eplb_slots=lay.eplb_slots, dual_batch_overlap=lay.dual_batch_overlap)
+            else:
+                executor = InstanceExecutor(c.model, c.hardware, lay.tp, c.link, c.dtype,
+                                            kv_arrivals=role == DECODE)
             self.engines.append(ServingEngine(scheduler, executor, [], accepting=True))
             self.routed.append(RoutedInstance(bm, c.block_size))
         self.roles = c.layout.roles
@@ -292,7 +312,18 @@ class ClusterSimulation:
         last = max((t[-1] for t in (r.token_times_s for r in out) if t), default=0.0)
         first = min((r.arrival_s for r in out), default=0.0)
         return ClusterResult(self.config, self.kv_bytes_per_token, tuple(out),
-                             tuple(instances), tuple(self.transfers), max(0.0, last - first))
+                             tuple(instances), tuple(self.transfers), max(0.0, last - first),
+                             self._moe_layers())
+
+    def _moe_layers(self) -> tuple[MoELayerComm, ...]:
+        """Each MoE layer's all-to-alls summed over the expert-parallel instances."""
+        per = [e.executor.moe_layers() for e in self.engines
+               if isinstance(e.executor, ExpertParallelExecutor)]
+        if not per:
+            return ()
+        return tuple(MoELayerComm(ls[0].layer, *(sum(getattr(x, f) for x in ls) for f in (
+            "dispatch_s", "combine_s", "dispatch_bytes", "combine_bytes")),
+            ls[0].imbalance, ls[0].imbalance_eplb) for ls in zip(*per, strict=True))
 
     def _transfer_records(self) -> list[KVTransfer]:
         """One span per moved KV, ending when it landed (the decode instance's arrival)."""

@@ -48,21 +48,42 @@ class InstanceExecutor(SimulatedExecutor):
         self.comm_s = 0.0
 
     def iteration_time_s(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]) -> float:
+        batch = self.computed_batch(out, seqs)
+        if batch is None:
+            return 0.0
+        prefills, n_decodes, context_tokens = batch
+        compute_s = self.batch_time_s(prefills, n_decodes, context_tokens)
+        n_tokens = sum(n for _, n in prefills) + n_decodes
+        comm_s = self.comm_time_s(n_tokens) if n_tokens else 0.0
+        self.comm_s += comm_s
+        return self.step_s(compute_s, comm_s, n_tokens)
+
+    def computed_batch(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]
+                       ) -> tuple[list[tuple[int, int]], int, int] | None:
+        """What the step computes: (prefill chunks (start, n), decodes, their summed context),
+        None when nothing. A decode instance computes no prompt: a chunk that ends one is
+        its first decode, over that context."""
+        if out.is_empty:
+            return None
         if not self.kv_arrivals:
-            compute_s = super().iteration_time_s(out, seqs)
-            n_tokens = out.num_batched_tokens
-        else:
-            finals = [c.start + c.n_tokens for c in out.prefills
-                      if c.start + c.n_tokens == seqs[c.seq_id].num_prefill_tokens]
-            n_decodes = len(out.decodes) + len(finals)
-            if not n_decodes:  # only KV arriving: nothing is computed
-                return 0.0
-            compute_s = self.batch_time_s([], n_decodes, out.decode_context_tokens + sum(finals))
-            n_tokens = n_decodes
-        if self.tp == 1 or not n_tokens:
-            return compute_s
-        comm_s = 2 * self.config.n_layers * ring_all_reduce_s(
+            return ([(c.start, c.n_tokens) for c in out.prefills], len(out.decodes),
+                    out.decode_context_tokens)
+        finals = [c.start + c.n_tokens for c in out.prefills
+                  if c.start + c.n_tokens == seqs[c.seq_id].num_prefill_tokens]
+        n_decodes = len(out.decodes) + len(finals)
+        if not n_decodes:  # only KV arriving: nothing is computed
+            return None
+        return [], n_decodes, out.decode_context_tokens + sum(finals)
+
+    def comm_time_s(self, n_tokens: int) -> float:
+        """The step's communication: 2·L all-reduces of the T tokens' activations (0 at
+        t = 1)."""
+        if self.tp == 1:
+            return 0.0
+        return 2 * self.config.n_layers * ring_all_reduce_s(
             n_tokens * self._activation_bytes, self.tp, self.link.bandwidth_bytes_per_s,
             self.link.latency_s)
-        self.comm_s += comm_s
-        return compute_s + comm_s
+
+    def step_s(self, compute_s: float, comm_s: float, n_tokens: int) -> float:
+        """The step's time from its parts: compute, then communication (no overlap)."""
+        return compute_s + comm_s if comm_s else compute_s
