@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from inferlab.engines.labs.cluster import run as cluster_run
+from inferlab.engines.labs.cluster.ray_bench import ray_search_speedup
 from inferlab.engines.trace.recorder import TraceRecorder
 
 
@@ -54,3 +55,13 @@ def test_on_ray_the_search_equals_the_serial_one():
     n = len(serial["cells"])
     assert [m for _, m in told[1:]] == [
         f"{k} of {n} layouts probed (ray (local, 2 workers))" for k in range(1, n + 1)]
+
+
+@pytest.mark.slow
+def test_the_speedup_bench_times_both_and_finds_the_same_result():
+    pytest.importorskip("ray")
+    out = ray_search_speedup(workers=2, kind="replicas", budget=2, requests=20)
+    assert out["probes"] == 3 and out["same_result"] is True
+    assert out["executor"] == "ray (local, 2 workers)"
+    assert out["speedup"] == out["serial_s"] / out["ray_s"]
+    assert out["ray_init_s"] > 0 and out["serial_s"] > 0
