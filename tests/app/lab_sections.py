@@ -185,6 +185,20 @@ def cluster() -> dict:
                                   search_summary(search)))
 
 
+def moe() -> dict:
+    """The tiny MoE at batch 4, two decode steps, a sweep over 1 and 4, a made-up roof."""
+    from inferlab.engines.labs.moe.records import MeasuredRoof
+    from inferlab.engines.labs.moe.section import moe_section
+    from inferlab.engines.labs.moe.session import moe_model, moe_run
+    from inferlab.engines.labs.moe.settings import check_moe_settings
+
+    settings = check_moe_settings({"batch": 4, "prompts": 4, "steps": 2, "sweep": [1, 4]})
+    model, _tok = moe_model(settings["model"], kernels=settings["kernels"])
+    info, steps, sweep = moe_run(settings)
+    return _plain(moe_section(settings, model.config, info, steps, sweep,
+                              MeasuredRoof("cpu", 1e11, 2e10)))
+
+
 def attention() -> dict:
     from tests.app.test_attention_lab import attention_section_sample
 
@@ -193,5 +207,5 @@ def attention() -> dict:
 
 BUILDERS = {"hardware": hardware, "roofline": roofline, "memory": memory, "mcu": mcu, "kv": kv,
             "batching": batching, "cluster": cluster, "speculative": speculative,
-            "quant": quant, "attention": attention, "endpoint": endpoint}
+            "quant": quant, "attention": attention, "endpoint": endpoint, "moe": moe}
 """Lab id -> builder, one per lab of the registry."""

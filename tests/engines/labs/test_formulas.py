@@ -12,7 +12,7 @@ from inferlab.app.labs.registry import LABS, lab_spec, resolve
 from inferlab.engines.roofline.interconnect import kv_transfer_s
 from tests.app.lab_sections import BUILDERS
 
-WITH_FORMULAS = ("roofline", "memory", "cluster", "speculative", "attention")
+WITH_FORMULAS = ("roofline", "memory", "cluster", "speculative", "attention", "moe")
 
 
 @functools.cache
