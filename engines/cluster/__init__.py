@@ -12,4 +12,6 @@ simulated clock; this package only routes requests between them and times the li
     cluster.py    the cluster's event loop on the simulated clock
     goodput.py    SLO attainment and goodput per GPU (DistServe's definition)
     search.py     every layout under a GPU budget, one full run each
+    fanout.py     a search's probes run serially or as Ray tasks (a local Ray on 127.0.0.1,
+                  or the user's cluster by address)
 """

@@ -21,8 +21,9 @@ cores, then each worker imports the probe's module): it is started per search an
 at its end, so that no Ray processes outlive the work (a search is one call of a CLI command
 or one button of the lab).
 
-`fn` must be a module-level function (Ray pickles it by name; the workers import its module)
-and the probes deterministic: the fanned-out results then equal the serial ones exactly.
+`fn` must be a module-level function (Ray pickles it by name; the workers import its module:
+on a user's cluster every node needs the same inferlab installed) and the probes
+deterministic: the fanned-out results then equal the serial ones exactly.
 """
 
 from __future__ import annotations
