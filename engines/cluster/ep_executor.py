@@ -45,7 +45,6 @@ simulated pool: no communication, the same roofline.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -64,6 +63,7 @@ from inferlab.engines.cluster.expert_load import (
     slot_shares,
 )
 from inferlab.engines.cluster.links import LinkPreset
+from inferlab.engines.cluster.records import MoELayerComm
 from inferlab.engines.dtypes import bytes_per_element
 from inferlab.engines.hardware.presets import HardwarePreset
 from inferlab.engines.model.config import ModelConfig
@@ -142,23 +142,6 @@ def ep_pool_blocks(cfg: ModelConfig, preset: HardwarePreset, tp: int = 1, ep: in
         raise ValueError(f"{cfg.id} at t = {tp}, e = {ep}: the weights leave no KV block of "
                          f"{block_size} tokens on a {preset.id}")
     return n_blocks
-
-
-@dataclass(frozen=True)
-class MoELayerComm:
-    """One MoE layer over a run: its all-to-alls' seconds and bytes (the hottest GPU's, summed
-    over the steps) and the GPUs' load imbalance before and after EPLB."""
-
-    layer: int
-    dispatch_s: float
-    combine_s: float
-    dispatch_bytes: float
-    combine_bytes: float
-    imbalance: float
-    imbalance_eplb: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class ExpertParallelExecutor(InstanceExecutor):

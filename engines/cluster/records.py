@@ -1,6 +1,7 @@
 """What a cluster run hands out: one record per request (where it ran, its KV transfer, its
 token times: the batching lab's record plus the instance), per KV transfer (a span on the
-link's lane) and per instance (its role, its pool, the ServingEngine's iteration records).
+link's lane), per instance (its role, its pool, the ServingEngine's iteration records) and,
+for expert-parallel layouts, per MoE layer (its all-to-alls, its load imbalance).
 Frozen, with to_dict / from_dict (ValueError naming the field), for the snapshot."""
 
 from __future__ import annotations
@@ -128,3 +129,33 @@ class InstanceRun:
 _INSTANCE_FIELDS = {"index": read_count, "role": Setting("str", choices=ROLES),
                     "tp": read_count, "kv_total_blocks": read_count, "busy_s": read_seconds,
                     "comm_s": read_seconds}
+
+
+@dataclass(frozen=True)
+class MoELayerComm:
+    """One MoE layer over a run: its all-to-alls' seconds and bytes (the hottest GPU's, summed
+    over the steps) and the GPUs' load imbalance before and after EPLB."""
+
+    layer: int
+    dispatch_s: float
+    combine_s: float
+    dispatch_bytes: float
+    combine_bytes: float
+    imbalance: float
+    imbalance_eplb: float
+
+    def __post_init__(self) -> None:
+        check_fields(self, _MOE_LAYER_FIELDS)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data, where: str = "moe layer") -> MoELayerComm:
+        return dataclass_from_dict(cls, data, where, ValueError)
+
+
+_MOE_LAYER_FIELDS = {"layer": read_count, "dispatch_s": read_seconds,
+                     "combine_s": read_seconds, "dispatch_bytes": Setting("float", 0),
+                     "combine_bytes": Setting("float", 0), "imbalance": Setting("float", 1),
+                     "imbalance_eplb": Setting("float", 1)}

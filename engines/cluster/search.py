@@ -6,6 +6,13 @@ map draws, and the best cell.
               columns: replicas r = 1, 2, 4, … while r × t ≤ the budget
     pd        rows: t; columns: the share of prefill instances (1:3, 1:2, 1:1, 2:1, 3:1 of
               P:D) over all the budget's instances, budget / t (each at least one of each)
+    ep        rows: (t, e) — expert-parallel degree e = 2, 4, … dividing the experts, and
+              the attention's t = 1, 2, … dividing e; columns: replicas r = 1, 2, 4, …
+              while r × e ≤ the budget, each with EPLB_SLOTS redundant slots per GPU and
+              dual-batch overlap off and on. TP × EP × DP: t, e, r·e/t.
+
+Given the hardware (and dtype), a cell whose weights leave no KV block on a GPU is None, and
+a row with no such cell is left out.
 """
 
 from __future__ import annotations
@@ -14,14 +21,18 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
+from inferlab.engines.cluster.ep_executor import ep_pool_blocks
 from inferlab.engines.cluster.fanout import Fanout, run_probes
 from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT, score_run
-from inferlab.engines.cluster.layout import PD, REPLICAS, Layout
+from inferlab.engines.cluster.layout import EP, PD, REPLICAS, Layout
+from inferlab.engines.hardware.presets import HardwarePreset
 from inferlab.engines.model.config import ModelConfig
 from inferlab.engines.roofline.parallel import gpu_share
 from inferlab.engines.serve.metrics import SLO
 
-SEARCH_KINDS = (REPLICAS, PD)
+SEARCH_KINDS = (REPLICAS, PD, EP)
+EPLB_SLOTS = (0, 1, 2)
+"""Redundant expert slots per GPU the ep search tries (0: no balancer)."""
 PD_SHARES = ((1, 3), (1, 2), (1, 1), (2, 1), (3, 1))
 """P:D ratios the pd search tries: the prefill instances' share P / (P + D)."""
 
@@ -39,11 +50,63 @@ def tensor_degrees(cfg: ModelConfig, budget: int) -> list[int]:
     return out
 
 
-def search_grid(kind: str, cfg: ModelConfig, budget: int) -> tuple[list[int], list[str],
-                                                                    list[list[Layout | None]]]:
-    """(rows: t values, column labels, layouts[row][column] or None where none fits)."""
+def expert_degrees(cfg: ModelConfig, budget: int) -> list[int]:
+    """2, 4, … up to the budget, where the model's experts split e ways (none: a dense model)."""
+    out, e = [], 2
+    while cfg.is_moe and e <= min(budget, cfg.n_experts):
+        if cfg.n_experts % e == 0:
+            out.append(e)
+        e *= 2
+    return out
+
+
+def ep_fits(cfg: ModelConfig, hardware: HardwarePreset | None, layout: Layout,
+            dtype: str = "fp16") -> bool:
+    """An expert-parallel group's weights leave at least one KV block per GPU (always True
+    without hardware to judge by)."""
+    if hardware is None:
+        return True
+    try:
+        ep_pool_blocks(cfg, hardware, layout.tp, layout.ep, layout.eplb_slots, dtype=dtype)
+    except ValueError:
+        return False
+    return True
+
+
+def ep_grid(cfg: ModelConfig, budget: int, hardware: HardwarePreset | None = None,
+            dtype: str = "fp16") -> tuple[list[int], list[str], list[list[Layout | None]]]:
+    """The ep search's grid (module docstring): (each row's t, column labels, layouts)."""
+    replicas = [2 ** c for c in range(int(math.log2(budget)) + 1)]
+    columns = [(r, slots, dbo) for r in replicas for slots in EPLB_SLOTS
+               for dbo in (False, True)]
+    labels = [f"{r} × group{f', +{s} EPLB' if s else ''}{', DBO' if dbo else ''}"
+              for r, s, dbo in columns]
+    heads = set(tensor_degrees(cfg, budget))
+    tps, grid = [], []
+    for e in expert_degrees(cfg, budget):
+        for t in (t for t in sorted(heads) if e % t == 0):
+            row = []
+            for r, slots, dbo in columns:
+                cell = None
+                if r * e <= budget:
+                    cell = Layout(EP, tp=t, ep=e, replicas=r, eplb_slots=slots,
+                                  dual_batch_overlap=dbo)
+                    cell = cell if ep_fits(cfg, hardware, cell, dtype) else None
+                row.append(cell)
+            if any(row):
+                tps.append(t)
+                grid.append(row)
+    return tps, labels, grid
+
+
+def search_grid(kind: str, cfg: ModelConfig, budget: int, hardware: HardwarePreset | None = None,
+                dtype: str = "fp16") -> tuple[list[int], list[str], list[list[Layout | None]]]:
+    """(rows: t values, column labels, layouts[row][column] or None where none fits).
+    `hardware`, `dtype`: the ep grid leaves out the layouts whose weights do not fit."""
     if kind not in SEARCH_KINDS:
         raise ValueError(f"search kind must be one of {', '.join(SEARCH_KINDS)}, got {kind!r}")
+    if kind == EP:
+        return ep_grid(cfg, budget, hardware, dtype)
     rows = tensor_degrees(cfg, budget)
     if kind == REPLICAS:
         n_cols = int(math.log2(budget)) + 1
@@ -111,14 +174,14 @@ def search_layouts(base: ClusterConfig, kind: str, budget: int, requests, slo: S
     message)` after each probe."""
     fanout = Fanout() if fanout is None else fanout
     executor = fanout.describe()
-    tps, columns, grid = search_grid(kind, base.model, budget)
+    tps, columns, grid = search_grid(kind, base.model, budget, base.hardware, base.dtype)
     todo = [(i, j, lay) for i, row in enumerate(grid) for j, lay in enumerate(row) if lay]
     on_probe = None
     if progress is not None:
-        progress(0.0, f"{len(todo)} layouts to probe, {executor}")
+        progress(0.0, f"{executor}: {len(todo)} layouts to probe")
 
         def on_probe(done: int, total: int) -> None:
-            progress(done / total, f"{done} of {total} layouts probed ({executor})")
+            progress(done / total, f"{done}/{total} layouts probed, {executor}")
 
     cells = run_probes(probe_layout, todo, shared=(base, requests, slo, attainment),
                        fanout=fanout, labels=[lay.label for _, _, lay in todo],
