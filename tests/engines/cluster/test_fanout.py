@@ -112,8 +112,8 @@ def test_search_progress_reports_every_layout():
     found = search_layouts(BASE, PD, 4, requests(12), SLO_,
                            progress=lambda f, m: seen.append((f, m)))
     n = len(found.cells)
-    assert seen[0] == (0.0, f"{n} layouts to probe, serial")
-    assert seen[1:] == [(k / n, f"{k} of {n} layouts probed (serial)") for k in range(1, n + 1)]
+    assert seen[0] == (0.0, f"serial: {n} layouts to probe")
+    assert seen[1:] == [(k / n, f"{k}/{n} layouts probed, serial") for k in range(1, n + 1)]
 
 
 # ---- on Ray ----------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def test_ray_search_equals_the_serial_search():
     assert on_ray == serial  # every cell, the grid and the best, exactly
     assert on_ray.executor == "ray (local, 2 workers)" and serial.executor == "serial"
     n = len(serial.cells)
-    assert seen[-1] == f"{n} of {n} layouts probed (ray (local, 2 workers))"
+    assert seen[-1] == f"{n}/{n} layouts probed, ray (local, 2 workers)"
     assert not ray.is_initialized()  # the Ray it started is shut down
 
 

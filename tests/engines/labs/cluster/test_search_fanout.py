@@ -32,7 +32,7 @@ def test_without_ray_the_search_says_it_ran_serially(monkeypatch):
     summary, told = search()
     assert summary["executor"] == "serial (ray not installed)"
     n = len(summary["cells"])
-    assert told[-1] == (1.0, f"{n} of {n} layouts probed (serial (ray not installed))")
+    assert told[-1] == (1.0, f"{n}/{n} layouts probed, serial (ray not installed)")
     with pytest.raises(ValueError, match="needs ray: pip install 'inferlab\\[cluster\\]'"):
         search("--ray-address", "10.0.0.1:6379")
 
@@ -54,7 +54,7 @@ def test_on_ray_the_search_equals_the_serial_one():
         k: v for k, v in serial.items() if k != "executor"}
     n = len(serial["cells"])
     assert [m for _, m in told[1:]] == [
-        f"{k} of {n} layouts probed (ray (local, 2 workers))" for k in range(1, n + 1)]
+        f"{k}/{n} layouts probed, ray (local, 2 workers)" for k in range(1, n + 1)]
 
 
 @pytest.mark.slow
