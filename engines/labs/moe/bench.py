@@ -20,16 +20,18 @@ import time
 
 import torch
 
+from inferlab.engines.labs.cluster.ray_bench import ray_search_part
 from inferlab.engines.labs.moe.session import MoESession, moe_model, run_info
 from inferlab.engines.labs.moe.uniform import measured_over_formula
 from inferlab.engines.model import moe as moe_block
 
 GOALS = {"grouped_vs_per_token_decode_b32": ">= 3",
-         "distinct_experts_measured_vs_formula": "within 0.05 of 1"}
+         "distinct_experts_measured_vs_formula": "within 0.05 of 1",
+         "ray_search_speedup_2_workers": ">= 1.6"}
 UNIFORM_CASES = ((8, 2), (32, 4), (128, 8), (256, 8))
 """(E, k): the tiny MoE, gpt-oss-20b, Qwen3-30B-A3B, DeepSeek-V3."""
 UNIFORM_BATCHES = (1, 4, 16, 64)
-CLUSTER_PARTS: tuple = ()
+CLUSTER_PARTS: tuple = (ray_search_part,)
 """() -> figures of the expert-parallel simulator and the Ray search, added by their helpers
 (`ep_all_to_all_vs_deepep_low_latency`, `ray_search_speedup_2_workers`)."""
 

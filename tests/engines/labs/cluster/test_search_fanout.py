@@ -60,7 +60,8 @@ def test_on_ray_the_search_equals_the_serial_one():
 @pytest.mark.slow
 def test_the_speedup_bench_times_both_and_finds_the_same_result():
     pytest.importorskip("ray")
-    out = ray_search_speedup(workers=2, kind="replicas", budget=2, requests=20)
+    out = ray_search_speedup(workers=2, kind="replicas", model_config="llama-3-8b",
+                             hardware="h100-sxm", budget=2, requests=20)
     assert out["probes"] == 3 and out["same_result"] is True
     assert out["executor"] == "ray (local, 2 workers)"
     assert out["speedup"] == out["serial_s"] / out["ray_s"]
