@@ -9,6 +9,7 @@ run and a snapshot are drawn the same way."""
 from __future__ import annotations
 
 from inferlab.app.labs.base import Lab
+from inferlab.engines.cluster.fanout import choose_fanout
 from inferlab.engines.fields import clean_settings
 from inferlab.engines.labs.cluster.records import ClusterSnapshot, search_summary
 from inferlab.engines.labs.cluster.section import cluster_section, read_cluster_section
@@ -36,8 +37,10 @@ def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
 
 
 def search_section(settings: dict, kind: str, progress, should_stop) -> dict:
-    """Every layout of `kind` on settings' GPUs (one run each), as a section with the grid."""
-    result = ClusterSession(settings).search(kind, progress)
+    """Every layout of `kind` on settings' GPUs (one run each), as a section with the grid:
+    the probes as Ray tasks on a local Ray (127.0.0.1, this machine's cores) where ray is
+    installed, else serially; the progress counts the probes done."""
+    result = ClusterSession(settings).search(kind, progress, choose_fanout())
     return cluster_section(settings, None, search_summary(result))
 
 
@@ -130,7 +133,9 @@ class ClusterLab(Lab):
         self.search = search
         self.view.show_search(search)
         best = search.get("best") or "no layout meets the SLOs"
-        self.view.set_busy(False, f"{len(search['cells'])} layouts searched; best: {best}.")
+        where = f" ({search['executor']})" if search.get("executor") else ""
+        self.view.set_busy(False, f"{len(search['cells'])} layouts searched{where}; best: "
+                                  f"{best}.")
 
     # ---- snapshots ---------------------------------------------------------------------
     def snapshot_section(self) -> dict:

@@ -46,6 +46,8 @@ def test_runs_searches_and_reopens_read_only(qtbot, make_window):
     assert {c["label"] for c in lab.search["cells"]} == {
         "1 × t1", "2 × t1", "4 × t1", "1 × t2", "2 × t2", "1 × t4"}
     assert lab.view.tabs.currentWidget() is lab.view.search
+    executor = lab.search["executor"]  # a local Ray where ray is installed, else serial
+    assert executor.startswith(("ray (local, ", "serial")) and executor in lab.view.status.text()
 
     section = lab.snapshot_section()
     lab.show_snapshot(read_cluster_section(json.loads(json.dumps(section))))
