@@ -84,7 +84,8 @@ class ClusterSearchView(QWidget):
             self.plot.addItem(text)
             self.texts.append(text)
         for row, col in zip(*np.nonzero(np.isnan(grid)), strict=True):
-            text = pg.TextItem("over budget", color="#BBBBBB", anchor=(0.5, 0.5))
+            text = pg.TextItem("over budget" if summary["kind"] != "ep" else "—",
+                               color="#BBBBBB", anchor=(0.5, 0.5))
             text.setPos(col + 0.5, row + 0.5)
             self.plot.addItem(text)
             self.texts.append(text)
@@ -92,8 +93,8 @@ class ClusterSearchView(QWidget):
         if best is not None:
             self.best.setRect(QRectF(best["column"], best["row"], 1, 1))
         self.best.setVisible(best is not None)
-        self.plot.getAxis("left").setTicks(
-            [[(i + 0.5, str(t)) for i, t in enumerate(summary["tp_rows"])], []])
+        rows = summary.get("row_labels") or [str(t) for t in summary["tp_rows"]]
+        self.plot.getAxis("left").setTicks([[(i + 0.5, r) for i, r in enumerate(rows)], []])
         self.plot.getAxis("bottom").setTicks(
             [[(j + 0.5, c) for j, c in enumerate(summary["columns"])], []])
         self.plot.setXRange(0, grid.shape[1], padding=0)

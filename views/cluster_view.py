@@ -29,8 +29,8 @@ from inferlab.views.cluster_timeline import ClusterTimeline, lane_label
 from inferlab.views.fact_table import FactTable
 
 LAYOUT_LABELS = {"replicas": "replicas behind a router", "tp": "one tensor-parallel instance",
-                 "pd": "prefill / decode split"}
-SEARCH_LABELS = {"replicas": "replicas × t", "pd": "P:D × t"}
+                 "pd": "prefill / decode split", "ep": "expert-parallel groups (MoE)"}
+SEARCH_LABELS = {"replicas": "replicas × t", "pd": "P:D × t", "ep": "t × EP × replicas"}
 
 
 def _ms(seconds) -> str:
@@ -82,6 +82,17 @@ class ClusterView(QWidget):
         self.overlap = QCheckBox("KV sent during the prefill")
         self.overlap.setToolTip("pd: the KV moves layer by layer while the prefill runs "
                                 "(else whole, after it)")
+        self.ep = self._int("ep")
+        self.ep.setToolTip("ep (and pd): GPUs per expert-parallel instance; t is the "
+                           "attention's tensor degree inside it")
+        self.eplb_slots = self._int("eplb_slots")
+        self.eplb_slots.setSpecialValueText("no EPLB")
+        self.dbo = QCheckBox("dual-batch overlap")
+        self.dbo.setToolTip("two micro-batches: each one's all-to-alls hidden behind the "
+                            "other's compute")
+        self.expert_load = self._combo([(k, k) for k in self._choices("expert_load")])
+        self.zipf_skew = self._float("zipf_skew", "", 2)
+        self.dtype = self._combo([(k, k) for k in self._choices("dtype")])
         self.model = self._combo([(k, k) for k in self._choices("model_config")])
         self.hardware = self._combo([(k, k) for k in self._choices("hardware")])
         self.scenario = self._combo([(k, k) for k in self._choices("scenario")])
@@ -92,8 +103,13 @@ class ClusterView(QWidget):
         for label, widget in (("Layout", self.layout_kind), ("GPUs", self.gpus),
                               ("Tensor degree t", self.tp), ("Prefill instances", self.prefill),
                               ("Decode instances", self.decode), ("Router", self.router),
-                              ("Link", self.link), ("", self.overlap), ("Model", self.model),
-                              ("GPU", self.hardware), ("Workload", self.scenario),
+                              ("Link", self.link), ("", self.overlap),
+                              ("Expert-parallel degree e", self.ep),
+                              ("EPLB slots per GPU", self.eplb_slots), ("", self.dbo),
+                              ("Expert load", self.expert_load),
+                              ("Zipf skew", self.zipf_skew), ("Model", self.model),
+                              ("GPU", self.hardware), ("dtype", self.dtype),
+                              ("Workload", self.scenario),
                               ("Requests", self.requests), ("Arrival rate", self.rate),
                               ("TTFT SLO", self.slo_ttft), ("TPOT SLO", self.slo_tpot)):
             form.addRow(label, widget)
@@ -159,6 +175,8 @@ class ClusterView(QWidget):
         self.search_button.clicked.connect(
             lambda: self.search_requested.emit(self.search_kind.currentData()))
         self.layout_kind.currentIndexChanged.connect(self._enable_fields)
+        self.ep.valueChanged.connect(self._enable_fields)
+        self.expert_load.currentIndexChanged.connect(self._enable_fields)
 
     # ---- widgets from the settings table -------------------------------------------------
     def _choices(self, key: str) -> tuple:
@@ -190,18 +208,27 @@ class ClusterView(QWidget):
         self.decode.setEnabled(kind == "pd")
         self.overlap.setEnabled(kind == "pd")
         self.tp.setEnabled(kind != "tp")
+        self.ep.setEnabled(kind in ("ep", "pd"))
+        expert = kind == "ep" or (kind == "pd" and self.ep.value() > 1)
+        for widget in (self.eplb_slots, self.dbo, self.expert_load):
+            widget.setEnabled(expert)
+        self.zipf_skew.setEnabled(expert and self.expert_load.currentData() == "zipf")
 
     # ---- settings ------------------------------------------------------------------------
     def set_settings(self, s: dict) -> None:
         select_choice(self.layout_kind, s["layout"])
         for box, key in ((self.gpus, "gpus"), (self.tp, "tp"), (self.prefill, "prefill"),
-                         (self.decode, "decode"), (self.requests, "requests")):
+                         (self.decode, "decode"), (self.requests, "requests"),
+                         (self.ep, "ep"), (self.eplb_slots, "eplb_slots")):
             box.setValue(int(s[key]))
         for combo, key in ((self.router, "router"), (self.link, "link"),
                            (self.model, "model_config"), (self.hardware, "hardware"),
-                           (self.scenario, "scenario")):
+                           (self.scenario, "scenario"), (self.expert_load, "expert_load"),
+                           (self.dtype, "dtype")):
             select_choice(combo, s[key])
         self.overlap.setChecked(bool(s["overlap_transfer"]))
+        self.dbo.setChecked(bool(s["dual_batch_overlap"]))
+        self.zipf_skew.setValue(float(s["zipf_skew"]))
         self.rate.setValue(float(s["rate_per_s"]))
         self.slo_ttft.setValue(float(s["slo_ttft_s"]))
         self.slo_tpot.setValue(float(s["slo_tpot_s"]))
@@ -213,6 +240,10 @@ class ClusterView(QWidget):
                 "tp": self.tp.value(), "prefill": self.prefill.value(),
                 "decode": self.decode.value(), "router": self.router.currentData(),
                 "link": self.link.currentData(), "overlap_transfer": self.overlap.isChecked(),
+                "ep": self.ep.value(), "eplb_slots": self.eplb_slots.value(),
+                "dual_batch_overlap": self.dbo.isChecked(),
+                "expert_load": self.expert_load.currentData(),
+                "zipf_skew": self.zipf_skew.value(), "dtype": self.dtype.currentData(),
                 "model_config": self.model.currentData(),
                 "hardware": self.hardware.currentData(),
                 "scenario": self.scenario.currentData(), "requests": self.requests.value(),

@@ -155,15 +155,15 @@ def layout_for(kind: str, gpus: int, tp: int | None = None, prefill: int | None 
         return Layout(EP, tp=t, ep=ep, replicas=gpus // ep, **ep_fields)
     if kind == PD:
         group = ep if ep > 1 else t
+        size = f"e = {ep}" if ep > 1 else f"t = {t}"
         if prefill is None or decode is None:
             if gpus // group < 2 or gpus % group:
-                raise ValueError(f"{gpus} GPUs in instances of {group} make no "
-                                 "prefill:decode pair")
+                raise ValueError(f"{gpus} GPUs at {size} make no prefill:decode pair")
             half = gpus // group // 2
             prefill = half if prefill is None else prefill
             decode = gpus // group - prefill if decode is None else decode
         if (prefill + decode) * group != gpus:
-            raise ValueError(f"{prefill} prefill + {decode} decode instances × {group} GPUs "
-                             f"use {(prefill + decode) * group} GPUs, not {gpus}")
+            raise ValueError(f"{prefill} prefill + {decode} decode instances × {size} use "
+                             f"{(prefill + decode) * group} GPUs, not {gpus}")
         return Layout(PD, tp=t, prefill=prefill, decode=decode, ep=ep, **ep_fields)
     raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {kind!r}")

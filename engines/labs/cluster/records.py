@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferlab.engines.cluster.cluster import ClusterResult
-from inferlab.engines.cluster.records import ClusterRequest, InstanceRun, KVTransfer
+from inferlab.engines.cluster.records import (
+    ClusterRequest,
+    InstanceRun,
+    KVTransfer,
+    MoELayerComm,
+)
 from inferlab.engines.cluster.search import SEARCH_KINDS, SearchResult
 from inferlab.engines.fields import Setting, read_fields, read_list, read_object
 from inferlab.engines.trace.snapshot import section_field
@@ -36,6 +41,7 @@ class ClusterState:
     instances: tuple[InstanceRun, ...]
     transfers: tuple[KVTransfer, ...]
     iterations_every: int = 1
+    moe_layers: tuple[MoELayerComm, ...] = ()  # expert-parallel layouts: per MoE layer
 
     def to_dict(self) -> dict:
         every = self.iterations_every
@@ -45,12 +51,15 @@ class ClusterState:
             its, n = d["iterations"], len(d["iterations"])
             d["iterations"] = [r for i, r in enumerate(its) if i % every == 0 or i == n - 1]
             instances.append(d)
-        return {"kv_bytes_per_token": self.kv_bytes_per_token,
-                "link": {"bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s,
-                         "latency_s": self.link_latency_s},
-                "makespan_s": self.makespan_s, "iterations_every": every,
-                "requests": [r.to_dict() for r in self.requests],
-                "instances": instances, "transfers": [t.to_dict() for t in self.transfers]}
+        out = {"kv_bytes_per_token": self.kv_bytes_per_token,
+               "link": {"bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s,
+                        "latency_s": self.link_latency_s},
+               "makespan_s": self.makespan_s, "iterations_every": every,
+               "requests": [r.to_dict() for r in self.requests],
+               "instances": instances, "transfers": [t.to_dict() for t in self.transfers]}
+        if self.moe_layers:
+            out["moe_layers"] = [m.to_dict() for m in self.moe_layers]
+        return out
 
     @classmethod
     def from_dict(cls, state: dict, w: str) -> ClusterState:
@@ -64,6 +73,10 @@ class ClusterState:
         transfers = read_list(section_field(state, "transfers", w), KVTransfer.from_dict,
                               f"{w}.transfers")
         _check_references(requests, instances, transfers, w)
+        moe_layers = ()
+        if "moe_layers" in state:
+            moe_layers = tuple(read_list(state["moe_layers"], MoELayerComm.from_dict,
+                                         f"{w}.moe_layers", max_len=4096))
         return cls(
             COUNT(section_field(state, "kv_bytes_per_token", w), f"{w}.kv_bytes_per_token"),
             NUMBER(section_field(link, "bandwidth_bytes_per_s", f"{w}.link"),
@@ -72,7 +85,7 @@ class ClusterState:
             NUMBER(section_field(state, "makespan_s", w), f"{w}.makespan_s"),
             tuple(requests), tuple(instances), tuple(transfers),
             Setting("int", 1)(section_field(state, "iterations_every", w),
-                              f"{w}.iterations_every"))
+                              f"{w}.iterations_every"), moe_layers)
 
 
 def cluster_state(result: ClusterResult) -> ClusterState:
@@ -81,7 +94,7 @@ def cluster_state(result: ClusterResult) -> ClusterState:
     link = result.config.link
     return ClusterState(result.kv_bytes_per_token, link.bandwidth_bytes_per_s, link.latency_s,
                         result.makespan_s, result.requests, result.instances, result.transfers,
-                        keep_every(n, 1, ITERATIONS_LIMIT))
+                        keep_every(n, 1, ITERATIONS_LIMIT), result.moe_layers)
 
 
 def _check_references(requests, instances, transfers, where: str) -> None:
@@ -112,7 +125,7 @@ def search_summary(result: SearchResult) -> dict:
     """A SearchResult as the CLI prints it and the snapshot keeps it."""
     best = None if result.best is None else result.cells[result.best]
     return {"kind": result.kind, "budget_gpus": result.budget, "tp_rows": list(result.tps),
-            "columns": list(result.columns),
+            "row_labels": row_labels(result), "columns": list(result.columns),
             "cells": [{"row": c.row, "column": c.column, "label": c.layout.label,
                        "goodput_per_gpu": c.goodput_per_gpu, "attainment": c.attainment,
                        "ttft_p90_s": c.ttft_p90_s, "tpot_p90_s": c.tpot_p90_s}
@@ -120,6 +133,15 @@ def search_summary(result: SearchResult) -> dict:
             "best": None if best is None else best.layout.label,
             "best_goodput_per_gpu": None if best is None else best.goodput_per_gpu,
             "executor": result.executor}
+
+
+def row_labels(result: SearchResult) -> list[str]:
+    """Each row's name: "t2", or for the ep search "EP16 t2" (its cells' group)."""
+    labels = [f"t{t}" for t in result.tps]
+    for c in result.cells:
+        if c.layout.expert_parallel:
+            labels[c.row] = f"EP{c.layout.ep} t{c.layout.tp}"
+    return labels
 
 
 def read_search_summary(value, where: str) -> dict:
@@ -131,8 +153,13 @@ def read_search_summary(value, where: str) -> dict:
         "cells": lambda v, w: read_list(v, _search_cell, w, max_len=4096),
         "best": Setting("str", none=True, max_len=200),
         "best_goodput_per_gpu": Setting("float", 0, none=True),
-        "executor": Setting("str", none=True, max_len=200)}, where,
-        optional={"executor": None})  # where the probes ran; older snapshots do not say
+        "executor": Setting("str", none=True, max_len=200),
+        "row_labels": Setting("str-list", max_len=64, none=True)}, where,
+        # where the probes ran, the rows' names: older snapshots do not say
+        optional={"executor": None, "row_labels": None})
+    if top["row_labels"] is not None and len(top["row_labels"]) != len(top["tp_rows"]):
+        raise ValueError(f"{where}.row_labels: {len(top['row_labels'])} labels for "
+                         f"{len(top['tp_rows'])} rows")
     labels = set()
     for i, cell in enumerate(top["cells"]):
         if cell["row"] >= len(top["tp_rows"]) or cell["column"] >= len(top["columns"]):

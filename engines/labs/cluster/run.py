@@ -19,7 +19,12 @@ from inferlab.engines.fields import option_error
 from inferlab.engines.labs.cluster.records import search_summary
 from inferlab.engines.labs.cluster.section import cluster_section
 from inferlab.engines.labs.cluster.session import ClusterSession
-from inferlab.engines.labs.cluster.settings import CLUSTER_DEFAULTS, check_cluster_settings
+from inferlab.engines.labs.cluster.settings import (
+    CLUSTER_DEFAULTS,
+    CLUSTER_DTYPES,
+    EXPERT_LOAD_CHOICES,
+    check_cluster_settings,
+)
 from inferlab.engines.labs.cluster.trace import trace_cluster
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.workload import read_trace_requests
@@ -29,7 +34,9 @@ OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--p
            "hardware": "--hardware", "model_config": "--model-config",
            "scenario": "--scenario", "requests": "--requests", "rate_per_s": "--rate",
            "seed": "--seed", "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot",
-           "overlap_transfer": "--no-overlap"}
+           "overlap_transfer": "--no-overlap", "ep": "--ep", "eplb_slots": "--eplb-slots",
+           "dual_batch_overlap": "--dual-batch-overlap", "expert_load": "--expert-load",
+           "zipf_skew": "--zipf-skew", "dtype": "--dtype"}
 
 
 def add_arguments(p) -> None:
@@ -37,7 +44,8 @@ def add_arguments(p) -> None:
     p.add_argument("--layout", default=d["layout"], choices=LAYOUTS,
                    help="replicas: data-parallel instances behind the router; tp: one "
                         "instance over every GPU; pd: prefill and decode instances, the KV "
-                        f"moved between them (default {d['layout']})")
+                        "moved between them; ep: expert-parallel groups of --ep GPUs "
+                        f"(attention data-parallel, experts spread) (default {d['layout']})")
     p.add_argument("--gpus", type=int, default=d["gpus"],
                    help=f"GPUs in the cluster (default {d['gpus']})")
     p.add_argument("--tp", type=int, default=d["tp"],
@@ -52,6 +60,20 @@ def add_arguments(p) -> None:
                    help=f"the interconnect between GPUs (default {d['link']})")
     p.add_argument("--no-overlap", action="store_true",
                    help="pd: send the KV whole after the prefill instead of layer by layer")
+    p.add_argument("--ep", type=int, default=d["ep"],
+                   help="ep (and pd): GPUs per expert-parallel instance; --tp is the "
+                        "attention's tensor degree inside it (default 1)")
+    p.add_argument("--eplb-slots", type=int, default=d["eplb_slots"],
+                   help="redundant expert slots per GPU for EPLB's copies of hot experts "
+                        "(default 0: no balancer)")
+    p.add_argument("--dual-batch-overlap", action="store_true",
+                   help="two micro-batches: the all-to-alls hidden behind compute")
+    p.add_argument("--expert-load", default=d["expert_load"], choices=EXPERT_LOAD_CHOICES,
+                   help="how tokens spread over the experts (default uniform)")
+    p.add_argument("--zipf-skew", type=float, default=d["zipf_skew"],
+                   help=f"zipf: the skew s, load ∝ 1/rank^s (default {d['zipf_skew']:g})")
+    p.add_argument("--dtype", default=d["dtype"], choices=CLUSTER_DTYPES,
+                   help="weights, KV and activations (default fp16)")
     p.add_argument("--hardware", default=d["hardware"],
                    help=f"each GPU's hardware preset (default {d['hardware']})")
     p.add_argument("--model-config", default=d["model_config"],
@@ -86,7 +108,9 @@ def add_arguments(p) -> None:
 def settings_of(args) -> dict:
     settings = dict(CLUSTER_DEFAULTS, layout=args.layout, gpus=args.gpus, tp=args.tp,
                     prefill=args.prefill, decode=args.decode, router=args.router,
-                    link=args.link, overlap_transfer=not args.no_overlap,
+                    link=args.link, overlap_transfer=not args.no_overlap, ep=args.ep,
+                    eplb_slots=args.eplb_slots, dual_batch_overlap=args.dual_batch_overlap,
+                    expert_load=args.expert_load, zipf_skew=args.zipf_skew, dtype=args.dtype,
                     hardware=args.hardware, model_config=args.model_config,
                     scenario=args.scenario, requests=args.requests, rate_per_s=args.rate,
                     seed=args.seed, slo_ttft_s=args.slo_ttft, slo_tpot_s=args.slo_tpot)
@@ -133,5 +157,7 @@ def run(args, recorder):
                               "kv_total_blocks": i.kv_total_blocks,
                               "utilization": i.utilization(result.makespan_s),
                               "comm_s": i.comm_s} for i in result.instances]}
+    if result.moe_layers:
+        summary["moe_layers"] = [m.to_dict() for m in result.moe_layers]
     return section, summary
 

@@ -1,12 +1,19 @@
-"""The cluster lab's settings: the layout (replicas, tp or pd on `gpus` GPUs), the router, the
-link, the hardware and model presets, the workload (the batching lab's seeded stream or one
-of its prefix-sharing scenarios, or a JSONL trace), the SLOs goodput is judged by."""
+"""The cluster lab's settings: the layout (replicas, tp, pd or ep on `gpus` GPUs), the router,
+the link, the hardware and model presets and the dtype, the workload (the batching lab's
+seeded stream or one of its prefix-sharing scenarios, or a JSONL trace), the SLOs goodput
+is judged by.
+
+Expert parallelism (layout ep, or pd with ep > 1): `ep` GPUs per instance, `eplb_slots`
+redundant expert slots per GPU, `dual_batch_overlap`, and the experts' load (`expert_load`
+uniform or zipf of `zipf_skew`, seeded by `seed`). A replicas or tp layout ignores them."""
 
 from __future__ import annotations
 
 from inferlab.engines.cluster.cluster import CLUSTER_POLICIES, ClusterConfig
+from inferlab.engines.cluster.ep_executor import check_ep
+from inferlab.engines.cluster.expert_load import UNIFORM, ZIPF, ExpertLoad
 from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT
-from inferlab.engines.cluster.layout import LAYOUTS, PD, layout_for
+from inferlab.engines.cluster.layout import EP, LAYOUTS, PD, layout_for
 from inferlab.engines.cluster.links import list_link_presets, load_link_preset
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.fields import Setting, check_settings
@@ -19,6 +26,10 @@ from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scenarios import SIMULATED_SCENARIO_SCALE, workload_items
 
+EXPERT_LOAD_CHOICES = (UNIFORM, ZIPF)
+"""The loads a setting names (measured counts are an ExpertLoad the MoE lab passes)."""
+CLUSTER_DTYPES = ("fp16", "bf16", "fp8")
+
 CLUSTER_DEFAULTS = {
     "layout": PD,
     "gpus": 8,
@@ -28,8 +39,14 @@ CLUSTER_DEFAULTS = {
     "router": "least-tokens",
     "link": "nvlink4",
     "overlap_transfer": True,  # pd: the KV moves layer by layer during the prefill
+    "ep": 1,  # ep (and pd): GPUs of an expert-parallel instance
+    "eplb_slots": 0,
+    "dual_batch_overlap": False,
+    "expert_load": UNIFORM,
+    "zipf_skew": 1.0,
     "model_config": "llama-3-8b",
     "hardware": "h100-sxm",
+    "dtype": "fp16",  # weights, KV and activations
     "policy": "continuous",
     "prefix_cache": "hash",
     "scenario": "lognormal",
@@ -56,8 +73,14 @@ CLUSTER_SETTINGS = {
     "router": Setting("str", choices=ROUTERS),
     "link": Setting("str", choices=list_link_presets),
     "overlap_transfer": Setting("bool"),
+    "ep": Setting("int", 1, 1024),
+    "eplb_slots": Setting("int", 0, 64),
+    "dual_batch_overlap": Setting("bool"),
+    "expert_load": Setting("str", choices=EXPERT_LOAD_CHOICES),
+    "zipf_skew": Setting("float", 0.0, 4.0),
     "model_config": Setting("str", choices=list_model_presets),
     "hardware": Setting("str", choices=list_hardware_presets),
+    "dtype": Setting("str", choices=CLUSTER_DTYPES),
     "policy": Setting("str", choices=CLUSTER_POLICIES),
     "prefix_cache": Setting("str", choices=PREFIX_CACHES),
     # the workload, the per-instance scheduler budget and the SLOs: the batching lab's own
@@ -74,18 +97,33 @@ def check_cluster_settings(settings, where: str = "settings") -> dict:
     the field)."""
     settings = check_settings(settings, CLUSTER_SETTINGS, CLUSTER_DEFAULTS, where)
     try:
-        cluster_layout(settings)
+        layout = cluster_layout(settings)
     except ValueError as e:
         raise ValueError(f"{where}.layout: {e}") from None
+    if layout.expert_parallel:
+        try:
+            check_ep(load_model_preset(settings["model_config"]), layout.tp, layout.ep)
+        except ValueError as e:
+            raise ValueError(f"{where}.ep: {e}") from None
     return settings
 
 
 def cluster_layout(settings: dict):
+    """The settings' Layout; the expert-parallel fields count for ep layouts and for pd
+    layouts of ep > 1 only."""
     s = settings
     pd_counts = (s["prefill"] or None, s["decode"] or None) if s["layout"] == PD else (None,
                                                                                        None)
     tp = s["tp"] if s["layout"] != "tp" else None
-    return layout_for(s["layout"], s["gpus"], tp, *pd_counts)
+    expert = {}
+    if s["layout"] == EP or (s["layout"] == PD and s["ep"] > 1):
+        expert = {"ep": s["ep"], "eplb_slots": s["eplb_slots"],
+                  "dual_batch_overlap": s["dual_batch_overlap"]}
+    return layout_for(s["layout"], s["gpus"], tp, *pd_counts, **expert)
+
+
+def cluster_expert_load(settings: dict) -> ExpertLoad:
+    return ExpertLoad(settings["expert_load"], float(settings["zipf_skew"]), settings["seed"])
 
 
 def cluster_config(settings: dict) -> ClusterConfig:
@@ -96,7 +134,8 @@ def cluster_config(settings: dict) -> ClusterConfig:
                          prefix_cache=s["prefix_cache"],
                          max_num_batched_tokens=s["max_num_batched_tokens"],
                          max_num_seqs=s["max_num_seqs"],
-                         overlap_transfer=s["overlap_transfer"])
+                         overlap_transfer=s["overlap_transfer"], dtype=s["dtype"],
+                         expert_load=cluster_expert_load(s))
 
 
 def cluster_slo(settings: dict) -> SLO:
