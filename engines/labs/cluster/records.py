@@ -98,7 +98,8 @@ def cluster_state(result: ClusterResult) -> ClusterState:
 
 
 def _check_references(requests, instances, transfers, where: str) -> None:
-    """Every instance a request or transfer names exists; request ids are distinct."""
+    """Every instance a request or transfer names exists; request ids are distinct; every
+    request an instance's iteration names is one of that instance's."""
     n = len(instances)
     ids: set[str] = set()
     for i, r in enumerate(requests):
@@ -111,6 +112,17 @@ def _check_references(requests, instances, transfers, where: str) -> None:
             if v is not None and v >= n:
                 raise ValueError(f"{where}.requests[{i}].{name}: no instance {v} "
                                  f"(the run has {n})")
+    for i, inst in enumerate(instances):  # the instance's Gantt rows are its requests
+        known = {r.request_id for r in inst.requests}
+        for j, it in enumerate(inst.iterations):
+            for name, rids in (("prefills", [p.request_id for p in it.prefills]),
+                               ("decodes", it.decodes), ("preempted", it.preempted),
+                               ("finished", it.finished)):
+                unknown = next((rid for rid in rids if rid not in known), None)
+                if unknown is not None:
+                    raise ValueError(f"{where}.instances[{i}].iterations[{j}].{name}: "
+                                     f"request {unknown!r} is not among the instance's "
+                                     "requests")
     for i, t in enumerate(transfers):
         if t.request_id not in ids:
             raise ValueError(f"{where}.transfers[{i}].request_id: unknown request "
