@@ -4,9 +4,16 @@ over layouts. Every instance is `engines/serve`'s ServingEngine (its one schedul
 simulated clock; this package only routes requests between them and times the links.
 
     links.py      link presets (assets/links: bandwidth, latency, sources)
-    layout.py     a layout: replicas × t, or P prefill : D decode instances × t
+    layout.py     a layout: replicas × t, P prefill : D decode instances × t, or expert-
+                  parallel groups (TP × EP × DP; pd with EP)
     executor.py   the simulated executor of a tensor-parallel instance (all-reduces on the
                   link) and of a decode instance (KV arrives, it is not computed)
+    ep_executor.py  the executor of an expert-parallel group (hottest GPU per MoE layer,
+                  dispatch/combine, dual-batch overlap) and its KV pool
+    all_to_all.py the dispatch/combine all-to-all closed form (bytes, seconds)
+    expert_load.py experts' load (uniform, Zipf, measured counts) and its spread over GPUs
+    eplb.py       the expert-parallel load balancer (redundant copies, greedy packing)
+    deepep.py     the all-to-all closed form against DeepEP's measured low-latency table
     router.py     round-robin, least outstanding tokens, prefix-aware
     records.py    what a cluster run hands out (per request, per instance, per transfer)
     cluster.py    the cluster's event loop on the simulated clock
