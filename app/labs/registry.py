@@ -288,6 +288,7 @@ LABS: tuple[LabSpec, ...] = (
             Headline("grouped_speedup", "grouped speed-up", "×", "higher"),
             Headline("tokens_per_s", "decode throughput", "tokens/s", "higher")),
         formulas="inferlab.engines.labs.moe.formulas:moe_formulas",
+        compare_plots="inferlab.engines.labs.moe.compare_plots:moe_plots",
         run_arguments="inferlab.engines.labs.moe.run:add_arguments",
         run="inferlab.engines.labs.moe.run:run",
         bench="inferlab.engines.labs.moe.bench:run_moe_bench",

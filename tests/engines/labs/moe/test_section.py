@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from inferlab.engines.labs.moe.compare_plots import moe_plots
 from inferlab.engines.labs.moe.section import moe_section, read_moe_section
 from inferlab.engines.labs.moe.settings import MOE_DEFAULTS
 
@@ -64,3 +65,11 @@ def test_a_bad_field_is_named(section, edit, field):
     with pytest.raises(ValueError) as err:
         read_moe_section(_bad(section, edit))
     assert str(err.value).startswith(field), str(err.value)
+
+
+def test_compare_plots_are_the_sweeps(run, section):
+    *_, sweep = run
+    distinct, read, _times = moe_plots(read_moe_section(section))
+    assert distinct.curves[0].x.tolist() == [1.0, 8.0]
+    assert distinct.curves[0].y.tolist() == [p.distinct_experts for p in sweep]
+    assert read.curves[1].y.tolist() == [p.weight_bytes_per_step_formula / 2**20 for p in sweep]
