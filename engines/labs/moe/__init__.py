@@ -8,7 +8,9 @@ against the per-token loop. Headless: no Qt here.
     records.py        the frozen records, MoESnapshot, and their JSON form
     metrics.py        a run's figures over its steps (the section's metrics)
     section.py        the snapshot section `labs.moe`: writer and strict reader
+    uniform.py        a uniform router (the closed form's assumption), drawn by bench and tests
     formulas.py       the closed forms with a snapshot's numbers
+    compare_plots.py  its side of a snapshot comparison's plots (the B sweep)
     run.py            `inferlab run moe`
     bench.py          `inferlab bench moe`
 """
