@@ -28,6 +28,7 @@ deterministic: the fanned-out results then equal the serial ones exactly.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from contextlib import contextmanager
@@ -133,6 +134,18 @@ def _loopback_only(ray):
                 os.environ[key] = value
 
 
+def loopback_address(address: str) -> bool:
+    """Whether a Ray address (host:port) names this machine's loopback: Ray would otherwise
+    replace 127.0.0.1 by the machine's address and miss a cluster listening on the loopback."""
+    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def init_local_ray(ray, workers: int) -> None:
     """`ray.init` of a new local instance: `workers` CPUs, listening on 127.0.0.1 only, no
     dashboard (so no job API), a small object store, quiet."""
@@ -152,7 +165,10 @@ def ray_session(fanout: Fanout):
     if ray.is_initialized():
         yield ray
         return
-    if fanout.address is not None:
+    if fanout.address is not None and loopback_address(fanout.address):
+        with _loopback_only(ray):  # a one-machine cluster started as init_local_ray starts one
+            ray.init(address=fanout.address, logging_level=logging.ERROR, log_to_driver=False)
+    elif fanout.address is not None:
         ray.init(address=fanout.address, logging_level=logging.ERROR, log_to_driver=False)
     else:
         init_local_ray(ray, fanout.workers or machine_cores())

@@ -20,6 +20,7 @@ from inferlab.engines.cluster.fanout import (
     ProbeError,
     ProbeValueError,
     choose_fanout,
+    loopback_address,
     ray_session,
     run_probes,
 )
@@ -105,6 +106,13 @@ def test_choices_are_checked():
         choose_fanout(workers=0)
     assert Fanout(RAY, workers=2).describe() == "ray (local, 2 workers)"
     assert Fanout(RAY, address="10.0.0.1:6379").describe() == "ray (cluster at 10.0.0.1:6379)"
+
+
+def test_a_loopback_address_is_told_apart():
+    for address in ("127.0.0.1:6379", "localhost:6379", "[::1]:6379", "ray://127.0.0.1:10001"):
+        assert loopback_address(address), address
+    for address in ("10.0.0.1:6379", "head.example:6379", "ray://10.0.0.1:10001"):
+        assert not loopback_address(address), address
 
 
 def test_search_progress_reports_every_layout():
