@@ -306,7 +306,7 @@ class MoEView(SteppedView):
                             f"{len(info.moe_layers)} of {info.n_layers} layers"),
                 ("parameters", f"{info.params_active / 1e6:,.2f}M of "
                                f"{info.params_total / 1e6:,.2f}M active "
-                               f"({info.params_active / info.params_total:.1%})"),
+                               f"({info.params_active / max(info.params_total, 1):.1%})"),
                 ("weights", f"{format_bytes(info.weight_bytes_total)}: "
                             f"{format_bytes(info.dense_bytes)} dense, "
                             f"{format_bytes(max(info.expert_bytes, default=0))} an expert")]

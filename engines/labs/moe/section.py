@@ -59,4 +59,8 @@ def read_moe_section(sec: dict) -> MoESnapshot:
                 raise ValueError(f"{at}.expert_counts[{j}]: {len(row)} experts holding "
                                  f"{sum(row)} tokens, expected {info.n_experts} holding "
                                  f"batch × k = {r.batch * info.top_k}")
+        for j, row in enumerate(r.topk_weight_mean):
+            if len(row) != info.top_k:
+                raise ValueError(f"{at}.topk_weight_mean[{j}]: {len(row)} ranks, expected "
+                                 f"k = {info.top_k}")
     return MoESnapshot(settings, cfg, info, steps, sweep, roof)
