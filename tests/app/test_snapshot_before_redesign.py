@@ -17,13 +17,16 @@ from inferlab.app.labs.registry import LAB_IDS, lab_spec, resolve
 from inferlab.engines.trace.snapshot import read_snapshot
 
 BEFORE = Path(__file__).parent / "data" / "snapshot-before-redesign.json"
+SINCE = ("moe",)
+"""Labs added after the redesign: the file has no section of theirs."""
+THEN = tuple(lab_id for lab_id in LAB_IDS if lab_id not in SINCE)
 
 
-def test_it_holds_every_lab():
-    assert set(read_snapshot(BEFORE).labs) == set(LAB_IDS)
+def test_it_holds_every_lab_of_its_time():
+    assert set(read_snapshot(BEFORE).labs) == set(THEN)
 
 
-@pytest.mark.parametrize("lab_id", LAB_IDS)
+@pytest.mark.parametrize("lab_id", THEN)
 def test_each_section_reads_once_into_a_frozen_record(lab_id):
     section = read_snapshot(BEFORE).labs[lab_id]
     record = resolve(lab_spec(lab_id).read_section)(section)
@@ -37,4 +40,4 @@ def test_the_window_shows_every_lab_of_it_read_only(make_window):
     window = make_window()
     window.open_snapshot(BEFORE)
     assert window.snapshot_problems == {}
-    assert all(window.lab(lab_id).read_only for lab_id in LAB_IDS)
+    assert all(window.lab(lab_id).read_only for lab_id in THEN)
