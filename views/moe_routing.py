@@ -151,7 +151,8 @@ class TopKWeights(pg.PlotWidget):
         p = self.getPlotItem()
         while len(self.ranks) < len(rank_means):
             line = pg.InfiniteLine(angle=90, pen=pen(RANK, 2, dashed=True),
-                                   label="", labelOpts={"position": 0.66, "color": RANK})
+                                   label="", labelOpts={"position": 0.58, "color": RANK,
+                                                         "fill": (255, 255, 255, 210)})
             p.addItem(line)
             self.ranks.append(line)
         for r, (line, mean) in enumerate(zip(self.ranks, rank_means, strict=False)):
@@ -160,7 +161,7 @@ class TopKWeights(pg.PlotWidget):
             line.setVisible(True)
         for line in self.ranks[len(rank_means):]:
             line.setVisible(False)
-        p.setYRange(0, max(float(self.heights.max(initial=0)), 1.0) * 1.8, padding=0)
+        p.setYRange(0, max(float(self.heights.max(initial=0)), 1.0) * 2.2, padding=0)
 
     def clear_data(self) -> None:
         self.draw(np.zeros(HIST_BINS), [])
@@ -185,7 +186,7 @@ class ImbalancePlot(pg.PlotWidget):
         p.addItem(self.bars)
         self.ideal = pg.InfiniteLine(1.0, angle=0, pen=pen(IDEAL, 2, dashed=True),
                                      label="ideal 1.0 (even load)",
-                                     labelOpts={"position": 0.98, "anchors": [(1, 0), (1, 0)],
+                                     labelOpts={"position": 0.98, "anchors": [(1, 1), (1, 1)],
                                                 "color": IDEAL, "fill": (255, 255, 255, 210)})
         p.addItem(self.ideal)
         self.heights = np.zeros(0)

@@ -45,7 +45,7 @@ class DistinctExperts(pg.PlotWidget):
         self.formula_label = self.legend.items[-1][1]
         self.every = pg.InfiniteLine(0.0, angle=0, pen=pg.mkPen(ALL, width=1, style=Qt.DotLine),
                                      label="E", labelOpts={"position": 0.98, "color": ALL,
-                                                           "anchors": [(1, 0), (1, 0)]})
+                                                           "anchors": [(1, 1), (1, 1)]})
         p.addItem(self.every)
         self.heights = np.zeros(0)
 
@@ -60,7 +60,7 @@ class DistinctExperts(pg.PlotWidget):
         p = self.getPlotItem()
         p.getAxis("bottom").setTicks([index_ticks([str(i) for i in layers]), []])
         p.setXRange(0, max(n, 1), padding=0.02)
-        p.setYRange(0, max(n_experts, 1) * 2.0, padding=0)
+        p.setYRange(0, max(n_experts, 1) * 2.4, padding=0)
 
     def clear_data(self) -> None:
         self.heights = np.zeros(0)
