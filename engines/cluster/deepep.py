@@ -73,3 +73,13 @@ def deepep_low_latency_comparison(latency_s: float | None = None) -> list[DeepEP
         out.append(DeepEPRow(ep, d_bytes, d_s, d_us * 1e-6, d_s / (d_us * 1e-6),
                              c_bytes, c_s, c_us * 1e-6, c_s / (c_us * 1e-6)))
     return out
+
+
+def deepep_part() -> dict:
+    """`inferlab bench moe`'s figure: ep_all_to_all_vs_deepep_low_latency, the ratio farthest
+    from 1 over every row's dispatch and combine (goal: every row within 0.15 of 1), with the
+    rows themselves."""
+    rows = deepep_low_latency_comparison()
+    ratios = [r for row in rows for r in (row.dispatch_ratio, row.combine_ratio)]
+    return {"ep_all_to_all_vs_deepep_low_latency": max(ratios, key=lambda r: abs(r - 1.0)),
+            "deepep_low_latency_rows": [row.to_dict() for row in rows]}

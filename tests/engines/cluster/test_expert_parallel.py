@@ -22,7 +22,11 @@ from inferlab.engines.cluster.all_to_all import (
     wire_bytes_per_value,
 )
 from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
-from inferlab.engines.cluster.deepep import deepep_low_latency_comparison, deepep_low_latency_table
+from inferlab.engines.cluster.deepep import (
+    deepep_low_latency_comparison,
+    deepep_low_latency_table,
+    deepep_part,
+)
 from inferlab.engines.cluster.ep_executor import (
     ExpertParallelExecutor,
     dense_weight_params,
@@ -102,6 +106,8 @@ def test_deepep_table_is_pinned_and_every_row_within_fifteen_percent():
         assert abs(r.combine_ratio - 1) <= 0.15, r
     # EP 8 lands lowest: DeepEP's bandwidth counts the 1/8 of the copies that stay home
     assert rows[0].dispatch_ratio < rows[-1].dispatch_ratio
+    # the bench's headline is the row ratio farthest from 1: EP 8's dispatch (0.904)
+    assert deepep_part()["ep_all_to_all_vs_deepep_low_latency"] == rows[0].dispatch_ratio
 
 
 # ---- expert loads and EPLB ----------------------------------------------------------------
