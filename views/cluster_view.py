@@ -90,7 +90,8 @@ class ClusterView(QWidget):
         self.dbo = QCheckBox("dual-batch overlap")
         self.dbo.setToolTip("two micro-batches: each one's all-to-alls hidden behind the "
                             "other's compute")
-        self.expert_load = self._combo([(k, k) for k in self._choices("expert_load")])
+        self.expert_load = self._combo([(k, k) for k in self._choices("expert_load")
+                                        if k != "counts"])  # counts: --expert-counts F
         self.zipf_skew = self._float("zipf_skew", "", 2)
         self.dtype = self._combo([(k, k) for k in self._choices("dtype")])
         self.model = self._combo([(k, k) for k in self._choices("model_config")])

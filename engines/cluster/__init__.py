@@ -14,6 +14,7 @@ simulated clock; this package only routes requests between them and times the li
     expert_load.py experts' load (uniform, Zipf, measured counts) and its spread over GPUs
     eplb.py       the expert-parallel load balancer (redundant copies, greedy packing)
     deepep.py     the all-to-all closed form against DeepEP's measured low-latency table
+    ray_bench.py  the layout search on Ray against the same search serially (bench moe)
     router.py     round-robin, least outstanding tokens, prefix-aware
     records.py    what a cluster run hands out (per request, per instance, per transfer)
     cluster.py    the cluster's event loop on the simulated clock

@@ -8,7 +8,8 @@ most once). Three kinds, all deterministic (a seed fixes Zipf's order):
     zipf      q_i ∝ 1 / rank_i^s (skew s; s = 0 is uniform), the ranks a seeded permutation
               per layer (the hot experts differ from layer to layer); shares past 1 are
               capped at 1 and the excess spread over the others in proportion
-    counts    measured tokens per expert per layer (the MoE lab's router): q_i = k·c_i / Σ c
+    counts    measured tokens per expert per layer (the MoE lab's router): q_i = k·c_i / Σ c;
+              the rows repeat in order over the model's MoE layers when there are fewer
 
 A placement puts physical expert slots on the e GPUs of an expert-parallel group: an array
 [e, slots per GPU] of logical expert ids. The default is contiguous, as DeepSeek's and
@@ -38,7 +39,7 @@ EXPERT_LOADS = (UNIFORM, ZIPF, COUNTS)
 @dataclass(frozen=True)
 class ExpertLoad:
     """Which load: `kind` (EXPERT_LOADS), Zipf's `zipf_skew` and `seed`, or `counts`: per MoE
-    layer the tokens each expert received (one row: every layer alike)."""
+    layer the tokens each expert received (rows repeat over the layers when fewer)."""
 
     kind: str = UNIFORM
     zipf_skew: float = 1.0
@@ -95,12 +96,10 @@ def expert_shares(load: ExpertLoad, n_layers: int, n_experts: int, top_k: int) -
             rows.append(cap_at_one(row, top_k))
         return np.array(rows)
     counts = load.counts
-    if len(counts) not in (1, n_layers):
-        raise ValueError(f"counts has {len(counts)} layers; the model has {n_layers} MoE "
-                         "layers (give one row per MoE layer, or one row for all)")
     if any(len(row) != n_experts for row in counts):
         raise ValueError(f"every counts row must hold {n_experts} experts' tokens")
-    rows = counts if len(counts) == n_layers else counts * n_layers
+    # a measured model may have fewer MoE layers than the simulated one: its rows repeat
+    rows = [counts[layer % len(counts)] for layer in range(n_layers)]
     return np.array([cap_at_one(np.array(row), top_k) for row in rows])
 
 

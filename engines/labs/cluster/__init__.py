@@ -7,6 +7,7 @@ section, `inferlab run cluster` and `inferlab bench cluster`.
     session.py        ClusterSession: the settings' cluster run or searched; a run's metrics
     section.py        the snapshot's labs.cluster: its writer and its reader
     trace.py          a run's trace events (a track per instance and the link)
+    expert_counts.py  a MoE lab run's measured router counts as the expert load (--expert-counts)
     run.py            `inferlab run cluster`
     bench.py          `inferlab bench cluster`
     compare_plots.py  a snapshot comparison's plots

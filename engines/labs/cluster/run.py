@@ -10,12 +10,14 @@ at `--ray-address`), else serially; `executor` in the output says which."""
 
 from __future__ import annotations
 
+from inferlab.engines.cluster.expert_load import COUNTS
 from inferlab.engines.cluster.fanout import choose_fanout
 from inferlab.engines.cluster.layout import LAYOUTS
 from inferlab.engines.cluster.links import list_link_presets
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.cluster.search import SEARCH_KINDS
 from inferlab.engines.fields import option_error
+from inferlab.engines.labs.cluster.expert_counts import check_routes_alike, read_expert_counts
 from inferlab.engines.labs.cluster.records import search_summary
 from inferlab.engines.labs.cluster.section import cluster_section
 from inferlab.engines.labs.cluster.session import ClusterSession
@@ -26,6 +28,7 @@ from inferlab.engines.labs.cluster.settings import (
     check_cluster_settings,
 )
 from inferlab.engines.labs.cluster.trace import trace_cluster
+from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.workload import read_trace_requests
 
@@ -70,6 +73,10 @@ def add_arguments(p) -> None:
                    help="two micro-batches: the all-to-alls hidden behind compute")
     p.add_argument("--expert-load", default=d["expert_load"], choices=EXPERT_LOAD_CHOICES,
                    help="how tokens spread over the experts (default uniform)")
+    p.add_argument("--expert-counts", default=None, metavar="MOE_SNAPSHOT.json",
+                   help="the load a MoE lab run measured (`inferlab run moe --snapshot F`): "
+                        "tokens per expert per layer, for a preset of the same experts and "
+                        "top-k (sets --expert-load counts)")
     p.add_argument("--zipf-skew", type=float, default=d["zipf_skew"],
                    help=f"zipf: the skew s, load ∝ 1/rank^s (default {d['zipf_skew']:g})")
     p.add_argument("--dtype", default=d["dtype"], choices=CLUSTER_DTYPES,
@@ -110,7 +117,8 @@ def settings_of(args) -> dict:
                     prefill=args.prefill, decode=args.decode, router=args.router,
                     link=args.link, overlap_transfer=not args.no_overlap, ep=args.ep,
                     eplb_slots=args.eplb_slots, dual_batch_overlap=args.dual_batch_overlap,
-                    expert_load=args.expert_load, zipf_skew=args.zipf_skew, dtype=args.dtype,
+                    expert_load=COUNTS if args.expert_counts else args.expert_load,
+                    zipf_skew=args.zipf_skew, dtype=args.dtype,
                     hardware=args.hardware, model_config=args.model_config,
                     scenario=args.scenario, requests=args.requests, rate_per_s=args.rate,
                     seed=args.seed, slo_ttft_s=args.slo_ttft, slo_tpot_s=args.slo_tpot)
@@ -126,8 +134,12 @@ def run(args, recorder):
     if args.workload:
         items = read_trace_requests(args.workload, f"--workload {args.workload}")
     settings = settings_of(args)
+    counts = None
+    if args.expert_counts:
+        counts = read_expert_counts(args.expert_counts)
+        check_routes_alike(counts, load_model_preset(settings["model_config"]))
     progress = getattr(args, "progress", None)
-    session = ClusterSession(settings, items)
+    session = ClusterSession(settings, items, counts)
     config = session.config
     if args.search:
         if args.workers is not None and args.workers < 1:
@@ -159,5 +171,7 @@ def run(args, recorder):
                               "comm_s": i.comm_s} for i in result.instances]}
     if result.moe_layers:
         summary["moe_layers"] = [m.to_dict() for m in result.moe_layers]
+    if counts is not None:
+        summary["expert_counts"] = counts.to_dict()
     return section, summary
 

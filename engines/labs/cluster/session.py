@@ -14,11 +14,12 @@ from inferlab.engines.labs.cluster.settings import cluster_config, cluster_reque
 
 class ClusterSession:
     """The cluster and the requests of the lab's (checked) `settings`; `items`: a trace's
-    WorkloadRequests instead of the settings' workload."""
+    WorkloadRequests instead of the settings' workload; `counts`: a MoE lab run's measured
+    expert counts (expert_counts.MeasuredCounts) for expert_load counts."""
 
-    def __init__(self, settings: dict, items=None) -> None:
+    def __init__(self, settings: dict, items=None, counts=None) -> None:
         self.settings = settings
-        self.config = cluster_config(settings)
+        self.config = cluster_config(settings, counts)
         self.requests = cluster_requests(settings, self.config.model.vocab_size, items)
 
     def run(self, progress=None) -> ClusterResult:

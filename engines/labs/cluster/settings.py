@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from inferlab.engines.cluster.cluster import CLUSTER_POLICIES, ClusterConfig
 from inferlab.engines.cluster.ep_executor import check_ep
-from inferlab.engines.cluster.expert_load import UNIFORM, ZIPF, ExpertLoad
+from inferlab.engines.cluster.expert_load import COUNTS, UNIFORM, ZIPF, ExpertLoad
 from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT
 from inferlab.engines.cluster.layout import EP, LAYOUTS, PD, layout_for
 from inferlab.engines.cluster.links import list_link_presets, load_link_preset
@@ -26,8 +26,9 @@ from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scenarios import SIMULATED_SCENARIO_SCALE, workload_items
 
-EXPERT_LOAD_CHOICES = (UNIFORM, ZIPF)
-"""The loads a setting names (measured counts are an ExpertLoad the MoE lab passes)."""
+EXPERT_LOAD_CHOICES = (UNIFORM, ZIPF, COUNTS)
+"""The loads a setting names; counts: a MoE lab run's measured router (expert_counts.py),
+given beside the settings (`--expert-counts F`)."""
 CLUSTER_DTYPES = ("fp16", "bf16", "fp8")
 
 CLUSTER_DEFAULTS = {
@@ -122,11 +123,18 @@ def cluster_layout(settings: dict):
     return layout_for(s["layout"], s["gpus"], tp, *pd_counts, **expert)
 
 
-def cluster_expert_load(settings: dict) -> ExpertLoad:
+def cluster_expert_load(settings: dict, counts=None) -> ExpertLoad:
+    """The settings' load; `counts` (expert_counts.MeasuredCounts) for expert_load counts."""
+    if settings["expert_load"] == COUNTS:
+        if counts is None:
+            raise ValueError("settings.expert_load: counts needs a MoE lab run's measured "
+                             "counts (--expert-counts F)")
+        return counts.load(settings["seed"])
     return ExpertLoad(settings["expert_load"], float(settings["zipf_skew"]), settings["seed"])
 
 
-def cluster_config(settings: dict) -> ClusterConfig:
+def cluster_config(settings: dict, counts=None) -> ClusterConfig:
+    """The run's ClusterConfig; `counts`: see cluster_expert_load."""
     s = settings
     return ClusterConfig(load_model_preset(s["model_config"]),
                          load_hardware_preset(s["hardware"]), load_link_preset(s["link"]),
@@ -135,7 +143,7 @@ def cluster_config(settings: dict) -> ClusterConfig:
                          max_num_batched_tokens=s["max_num_batched_tokens"],
                          max_num_seqs=s["max_num_seqs"],
                          overlap_transfer=s["overlap_transfer"], dtype=s["dtype"],
-                         expert_load=cluster_expert_load(s))
+                         expert_load=cluster_expert_load(s, counts))
 
 
 def cluster_slo(settings: dict) -> SLO:

@@ -15,7 +15,7 @@
                                          every row within 0.15 of 1; engines/cluster/deepep.py)
     ray_search_speedup_2_workers         the ep layout search of DeepSeek-V3 on 64 H200s, serial
                                          time / time on a local Ray of 2 workers (goal ≥ 1.6;
-                                         None without ray; engines/labs/cluster/ray_bench.py)
+                                         None without ray; engines/cluster/ray_bench.py)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import torch
 
 from inferlab.engines.cluster.deepep import deepep_part
-from inferlab.engines.labs.cluster.ray_bench import ray_search_part
+from inferlab.engines.cluster.ray_bench import ray_search_part
 from inferlab.engines.labs.moe.session import MoESession, moe_model, run_info
 from inferlab.engines.labs.moe.uniform import measured_over_formula
 from inferlab.engines.model import moe as moe_block

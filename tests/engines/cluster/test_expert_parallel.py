@@ -126,8 +126,11 @@ def test_shares_uniform_zipf_and_counts():
     # counts: 2 tokens top-2 over 4 experts, one expert chosen by both
     counts = expert_shares(ExpertLoad("counts", counts=((2, 1, 1, 0),)), 2, 4, 2)
     assert counts.tolist() == [[1.0, 0.5, 0.5, 0.0]] * 2
-    with pytest.raises(ValueError, match="layers"):
-        expert_shares(ExpertLoad("counts", counts=((1, 1), (1, 1), (1, 1))), 2, 2, 1)
+    # fewer measured layers than the model's: the rows repeat in order
+    two = expert_shares(ExpertLoad("counts", counts=((3, 1), (1, 1))), 3, 2, 1)
+    assert two.tolist() == [[0.75, 0.25], [0.5, 0.5], [0.75, 0.25]]
+    with pytest.raises(ValueError, match="2 experts"):
+        expert_shares(ExpertLoad("counts", counts=((1, 1, 1),)), 2, 2, 1)
 
 
 def test_zipf_share_past_one_is_capped_and_spread():

@@ -62,7 +62,7 @@ def test_new_settings_round_trip_and_bad_ones_are_named():
     for change, message in (({"ep": 3}, "settings.layout"),
                             ({"ep": 256, "gpus": 256}, "settings.ep: ep = 256 does not divide"),
                             ({"zipf_skew": -1.0}, "settings.zipf_skew"),
-                            ({"expert_load": "counts"}, "settings.expert_load"),
+                            ({"expert_load": "measured"}, "settings.expert_load"),
                             ({"dtype": "int3"}, "settings.dtype"),
                             ({"eplb_slots": 1000}, "settings.eplb_slots")):
         with pytest.raises(ValueError, match=message):

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from inferlab.engines.cluster.ray_bench import ray_search_speedup
 from inferlab.engines.labs.cluster import run as cluster_run
-from inferlab.engines.labs.cluster.ray_bench import ray_search_speedup
 from inferlab.engines.trace.recorder import TraceRecorder
 
 
