@@ -14,7 +14,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from inferlab.engines.labs.moe.records import HIST_BINS
-from inferlab.views.style import pen, style_plot
+from inferlab.views.style import fixed_plot, pen, style_plot
 
 HEAT_STOPS = ((0.0, "#F7FBFF"), (0.35, "#9ECAE1"), (0.7, "#2171B5"), (1.0, "#08306B"))
 """0 tokens nearly white (an idle expert), the most loaded expert dark blue."""
@@ -124,16 +124,9 @@ class TopKWeights(pg.PlotWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        p = self.getPlotItem()
-        style_plot(p)
-        p.setTitle("Top-k router weights", size="10pt")
-        p.setLabel("bottom", "router weight")
-        p.setLabel("left", "choices (token, expert)")
-        p.setMouseEnabled(x=False, y=False)
-        p.hideButtons()
+        p = fixed_plot(self, "Top-k router weights", "choices (token, expert)", "router weight")
         p.setXRange(0, 1, padding=0.02)
-        self.setMinimumSize(180, 150)
-        self.legend = p.addLegend(offset=(5, 5), labelTextSize="8pt")
+        self.legend = p.addLegend(offset=(-5, 5), labelTextSize="8pt")  # clear of the ranks
         width = 1.0 / HIST_BINS
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.9 * width, brush=BAR,
                                     pen=pg.mkPen(None))
@@ -173,14 +166,7 @@ class ImbalancePlot(pg.PlotWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        p = self.getPlotItem()
-        style_plot(p)
-        p.setTitle("Load imbalance", size="10pt")
-        p.setLabel("bottom", "MoE layer")
-        p.setLabel("left", "max / mean tokens per expert")
-        p.setMouseEnabled(x=False, y=False)
-        p.hideButtons()
-        self.setMinimumSize(180, 150)
+        p = fixed_plot(self, "Load imbalance", "max / mean tokens per expert", "MoE layer")
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.6, brush="#E69F00",
                                     pen=pg.mkPen(None))
         p.addItem(self.bars)

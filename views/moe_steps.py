@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from inferlab.views.moe_routing import index_ticks
-from inferlab.views.style import pen, style_plot
+from inferlab.views.style import fixed_plot, pen
 
 MEASURED = "#009E73"
 FORMULA = "#D55E00"
@@ -25,14 +25,7 @@ class DistinctExperts(pg.PlotWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        p = self.getPlotItem()
-        style_plot(p)
-        p.setTitle("Experts touched", size="10pt")
-        p.setLabel("bottom", "MoE layer")
-        p.setLabel("left", "distinct experts")
-        p.setMouseEnabled(x=False, y=False)
-        p.hideButtons()
-        self.setMinimumSize(180, 150)
+        p = fixed_plot(self, "Experts touched", "distinct experts", "MoE layer")
         self.legend = p.addLegend(offset=(-5, 5), labelTextSize="8pt")
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.6, brush=MEASURED,
                                     pen=pg.mkPen(None))
@@ -76,13 +69,7 @@ class GroupedTimes(pg.PlotWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        p = self.getPlotItem()
-        style_plot(p)
-        p.setTitle("Grouped vs per-token", size="10pt")
-        p.setLabel("left", "MoE layers' time (ms)")
-        p.setMouseEnabled(x=False, y=False)
-        p.hideButtons()
-        self.setMinimumSize(180, 150)
+        p = fixed_plot(self, "Grouped vs per-token", "MoE layers' time (ms)")
         self.bars = pg.BarGraphItem(x=[0.5, 1.5], height=[0, 0], width=0.6,
                                     brushes=[GROUPED, PER_TOKEN], pen=pg.mkPen(None))
         p.addItem(self.bars)

@@ -12,7 +12,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from inferlab.views.style import pen, style_plot
+from inferlab.views.style import fixed_plot, pen
 
 MIB = 2**20
 MEASURED = "#0072B2"
@@ -32,15 +32,7 @@ def log2_ticks(batches) -> list[tuple[float, str]]:
 
 
 def _plot(widget: pg.PlotWidget, title: str, left: str) -> pg.PlotItem:
-    p = widget.getPlotItem()
-    style_plot(p)
-    p.setTitle(title, size="10pt")
-    p.setLabel("bottom", B_LABEL)
-    p.setLabel("left", left)
-    p.setMouseEnabled(x=False, y=False)
-    p.hideButtons()
-    widget.setMinimumSize(180, 150)
-    return p
+    return fixed_plot(widget, title, left, B_LABEL)
 
 
 def _curve(p: pg.PlotItem, colour: str, name: str, dashed: bool = False, symbol: str = "o"):

@@ -34,3 +34,18 @@ def style_plot(plot: pg.PlotItem) -> None:
     for name in ("left", "bottom"):
         axis = plot.getAxis(name)
         axis.enableAutoSIPrefix(False)
+
+
+def fixed_plot(widget: pg.PlotWidget, title: str, left: str, bottom: str = "") -> pg.PlotItem:
+    """A PlotWidget's plot styled (style_plot), titled and labelled, that shows figures
+    rather than being explored: no mouse zoom, no auto-range button, a small minimum size."""
+    p = widget.getPlotItem()
+    style_plot(p)
+    p.setTitle(title, size="10pt")
+    if bottom:
+        p.setLabel("bottom", bottom)
+    p.setLabel("left", left)
+    p.setMouseEnabled(x=False, y=False)
+    p.hideButtons()
+    widget.setMinimumSize(180, 150)
+    return p
