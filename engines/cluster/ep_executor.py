@@ -72,7 +72,7 @@ from inferlab.engines.roofline.interconnect import ring_all_reduce_s
 from inferlab.engines.roofline.memory import experts_touched
 from inferlab.engines.roofline.op_cost import OpCost
 from inferlab.engines.roofline.parallel import gpu_share
-from inferlab.engines.serve.executors import _mixed_cost
+from inferlab.engines.serve.executors import step_cost_from_counts
 
 DBO_MICRO_BATCHES = 2
 
@@ -211,7 +211,7 @@ class ExpertParallelExecutor(InstanceExecutor):
     def gpu_cost(self, prefills: list[tuple[int, int]], n_decodes: int,
                  decode_context_tokens: int) -> OpCost:
         """What the critical-path GPU does in one step (module docstring)."""
-        whole = _mixed_cost(self.config, prefills, n_decodes, decode_context_tokens,
+        whole = step_cost_from_counts(self.config, prefills, n_decodes, decode_context_tokens,
                             self.dtype)
         n_tokens = sum(n for _, n in prefills) + n_decodes
         routed = self.uniform_experts_cost(n_tokens)

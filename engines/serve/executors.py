@@ -99,11 +99,11 @@ def mixed_step_cost(cfg: ModelConfig, prefills: list[tuple[int, int]], decode_co
       with windowed layers it is not past the window, and the mean stands for each context).
     A MoE's weights read are those the T tokens touch (step_costs, memory.experts_touched).
     """
-    return _mixed_cost(cfg, prefills, len(decode_contexts), sum(decode_contexts), dtype)
+    return step_cost_from_counts(cfg, prefills, len(decode_contexts), sum(decode_contexts), dtype)
 
 
-def _mixed_cost(cfg: ModelConfig, prefills, n_decodes: int, decode_context_tokens: int,
-                dtype: str) -> OpCost:
+def step_cost_from_counts(cfg: ModelConfig, prefills, n_decodes: int,
+                          decode_context_tokens: int, dtype: str) -> OpCost:
     """mixed_step_cost from the decodes' count and summed context (all it needs of them)."""
     n_tokens = sum(n for _, n in prefills) + n_decodes
     n_seqs = len(prefills) + n_decodes
@@ -155,7 +155,8 @@ class SimulatedExecutor:
                      decode_context_tokens: int) -> float:
         """The roofline time of prefill chunks (start, n) and `n_decodes` decodes over
         `decode_context_tokens` summed context (mixed_step_cost), F / min(P, I × W)."""
-        cost = _mixed_cost(self.config, prefills, n_decodes, decode_context_tokens, self.dtype)
+        cost = step_cost_from_counts(self.config, prefills, n_decodes, decode_context_tokens,
+                                     self.dtype)
         intensity = formulas.arithmetic_intensity(cost.flops, cost.bytes_moved)
         attainable = formulas.attainable_flops(self.peak_flops, self.bw_bytes_per_s, intensity)
         return float(cost.flops / attainable)
