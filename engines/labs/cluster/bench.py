@@ -14,6 +14,10 @@
                                       caching), beside the batching lab's own engine alone
                                       (cluster_vs_one_engine_speed) and with block hashing
     search_wall_s                     a 16-GPU layout search (replicas × t), 1,000 requests
+    ep_vs_tp_goodput_per_gpu          a MoE on 8 × H100 (Qwen3-30B-A3B, 128 experts, top-8):
+                                      the best expert-parallel layout's max goodput per GPU
+                                      (attention data-parallel, experts over e GPUs) / the
+                                      best tensor-parallel one's (replicas × t)
 
 Every max goodput is `goodput.max_goodput_per_gpu`: the same requests at scaled arrival
 rates, each probe a full simulated run."""
@@ -26,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
 from inferlab.engines.cluster.goodput import max_goodput_per_gpu
-from inferlab.engines.cluster.layout import PD, REPLICAS, Layout
+from inferlab.engines.cluster.layout import EP, PD, REPLICAS, Layout
 from inferlab.engines.cluster.links import load_link_preset
 from inferlab.engines.cluster.search import search_layouts
 from inferlab.engines.hardware.presets import load_hardware_preset
@@ -106,6 +110,38 @@ def pd_vs_colocated(base: ClusterConfig, case: PdCase) -> dict:
             "rate_resolution_factor": 2 ** (1 / 2 ** BISECTIONS)}
 
 
+MOE_CASE = PdCase(8, 512, 128, SLO(ttft_s=1.0, tpot_s=0.05), window_s=8.0)
+EP_LAYOUTS = {"1 × ep8": Layout(EP, ep=8), "2 × ep4": Layout(EP, ep=4, replicas=2),
+              "1 × ep8 t2": Layout(EP, tp=2, ep=8)}
+TP_LAYOUTS = {f"{8 // t} × t{t}": Layout(REPLICAS, tp=t, replicas=8 // t) for t in (1, 2, 4)}
+
+
+def ep_vs_tp(case: PdCase = MOE_CASE, model_config: str = "qwen3-30b-a3b") -> dict:
+    """Max goodput per GPU of each EP_LAYOUTS and TP_LAYOUTS layout of `model_config` on
+    `case.gpus` H100s over NVLink; the ratio of the bests (EP / TP)."""
+    cfg = load_model_preset(model_config)
+    base = ClusterConfig(cfg, load_hardware_preset("h100-sxm"), load_link_preset("nvlink4"),
+                         Layout(REPLICAS))
+
+    def requests_at(rate: float):
+        n = min(case.max_requests, max(case.min_requests, round(rate * case.window_s)))
+        return _requests(cfg, n, case.prompt_tokens, case.output_tokens, rate)
+
+    def goodput(layout):
+        return max_goodput_per_gpu(replace(base, layout=layout), requests_at, case.slo,
+                                   start_rate_per_s=4.0 * case.gpus, doublings=8,
+                                   bisections=BISECTIONS).goodput_per_gpu
+
+    ep = {label: goodput(layout) for label, layout in EP_LAYOUTS.items()}
+    tp = {label: goodput(layout) for label, layout in TP_LAYOUTS.items()}
+    best_ep, best_tp = max(ep, key=ep.get), max(tp, key=tp.get)
+    return {"ratio": ep[best_ep] / tp[best_tp] if tp[best_tp] else math.inf,
+            "model": cfg.id, "gpus": case.gpus, "prompt_tokens": case.prompt_tokens,
+            "output_tokens": case.output_tokens, "slo_ttft_s": case.slo.ttft_s,
+            "slo_tpot_s": case.slo.tpot_s, "ep_goodput_per_gpu": ep,
+            "tp_goodput_per_gpu": tp, "best_ep": best_ep, "best_tp": best_tp}
+
+
 def run_cluster_bench() -> dict:
     cfg, h100 = load_model_preset("llama-3-8b"), load_hardware_preset("h100-sxm")
     base = ClusterConfig(cfg, h100, load_link_preset("nvlink4"), Layout(REPLICAS))
@@ -148,4 +184,8 @@ def run_cluster_bench() -> dict:
     out["search_wall_s"] = time.perf_counter() - t0
     out["search_layouts"] = len(found.cells)
     out["search_best"] = None if found.best is None else found.cells[found.best].layout.label
+
+    moe = ep_vs_tp()
+    out["ep_vs_tp_goodput_per_gpu"] = moe.pop("ratio")
+    out["ep_vs_tp"] = moe
     return out
