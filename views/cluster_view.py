@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.choices import select_choice
+from inferlab.views.cluster_experts import ClusterExperts
 from inferlab.views.cluster_search import ClusterSearchView
 from inferlab.views.cluster_timeline import ClusterTimeline, lane_label
 from inferlab.views.fact_table import FactTable
@@ -144,6 +145,7 @@ class ClusterView(QWidget):
 
         self.timeline = ClusterTimeline()
         self.search = ClusterSearchView()
+        self.experts = ClusterExperts()
         # one instance's requests on the batching lab's own Gantt (its scheduler's records)
         self.instance_choice = QComboBox()
         self.instance_choice.setToolTip("Whose requests the Gantt shows: each instance runs "
@@ -161,6 +163,7 @@ class ClusterView(QWidget):
         self.tabs = QTabWidget()
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(per_instance, "Requests per instance")
+        self.tabs.addTab(self.experts, "Expert parallelism")
         self.tabs.addTab(self.search, "Layout search")
         self.instance_choice.currentIndexChanged.connect(self._draw_instance)
         self._instances: tuple = ()
@@ -264,6 +267,7 @@ class ClusterView(QWidget):
 
     def draw(self, state, metrics: dict, settings: dict) -> None:
         self.timeline.draw(state)
+        self.experts.draw(state.moe_layers if state is not None else ())
         self.facts.set_rows(metric_rows(metrics, settings))
         self._instances = state.instances if state is not None else ()
         chosen = max(0, self.instance_choice.currentIndex())

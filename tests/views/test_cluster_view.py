@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
+from inferlab.engines.cluster.expert_load import ExpertLoad
 from inferlab.engines.cluster.layout import Layout
 from inferlab.engines.cluster.links import load_link_preset
 from inferlab.engines.hardware.presets import load_hardware_preset
@@ -15,6 +16,7 @@ from inferlab.engines.labs.cluster.settings import CLUSTER_SETTINGS
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.workload import LengthDist, Workload, generate
+from inferlab.views.cluster_experts import ClusterExperts
 from inferlab.views.cluster_search import ClusterSearchView, search_grid
 from inferlab.views.cluster_timeline import ClusterTimeline, merged_spans
 from inferlab.views.cluster_view import ClusterView, metric_rows
@@ -117,3 +119,26 @@ def test_each_instance_on_the_batching_labs_gantt(qtbot, pd_state):
     assert gantt.iterations == decode.iterations
     view.draw(None, {}, dict(CLUSTER_DEFAULTS))
     assert view.instance_choice.count() == 0
+
+
+def test_expert_parallel_tab_draws_each_moe_layers_all_to_alls_and_imbalance(qtbot):
+    cfg = load_model_preset("qwen3-30b-a3b")
+    items = generate(Workload(20, rate_per_s=20, prompt_len=LengthDist.lognormal(5, 0.3),
+                              output_len=LengthDist.lognormal(3, 0.3)))
+    config = ClusterConfig(cfg, load_hardware_preset("h100-sxm"), load_link_preset("nvlink4"),
+                           Layout("ep", ep=4, eplb_slots=1),
+                           expert_load=ExpertLoad("zipf", 1.2, seed=3))
+    state = cluster_state(run_cluster(config, requests_from_workload(items, cfg.vocab_size)))
+    view = ClusterExperts()
+    qtbot.addWidget(view)
+    view.draw(state.moe_layers)
+    assert len(state.moe_layers) == cfg.n_moe_layers == 48
+    heights = view.dispatch.opts["height"] + view.combine.opts["height"]
+    assert heights == pytest.approx([(m.dispatch_s + m.combine_s) * 1e3
+                                     for m in state.moe_layers])
+    assert np.array_equal(view.combine.opts["y0"], view.dispatch.opts["height"])  # stacked
+    before, after = view.before.getData()[1], view.after.getData()[1]
+    assert (after <= before + 1e-12).all() and before.max() > 1.0  # Zipf: EPLB helps
+    assert "48 MoE layers" in view.note.text()
+    view.draw(())
+    assert "No expert-parallel layer" in view.note.text()
