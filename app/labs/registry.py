@@ -225,8 +225,9 @@ LABS: tuple[LabSpec, ...] = (
     LabSpec(
         id="cluster",
         title="Cluster",
-        summary=("Many simulated GPUs: replicas behind a router, tensor parallelism, "
-                 "prefill/decode split with the KV moved over a link; goodput per GPU"),
+        summary=("Many simulated GPUs: replicas behind a router, tensor and expert "
+                 "parallelism, prefill/decode split with the KV moved over a link; goodput "
+                 "per GPU"),
         description=(
             "N GPUs of a hardware preset joined by a link preset (NVLink 4, PCIe 5 x16, "
             "400 Gb/s InfiniBand, 100 GbE), each instance the batching lab's scheduler on the "
@@ -234,10 +235,16 @@ LABS: tuple[LabSpec, ...] = (
             "tokens, prefix-aware), tensor parallelism (the weights and KV heads split t "
             "ways, two ring all-reduces per layer on the link) and prefill/decode "
             "disaggregation (DistServe, Splitwise: each request's KV moved over the link "
-            "after its prefill, whole or layer by layer). One lane per instance and one for "
-            "the link's KV transfers, each instance's KV pool use and utilisation, goodput "
-            "per GPU as DistServe defines it, and a layout search (replicas × t, or P:D × t "
-            "under a GPU budget) drawn as a heat map with the best layout marked."),
+            "after its prefill, whole or layer by layer), and for a MoE expert parallelism "
+            "as DeepSeek, SGLang and vLLM deploy it (attention data-parallel, experts spread "
+            "over e GPUs, a dispatch and a combine all-to-all per MoE layer, the hottest GPU "
+            "setting each layer's time under a uniform, Zipf or measured expert load, EPLB's "
+            "redundant experts, dual-batch overlap). One lane per instance and one for the "
+            "link's KV transfers, each instance's KV pool use and utilisation, each MoE "
+            "layer's all-to-all time and load imbalance before and after EPLB, goodput per "
+            "GPU as DistServe defines it, and a layout search (replicas × t, P:D × t, or "
+            "TP × EP × DP under a GPU budget; its runs fanned out on Ray where installed) "
+            "drawn as a heat map with the best layout marked."),
         controller="inferlab.app.labs.cluster:ClusterLab",
         read_section="inferlab.engines.labs.cluster.section:read_cluster_section",
         headlines=(
