@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "snapshot",
     "compare",
     "report",
+    "profile",
     "mcu",
     "board",
     "virtual_board",
