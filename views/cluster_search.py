@@ -14,6 +14,17 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from inferlab.views.style import style_plot
 
 EMPTY = np.nan
+CAPTION = ("Every layout of the kind within the cluster's GPUs, each one full simulated run "
+           "of the same requests at the workload's arrival rate, scored by goodput per GPU "
+           "(requests/s within both SLOs, per GPU; 0 below the attainment goal): the layout "
+           "that serves this load within the SLOs on the fewest GPUs scores highest. Grey: no "
+           "such layout fits the budget or the GPUs' memory.")
+EP_COLUMNS = (" Columns: the EP group's replicas; within each, 0, 1 and 2 EPLB slots per GPU, "
+              "each without and with dual-batch overlap.")
+UNFIT_GREY = (200, 200, 200, 255)
+DENSE_COLUMNS = 10
+"""Past this many columns a cell is too narrow for its text: the colours, the best cell's
+outline and the title speak, and only some columns are named."""
 
 
 def search_grid(summary: dict) -> np.ndarray:
@@ -27,12 +38,7 @@ def search_grid(summary: dict) -> np.ndarray:
 class ClusterSearchView(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.caption = QLabel("Every layout of the kind within the cluster's GPUs, each one "
-                              "full simulated run of the same requests at the workload's "
-                              "arrival rate, scored by goodput per GPU (requests/s within both "
-                              "SLOs, per GPU; 0 below the attainment goal): the layout that "
-                              "serves this load within the SLOs on the fewest GPUs scores "
-                              "highest.")
+        self.caption = QLabel(CAPTION)
         self.caption.setWordWrap(True)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
@@ -49,6 +55,8 @@ class ClusterSearchView(QWidget):
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(pg.colormap.get("viridis"))
         self.plot.addItem(self.image)
+        self.unfit = pg.ImageItem(axisOrder="row-major")  # grey over cells no layout fits
+        self.plot.addItem(self.unfit)
         self.bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False,
                                    label="goodput per GPU (requests/s)")
         self.bar.setImageItem(self.image, insert_in=self.plot)
@@ -66,6 +74,7 @@ class ClusterSearchView(QWidget):
         self.summary = summary
         if not summary or not summary.get("cells"):
             self.image.clear()
+            self.unfit.clear()
             self.best.setVisible(False)
             return
         grid = search_grid(summary)
@@ -73,8 +82,11 @@ class ClusterSearchView(QWidget):
         high = float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0
         self.image.setImage(shown, levels=(0, max(high, 1e-9)))
         self.image.setRect(QRectF(0, 0, grid.shape[1], grid.shape[0]))
+        self.unfit.setImage(unfit_rgba(grid), levels=(0, 255))
+        self.unfit.setRect(QRectF(0, 0, grid.shape[1], grid.shape[0]))
         self.bar.setLevels((0, max(high, 1e-9)))
-        for cell in summary["cells"]:
+        dense = grid.shape[1] > DENSE_COLUMNS
+        for cell in () if dense else summary["cells"]:
             value = cell["goodput_per_gpu"]
             label = f"{cell['label']}\n{value:.3g} req/s/GPU" if value else (
                 f"{cell['label']}\nmisses the SLOs")
@@ -83,7 +95,7 @@ class ClusterSearchView(QWidget):
             text.setPos(cell["column"] + 0.5, cell["row"] + 0.5)
             self.plot.addItem(text)
             self.texts.append(text)
-        for row, col in zip(*np.nonzero(np.isnan(grid)), strict=True):
+        for row, col in () if dense else zip(*np.nonzero(np.isnan(grid)), strict=True):
             text = pg.TextItem("over budget" if summary["kind"] != "ep" else "—",
                                color="#BBBBBB", anchor=(0.5, 0.5))
             text.setPos(col + 0.5, row + 0.5)
@@ -95,9 +107,29 @@ class ClusterSearchView(QWidget):
         self.best.setVisible(best is not None)
         rows = summary.get("row_labels") or [str(t) for t in summary["tp_rows"]]
         self.plot.getAxis("left").setTicks([[(i + 0.5, r) for i, r in enumerate(rows)], []])
-        self.plot.getAxis("bottom").setTicks(
-            [[(j + 0.5, c) for j, c in enumerate(summary["columns"])], []])
+        self.plot.getAxis("bottom").setTicks(column_ticks(summary["columns"]))
         self.plot.setXRange(0, grid.shape[1], padding=0)
         self.plot.setYRange(0, grid.shape[0], padding=0)
+        self.caption.setText(CAPTION + (EP_COLUMNS if summary["kind"] == "ep" else ""))
         self.plot.setTitle(f"{summary['kind']} layouts on {summary['budget_gpus']} GPUs — best: "
                            f"{summary.get('best') or 'none meets the SLOs'}")
+
+
+def column_ticks(columns: list[str]) -> list[list[tuple[float, str]]]:
+    """[named ticks, unnamed ticks] of the heat map's columns. Up to DENSE_COLUMNS every
+    column is named; past it, where the labels come in groups (the ep search: "2 × group"
+    then its EPLB and dual-batch-overlap variants, "2 × group, +1 EPLB, DBO"), the first of
+    each group, else about eight evenly; the others get a bare tick."""
+    every = [(j + 0.5, c) for j, c in enumerate(columns)]
+    if len(columns) <= DENSE_COLUMNS:
+        return [every, []]
+    firsts = [(x, c) for x, c in every if "," not in c]
+    named = firsts if 1 < len(firsts) < len(columns) else every[::-(-len(columns) // 8)]
+    return [named, [(x, "") for x, _ in every]]
+
+
+def unfit_rgba(grid: np.ndarray) -> np.ndarray:
+    """uint8 [rows, columns, 4]: UNFIT_GREY where no layout was run (nan), clear elsewhere."""
+    out = np.zeros((*grid.shape, 4), dtype=np.uint8)
+    out[np.isnan(grid)] = UNFIT_GREY
+    return out

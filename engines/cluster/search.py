@@ -96,7 +96,8 @@ def ep_grid(cfg: ModelConfig, budget: int, hardware: HardwarePreset | None = Non
             if any(row):
                 tps.append(t)
                 grid.append(row)
-    return tps, labels, grid
+    used = [j for j in range(len(columns)) if any(row[j] for row in grid)]  # e.g. 16 × EP8
+    return tps, [labels[j] for j in used], [[row[j] for j in used] for row in grid]
 
 
 def search_grid(kind: str, cfg: ModelConfig, budget: int, hardware: HardwarePreset | None = None,

@@ -17,7 +17,12 @@ from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.workload import LengthDist, Workload, generate
 from inferlab.views.cluster_experts import ClusterExperts
-from inferlab.views.cluster_search import ClusterSearchView, search_grid
+from inferlab.views.cluster_search import (
+    UNFIT_GREY,
+    ClusterSearchView,
+    column_ticks,
+    search_grid,
+)
 from inferlab.views.cluster_timeline import ClusterTimeline, merged_spans
 from inferlab.views.cluster_view import ClusterView, metric_rows
 
@@ -81,8 +86,28 @@ def test_search_heat_map_marks_the_best_cell(qtbot):
     assert view.best.isVisible() and view.best.rect().x() == 1 and view.best.rect().y() == 0
     texts = [t.toPlainText() for t in view.texts]
     assert "over budget" in texts and any("misses the SLOs" in t for t in texts)
+    assert view.unfit.image[1, 1].tolist() == list(UNFIT_GREY)  # over budget: grey
+    assert view.unfit.image[0, 0, 3] == 0  # a run cell shows its colour
     view.show_summary(None)
     assert not view.best.isVisible() and not view.texts
+
+
+def test_a_dense_ep_search_names_each_replica_group_and_writes_no_cell_text(qtbot):
+    columns = [f"{r} × group{f', +{s} EPLB' if s else ''}{', DBO' if d else ''}"
+               for r in (1, 2) for s in (0, 1, 2) for d in (False, True)]
+    cells = [{"row": 0, "column": j, "label": c, "goodput_per_gpu": 1.0 + j}
+             for j, c in enumerate(columns)]
+    summary = {"kind": "ep", "budget_gpus": 16, "tp_rows": [1], "row_labels": ["EP8 t1"],
+               "columns": columns, "cells": cells, "best": columns[-1]}
+    view = ClusterSearchView()
+    qtbot.addWidget(view)
+    view.show_summary(summary)
+    assert not view.texts  # 12 columns: too narrow to write in
+    named, bare = column_ticks(columns)
+    assert [label for _, label in named] == ["1 × group", "2 × group"]
+    assert [x for x, _ in named] == [0.5, 6.5] and len(bare) == 12
+    assert "EPLB slots per GPU" in view.caption.text()
+    assert column_ticks(columns[:4]) == [[(j + 0.5, c) for j, c in enumerate(columns[:4])], []]
 
 
 def test_view_settings_round_trip_and_the_figures(qtbot):

@@ -333,6 +333,8 @@ def test_ep_search_of_deepseek_on_64_h200s_holds_at_least_200_layouts():
         assert len(set(cells)) == len(cells)
         for row, t in zip(grid, tps, strict=True):
             assert {c.tp for c in row if c} == {t}
+            assert len(row) == len(columns)
+        assert all(any(row[j] for row in grid) for j in range(len(columns)))  # none empty
     # without the hardware nothing is judged too big: e = 2 and 4 rows appear
     tps, _, grid = search_grid("ep", DEEPSEEK, 64)
     assert min(c.ep for row in grid for c in row if c) == 2
