@@ -293,3 +293,4 @@ class ClusterView(QWidget):
         self.search.show_summary(summary)
         if summary:
             self.tabs.setCurrentWidget(self.search)
+            select_choice(self.search_kind, summary.get("kind"))  # the kind searched

@@ -128,6 +128,10 @@ def test_view_settings_round_trip_and_the_figures(qtbot):
     assert rows["Goodput per GPU"] == "2.5 requests/s"
     assert rows["TPOT p50 / p90"] == "5.0 ms / —"
     assert rows["Utilisation min / max"] == "50 % / 75 %"
+    view.show_search({"kind": "pd", "budget_gpus": 4, "tp_rows": [1], "columns": ["1P:3D"],
+                      "cells": [{"row": 0, "column": 0, "label": "1P:3D × t1",
+                                 "goodput_per_gpu": 1.0}], "best": "1P:3D × t1"})
+    assert view.search_kind.currentData() == "pd"  # a replayed search names its kind
 
 
 def test_each_instance_on_the_batching_labs_gantt(qtbot, pd_state):
