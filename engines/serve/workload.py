@@ -346,6 +346,11 @@ def _parse_line(text: str, where: str) -> WorkloadRequest:
         raise WorkloadError(f"{where}: {e}") from None
 
 
+parse_trace_line = _parse_line
+"""parse_trace_line(text, where) -> WorkloadRequest: one JSONL line (the streamed trace
+readers in engines/serve/traces read InferLab's own format with it)."""
+
+
 def read_trace_requests(path: str | os.PathLike, named: str | None = None
                         ) -> list[WorkloadRequest]:
     """`read_trace`, and a trace that holds no request is an error too (a run needs one):

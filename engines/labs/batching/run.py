@@ -2,6 +2,11 @@
 its end, headless: each iteration a trace span on the run's clock, the serving metrics and
 every request's token times as the summary.
 
+`--trace F` reads a published trace (engines/serve/traces) instead; the summary then adds
+trace_format, trace_requests (those with ≥ 1 input and output token: the engine runs no
+other), trace_requests_empty (left out) and trace_hit_rate_unbounded (the ids' own hit rate
+under an unbounded cache) beside the run's prefix_hit_rate.
+
 `add_arguments(parser)` adds the lab's options; `run(args, recorder)` returns (section,
 summary). The registry entry (app/labs/registry.py) names both."""
 
@@ -14,9 +19,14 @@ from inferlab.engines.labs.batching.section import batching_section
 from inferlab.engines.labs.batching.session import batching_metrics, batching_session
 from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, check_batching_settings
 from inferlab.engines.labs.batching.trace import batching_trace_iteration, batching_trace_requests
+from inferlab.engines.model.cache import load_lab_model
+from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
+from inferlab.engines.serve.traces.content import unbounded_hit_rate, workload_requests
+from inferlab.engines.serve.traces.detect import FORMATS
+from inferlab.engines.serve.traces.stream import read_trace, trace_format
 from inferlab.engines.serve.workload import read_trace_requests
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
@@ -63,6 +73,19 @@ def add_arguments(p) -> None:
     p.add_argument("--workload", default=None, metavar="FILE.jsonl",
                    help="a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
                         "instead of the seeded workload")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="a published trace (Mooncake, Bailian, Azure, BurstGPT, ShareGPT or "
+                        "InferLab JSONL; the format read from its first line) instead of the "
+                        "seeded workload; block hash ids become shared prompt content")
+    p.add_argument("--trace-format", default=None, choices=FORMATS,
+                   help="the --trace file's format, when its first line should not decide")
+    p.add_argument("--window", default=None, metavar="START:END",
+                   help="only the --trace requests from START to END seconds after its first "
+                        "arrival")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="--trace inter-arrival times multiplied by this (default 1)")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="N of the --trace requests, drawn uniformly with --seed")
 
 
 def settings_of(args) -> dict:
@@ -78,13 +101,46 @@ def settings_of(args) -> dict:
         raise option_error(e, OPTIONS) from None
 
 
+def _window(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    start, sep, end = text.partition(":")
+    try:
+        return float(start or 0), float(end) if end else float("inf")
+    except ValueError:
+        raise ValueError(f"--window must be START:END seconds, got {text!r}") from None
+
+
+def trace_items(args, settings: dict) -> tuple[list, dict]:
+    """The --trace file's requests as the engine's, their prompts made from the block ids
+    with the run's model's vocabulary; and the figures the run prints beside its metrics."""
+    records = list(read_trace(args.trace, args.trace_format, window=_window(args.window),
+                              time_scale=args.time_scale, sample=args.sample,
+                              seed=args.seed))
+    if not records:
+        raise ValueError(f"--trace {args.trace}: the trace holds no request (in the window)")
+    if settings["clock"] == "simulated":
+        vocab = load_model_preset(settings["model_config"]).vocab_size
+    else:
+        vocab = load_lab_model(settings["model"], args.device)[0].config.vocab_size
+    kept = [r for r in records if r.input_tokens > 0 and r.output_tokens > 0]
+    figures = {"trace_format": trace_format(args.trace, args.trace_format),
+               "trace_requests": len(kept), "trace_requests_empty": len(records) - len(kept),
+               "trace_hit_rate_unbounded": unbounded_hit_rate(kept)}
+    return workload_requests(kept, vocab), figures
+
+
 def run(args, recorder):
     """Run the workload to its end; (section, summary: metrics + per-request timings)."""
-    items = None
+    items, figures = None, {}
     if args.workload:
         items = read_trace_requests(args.workload, f"--workload {args.workload}")
         args.requests = min(len(items), 100_000)
     settings = settings_of(args)
+    if getattr(args, "trace", None):
+        items, figures = trace_items(args, settings)
+        args.requests = min(len(items), 100_000)
+        settings = settings_of(args)
     progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
     if progress is not None:
         progress(None, "preparing the workload and engine")
@@ -103,7 +159,7 @@ def run(args, recorder):
     metrics = batching_metrics(session.serving_metrics(), session.records,
                                session.prefix_hit_rate())
     section = batching_section(settings, session.request_infos(), session.records, metrics)
-    summary = dict(section["metrics"], requests=session.outputs())
+    summary = dict(section["metrics"], **figures, requests=session.outputs())
     if session.linears_note:
         summary["model_linears"] = session.linears_note
     return section, summary
