@@ -33,7 +33,7 @@ def rows(lines: Iterable[str], name: str, models: Collection[str] | None = None,
             continue
         if log_types is not None and row[li].strip() not in log_types:
             continue
-        arrival = seconds(row[ti], where, "Timestamp")
+        arrival = seconds(row[ti], where, "Timestamp", text=True)
         count_text(row[si], name, number, "Total tokens")
         yield number, TraceRequest(arrival, count_text(row[qi], name, number, "Request tokens"),
                                    count_text(row[ri], name, number, "Response tokens"))

@@ -79,11 +79,11 @@ def count_text(text: str, file: str, line: int, name: str) -> int:
     return value
 
 
-def seconds(value, where: str, name: str, per_s: float = 1.0) -> float:
-    """A timestamp (a JSON number or a CSV cell's text) in its unit, as seconds: value /
-    per_s, finite and within ±MAX_ARRIVAL_S."""
+def seconds(value, where: str, name: str, per_s: float = 1.0, text: bool = False) -> float:
+    """A timestamp (a JSON number, or with `text` a CSV cell's text) in its unit, as
+    seconds: value / per_s, finite and within ±MAX_ARRIVAL_S."""
     try:
-        if isinstance(value, str):
+        if text and isinstance(value, str):
             value = float(value)
         elif type(value) not in (int, float):
             raise TypeError

@@ -5,8 +5,8 @@ at a time (a `sample` keeps its N), whatever the file's size.
 
 Rows must come in arrival order: a timestamp earlier than the row before it is a TraceError
 naming its line (the published traces are sorted; a file that is not is refused, not
-re-sorted, so that a window can stop reading at its end). Then, with t0 the file's first
-arrival (before any window or filter):
+re-sorted, so that a window can stop reading at its end). Then, with t0 the first arrival
+the reader yields (after BurstGPT's model / log-type filter, before any window):
 
     kept        start_s ≤ t − t0 < end_s  (reading stops at the first row past end_s)
     arrival_s   (t − t0 − start_s) × time_scale   (time_scale 2: gaps twice as long)
