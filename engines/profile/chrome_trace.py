@@ -23,11 +23,20 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import ijson
+import numpy as np
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 1 << 18
 PROGRESS_EVERY = 1 << 13  # events between two progress reports
 WHITESPACE = b" \t\r\n"
+MAX_DEPTH = 64
+"""Nesting a trace never needs (torch's is 5 deep: the document, traceEvents, an event, its args,
+"Input Dims"). Deeper is refused before the parser sees it: ijson keeps a path prefix per
+level, so a file nested 100,000 deep would take O(depth²) memory, tens of GB."""
+QUOTE, BACKSLASH = ord('"'), ord("\\")
+STEP = np.zeros(256, np.int32)  # a byte's change of depth, outside strings
+STEP[[ord("["), ord("{")]] = 1
+STEP[[ord("]"), ord("}")]] = -1
 
 Progress = Callable[[float | None, str], None]
 
@@ -93,6 +102,49 @@ class _Prefixed:
         return self.rest.read(n)
 
 
+class _DepthGuard:
+    """The decompressed text, passed on as read, refused once nested deeper than MAX_DEPTH.
+
+    Brackets inside strings do not count: a quote not escaped (an even run of backslashes
+    before it) opens or closes a string. Vectorised per chunk; the string state, the depth and a
+    trailing run of backslashes carry over to the next chunk."""
+
+    def __init__(self, stream, fail: Callable[[str, str], None]) -> None:
+        self.stream, self.fail = stream, fail
+        self.depth = 0
+        self.in_string = False
+        self.backslashes = 0  # the run of backslashes that ended the previous chunk
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.stream.read(n)
+        if data:
+            self.scan(data)
+        return data
+
+    def scan(self, data: bytes) -> None:
+        a = np.frombuffer(data, np.uint8)
+        toggles = a == QUOTE
+        if self.backslashes or BACKSLASH in data:
+            after = np.flatnonzero(toggles[1:] & (a[:-1] == BACKSLASH)) + 1
+            for i in ([0] if self.backslashes and toggles[0] else []) + after.tolist():
+                run = 0
+                while i - run - 1 >= 0 and a[i - run - 1] == BACKSLASH:
+                    run += 1
+                if run == i:
+                    run += self.backslashes
+                toggles[i] = run % 2 == 0
+        inside = (np.cumsum(toggles, dtype=np.int32) + self.in_string) & 1
+        step = STEP[a]
+        step[inside.astype(bool)] = 0
+        depth = np.cumsum(step) + self.depth
+        if depth.size and depth.max() > MAX_DEPTH:
+            self.fail("json", f"nested deeper than {MAX_DEPTH}")
+        self.depth = int(depth[-1])
+        self.in_string = bool(inside[-1])
+        trailing = len(data) - len(data.rstrip(b"\\"))
+        self.backslashes = trailing + (self.backslashes if trailing == len(data) else 0)
+
+
 def read_chrome_trace(path: str | os.PathLike, progress: Progress | None = None) -> ChromeTrace:
     """Every complete event and name of the trace at `path` (.json or gzip, by its bytes);
     `progress(fraction of the file's bytes read, message)` every few thousand events."""
@@ -106,7 +158,7 @@ def read_chrome_trace(path: str | os.PathLike, progress: Progress | None = None)
         collecting = gc.isenabled()
         gc.disable()  # a million new dicts, none garbage: each collection would walk them all
         try:
-            reader.read(stream)
+            reader.read(_DepthGuard(stream, reader.fail))
         except TraceReadError:
             raise
         except (ijson.JSONError, UnicodeDecodeError, EOFError, zlib.error, gzip.BadGzipFile,
