@@ -1,8 +1,9 @@
 """`inferlab bench LAB --json`: benchmarks whose figures go in notes (ratios, side by side).
 
 The labs' benches come from the registry; `gui` (the window's start-up and frame gaps),
-`runtime` (the native CPU kernels against torch's ops) and `prefix` (hash vs radix prefix
-caching and FCFS vs LPM, for the KV and batching labs together) are the app's own. A bench whose
+`runtime` (the native CPU kernels against torch's ops), `prefix` (hash vs radix prefix
+caching and FCFS vs LPM, for the KV and batching labs together) and `traces` (published-trace
+reading and replay through the batching lab) are the app's own. A bench whose
 optional package (`LabSpec.bench_requires`) is not installed is reported as not available;
 any other failure, an import error inside a lab included, is an error with its traceback.
 
@@ -30,7 +31,8 @@ from inferlab.engines import kernels
 APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench",
                "runtime": "inferlab.app.benches.runtime:run_runtime_bench",
                "prefix": "inferlab.engines.labs.batching.prefix_bench:run_prefix_bench",
-               "models": "inferlab.app.benches.models:run_models_bench"}
+               "models": "inferlab.app.benches.models:run_models_bench",
+               "traces": "inferlab.engines.labs.batching.traces_bench:run_traces_bench"}
 
 
 def benches() -> dict[str, tuple[str, tuple[str, ...]]]:
