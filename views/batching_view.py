@@ -1,6 +1,6 @@
 """The batching lab's view: its controls, a status line, the run's serving metrics, and three
 tabs: the request timeline (`BatchTimelineView`), two policies compared and the rate sweep
-(views/batch_compare.py).
+(views/batch_compare.py), and a published trace's statistics (views/trace_view.py).
 
 It draws records (`draw(requests, iterations, metrics)`); its signals ask the lab for work.
 The step slider shows the timeline up to an earlier iteration (the cursor moves there).
@@ -41,6 +41,7 @@ from inferlab.views.batching_choices import (
 from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.stepped_controls import SteppedView
+from inferlab.views.trace_view import TraceView
 
 CLOCK_LABELS = (
     ("simulated", "simulated",
@@ -212,6 +213,10 @@ class BatchingView(SteppedView):
         self.tabs.addTab(timeline_page, "Timeline")
         self.tabs.addTab(self.compare, "Compare policies")
         self.tabs.addTab(self.sweep, "Rate sweep")
+        self.trace = TraceView()
+        self.tabs.addTab(self.trace, "Trace")
+        self.tabs.setTabToolTip(3, "A published trace's arrivals, lengths, block reuse and "
+                                   "sessions (Open trace…)")
         self.tabs.setTabToolTip(1, "Two policies over the same requests: metrics and latency "
                                    "CDFs")
         self.tabs.setTabToolTip(2, "p99 latency against throughput as the request rate grows")

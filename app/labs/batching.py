@@ -9,7 +9,10 @@ snapshot comes as its record (engines/labs/batching/records.BatchingSnapshot), r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inferlab.app.labs.stepped import SteppedLab
+from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.batching.compare import (
     compare_policies,
     rate_sweep,
@@ -22,6 +25,8 @@ from inferlab.engines.labs.batching.section import batching_section
 from inferlab.engines.labs.batching.session import batching_metrics, batching_session
 from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, BATCHING_SETTINGS
 from inferlab.engines.labs.batching.trace import batching_trace_iteration
+from inferlab.engines.serve.traces.stats import trace_stats
+from inferlab.engines.serve.traces.stream import read_trace, trace_format
 from inferlab.views.batch_compare import variant_name
 from inferlab.views.batching_view import BatchingView
 
@@ -49,6 +54,7 @@ class BatchingLab(SteppedLab):
         self.view.set_status("The lab starts its run when it is first shown.")
         self.view.compare.compare_requested.connect(self.compare)
         self.view.sweep.sweep_requested.connect(self.sweep)
+        self.view.trace.open_requested.connect(self.open_trace)
 
     @property
     def requests(self) -> tuple:
@@ -149,6 +155,28 @@ class BatchingLab(SteppedLab):
             f"Sweeping {n_rates} rates × {len(policies)} runs…",
             lambda progress, stop: rate_sweep(settings, rates, policies, device, progress, stop),
             shown)
+
+    def open_trace(self, path: str) -> None:
+        """Read a published trace's statistics in a worker (never on the GUI thread) and
+        show them in the Trace tab."""
+        name = Path(path).name
+
+        def work(progress, stop):
+            fmt = trace_format(path)
+            progress(0.0, f"reading {name} ({fmt})")
+
+            def read(n: int) -> None:
+                check_stop(stop)
+                progress(0.0, f"{n:,} requests of {name} read")
+
+            return fmt, trace_stats(read_trace(path, fmt), read)
+
+        def shown(result) -> str:
+            fmt, stats = result
+            self.view.trace.show_stats(stats, f"{name} ({fmt})")
+            return f"{name}: {stats.requests:,} requests read."
+
+        self._whole_runs(self.view.trace, "trace reading", f"Reading {name}…", work, shown)
 
     def _whole_runs(self, view, name: str, busy_text: str, work, shown) -> None:
         """`work(progress, should_stop)` in a worker; `shown(result)` draws it and returns the
