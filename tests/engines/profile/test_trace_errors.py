@@ -4,6 +4,7 @@ and the field, and nothing else; a seeded fuzz of the reader finds no other outc
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import random
 
@@ -11,7 +12,12 @@ import pytest
 
 from inferlab.app.cli import main
 from inferlab.engines.profile.bench import write_trace
-from inferlab.engines.profile.chrome_trace import TraceReadError, read_chrome_trace
+from inferlab.engines.profile.chrome_trace import (
+    MAX_DEPTH,
+    TraceReadError,
+    _DepthGuard,
+    read_chrome_trace,
+)
 from tests.fuzz import json_paths, mutate_json_bytes, run_cases
 
 SEED = 20260544
@@ -160,3 +166,38 @@ def test_brackets_and_escaped_quotes_inside_strings_do_not_nest(tmp_path):
                             "pid": 1, "tid": 1, "args": {"s": "[" * 200}}]}
     (event,) = read_chrome_trace(write(tmp_path, json.dumps(doc))).events
     assert event.name == name and event.args == {"s": "[" * 200}
+
+
+def _nested(rng: random.Random, levels: int):
+    """A document `levels` deep whose strings are made of brackets, quotes and backslashes."""
+    def text() -> str:
+        return "".join(rng.choice('[]{}"\\a,:') for _ in range(rng.randrange(6)))
+    if levels == 0:
+        return text()
+    kids = [_nested(rng, levels - 1)] + [text() for _ in range(rng.randrange(3))]
+    rng.shuffle(kids)
+    return kids if rng.random() < 0.5 else {text() + str(i): k for i, k in enumerate(kids)}
+
+
+def _refuse(field: str, problem: str) -> None:
+    raise TraceReadError("doc", None, field, problem)
+
+
+def test_the_depth_guard_counts_nesting_exactly_whatever_the_chunks():
+    # the guard against json's own nesting, documents just under and just over the limit,
+    # read in chunks of 1 byte up to all at once: strings full of brackets, quotes, escapes
+    rng = random.Random(44)
+    for case in range(300):
+        levels = MAX_DEPTH + rng.choice([-1, 0, 1])
+        blob = json.dumps(_nested(rng, levels)).encode()
+        guard = _DepthGuard(io.BytesIO(blob), _refuse)
+        chunk = rng.choice([1, 2, 3, 7, 64, len(blob)])
+        try:
+            while guard.read(chunk):
+                pass
+            refused = False
+        except TraceReadError:
+            refused = True
+        assert refused == (levels > MAX_DEPTH), (case, levels, chunk)
+        if not refused:
+            assert (guard.depth, guard.in_string, guard.backslash) == (0, False, b"")
