@@ -1,9 +1,11 @@
 """Cost models of inference operations: the one module other code imports them from.
 
 Each returns an OpCost (FLOPs, bytes moved); counting rules are in the docstrings of
-layer_costs.py (single operations) and step_costs.py (a whole model step).
+layer_costs.py (single operations), aten_costs.py (an aten op from its recorded shapes) and
+step_costs.py (a whole model step).
 """
 
+from inferlab.engines.roofline.aten_costs import aten_op_cost
 from inferlab.engines.roofline.layer_costs import (
     attention_decode_cost,
     attention_prefill_cost,
@@ -25,6 +27,7 @@ __all__ = [
     "DEFAULT_BATCHES",
     "DEFAULT_PREFILL_LENGTHS",
     "OpCost",
+    "aten_op_cost",
     "attention_decode_cost",
     "attention_prefill_cost",
     "decode_batch_sweep",
