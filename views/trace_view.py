@@ -113,7 +113,7 @@ def _plot(title: str, left: str, bottom: str, log2_x: bool = False,
         axes["left"] = Log10CountAxis("left")
     widget = pg.PlotWidget(background="w", axisItems=axes)
     fixed_plot(widget, title, left, bottom)
-    widget.setMinimumSize(220, 170)
+    widget.setMinimumSize(160, 90)  # three rows must fit the lab's 800-px window
     return widget
 
 
