@@ -168,16 +168,9 @@ class BatchingView(SteppedView):
                               ("Admission", self.schedule)):
             prefix_row.addWidget(QLabel(label))
             prefix_row.addWidget(widget, 1)
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        for label, widget, stretch in (("Policy", self.policy, 3), ("Clock", self.clock, 2),
-                                       ("Workload", self.requests_spin, 0),
-                                       ("at", self.rate, 0), ("seed", self.seed, 0)):
-            row.addWidget(QLabel(label))
-            row.addWidget(widget, stretch)
-        row.addSpacing(8)
-        for button in self.buttons:
-            row.addWidget(button)
+        row = self.control_row((("Policy", self.policy, 3), ("Clock", self.clock, 2),
+                                ("Workload", self.requests_spin, 0),
+                                ("at", self.rate, 0), ("seed", self.seed, 0)))
 
         self.timeline = BatchTimelineView()
         self.metrics_title = QLabel("<b>Serving metrics</b> (finished requests so far)")

@@ -180,22 +180,15 @@ class KVView(SteppedView):
         for spin in (self.block_size, self.n_blocks):
             spin.editingFinished.connect(self._emit)
 
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
         for w in (self.block_size, self.n_blocks):
             w.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
             w.setMinimumWidth(40)
-        for label, widget, stretch in (("Scenario", self.scenario, 3), ("Model", self.model, 2),
-                                       ("Block", self.block_size, 0),
-                                       ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0),
-                                       ("Prefix", self.prefix_cache, 0),
-                                       ("Kernels", self.kernels, 0)):
-            row.addWidget(QLabel(label))
-            row.addWidget(widget, stretch)
-        row.addSpacing(8)
-        for button in self.buttons:
-            row.addWidget(button)
-        self.controls = row
+        self.controls = self.control_row((("Scenario", self.scenario, 3),
+                                          ("Model", self.model, 2),
+                                          ("Block", self.block_size, 0),
+                                          ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0),
+                                          ("Prefix", self.prefix_cache, 0),
+                                          ("Kernels", self.kernels, 0)))
 
         self.description = QLabel()
         self.description.setWordWrap(True)

@@ -135,20 +135,12 @@ class MoEView(SteppedView):
                             "One decode step of the B sequences (N)",
                             "Run the remaining steps, then the B sweep; or pause (Space)",
                             "Show an earlier step (drag); the latest at the right end", 190)
-        controls = QHBoxLayout()
-        controls.setContentsMargins(0, 0, 0, 0)
-        for label, widget, stretch in (("Model", self.model, 2), ("", self.open_button, 0),
-                                       ("Batch B", self.batch, 0),
-                                       ("Prompts", self.prompts, 0),
-                                       ("Steps", self.n_steps, 0),
-                                       ("Sweep B", self.sweep_edit, 0),
-                                       ("Kernels", self.kernels, 0)):
-            if label:
-                controls.addWidget(QLabel(label))
-            controls.addWidget(widget, stretch)
-        controls.addSpacing(8)
-        for button in self.buttons:
-            controls.addWidget(button)
+        controls = self.control_row((("Model", self.model, 2), ("", self.open_button, 0),
+                                     ("Batch B", self.batch, 0),
+                                     ("Prompts", self.prompts, 0),
+                                     ("Steps", self.n_steps, 0),
+                                     ("Sweep B", self.sweep_edit, 0),
+                                     ("Kernels", self.kernels, 0)))
 
         self.scope = QComboBox()
         for key, label in SCOPES:

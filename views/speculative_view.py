@@ -161,18 +161,10 @@ class SpeculativeView(SteppedView):
                             "Run to the end of the output, or pause (Space)",
                             "Show the run up to an earlier step (drag); the latest at the right "
                             "end", 150)
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        for label, widget, stretch in (("Model", self.model, 2), ("Drafter", self.drafter, 2),
-                                       ("", self.layers, 0), ("K", self.k, 0),
-                                       ("Tree width", self.tree_width, 0),
-                                       ("Kernels", self.kernels, 0)):
-            if label:
-                row.addWidget(QLabel(label))
-            row.addWidget(widget, stretch)
-        row.addSpacing(8)
-        for button in self.buttons:
-            row.addWidget(button)
+        row = self.control_row((("Model", self.model, 2), ("Drafter", self.drafter, 2),
+                                ("", self.layers, 0), ("K", self.k, 0),
+                                ("Tree width", self.tree_width, 0),
+                                ("Kernels", self.kernels, 0)))
 
         self.prompt_choice = QComboBox()
         for p in self.prompts:

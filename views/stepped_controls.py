@@ -76,6 +76,20 @@ class SteppedView(QWidget):
         self.slider_row.addWidget(self.step_label)
         self.set_running(False)
 
+    def control_row(self, fields) -> QHBoxLayout:
+        """The lab's top row: each (label, widget, stretch) of `fields` (no label where it is
+        ""), then the Reset / Step / Run buttons (build_controls makes them first)."""
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        for label, widget, stretch in fields:
+            if label:
+                row.addWidget(QLabel(label))
+            row.addWidget(widget, stretch)
+        row.addSpacing(8)
+        for button in self.buttons:
+            row.addWidget(button)
+        return row
+
     # ---- the lab's calls ---------------------------------------------------------------------
     def set_running(self, running: bool) -> None:
         self.run_button.setText("Pause" if running else "Run")
