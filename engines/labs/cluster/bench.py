@@ -76,9 +76,9 @@ LONG_TIGHT = PdCase(8, 2048, 64, SLO(ttft_s=1.0, tpot_s=0.010), window_s=8.0)
 SHORT_LOOSE = PdCase(4, 128, 128, SLO(ttft_s=1.0, tpot_s=0.025), window_s=6.0)
 
 
-def pd_vs_colocated(base: ClusterConfig, case: PdCase) -> dict:
-    """Max goodput per GPU of `case.gpus` replicas and of each P:D split; the ratio of the
-    bests."""
+def case_goodput(base: ClusterConfig, case: PdCase, start_rate_per_s: float):
+    """layout -> its MaxGoodput (max_goodput_per_gpu) on `base` for `case`: each probe's
+    requests drawn over the case's arrival window at the probed rate, from `start_rate_per_s`."""
     cfg = base.model
 
     def requests_at(rate: float):
@@ -87,8 +87,15 @@ def pd_vs_colocated(base: ClusterConfig, case: PdCase) -> dict:
 
     def goodput(layout):
         return max_goodput_per_gpu(replace(base, layout=layout), requests_at, case.slo,
-                                   start_rate_per_s=16.0 * case.gpus, doublings=8,
+                                   start_rate_per_s=start_rate_per_s, doublings=8,
                                    bisections=BISECTIONS)
+    return goodput
+
+
+def pd_vs_colocated(base: ClusterConfig, case: PdCase) -> dict:
+    """Max goodput per GPU of `case.gpus` replicas and of each P:D split; the ratio of the
+    bests."""
+    goodput = case_goodput(base, case, 16.0 * case.gpus)
 
     colocated = goodput(Layout(REPLICAS, replicas=case.gpus))
     splits = {f"{p}P:{d}D": goodput(Layout(PD, prefill=p, decode=d))
@@ -122,18 +129,9 @@ def ep_vs_tp(case: PdCase = MOE_CASE, model_config: str = "qwen3-30b-a3b") -> di
     cfg = load_model_preset(model_config)
     base = ClusterConfig(cfg, load_hardware_preset("h100-sxm"), load_link_preset("nvlink4"),
                          Layout(REPLICAS))
-
-    def requests_at(rate: float):
-        n = min(case.max_requests, max(case.min_requests, round(rate * case.window_s)))
-        return _requests(cfg, n, case.prompt_tokens, case.output_tokens, rate)
-
-    def goodput(layout):
-        return max_goodput_per_gpu(replace(base, layout=layout), requests_at, case.slo,
-                                   start_rate_per_s=4.0 * case.gpus, doublings=8,
-                                   bisections=BISECTIONS).goodput_per_gpu
-
-    ep = {label: goodput(layout) for label, layout in EP_LAYOUTS.items()}
-    tp = {label: goodput(layout) for label, layout in TP_LAYOUTS.items()}
+    goodput = case_goodput(base, case, 4.0 * case.gpus)
+    ep = {label: goodput(layout).goodput_per_gpu for label, layout in EP_LAYOUTS.items()}
+    tp = {label: goodput(layout).goodput_per_gpu for label, layout in TP_LAYOUTS.items()}
     best_ep, best_tp = max(ep, key=ep.get), max(tp, key=tp.get)
     return {"ratio": ep[best_ep] / tp[best_tp] if tp[best_tp] else math.inf,
             "model": cfg.id, "gpus": case.gpus, "prompt_tokens": case.prompt_tokens,
