@@ -13,6 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from inferlab.engines.cluster.expert_load import imbalance as load_imbalance
 from inferlab.engines.labs.moe.records import HIST_BINS
 from inferlab.views.style import fixed_plot, pen, style_plot
 
@@ -36,10 +37,9 @@ def heat_codes(counts, top: float) -> np.ndarray:
 
 
 def imbalance(counts) -> np.ndarray:
-    """max / mean of each row of `counts` [layers, experts] (1.0 for a row with no token)."""
-    c = np.asarray(counts, dtype=np.float64)
-    mean = c.mean(axis=1) if c.size else np.zeros(0)
-    return np.where(mean > 0, c.max(axis=1, initial=0) / np.where(mean > 0, mean, 1), 1.0)
+    """max / mean of each row of `counts` [layers, experts] (expert_load.imbalance: 1.0 for a
+    row with no token)."""
+    return np.array([load_imbalance(row) for row in np.asarray(counts, dtype=np.float64)])
 
 
 def index_ticks(labels: list[str], most: int = 24) -> list[tuple[float, str]]:

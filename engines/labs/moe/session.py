@@ -29,6 +29,7 @@ from contextlib import contextmanager
 
 import torch
 
+from inferlab.engines.cluster.expert_load import imbalance
 from inferlab.engines.labs.moe.records import (
     HIST_BINS,
     BatchPoint,
@@ -128,10 +129,9 @@ def layer_routing(model: Llama, block, h: torch.Tensor) -> dict:
     counts = torch.bincount(ids.reshape(-1), minlength=cfg.n_experts)
     grouped, grouped_s = _timed(lambda: moe_block.forward_grouped(cfg, block, h))
     per_token, per_token_s = _timed(lambda: moe_block.forward_per_token(cfg, block, h))
-    mean = ids.numel() / cfg.n_experts
     return {"counts": counts.tolist(), "weight_mean": weights.mean(0).tolist(),
             "hist": torch.histc(weights.float(), HIST_BINS, 0.0, 1.0).long(),
-            "imbalance": float(counts.max()) / mean,
+            "imbalance": imbalance(counts.numpy()),
             "distinct": moe_block.experts_touched(ids),
             "grouped_s": grouped_s, "per_token_s": per_token_s,
             "diff": float((grouped - per_token).abs().max())}
