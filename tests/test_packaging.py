@@ -40,6 +40,7 @@ def test_wheel_installs_one_top_level_name(tmp_path):
     for needed in ("inferlab/app/cli.py", "inferlab/engines/kv/block_manager.py",
                    "inferlab/views/kv_view.py", "inferlab/assets/models/smollm2-135m.json",
                    "inferlab/assets/tflite/person_detect.tflite", "inferlab/firmware/Makefile",
+                   "inferlab/assets/traces/azure_conv_2023_first20min.csv",
                    "inferlab/firmware/main.c", "inferlab/firmware/core/fw_server.c",
                    "inferlab/firmware/ports/cortex-m/link.ld.in",
                    "inferlab/engines/kernels/lowbit.c", "inferlab/engines/kernels/skinny.c"):
