@@ -27,6 +27,7 @@ from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.serve.traces.content import unbounded_hit_rate, workload_requests
 from inferlab.engines.serve.traces.detect import FORMATS
 from inferlab.engines.serve.traces.stream import read_trace, trace_format
+from inferlab.engines.serve.traces.window import parse_window
 from inferlab.engines.serve.workload import read_trace_requests
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
@@ -101,20 +102,10 @@ def settings_of(args) -> dict:
         raise option_error(e, OPTIONS) from None
 
 
-def _window(text: str | None) -> tuple[float, float] | None:
-    if text is None:
-        return None
-    start, sep, end = text.partition(":")
-    try:
-        return float(start or 0), float(end) if end else float("inf")
-    except ValueError:
-        raise ValueError(f"--window must be START:END seconds, got {text!r}") from None
-
-
 def trace_items(args, settings: dict) -> tuple[list, dict]:
     """The --trace file's requests as the engine's, their prompts made from the block ids
     with the run's model's vocabulary; and the figures the run prints beside its metrics."""
-    records = list(read_trace(args.trace, args.trace_format, window=_window(args.window),
+    records = list(read_trace(args.trace, args.trace_format, window=parse_window(args.window),
                               time_scale=args.time_scale, sample=args.sample,
                               seed=args.seed))
     if not records:
