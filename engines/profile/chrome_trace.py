@@ -3,9 +3,10 @@
 `prof.export_chrome_trace(path)` writes one JSON document: either an object whose
 `traceEvents` list holds the events (torch, vLLM's and SGLang's profilers, with `.gz` when they
 compress it) or, in the Trace Event Format's other form, the bare list. A trace of a serving
-run is hundreds of MB, so the events are parsed one at a time (ijson, its C backend where it is
-installed) while the bytes read are reported, and only what the profile needs is kept: the
-complete events (ph "X", times in µs) and the process and thread names (ph "M").
+run is hundreds of MB, so it is read a chunk at a time: `json_split.EventSplitter` cuts each
+chunk's text at the event list's own commas, and each run of whole events is parsed in one
+call by msgspec (C speed), while the bytes read are reported. Only what the profile needs is
+kept: the complete events (ph "X", times in µs) and the process and thread names (ph "M").
 
 A file that is not a whole, well-typed trace raises `TraceReadError`, naming the file, the event
 index and the field; nothing partial is returned.
@@ -15,32 +16,28 @@ from __future__ import annotations
 
 import gc
 import gzip
-import math
 import os
+import re
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
-import ijson
-import numpy as np
+import msgspec
+
+from inferlab.engines.profile.json_split import EventSplitter, Run
 
 GZIP_MAGIC = b"\x1f\x8b"
-CHUNK_BYTES = 1 << 18
-PROGRESS_EVERY = 1 << 13  # events between two progress reports
+CHUNK_BYTES = 1 << 20
 WHITESPACE = b" \t\r\n"
 MAX_DEPTH = 64
 """Nesting a trace never needs (torch's is 5 deep: the document, traceEvents, an event, its args,
-"Input Dims"). Deeper is refused before the parser sees it: ijson keeps a path prefix per
-level, so a file nested 100,000 deep would take O(depth²) memory, tens of GB."""
-QUOTE, QUOTE_BYTE, BACKSLASH_BYTE = ord('"'), b'"', b"\\"
-NOT_QUOTE_OR_BRACKET = bytes(sorted(set(range(256)) - set(b'"[]{}')))
-STEP = np.zeros(256, np.int32)  # a byte's change of depth, outside strings
-STEP[[ord("["), ord("{")]] = 1
-STEP[[ord("]"), ord("}")]] = -1
+"Input Dims"). Deeper is refused before the parser sees it."""
+DECODE = msgspec.json.Decoder().decode
+ELEMENT_PATH = re.compile(r"`\$\[(\d+)\](?:\.(\w+))?")
+MISSING_FIELD = re.compile(r"missing required field `(\w+)`")
+BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
-NO_ARGS: Mapping = MappingProxyType({})  # shared by the events that record none
 Progress = Callable[[float | None, str], None]
 
 
@@ -70,6 +67,25 @@ class TraceEvent(NamedTuple):
         return self.ts_us + self.dur_us
 
 
+class RawEvent(msgspec.Struct, gc=False):
+    """Any event as parsed, typed by msgspec as it parses (a wrong type is refused there,
+    naming the event and field): what each kind needs is checked after."""
+
+    ph: str
+    name: str | None = None
+    cat: str = ""
+    ts: float | None = None  # msgspec refuses a number out of float's range
+    dur: Annotated[float, msgspec.Meta(ge=0.0)] | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: dict = {}
+
+
+X_FIELDS = ("name", "ts", "dur", "pid", "tid")
+"""A complete event's required fields."""
+DECODE_EVENTS = msgspec.json.Decoder(list[RawEvent]).decode
+
+
 @dataclass(frozen=True)
 class ChromeTrace:
     path: str
@@ -92,67 +108,9 @@ class _CountingReader:
         return data
 
 
-class _Prefixed:
-    """A stream whose first bytes were already read (to see the document's first character)."""
-
-    def __init__(self, head: bytes, rest) -> None:
-        self.head, self.rest = head, rest
-
-    def read(self, n: int = -1) -> bytes:
-        if self.head and n != 0:  # ijson reads 0 bytes to learn the stream's type
-            data, self.head = self.head, b""
-            return data
-        return self.rest.read(n)
-
-
-class _DepthGuard:
-    """The decompressed text, passed on as read, refused once nested deeper than MAX_DEPTH.
-
-    Brackets inside strings do not count. Per chunk, at C speed: escapes are dropped first (a
-    pair of backslashes, then a backslash and the quote it escapes; an odd trailing backslash
-    waits for the next chunk), then every byte but quotes and brackets, then every pair of
-    adjacent quotes (a string holding no bracket: the parity of the quotes before each bracket
-    is unchanged). What is left, a few per cent of the text, is scanned with numpy: a bracket
-    counts where an even number of quotes precede it. Depth and the string state carry over."""
-
-    def __init__(self, stream, fail: Callable[[str, str], None]) -> None:
-        self.stream, self.fail = stream, fail
-        self.depth = 0
-        self.in_string = False
-        self.backslash = b""  # an odd trailing backslash of the previous chunk
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.stream.read(n)
-        if data:
-            self.scan(data)
-        return data
-
-    def scan(self, data: bytes) -> None:
-        if self.backslash or BACKSLASH_BYTE in data:
-            text = self.backslash + data
-            run = len(text) - len(text.rstrip(BACKSLASH_BYTE))
-            self.backslash = BACKSLASH_BYTE if run % 2 else b""
-            text = text[:len(text) - run % 2].replace(b"\\\\", b"").replace(b'\\"', b"")
-        else:
-            text = data
-        left = text.translate(None, NOT_QUOTE_OR_BRACKET).replace(b'""', b"")
-        if not left:
-            return
-        a = np.frombuffer(left, np.uint8)
-        step = STEP[a]
-        if self.in_string or QUOTE_BYTE in left:
-            inside = (np.cumsum(a == QUOTE, dtype=np.int32) + self.in_string) & 1
-            step[inside.astype(bool)] = 0
-            self.in_string = bool(inside[-1])
-        depth = np.cumsum(step) + self.depth
-        if depth.max() > MAX_DEPTH:
-            self.fail("json", f"nested deeper than {MAX_DEPTH}")
-        self.depth = int(depth[-1])
-
-
 def read_chrome_trace(path: str | os.PathLike, progress: Progress | None = None) -> ChromeTrace:
     """Every complete event and name of the trace at `path` (.json or gzip, by its bytes);
-    `progress(fraction of the file's bytes read, message)` every few thousand events."""
+    `progress(fraction of the file's bytes read, message)` after each chunk."""
     name = os.fspath(path)
     total = os.path.getsize(name)
     with open(name, "rb") as raw_file:
@@ -163,16 +121,18 @@ def read_chrome_trace(path: str | os.PathLike, progress: Progress | None = None)
         collecting = gc.isenabled()
         gc.disable()  # a million new dicts, none garbage: each collection would walk them all
         try:
-            reader.read(_DepthGuard(stream, reader.fail))
+            reader.read(stream)
         except TraceReadError:
             raise
-        except (ijson.JSONError, UnicodeDecodeError, EOFError, zlib.error, gzip.BadGzipFile,
-                RecursionError) as exc:
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             problem = "the file ends early" if isinstance(exc, EOFError) else str(exc).strip()
-            field = "gzip" if is_gzip and not isinstance(exc, ijson.JSONError) else "json"
-            raise TraceReadError(name, reader.index, field, problem.splitlines()[0]
+            raise TraceReadError(name, reader.index, "gzip", problem.splitlines()[0]
                                  if problem else type(exc).__name__) from exc
         finally:
+            # what the read made goes straight to the oldest generation (freeze, then unfreeze:
+            # two list splices), so the next young collection does not walk a million objects
+            gc.freeze()
+            gc.unfreeze()
             if collecting:
                 gc.enable()
     if progress is not None:
@@ -181,11 +141,17 @@ def read_chrome_trace(path: str | os.PathLike, progress: Progress | None = None)
                        reader.thread_names)
 
 
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class _EventReader:
     def __init__(self, path: str, total: int, counted: _CountingReader,
                  progress: Progress | None) -> None:
         self.path, self.total, self.counted, self.progress = path, total, counted, progress
         self.index: int | None = None
+        self.count = 0  # elements of the event list taken so far
         self.events: list[TraceEvent] = []
         self.process_names: dict = {}
         self.thread_names: dict = {}
@@ -198,126 +164,85 @@ class _EventReader:
             if not chunk or head.lstrip(WHITESPACE):
                 break
         first = head.lstrip(WHITESPACE)[:1]
-        if first == b"{":
-            prefix = "traceEvents.item"
-        elif first == b"[":
-            prefix = "item"
-        else:
+        if first not in (b"{", b"["):
             raise TraceReadError(self.path, None, "json",
                                  "empty file" if not first else
                                  "neither an object with traceEvents nor a list of events")
-        items = ijson.items(_Prefixed(head, stream), prefix, use_float=True,
-                            buf_size=CHUNK_BYTES)
-        append, take, progress = self.events.append, self.take, self.progress
-        count = 0
+        splitter = EventSplitter(MAX_DEPTH, self.fail, bare_list=first == b"[")
+        chunk = head
+        while chunk:
+            for run in splitter.feed(chunk):
+                self.take_run(run)
+            if self.progress is not None:
+                self.report(self.count)
+            chunk = stream.read(CHUNK_BYTES)
+        self.check_skeleton(splitter.finish(), bare_list=first == b"[")
+
+    def take_run(self, run: Run) -> None:
+        """The run's elements parsed and typed in one call (`RawEvent`), then kept."""
+        base = self.count
         try:
-            for event in items:  # to the document's end: a cut anywhere raises
-                # the common case, a well-typed complete event, checked inline
-                if type(event) is dict and event.get("ph") == "X":
-                    name, cat = event.get("name"), event.get("cat", "")
-                    ts, dur = event.get("ts"), event.get("dur")
-                    pid, tid = event.get("pid"), event.get("tid")
-                    args = event.get("args", NO_ARGS)
-                    if (type(name) is str and type(cat) is str and type(ts) is float
-                            and type(dur) is float and -math.inf < ts < math.inf
-                            and 0.0 <= dur < math.inf and (type(args) is dict or args is NO_ARGS)
-                            and (type(pid) is int or type(pid) is str)
-                            and (type(tid) is int or type(tid) is str)):
-                        append(TraceEvent(name, cat, ts, dur, pid, tid, args))
-                        count += 1
-                        if progress is not None and count % PROGRESS_EVERY == 0:
-                            self.report(count)
-                        continue
+            events = DECODE_EVENTS(b"[" + run.text + b"]")
+        except msgspec.ValidationError as exc:  # "Expected ... - at `$[i].field`"
+            at = ELEMENT_PATH.search(str(exc))
+            missing = MISSING_FIELD.search(str(exc))
+            self.index = base + int(at.group(1)) if at else base
+            field = (at and at.group(2)) or (missing and missing.group(1)) or (
+                "event" if at else "json")
+            self.fail(field, _first_line(exc).split(" - at ")[0])
+        except msgspec.DecodeError as exc:  # "... (byte N)" of the bracketed run
+            at = BYTE_OFFSET.search(str(exc))
+            self.index = base + (run.element_at(int(at.group(1)) - 1) if at else 0)
+            self.fail("json", _first_line(exc))
+        append = self.events.append
+        for count, e in enumerate(events, base):
+            if e.ph == "X":
+                if (e.name is None or e.ts is None or e.dur is None or e.pid is None
+                        or e.tid is None):
+                    self.index = count
+                    self.fail(next(f for f in X_FIELDS if getattr(e, f) is None), "missing")
+                append(TraceEvent(e.name, e.cat, e.ts, e.dur, e.pid, e.tid, e.args))
+            elif e.ph == "M":
                 self.index = count
-                take(event)  # anything else: names, or the named error
-                count += 1
-                if progress is not None and count % PROGRESS_EVERY == 0:
-                    self.report(count)
-        finally:
-            self.index = count
-        if self.index == 0 and prefix != "item":
-            self.index = None
-            self.check_events_list()
+                self.take_name(e)
+        self.count = base + len(events)
+        self.index = self.count
+
+    def check_skeleton(self, skeleton: bytes, bare_list: bool) -> None:
+        """The document outside its event list must parse too; an object must hold the list
+        under "traceEvents"."""
+        self.index = None
+        try:
+            doc = DECODE(skeleton)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            self.fail("json", _first_line(exc))
+        if bare_list:
+            return
+        if "traceEvents" not in doc:
+            self.fail("traceEvents", "missing")
+        if type(doc["traceEvents"]) is not list:
+            self.fail("traceEvents", f"not a list ({type(doc['traceEvents']).__name__})")
 
     def report(self, count: int) -> None:
         self.progress(self.counted.bytes_read / max(self.total, 1), f"{count:,} events")
 
-    def check_events_list(self) -> None:
-        """No event came: `traceEvents` must then be there, and an (empty) list."""
-        with open(self.path, "rb") as raw:
-            stream = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
-            for prefix, kind, _ in ijson.parse(stream):
-                if prefix == "traceEvents":
-                    if kind != "start_array":
-                        raise TraceReadError(self.path, None, "traceEvents",
-                                             f"not a list ({kind})")
-                    return
-        raise TraceReadError(self.path, None, "traceEvents", "missing")
-
     def fail(self, field: str, problem: str):
         raise TraceReadError(self.path, self.index, field, problem)
 
-    def take(self, event) -> None:
-        if type(event) is not dict:
-            self.fail("event", f"not an object ({type(event).__name__})")
-        ph = event.get("ph")
-        if ph == "X":
-            self.events.append(TraceEvent(
-                self.text(event, "name"), self.text(event, "cat", ""),
-                self.number(event, "ts"), self.duration(event),
-                self.ident(event, "pid"), self.ident(event, "tid"), self.args(event)))
-        elif ph == "M":
-            kind = event.get("name")
-            if kind == "process_name":
-                self.process_names[self.ident(event, "pid")] = self.label(event)
-            elif kind == "thread_name":
-                key = (self.ident(event, "pid"), self.ident(event, "tid"))
-                self.thread_names[key] = self.label(event)
-        elif type(ph) is not str:
-            self.fail("ph", "missing" if ph is None else f"not a string ({ph!r:.40})")
+    def take_name(self, e: RawEvent) -> None:
+        if e.name == "process_name":
+            self.process_names[self.ident(e, "pid")] = self.label(e)
+        elif e.name == "thread_name":
+            self.thread_names[(self.ident(e, "pid"), self.ident(e, "tid"))] = self.label(e)
 
-    def text(self, event: dict, field: str, default: str | None = None) -> str:
-        value = event.get(field, default)
-        if type(value) is not str:
-            self.fail(field, "missing" if value is None else f"not a string ({value!r:.40})")
+    def ident(self, e: RawEvent, field: str) -> int | str:
+        value = getattr(e, field)
+        if value is None:
+            self.fail(field, "missing")
         return value
 
-    def number(self, event: dict, field: str) -> float:
-        value = event.get(field)
-        if type(value) is float:
-            if math.isfinite(value):
-                return value
-        elif type(value) is int:
-            try:
-                return float(value)
-            except OverflowError:
-                pass
-        elif value is None:
-            self.fail(field, "missing")
-        self.fail(field, f"not a finite number ({value!r:.40})")
-
-    def duration(self, event: dict) -> float:
-        dur = self.number(event, "dur")
-        if dur < 0:
-            self.fail("dur", f"negative ({dur!r})")
-        return dur
-
-    def ident(self, event: dict, field: str) -> int | str:
-        value = event.get(field)
-        if type(value) is int or type(value) is str:
-            return value
-        self.fail(field, "missing" if value is None else
-                  f"not an integer or a string ({value!r:.40})")
-
-    def args(self, event: dict) -> dict:
-        args = event.get("args", {})
-        if type(args) is not dict:
-            self.fail("args", f"not an object ({args!r:.40})")
-        return args
-
-    def label(self, event: dict) -> str:
-        args = self.args(event)
-        value = args.get("name")
+    def label(self, e: RawEvent) -> str:
+        value = e.args.get("name")
         if type(value) is not str:
             self.fail("args.name", "missing" if value is None else
                       f"not a string ({value!r:.40})")

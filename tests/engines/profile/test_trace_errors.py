@@ -4,20 +4,16 @@ and the field, and nothing else; a seeded fuzz of the reader finds no other outc
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import random
 
+import msgspec
 import pytest
 
 from inferlab.app.cli import main
 from inferlab.engines.profile.bench import write_trace
-from inferlab.engines.profile.chrome_trace import (
-    MAX_DEPTH,
-    TraceReadError,
-    _DepthGuard,
-    read_chrome_trace,
-)
+from inferlab.engines.profile.chrome_trace import MAX_DEPTH, TraceReadError, read_chrome_trace
+from inferlab.engines.profile.json_split import EventSplitter
 from tests.fuzz import json_paths, mutate_json_bytes, run_cases
 
 SEED = 20260544
@@ -154,7 +150,7 @@ def test_fuzz_trace_reader(tmp_path):
 
 
 def test_deep_nesting_is_refused_before_the_parser_sees_it(tmp_path):
-    # ijson keeps a path per level: 100,000 levels would take tens of GB
+    # refused by the splitter's count, before a parser recurses 100,000 levels
     deep = '{"traceEvents": [{"ph": "X", "args": ' + "[" * 100_000 + "]" * 100_000 + "}]}"
     with pytest.raises(TraceReadError, match="nested deeper"):
         read_chrome_trace(write(tmp_path, deep))
@@ -183,21 +179,59 @@ def _refuse(field: str, problem: str) -> None:
     raise TraceReadError("doc", None, field, problem)
 
 
-def test_the_depth_guard_counts_nesting_exactly_whatever_the_chunks():
-    # the guard against json's own nesting, documents just under and just over the limit,
-    # read in chunks of 1 byte up to all at once: strings full of brackets, quotes, escapes
+def _chunks(blob: bytes, rng: random.Random):
+    size = rng.choice([1, 2, 3, 7, 64, len(blob)])
+    return [blob[i:i + size] for i in range(0, len(blob), size)]
+
+
+def test_the_splitter_counts_nesting_exactly_whatever_the_chunks():
+    # nesting is counted on the raw bytes, documents just under and just over the limit,
+    # fed in chunks of 1 byte up to all at once: strings full of brackets, quotes, escapes
     rng = random.Random(44)
     for case in range(300):
         levels = MAX_DEPTH + rng.choice([-1, 0, 1])
         blob = json.dumps(_nested(rng, levels)).encode()
-        guard = _DepthGuard(io.BytesIO(blob), _refuse)
-        chunk = rng.choice([1, 2, 3, 7, 64, len(blob)])
+        splitter = EventSplitter(MAX_DEPTH, _refuse, bare_list=blob[:1] == b"[")
         try:
-            while guard.read(chunk):
-                pass
+            for chunk in _chunks(blob, rng):
+                splitter.feed(chunk)
             refused = False
         except TraceReadError:
             refused = True
-        assert refused == (levels > MAX_DEPTH), (case, levels, chunk)
+        assert refused == (levels > MAX_DEPTH), (case, levels)
         if not refused:
-            assert (guard.depth, guard.in_string, guard.backslash) == (0, False, b"")
+            assert (splitter.depth, splitter.in_string, splitter.escape_next) == (0, False,
+                                                                                  False)
+
+
+def test_the_splitter_cuts_between_whole_events_whatever_the_chunks():
+    # the runs it yields, parsed, are the document's events in order, and the skeleton is
+    # the document with its list emptied: checked against json's own parse
+    rng = random.Random(45)
+    for case in range(200):
+        events = [_nested(rng, rng.randrange(4)) for _ in range(rng.randrange(8))]
+        bare = rng.random() < 0.3
+        doc = events if bare else {"a" + str(case): _nested(rng, 2), "traceEvents": events,
+                                   "z": ["[", "]"]}
+        blob = json.dumps(doc, indent=rng.choice([None, 1])).encode()
+        splitter = EventSplitter(MAX_DEPTH, _refuse, bare_list=bare)
+        got = []
+        for chunk in _chunks(blob, rng):
+            for run in splitter.feed(chunk):
+                parsed = json.loads(b"[" + run.text + b"]")
+                assert len(parsed) == run.count
+                got.extend(parsed)
+        assert got == events, case
+        skeleton = json.loads(splitter.finish())
+        assert skeleton == ([] if bare else {**doc, "traceEvents": []}), case
+
+
+def test_a_run_maps_a_byte_to_its_element():
+    splitter = EventSplitter(MAX_DEPTH, _refuse, bare_list=True)
+    run, last = splitter.feed(b'[{"a": ","}, [1, 2], "x,y", 3]')  # the list closed: its last
+    assert (run.count, last.count, last.text) == (3, 1, b" 3")  # element is a run of its own
+    text = run.text.decode()
+    for element, probe in enumerate(['"a"', "2", "y"]):
+        assert run.element_at(text.index(probe)) == element
+    with pytest.raises(msgspec.DecodeError):
+        msgspec.json.decode(b"[" + run.text + b",]")
