@@ -23,6 +23,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
+from inferlab.engines.cluster.autoscale_records import AutoscaleRun
 from inferlab.engines.cluster.ep_executor import (
     ExpertParallelExecutor,
     MoELayerComm,
@@ -104,6 +105,7 @@ class ClusterResult:
     transfers: tuple[KVTransfer, ...]
     makespan_s: float  # first arrival -> last token
     moe_layers: tuple[MoELayerComm, ...] = ()  # expert-parallel layouts: Σ over instances
+    autoscale: AutoscaleRun | None = None  # an autoscaled fleet's replicas and ticks
 
     def timings(self) -> list[RequestTiming]:
         """Per request, the batching lab's RequestTiming (for metrics.summarize)."""
@@ -131,38 +133,23 @@ class ClusterSimulation:
         self.kv_bytes_per_token = kv_bytes_per_token(c.model, c.dtype)
         lay = c.layout
         if lay.expert_parallel:
-            blocks = ep_pool_blocks(c.model, c.hardware, lay.tp, lay.ep, lay.eplb_slots,
-                                    c.block_size, dtype=c.dtype)
+            self._pool_blocks = ep_pool_blocks(c.model, c.hardware, lay.tp, lay.ep,
+                                               lay.eplb_slots, c.block_size, dtype=c.dtype)
         else:
-            blocks = instance_pool_blocks(c.model, c.hardware, lay.tp, c.block_size,
-                                          dtype=c.dtype)
-        longest = max((len(r.prompt_ids) for r in self.requests), default=1)
+            self._pool_blocks = instance_pool_blocks(c.model, c.hardware, lay.tp,
+                                                     c.block_size, dtype=c.dtype)
+        self._longest_prompt = max((len(r.prompt_ids) for r in self.requests), default=1)
         self.engines: list[ServingEngine] = []
         self.routed: list[RoutedInstance] = []
-        for role in c.layout.roles:
-            # a decode instance's KV arrives in one piece: its budget takes the longest prompt
-            # beside a full batch of decodes
-            budget = (c.max_num_batched_tokens if role != DECODE
-                      else max(c.max_num_batched_tokens, c.max_num_seqs + longest + 1))
-            bm = BlockManager(blocks, c.block_size,
-                              prefix_cache=c.prefix_cache if role != DECODE else "none")
-            scheduler = Scheduler(c.policy, bm, max_num_batched_tokens=budget,
-                                  max_num_seqs=c.max_num_seqs)
-            if lay.expert_parallel:
-                executor = ExpertParallelExecutor(
-                    c.model, c.hardware, lay.tp, lay.ep, c.link, c.dtype,
-                    kv_arrivals=role == DECODE, load=c.expert_load,
-                    eplb_slots=lay.eplb_slots, dual_batch_overlap=lay.dual_batch_overlap)
-            else:
-                executor = InstanceExecutor(c.model, c.hardware, lay.tp, c.link, c.dtype,
-                                            kv_arrivals=role == DECODE)
-            self.engines.append(ServingEngine(scheduler, executor, [], accepting=True))
-            self.routed.append(RoutedInstance(bm, c.block_size))
-        self.roles = c.layout.roles
+        self.roles: list[str] = []
+        for role in self._initial_roles():
+            self._add_instance(role)
         self.front = [i for i, r in enumerate(self.roles) if r != DECODE]
         self.back = [i for i, r in enumerate(self.roles) if r == DECODE]
         if self.requests:
-            first = self.engines[self.front[0]]
+            # an autoscaled fleet may start with no instance: a spare one checks the requests
+            first = (self.engines[self.front[0]] if self.front
+                     else self._new_instance(lay.roles[0])[0])
             as_prefill = [self._prefill_request(r) for r in self.requests]
             check_admissible(first.scheduler, as_prefill if self.back else self.requests)
             if self.back:
@@ -176,6 +163,41 @@ class ClusterSimulation:
         self._decode_at: dict[str, int] = {}
         self._transfer_s: dict[str, float] = {}
         self.transfers: list[KVTransfer] = []
+
+    def _initial_roles(self) -> tuple[str, ...]:
+        """The instances the run starts with: the layout's (an autoscaled fleet: its
+        minimum)."""
+        return self.config.layout.roles
+
+    def _new_instance(self, role: str) -> tuple[ServingEngine, RoutedInstance]:
+        """A fresh instance of `role`: its pool, scheduler and executor, taking requests."""
+        c, lay = self.config, self.config.layout
+        # a decode instance's KV arrives in one piece: its budget takes the longest prompt
+        # beside a full batch of decodes
+        budget = (c.max_num_batched_tokens if role != DECODE
+                  else max(c.max_num_batched_tokens, c.max_num_seqs + self._longest_prompt + 1))
+        bm = BlockManager(self._pool_blocks, c.block_size,
+                          prefix_cache=c.prefix_cache if role != DECODE else "none")
+        scheduler = Scheduler(c.policy, bm, max_num_batched_tokens=budget,
+                              max_num_seqs=c.max_num_seqs)
+        if lay.expert_parallel:
+            executor = ExpertParallelExecutor(
+                c.model, c.hardware, lay.tp, lay.ep, c.link, c.dtype,
+                kv_arrivals=role == DECODE, load=c.expert_load,
+                eplb_slots=lay.eplb_slots, dual_batch_overlap=lay.dual_batch_overlap)
+        else:
+            executor = InstanceExecutor(c.model, c.hardware, lay.tp, c.link, c.dtype,
+                                        kv_arrivals=role == DECODE)
+        return (ServingEngine(scheduler, executor, [], accepting=True),
+                RoutedInstance(bm, c.block_size))
+
+    def _add_instance(self, role: str) -> int:
+        """A new instance of `role` at the end of the instance list; its index."""
+        engine, routed = self._new_instance(role)
+        self.engines.append(engine)
+        self.routed.append(routed)
+        self.roles.append(role)
+        return len(self.engines) - 1
 
     def _prefill_request(self, r: Request) -> Request:
         return Request(r.request_id, r.prompt_ids, 1, r.arrival_s) if self.back else r

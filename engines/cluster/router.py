@@ -67,7 +67,9 @@ class Router:
             raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {policy!r}")
         self.policy = policy
         self._turn = 0
-        self._chosen_at: dict[int, int] = {}  # instance -> the turn it was last chosen
+        # instance -> the turn it was last chosen (keyed by the instance itself, so that an
+        # autoscaled fleet's instances keep their turns when the list grows or shrinks)
+        self._chosen_at: dict[RoutedInstance, int] = {}
 
     def choose(self, prompt: Sequence[int], instances: Sequence[RoutedInstance]) -> int:
         if self.policy == ROUND_ROBIN:
@@ -79,7 +81,7 @@ class Router:
             best = max(matched)
             among = None if best == 0 else [j for j, m in enumerate(matched) if m == best]
             i = self._least_tokens(instances, among)
-        self._chosen_at[i] = self._turn
+        self._chosen_at[instances[i]] = self._turn
         self._turn += 1
         if self.policy == PREFIX:  # only the prefix policy reads what was sent where
             instances[i].remember(prompt)
@@ -92,4 +94,4 @@ class Router:
         among = range(len(instances)) if among is None else among
         never = -len(instances)  # never chosen: before any turn, the first index first
         return min(among, key=lambda j: (instances[j].outstanding_tokens,
-                                         self._chosen_at.get(j, never + j)))
+                                         self._chosen_at.get(instances[j], never + j)))
