@@ -21,7 +21,9 @@ or huge (a body bigger than the client reads). `api_key` set: requests without t
 echoes what they sent, as OpenAI's does, so that tests can check the client scrubs it.
 `metrics=True` serves vLLM-named gauges and counters at /metrics; otherwise /metrics is 404.
 `eos_after=N` ends a stream after N tokens (finish "stop") unless the body asks ignore_eos or
-min_tokens. `python -m inferlab.engines.endpoint.fake_server` runs one in its own process
+min_tokens. `bodies` and `received_s` hold each completion's body and when it was read
+(time.perf_counter: the server's clock for arrival tests). `python -m
+inferlab.engines.endpoint.fake_server` runs one in its own process
 (the bench measures the client alone that way) and prints "PORT n".
 
 HTTP/1.1 by hand over asyncio streams, keep-alive and chunked bodies: a real server would need
@@ -38,6 +40,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 _MODE = re.compile(r"\[fake:([a-z0-9]+)\]")
@@ -74,6 +77,7 @@ class FakeServer:
         self.open_connections = 0
         self.generated_tokens = 0
         self.bodies: list[dict] = []
+        self.received_s: list[float] = []  # time.perf_counter() as each body was read
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server = None
         self._thread: threading.Thread | None = None
@@ -233,6 +237,7 @@ class FakeServer:
             await writer.drain()
             return True
         req = json.loads(body or b"{}")
+        self.received_s.append(time.perf_counter())
         self.bodies.append(req)
         self.requests += 1
         return await self._complete(req, path.endswith("chat/completions"), reader, writer)

@@ -36,20 +36,22 @@ def api_key(var: str) -> str | None:
     return value
 
 
-def load_run(settings: dict, key: str | None,
-             count_tokens: TokenCounter | None = None) -> EndpointRun:
-    """The load run of `settings` (checked), not started: its requests read or generated
-    first (ValueError naming the trace file), then its runner's settings checked."""
-    requests = endpoint_requests(settings)
+def load_run(settings: dict, key: str | None, count_tokens: TokenCounter | None = None,
+             requests: list | None = None) -> EndpointRun:
+    """The load run of `settings` (checked), not started: its requests (`requests`, when the
+    caller read them already) read or generated first (ValueError naming the trace file),
+    then its runner's settings checked."""
+    if requests is None:
+        requests = endpoint_requests(settings)
     return EndpointRun(run_settings(settings), requests, api_key=key,
                        count_tokens=count_tokens, slo=endpoint_slo(settings))
 
 
-def run_endpoint(settings: dict, key: str | None,
-                 count_tokens: TokenCounter | None = None) -> EndpointRunResult:
+def run_endpoint(settings: dict, key: str | None, count_tokens: TokenCounter | None = None,
+                 requests: list | None = None) -> EndpointRunResult:
     """One load run of `settings` (checked) to its end. EndpointError (one sentence) when the
     server cannot be used."""
-    return load_run(settings, key, count_tokens).run()
+    return load_run(settings, key, count_tokens, requests).run()
 
 
 def live_record(run: EndpointRun) -> EndpointRecord:

@@ -1,11 +1,13 @@
 """The endpoint lab's settings: the URL (and more servers, routed), model, API, server kind,
-the workload (the batching lab's seeded generator, or a JSONL trace), the pacing (a fixed
+the workload (the batching lab's seeded generator, a JSONL trace, or a published trace:
+Mooncake, Bailian, Azure, BurstGPT, ShareGPT, with its window, time scale and sample, as the
+batching lab reads it), the pacing (a fixed
 concurrency, or the workload's arrival times), SLOs and limits, and the name of the
 environment variable holding the API key. The key itself is never a setting: it is in none
 of this lab's settings, records, sections or trace events.
 
 `run_settings` makes them the load runner's EndpointSettings (engines/endpoint/load.py);
-`endpoint_requests` the run's WorkloadRequests.
+`endpoint_requests` the run's WorkloadRequests (`published_trace` with the trace's figures).
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from __future__ import annotations
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
 from inferlab.engines.endpoint.load import EndpointSettings
 from inferlab.engines.endpoint.routing import ROUTERS
+from inferlab.engines.endpoint.trace_replay import trace_workload
 from inferlab.engines.fields import Setting, check_settings, shown
 from inferlab.engines.hardware.presets import list_hardware_presets
 from inferlab.engines.model.config import list_model_presets
 from inferlab.engines.serve import workload
 from inferlab.engines.serve.scenarios import lognormal_workload, settings_slo
+from inferlab.engines.serve.traces.detect import FORMATS
+from inferlab.engines.serve.traces.stream import MAX_SAMPLE, read_trace
+from inferlab.engines.serve.traces.window import parse_window
 
 ENDPOINT_DEFAULTS = {
     "url": "http://127.0.0.1:8000",
@@ -28,6 +34,11 @@ ENDPOINT_DEFAULTS = {
     "server_kind": "auto",
     "api_key_env": "",           # the environment variable holding the key ("": none)
     "workload_file": "",         # a JSONL trace instead of the seeded workload ("": none)
+    "trace_file": "",            # a published trace instead ("": none); sent at its times
+    "trace_format": "",          # its format ("": read from its first line)
+    "trace_window": "",          # START:END seconds after its first arrival ("": all of it)
+    "trace_time_scale": 1.0,     # its inter-arrival times multiplied by this
+    "trace_sample": 0,           # N of its requests, drawn uniformly with `seed` (0: all)
     "requests": 16,
     "rate_per_s": 2.0,
     "prompt_mean": 4.0,          # lognormal: median e^4 ≈ 55 tokens
@@ -67,6 +78,11 @@ ENDPOINT_SETTINGS = {
     "server_kind": Setting("str", choices=("auto", *SERVER_KINDS)),
     "api_key_env": Setting("str"),
     "workload_file": Setting("str"),
+    "trace_file": Setting("str"),
+    "trace_format": Setting("str", choices=("", *FORMATS)),
+    "trace_window": Setting("str", max_len=100),
+    "trace_time_scale": Setting("float", 1e-6, 1e6),
+    "trace_sample": Setting("int", 0, MAX_SAMPLE),
     "requests": Setting("int", 1, 10_000),
     "rate_per_s": Setting("float", 0.001, 100_000),
     "prompt_mean": Setting("float", 0, 10),
@@ -98,6 +114,14 @@ def check_endpoint_settings(settings, where: str = "settings") -> dict:
     if env and not (env.replace("_", "a").isalnum() and not env[0].isdigit()):
         raise ValueError(f"{where}.api_key_env: expected an environment variable name, got "
                          f"{shown(env, 40)}")
+    if s["trace_window"]:
+        try:
+            parse_window(s["trace_window"])
+        except ValueError:
+            raise ValueError(f"{where}.trace_window: expected START:END seconds, got "
+                             f"{shown(s['trace_window'], 40)}") from None
+    if s["workload_file"] and s["trace_file"]:
+        raise ValueError(f"{where}.trace_file: give a workload file or a trace, not both")
     return s
 
 
@@ -108,12 +132,34 @@ endpoint_workload = lognormal_workload
 
 
 def endpoint_requests(settings: dict) -> list:
-    """The run's WorkloadRequests: the trace file's (at most `requests` of them) or the
-    seeded workload's. ValueError naming the file when it cannot be read."""
+    """The run's WorkloadRequests: the workload file's or the published trace's (at most
+    `requests` of them) or the seeded workload's. ValueError naming the file when it cannot
+    be read."""
     path = settings["workload_file"]
     if path:
         return workload.read_trace_requests(path)[: int(settings["requests"])]
+    if settings["trace_file"]:
+        return published_trace(settings)[0]
     return workload.generate(endpoint_workload(settings))
+
+
+def published_trace(settings: dict) -> tuple[list, dict]:
+    """The published trace's requests (at most `requests`; engines/endpoint/trace_replay)
+    and the figures a run prints beside its metrics (trace_format, trace_requests, ...).
+    TraceError naming the file, line and field of a bad row; ValueError for a trace with
+    no request in the window."""
+    s = settings
+    path, fmt = s["trace_file"], s["trace_format"] or None
+    records = read_trace(path, fmt, window=parse_window(s["trace_window"] or None),
+                         time_scale=float(s["trace_time_scale"]),
+                         sample=s["trace_sample"] or None, seed=s["seed"])
+    requests, figures = trace_workload(records, path, fmt)
+    if not requests:
+        raise ValueError(f"--trace {path}: the trace holds no request (in the window) with "
+                         "an input and an output token")
+    if len(requests) > s["requests"]:
+        figures["trace_requests_cut"] = len(requests) - s["requests"]
+    return requests[: int(s["requests"])], figures
 
 
 def run_settings(settings: dict, **overrides) -> EndpointSettings:
