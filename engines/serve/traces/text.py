@@ -25,11 +25,12 @@ import functools
 
 import numpy as np
 
-from inferlab.engines.serve.traces.content import TAIL_TAG
 from inferlab.engines.serve.traces.record import TraceRequest
 
 WORDS_TAG = 0x7E47_B10C
 """Mixed into a block id's seed, so a block's words are not its token draw in content.py."""
+TAIL_TAG = 0x7E47_7A11
+"""Mixed into a request's own seed, so its tail never repeats a block id's draw."""
 
 TRACE_WORDS = tuple("""
 a about actually adults after afternoon aged all am among amounts an and are as asking
@@ -72,7 +73,7 @@ def prompt_words(record: TraceRequest, index: int) -> tuple[int, ...]:
             break
         words.extend(block_words(block_id, bs))
     if len(words) < n:
-        rng = np.random.default_rng([TAIL_TAG, WORDS_TAG, index])
+        rng = np.random.default_rng([TAIL_TAG, index])
         words.extend(rng.integers(0, len(TRACE_WORDS), size=n - len(words)).tolist())
     return tuple(words[:n])
 
