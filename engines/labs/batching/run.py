@@ -19,14 +19,11 @@ from inferlab.engines.labs.batching.section import batching_section
 from inferlab.engines.labs.batching.session import batching_metrics, batching_session
 from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, check_batching_settings
 from inferlab.engines.labs.batching.trace import batching_trace_iteration, batching_trace_requests
-from inferlab.engines.model.cache import load_lab_model
-from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.labs.batching.trace_workload import trace_workload
 from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-from inferlab.engines.serve.traces.content import unbounded_hit_rate, workload_requests
 from inferlab.engines.serve.traces.detect import FORMATS
-from inferlab.engines.serve.traces.stream import read_trace, trace_format
 from inferlab.engines.serve.traces.window import parse_window
 from inferlab.engines.serve.workload import read_trace_requests
 
@@ -103,22 +100,11 @@ def settings_of(args) -> dict:
 
 
 def trace_items(args, settings: dict) -> tuple[list, dict]:
-    """The --trace file's requests as the engine's, their prompts made from the block ids
-    with the run's model's vocabulary; and the figures the run prints beside its metrics."""
-    records = list(read_trace(args.trace, args.trace_format, window=parse_window(args.window),
-                              time_scale=args.time_scale, sample=args.sample,
-                              seed=args.seed))
-    if not records:
-        raise ValueError(f"--trace {args.trace}: the trace holds no request (in the window)")
-    if settings["clock"] == "simulated":
-        vocab = load_model_preset(settings["model_config"]).vocab_size
-    else:
-        vocab = load_lab_model(settings["model"], args.device)[0].config.vocab_size
-    kept = [r for r in records if r.input_tokens > 0 and r.output_tokens > 0]
-    figures = {"trace_format": trace_format(args.trace, args.trace_format),
-               "trace_requests": len(kept), "trace_requests_empty": len(records) - len(kept),
-               "trace_hit_rate_unbounded": unbounded_hit_rate(kept)}
-    return workload_requests(kept, vocab), figures
+    """The --trace file's requests as the engine's, and the figures the run prints."""
+    return trace_workload(args.trace, settings, args.device, args.trace_format,
+                          window=parse_window(args.window), time_scale=args.time_scale,
+                          sample=args.sample, seed=args.seed,
+                          progress=getattr(args, "progress", None))
 
 
 def run(args, recorder):

@@ -12,14 +12,15 @@ the reader yields (after BurstGPT's model / log-type filter, before any window):
     arrival_s   (t − t0 − start_s) × time_scale   (time_scale 2: gaps twice as long)
     sample=N    N of the kept rows, uniformly (reservoir sampling, seeded), in arrival order
 
-BurstGPT rows can be kept by model and log type first (`models`, `log_types`)."""
+BurstGPT rows can be kept by model and log type first (`models`, `log_types`).
+`progress(fraction of the file's bytes read, rows read)` is called every PROGRESS_ROWS rows."""
 
 from __future__ import annotations
 
 import math
 import os
 import random
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from inferlab.engines.serve.traces import (
@@ -36,6 +37,8 @@ from inferlab.engines.serve.traces.record import TraceError, TraceRequest
 TIME_FIELD = {"mooncake": "timestamp", "bailian": "timestamp", "azure": "TIMESTAMP",
               "burstgpt": "Timestamp", "sharegpt": "arrival", "inferlab": "arrival_s"}
 MAX_SAMPLE = 10_000_000
+PROGRESS_ROWS = 8192
+Progress = Callable[[float, int], None]
 
 
 def trace_format(path: str | os.PathLike, format: str | None = None) -> str:
@@ -75,7 +78,8 @@ def read_trace(path: str | os.PathLike, format: str | None = None, *,
                window: tuple[float, float] | None = None, time_scale: float = 1.0,
                sample: int | None = None, seed: int = 0,
                models: Collection[str] | None = None,
-               log_types: Collection[str] | None = None) -> Iterator[TraceRequest]:
+               log_types: Collection[str] | None = None,
+               progress: Progress | None = None) -> Iterator[TraceRequest]:
     """The file's requests (module doc), lazily; each bad row a TraceError naming the file,
     its line and the field."""
     start_s, end_s = _check_options(window, time_scale, sample)
@@ -83,7 +87,7 @@ def read_trace(path: str | os.PathLike, format: str | None = None, *,
     name = Path(path).name
     field = TIME_FIELD[fmt]
     kept = _windowed(path, fmt, name, field, start_s, end_s, float(time_scale),
-                     models, log_types)
+                     models, log_types, progress)
     if sample is None:
         yield from kept
         return
@@ -101,9 +105,10 @@ def read_trace(path: str | os.PathLike, format: str | None = None, *,
         yield r
 
 
-def _windowed(path, fmt, name, field, start_s, end_s, time_scale, models, log_types
-              ) -> Iterator[TraceRequest]:
+def _windowed(path, fmt, name, field, start_s, end_s, time_scale, models, log_types,
+              progress) -> Iterator[TraceRequest]:
     try:
+        size = max(os.path.getsize(path), 1)
         with open(path, encoding="utf-8", newline="") as f:
             if fmt == "sharegpt":
                 rows = sharegpt.rows(f, name)
@@ -113,7 +118,9 @@ def _windowed(path, fmt, name, field, start_s, end_s, time_scale, models, log_ty
                 rows = {"mooncake": mooncake, "bailian": bailian, "azure": azure,
                         "inferlab": inferlab_jsonl}[fmt].rows(f, name)
             t0 = prev = None
-            for line, r in rows:
+            for n, (line, r) in enumerate(rows, 1):
+                if progress is not None and n % PROGRESS_ROWS == 0:
+                    progress(min(f.buffer.tell() / size, 1.0), n)  # the bytes decoded so far
                 t = r.arrival_s
                 if prev is not None and t < prev:
                     raise TraceError(f"{name} line {line}: field '{field}' goes back in time "

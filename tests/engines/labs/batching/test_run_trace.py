@@ -7,6 +7,11 @@ import json
 
 import pytest
 
+from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
+from inferlab.engines.labs.batching.trace_workload import trace_workload
+from inferlab.engines.serve.traces.bench import write_mooncake_jsonl
+from inferlab.engines.serve.traces.stream import PROGRESS_ROWS
+
 
 def test_run_batching_on_a_mooncake_trace(capsys, tmp_path):
     from inferlab.app.cli import main
@@ -40,3 +45,19 @@ def test_bad_trace_options_are_one_line_errors(capsys, tmp_path, extra, message)
     trace.write_text('{"timestamp": 0, "input_length": 3, "output_length": 1}\n')
     assert main(["run", "batching", "--trace", str(trace), *extra]) != 0
     assert message in capsys.readouterr().err
+
+
+def test_trace_workload_takes_the_first_requests_and_reports_reading(tmp_path):
+    path = tmp_path / "m.jsonl"
+    n = write_mooncake_jsonl(path, duration_s=3000.0)  # > PROGRESS_ROWS rows: progress comes
+    assert n > PROGRESS_ROWS
+    seen = []
+    settings = dict(BATCHING_DEFAULTS, clock="simulated")
+    items, figures = trace_workload(path, settings, progress=lambda f, m: seen.append((f, m)))
+    assert figures["trace_requests"] == len(items) == n and figures["trace_format"] == "mooncake"
+    assert seen and all(0.0 < f <= 1.0 for f, _ in seen)
+    assert [f for f, _ in seen] == sorted(f for f, _ in seen)
+    assert f"{PROGRESS_ROWS:,} rows" in seen[0][1]
+    first, _ = trace_workload(path, settings, limit=5)
+    assert [i.arrival_s for i in first] == [i.arrival_s for i in items[:5]]
+    assert [i.prompt_token_ids for i in first] == [i.prompt_token_ids for i in items[:5]]
