@@ -21,6 +21,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
@@ -121,6 +122,7 @@ class TraceView(QWidget):
     """The trace tab: Open trace…, a summary line and the five plots of `show_stats`."""
 
     open_requested = Signal(str)  # a trace file's path
+    replay_toggled = Signal(bool)  # run the lab's timeline on the open trace, or not
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -130,6 +132,12 @@ class TraceView(QWidget):
                                "ShareGPT or InferLab JSONL; its format from its first line) and "
                                "show its arrivals, lengths, block reuse and sessions")
         self.button.clicked.connect(self._choose)
+        self.replay = QCheckBox("Run the lab on it")
+        self.replay.setToolTip("The lab's run (Timeline, metrics, Step / Run) on the open "
+                               "trace's first requests (as many as the Requests setting), "
+                               "arriving at the trace's times, instead of the seeded workload")
+        self.replay.setEnabled(False)
+        self.replay.toggled.connect(self.replay_toggled)
         self.status = QLabel("No trace open: Open trace… reads one (in the background).")
         self.status.setWordWrap(True)
         self.summary = QLabel()
@@ -138,6 +146,7 @@ class TraceView(QWidget):
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.button)
+        top.addWidget(self.replay)
         top.addWidget(self.status, 1)
 
         self.arrivals_plot = _plot("Arrivals", "requests / s", "time from first arrival (s)")
@@ -181,6 +190,7 @@ class TraceView(QWidget):
 
     def set_busy(self, busy: bool, text: str = "") -> None:
         self.button.setEnabled(not busy)
+        self.replay.setEnabled(not busy and self.stats is not None)
         if text:
             self.status.setText(text)
 

@@ -25,6 +25,7 @@ from inferlab.engines.labs.batching.section import batching_section
 from inferlab.engines.labs.batching.session import batching_metrics, batching_session
 from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS, BATCHING_SETTINGS
 from inferlab.engines.labs.batching.trace import batching_trace_iteration
+from inferlab.engines.labs.batching.trace_workload import trace_workload
 from inferlab.engines.serve.traces.stats import trace_stats
 from inferlab.engines.serve.traces.stream import read_trace, trace_format
 from inferlab.views.batch_compare import variant_name
@@ -55,6 +56,10 @@ class BatchingLab(SteppedLab):
         self.view.compare.compare_requested.connect(self.compare)
         self.view.sweep.sweep_requested.connect(self.sweep)
         self.view.trace.open_requested.connect(self.open_trace)
+        self.view.trace.replay_toggled.connect(self.replay_trace)
+        self.trace_path: str | None = None  # the trace the Trace tab shows
+        self.replaying = False  # the lab's run is on that trace's first requests
+        self.replay_figures: dict = {}
 
     @property
     def requests(self) -> tuple:
@@ -77,6 +82,13 @@ class BatchingLab(SteppedLab):
         return f"Preparing {settings['requests']} requests ({where})…"
 
     def open_session(self, settings: dict, device: str, progress):
+        if self.replaying:
+            items, self.replay_figures = trace_workload(
+                self.trace_path, settings, device, limit=settings["requests"],
+                progress=progress)
+            session = batching_session(dict(settings, requests=len(items)), device, items)
+            self._trace_offset_s = self.context.recorder.now_s()
+            return session
         progress(0.1, "generating the workload")
         session = batching_session(settings, device)
         self._trace_offset_s = self.context.recorder.now_s()
@@ -94,6 +106,11 @@ class BatchingLab(SteppedLab):
         clock = "simulated" if s.settings["clock"] == "simulated" else "wall clock"
         where = f"{s.model_id} on {s.device} ({clock}, {s.settings['policy']})"
         linears = f" {s.linears_note}" if s.linears_note else ""
+        if self.replaying:
+            f = self.replay_figures
+            where += (f"; the first {f.get('trace_requests', 0):,} requests of "
+                      f"{Path(self.trace_path).name} ({f.get('trace_format')}, unbounded-cache "
+                      f"hit rate {f.get('trace_hit_rate_unbounded', 0.0):.0%})")
         if s.done:
             return (f"{where}: all {m.get('completed', 0)} requests finished after "
                     f"{m.get('iterations', 0)} iterations. Reset (Ctrl+R) to run it again."
@@ -173,10 +190,18 @@ class BatchingLab(SteppedLab):
 
         def shown(result) -> str:
             fmt, stats = result
+            self.trace_path = path
             self.view.trace.show_stats(stats, f"{name} ({fmt})")
+            if self.replaying:
+                self.reset()
             return f"{name}: {stats.requests:,} requests read."
 
         self._whole_runs(self.view.trace, "trace reading", f"Reading {name}…", work, shown)
+
+    def replay_trace(self, on: bool) -> None:
+        """The lab's run on the open trace's first requests (on), or the seeded workload."""
+        self.replaying = on and self.trace_path is not None
+        self.reset()
 
     def _whole_runs(self, view, name: str, busy_text: str, work, shown) -> None:
         """`work(progress, should_stop)` in a worker; `shown(result)` draws it and returns the

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from inferlab.engines.serve.traces.bench import write_mooncake_jsonl
+from inferlab.engines.serve.traces.stream import read_trace
 from tests.app import lab_helpers
 from tests.app.lab_helpers import wait_idle
 
@@ -32,3 +35,24 @@ def test_a_bad_trace_says_why(qtbot, make_window, tmp_path):
     wait_idle(qtbot, window)
     assert "input_length" in lab.view.trace.status.text()
     assert lab.view.trace.stats is None
+
+
+def test_the_lab_runs_on_the_open_trace(qtbot, make_window, tmp_path):
+    window, lab = lab_helpers.open_lab(qtbot, make_window, "batching", 60000, requests=10)
+    wait_idle(qtbot, window)
+    seeded = [r.arrival_s for r in lab.requests]
+    path = tmp_path / "m.jsonl"
+    n = write_mooncake_jsonl(path, duration_s=30.0)
+    assert not lab.view.trace.replay.isEnabled()  # nothing open to run on yet
+    lab.view.trace.open_requested.emit(str(path))
+    qtbot.waitUntil(lambda: lab.view.trace.replay.isEnabled(), timeout=30000)
+    lab.view.trace.replay.setChecked(True)
+    qtbot.waitUntil(lambda: lab.session is not None and lab.replaying
+                    and len(lab.requests) == min(10, n), timeout=30000)
+    wait_idle(qtbot, window)
+    first = [r.arrival_s for r in read_trace(path)][:10]
+    assert [r.arrival_s for r in lab.requests] == pytest.approx(first)
+    assert "m.jsonl (mooncake" in lab.ready_text()
+    lab.view.trace.replay.setChecked(False)  # back to the seeded workload
+    qtbot.waitUntil(lambda: [r.arrival_s for r in lab.requests] == seeded, timeout=30000)
+    wait_idle(qtbot, window)
