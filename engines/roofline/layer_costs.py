@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from inferlab.engines.dtypes import bytes_per_element
 from inferlab.engines.model.config import ModelConfig
+from inferlab.engines.roofline.aten_costs import Tensor, matmul_flops_bytes
 from inferlab.engines.roofline.memory import kv_bytes_per_token, kv_layers, per_model
 from inferlab.engines.roofline.op_cost import OpCost
 
@@ -17,11 +18,13 @@ from inferlab.engines.roofline.op_cost import OpCost
 def matmul_cost(m: int, n: int, k: int, dtype: str = "fp32") -> OpCost:
     """C[m×n] = A[m×k] · B[k×n].
 
-    flops = 2·m·n·k; bytes = (m·k + k·n + m·n) × bytes(dtype) (A and B read, C written).
+    flops = 2·m·n·k; bytes = (m·k + k·n + m·n) × bytes(dtype) (A and B read, C written):
+    `aten_costs.matmul_flops_bytes`, the one count a profiled aten matmul gets too.
     """
     _check_positive(m=m, n=n, k=k)
     bpe = bytes_per_element(dtype)
-    return OpCost(f"matmul {m}x{n}x{k} {dtype}", 2.0 * m * n * k, (m * k + k * n + m * n) * bpe)
+    flops, moved = matmul_flops_bytes(Tensor((m, k), bpe), Tensor((k, n), bpe))
+    return OpCost(f"matmul {m}x{n}x{k} {dtype}", flops, moved)
 
 
 def head_dims(cfg: ModelConfig, absorbed: bool = False) -> tuple[int, int]:
