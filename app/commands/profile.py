@@ -11,11 +11,10 @@ from inferlab.app.cli import print_json
 from inferlab.app.cli_progress import CliProgress
 from inferlab.engines.hardware.microbench import measure_roofs
 from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
-from inferlab.engines.profile.breakdown import breakdown
 from inferlab.engines.profile.chrome_trace import read_chrome_trace
 from inferlab.engines.profile.compare import compare_traces, shared_level
-from inferlab.engines.profile.kernel_table import kernel_table, level_of
-from inferlab.engines.profile.op_roofline import Roof, op_points
+from inferlab.engines.profile.op_roofline import Roof
+from inferlab.engines.profile.trace_profile import profile_trace
 from inferlab.engines.roofline.units import format_bytes, format_flops
 
 TOP_ROWS = 30  # the text table's rows; --json has every name
@@ -44,23 +43,15 @@ def register(sub) -> None:
 def run(args) -> int:
     if args.profile_action == "compare":
         return run_compare(args)
-    with CliProgress("profile open") as progress:
-        trace = read_chrome_trace(args.trace, progress=progress)
     roof = None if args.roofline is None else _roof(args.roofline)
-    level = level_of(trace.events)
-    rows = kernel_table(trace.events, level)
-    lanes = breakdown(trace.events, trace.thread_names, level)
-    points = [] if roof is None else op_points(trace.events, roof)
+    with CliProgress("profile open") as progress:
+        p = profile_trace(args.trace, roof, progress=progress)
     if args.json:
-        out = {"path": trace.path, "bytes": trace.bytes_read, "events": len(trace.events),
-               "level": level, "kernels": {r.name: r.to_dict() for r in rows},
-               "breakdown": {lane.key: lane.to_dict() for lane in lanes}}
-        if roof is not None:
-            out["roofline"] = {"roof": roof.to_dict(), "ops": [p.to_dict() for p in points]}
-        print_json(out)
+        print_json(p.to_dict())
         return 0
-    what = "GPU kernels" if level == "gpu" else "CPU ops"
-    print(f"{trace.path}: {format_bytes(trace.bytes_read)}, {len(trace.events):,} complete "
+    what = "GPU kernels" if p.level == "gpu" else "CPU ops"
+    rows = p.kernels
+    print(f"{p.path}: {format_bytes(p.bytes_read)}, {p.events:,} complete "
           f"events; {what}: {len(rows)} names")
     if not rows:
         print("  no GPU kernel or CPU op in this trace")
@@ -72,15 +63,15 @@ def run(args) -> int:
               f"{r.mean_s * 1e6:>10.2f}  {r.share:>6.1%}")
     if len(rows) > TOP_ROWS:
         print(f"  … {len(rows) - TOP_ROWS} more names (--json lists them all)")
-    kind = "stream" if level == "gpu" else "thread"
+    kind = "stream" if p.level == "gpu" else "thread"
     print(f"\ntime per {kind} (ms), first event to last:")
     print(f"  {kind:<24}  {'compute':>10}  {'memory':>10}  {'comm':>10}  {'idle':>10}  {'idle %':>6}")
-    for lane in lanes:
+    for lane in p.lanes:
         idle = lane.idle_s / lane.span_s if lane.span_s > 0 else 0.0
         print(f"  {lane.name[:24]:<24}  {lane.compute_s * 1e3:>10.3f}  {lane.memory_s * 1e3:>10.3f}"
               f"  {lane.communication_s * 1e3:>10.3f}  {lane.idle_s * 1e3:>10.3f}  {idle:>6.1%}")
     if roof is not None:
-        _print_roofline(roof, points)
+        _print_roofline(roof, p.ops)
     return 0
 
 
