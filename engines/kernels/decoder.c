@@ -16,9 +16,15 @@
  * (lane-interleaved codes, a scale and a min per group), each run by its own kernel; a linear
  * with an input scale (AWQ's 1/s) multiplies its input by it first, and an affine INT8 one
  * subtracts its zero-point term after, as their Python calls do.
+ *
+ * Kernel timings (the step lab's op view): given a `timings` buffer, each kernel's start and
+ * end are read from CLOCK_MONOTONIC into it (decoder.py: TIMING_KINDS names the slots); given
+ * none, the only cost is one test of a null pointer per kernel.
  */
+#define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 enum {
   IL_W_F32 = 0, IL_W_BF16 = 1, IL_W_I8 = 2, IL_W_I4 = 3, IL_W_F32_PANELS = 4, IL_W_FP8 = 5,
@@ -119,6 +125,27 @@ static void linear(const il_linear* L, const float* x, float* y, int64_t M, floa
   if (L->zero_term) il_zero_point_sub(x, L->zero_term, y, M, L->k, L->n);
 }
 
+/* Kernel slots per layer in a timings buffer, in the order they run (decoder.py:
+ * TIMING_KINDS); one more slot after the last layer: the final residual add. */
+enum {
+  IL_T_ATTN_NORM, IL_T_QKV, IL_T_ROPE, IL_T_Q_COPY, IL_T_KV_WRITE, IL_T_ATTENTION, IL_T_O,
+  IL_T_MLP_NORM, IL_T_GATE_UP, IL_T_SILU_MUL, IL_T_DOWN, IL_T_PER_LAYER
+};
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* timings: null, or [0] the call's entry, then per slot j [1 + 2j] start and [2 + 2j] end (ns,
+ * CLOCK_MONOTONIC); slot j = layer · IL_T_PER_LAYER + kind, the final add at
+ * n_layers · IL_T_PER_LAYER. */
+#define TIC(slot) \
+  if (timings) timings[1 + 2 * (slot)] = now_ns()
+#define TOC(slot) \
+  if (timings) timings[2 + 2 * (slot)] = now_ns()
+
 /* The floats of scratch one token needs (decoder.py allocates T times this). */
 int64_t il_decoder_scratch(const il_model* m) {
   const int64_t qd = m->n_heads * m->d_head, kvd = m->n_kv_heads * m->d_head;
@@ -136,7 +163,8 @@ void il_decoder_layers(const il_model* m, const il_layer* layers, float* x, int6
                        const int32_t* tables, const int32_t* qsl, const int64_t* positions,
                        int64_t S, int64_t max_blocks, int32_t kv_kind, void* kv,
                        float* kv_scales, int64_t n_blocks, int64_t bs, float* scratch,
-                       int threads) {
+                       int threads, int64_t* timings) {
+  if (timings) timings[0] = now_ns();
   const int64_t D = m->d_model, H = m->n_heads, Hkv = m->n_kv_heads, Dh = m->d_head;
   const int64_t qd = H * Dh, kvd = Hkv * Dh, qkvd = qd + 2 * kvd, F = m->d_ff;
   const int64_t n_slots = n_blocks * bs, store = Hkv * n_slots * Dh; /* K or V of a layer */
@@ -151,37 +179,72 @@ void il_decoder_layers(const il_model* m, const il_layer* layers, float* x, int6
   const float* r = 0;
   for (int64_t l = 0; l < m->n_layers; ++l) {
     const il_layer* L = layers + l;
+    const int64_t j = l * IL_T_PER_LAYER;
+    TIC(j + IL_T_ATTN_NORM);
     il_add_rms_norm(x, r, L->attn_norm, h, T, D, m->eps);
+    TOC(j + IL_T_ATTN_NORM);
+    TIC(j + IL_T_QKV);
     linear(&L->qkv, h, qkv, T, xs, threads);
+    TOC(j + IL_T_QKV);
+    TIC(j + IL_T_ROPE);
     il_rope(qkv, cos_t, sin_t, T, H + Hkv, Dh, qkvd);
+    TOC(j + IL_T_ROPE);
+    TIC(j + IL_T_Q_COPY);
     for (int64_t t = 0; t < T; ++t) memcpy(q + t * qd, qkv + t * qkvd, (size_t)qd * sizeof(float));
+    TOC(j + IL_T_Q_COPY);
     if (kv_kind == IL_KV_FP8) {
       uint8_t* codes = (uint8_t*)kv + l * 2 * store;
       float* sc = kv_scales + l * 2 * Hkv * n_slots;
+      TIC(j + IL_T_KV_WRITE);
       il_write_kv_fp8(qkv + qd, qkv + qd + kvd, qkvd, slots, codes, codes + store, sc,
                       sc + Hkv * n_slots, T, Hkv, Dh, n_slots);
+      TOC(j + IL_T_KV_WRITE);
+      TIC(j + IL_T_ATTENTION);
       il_paged_attention_fp8(q, codes, sc, tables, qsl, positions, att, S, H, Hkv, Dh,
                              n_blocks, bs, max_blocks, m->scale, threads);
+      TOC(j + IL_T_ATTENTION);
     } else if (kv_kind == IL_KV_I8) {
       int8_t* codes = (int8_t*)kv + l * 2 * store;
       float* sc = kv_scales + l * 2 * Hkv * n_slots;
+      TIC(j + IL_T_KV_WRITE);
       il_write_kv_i8(qkv + qd, qkv + qd + kvd, qkvd, slots, codes, codes + store, sc,
                      sc + Hkv * n_slots, T, Hkv, Dh, n_slots);
+      TOC(j + IL_T_KV_WRITE);
+      TIC(j + IL_T_ATTENTION);
       il_paged_attention_i8(q, codes, sc, tables, qsl, positions, att, S, H, Hkv, Dh, n_blocks,
                             bs, max_blocks, m->scale, threads);
+      TOC(j + IL_T_ATTENTION);
     } else {
       float* kvl = (float*)kv + l * 2 * store;
+      TIC(j + IL_T_KV_WRITE);
       il_write_kv(qkv + qd, qkv + qd + kvd, qkvd, slots, kvl, kvl + store, T, Hkv, Dh, n_slots);
+      TOC(j + IL_T_KV_WRITE);
+      TIC(j + IL_T_ATTENTION);
       il_paged_attention_f32(q, kvl, tables, qsl, positions, att, S, H, Hkv, Dh, n_blocks, bs,
                              max_blocks, m->scale, threads);
+      TOC(j + IL_T_ATTENTION);
     }
+    TIC(j + IL_T_O);
     linear(&L->o, att, res, T, xs, threads);
+    TOC(j + IL_T_O);
+    TIC(j + IL_T_MLP_NORM);
     il_add_rms_norm(x, res, L->mlp_norm, h, T, D, m->eps);
+    TOC(j + IL_T_MLP_NORM);
+    TIC(j + IL_T_GATE_UP);
     linear(&L->gate_up, h, gu, T, xs, threads);
+    TOC(j + IL_T_GATE_UP);
+    TIC(j + IL_T_SILU_MUL);
     il_silu_mul(gu, act, T, F);
+    TOC(j + IL_T_SILU_MUL);
+    TIC(j + IL_T_DOWN);
     linear(&L->down, act, res, T, xs, threads);
+    TOC(j + IL_T_DOWN);
     r = res;
   }
-  if (r)
+  if (r) {
+    const int64_t last = m->n_layers * IL_T_PER_LAYER;
+    TIC(last);
     for (int64_t i = 0; i < T * D; ++i) x[i] += r[i];
+    TOC(last);
+  }
 }

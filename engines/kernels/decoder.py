@@ -8,11 +8,18 @@ A linear takes part through its `native_operand()`: a `NativeOperand` naming its
 tensors and the most input rows it runs natively (None: it cannot, and the model keeps the
 per-op path). `DecoderPlan` holds one model's layer descriptors, rebuilt when a layer's
 object changes, and runs a step.
+
+Inside `recording_timings()` each step also reads every kernel's start and end (the C side's
+timings buffer: CLOCK_MONOTONIC ns) and hands a `DecoderTiming` to the list it yields, the
+call itself marked as a torch.profiler span ("il_decoder_layers"); outside it nothing is timed.
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -29,8 +36,64 @@ KV_KINDS = {"f32": 0, "int8": 1, "fp8-e4m3": 2}
 SIGNATURES = {
     "il_decoder_scratch": ([P], I64),
     "il_decoder_layers": ([P, P, P, I64, P, P, P, P, P, P, I64, I64, I32, P, P, I64, I64, P,
-                           I32], None),
+                           I32, P], None),
 }
+TIMING_KINDS = ("attn_norm", "qkv", "rope", "q_copy", "kv_write", "attention", "o", "mlp_norm",
+                "gate_up", "silu_mul", "down")
+"""The kernels of one layer in the order they run: decoder.c's timing slots (IL_T_*)."""
+FINAL_KIND = "residual_add"
+"""The one kernel after the last layer (x += r)."""
+PROFILER_SPAN = "il_decoder_layers"
+"""The torch.profiler span a recorded call runs in."""
+
+_recording = threading.local()  # .sink: the list a recording thread's timings go to
+
+
+@dataclass(frozen=True)
+class LinearShape:
+    """A linear as the timings' costs read it: its kernel (a WEIGHT_KINDS key), out × in, and
+    the bytes its weight and scales hold (what the kernel reads)."""
+
+    kind: str
+    out_features: int
+    in_features: int
+    weight_bytes: int
+
+
+@dataclass(frozen=True)
+class DecoderTiming:
+    """One recorded `il_decoder_layers` call: `kernels` [(kind, layer, start_ns, end_ns)] in the
+    order they ran, ns after the call's entry (the final add's layer is n_layers); the step's
+    rows (`n_tokens`), each row's position (it reads keys 0..position of its sequence) and
+    sequence start rows (`query_starts`, one past the end last), the cache's `kv_kind`
+    (a KV_KINDS key) and each layer's linears (`linears[layer][name]`)."""
+
+    kernels: tuple[tuple[str, int, int, int], ...]
+    n_tokens: int
+    positions: tuple[int, ...]
+    query_starts: tuple[int, ...]
+    kv_kind: str
+    linears: tuple[dict, ...] = field(repr=False)
+
+
+@contextmanager
+def recording_timings() -> Iterator[list[DecoderTiming]]:
+    """Inside, every native decoder step this thread runs appends its DecoderTiming to the
+    list yielded (steps of other threads are not timed)."""
+    previous = getattr(_recording, "sink", None)
+    sink: list[DecoderTiming] = []
+    _recording.sink = sink
+    try:
+        yield sink
+    finally:
+        _recording.sink = previous
+
+
+def operand_bytes(op: NativeOperand) -> int:
+    """The bytes a native operand's kernel reads of it: codes or weights, scales, mins."""
+    return sum(t.numel() * t.element_size() for t in (op.weight, op.scale, op.mins,
+                                                      op.in_scale, op.zero_term)
+               if t is not None)
 
 
 @dataclass(frozen=True)
@@ -145,11 +208,13 @@ class DecoderPlan:
         shapes = {"qkv": (q_dim + 2 * kv_dim, c.d_model), "o": (c.d_model, q_dim),
                   "gate_up": (2 * c.d_ff, c.d_model), "down": (c.d_model, c.d_ff)}
         descs, rows = [], []
+        self.linear_shapes: list[dict[str, LinearShape]] = []
+        """Each layer's linears by name (qkv, o, gate_up, down): what recorded timings cost."""
         for lw in layers:
             if not (_fp32_vector(lw.attn_norm, c.d_model) and _fp32_vector(lw.mlp_norm,
                                                                            c.d_model)):
                 return
-            structs = {}
+            structs, shaped = {}, {}
             for name, (out, inp) in shapes.items():
                 describe = getattr(getattr(lw, name), "native_operand", None)
                 op = describe() if describe is not None else None
@@ -157,6 +222,7 @@ class DecoderPlan:
                 if s is None:
                     return
                 structs[name] = s
+                shaped[name] = LinearShape(op.kind, out, inp, operand_bytes(op))
                 rows.append(op.max_rows)
                 self._keep += [op.weight, op.scale, op.mins, op.in_scale, op.zero_term]
             # the layer's objects too: the key holds their ids, which are not reused while
@@ -164,6 +230,7 @@ class DecoderPlan:
             self._keep += [lw.attn_norm, lw.mlp_norm, *(getattr(lw, n) for n in shapes)]
             descs.append(_Layer(attn_norm=lw.attn_norm.data_ptr(),
                                 mlp_norm=lw.mlp_norm.data_ptr(), **structs))
+            self.linear_shapes.append(shaped)
         if not descs:
             return
         self.layers = (_Layer * len(descs))(*descs)
@@ -202,10 +269,35 @@ class DecoderPlan:
                                                or not kv_scales.is_contiguous()))):
             raise ValueError("decoder: the step's tensors do not fit the model or the cache")
         scratch = torch.empty(t * self.per_token)
-        self.lib.il_decoder_layers(
-            ctypes.byref(self.model), self.layers, x.data_ptr(), t, cos.data_ptr(),
-            sin.data_ptr(), slots.data_ptr(), plan.tables.data_ptr(), plan.qsl.data_ptr(),
-            plan.positions.data_ptr(), plan.n_seqs, plan.tables.shape[1], KV_KINDS[view.kind],
-            kv.data_ptr(), 0 if kv_scales is None else kv_scales.data_ptr(), n_blocks, bs,
-            scratch.data_ptr(), torch.get_num_threads())
+        sink = getattr(_recording, "sink", None)
+        n_slots = m.n_layers * len(TIMING_KINDS) + 1
+        timings = None if sink is None else torch.zeros(1 + 2 * n_slots, dtype=torch.int64)
+        with nullcontext() if sink is None else torch.profiler.record_function(PROFILER_SPAN):
+            self.lib.il_decoder_layers(
+                ctypes.byref(self.model), self.layers, x.data_ptr(), t, cos.data_ptr(),
+                sin.data_ptr(), slots.data_ptr(), plan.tables.data_ptr(), plan.qsl.data_ptr(),
+                plan.positions.data_ptr(), plan.n_seqs, plan.tables.shape[1],
+                KV_KINDS[view.kind], kv.data_ptr(),
+                0 if kv_scales is None else kv_scales.data_ptr(), n_blocks, bs,
+                scratch.data_ptr(), torch.get_num_threads(),
+                0 if timings is None else timings.data_ptr())
+        if sink is not None:
+            sink.append(self._timing(timings.tolist(), t, plan, view.kind))
         return x
+
+    def _timing(self, ns: list[int], n_tokens: int, plan: PagedPlan, kv_kind: str
+                ) -> DecoderTiming:
+        """The DecoderTiming of one call from its timings buffer (decoder.c's layout)."""
+        per_layer = len(TIMING_KINDS)
+        kernels = []
+        for slot in range(self.model.n_layers * per_layer + 1):
+            start, end = ns[1 + 2 * slot], ns[2 + 2 * slot]
+            if end == 0:  # the final add runs only after a layer
+                continue
+            layer, j = divmod(slot, per_layer)
+            kind = TIMING_KINDS[j] if layer < self.model.n_layers else FINAL_KIND
+            kernels.append((kind, layer, start - ns[0], end - ns[0]))
+        return DecoderTiming(tuple(kernels), n_tokens,
+                             tuple(int(p) for p in plan.positions.tolist()),
+                             tuple(int(q) for q in plan.qsl[:plan.n_seqs + 1].tolist()),
+                             kv_kind, tuple(self.linear_shapes))
