@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferlab.engines.cluster.autoscale_records import AutoscaleRun
 from inferlab.engines.cluster.cluster import ClusterResult
 from inferlab.engines.cluster.records import (
     ClusterRequest,
@@ -42,6 +43,7 @@ class ClusterState:
     transfers: tuple[KVTransfer, ...]
     iterations_every: int = 1
     moe_layers: tuple[MoELayerComm, ...] = ()  # expert-parallel layouts: per MoE layer
+    autoscale: AutoscaleRun | None = None  # an autoscaled fleet: replicas and ticks
 
     def to_dict(self) -> dict:
         every = self.iterations_every
@@ -59,6 +61,8 @@ class ClusterState:
                "instances": instances, "transfers": [t.to_dict() for t in self.transfers]}
         if self.moe_layers:
             out["moe_layers"] = [m.to_dict() for m in self.moe_layers]
+        if self.autoscale is not None:
+            out["autoscale"] = self.autoscale.to_dict()
         return out
 
     @classmethod
@@ -77,6 +81,13 @@ class ClusterState:
         if "moe_layers" in state:
             moe_layers = tuple(read_list(state["moe_layers"], MoELayerComm.from_dict,
                                          f"{w}.moe_layers", max_len=4096))
+        autoscale = None
+        if "autoscale" in state:
+            autoscale = AutoscaleRun.from_dict(state["autoscale"], f"{w}.autoscale")
+            if len(autoscale.replicas) != len(instances) or any(
+                    r.index != i for i, r in enumerate(autoscale.replicas)):
+                raise ValueError(f"{w}.autoscale.replicas: one per instance, in order "
+                                 f"({len(instances)} instances)")
         return cls(
             COUNT(section_field(state, "kv_bytes_per_token", w), f"{w}.kv_bytes_per_token"),
             NUMBER(section_field(link, "bandwidth_bytes_per_s", f"{w}.link"),
@@ -85,7 +96,7 @@ class ClusterState:
             NUMBER(section_field(state, "makespan_s", w), f"{w}.makespan_s"),
             tuple(requests), tuple(instances), tuple(transfers),
             Setting("int", 1)(section_field(state, "iterations_every", w),
-                              f"{w}.iterations_every"), moe_layers)
+                              f"{w}.iterations_every"), moe_layers, autoscale)
 
 
 def cluster_state(result: ClusterResult) -> ClusterState:
@@ -94,7 +105,8 @@ def cluster_state(result: ClusterResult) -> ClusterState:
     link = result.config.link
     return ClusterState(result.kv_bytes_per_token, link.bandwidth_bytes_per_s, link.latency_s,
                         result.makespan_s, result.requests, result.instances, result.transfers,
-                        keep_every(n, 1, ITERATIONS_LIMIT), result.moe_layers)
+                        keep_every(n, 1, ITERATIONS_LIMIT), result.moe_layers,
+                        result.autoscale)
 
 
 def _check_references(requests, instances, transfers, where: str) -> None:

@@ -6,13 +6,24 @@ KV transfer and its token times, per instance its utilisation.
 `--search replicas|pd` instead runs every layout of that kind on `--gpus` GPUs (one full
 run each) and prints the grid with the best layout by goodput per GPU. Its probes run as Ray
 tasks where ray is installed (a local Ray of `--workers` CPUs on 127.0.0.1, or the cluster
-at `--ray-address`), else serially; `executor` in the output says which."""
+at `--ray-address`), else serially; `executor` in the output says which.
+
+`--trace F` (with `--trace-format`, `--window A:B`, `--time-scale`, `--sample`, meaning what
+the batching lab's do) replays a published trace instead of the seeded workload, for a run
+or a search; the summary adds trace_format, trace_requests, trace_requests_empty and
+trace_hit_rate_unbounded.
+
+`--autoscale` runs replicas of `--tp` GPUs scaled by concurrency (Knative's KPA:
+`--target-concurrency`, `--min-replicas`, `--max-replicas`, windows, a cold start per new
+replica) and then the fixed fleets that bracket the smallest one meeting the attainment; the
+summary starts with replicas_over_time, gpu_hours, slo_attainment, peak_fleet and
+autoscale_gpu_hours_vs_peak_fleet."""
 
 from __future__ import annotations
 
 from inferlab.engines.cluster.expert_load import COUNTS
 from inferlab.engines.cluster.fanout import choose_fanout
-from inferlab.engines.cluster.layout import LAYOUTS
+from inferlab.engines.cluster.layout import LAYOUTS, REPLICAS
 from inferlab.engines.cluster.links import list_link_presets
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.cluster.search import SEARCH_KINDS
@@ -30,6 +41,8 @@ from inferlab.engines.labs.cluster.settings import (
 from inferlab.engines.labs.cluster.trace import trace_cluster
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.scenarios import WORKLOADS
+from inferlab.engines.serve.traces.detect import FORMATS
+from inferlab.engines.serve.traces.replay import trace_workload
 from inferlab.engines.serve.workload import read_trace_requests
 
 OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--prefill",
@@ -39,16 +52,22 @@ OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--p
            "seed": "--seed", "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot",
            "overlap_transfer": "--no-overlap", "ep": "--ep", "eplb_slots": "--eplb-slots",
            "dual_batch_overlap": "--dual-batch-overlap", "expert_load": "--expert-load",
-           "zipf_skew": "--zipf-skew", "dtype": "--dtype"}
+           "zipf_skew": "--zipf-skew", "dtype": "--dtype", "autoscale": "--autoscale",
+           "target_concurrency": "--target-concurrency", "min_replicas": "--min-replicas",
+           "max_replicas": "--max-replicas", "stable_window_s": "--stable-window",
+           "panic_window_s": "--panic-window", "scale_down_delay_s": "--scale-down-delay",
+           "load_gb_per_s": "--load-gb-per-s", "startup_s": "--startup-s",
+           "cold_start_s": "--cold-start-s"}
 
 
 def add_arguments(p) -> None:
     d = CLUSTER_DEFAULTS
-    p.add_argument("--layout", default=d["layout"], choices=LAYOUTS,
+    p.add_argument("--layout", default=None, choices=LAYOUTS,
                    help="replicas: data-parallel instances behind the router; tp: one "
                         "instance over every GPU; pd: prefill and decode instances, the KV "
                         "moved between them; ep: expert-parallel groups of --ep GPUs "
-                        f"(attention data-parallel, experts spread) (default {d['layout']})")
+                        f"(attention data-parallel, experts spread) (default {d['layout']}; "
+                        "replicas with --autoscale)")
     p.add_argument("--gpus", type=int, default=d["gpus"],
                    help=f"GPUs in the cluster (default {d['gpus']})")
     p.add_argument("--tp", type=int, default=d["tp"],
@@ -110,10 +129,52 @@ def add_arguments(p) -> None:
                         "(default: this machine's cores)")
     p.add_argument("--serial", action="store_true",
                    help="--search: run the probes one after another here, without Ray")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="a published trace (Mooncake, Bailian, Azure, BurstGPT, ShareGPT or "
+                        "InferLab JSONL; the format read from its first line) instead of the "
+                        "seeded workload; block hash ids become shared prompt content")
+    p.add_argument("--trace-format", default=None, choices=FORMATS,
+                   help="the --trace file's format, when its first line should not decide")
+    p.add_argument("--window", default=None, metavar="START:END",
+                   help="only the --trace requests from START to END seconds after its first "
+                        "arrival")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="--trace inter-arrival times multiplied by this (default 1)")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="N of the --trace requests, drawn uniformly with --seed")
+    p.add_argument("--autoscale", action="store_true",
+                   help="replicas of --tp GPUs scaled by concurrency as Knative's KPA does "
+                        "(stable and panic windows); prints replicas over time and GPU-hours "
+                        "beside the fixed fleet sized for the peak")
+    p.add_argument("--target-concurrency", type=float, default=d["target_concurrency"],
+                   help="--autoscale: requests in flight per replica (default "
+                        f"{d['target_concurrency']:g})")
+    p.add_argument("--min-replicas", type=int, default=d["min_replicas"],
+                   help=f"--autoscale: the fewest replicas (default {d['min_replicas']})")
+    p.add_argument("--max-replicas", type=int, default=d["max_replicas"],
+                   help=f"--autoscale: the most replicas (default {d['max_replicas']})")
+    p.add_argument("--stable-window", type=float, default=d["stable_window_s"],
+                   help=f"--autoscale: the stable window, s (default {d['stable_window_s']:g})")
+    p.add_argument("--panic-window", type=float, default=d["panic_window_s"],
+                   help=f"--autoscale: the panic window, s (default {d['panic_window_s']:g})")
+    p.add_argument("--scale-down-delay", type=float, default=d["scale_down_delay_s"],
+                   help="--autoscale: how long a lower count must hold before replicas go, "
+                        "s (default 0)")
+    p.add_argument("--load-gb-per-s", type=float, default=d["load_gb_per_s"],
+                   help="--autoscale: a new replica's weight loading rate per GPU, GB/s "
+                        f"(default {d['load_gb_per_s']:g})")
+    p.add_argument("--startup-s", type=float, default=d["startup_s"],
+                   help="--autoscale: a new replica's server start-up after its weights, s "
+                        f"(default {d['startup_s']:g})")
+    p.add_argument("--cold-start-s", type=float, default=None,
+                   help="--autoscale: a new replica's whole cold start, s (default: weights "
+                        "per GPU / --load-gb-per-s + --startup-s)")
 
 
 def settings_of(args) -> dict:
-    settings = dict(CLUSTER_DEFAULTS, layout=args.layout, gpus=args.gpus, tp=args.tp,
+    autoscale = bool(getattr(args, "autoscale", False))
+    layout = args.layout or (REPLICAS if autoscale else CLUSTER_DEFAULTS["layout"])
+    settings = dict(CLUSTER_DEFAULTS, layout=layout, gpus=args.gpus, tp=args.tp,
                     prefill=args.prefill, decode=args.decode, router=args.router,
                     link=args.link, overlap_transfer=not args.no_overlap, ep=args.ep,
                     eplb_slots=args.eplb_slots, dual_batch_overlap=args.dual_batch_overlap,
@@ -122,6 +183,13 @@ def settings_of(args) -> dict:
                     hardware=args.hardware, model_config=args.model_config,
                     scenario=args.scenario, requests=args.requests, rate_per_s=args.rate,
                     seed=args.seed, slo_ttft_s=args.slo_ttft, slo_tpot_s=args.slo_tpot)
+    if autoscale:
+        settings.update(autoscale=True, target_concurrency=args.target_concurrency,
+                        min_replicas=args.min_replicas, max_replicas=args.max_replicas,
+                        stable_window_s=args.stable_window, panic_window_s=args.panic_window,
+                        scale_down_delay_s=args.scale_down_delay,
+                        load_gb_per_s=args.load_gb_per_s, startup_s=args.startup_s,
+                        cold_start_s=args.cold_start_s)
     try:
         return check_cluster_settings(settings, "settings")
     except ValueError as e:
@@ -130,10 +198,18 @@ def settings_of(args) -> dict:
 
 def run(args, recorder):
     """(section, summary): the run to its end, or with --search the layout grid."""
-    items = None
+    items, figures = None, {}
     if args.workload:
         items = read_trace_requests(args.workload, f"--workload {args.workload}")
     settings = settings_of(args)
+    if getattr(args, "trace", None):
+        if args.workload:
+            raise ValueError("--trace and --workload exclude each other: choose one")
+        items, figures = trace_workload(
+            args.trace, args.trace_format, args.window, args.time_scale, args.sample,
+            args.seed, load_model_preset(settings["model_config"]).vocab_size)
+    if items is not None:  # the settings say how many requests ran
+        settings["requests"] = max(1, min(len(items), 100_000))
     counts = None
     if args.expert_counts:
         counts = read_expert_counts(args.expert_counts)
@@ -148,12 +224,16 @@ def run(args, recorder):
             raise ValueError("--serial and --ray-address exclude each other: choose one")
         fanout = choose_fanout(args.serial, args.ray_address, args.workers)
         summary = search_summary(session.search(args.search, progress, fanout))
-        return cluster_section(settings, None, summary), summary
+        return cluster_section(settings, None, summary), figures | summary
     with recorder.span("route and run the cluster", cat="cluster",
                        args={"layout": config.layout.label, "router": config.router}):
         result = session.run(progress)
+    peak = None
+    if settings["autoscale"]:
+        with recorder.span("the fixed fleet sized for the peak", cat="cluster"):
+            peak = session.peak_fleet(progress)
     trace_cluster(recorder, result, recorder.now_s())
-    section = cluster_section(settings, result)
+    section = cluster_section(settings, result, peak=peak)
     link = config.link
     summary = {"kv_bytes_per_token": result.kv_bytes_per_token,
                "link": {"id": link.id, "bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
@@ -173,5 +253,18 @@ def run(args, recorder):
         summary["moe_layers"] = [m.to_dict() for m in result.moe_layers]
     if counts is not None:
         summary["expert_counts"] = counts.to_dict()
-    return section, summary
+    if result.autoscale is not None:
+        summary = autoscale_summary(result.autoscale, section["metrics"]["autoscale"]) | summary
+    return section, figures | summary
+
+
+def autoscale_summary(run, figures: dict) -> dict:
+    """The autoscaled run's figures first: replicas over time ([t_s, serving, held, in
+    flight] per tick), GPU-hours and attainment, the peak fleet's, and their ratio."""
+    return {"replicas_over_time": run.replicas_over_time(), "gpu_hours": figures["gpu_hours"],
+            "slo_attainment": figures["slo_attainment"], "peak_fleet": figures["peak_fleet"],
+            "autoscale_gpu_hours_vs_peak_fleet": figures["gpu_hours_vs_peak_fleet"],
+            "autoscale": {"policy": run.policy, "cold_start_s": run.cold_start_s,
+                          "peak_replicas": run.peak_replicas,
+                          "replicas": [r.to_dict() for r in run.replicas]}}
 

@@ -5,15 +5,21 @@ is judged by.
 
 Expert parallelism (layout ep, or pd with ep > 1): `ep` GPUs per instance, `eplb_slots`
 redundant expert slots per GPU, `dual_batch_overlap`, and the experts' load (`expert_load`
-uniform or zipf of `zipf_skew`, seeded by `seed`). A replicas or tp layout ignores them."""
+uniform or zipf of `zipf_skew`, seeded by `seed`). A replicas or tp layout ignores them.
+
+Autoscaling (`autoscale`, a replicas layout): replicas of `tp` GPUs between `min_replicas`
+and `max_replicas`, scaled by Knative's KPA to `target_concurrency` requests in flight per
+replica (engines/cluster/autoscale.py), each new one cold-starting for its weights per GPU
+over `load_gb_per_s` plus `startup_s` (or for `cold_start_s` when that is given)."""
 
 from __future__ import annotations
 
+from inferlab.engines.cluster.autoscale import AutoscalePolicy, cold_start_s
 from inferlab.engines.cluster.cluster import CLUSTER_POLICIES, ClusterConfig
 from inferlab.engines.cluster.ep_executor import check_ep
 from inferlab.engines.cluster.expert_load import COUNTS, UNIFORM, ZIPF, ExpertLoad
 from inferlab.engines.cluster.goodput import DEFAULT_ATTAINMENT
-from inferlab.engines.cluster.layout import EP, LAYOUTS, PD, layout_for
+from inferlab.engines.cluster.layout import EP, LAYOUTS, PD, REPLICAS, Layout, layout_for
 from inferlab.engines.cluster.links import list_link_presets, load_link_preset
 from inferlab.engines.cluster.router import ROUTERS
 from inferlab.engines.fields import Setting, check_settings
@@ -63,6 +69,17 @@ CLUSTER_DEFAULTS = {
     "slo_ttft_s": 1.0,
     "slo_tpot_s": 0.05,
     "attainment": DEFAULT_ATTAINMENT,
+    # autoscaling (a replicas layout of t-GPU replicas; `gpus` then unused): Knative's KPA
+    "autoscale": False,
+    "target_concurrency": 16.0,  # requests in flight per replica
+    "min_replicas": 1,
+    "max_replicas": 8,
+    "stable_window_s": 60.0,
+    "panic_window_s": 6.0,
+    "scale_down_delay_s": 0.0,
+    "load_gb_per_s": 2.0,  # a new replica's weights load at this rate per GPU
+    "startup_s": 30.0,  # then its server starts (CUDA graphs, warm-up)
+    "cold_start_s": None,  # a given cold start instead of the two above
 }
 
 CLUSTER_SETTINGS = {
@@ -90,6 +107,16 @@ CLUSTER_SETTINGS = {
         "output_sigma", "seed", "max_num_batched_tokens", "max_num_seqs", "slo_ttft_s",
         "slo_tpot_s")},
     "attainment": Setting("float", 0.01, 1.0),
+    "autoscale": Setting("bool"),
+    "target_concurrency": Setting("float", 0.1, 10_000.0),
+    "min_replicas": Setting("int", 0, 1024),
+    "max_replicas": Setting("int", 1, 1024),
+    "stable_window_s": Setting("float", 1.0, 3600.0),
+    "panic_window_s": Setting("float", 0.1, 3600.0),
+    "scale_down_delay_s": Setting("float", 0.0, 3600.0),
+    "load_gb_per_s": Setting("float", 0.01, 10_000.0),
+    "startup_s": Setting("float", 0.0, 3600.0),
+    "cold_start_s": Setting("float", 0.0, 3600.0, none=True),
 }
 
 
@@ -106,13 +133,44 @@ def check_cluster_settings(settings, where: str = "settings") -> dict:
             check_ep(load_model_preset(settings["model_config"]), layout.tp, layout.ep)
         except ValueError as e:
             raise ValueError(f"{where}.ep: {e}") from None
+    if settings["autoscale"]:
+        if settings["layout"] != REPLICAS:
+            raise ValueError(f"{where}.autoscale: autoscaling scales a replicas layout, not "
+                             f"{settings['layout']}")
+        try:
+            autoscale_policy(settings)
+        except ValueError as e:
+            field = str(e).split(" ", 1)[0]
+            raise ValueError(f"{where}.{field}: {e}") from None
     return settings
+
+
+def autoscale_policy(settings: dict) -> AutoscalePolicy:
+    """The settings' KPA policy (Knative's defaults for the knobs the settings lack)."""
+    s = settings
+    return AutoscalePolicy(float(s["target_concurrency"]), s["min_replicas"],
+                           s["max_replicas"], stable_window_s=float(s["stable_window_s"]),
+                           panic_window_s=float(s["panic_window_s"]),
+                           scale_down_delay_s=float(s["scale_down_delay_s"]))
+
+
+def autoscale_cold_start_s(settings: dict) -> float:
+    """A new replica's cold start: `cold_start_s` when given, else its weights per GPU over
+    the load bandwidth + start-up."""
+    s = settings
+    if s.get("cold_start_s") is not None:
+        return float(s["cold_start_s"])
+    return cold_start_s(load_model_preset(s["model_config"]), s["tp"],
+                        float(s["load_gb_per_s"]), float(s["startup_s"]), s["dtype"])
 
 
 def cluster_layout(settings: dict):
     """The settings' Layout; the expert-parallel fields count for ep layouts and for pd
-    layouts of ep > 1 only."""
+    layouts of ep > 1 only. Autoscaled: replicas of t GPUs, as many as max_replicas (the
+    fleet at its largest; the run starts with min_replicas)."""
     s = settings
+    if s.get("autoscale") and s["layout"] == REPLICAS:
+        return Layout(REPLICAS, tp=s["tp"], replicas=s["max_replicas"])
     pd_counts = (s["prefill"] or None, s["decode"] or None) if s["layout"] == PD else (None,
                                                                                        None)
     tp = s["tp"] if s["layout"] != "tp" else None

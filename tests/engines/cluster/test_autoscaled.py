@@ -3,6 +3,8 @@ settling, draining, and for any arrivals every request finishing exactly once.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,11 +12,14 @@ from hypothesis import strategies as st
 from inferlab.engines.cluster.autoscale import AutoscalePolicy
 from inferlab.engines.cluster.autoscaled import run_autoscaled
 from inferlab.engines.cluster.cluster import ClusterConfig, run_cluster
+from inferlab.engines.cluster.goodput import slo_attainment
 from inferlab.engines.cluster.layout import Layout
 from inferlab.engines.cluster.links import load_link_preset
+from inferlab.engines.cluster.peak_fleet import AT_MAX, SMALLEST, fixed_fleet_gpu_hours, peak_fleet
 from inferlab.engines.hardware.presets import load_hardware_preset
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.engine import requests_from_workload
+from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.workload import WorkloadRequest
 
 CFG = load_model_preset("llama-3.2-1b")
@@ -148,3 +153,26 @@ def test_any_arrivals_finish_once_within_the_replica_bounds(rows, policy, cold_s
         if life.removed_s is not None:
             assert all(it.end_s <= life.removed_s + 1e-9 for it in inst.iterations)
     assert run.gpu_hours >= 0
+
+
+def test_peak_fleet_is_the_smallest_fixed_fleet_a_linear_scan_finds():
+    reqs = requests_from_workload([WorkloadRequest(0.2 * i, 1000, 100 + (i * 53) % 300)
+                                   for i in range(60)], SLOW.model.vocab_size)
+    slo = SLO(ttft_s=2.0, tpot_s=0.1)
+    scan = {}
+    for n in range(1, 6):
+        fixed = run_cluster(dataclasses.replace(SLOW, layout=Layout("replicas", replicas=n)),
+                            reqs)
+        scan[n] = (slo_attainment(fixed.timings(), slo), fixed_fleet_gpu_hours(fixed))
+    goal = 0.9
+    want = min(n for n, (got, _) in scan.items() if got >= goal)
+    assert want > 1, "the test needs a load one replica cannot serve"
+    peak = peak_fleet(SLOW, reqs, slo, goal, 5)
+    assert (peak.replicas, peak.basis) == (want, SMALLEST)
+    assert (peak.attainment, peak.gpu_hours) == pytest.approx(scan[want])
+    last = run_cluster(dataclasses.replace(SLOW, layout=Layout("replicas", replicas=want)),
+                       reqs)
+    end = max(r.token_times_s[-1] for r in last.requests)
+    assert scan[want][1] == pytest.approx(want * (end - 0.0) / 3600)  # n GPUs, arrival 0 on
+    capped = peak_fleet(SLOW, reqs, slo, goal, want - 1)
+    assert (capped.replicas, capped.basis) == (want - 1, AT_MAX)
