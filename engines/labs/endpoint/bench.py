@@ -12,6 +12,9 @@ the SSE decoder, the bookkeeping. Figures are per second of wall time, so "0.12 
 
 `fake_sweep` runs the guidellm-style sweep (sweep.endpoint_sweep) against a fake server, as a
 smoke test of the whole path; against a real server, call endpoint_sweep with its URL.
+
+`--fidelity`: the simulated clock against a real llama.cpp server it starts itself, on a
+Mooncake-shaped trace window (engines/endpoint/fidelity.py, ~50 s): {"fidelity": figures}.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+from inferlab.engines.endpoint.fidelity import fidelity_figures
 from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings, server_agreement
 from inferlab.engines.endpoint.sweep import endpoint_sweep
 from inferlab.engines.labs.endpoint.run import check_cli_settings
@@ -44,10 +48,17 @@ def add_bench_arguments(p) -> None:
                         "runs (default 3)")
     p.add_argument("--requests", type=int, default=ENDPOINT_DEFAULTS["requests"],
                    help="requests per sweep point (default 16)")
+    p.add_argument("--fidelity", action="store_true",
+                   help="instead: a trace window against a real llama.cpp server (started "
+                        "here on SmolLM2) and through the simulated clock fitted to it; "
+                        "per-request TTFT and E2E errors (~50 s)")
 
 
 def bench(args) -> dict:
-    """The sweep's figures against --url, or the client's overhead without it."""
+    """The sweep's figures against --url, or the client's overhead without it, or with
+    --fidelity the simulated clock against a real server."""
+    if getattr(args, "fidelity", False):
+        return {"fidelity": fidelity_figures()}
     if getattr(args, "url", None) is None:
         return {"client_overhead": client_overhead(), "scrape_agreement": scrape_agreement()}
     settings = check_cli_settings(dict(ENDPOINT_DEFAULTS, url=args.url, model=args.model,
