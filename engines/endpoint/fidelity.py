@@ -37,6 +37,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,9 @@ from inferlab.engines.serve.traces.stream import read_trace
 from inferlab.engines.serve.traces.text import TRACE_WORDS, words_text
 from inferlab.engines.serve.workload import WorkloadRequest
 
-PROBE_PROMPT_TOKENS = (16, 48, 96, 192)
+PROBE_PROMPT_TOKENS = (4, 32, 96, 192)
+"""The shortest pins the constant a (a request whose prompt the server mostly reuses computes
+a few tokens only); the longest is the replay's longest prompt."""
 PROBE_OUTPUT_TOKENS = 16
 PROBE_TAG = 0x9B0B_E000
 DEFAULT_WINDOW_S = (0.0, 2.5)
@@ -117,6 +120,10 @@ def compare(requests: list[WorkloadRequest], results, cost: FittedCost) -> dict:
     e2e_err = relative_errors([s.e2e_s for s in sim], [r.e2e_s for r in done])
     span_s = max(r.end_s for r in done) - t0
     busy_s = sum(s.end_s - s.start_s for s in sim)
+    real_busy_s, free_s = 0.0, t0  # the server served one at a time, in order of sending
+    for r in sorted(done, key=lambda r: r.send_s):
+        real_busy_s += max(0.0, r.end_s - max(r.send_s, free_s))
+        free_s = max(free_s, r.end_s)
     rows = [{"arrival_s": s.arrival_s, "prompt_tokens": len(requests[r.index].prompt.split()),
              "output_tokens": r.output_tokens, "reused_tokens": s.reused_tokens,
              "ttft_s": r.ttft_s, "sim_ttft_s": s.ttft_s, "e2e_s": r.e2e_s,
@@ -131,6 +138,7 @@ def compare(requests: list[WorkloadRequest], results, cost: FittedCost) -> dict:
             [s.ttft_s / r.ttft_s for r, s in zip(done, sim, strict=True)])),
         "fidelity_reused_tokens": sum(s.reused_tokens for s in sim),
         "fidelity_server_busy_fraction": busy_s / span_s if span_s > 0 else None,
+        "fidelity_server_busy_s": real_busy_s,
         "fidelity_send_late_max_s": max(r.send_s - r.scheduled_s for r in done),
         "fidelity_per_request": rows,
     }
@@ -144,23 +152,33 @@ def _run(url: str, requests: list[WorkloadRequest], concurrency: int | None):
 
 
 def measure_fidelity(url: str, requests: list[WorkloadRequest],
-                     probe_prompt_tokens=PROBE_PROMPT_TOKENS) -> dict:
+                     probe_prompt_tokens=PROBE_PROMPT_TOKENS,
+                     server_cpu_s: Callable[[], float] | None = None) -> dict:
     """Steps 2 to 5 of the module doc against the one-at-a-time server at `url`: probe,
-    replay `requests`, probe again, simulate, compare; the figures and wall time of each."""
+    replay `requests`, probe again, simulate, compare; the figures and wall time of each.
+    `server_cpu_s`: the server's CPU seconds so far, when it runs here; then
+    fidelity_server_cpu_share is its CPU time in the replay over the time it was serving
+    (~1 for its one thread on a quiet machine; under 1 where other work took the core it
+    would have used: its times then carry that work's)."""
     t0 = time.perf_counter()
     before = _run(url, probe_requests(probe_prompt_tokens), concurrency=1)
     t_probed = time.perf_counter()
+    cpu0 = server_cpu_s() if server_cpu_s else None
     replay = _run(url, requests, concurrency=None)
     t_replayed = time.perf_counter()
+    cpu_s = server_cpu_s() - cpu0 if server_cpu_s else None
     after = _run(url, probe_requests(probe_prompt_tokens), concurrency=1)
     t_done = time.perf_counter()
     cost, probe_points = fit_probe(before.results + after.results)
     drift = (sum(r.ttft_s for r in after.results) / sum(r.ttft_s for r in before.results))
     figures = compare(requests, replay.results, cost)
+    busy_s = figures["fidelity_server_busy_s"]
+    cpu_share = cpu_s / busy_s if cpu_s is not None and busy_s > 0 else None
     return dict(figures, fidelity_failed=len(replay.results) - figures["fidelity_requests"],
                 fidelity_not_sent=replay.not_sent,
                 fidelity_probe_s=(t_probed - t0) + (t_done - t_replayed),
                 fidelity_replay_s=t_replayed - t_probed, fidelity_probe_drift=drift,
+                fidelity_server_cpu_share=cpu_share,
                 fidelity_cost=dict(cost.to_dict(), **probe_points),
                 fidelity_notes=list(replay.notes))
 
@@ -185,9 +203,9 @@ def fidelity_figures(trace: str | os.PathLike | None = None, trace_format: str |
         requests, trace_figures = trace_window(trace, trace_format, window_s, time_scale,
                                                sample, seed)
     path = model_path or smollm2_gguf_path()
-    with llama_cpp_server(path) as url:
+    with llama_cpp_server(path) as server:
         t_ready = time.perf_counter()
-        figures = measure_fidelity(url, requests, probe_prompt_tokens)
+        figures = measure_fidelity(server.url, requests, probe_prompt_tokens, server.cpu_s)
     rows = figures.pop("fidelity_per_request")
     return dict(
         figures, fidelity_wall_s=time.perf_counter() - t_start,

@@ -2,7 +2,7 @@
 llama_cpp.server`, the `test` extra) on a GGUF, on 127.0.0.1 and a free port, for the
 fidelity run (fidelity.py); tests/engines/endpoint/test_llama_cpp_server.py starts it alike.
 
-    with llama_cpp_server(path) as url: ...     # stopped (killed) on leaving
+    with llama_cpp_server(path) as server: ...  # server.url; stopped (killed) on leaving
 
 What it is, measured here: ONE completion at a time (a lock), one token per chunk, no
 /metrics, `min_tokens` but not `ignore_eos`. Started with `--interrupt_requests False` (by
@@ -21,9 +21,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 START_TIMEOUT_S = 60.0
 
@@ -31,6 +33,19 @@ START_TIMEOUT_S = 60.0
 def llama_cpp_available() -> bool:
     """Whether llama-cpp-python is installed (its server is then importable)."""
     return importlib.util.find_spec("llama_cpp") is not None
+
+
+@dataclass(frozen=True)
+class LlamaServer:
+    """A started server: its URL and its process (for the CPU time it got)."""
+
+    url: str
+    process: psutil.Process
+
+    def cpu_s(self) -> float:
+        """The server's CPU seconds so far, user + system, its threads together."""
+        t = self.process.cpu_times()
+        return t.user + t.system
 
 
 def free_port() -> int:
@@ -41,9 +56,9 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def llama_cpp_server(model_path: str | Path, n_ctx: int = 2048, n_batch: int = 1,
-                     start_timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
-    """The server's URL once it answers /v1/models; RuntimeError with the end of its log
-    when it exits or does not answer within start_timeout_s."""
+                     start_timeout_s: float = START_TIMEOUT_S) -> Iterator[LlamaServer]:
+    """The server once it answers /v1/models; RuntimeError with the end of its log when it
+    exits or does not answer within start_timeout_s."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="inferlab-llama-") as folder:
         log_path = Path(folder) / "server.log"
@@ -57,7 +72,7 @@ def llama_cpp_server(model_path: str | Path, n_ctx: int = 2048, n_batch: int = 1
             try:
                 url = f"http://127.0.0.1:{port}"
                 _wait_ready(proc, url, log_path, start_timeout_s)
-                yield url
+                yield LlamaServer(url, psutil.Process(proc.pid))
             finally:
                 proc.kill()
                 proc.wait(10)
