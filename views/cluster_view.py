@@ -1,6 +1,7 @@
 """The cluster lab's window: the layout and workload choices on the left with the run's
 figures under them; the timeline (instances, link, KV use, utilisation) and the layout
-search's heat map in tabs on the right. Choices, defaults and ranges come from the lab's
+search's heat map, the expert-parallel figures and an autoscaled fleet's replicas and
+GPU-hours in tabs on the right. Choices, defaults and ranges come from the lab's
 settings table (engines/labs/cluster/settings.py); the view only draws what it is given."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from inferlab.views.batch_timeline import BatchTimelineView
 from inferlab.views.choices import select_choice
+from inferlab.views.cluster_autoscale import ClusterAutoscale
 from inferlab.views.cluster_experts import ClusterExperts
 from inferlab.views.cluster_search import ClusterSearchView
 from inferlab.views.cluster_timeline import ClusterTimeline, lane_label
@@ -102,6 +104,12 @@ class ClusterView(QWidget):
         self.rate = self._float("rate_per_s", " req/s", 1)
         self.slo_ttft = self._float("slo_ttft_s", " s", 3)
         self.slo_tpot = self._float("slo_tpot_s", " s", 3)
+        self.autoscale_box = QCheckBox("autoscale the replicas (KPA)")
+        self.autoscale_box.setToolTip("replicas layout: Knative's concurrency autoscaler adds "
+                                      "and drains replicas of t GPUs; each new one cold-starts")
+        self.target = self._float("target_concurrency", " in flight", 1)
+        self.min_replicas, self.max_replicas = self._int("min_replicas"), self._int(
+            "max_replicas")
         for label, widget in (("Layout", self.layout_kind), ("GPUs", self.gpus),
                               ("Tensor degree t", self.tp), ("Prefill instances", self.prefill),
                               ("Decode instances", self.decode), ("Router", self.router),
@@ -113,7 +121,11 @@ class ClusterView(QWidget):
                               ("GPU", self.hardware), ("dtype", self.dtype),
                               ("Workload", self.scenario),
                               ("Requests", self.requests), ("Arrival rate", self.rate),
-                              ("TTFT SLO", self.slo_ttft), ("TPOT SLO", self.slo_tpot)):
+                              ("TTFT SLO", self.slo_ttft), ("TPOT SLO", self.slo_tpot),
+                              ("", self.autoscale_box),
+                              ("Target per replica", self.target),
+                              ("Min replicas", self.min_replicas),
+                              ("Max replicas", self.max_replicas)):
             form.addRow(label, widget)
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Route the requests through the cluster to their end "
@@ -146,6 +158,7 @@ class ClusterView(QWidget):
         self.timeline = ClusterTimeline()
         self.search = ClusterSearchView()
         self.experts = ClusterExperts()
+        self.autoscale = ClusterAutoscale()
         # one instance's requests on the batching lab's own Gantt (its scheduler's records)
         self.instance_choice = QComboBox()
         self.instance_choice.setToolTip("Whose requests the Gantt shows: each instance runs "
@@ -164,6 +177,7 @@ class ClusterView(QWidget):
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(per_instance, "Requests per instance")
         self.tabs.addTab(self.experts, "Expert parallelism")
+        self.tabs.addTab(self.autoscale, "Autoscaling")
         self.tabs.addTab(self.search, "Layout search")
         self.instance_choice.currentIndexChanged.connect(self._draw_instance)
         self._instances: tuple = ()
@@ -181,6 +195,7 @@ class ClusterView(QWidget):
         self.layout_kind.currentIndexChanged.connect(self._enable_fields)
         self.ep.valueChanged.connect(self._enable_fields)
         self.expert_load.currentIndexChanged.connect(self._enable_fields)
+        self.autoscale_box.toggled.connect(self._enable_fields)
 
     # ---- widgets from the settings table -------------------------------------------------
     def _choices(self, key: str) -> tuple:
@@ -217,13 +232,20 @@ class ClusterView(QWidget):
         for widget in (self.eplb_slots, self.dbo, self.expert_load):
             widget.setEnabled(expert)
         self.zipf_skew.setEnabled(expert and self.expert_load.currentData() == "zipf")
+        self.autoscale_box.setEnabled(kind == "replicas")
+        scaled = kind == "replicas" and self.autoscale_box.isChecked()
+        for widget in (self.target, self.min_replicas, self.max_replicas):
+            widget.setEnabled(scaled)
+        self.gpus.setEnabled(not scaled)  # an autoscaled fleet's size is its own
 
     # ---- settings ------------------------------------------------------------------------
     def set_settings(self, s: dict) -> None:
         select_choice(self.layout_kind, s["layout"])
         for box, key in ((self.gpus, "gpus"), (self.tp, "tp"), (self.prefill, "prefill"),
                          (self.decode, "decode"), (self.requests, "requests"),
-                         (self.ep, "ep"), (self.eplb_slots, "eplb_slots")):
+                         (self.ep, "ep"), (self.eplb_slots, "eplb_slots"),
+                         (self.min_replicas, "min_replicas"),
+                         (self.max_replicas, "max_replicas")):
             box.setValue(int(s[key]))
         for combo, key in ((self.router, "router"), (self.link, "link"),
                            (self.model, "model_config"), (self.hardware, "hardware"),
@@ -236,6 +258,8 @@ class ClusterView(QWidget):
         self.rate.setValue(float(s["rate_per_s"]))
         self.slo_ttft.setValue(float(s["slo_ttft_s"]))
         self.slo_tpot.setValue(float(s["slo_tpot_s"]))
+        self.autoscale_box.setChecked(bool(s["autoscale"]))
+        self.target.setValue(float(s["target_concurrency"]))
         self._enable_fields()
 
     def settings(self) -> dict:
@@ -252,7 +276,12 @@ class ClusterView(QWidget):
                 "hardware": self.hardware.currentData(),
                 "scenario": self.scenario.currentData(), "requests": self.requests.value(),
                 "rate_per_s": self.rate.value(), "slo_ttft_s": self.slo_ttft.value(),
-                "slo_tpot_s": self.slo_tpot.value()}
+                "slo_tpot_s": self.slo_tpot.value(),
+                "autoscale": (self.autoscale_box.isChecked()
+                              and self.layout_kind.currentData() == "replicas"),
+                "target_concurrency": self.target.value(),
+                "min_replicas": self.min_replicas.value(),
+                "max_replicas": self.max_replicas.value()}
 
     # ---- drawing -------------------------------------------------------------------------
     def set_busy(self, busy: bool, text: str | None = None) -> None:
@@ -268,6 +297,10 @@ class ClusterView(QWidget):
     def draw(self, state, metrics: dict, settings: dict) -> None:
         self.timeline.draw(state)
         self.experts.draw(state.moe_layers if state is not None else ())
+        scaled = state.autoscale if state is not None else None
+        self.autoscale.draw(scaled, metrics.get("autoscale"))
+        if scaled is not None:  # an autoscaled run is about its fleet: show it
+            self.tabs.setCurrentWidget(self.autoscale)
         self.facts.set_rows(metric_rows(metrics, settings))
         self._instances = state.instances if state is not None else ()
         chosen = max(0, self.instance_choice.currentIndex())

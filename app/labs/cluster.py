@@ -31,9 +31,12 @@ def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
     progress(0.2, f"routing {len(session.requests)} requests through "
                   f"{session.config.layout.label}")
     result = session.run(lambda fraction, message: progress(0.2 + 0.8 * fraction, message))
+    peak = None
+    if settings["autoscale"]:  # the fixed fleet it is judged against: a few more runs
+        peak = session.peak_fleet(lambda _fraction, message: progress(None, message))
     if recorder is not None:
         trace_cluster(recorder, result, recorder.now_s())
-    return cluster_section(settings, result)
+    return cluster_section(settings, result, peak=peak)
 
 
 def search_section(settings: dict, kind: str, progress, should_stop) -> dict:

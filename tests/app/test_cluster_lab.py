@@ -5,6 +5,7 @@ snapshot read-only from its record."""
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import json
 
 from inferlab.engines.labs.cluster import run as cluster_run
@@ -86,3 +87,26 @@ def test_show_snapshot_draws_the_record_of_a_headless_run(qtbot, make_window):
     assert lab.view.status.text() == "Read-only snapshot."
     lab.show_live()
     assert not lab.read_only and lab.run_record is None
+
+
+def test_an_autoscaled_runs_snapshot_opens_on_its_autoscaling_tab(qtbot, make_window):
+    """`run cluster --autoscale --trace` (a minute of the shipped Azure window): the record
+    draws replicas over time and the peak fleet, on the Autoscaling tab."""
+    p = argparse.ArgumentParser()
+    cluster_run.add_arguments(p)
+    trace = importlib.resources.files("inferlab.assets") / "traces" / \
+        "azure_conv_2023_first20min.csv"
+    with importlib.resources.as_file(trace) as path:
+        args = p.parse_args(["--trace", str(path), "--window", "0:60", "--autoscale",
+                             "--target-concurrency", "2", "--max-replicas", "3",
+                             "--cold-start-s", "5"])
+        section, summary = cluster_run.run(args, TraceRecorder())
+    record = read_cluster_section(json.loads(json.dumps(section)))
+    window = make_window()
+    lab = window.lab("cluster")
+    lab.show_snapshot(record)
+    view = lab.view
+    assert view.tabs.currentWidget() is view.autoscale
+    assert len(view.autoscale.serving.getData()[0]) == 2 * len(summary["replicas_over_time"]) - 1
+    assert view.autoscale.peak.getData()[1][0] == summary["peak_fleet"]["gpu_hours"]
+    assert view.autoscale_box.isChecked() and view.settings()["autoscale"]
