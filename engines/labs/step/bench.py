@@ -1,0 +1,47 @@
+"""`inferlab bench step --json`: SmolLM2-135M decode (batch 1 over 128 cached tokens, one
+thread), eager, native and compile profiled on the same inputs.
+
+    decode_between_ops_share_eager    between_ops_s / step_s of the eager step
+    decode_between_ops_share_native   the same of the native decoder's step (goal: at most
+                                      half of eager's)
+    compile_vs_eager_decode           eager's unprofiled step time / compile's (reported), with
+                                      compile_s, the first compiled call's time
+"""
+
+from __future__ import annotations
+
+from inferlab.engines.labs.step.metrics import execution_figures
+from inferlab.engines.labs.step.session import step_run
+from inferlab.engines.labs.step.settings import check_step_settings
+from inferlab.engines.model.registry import SMOLLM2_ID
+
+GOALS = {"decode_between_ops_share_native": "<= 0.5 × decode_between_ops_share_eager",
+         "compile_vs_eager_decode": "reported"}
+BENCH_SETTINGS = {"model": SMOLLM2_ID, "phase": "decode", "batch": 1, "context": 128,
+                  "executions": ["eager", "native", "compile"], "repeats": 7, "threads": 1}
+
+
+def run_step_bench(settings: dict | None = None) -> dict:
+    """The figures above as one flat dict (`settings` overrides BENCH_SETTINGS: tests run the
+    tiny model)."""
+    checked = check_step_settings(dict(BENCH_SETTINGS, **(settings or {})))
+    info, executions = step_run(checked)
+    by = {r.execution: execution_figures(r) for r in executions}
+    out = {"model": info.model_name, "threads": info.threads,
+           "cpu_capability": info.cpu_capability, "peak_flops": info.roof.peak_flops,
+           "bandwidth_bytes_per_s": info.roof.bw_bytes_per_s}
+    for name, fig in by.items():
+        out[f"decode_between_ops_share_{name}"] = fig["between_ops_share"]
+        out[f"decode_step_s_{name}"] = fig["step_unprofiled_s"]
+        out[f"decode_profiled_step_s_{name}"] = fig["step_s"]
+        out[f"decode_max_abs_diff_{name}"] = fig["max_abs_diff"]
+        out[f"decode_matches_eager_{name}"] = fig["matches_eager"]
+    if "eager" in by and "native" in by:
+        eager, native = by["eager"]["between_ops_share"], by["native"]["between_ops_share"]
+        out["native_over_eager_between_ops_share"] = native / eager if eager > 0 else None
+    if "eager" in by and "compile" in by:
+        out["compile_vs_eager_decode"] = (by["eager"]["step_unprofiled_s"]
+                                          / by["compile"]["step_unprofiled_s"])
+        out["compile_s"] = by["compile"]["compile_s"]
+    out["goals"] = GOALS
+    return out

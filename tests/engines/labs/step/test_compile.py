@@ -1,0 +1,35 @@
+"""torch.compile as an execution (slow: inductor compiles C++ on first use): its logits equal
+eager's, its ops are the compiled graph's, the bench's figures on the tiny model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from inferlab.engines.labs.step.bench import run_step_bench
+from inferlab.engines.labs.step.session import step_run
+from inferlab.engines.labs.step.settings import check_step_settings
+
+pytestmark = pytest.mark.slow
+
+
+def test_compile_matches_eager_and_splits():
+    settings = check_step_settings({"batch": 2, "context": 12, "repeats": 3, "threads": 1,
+                                    "executions": ["eager", "compile"]})
+    _info, (eager, compiled) = step_run(settings)
+    assert compiled.matches and compiled.max_abs_diff <= 1e-5 * compiled.max_abs_logit
+    assert compiled.compile_s is not None and compiled.compile_s > 0
+    assert compiled.kernel_path == eager.kernel_path == "torch"
+    s = compiled.split
+    assert math.fsum([s.at_roof_s, s.inside_ops_s, s.between_ops_s]) == \
+        pytest.approx(compiled.step_s, abs=1e-12)
+    assert len(compiled.ops) > 0
+
+
+def test_bench_figures_on_the_tiny_model():
+    out = run_step_bench({"model": "tiny", "context": 16, "repeats": 3})
+    for name in ("eager", "native", "compile"):
+        assert 0 <= out[f"decode_between_ops_share_{name}"] <= 1
+        assert out[f"decode_matches_eager_{name}"]
+    assert out["compile_vs_eager_decode"] > 0 and out["compile_s"] > 0
