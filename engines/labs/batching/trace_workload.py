@@ -13,11 +13,14 @@ from inferlab.engines.serve.traces.content import unbounded_hit_rate, workload_r
 from inferlab.engines.serve.traces.stream import read_trace, trace_format
 
 
-def trace_vocab_size(settings: dict, device: str) -> int:
-    """The vocabulary prompts are drawn from: the simulated model's, or the real one's."""
+def trace_vocabulary(settings: dict, device: str) -> tuple[int, object | None]:
+    """(vocabulary size prompts are drawn from, tokenizer ShareGPT's text is counted with):
+    the simulated model's size and no tokenizer (none ships for a preset: the estimate), or
+    the real model's own."""
     if settings["clock"] == "simulated":
-        return load_model_preset(settings["model_config"]).vocab_size
-    return load_lab_model(settings["model"], device)[0].config.vocab_size
+        return load_model_preset(settings["model_config"]).vocab_size, None
+    model, tokenizer = load_lab_model(settings["model"], device)
+    return model.config.vocab_size, tokenizer
 
 
 def trace_workload(path, settings: dict, device: str = "cpu", fmt: str | None = None, *,
@@ -28,12 +31,14 @@ def trace_workload(path, settings: dict, device: str = "cpu", fmt: str | None = 
     output token: the engine runs no other), trace_requests_empty (left out),
     trace_hit_rate_unbounded. `progress(fraction, message)` while the file is read."""
     fmt = trace_format(path, fmt)
+    vocab_size, tokenizer = trace_vocabulary(settings, device)
 
     def read(fraction: float, rows: int) -> None:
         progress(fraction, f"reading the trace: {rows:,} rows")
 
     records = read_trace(path, fmt, window=window, time_scale=time_scale, sample=sample,
-                         seed=seed, progress=None if progress is None else read)
+                         seed=seed, progress=None if progress is None else read,
+                         tokenizer=tokenizer)
     records = list(records if limit is None else itertools.islice(records, limit))
     if not records:
         raise ValueError(f"{path}: the trace holds no request (in the window)")
@@ -44,4 +49,4 @@ def trace_workload(path, settings: dict, device: str = "cpu", fmt: str | None = 
     figures = {"trace_format": fmt, "trace_requests": len(kept),
                "trace_requests_empty": len(records) - len(kept),
                "trace_hit_rate_unbounded": unbounded_hit_rate(kept)}
-    return workload_requests(kept, trace_vocab_size(settings, device)), figures
+    return workload_requests(kept, vocab_size), figures

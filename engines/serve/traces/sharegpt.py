@@ -5,9 +5,11 @@ turns is skipped, the first turn is the prompt and the second turn's length the 
 a pair is kept only when both are ≥ MIN_TOKENS, the prompt ≤ MAX_PROMPT_TOKENS and the two
 together ≤ MAX_TOTAL_TOKENS (vLLM's defaults: 4, 1024, 2048).
 
-Token counts are an estimate, no tokenizer being at hand offline: ceil(characters / 4)
-(`estimate_tokens`, the usual four characters a token of English text). ShareGPT has no
-times: every request arrives at 0 (a replay gives it a rate).
+Token counts come from the model's own tokenizer when one is given (as vLLM counts them; the
+request then carries the prompt's token ids, so the engine runs the conversation's real text),
+else they are an estimate: ceil(characters / 4) (`estimate_tokens`, the usual four characters a
+token of English text). ShareGPT has no times: every request arrives at 0 (a replay gives it a
+rate).
 
 The array is decoded one conversation at a time from a growing text buffer, never whole;
 an item that will not decode is a TraceError naming the line it starts on."""
@@ -103,8 +105,9 @@ def _turn_text(conversation: list, i: int, where: str) -> str:
     return text
 
 
-def rows(f: TextIO, name: str) -> Iterator[tuple[int, TraceRequest]]:
-    """(line the conversation starts on, request) for each conversation vLLM would keep."""
+def rows(f: TextIO, name: str, tokenizer=None) -> Iterator[tuple[int, TraceRequest]]:
+    """(line the conversation starts on, request) for each conversation vLLM would keep;
+    `tokenizer` (an `encode(text) -> ids`) counts the tokens, else `estimate_tokens`."""
     for line, item in _items(f, name):
         where = f"{name} line {line}"
         if not isinstance(item, dict):
@@ -115,9 +118,14 @@ def rows(f: TextIO, name: str) -> Iterator[tuple[int, TraceRequest]]:
                              f"got {shown(conversation)}")
         if len(conversation) < 2:
             continue
-        prompt = estimate_tokens(_turn_text(conversation, 0, where))
-        output = estimate_tokens(_turn_text(conversation, 1, where))
+        prompt_text = _turn_text(conversation, 0, where)
+        output_text = _turn_text(conversation, 1, where)
+        if tokenizer is None:
+            ids, prompt, output = None, estimate_tokens(prompt_text), estimate_tokens(output_text)
+        else:
+            ids = tuple(tokenizer.encode(prompt_text))
+            prompt, output = len(ids), len(tokenizer.encode(output_text))
         if (prompt < MIN_TOKENS or output < MIN_TOKENS or prompt > MAX_PROMPT_TOKENS
                 or prompt + output > MAX_TOTAL_TOKENS):
             continue
-        yield line, TraceRequest(0.0, prompt, output)
+        yield line, TraceRequest(0.0, prompt, output, token_ids=ids)

@@ -13,7 +13,8 @@ the reader yields (after BurstGPT's model / log-type filter, before any window):
     sample=N    N of the kept rows, uniformly (reservoir sampling, seeded), in arrival order
 
 BurstGPT rows can be kept by model and log type first (`models`, `log_types`).
-`progress(fraction of the file's bytes read, rows read)` is called every PROGRESS_ROWS rows."""
+`progress(fraction of the file's bytes read, rows read)` is called every PROGRESS_ROWS rows.
+ShareGPT's token counts come from `tokenizer` when one is given (sharegpt.py)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def read_trace(path: str | os.PathLike, format: str | None = None, *,
                sample: int | None = None, seed: int = 0,
                models: Collection[str] | None = None,
                log_types: Collection[str] | None = None,
-               progress: Progress | None = None) -> Iterator[TraceRequest]:
+               progress: Progress | None = None, tokenizer=None) -> Iterator[TraceRequest]:
     """The file's requests (module doc), lazily; each bad row a TraceError naming the file,
     its line and the field."""
     start_s, end_s = _check_options(window, time_scale, sample)
@@ -87,7 +88,7 @@ def read_trace(path: str | os.PathLike, format: str | None = None, *,
     name = Path(path).name
     field = TIME_FIELD[fmt]
     kept = _windowed(path, fmt, name, field, start_s, end_s, float(time_scale),
-                     models, log_types, progress)
+                     models, log_types, progress, tokenizer)
     if sample is None:
         yield from kept
         return
@@ -106,12 +107,12 @@ def read_trace(path: str | os.PathLike, format: str | None = None, *,
 
 
 def _windowed(path, fmt, name, field, start_s, end_s, time_scale, models, log_types,
-              progress) -> Iterator[TraceRequest]:
+              progress, tokenizer) -> Iterator[TraceRequest]:
     try:
         size = max(os.path.getsize(path), 1)
         with open(path, encoding="utf-8", newline="") as f:
             if fmt == "sharegpt":
-                rows = sharegpt.rows(f, name)
+                rows = sharegpt.rows(f, name, tokenizer)
             elif fmt == "burstgpt":
                 rows = burstgpt.rows(f, name, models, log_types)
             else:

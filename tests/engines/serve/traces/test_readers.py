@@ -304,3 +304,25 @@ def test_not_utf8_is_a_trace_error(tmp_path):
     path.write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\n\xff\xfe,1,1\n")
     with pytest.raises(TraceError, match="bad.csv: not UTF-8"):
         list(read_trace(path, "azure"))
+
+
+class _WordTokenizer:
+    """One id per whitespace-separated word: counts a test can work out by eye."""
+
+    def encode(self, text: str) -> list[int]:
+        return [len(word) for word in text.split()]
+
+
+def test_sharegpt_counts_with_the_models_tokenizer_when_given(tmp_path):
+    convs = [{"id": "a", "conversations": [
+                 {"from": "human", "value": "one two three four five"},
+                 {"from": "gpt", "value": "a b c d e f"}]},
+             {"id": "b", "conversations": [  # 3 words: under vLLM's 4-token floor
+                 {"from": "human", "value": "xxxxxxxxxxxxxxxxxxxx yy zz"},
+                 {"from": "gpt", "value": "a b c d"}]}]
+    path = tmp_path / "sg.json"
+    path.write_text(json.dumps(convs))
+    (r,) = read_trace(path, "sharegpt", tokenizer=_WordTokenizer())
+    assert (r.input_tokens, r.output_tokens, r.token_ids) == (5, 6, (3, 3, 5, 4, 4))
+    # by the estimate, ceil(chars / 4), the outputs are 3 and 2 tokens: neither is kept
+    assert list(read_trace(path, "sharegpt")) == []
