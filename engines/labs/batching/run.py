@@ -24,7 +24,6 @@ from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
 from inferlab.engines.serve.traces.detect import FORMATS
-from inferlab.engines.serve.traces.window import parse_window
 from inferlab.engines.serve.workload import read_trace_requests
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
@@ -102,7 +101,7 @@ def settings_of(args) -> dict:
 def trace_items(args, settings: dict) -> tuple[list, dict]:
     """The --trace file's requests as the engine's, and the figures the run prints."""
     return trace_workload(args.trace, settings, args.device, args.trace_format,
-                          window=parse_window(args.window), time_scale=args.time_scale,
+                          window=args.window, time_scale=args.time_scale,
                           sample=args.sample, seed=args.seed,
                           progress=getattr(args, "progress", None))
 
