@@ -107,17 +107,18 @@ class ServingEngine:
         t1 = time.perf_counter()
         finished = sched.update(out, sampled, self.now_s, self.eos_id)
         self._update_s = time.perf_counter() - t1  # counted in the next iteration
-        record = IterationRecord(
+        cached = out.cached_tokens or {}
+        record = IterationRecord.from_engine(
             index=len(self.records), policy=sched.policy, clock=self.executor.clock,
-            start_s=start_s, end_s=self.now_s,
-            prefills=tuple(PrefillSlice(*c, cached=(out.cached_tokens or {}).get(c.seq_id, 0))
+            start_s=float(start_s), end_s=float(self.now_s),
+            prefills=tuple(PrefillSlice.from_engine(*c, cached.get(c.seq_id, 0))
                            for c in out.prefills),
-            decodes=out.decodes, preempted=out.preempted,
+            decodes=_as_tuple(out.decodes), preempted=_as_tuple(out.preempted),
             finished=tuple(s.seq_id for s in finished),
             kv_used_blocks=sched.kv_used_blocks, kv_total_blocks=sched.blocks.n_blocks,
-            waiting=len(sched.waiting), running=len(sched.running),
-            schedule_s=schedule_s if on_wall else 0.0, forward_s=forward_s, sample_s=sample_s,
-            evicted_blocks=sched.blocks.n_evicted_blocks - evicted_before)
+            waiting=len(sched.waiting_seqs), running=len(sched.running_seqs),
+            schedule_s=schedule_s if on_wall else 0.0, forward_s=float(forward_s),
+            sample_s=float(sample_s), evicted_blocks=sched.blocks.n_evicted_blocks - evicted_before)
         self.records.append(record)
         return record
 
@@ -170,6 +171,10 @@ class ServingEngine:
                                    "arrival or timeout is left to wait for")
             return
         self.now_s = min(events)
+
+
+def _as_tuple(ids) -> tuple:
+    return ids if type(ids) is tuple else tuple(ids)
 
 
 def check_admissible(scheduler: Scheduler, requests: list[Request],

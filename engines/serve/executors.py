@@ -30,7 +30,6 @@ from inferlab.engines.roofline.costs import (
     attention_decode_cost,
     attention_prefill_cost,
     decode_step_parts,
-    sum_costs,
 )
 from inferlab.engines.roofline.memory import kv_bytes_per_request, plan_memory
 from inferlab.engines.serve.request import Sequence
@@ -107,19 +106,52 @@ def step_cost_from_counts(cfg: ModelConfig, prefills, n_decodes: int,
     """mixed_step_cost from the decodes' count and summed context (all it needs of them)."""
     n_tokens = sum(n for _, n in prefills) + n_decodes
     n_seqs = len(prefills) + n_decodes
-    by_tokens, by_seqs = _step_parts(cfg, n_tokens, dtype), _step_parts(cfg, n_seqs, dtype)
-    parts = [by_tokens["linears"], by_tokens["embeddings and norms"], by_tokens["kv write"],
-             by_seqs["lm_head"]]
+    flops, bytes_moved = step_flops_bytes(cfg, prefills, n_decodes, decode_context_tokens,
+                                          dtype)
+    return OpCost(f"iteration T={n_tokens} seqs={n_seqs}", flops, bytes_moved)
+
+
+def step_flops_bytes(cfg: ModelConfig, prefills, n_decodes: int, decode_context_tokens: int,
+                     dtype: str) -> tuple[float, float]:
+    """(FLOPs, bytes) of step_cost_from_counts without its records: the same parts added in
+    the same order (sum_costs' left-to-right float sums, so the same bits), each part's
+    figures memoised where they repeat (the weights' parts by batch size, a chunk's own
+    attention by its length)."""
+    n_tokens = sum(n for _, n in prefills) + n_decodes
+    flops, bytes_moved = _weights_part(cfg, n_tokens, len(prefills) + n_decodes, dtype)
     for start, n in prefills:
-        parts.append(attention_prefill_cost(cfg, n, 1, dtype, dtype))
+        f, b = _prefill_attention(cfg, n, dtype)
+        flops += f
+        bytes_moved += b
         if start:
-            flops = attention_decode_cost(cfg, n, start, dtype, dtype).flops
-            parts.append(OpCost("attention over the cached prefix", flops,
-                                kv_bytes_per_request(cfg, start, dtype)))
+            flops += attention_decode_cost(cfg, n, start, dtype, dtype).flops
+            bytes_moved += kv_bytes_per_request(cfg, start, dtype)
     if n_decodes:
-        mean_context = decode_context_tokens / n_decodes
-        parts.append(attention_decode_cost(cfg, n_decodes, mean_context, dtype, dtype))
-    return sum_costs(f"iteration T={n_tokens} seqs={n_seqs}", parts)
+        cost = attention_decode_cost(cfg, n_decodes, decode_context_tokens / n_decodes, dtype,
+                                     dtype)
+        flops += cost.flops
+        bytes_moved += cost.bytes_moved
+    return float(flops), float(bytes_moved)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _weights_part(cfg: ModelConfig, n_tokens: int, n_seqs: int, dtype: str
+                  ) -> tuple[float, float]:
+    """The running (FLOPs, bytes) after the first four parts: linears, embeddings and norms,
+    KV write at batch T, lm_head at batch n_seqs (started from sum's 0)."""
+    by_tokens, by_seqs = _step_parts(cfg, n_tokens, dtype), _step_parts(cfg, n_seqs, dtype)
+    flops = bytes_moved = 0
+    for p in (by_tokens["linears"], by_tokens["embeddings and norms"], by_tokens["kv write"],
+              by_seqs["lm_head"]):
+        flops += p.flops
+        bytes_moved += p.bytes_moved
+    return flops, bytes_moved
+
+
+@functools.lru_cache(maxsize=65_536)
+def _prefill_attention(cfg: ModelConfig, n: int, dtype: str) -> tuple[float, float]:
+    cost = attention_prefill_cost(cfg, n, 1, dtype, dtype)
+    return cost.flops, cost.bytes_moved
 
 
 @functools.lru_cache(maxsize=8192)
@@ -155,11 +187,17 @@ class SimulatedExecutor:
                      decode_context_tokens: int) -> float:
         """The roofline time of prefill chunks (start, n) and `n_decodes` decodes over
         `decode_context_tokens` summed context (mixed_step_cost), F / min(P, I × W)."""
-        cost = step_cost_from_counts(self.config, prefills, n_decodes, decode_context_tokens,
-                                     self.dtype)
-        intensity = formulas.arithmetic_intensity(cost.flops, cost.bytes_moved)
-        attainable = formulas.attainable_flops(self.peak_flops, self.bw_bytes_per_s, intensity)
-        return float(cost.flops / attainable)
+        flops, bytes_moved = step_flops_bytes(self.config, prefills, n_decodes,
+                                              decode_context_tokens, self.dtype)
+        if not bytes_moved:  # formulas' inf / nan conventions
+            intensity = formulas.arithmetic_intensity(flops, bytes_moved)
+            attainable = formulas.attainable_flops(self.peak_flops, self.bw_bytes_per_s,
+                                                   intensity)
+            return float(flops / attainable)
+        # formulas.arithmetic_intensity and attainable_flops on floats: the same IEEE
+        # operations as numpy's true_divide, multiply and minimum, without their overhead
+        attainable = min(self.peak_flops, flops / bytes_moved * self.bw_bytes_per_s)
+        return flops / attainable
 
     def execute(self, out: SchedulerOutput, seqs: Mapping[str, Sequence]
                 ) -> tuple[dict[str, int], float, float]:

@@ -176,5 +176,5 @@ class LongestPrefixMatch:
         cached = blocks.cached_prefix_len
         front = [s for s in waiting if s.status == PREEMPTED]
         rest = [s for s in waiting if s.status != PREEMPTED]
-        rest.sort(key=lambda s: -cached(s.token_ids[: s.num_prefill_tokens]))
+        rest.sort(key=lambda s: -cached(s.prefill_token_ids))
         return front + rest

@@ -10,7 +10,7 @@ imports no lab.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from inferlab.engines.fields import (
     Setting,
@@ -70,6 +70,14 @@ class PrefillSlice:
                              f"{self.start}")
 
     @classmethod
+    def from_engine(cls, request_id: str, start: int, n_tokens: int, cached: int
+                    ) -> PrefillSlice:
+        """A slice the engine made from its own scheduler's chunk: every field is already
+        what the checks ask (names, counts), so none is checked again."""
+        return _unchecked(cls, {"request_id": request_id, "start": start,
+                                "n_tokens": n_tokens, "cached": cached})
+
+    @classmethod
     def from_dict(cls, data: dict, where: str = "prefill") -> PrefillSlice:
         return dataclass_from_dict(cls, data, where, ValueError)
 
@@ -113,6 +121,13 @@ class IterationRecord:
             raise ValueError("prefills: expected a tuple of PrefillSlice")
         object.__setattr__(self, "prefills", tuple(prefills))
 
+    @classmethod
+    def from_engine(cls, **values) -> IterationRecord:
+        """A record the serving engine made from its own state (every field given): the
+        checks are for records read back from a file, and the engine makes tens of
+        thousands a second on the simulated clock, so none is checked again."""
+        return _unchecked(cls, values)
+
     @property
     def duration_s(self) -> float:
         return self.end_s - self.start_s
@@ -153,3 +168,24 @@ _ITERATION_FIELDS = {
     "kv_total_blocks": read_count, "waiting": read_count, "running": read_count,
     "evicted_blocks": read_count, "schedule_s": read_seconds, "forward_s": read_seconds,
     "sample_s": read_seconds}
+
+
+def _unchecked(cls, values: dict):
+    """An instance of the frozen dataclass `cls` holding `values` (every field), made without
+    __init__'s checks (its __post_init__)."""
+    if len(values) != len(_field_names(cls)):
+        missing = sorted(set(_field_names(cls)) - set(values))
+        raise TypeError(f"{cls.__name__}: every field must be given; missing {missing}")
+    record = object.__new__(cls)
+    record.__dict__.update(values)
+    return record
+
+
+def _field_names(cls) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}

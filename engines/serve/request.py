@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from inferlab.engines.model.sampler import GREEDY, SamplingParams
+from inferlab.engines.serve.token_ids import TokenIds
 
 WAITING = "waiting"
 RUNNING = "running"
@@ -30,7 +31,9 @@ STOP = "stop"
 
 @dataclass(frozen=True)
 class Request:
-    """What a client submits. `arrival_s` is on the run's clock (the workload's times)."""
+    """What a client submits. `arrival_s` is on the run's clock (the workload's times).
+    `prompt_ids` become a tuple of ints; a TokenIds (checked when it was made) is kept as it
+    is, so a long trace prompt is not walked again."""
 
     request_id: str
     prompt_ids: tuple[int, ...]
@@ -40,7 +43,8 @@ class Request:
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "prompt_ids", tuple(int(t) for t in self.prompt_ids))
+        if type(self.prompt_ids) is not TokenIds:
+            object.__setattr__(self, "prompt_ids", tuple(int(t) for t in self.prompt_ids))
         if not self.prompt_ids:
             raise ValueError(f"request {self.request_id!r} has an empty prompt")
         if self.max_new_tokens < 1:
@@ -90,6 +94,14 @@ class Sequence:
     def token_ids(self) -> list[int]:
         """Prompt then outputs."""
         return [*self.request.prompt_ids, *self.output_ids]
+
+    @property
+    def prefill_token_ids(self):
+        """The tokens the current (re)prefill covers: the prompt itself (no copy), or prompt +
+        outputs after a preemption."""
+        if self.num_prefill_tokens == self.num_prompt_tokens:
+            return self.request.prompt_ids
+        return self.token_ids[: self.num_prefill_tokens]
 
     @property
     def num_tokens(self) -> int:

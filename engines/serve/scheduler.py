@@ -481,7 +481,7 @@ class Scheduler:
     def reserve_prefill(self, seq: Sequence, n_tokens: int) -> bool:
         """Reserve the next `n_tokens` prefill tokens of `seq` (prefix hits free on the first
         chunk) if the pool has them now; False (nothing changed) if not."""
-        sid, tokens = seq.seq_id, seq.token_ids[: seq.num_prefill_tokens]
+        sid, tokens = seq.seq_id, seq.prefill_token_ids
         cached = 0
         if sid not in self.blocks:
             if not self.blocks.can_allocate(tokens, n_tokens):

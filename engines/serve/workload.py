@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inferlab.engines.serve.token_ids import MAX_TOKEN_ID, TokenIds
 from inferlab.engines.trace.atomic import atomic_write_text
 
 ARRIVALS = ("poisson", "gamma", "all-at-zero")
@@ -47,7 +48,6 @@ MAX_TOKENS = 10_000_000  # a length beyond this is a mistake, not a workload
 MAX_REQUESTS = 1_000_000
 MAX_TRACE_BYTES = 64 * 2**20
 MAX_TRACE_LINES = 1_000_000
-MAX_TOKEN_ID = 2**31 - 1  # a token id is an int32 everywhere it is used
 
 
 class WorkloadError(ValueError):
@@ -96,8 +96,11 @@ def _real(name: str, v, *, positive: bool = False, nonnegative: bool = False) ->
 
 def _token_ids(v) -> tuple[int, ...]:
     """A prompt's token ids as a tuple of ints, checked: a non-empty list (or tuple, or 1-D
-    integer array) of at most MAX_TOKENS ints in 0..MAX_TOKEN_ID, bools refused."""
+    integer array) of at most MAX_TOKENS ints in 0..MAX_TOKEN_ID, bools refused. A non-empty
+    TokenIds was checked when it was made: it is returned as it is."""
     name = "prompt_token_ids"
+    if type(v) is TokenIds and 0 < len(v) <= MAX_TOKENS:
+        return v
     if isinstance(v, np.ndarray):
         if v.ndim != 1 or not np.issubdtype(v.dtype, np.integer):
             raise WorkloadError(f"field '{name}' must be a 1-D array of integers, got an "
@@ -440,7 +443,8 @@ def prompt_token_ids_for(items: Iterable[WorkloadRequest], vocab_size: int,
     out = []
     for i, w in enumerate(items):
         if w.prompt_token_ids is not None:
-            top = max(w.prompt_token_ids)
+            ids = w.prompt_token_ids
+            top = ids.max_id if type(ids) is TokenIds else max(ids)
             if top >= vocab:
                 raise WorkloadError(
                     f"request {i}: field 'prompt_token_ids' item {w.prompt_token_ids.index(top)} "

@@ -1,11 +1,19 @@
 """Hash ids become content: each block id is a fixed block of token ids, so requests that
 share ids share tokens exactly, and the prefix caches see the trace's own sharing.
 
-    block_tokens(id, B, V)   B token ids in 0..V-1 drawn by numpy's Generator seeded by the id:
-                             the same id gives the same block in every request and run
+    block_tokens(id, B, V)   B token ids in 0..V-1, a counter-based stream keyed by the id
+                             (splitmix64: seed = mix(id), token j = mix(seed + (j+1)·γ) mod V,
+                             γ = 0x9E3779B97F4A7C15): the same id gives the same block in every
+                             request and run, and a request's missing blocks are drawn in one
+                             numpy call
     prompt of a request      its blocks' tokens in order, cut at input_tokens; positions past
-                             the blocks the trace lists come from the request's own seed
-                             (TAIL_TAG, index), shared with nobody
+                             the blocks the trace lists come from the request's own stream
+                             (seed mix(mix(index) xor TAIL_TAG)), shared with nobody
+
+A prompt is a TokenIds joined from its blocks (each checked once, when it is drawn; nothing
+walks the prompt again) that keeps them as its parts, so that the hash prefix cache chains a
+shared block's keys once (TokenIds.block_chain). Blocks are kept, most recently used last,
+up to BLOCK_CACHE of them.
 
 Different ids give different blocks unless B draws from V all agree (probability V^-B: nil
 for a real vocabulary). `unbounded_hit_rate` is what an unbounded cache would hit, from the
@@ -21,38 +29,90 @@ figure exactly when no request's run covers its last, partial or full, block.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from inferlab.engines.serve.token_ids import TokenIds
 from inferlab.engines.serve.traces.record import TraceRequest
 from inferlab.engines.serve.workload import WorkloadError, WorkloadRequest
 
 TAIL_TAG = 0x7A11_B10C
 """Mixed into a request's own seed, so its tail never repeats a block id's draw."""
+BLOCK_CACHE = 65_536
+"""Blocks of content kept for the requests that share them (most recently used kept)."""
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MASK64 = 2**64 - 1
+_blocks: OrderedDict[tuple[int, int, int], TokenIds] = OrderedDict()
 
 
-@functools.lru_cache(maxsize=65_536)
-def block_tokens(block_id: int, block_size: int, vocab_size: int) -> tuple[int, ...]:
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise on uint64 (wrapping)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _streams(seeds: Sequence[int], n_tokens: int, vocab_size: int) -> list[TokenIds]:
+    """One TokenIds of n_tokens ids below vocab_size per (already mixed) seed."""
+    # uint64 arrays wrap silently (numpy warns on overflow for scalars only)
+    steps = np.arange(1, n_tokens + 1, dtype=np.uint64) * _GAMMA
+    z = _mix(np.asarray(seeds, dtype=np.uint64)[:, None] + steps[None, :])
+    tokens = z % np.uint64(vocab_size)
+    tops = tokens.max(axis=1).tolist() if n_tokens else [-1] * len(seeds)
+    return [TokenIds.trusted(tuple(row), top)
+            for row, top in zip(tokens.tolist(), tops, strict=True)]
+
+
+def _seeds(keys: Iterable[int]) -> list[int]:
+    return _mix(np.asarray([k & _MASK64 for k in keys], dtype=np.uint64)).tolist()
+
+
+def block_parts(block_ids: Sequence[int], block_size: int, vocab_size: int
+                ) -> list[TokenIds]:
+    """The content of each of `block_ids` (module doc), the missing ones drawn at once."""
+    got: dict[int, TokenIds] = {}
+    missing = []
+    for block_id in block_ids:
+        key = (block_id, block_size, vocab_size)
+        part = _blocks.get(key)
+        if part is None:
+            missing.append(block_id)
+        else:
+            _blocks.move_to_end(key)
+            got[block_id] = part
+    if missing:
+        missing = list(dict.fromkeys(missing))
+        for block_id, part in zip(missing, _streams(_seeds(missing), block_size, vocab_size),
+                                  strict=True):
+            got[block_id] = _blocks[(block_id, block_size, vocab_size)] = part
+        while len(_blocks) > BLOCK_CACHE:
+            _blocks.popitem(last=False)
+    return [got[b] for b in block_ids]
+
+
+def block_tokens(block_id: int, block_size: int, vocab_size: int) -> TokenIds:
     """The block_size token ids (each < vocab_size) that block `block_id` stands for."""
-    rng = np.random.default_rng(block_id)
-    return tuple(rng.integers(0, vocab_size, size=block_size).tolist())
+    return block_parts((block_id,), block_size, vocab_size)[0]
 
 
-def prompt_token_ids(record: TraceRequest, vocab_size: int, index: int) -> tuple[int, ...]:
+def clear_block_cache() -> None:
+    """Forget every block drawn so far (they are drawn again, the same, when asked for)."""
+    _blocks.clear()
+
+
+def prompt_token_ids(record: TraceRequest, vocab_size: int, index: int) -> TokenIds:
     """Request `index`'s prompt: its blocks' tokens cut at input_tokens; past its blocks,
     tokens of its own (seeded by TAIL_TAG and index)."""
     n, bs = record.input_tokens, record.block_size
-    ids: list[int] = []
-    for block_id in record.block_hashes:
-        if len(ids) >= n:
-            break
-        ids.extend(block_tokens(block_id, bs, vocab_size))
-    if len(ids) < n:
-        rng = np.random.default_rng([TAIL_TAG, index])
-        ids.extend(rng.integers(0, vocab_size, size=n - len(ids)).tolist())
-    return tuple(ids[:n])
+    used = record.block_hashes[: -(-n // bs)] if bs else ()
+    parts = block_parts(used, bs, vocab_size) if used else []
+    have = len(used) * bs
+    if have < n:
+        seed = _mix(np.asarray(_seeds((index,)), dtype=np.uint64) ^ np.uint64(TAIL_TAG))
+        parts += _streams(seed.tolist(), n - have, vocab_size)
+    return TokenIds.join(parts, n)
 
 
 def workload_request(record: TraceRequest, vocab_size: int, index: int) -> WorkloadRequest:

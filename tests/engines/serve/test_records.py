@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import fields as dc_fields
 
 import numpy as np
 import pytest
 
+from inferlab.engines.kv.block_manager import BlockManager
+from inferlab.engines.model.config import load_model_preset
+from inferlab.engines.serve.engine import ServingEngine, requests_from_workload
+from inferlab.engines.serve.executors import SimulatedExecutor
 from inferlab.engines.serve.records import IterationRecord, PrefillSlice, RequestInfo
+from inferlab.engines.serve.scheduler import Scheduler
+from inferlab.engines.serve.workload import LengthDist, Workload, generate
 
 
 def _iteration(**changes):
@@ -79,3 +86,19 @@ def test_prefill_slice_refuses_and_from_dict_names_the_place():
     data = json.loads(json.dumps(_iteration().to_dict())) | {"end_s": None}
     with pytest.raises(ValueError, match="iteration: end_s"):
         IterationRecord.from_dict(data)
+
+
+def test_the_engines_unchecked_records_are_what_the_checks_make():
+    cfg = load_model_preset("llama-3-8b")
+    items = generate(Workload(30, rate_per_s=40.0, prompt_len=LengthDist.uniform(20, 300),
+                              output_len=LengthDist.uniform(10, 60), seed=2))
+    engine = ServingEngine(Scheduler("continuous", BlockManager(40, 16), 256, 8),
+                           SimulatedExecutor(cfg, (1e15, 3e12)),
+                           requests_from_workload(items, cfg.vocab_size))
+    records = engine.run()
+    assert any(r.prefills for r in records) and any(r.preempted for r in records)
+    for r in records:
+        checked = IterationRecord(**{f.name: getattr(r, f.name) for f in dc_fields(r)})
+        assert checked == r and checked.to_dict() == r.to_dict()
+        assert all(type(getattr(r, f.name)) is type(getattr(checked, f.name))
+                   for f in dc_fields(r))

@@ -18,6 +18,7 @@ from inferlab.engines.serve.executors import SimulatedExecutor
 from inferlab.engines.serve.scheduler import Scheduler
 from inferlab.engines.serve.traces.content import (
     block_tokens,
+    clear_block_cache,
     prompt_token_ids,
     unbounded_hit_rate,
     workload_requests,
@@ -31,7 +32,7 @@ VOCAB = 128_256
 def test_a_block_is_fixed_by_its_id():
     a = block_tokens(7, 16, VOCAB)
     assert len(a) == 16 and all(0 <= t < VOCAB for t in a)
-    block_tokens.cache_clear()
+    clear_block_cache()
     assert block_tokens(7, 16, VOCAB) == a  # not the cache: the seed
     assert block_tokens(7, 16, 50)[0] < 50
 
