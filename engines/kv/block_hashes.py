@@ -17,7 +17,7 @@ walks the chain along block tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from inferlab.engines.kv.free_queue import Block
 
@@ -84,6 +84,60 @@ class PrefixCacheIndex:
         self._by_hash.setdefault(block_hash, []).append(block)
         self._n_entries += 1
         return content_id
+
+    def find_run(self, hashes: Sequence[int], keys: Sequence[tuple[int, ...]], n: int
+                 ) -> list[Block]:
+        """The cached blocks of the longest run of a chain's first `n` blocks (hash i and key
+        i, from the root): `lookup` block by block, each after the one matched before,
+        stopping at the first miss; inlined, as a long prompt looks up hundreds."""
+        by_hash = self._by_hash
+        hits: list[Block] = []
+        parent = ROOT_CONTENT_ID
+        for i in range(n):
+            candidates = by_hash.get(hashes[i])
+            if candidates is None:
+                break
+            key = keys[i]
+            for block in candidates:
+                if block.parent_content_id == parent and block.token_ids == key:
+                    break
+            else:
+                break
+            hits.append(block)
+            parent = block.content_id
+        return hits
+
+    def register_run(self, blocks: list[Block], hashes: Sequence[int],
+                     keys: Sequence[tuple[int, ...]], start: int, stop: int,
+                     parent_content_id: int) -> int:
+        """`register(blocks[i], hashes[i], parent, keys[i])` for i in start..stop-1, each
+        chained from the content id the one before returned; the last content id. Inlined,
+        as a prefill registers hundreds of blocks."""
+        by_hash = self._by_hash
+        parent = parent_content_id
+        for i in range(start, stop):
+            block, block_hash, key = blocks[i], hashes[i], keys[i]
+            candidates = by_hash.get(block_hash)
+            if candidates is not None:
+                for other in candidates:
+                    if other.parent_content_id == parent and other.token_ids == key:
+                        break  # computed twice at once: the first entry stays
+                else:
+                    other = None
+                if other is not None:
+                    parent = other.content_id
+                    continue
+            content_id = self._next_content_id
+            self._next_content_id += 1
+            block.block_hash, block.content_id = block_hash, content_id
+            block.parent_content_id, block.token_ids = parent, key
+            if candidates is None:
+                by_hash[block_hash] = [block]
+            else:
+                candidates.append(block)
+            self._n_entries += 1
+            parent = content_id
+        return parent
 
     def evict(self, block: Block) -> None:
         """Forget `block`'s cached content (it is about to hold something else)."""

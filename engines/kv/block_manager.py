@@ -406,10 +406,10 @@ class BlockManager:
         if room:
             blocks[-1].n_tokens += min(room, n_new)
         if n_blocks > len(blocks):  # fresh blocks, each full but the last
-            for _ in range(n_blocks - len(blocks)):
-                block = pool.allocate_block()
+            fresh = pool.allocate_blocks(n_blocks - len(blocks))
+            for block in fresh:
                 block.n_tokens = bs
-                blocks.append(block)
+            blocks += fresh
             blocks[-1].n_tokens = n_total - (n_blocks - 1) * bs
         return cows
 
@@ -444,12 +444,10 @@ class BlockManager:
             raise KeyError(f"unknown sequence {seq_id!r}")
         self._version += 1
         self.prefix_cache.free(seq)
-        release = self.pool.release
         blocks = seq.blocks
         if blocks and blocks[0] is NULL_BLOCK:  # a sliding window dropped its first ones
             blocks = [b for b in blocks if b is not NULL_BLOCK]
-        for block in reversed(blocks):
-            release(block)
+        self.pool.release_blocks(blocks[::-1])
         self.prefix_cache.released(blocks)
 
     def drop_leading(self, seq_id: object, n_blocks: int) -> list[int]:
@@ -494,6 +492,7 @@ class BlockManager:
         if n_tokens == n_old:
             return []
         self.prefix_cache.truncate(seq, n_tokens)
+        seq.cut_prompt_chain(n_tokens // self.block_size)
         keep = self.blocks_needed(n_tokens)
         released = seq.blocks[keep:]
         if released:
@@ -533,6 +532,7 @@ class BlockManager:
                 raise ValueError(f"sequence {seq_id!r}: block {block.block_id} is shared or "
                                  "cached; its tokens cannot change")
         seq.token_ids[start : start + n] = [int(t) for t in token_ids]
+        seq.cut_prompt_chain(start // bs)
 
     def mark_computed(self, seq_id: object, n_tokens: int) -> None:
         """The K/V of `seq_id`'s first `n_tokens` tokens is written: the prefix cache may now
@@ -578,9 +578,10 @@ class BlockManager:
         each full but the last."""
         bs, pool = self.block_size, self.pool
         need = self.blocks_needed(n_tokens)
-        blocks = hits + [pool.allocate_block() for _ in range(need - len(hits))]
-        for block in blocks[len(hits) :]:
+        fresh = pool.allocate_blocks(need - len(hits))
+        for block in fresh:
             block.n_tokens = bs
+        blocks = hits + fresh
         blocks[-1].n_tokens = n_tokens - (need - 1) * bs
         return blocks
 

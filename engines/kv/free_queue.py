@@ -204,16 +204,38 @@ class FreeBlockQueue:
 
     def popleft_n(self, n: int) -> list[Block]:
         """Remove and return the first `n` blocks, head first: `popleft` n times, the fresh
-        range's part taken in one slice."""
+        range's part taken in one slice, the linked part unlinked as one run."""
         if n > self._len:
             raise IndexError(f"{n} blocks asked for, {self._len} free")
         k = min(n, self._fresh_end - self._fresh_next)
         blocks = self._fresh[self._fresh_next : self._fresh_next + k] if k else []
         self._fresh_next += k
-        self._len -= k
-        for _ in range(n - k):
-            blocks.append(self.popleft())
+        self._len -= n
+        if n > k:
+            node = self._head.next
+            for _ in range(n - k):
+                blocks.append(node)
+                node.prev, node = None, node.next
+                blocks[-1].next = None
+            self._head.next = node
+            node.prev = self._head
         return blocks
+
+    def extend(self, blocks: list[Block]) -> None:
+        """`append` each of `blocks`, in order, linked at the tail as one run. The caller
+        knows none is queued (each was held by a table until now)."""
+        if not blocks:
+            return
+        prev = self._tail.prev
+        for block in blocks:
+            if block.prev is not None:
+                raise ValueError(f"block {block.block_id} is already in the free queue")
+            prev.next = block
+            block.prev = prev
+            prev = block
+        prev.next = self._tail
+        self._tail.prev = prev
+        self._len += len(blocks)
 
     def append(self, block: Block) -> None:
         """Put `block` at the tail: it will be reused after every block already queued."""

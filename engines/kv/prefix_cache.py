@@ -175,13 +175,14 @@ class HashPrefixCache(PrefixCache):
     def cached_prefix_len(self, token_ids: Sequence[int]) -> int:
         if not len(token_ids):
             return 0
-        return len(self._find(token_ids)[0]) * self.block_size
+        return len(self._find(token_ids, self._chain(token_ids))[0]) * self.block_size
 
     def match(self, token_ids: Sequence[int], peek: bool = False) -> PrefixHit:
-        hits, chain_hash, chain_id = self._find(token_ids)
+        chain = self._chain(token_ids)
+        hits, chain_hash, chain_id = self._find(token_ids, chain)
         revived = sum(1 for b in hits if b.ref_count == 0)  # free now, in the table next
         return PrefixHit(hits, len(hits) * self.block_size, self.pool.n_free - revived,
-                         None, (chain_hash, chain_id))
+                         None, (chain_hash, chain_id, chain))
 
     def trim(self, hit: PrefixHit, n_tokens: int) -> PrefixHit:
         """The chain after the first n_tokens // block_size hit blocks is the last kept
@@ -189,8 +190,9 @@ class HashPrefixCache(PrefixCache):
         keep = hit.blocks[: n_tokens // self.block_size]
         if len(keep) == len(hit.blocks):
             return hit
-        where = (keep[-1].block_hash, keep[-1].content_id) if keep else \
-            (ROOT_HASH, ROOT_CONTENT_ID)
+        chain = hit.where[2] if hit.where is not None else None
+        where = (keep[-1].block_hash, keep[-1].content_id, chain) if keep else \
+            (ROOT_HASH, ROOT_CONTENT_ID, chain)
         revived = sum(1 for b in keep if b.ref_count == 0)
         return PrefixHit(keep, len(keep) * self.block_size, self.pool.n_free - revived, None,
                          where)
@@ -201,17 +203,42 @@ class HashPrefixCache(PrefixCache):
         self.hit_tokens += hit.n_tokens
 
     def attach(self, seq: SeqBlocks, hit: PrefixHit) -> None:
-        seq.chain_hash, seq.chain_id = hit.where
+        seq.chain_hash, seq.chain_id, seq.prompt_chain = hit.where
         seq.n_registered = len(hit.blocks)
 
     def computed(self, seq: SeqBlocks, n_tokens: int) -> None:
         """Register every full block within the first `n_tokens` not registered yet, in order,
-        up to a dropped entry (`NULL_BLOCK`: no chain passes a block nobody holds)."""
-        blocks = seq.blocks
-        for index in range(seq.n_registered, n_tokens // self.block_size):
+        up to a dropped entry (`NULL_BLOCK`: no chain passes a block nobody holds). A block
+        of the prompt takes its hash and key from the prompt's chain when it carried one
+        (the same values `_register` computes), the others are hashed here."""
+        blocks, end = seq.blocks, n_tokens // self.block_size
+        first = seq.n_registered
+        chain = seq.prompt_chain
+        if chain is not None and first < end and first < len(chain[0]):
+            first = self._register_chain(seq, first, min(end, len(chain[0])), chain)
+            if first is None:
+                return
+        for index in range(first, end):
             if blocks[index] is NULL_BLOCK:
                 return
             self._register(seq, index)
+
+    def _register_chain(self, seq: SeqBlocks, start: int, end: int,
+                        chain: tuple[Sequence[int], Sequence[tuple[int, ...]]]) -> int | None:
+        """`_register` for blocks start..end-1 with the carried hashes and keys; the next
+        index, or None at a dropped entry."""
+        blocks = seq.blocks
+        stop = end
+        for i in range(start, end):  # a dropped entry: no chain passes it
+            if blocks[i] is NULL_BLOCK:
+                stop = i
+                break
+        if stop > start:
+            hashes = chain[0]
+            seq.chain_id = self.index.register_run(blocks, hashes, chain[1], start, stop,
+                                                   seq.chain_id)
+            seq.chain_hash, seq.n_registered = hashes[stop - 1], stop
+        return end if stop == end else None
 
     def computed_all(self, seqs: Iterable[SeqBlocks]) -> None:
         bs = self.block_size
@@ -240,13 +267,32 @@ class HashPrefixCache(PrefixCache):
 
     # ---- the chain ---------------------------------------------------------------------------
 
-    def _find(self, tokens: Sequence[int]) -> tuple[list[Block], int, int]:
+    def _chain(self, tokens: Sequence[int]):
+        """The prompt's carried (hashes, keys) of its full blocks under this cache's hash
+        (`TokenIds.block_chain`), or None when its ids carry none."""
+        block_chain = getattr(tokens, "block_chain", None)
+        if block_chain is None:
+            return None
+        return block_chain(self.block_size, self.hash, ROOT_HASH)
+
+    def _find(self, tokens: Sequence[int], chain=None) -> tuple[list[Block], int, int]:
         """Cached blocks for the longest prefix of whole blocks within tokens[:-1], and the
-        chain (hash, content id) after them."""
+        chain (hash, content id) after them. `chain`: the prompt's carried hashes and keys
+        (`_chain`), used while they last."""
         hits: list[Block] = []
         chain_hash, chain_id = ROOT_HASH, ROOT_CONTENT_ID
         bs, lookup = self.block_size, self.index.lookup
-        for i in range((len(tokens) - 1) // bs):
+        n_full = (len(tokens) - 1) // bs
+        start = 0
+        if chain is not None:
+            hashes = chain[0]
+            hits = self.index.find_run(hashes, chain[1], min(n_full, len(hashes)))
+            start = len(hits)
+            if start:
+                chain_hash, chain_id = hashes[start - 1], hits[-1].content_id
+            if start < min(n_full, len(hashes)):  # a miss inside the chain: the hit ends
+                return hits, chain_hash, chain_id
+        for i in range(start, n_full):
             block_tokens = tuple(tokens[i * bs : (i + 1) * bs])
             block_hash = self.hash(chain_hash, block_tokens)
             block = lookup(block_hash, chain_id, block_tokens)

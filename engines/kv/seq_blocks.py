@@ -15,7 +15,7 @@ class SeqBlocks:
 
     __slots__ = ("blocks", "token_ids", "n_cached_tokens", "chain_hash", "chain_id",
                  "n_registered", "n_prompt", "n_computed", "n_inserted", "radix_node",
-                 "radix_pos", "table_version")
+                 "radix_pos", "table_version", "prompt_chain")
 
     def __init__(self, blocks: list[Block], token_ids: list[int], n_cached_tokens: int,
                  n_prompt: int | None = None) -> None:
@@ -35,6 +35,16 @@ class SeqBlocks:
         # bumped when an entry of `blocks` is replaced or removed (appends leave it): what a
         # persistent copy of the table (engines/kv/input_batch) checks before reusing it
         self.table_version = 0
+        # the hash strategy: the prompt's (block hashes, block keys) when its token ids
+        # carried them (TokenIds.block_chain), valid for its leading full blocks
+        self.prompt_chain: tuple[tuple[int, ...], tuple[tuple[int, ...], ...]] | None = None
+
+    def cut_prompt_chain(self, n_blocks: int) -> None:
+        """Only the first `n_blocks` blocks still hold the prompt's tokens (a truncation, a
+        replacement): the carried chain stops there."""
+        chain = self.prompt_chain
+        if chain is not None and len(chain[0]) > n_blocks:
+            self.prompt_chain = (chain[0][:n_blocks], chain[1][:n_blocks])
 
     def copy(self) -> SeqBlocks:
         """A fork's record: the same blocks, tokens and prefix-cache state in new lists (the
@@ -45,4 +55,5 @@ class SeqBlocks:
         child.n_registered, child.n_computed = self.n_registered, self.n_computed
         child.n_inserted, child.radix_node = self.n_inserted, self.radix_node
         child.radix_pos = self.radix_pos
+        child.prompt_chain = self.prompt_chain
         return child
