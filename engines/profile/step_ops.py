@@ -1,19 +1,26 @@
 """One step's ops from a torch.profiler run: the top-level ops inside the step's span, each
 with its time and, from its recorded shapes and dtypes, its FLOPs and bytes.
 
-A *top-level* op is a CPU op whose parent is the step's span itself (or a user span that only
-marks a region, such as the native decoder's call, looked through), so nested ops
-(aten::linear holding aten::matmul holding aten::mm) are counted once, by the outermost.
+A *top-level* op is a CPU op whose parent is the step's span itself (or a span that only
+marks a region, looked through: a user span such as the native decoder's call, and the
+torch.compile runtime's own spans, `COMPILE_MARKERS`), so nested ops (aten::linear holding
+aten::matmul holding aten::mm) are counted once, by the outermost. A compiled region is thus
+seen kernel by kernel: the inductor-generated C++ kernels (recorded only when compiled with
+`torch._inductor.config.cpp.enable_kernel_profile`; named `graph_<g>_cpp_fused_<ops>_<n>`,
+`is_fused_kernel`) and the aten ops the compiled graph calls (extern kernels: aten::mm,
+aten::addmm, SDPA), while its guards and wrappers count as time between ops.
 Its cost is `roofline.aten_costs.aten_op_cost` of the op itself where those rules cost it
 (matmuls, attention, elementwise, copies), else the sum over its children, costed the same
 way down the tree (aten::rms_norm: its pow, add, rsqrt and muls); an op none of whose tree is
-costed (views, indexing, reductions) has None: no cost is guessed. A user span named
+costed (views, indexing, reductions) has None: no cost is guessed. A fused inductor kernel has
+no FLOP rule (what it fuses is known only from its name): it is timed, not costed. A user span named
 "native::<name>" (`native_calls`: a native linear called from Python) is an op too; its cost
 comes from its caller's record (`step_profiler`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +28,11 @@ from inferlab.engines.roofline.aten_costs import aten_op_cost
 
 MAX_SHAPES_CHARS = 120
 OP_SPAN_PREFIX = "native::"
+COMPILE_MARKERS = ("Torch-Compiled Region", "TorchDynamo Cache Lookup", "Pregraph bytecode",
+                   "AOTDispatcher Runtime Wrapper Prologue", "## Call CompiledFxGraph")
+"""Name prefixes of the spans torch.compile's runtime records around a compiled region (torch
+2.13: dynamo's region and guard lookup, AOTAutograd's prologue, inductor's graph call)."""
+FUSED_KERNEL = re.compile(r"^(graph_\d+_)?cpp_")
 
 
 @dataclass(frozen=True)
@@ -71,14 +83,26 @@ def lane_name(thread: int, threads: Sequence[int]) -> str:
     return f"thread {list(threads).index(thread)}"
 
 
+def is_fused_kernel(name: str) -> bool:
+    """Whether `name` is an inductor-generated CPU kernel (see the module docstring)."""
+    return FUSED_KERNEL.match(name) is not None
+
+
+def is_marker(event) -> bool:
+    """Whether a profiler event only marks a region (looked through, see the docstring)."""
+    if event.is_user_annotation:
+        return not event.name.startswith(OP_SPAN_PREFIX)
+    return event.name.startswith(COMPILE_MARKERS)
+
+
 def top_level_events(step) -> list:
     """The CPU ops directly under `step` (a FunctionEvent), looking through spans that are
-    only markers (user annotations): their children count as the step's."""
+    only markers (`is_marker`): their children count as the step's."""
     out = []
     stack = list(step.cpu_children)
     while stack:
         e = stack.pop()
-        if e.is_user_annotation and not e.name.startswith(OP_SPAN_PREFIX):
+        if is_marker(e):
             stack.extend(e.cpu_children)
         else:
             out.append(e)

@@ -4,6 +4,13 @@ thread), eager, native and compile profiled on the same inputs.
     decode_between_ops_share_eager    between_ops_s / step_s of the eager step
     decode_between_ops_share_native   the same of the native decoder's step (goal: at most
                                       half of eager's)
+    decode_between_ops_share_compile  the same of the compiled step, seen kernel by kernel
+                                      (its inductor kernels and the aten ops its graph calls
+                                      are the ops; guards and wrappers are between them)
+    compile_fused_kernels             inductor-generated kernels in the compiled step, and
+    compile_fused_time_share          their share of its ops' time: timed, not costed (a
+                                      fused kernel has no FLOP rule), so at_roof_s counts
+                                      only the extern ops (matmuls, attention)
     compile_vs_eager_decode           eager's unprofiled step time / compile's (reported), with
                                       compile_s, the first compiled call's time
 """
@@ -14,6 +21,7 @@ from inferlab.engines.labs.step.metrics import execution_figures
 from inferlab.engines.labs.step.session import step_run
 from inferlab.engines.labs.step.settings import check_step_settings
 from inferlab.engines.model.registry import SMOLLM2_ID
+from inferlab.engines.profile.step_ops import is_fused_kernel
 
 GOALS = {"decode_between_ops_share_native": "<= 0.5 × decode_between_ops_share_eager",
          "compile_vs_eager_decode": "reported"}
@@ -27,6 +35,7 @@ def run_step_bench(settings: dict | None = None) -> dict:
     checked = check_step_settings(dict(BENCH_SETTINGS, **(settings or {})))
     info, executions = step_run(checked)
     by = {r.execution: execution_figures(r) for r in executions}
+    records = {r.execution: r for r in executions}
     out = {"model": info.model_name, "threads": info.threads,
            "cpu_capability": info.cpu_capability, "peak_flops": info.roof.peak_flops,
            "bandwidth_bytes_per_s": info.roof.bw_bytes_per_s}
@@ -43,5 +52,11 @@ def run_step_bench(settings: dict | None = None) -> dict:
         out["compile_vs_eager_decode"] = (by["eager"]["step_unprofiled_s"]
                                           / by["compile"]["step_unprofiled_s"])
         out["compile_s"] = by["compile"]["compile_s"]
+    if "compile" in records:
+        fused = [op for op in records["compile"].ops if is_fused_kernel(op.name)]
+        ops_s = records["compile"].split.ops_s
+        out["compile_fused_kernels"] = len(fused)
+        out["compile_fused_time_share"] = (sum(op.dur_s for op in fused) / ops_s
+                                           if ops_s > 0 else 0.0)
     out["goals"] = GOALS
     return out

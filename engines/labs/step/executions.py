@@ -3,9 +3,11 @@ paged cache filled with the same context, and the step as a callable.
 
     eager    the model built for torch's ops (kernels="torch"): the reference
     compile  the same eager model with its `forward` under torch.compile (inductor, its
-             default mode); the context is filled by the eager forward, so only the step's
-             own shape is compiled, on its first call (`compile_s`); inductor's on-disk cache
-             keeps later processes from compiling it again
+             default mode, with `cpp.enable_kernel_profile` so that each generated kernel
+             records a profiler event: the step is seen kernel by kernel, see
+             `profile.step_ops`); the context is filled by the eager forward, so only the
+             step's own shape is compiled, on its first call (`compile_s`); inductor's on-disk
+             cache keeps later processes from compiling it again
     native   the model built for the native kernels: a step the one-call decoder can run goes
              through it (every layer in one C call), the rest on its per-op kernels; its
              native linears called from Python (the lm_head; every linear of a step the decoder
@@ -34,20 +36,43 @@ from inferlab.engines.profile.native_calls import spanned_model
 BLOCK_SIZE = 16
 INPUT_SEED = 0
 KERNELS = {"eager": "torch", "compile": "torch", "native": "native"}
+COMPILE_OPTIONS = {"cpp.enable_kernel_profile": True}
+"""Inductor's options for the compiled step (patched for this compile only, not globally): each
+generated C++ kernel opens a RecordFunction, which costs next to nothing while no profiler
+listens."""
 
 _compiled: dict[int, Callable] = {}  # id(model) -> its compiled forward (models are cached)
+_compiled_steps: set[tuple] = set()  # (id(model), step shape) compiled since the last reset
 _spanned: dict[int, object] = {}  # id(model) -> the model with its lm_head spanned
+
+
+def _compiled_forward(model, step_key: tuple) -> Callable:
+    """`model.forward` compiled with static shapes (`dynamic=False`: each step shape is its own
+    graph, as a deployment compiles its shapes; a dynamic recompile of this model's forward
+    fails inside torch 2.13's symbolic shapes). Dynamo keeps at most `recompile_limit` graphs
+    per code object and then runs the frame eager without a word, so before a step would pass
+    it every compiled graph is dropped (`torch._dynamo.reset()`: only this lab compiles)."""
+    key = (id(model), step_key)
+    if key not in _compiled_steps and \
+            len(_compiled_steps) + 1 >= torch._dynamo.config.recompile_limit:
+        torch._dynamo.reset()
+        _compiled.clear()
+        _compiled_steps.clear()
+    _compiled_steps.add(key)
+    if id(model) not in _compiled:
+        _compiled[id(model)] = torch.compile(model.forward, dynamic=False,
+                                             options=COMPILE_OPTIONS)
+    return _compiled[id(model)]
 
 
 class CompiledModel:
     """`model` with `forward` compiled once `compiled` is set (before: the eager forward, so
-    filling the context compiles nothing); every other attribute is the model's."""
+    filling the context compiles nothing); every other attribute is the model's. `step_key`
+    names the step's shape (see `_compiled_forward`)."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, step_key: tuple) -> None:
         self._model = model
-        if id(model) not in _compiled:
-            _compiled[id(model)] = torch.compile(model.forward)
-        self._forward = _compiled[id(model)]
+        self._forward = _compiled_forward(model, step_key)
         self.compiled = False
 
     def forward(self, *args, **kwargs):
@@ -102,7 +127,7 @@ def prepare(execution: str, model, inputs: list[list[int]], phase: str) -> Prepa
     """A runner over `model` (an execution's, see load_execution_model) with the context in its
     cache, and the step. Compile's first call runs here (timed: `compile_s`)."""
     if execution == "compile":
-        wrapped = CompiledModel(model)
+        wrapped = CompiledModel(model, (phase, len(inputs), len(inputs[0])))
     elif execution == "native":
         if id(model) not in _spanned:
             _spanned[id(model)] = spanned_model(model)
