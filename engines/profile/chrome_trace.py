@@ -14,7 +14,6 @@ index and the field; nothing partial is returned.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import os
 import re
@@ -25,6 +24,7 @@ from typing import Annotated, NamedTuple
 
 import msgspec
 
+from inferlab.engines.gc_pause import gc_paused
 from inferlab.engines.profile.json_split import EventSplitter, Run
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -118,23 +118,15 @@ def read_chrome_trace(path: str | os.PathLike, progress: Progress | None = None)
         is_gzip = raw_file.peek(2)[:2] == GZIP_MAGIC
         stream = gzip.GzipFile(fileobj=counted, mode="rb") if is_gzip else counted
         reader = _EventReader(name, total, counted, progress)
-        collecting = gc.isenabled()
-        gc.disable()  # a million new dicts, none garbage: each collection would walk them all
         try:
-            reader.read(stream)
+            with gc_paused():  # a million new events, none garbage
+                reader.read(stream)
         except TraceReadError:
             raise
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             problem = "the file ends early" if isinstance(exc, EOFError) else str(exc).strip()
             raise TraceReadError(name, reader.index, "gzip", problem.splitlines()[0]
                                  if problem else type(exc).__name__) from exc
-        finally:
-            # what the read made goes straight to the oldest generation (freeze, then unfreeze:
-            # two list splices), so the next young collection does not walk a million objects
-            gc.freeze()
-            gc.unfreeze()
-            if collecting:
-                gc.enable()
     if progress is not None:
         progress(1.0, f"{len(reader.events):,} events")
     return ChromeTrace(name, counted.bytes_read, tuple(reader.events), reader.process_names,

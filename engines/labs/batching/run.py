@@ -13,6 +13,7 @@ summary). The registry entry (app/labs/registry.py) names both."""
 from __future__ import annotations
 
 from inferlab.engines.fields import option_error
+from inferlab.engines.gc_pause import gc_paused
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.batching.section import batching_section
@@ -125,12 +126,13 @@ def run(args, recorder):
         session = batching_session(settings, args.device, items)
     offset = recorder.now_s()
     total, finished = len(session.request_infos()), 0
-    while not session.done:
-        record = session.step()
-        batching_trace_iteration(recorder, record, offset)
-        if progress is not None:
-            finished += len(record.finished)
-            progress(finished / max(total, 1), f"{finished:,} of {total:,} requests")
+    with gc_paused():  # a run keeps every request, sequence and record it makes
+        while not session.done:
+            record = session.step()
+            batching_trace_iteration(recorder, record, offset)
+            if progress is not None:
+                finished += len(record.finished)
+                progress(finished / max(total, 1), f"{finished:,} of {total:,} requests")
     batching_trace_requests(recorder, session.request_infos(), session.records, offset)
     metrics = batching_metrics(session.serving_metrics(), session.records,
                                session.prefix_hit_rate())

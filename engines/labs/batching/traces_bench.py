@@ -10,7 +10,8 @@
                                                 requests / wall s, from opening the file to the
                                                 last request's last token (goal ≥ 1,500)
 
-Beside them: the split of that wall time (reading and making prompts from the block ids /
+The collector is held off while the trace is read and run (engines/gc_pause.py), as `run
+batching` does. Beside them: the split of that wall time (reading and making prompts from the block ids /
 building the session / stepping it), the trace's unbounded hit rate and the run's.
 """
 
@@ -20,31 +21,30 @@ import tempfile
 import time
 from pathlib import Path
 
+from inferlab.engines.gc_pause import gc_paused
 from inferlab.engines.labs.batching.session import batching_session
 from inferlab.engines.labs.batching.settings import BATCHING_DEFAULTS
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.traces.bench import csv_rows_per_s, write_mooncake_jsonl
-from inferlab.engines.serve.traces.content import unbounded_hit_rate, workload_requests
-from inferlab.engines.serve.traces.stream import read_trace
+from inferlab.engines.serve.traces.replay import trace_workload
 
 
 def mooncake_simulated(duration_s: float = 600.0, seed: int = 0) -> dict:
     """The generated trace's `duration_s` through the batching lab's simulated clock."""
     settings = dict(BATCHING_DEFAULTS, clock="simulated")
     vocab = load_model_preset(settings["model_config"]).vocab_size
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, gc_paused():
         path = Path(folder) / "mooncake.jsonl"
         write_mooncake_jsonl(path, duration_s, seed=seed)
         t0 = time.perf_counter()
-        records = [r for r in read_trace(path, window=(0.0, duration_s))
-                   if r.input_tokens > 0 and r.output_tokens > 0]
-        items = workload_requests(records, vocab)
+        items, figures = trace_workload(path, None, f"0:{duration_s}", 1.0, None, seed, vocab)
         t1 = time.perf_counter()
-    session = batching_session(dict(settings, requests=min(len(items), 100_000)), items=items)
-    t2 = time.perf_counter()
-    while not session.done:
-        session.step()
-    t3 = time.perf_counter()
+        session = batching_session(dict(settings, requests=min(len(items), 100_000)),
+                                   items=items)
+        t2 = time.perf_counter()
+        while not session.done:
+            session.step()
+        t3 = time.perf_counter()
     n = len(items)
     return {"mooncake_requests": n,
             "mooncake_simulated_requests_per_s_of_wall": n / (t3 - t0),
@@ -54,7 +54,7 @@ def mooncake_simulated(duration_s: float = 600.0, seed: int = 0) -> dict:
             "mooncake_run_s": t3 - t2,
             "mooncake_iterations": session.step_index,
             "mooncake_simulated_s": session.engine.now_s,
-            "mooncake_trace_hit_rate_unbounded": unbounded_hit_rate(records),
+            "mooncake_trace_hit_rate_unbounded": figures["trace_hit_rate_unbounded"],
             "mooncake_prefix_hit_rate": session.prefix_hit_rate(),
             "mooncake_model": settings["model_config"],
             "mooncake_hardware": settings["hardware"]}
