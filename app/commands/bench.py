@@ -32,7 +32,7 @@ APP_BENCHES = {"gui": "inferlab.app.benches.gui:run_gui_bench",
                "runtime": "inferlab.app.benches.runtime:run_runtime_bench",
                "prefix": "inferlab.engines.labs.batching.prefix_bench:run_prefix_bench",
                "models": "inferlab.app.benches.models:run_models_bench",
-               "traces": "inferlab.engines.labs.batching.traces_bench:run_traces_bench"}
+               "traces": "inferlab.app.benches.traces:run_traces_bench"}
 
 
 def benches() -> dict[str, tuple[str, tuple[str, ...]]]:
