@@ -343,7 +343,8 @@ class Llama:
     @torch.inference_mode()
     def forward(self, token_ids: torch.Tensor, meta: AttentionMetadata | GroupedMetadata,
                 cache: PagedKVCache, positions: torch.Tensor | None = None,
-                logits_index: torch.Tensor | str | None = None) -> torch.Tensor:
+                logits_index: torch.Tensor | str | None = None,
+                hidden_out: list | None = None) -> torch.Tensor:
         """Run the flat batch `token_ids` [T]; write its K/V into `cache` at the metadata's slots.
 
         `positions` [T] default to the metadata's. Returns fp32 logits [n, vocab] for
@@ -351,6 +352,9 @@ class Llama:
         (n = number of sequences); "all" gives every token's. A `GroupedMetadata` (layer
         groups, engines/kv/kv_groups) gives each layer its group's block tables and slots in
         the same `cache`: layer i writes and attends through `meta.groups[meta.layer_group[i]]`.
+        `hidden_out`, where given, gets the residual stream after the last layer appended
+        (fp32 [T, d_model], every token, before the final norm): what a trained draft head
+        (EAGLE, Medusa) reads. The logits are the same with or without it.
         """
         if token_ids.shape[0] != meta.n_tokens:
             raise ValueError(f"{token_ids.shape[0]} tokens but the metadata describes "
@@ -396,6 +400,8 @@ class Llama:
                         cache.write(layer, slots, k, v)
 
                 x = self._layers(self.embed_rows(token_ids), rope, attend, write)
+        if hidden_out is not None:
+            hidden_out.append(x.float())
         if logits_index is None:
             x = x[meta.query_start_loc[1:].to(device=self.device, dtype=torch.int64) - 1]
         elif not isinstance(logits_index, str):

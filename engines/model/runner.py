@@ -108,6 +108,12 @@ class ModelRunner:
         self._n_computed: dict[object, int] = {}
         self.last_metadata: AttentionMetadata | GroupedMetadata | None = None
         """The metadata of the latest step (for views of the batch and its block tables)."""
+        self.keep_hidden = False
+        """True: each `forward` keeps the last layer's residual stream in `last_hidden`."""
+        self.last_hidden: torch.Tensor | None = None
+        """With `keep_hidden`, the latest forward's residual stream after the last layer,
+        fp32 [every token run, d_model] in flat batch order (before the final norm): the
+        features a trained draft head reads (engines.speculative.heads)."""
 
     def add(self, seq_id: object, prompt_ids: Sequence[int]) -> int:
         """Reserve KV blocks for a prompt; return how many of its tokens the prefix cache held."""
@@ -285,7 +291,13 @@ class ModelRunner:
         meta = self.input_batch.metadata(seq_ids, query_lens, query_starts=starts)
         index = _logits_index(query_lens, logits)
         ids = torch.tensor(tokens, dtype=torch.int64, device=device)
-        out = self.model.forward(ids, meta, self.store, logits_index=index)
+        if self.keep_hidden:  # only then: other models' forwards need not take hidden_out
+            hidden: list = []
+            out = self.model.forward(ids, meta, self.store, logits_index=index,
+                                     hidden_out=hidden)
+            self.last_hidden = hidden[0]
+        else:
+            out = self.model.forward(ids, meta, self.store, logits_index=index)
         self.last_metadata = meta
         return out
 

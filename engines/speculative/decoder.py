@@ -40,6 +40,9 @@ p and q in a record are the probabilities of each emitted token under the distri
 step used: the filtered p and q when sampling; in greedy mode the temperature-1 softmax of
 the target's and the draft's logits (argmax has no distribution of its own). q is None for a
 token the target chose (resampled or bonus); 1.0 for a certain draft (prompt lookup).
+A drafter with `observe_target(first_position, token_ids, hidden)` (a trained head: heads/)
+is handed, after each chain verify forward, the tokens it ran and their last-layer hidden
+states (`ModelRunner.keep_hidden`); what it drafts next may read them.
 
 """
 
@@ -252,6 +255,8 @@ class SpeculativeDecoder:
         n_blocks += -(-self.k * (self.tree_width - 1) // self.block_size)  # a tree's nodes
         self.runner = ModelRunner(self.target, n_blocks=n_blocks, block_size=self.block_size)
         self.runner.add(_SEQ, prompt)
+        # a trained draft head (heads/) reads the target's last hidden states of each forward
+        self.runner.keep_hidden = callable(getattr(self.drafter, "observe_target", None))
         reset = getattr(self.drafter, "reset", None)
         if callable(reset):
             reset()
@@ -289,6 +294,10 @@ class SpeculativeDecoder:
         logits = runner.step([_SEQ], logits=[len(drafts) + 1])
         forward_s = time.perf_counter() - t1
         query = runner.last_metadata.query_lens[0]
+        if runner.keep_hidden:  # the tokens just run, from their first position, and features
+            first = runner.blocks.num_tokens(_SEQ) - query
+            self.drafter.observe_target(first, runner.token_ids(_SEQ)[first:],
+                                        runner.last_hidden)
         verdict = self._verify(logits, drafts, q)
         tokens, fates = list(verdict.token_ids), list(verdict.fates)
         p_dist = (torch.softmax(logits.float().cpu(), dim=-1) if self.settings.greedy

@@ -37,3 +37,10 @@ class Drafter(Protocol):
     def reset(self) -> None:
         """Forget any state kept between calls (a new prompt follows)."""
         ...
+
+
+# A drafter that reads the target's features (a trained head, heads/) also has
+#     observe_target(first_position: int, token_ids: list[int], hidden: torch.Tensor) -> None
+# called by the decoder after each verify forward: the tokens run from `first_position` on
+# (drafts the verifier may still reject among them) and their last-layer hidden states
+# [len(token_ids), d_model]. Optional, so it is not part of the protocol above.

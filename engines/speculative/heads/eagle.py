@@ -1,0 +1,100 @@
+"""EAGLE's draft head: one decoder layer that predicts the target's next hidden state from
+its current one and the next token.
+
+    x_t     = W_fc · [f_t ; e(x_{t+1})] + b_fc                  (2d -> d, as EAGLE's fc)
+    f̂_{t+1} = layer(x_0 .. x_t)                                 (pre-norm, causal, RoPE at t)
+    draft   = argmax over the draft vocabulary of rms(f̂_{t+1}) · W_lm[d2t]ᵀ   (target's own
+              final norm and lm_head, frozen: `target_head.FrozenHead`)
+
+f_t is the target's residual stream after its last layer at position t (before the final
+norm), e(·) its input embedding (frozen). layer: h = x + W_o·attn(rope(W_q·rms(x)),
+rope(W_k·rms(x)), W_v·rms(x)); y = h + W_down·(silu(W_gate·rms(h)) * W_up·rms(h)), the
+target's widths (heads, GQA, d_ff). Drafting K tokens runs the layer K times: the real
+(f_t, x_{t+1}) pairs the head has not seen yet in one forward, then each draft's
+(f̂, d) pair, its K/V kept in the head's own cache (`HeadCache`) and rolled back when the
+target rejects the drafts (their pairs are rerun with the target's real features).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inferlab.engines.model.llama import rms_norm
+from inferlab.engines.model.rope import RopeTables, apply_rope
+from inferlab.engines.speculative.heads.dims import HeadDims, init_parameters
+
+
+class HeadCache:
+    """The K/V of one sequence's head layer, positions 0 .. length-1 (fp32 [max, Hkv, D])."""
+
+    def __init__(self, dims: HeadDims, max_tokens: int) -> None:
+        self.k = torch.zeros(max_tokens, dims.n_kv_heads, dims.d_head)
+        self.v = torch.zeros_like(self.k)
+        self.length = 0
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append k, v [T, Hkv, D]; return every position's [length, Hkv, D]."""
+        end = self.length + k.shape[0]
+        if end > self.k.shape[0]:
+            raise ValueError(f"head cache holds {self.k.shape[0]} positions, {end} asked")
+        self.k[self.length:end] = k
+        self.v[self.length:end] = v
+        self.length = end
+        return self.k[:end], self.v[:end]
+
+    def truncate(self, n: int) -> None:
+        self.length = min(self.length, n)
+
+
+class EagleHead(nn.Module):
+    def __init__(self, dims: HeadDims, seed: int = 0) -> None:
+        super().__init__()
+        d, q_dim, kv_dim = dims.d_model, dims.n_heads * dims.d_head, dims.n_kv_heads * dims.d_head
+        self.dims = dims
+        self.fc = nn.Linear(2 * d, d, bias=True)
+        self.attn_norm = nn.Parameter(torch.ones(d))
+        self.qkv = nn.Linear(d, q_dim + 2 * kv_dim, bias=False)
+        self.o = nn.Linear(q_dim, d, bias=False)
+        self.mlp_norm = nn.Parameter(torch.ones(d))
+        self.gate_up = nn.Linear(d, 2 * dims.d_ff, bias=False)
+        self.down = nn.Linear(dims.d_ff, d, bias=False)
+        # o and down start at zero: the layer starts as the identity on W_fc's output
+        init_parameters(self, seed, zero=("o.weight", "down.weight"))
+        self.rope = RopeTables(dims.d_head, dims.max_position, dims.rope_theta)
+
+    def forward(self, feats: torch.Tensor, embeds: torch.Tensor, start: int = 0,
+                cache: HeadCache | None = None) -> torch.Tensor:
+        """f̂ [B, T, d] after (f, e) pairs [B, T, d] at positions start .. start+T-1. Without
+        a cache the T pairs attend causally among themselves (training, start 0); with one
+        (B = 1) they also read its earlier positions and their K/V joins it."""
+        dm = self.dims
+        b, t, _ = feats.shape
+        x = self.fc(torch.cat([feats, embeds], dim=-1))
+        h = rms_norm(x, (dm.d_model,), self.attn_norm, dm.norm_eps)
+        q_dim, kv_dim = dm.n_heads * dm.d_head, dm.n_kv_heads * dm.d_head
+        qkv = self.qkv(h)
+        q = qkv[..., :q_dim].reshape(b, t, dm.n_heads, dm.d_head)
+        k = qkv[..., q_dim:q_dim + kv_dim].reshape(b, t, dm.n_kv_heads, dm.d_head)
+        v = qkv[..., q_dim + kv_dim:].reshape(b, t, dm.n_kv_heads, dm.d_head)
+        cos, sin = self.rope.at(torch.arange(start, start + t))
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        past = 0
+        if cache is not None:
+            past = cache.length
+            k_all, v_all = cache.extend(k[0], v[0])
+            k, v = k_all.unsqueeze(0), v_all.unsqueeze(0)
+        group = dm.n_heads // dm.n_kv_heads
+        k = k.repeat_interleave(group, dim=2).transpose(1, 2)
+        v = v.repeat_interleave(group, dim=2).transpose(1, 2)
+        q = q.transpose(1, 2)
+        if t == 1:
+            a = F.scaled_dot_product_attention(q, k, v)
+        else:  # query i (position past + i) reads keys 0 .. past + i
+            mask = torch.ones(t, past + t, dtype=torch.bool).tril(diagonal=past)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, q_dim))
+        h = rms_norm(x, (dm.d_model,), self.mlp_norm, dm.norm_eps)
+        gate, up = self.gate_up(h).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)

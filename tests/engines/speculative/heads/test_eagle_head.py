@@ -1,0 +1,71 @@
+"""The EAGLE head's layer: run one pair at a time through its cache, or all at once
+causally, it gives the same outputs; padding after a window changes nothing before it."""
+
+from __future__ import annotations
+
+import torch
+
+from inferlab.engines.speculative.heads.dims import HeadDims
+from inferlab.engines.speculative.heads.eagle import EagleHead, HeadCache
+from inferlab.engines.speculative.heads.medusa import MedusaHeads
+
+
+def _random_head(tiny, seed=3):
+    head = EagleHead(HeadDims.of(tiny[0], "eagle"), seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # o and down start at zero: give them weights so attention matters
+        for p in head.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=gen))
+    return head.eval()
+
+
+def test_cached_steps_equal_the_causal_forward(tiny):
+    head = _random_head(tiny)
+    d = head.dims.d_model
+    gen = torch.Generator().manual_seed(0)
+    feats, embeds = torch.randn(1, 9, d, generator=gen), torch.randn(1, 9, d, generator=gen)
+    with torch.no_grad():
+        whole = head(feats, embeds)[0]
+        cache = HeadCache(head.dims, 16)
+        first = head(feats[:, :4], embeds[:, :4], 0, cache)[0]  # a multi-row catch-up
+        rest = [head(feats[:, i:i + 1], embeds[:, i:i + 1], i, cache)[0, 0] for i in range(4, 9)]
+    assert cache.length == 9
+    torch.testing.assert_close(torch.cat([first, torch.stack(rest)]), whole, rtol=1e-5, atol=1e-5)
+    # rolled back to 6 and rerun: the same rows again
+    cache.truncate(6)
+    with torch.no_grad():
+        again = head(feats[:, 6:], embeds[:, 6:], 6, cache)[0]
+    torch.testing.assert_close(again, whole[6:], rtol=1e-5, atol=1e-5)
+
+
+def test_attention_reads_the_past(tiny):
+    """A different first pair changes later outputs (the layer attends; not a per-row MLP)."""
+    head = _random_head(tiny)
+    gen = torch.Generator().manual_seed(1)
+    feats = torch.randn(1, 5, head.dims.d_model, generator=gen)
+    embeds = torch.randn(1, 5, head.dims.d_model, generator=gen)
+    other = feats.clone()
+    other[0, 0] += 1.0
+    with torch.no_grad():
+        assert not torch.allclose(head(feats, embeds)[0, 4], head(other, embeds)[0, 4])
+
+
+def test_padding_after_the_window_changes_nothing(tiny):
+    head = _random_head(tiny)
+    gen = torch.Generator().manual_seed(2)
+    feats = torch.randn(1, 6, head.dims.d_model, generator=gen)
+    embeds = torch.randn(1, 6, head.dims.d_model, generator=gen)
+    padded_f = torch.cat([feats, torch.zeros(1, 3, head.dims.d_model)], dim=1)
+    padded_e = torch.cat([embeds, torch.zeros(1, 3, head.dims.d_model)], dim=1)
+    with torch.no_grad():
+        torch.testing.assert_close(head(padded_f, padded_e)[0, :6], head(feats, embeds)[0])
+
+
+def test_medusa_starts_as_the_identity(tiny):
+    """W_k, b_k zero: h_k = f + SiLU(0) = f, so every head starts as the target's own head."""
+    heads = MedusaHeads(HeadDims.of(tiny[0], "medusa", n_medusa=3))
+    f = torch.randn(4, heads.dims.d_model)
+    with torch.no_grad():
+        out = heads(f)
+    assert out.shape == (3, 4, heads.dims.d_model)
+    assert torch.equal(out, f.expand(3, 4, -1))
