@@ -1,6 +1,9 @@
 """A real server's costs fitted to what a short probe measured of it, as Vidur fits its
 operator profiles before it simulates: TTFT at a few prompt lengths on an idle server, and the
-gaps between streamed tokens. Least squares (numpy's lstsq) on polynomials:
+gaps between streamed tokens. Least squares (numpy's lstsq) on polynomials, each point's
+residual taken relative to its own value ((fit − y) / y), so that a 4-token prompt's 0.1 s
+counts as much as a 192-token prompt's 3 s (the errors a fidelity run reports are relative too,
+and an absolute fit lets the constant a go negative):
 
     prefill_s(n)   = a + b·n (+ c·n²)    n: the prompt tokens the server computes; the
                                          constant a holds the HTTP round trip and the first
@@ -20,19 +23,20 @@ import numpy as np
 
 
 def _polyfit(points: Sequence[tuple[float, float]], terms: int, what: str) -> tuple[float, ...]:
-    """Least-squares coefficients (c0, c1, ...) of y = Σ c_k x^k, `terms` of them."""
+    """Coefficients (c0, c1, ...) of y = Σ c_k x^k, `terms` of them, minimising
+    Σ ((Σ c_k x^k − y) / y)²."""
     if len(points) < terms:
         raise ValueError(f"{what}: {terms} coefficients need at least {terms} points, got "
                          f"{len(points)}")
     xs = np.array([float(x) for x, _ in points])
     ys = np.array([float(y) for _, y in points])
-    if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
-        raise ValueError(f"{what}: the points must be finite numbers")
+    if not (np.isfinite(xs).all() and np.isfinite(ys).all() and (ys > 0).all()):
+        raise ValueError(f"{what}: the points must be finite numbers, times > 0")
     if len(set(xs.tolist())) < terms:
         raise ValueError(f"{what}: {terms} coefficients need {terms} distinct x values")
     scale = max(1.0, float(np.abs(xs).max()))  # x / scale keeps the columns of one size
     columns = np.vander(xs / scale, terms, increasing=True)
-    coef, *_ = np.linalg.lstsq(columns, ys, rcond=None)
+    coef, *_ = np.linalg.lstsq(columns / ys[:, None], np.ones_like(ys), rcond=None)
     return tuple(float(c) / scale**k for k, c in enumerate(coef))
 
 

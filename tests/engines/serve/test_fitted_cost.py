@@ -40,6 +40,16 @@ def test_a_real_probe_is_reproduced_by_its_own_fit():
         assert cost.prefill_s(n) == pytest.approx(sum(ts) / len(ts), rel=0.06)
 
 
+def test_residuals_are_relative_so_short_prompts_count():
+    """A short prompt's 0.1 s against long prompts' seconds: an absolute fit would give its
+    error away; the relative one keeps it within a few per cent and the constant positive."""
+    points = [(4, 0.104), (32, 0.564), (96, 1.735), (192, 3.804), (4, 0.099), (32, 0.676),
+              (96, 2.667), (192, 4.1)]
+    cost = FittedCost.fit(points, [(20, 0.02), (200, 0.021)])
+    assert cost.prefill_coef[0] > 0
+    assert cost.prefill_s(4) == pytest.approx(0.1015, rel=0.1)
+
+
 def test_linear_fits_and_the_floor_at_zero():
     cost = FittedCost.fit([(10, 0.2), (20, 0.3)], [(5, 0.01)], prefill_terms=2,
                           decode_terms=1)
@@ -52,6 +62,7 @@ def test_linear_fits_and_the_floor_at_zero():
     ([(10, 0.2), (20, 0.3)], [(5, 0.01), (9, 0.01)], "prefill points: 3 coefficients need"),
     ([(10, 0.2), (10, 0.3), (20, 0.4)], [(5, 0.01), (9, 0.01)], "3 distinct x values"),
     ([(10, 0.2), (20, float("nan")), (30, 0.4)], [(5, 0.01), (9, 0.01)], "finite"),
+    ([(10, 0.2), (20, 0.0), (30, 0.4)], [(5, 0.01), (9, 0.01)], "times > 0"),
     ([(10, 0.2), (20, 0.3), (30, 0.4)], [(5, 0.01)], "decode points: 2 coefficients"),
 ])
 def test_too_few_or_bad_points_are_refused_by_name(prefill, decode, message):
