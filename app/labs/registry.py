@@ -417,6 +417,43 @@ LABS: tuple[LabSpec, ...] = (
         bench="inferlab.engines.labs.endpoint.bench:bench",
         bench_arguments="inferlab.engines.labs.endpoint.bench:add_bench_arguments",
     ),
+    LabSpec(
+        id="step",
+        title="Step profiler",
+        summary=("One forward step op by op under eager, torch.compile and the native "
+                 "decoder: ops on the measured roofline, the time split at the roof / inside "
+                 "ops / between ops; a torch.profiler trace opened"),
+        description=(
+            "one forward step of a model (SmolLM2, the tiny model, or any GGUF file or Hugging "
+            "Face folder the runtime loads) — prefill of N tokens, or decode at batch B over a "
+            "context of C — profiled op by op under each execution ticked, on the same inputs "
+            "with the logits checked equal: torch eager, torch.compile (seen kernel by "
+            "kernel: inductor's generated kernels, timed, and the aten ops its graph calls) and "
+            "the native one-call decoder (each kernel timed by the decoder itself). Every op's "
+            "time, FLOPs and bytes (from its recorded shapes) and achieved FLOP/s and bytes/s "
+            "in a table, the ops as dots sized by time on the measured roofline, the step as a "
+            "timeline with a lane per thread, and its time split into at the roof, lost inside "
+            "ops and between ops, executions side by side. A Trace tab reads a torch.profiler "
+            "Chrome trace (.json or .json.gz) as a stream with progress: its kernel or op "
+            "table, Holistic Trace Analysis's compute / memory / communication / idle per "
+            "stream or thread, and its ops with recorded shapes on this machine's measured "
+            "roofline or a preset's."),
+        controller="inferlab.app.labs.step:StepLab",
+        read_section="inferlab.engines.labs.step.section:read_step_section",
+        headlines=(
+            Headline("executions.*.step_unprofiled_s", "step time", "s", "lower"),
+            Headline("executions.*.between_ops_share", "share of the step between ops",
+                     "fraction", "lower"),
+            Headline("executions.*.at_roof_s", "at the roof", "s"),
+            Headline("executions.*.inside_ops_s", "lost inside ops", "s", "lower"),
+            Headline("executions.*.between_ops_s", "between ops", "s", "lower"),
+            Headline("native_vs_eager", "native over eager, step time", "×", "higher"),
+            Headline("compile_vs_eager", "compile over eager, step time", "×", "higher")),
+        run_arguments="inferlab.engines.labs.step.run:add_arguments",
+        run="inferlab.engines.labs.step.run:run",
+        bench="inferlab.engines.labs.step.bench:run_step_bench",
+        screenshot_settle_s=3.0,
+    ),
 )
 
 LAB_IDS: tuple[str, ...] = tuple(spec.id for spec in LABS)  # the shipped labs (code reads LABS)

@@ -199,6 +199,18 @@ def moe() -> dict:
                               MeasuredRoof("cpu", 1e11, 2e10)))
 
 
+def step() -> dict:
+    """The tiny model's decode step at batch 2 over 8 tokens, eager and native, one repeat."""
+    from inferlab.engines.labs.step.section import step_section
+    from inferlab.engines.labs.step.session import step_run
+    from inferlab.engines.labs.step.settings import check_step_settings
+
+    settings = check_step_settings({"model": "tiny", "batch": 2, "context": 8, "repeats": 1,
+                                    "threads": 1, "executions": ["eager", "native"]})
+    info, executions = step_run(settings)
+    return _plain(step_section(settings, info, executions))
+
+
 def attention() -> dict:
     from tests.app.test_attention_lab import attention_section_sample
 
@@ -207,5 +219,6 @@ def attention() -> dict:
 
 BUILDERS = {"hardware": hardware, "roofline": roofline, "memory": memory, "mcu": mcu, "kv": kv,
             "batching": batching, "cluster": cluster, "speculative": speculative,
-            "quant": quant, "attention": attention, "endpoint": endpoint, "moe": moe}
+            "quant": quant, "attention": attention, "endpoint": endpoint, "moe": moe,
+            "step": step}
 """Lab id -> builder, one per lab of the registry."""

@@ -17,7 +17,7 @@ from inferlab.app.labs.registry import LAB_IDS, lab_spec, resolve
 from inferlab.engines.trace.snapshot import read_snapshot
 
 BEFORE = Path(__file__).parent / "data" / "snapshot-before-redesign.json"
-SINCE = ("moe",)
+SINCE = ("moe", "step")
 """Labs added after the redesign: the file has no section of theirs."""
 THEN = tuple(lab_id for lab_id in LAB_IDS if lab_id not in SINCE)
 

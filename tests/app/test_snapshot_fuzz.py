@@ -25,7 +25,7 @@ from tests.fuzz import mutate_value, run_cases, sampled_paths
 SEED = 20250618
 CASES = {"hardware": 120, "roofline": 120, "memory": 150, "mcu": 150, "kv": 100,
          "batching": 150, "cluster": 150, "speculative": 150, "quant": 100, "attention": 150,
-         "endpoint": 150, "moe": 150}
+         "endpoint": 150, "moe": 150, "step": 120}
 """Cases per lab: every field of its section several times over (the slower pages fewer),
 about 15 s for all nine on two idle cores."""
 
