@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "roofline",
     "kv_calc",
     "generate",
+    "train_head",
     "run_lab",
     "bench",
     "screenshot",

@@ -1,0 +1,77 @@
+"""Head files: read back as written; a head for another model, or a damaged file, refused by
+name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inferlab.engines.model.tiny import tiny_model
+from inferlab.engines.speculative.errors import SpeculativeError
+from inferlab.engines.speculative.heads.head_file import head_path, load_head, save_head
+from inferlab.engines.speculative.heads.model_hash import model_hash
+from inferlab.engines.speculative.heads.train import TrainSettings, fit
+from tests.engines.speculative.heads.helpers import tiny_sequences
+
+FAST = dict(epochs=1, window_tokens=32, batch_windows=4, draft_vocab_size=100, eval_k=2)
+
+
+@pytest.fixture(scope="module")
+def heads(tiny):
+    model, tok = tiny
+    seqs = tiny_sequences(model, tok, ("The ferry", "Bread and"))
+    return {kind: fit(model, seqs, seqs[:1], TrainSettings(kind=kind, n_medusa=2, **FAST))
+            for kind in ("eagle", "medusa")}
+
+
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+def test_round_trip(tiny, heads, tmp_path, kind):
+    head = heads[kind]
+    path = save_head(head_path(tmp_path, head.model_hash, kind), head)
+    assert path.parent.name == head.model_hash.replace(":", "-")
+    back = load_head(path, tiny[0])
+    assert back.kind == kind and back.dims == head.dims
+    assert torch.equal(back.vocab.d2t, head.vocab.d2t)
+    for name, t in head.module.state_dict().items():
+        assert torch.equal(back.module.state_dict()[name], t), name
+    assert back.training["curve"] == head.training["curve"]
+
+
+def test_another_models_head_refused_by_name(heads, tmp_path):
+    path = save_head(tmp_path / "eagle.safetensors", heads["eagle"])
+    other, _ = tiny_model(seed=1)  # same shapes, other weights
+    assert model_hash(other) != heads["eagle"].model_hash
+    with pytest.raises(SpeculativeError, match=r"eagle.safetensors was trained for another model"):
+        load_head(path, other)
+
+
+def test_corrupted_tensor_bytes_refused(tiny, heads, tmp_path):
+    path = save_head(tmp_path / "eagle.safetensors", heads["eagle"])
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0x40  # a bit of the last tensor's data
+    path.write_bytes(bytes(raw))
+    with pytest.raises(SpeculativeError, match=r"eagle.safetensors is corrupted"):
+        load_head(path, tiny[0])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "missing"])
+def test_unreadable_files_refused_by_name(tiny, heads, tmp_path, damage):
+    path = save_head(tmp_path / "h.safetensors", heads["medusa"])
+    raw = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"not a head file at all" * 10)
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        path.unlink()
+    with pytest.raises(SpeculativeError, match=r"draft head .*h\.safetensors"):
+        load_head(path, tiny[0])
+
+
+def test_other_shape_refused(heads, tmp_path):
+    path = save_head(tmp_path / "eagle.safetensors", heads["eagle"])
+    wider, _ = tiny_model(d_ff=256)
+    with pytest.raises(SpeculativeError, match="eagle.safetensors"):
+        load_head(path, wider)
