@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -83,25 +84,29 @@ class StepForm(QWidget):
         self.phase.currentIndexChanged.connect(self._emit)
         self.model.currentIndexChanged.connect(self._emit)
 
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(4)
+        first, second = QHBoxLayout(), QHBoxLayout()
         for label, widget in (("Model", self.model), ("", self.open_button),
                               ("Phase", self.phase), ("B", self.batch), ("C", self.context),
                               ("N", self.tokens)):
             if label:
-                row.addWidget(QLabel(label))
-            row.addWidget(widget)
-        row.addSpacing(6)
+                first.addWidget(QLabel(label))
+            first.addWidget(widget)
+        first.addStretch(1)
+        second.addWidget(QLabel("Executions"))
         for box in self.executions.values():
-            row.addWidget(box)
-        row.addSpacing(6)
+            second.addWidget(box)
+        second.addSpacing(8)
         for label, widget in (("Repeats", self.repeats), ("Threads", self.threads)):
-            row.addWidget(QLabel(label))
-            row.addWidget(widget)
-        row.addStretch(1)
+            second.addWidget(QLabel(label))
+            second.addWidget(widget)
+        second.addStretch(1)
         for widget in (self.run_button, self.cancel_button, self.progress):
-            row.addWidget(widget)
+            second.addWidget(widget)
+        rows = QVBoxLayout(self)
+        rows.setContentsMargins(0, 0, 0, 0)
+        rows.setSpacing(2)
+        rows.addLayout(first)
+        rows.addLayout(second)
 
     def _spin(self, setting, tip: str) -> QSpinBox:
         spin = QSpinBox()

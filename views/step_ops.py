@@ -84,6 +84,7 @@ class OpTable(QTableWidget):
                 item.setToolTip(tip)
                 self.setItem(r, c, item)
         self.setSortingEnabled(True)
+        self.sortItems(3, Qt.DescendingOrder)  # most time first
         self.setColumnHidden(0, len({row.series for row in self.rows}) <= 1)
         self.resizeColumnsToContents()
         self.setColumnWidth(1, min(self.columnWidth(1), 260))

@@ -46,7 +46,7 @@ class StepTimeline(pg.PlotWidget):
         self.plot = fixed_plot(self, "The step, op by op", "", "time from the step's start (ms)")
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.showGrid(x=True, y=False, alpha=0.25)
-        self.legend = self.plot.addLegend(offset=(-5, 5), labelTextSize="8pt",
+        self.legend = self.plot.addLegend(offset=(-5, -5), labelTextSize="8pt",
                                           colCount=len(KINDS))
         self.bars = {}
         for kind, label, colour in KINDS:
@@ -81,4 +81,5 @@ class StepTimeline(pg.PlotWidget):
         self.plot.invertY(True)
         longest = max((r.step_s for r in executions), default=0.0) * 1e3
         self.plot.setXRange(0, max(longest, 1e-3), padding=0.02)
-        self.plot.setYRange(-0.6, max(len(self.rows), 1) - 0.4 + 0.6, padding=0)
+        # a free row at the bottom for the legend
+        self.plot.setYRange(-0.6, max(len(self.rows), 1) + 0.6, padding=0)

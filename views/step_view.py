@@ -109,7 +109,7 @@ class StepView(QWidget):
         rows = [row for r in executions for row in step_rows(r.execution, r.ops, info.roof)]
         roof = RoofLine(f"measured {info.device} fp32", info.roof.peak_flops,
                         info.roof.bw_bytes_per_s, measured=True)
-        self.roofline.draw(rows, [roof], f"Ops on the roofline: {run_title(info)}")
+        self.roofline.draw(rows, [roof], f"Ops on the roofline of {info.device}")
         self.split.draw(executions)
         self.timeline.draw(executions)
         self.ops.draw(rows)

@@ -211,8 +211,8 @@ class StepLab(Lab):
     # ---- snapshots ---------------------------------------------------------------------------
     def snapshot_section(self) -> dict:
         if self.info is None:
-            return step_section(check_step_settings(self._settings), None, [])
-        return step_section(self._run_settings, self.info, self.executions)
+            return step_section(check_step_settings(self._settings), None, [], self.trace)
+        return step_section(self._run_settings, self.info, self.executions, self.trace)
 
     def show_snapshot(self, record: StepSnapshot) -> None:
         self.cancel()
@@ -221,13 +221,16 @@ class StepLab(Lab):
         self.view.set_read_only(True)
         self.view.form.set_settings(record.settings)
         self.view.tabs.setCurrentIndex(0)
-        self.view.trace.draw(None)
-        self.view.trace.set_status("This snapshot holds no trace: Show live data, then Open "
-                                   "trace….")
+        self.view.trace.draw(record.trace)
+        if record.trace is None:
+            self.view.trace.set_status("This snapshot holds no trace: Show live data, then "
+                                       "Open trace….")
         if record.info is None:
             self.view.draw(None, [])
-            self.view.set_status("Read-only snapshot: the step lab had not run when it was "
-                                 "taken.")
+            if record.trace is not None:
+                self.view.tabs.setCurrentWidget(self.view.trace)
+            self.view.set_status("Read-only snapshot: the step lab had not profiled a step "
+                                 "when it was taken.")
             return
         self.view.draw(record.info, record.executions)
         self.view.set_status(f"Read-only snapshot: {run_title(record.info)}. "

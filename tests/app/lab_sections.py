@@ -200,15 +200,30 @@ def moe() -> dict:
 
 
 def step() -> dict:
-    """The tiny model's decode step at batch 2 over 8 tokens, eager and native, one repeat."""
+    """The tiny model's decode step at batch 2 over 8 tokens, eager and native, one repeat;
+    a trace of one mm and relu on a made-up roof in the Trace tab."""
+    import tempfile
+    from pathlib import Path
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     from inferlab.engines.labs.step.section import step_section
     from inferlab.engines.labs.step.session import step_run
     from inferlab.engines.labs.step.settings import check_step_settings
+    from inferlab.engines.profile.op_roofline import Roof
+    from inferlab.engines.profile.trace_profile import profile_trace
 
     settings = check_step_settings({"model": "tiny", "batch": 2, "context": 8, "repeats": 1,
                                     "threads": 1, "executions": ["eager", "native"]})
     info, executions = step_run(settings)
-    return _plain(step_section(settings, info, executions))
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.mm(torch.randn(4, 32), torch.randn(32, 16)).relu()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        trace = profile_trace(path, Roof("made up", {"fp32": 1e11}, 2e10))
+    return _plain(step_section(settings, info, executions, trace))
 
 
 def attention() -> dict:

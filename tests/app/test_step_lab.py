@@ -1,7 +1,8 @@
 """The step lab in the window: its worker profiles the tiny model's decode step under eager
 and native, the view draws each execution's ops, split and lanes; a snapshot reopens it
 read-only with the same drawing; a torch.profiler trace opens in the Trace tab with progress
-against a preset's roof; `inferlab screenshot --lab step` renders."""
+against a preset's roof, and reopens from a snapshot; `inferlab screenshot --lab step`
+renders."""
 
 from __future__ import annotations
 
@@ -95,6 +96,14 @@ def test_a_trace_opens_against_a_preset(qtbot, make_window, tmp_path):
     qtbot.waitUntil(lambda: lab.trace is not profile_read, timeout=60000)
     wait_idle(qtbot, window)
     assert lab.trace.roof.name == "a100-80gb"
+    # the open trace goes into the snapshot and reopens read-only, drawn the same
+    path = window.export_snapshot(tmp_path / "with_trace.json")
+    other = make_window(str(tmp_path / "other.ini"))
+    other.open_snapshot(path)
+    replay = other.lab("step")
+    assert replay.read_only and replay.view.trace.profile == lab.trace
+    assert replay.view.trace.ops.rows == tab.ops.rows
+    assert not replay.view.trace.open_button.isEnabled()
 
 
 def test_a_bad_trace_is_named_in_the_tab(qtbot, make_window, tmp_path):

@@ -23,6 +23,7 @@ from inferlab.engines.fields import (
 from inferlab.engines.labs.step.settings import EXECUTIONS, PHASES
 from inferlab.engines.profile.step_ops import StepOp
 from inferlab.engines.profile.step_split import Roof, StepSplit
+from inferlab.engines.profile.trace_profile import TraceProfile
 
 MAX_OPS = 1_000_000
 MAX_LANES = 1024
@@ -146,8 +147,10 @@ read_info = or_none(StepRunInfo.from_dict)
 @dataclass(frozen=True)
 class StepSnapshot:
     """A snapshot's `labs.step` as read: the settings as checked, the run (None before one)
-    and its executions in the order they ran."""
+    and its executions in the order they ran, and the trace the Trace tab had open (None:
+    none)."""
 
     settings: dict
     info: StepRunInfo | None
     executions: tuple[ExecutionRecord, ...]
+    trace: TraceProfile | None = None

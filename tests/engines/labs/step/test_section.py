@@ -1,14 +1,19 @@
 """The step lab's section: written, read back equal through JSON, a bad field named; its ops
-as Perfetto spans."""
+as Perfetto spans; a Trace tab's trace stored and read back."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
 
 from inferlab.engines.labs.step.section import read_step_section, step_section
+from inferlab.engines.labs.step.settings import check_step_settings
 from inferlab.engines.labs.step.trace import step_trace
+from inferlab.engines.profile.op_roofline import Roof as TraceRoof
+from inferlab.engines.profile.trace_profile import profile_trace
 from inferlab.engines.trace.jsonable import to_jsonable
 from inferlab.engines.trace.recorder import TraceRecorder
 
@@ -56,3 +61,25 @@ def test_each_op_is_a_span(run):
     ops = [e for e in spans if e["cat"] == "op"]
     assert {e["name"] for e in ops} >= {"aten::linear", "native::qkv"}
     assert all(e["dur"] >= 0 for e in spans)
+
+
+def test_a_trace_round_trips_and_a_bad_one_is_named(tmp_path):
+    x, w = torch.randn(4, 32), torch.randn(32, 16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.mm(x, w).relu()
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    trace = profile_trace(path, TraceRoof("made up", {"fp32": 1e11, "bf16": 4e11}, 2e10))
+    settings = check_step_settings({})
+    back = read_step_section(json.loads(json.dumps(step_section(settings, None, [], trace))))
+    assert back.info is None and back.trace == trace
+    assert back.trace.ops and back.trace.kernels and back.trace.lanes
+    sec = json.loads(json.dumps(step_section(settings, None, [], trace)))
+    sec["state"]["trace"]["roofline"]["ops"][0]["calls"] = 0
+    with pytest.raises(ValueError, match=r"labs\.step\.state\.trace\.roofline\.ops\[0\]\.calls"):
+        read_step_section(sec)
+    sec = json.loads(json.dumps(step_section(settings, None, [], trace)))
+    name = next(iter(sec["state"]["trace"]["kernels"]))
+    sec["state"]["trace"]["kernels"][name]["share"] = 2
+    with pytest.raises(ValueError, match=r"labs\.step\.state\.trace\.kernels\["):
+        read_step_section(sec)
