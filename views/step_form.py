@@ -80,6 +80,7 @@ class StepForm(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setTextVisible(False)
+        self.progress.setVisible(False)  # shown while work runs
         self.progress.setMaximumWidth(110)
         self.phase.currentIndexChanged.connect(self._emit)
         self.model.currentIndexChanged.connect(self._emit)
@@ -164,6 +165,7 @@ class StepForm(QWidget):
     def set_busy(self, busy: bool) -> None:
         self.run_button.setEnabled(not busy)
         self.cancel_button.setEnabled(busy)
+        self.progress.setVisible(busy)
         if not busy:
             self.progress.setValue(0)
 

@@ -66,6 +66,7 @@ class OpTable(QTableWidget):
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.Interactive)
         header.setStretchLastSection(True)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.setMinimumSize(240, 120)
         self.rows: tuple[OpRow, ...] = ()
 
@@ -87,4 +88,4 @@ class OpTable(QTableWidget):
         self.sortItems(3, Qt.DescendingOrder)  # most time first
         self.setColumnHidden(0, len({row.series for row in self.rows}) <= 1)
         self.resizeColumnsToContents()
-        self.setColumnWidth(1, min(self.columnWidth(1), 260))
+        self.setColumnWidth(1, min(self.columnWidth(1), 220))

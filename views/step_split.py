@@ -35,7 +35,8 @@ class StepSplitBars(pg.PlotWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.plot = fixed_plot(self, "Where the step's time goes", "time (ms)")
-        self.legend = self.plot.addLegend(offset=(-5, 5), labelTextSize="8pt")
+        self.legend = self.plot.addLegend(offset=(5, 5), labelTextSize="8pt",
+                                          colCount=len(PARTS))
         self.bars = []
         for _name, label, colour in PARTS:
             item = SolidBars(colour)
@@ -66,4 +67,5 @@ class StepSplitBars(pg.PlotWidget):
                                                for i, r in enumerate(executions)], []])
         self.plot.setXRange(-0.6, max(n, 1) - 0.4, padding=0)
         top = float(bottom.max()) if n else 1.0
-        self.plot.setYRange(0, top * 1.35 if top > 0 else 1.0, padding=0)
+        # head room for the labels over the bars and the legend over them
+        self.plot.setYRange(0, top * 1.5 if top > 0 else 1.0, padding=0)

@@ -38,21 +38,26 @@ def lanes_of(executions: Sequence[ExecutionRecord]) -> list[tuple[str, str]]:
     return [(r.execution, lane) for r in executions for lane in r.lanes]
 
 
+def title_with_key() -> str:
+    """The plot's title followed by its colours' key (HTML)."""
+    key = " ".join(f"<span style='color:{colour}'>■</span> {label}"
+                   for _kind, label, colour in KINDS)
+    return f"The step, op by op: {key}"
+
+
 class StepTimeline(pg.PlotWidget):
     """Draws ExecutionRecords (`draw`)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.plot = fixed_plot(self, "The step, op by op", "", "time from the step's start (ms)")
+        # the legend is in the title: over the lanes it would hide ops
+        self.plot = fixed_plot(self, title_with_key(), "", "time from the step's start (ms)")
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.showGrid(x=True, y=False, alpha=0.25)
-        self.legend = self.plot.addLegend(offset=(-5, -5), labelTextSize="8pt",
-                                          colCount=len(KINDS))
         self.bars = {}
-        for kind, label, colour in KINDS:
+        for kind, _label, colour in KINDS:
             item = SolidBars(colour)
             self.plot.addItem(item)
-            self.legend.addItem(item, label)
             self.bars[kind] = item
         self.ends = pg.ScatterPlotItem(symbol="|", size=14, pen=pg.mkPen("#000000", width=2),
                                        brush=None)
@@ -81,5 +86,4 @@ class StepTimeline(pg.PlotWidget):
         self.plot.invertY(True)
         longest = max((r.step_s for r in executions), default=0.0) * 1e3
         self.plot.setXRange(0, max(longest, 1e-3), padding=0.02)
-        # a free row at the bottom for the legend
-        self.plot.setYRange(-0.6, max(len(self.rows), 1) + 0.6, padding=0)
+        self.plot.setYRange(-0.6, max(len(self.rows), 1) - 0.4, padding=0)

@@ -64,7 +64,7 @@ def summary_text(profile: TraceProfile) -> str:
         f" {len(profile.ops)} op shapes on the roof of {profile.roof.name}."
     return (f"{Path(profile.path).name}: {format_bytes(profile.bytes_read)}, "
             f"{profile.events:,} events; the table is its {level} ({len(profile.kernels):,} "
-            f"names), {len(profile.lanes)} lanes.{roof}")
+            f"names), {len(profile.lanes)} lane{'' if len(profile.lanes) == 1 else 's'}.{roof}")
 
 
 class TraceTab(QWidget):
@@ -87,6 +87,7 @@ class TraceTab(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setTextVisible(False)
+        self.progress.setVisible(False)  # shown while work runs
         self.progress.setMaximumWidth(160)
         self.status = QLabel("Open a torch.profiler trace to see its kernels, its time per "
                              "stream or thread, and its ops on a roofline.")
@@ -94,8 +95,9 @@ class TraceTab(QWidget):
         row = QHBoxLayout()
         row.addWidget(self.open_button)
         row.addWidget(QLabel("Roofline of"))
-        row.addWidget(self.roof, 1)
+        row.addWidget(self.roof)
         row.addWidget(self.progress)
+        row.addStretch(1)
         self.kernels = FactTable(("Kernel or op", "Calls", "Total (µs)", "Mean (µs)",
                                   "Share"))
         self.kernels.setMinimumSize(240, 120)
@@ -147,6 +149,7 @@ class TraceTab(QWidget):
     def set_busy(self, busy: bool) -> None:
         self.open_button.setEnabled(not busy)
         self.roof.setEnabled(not busy)
+        self.progress.setVisible(busy)
         if not busy:
             self.progress.setValue(0)
 

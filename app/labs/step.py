@@ -30,7 +30,7 @@ from inferlab.engines.model.cache import AUTO, model_choices, resolve_model_name
 from inferlab.engines.profile.op_roofline import Roof
 from inferlab.engines.profile.trace_profile import profile_trace
 from inferlab.views.step_trace import MEASURED
-from inferlab.views.step_view import StepView, facts_text, run_title
+from inferlab.views.step_view import StepView, facts_text
 
 LAB_DEFAULTS = dict(STEP_DEFAULTS, model=AUTO)
 """The window's first run: SmolLM2 where it is installed (else tiny), decode eager and native."""
@@ -233,7 +233,7 @@ class StepLab(Lab):
                                  "when it was taken.")
             return
         self.view.draw(record.info, record.executions)
-        self.view.set_status(f"Read-only snapshot: {run_title(record.info)}. "
+        self.view.set_status("Read-only snapshot: "
                              + facts_text(record.info, record.executions))
 
     def show_live(self) -> None:
