@@ -34,7 +34,7 @@ class StepSplitBars(pg.PlotWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.plot = fixed_plot(self, "Where the step's time goes", "time (ms)")
+        self.plot = fixed_plot(self, "Where the step's time goes", "time (ms)", "execution")
         self.legend = self.plot.addLegend(offset=(5, 5), labelTextSize="8pt",
                                           colCount=len(PARTS))
         self.bars = []
