@@ -26,6 +26,7 @@ from inferlab.engines.labs.step.records import StepSnapshot
 from inferlab.engines.labs.step.section import step_section
 from inferlab.engines.labs.step.session import step_run
 from inferlab.engines.labs.step.settings import STEP_DEFAULTS, STEP_SETTINGS, check_step_settings
+from inferlab.engines.labs.step.trace import step_trace
 from inferlab.engines.model.cache import AUTO, model_choices, resolve_model_name
 from inferlab.engines.profile.op_roofline import Roof
 from inferlab.engines.profile.trace_profile import profile_trace
@@ -134,6 +135,8 @@ class StepLab(Lab):
         settings, (info, executions) = result
         self.info, self.executions = info, list(executions)
         self._run_settings = settings
+        # each op a span in the session's trace (Perfetto, in the exported snapshot)
+        step_trace(self.context.recorder, self.executions, self.context.recorder.now_s())
         if not self.read_only:
             self.draw()
 

@@ -50,7 +50,12 @@ def test_lab_profiles_draws_exports_and_reopens_read_only(qtbot, make_window, tm
     assert "between ops" in view.status.text() and "tiny" in view.status.text()
 
     path = window.export_snapshot(tmp_path / "step.json")
-    section = json.loads(path.read_text())["inferlab"]["labs"]["step"]
+    raw = json.loads(path.read_text())
+    section = raw["inferlab"]["labs"]["step"]
+    # Perfetto: each execution's step a span, each of its ops one too
+    names = [e.get("name") for e in raw["traceEvents"] if e.get("cat") == "op"]
+    assert names.count("aten::scaled_dot_product_attention") == 2  # eager's, tiny: 2 layers
+    assert {"eager step", "native step"} <= {e.get("name") for e in raw["traceEvents"]}
     assert [e["execution"] for e in section["state"]["executions"]] == ["eager", "native"]
     other = make_window(str(tmp_path / "other.ini"))
     other.open_snapshot(path)
