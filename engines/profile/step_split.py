@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from inferlab.engines.profile.breakdown import covered_us
 from inferlab.engines.profile.step_ops import StepOp
+from inferlab.engines.roofline.formulas import predicted_time_s
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Roof:
         """The op's own bound, max(F / P, B / W); 0 for an op not costed."""
         if not op.costed:
             return 0.0
-        return max(op.flops / self.peak_flops, op.bytes / self.bw_bytes_per_s)
+        return float(predicted_time_s(op.flops, op.bytes, self.peak_flops, self.bw_bytes_per_s))
 
 
 @dataclass(frozen=True)
