@@ -44,11 +44,12 @@ import numpy as np
 
 from inferlab.engines.endpoint.llama_server import llama_cpp_available, llama_cpp_server
 from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
-from inferlab.engines.endpoint.trace_replay import scaled, trace_workload
+from inferlab.engines.endpoint.trace_replay import trace_workload
 from inferlab.engines.model.registry import smollm2_gguf_path
 from inferlab.engines.serve.fitted_cost import FittedCost
 from inferlab.engines.serve.serial_queue import SerialRequest, simulate_serial
 from inferlab.engines.serve.traces.bench import write_mooncake_jsonl
+from inferlab.engines.serve.traces.scale import scaled
 from inferlab.engines.serve.traces.stream import read_trace
 from inferlab.engines.serve.traces.text import TRACE_WORDS, words_text
 from inferlab.engines.serve.workload import WorkloadRequest

@@ -24,7 +24,7 @@ from inferlab.engines.labs.batching.trace_workload import trace_workload
 from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-from inferlab.engines.serve.traces.detect import FORMATS
+from inferlab.engines.serve.traces.options import add_trace_arguments
 from inferlab.engines.serve.workload import read_trace_requests
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
@@ -71,19 +71,7 @@ def add_arguments(p) -> None:
     p.add_argument("--workload", default=None, metavar="FILE.jsonl",
                    help="a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
                         "instead of the seeded workload")
-    p.add_argument("--trace", default=None, metavar="FILE",
-                   help="a published trace (Mooncake, Bailian, Azure, BurstGPT, ShareGPT or "
-                        "InferLab JSONL; the format read from its first line) instead of the "
-                        "seeded workload; block hash ids become shared prompt content")
-    p.add_argument("--trace-format", default=None, choices=FORMATS,
-                   help="the --trace file's format, when its first line should not decide")
-    p.add_argument("--window", default=None, metavar="START:END",
-                   help="only the --trace requests from START to END seconds after its first "
-                        "arrival")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="--trace inter-arrival times multiplied by this (default 1)")
-    p.add_argument("--sample", type=int, default=None, metavar="N",
-                   help="N of the --trace requests, drawn uniformly with --seed")
+    add_trace_arguments(p)
 
 
 def settings_of(args) -> dict:

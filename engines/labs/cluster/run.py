@@ -41,7 +41,7 @@ from inferlab.engines.labs.cluster.settings import (
 from inferlab.engines.labs.cluster.trace import trace_cluster
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.scenarios import WORKLOADS
-from inferlab.engines.serve.traces.detect import FORMATS
+from inferlab.engines.serve.traces.options import add_trace_arguments
 from inferlab.engines.serve.traces.replay import trace_workload
 from inferlab.engines.serve.workload import read_trace_requests
 
@@ -129,19 +129,7 @@ def add_arguments(p) -> None:
                         "(default: this machine's cores)")
     p.add_argument("--serial", action="store_true",
                    help="--search: run the probes one after another here, without Ray")
-    p.add_argument("--trace", default=None, metavar="FILE",
-                   help="a published trace (Mooncake, Bailian, Azure, BurstGPT, ShareGPT or "
-                        "InferLab JSONL; the format read from its first line) instead of the "
-                        "seeded workload; block hash ids become shared prompt content")
-    p.add_argument("--trace-format", default=None, choices=FORMATS,
-                   help="the --trace file's format, when its first line should not decide")
-    p.add_argument("--window", default=None, metavar="START:END",
-                   help="only the --trace requests from START to END seconds after its first "
-                        "arrival")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="--trace inter-arrival times multiplied by this (default 1)")
-    p.add_argument("--sample", type=int, default=None, metavar="N",
-                   help="N of the --trace requests, drawn uniformly with --seed")
+    add_trace_arguments(p)
     p.add_argument("--autoscale", action="store_true",
                    help="replicas of --tp GPUs scaled by concurrency as Knative's KPA does "
                         "(stable and panic windows); prints replicas over time and GPU-hours "

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from inferlab.app.cli import main
-from inferlab.engines.endpoint.trace_replay import scaled, trace_workload
+from inferlab.engines.endpoint.trace_replay import trace_workload
 from inferlab.engines.serve.traces.record import TraceRequest
+from inferlab.engines.serve.traces.scale import scaled
 from inferlab.engines.serve.traces.text import prompt_text
 
 BLOCK = 512
