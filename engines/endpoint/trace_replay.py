@@ -16,9 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from inferlab.engines.serve.traces.content import unbounded_hit_rate
 from inferlab.engines.serve.traces.record import TraceRequest
-from inferlab.engines.serve.traces.stream import trace_format
+from inferlab.engines.serve.traces.replay import runnable, trace_figures
 from inferlab.engines.serve.traces.text import prompt_text
 from inferlab.engines.serve.workload import WorkloadRequest
 
@@ -30,10 +29,8 @@ def trace_workload(records: Iterable[TraceRequest], path: str | os.PathLike,
     out), trace_hit_rate_unbounded (what an unbounded prefix cache could hit, from the ids).
     The prompt of the i-th request sent is `prompt_text(record, i)`."""
     records = list(records)
-    kept = [r for r in records if r.input_tokens > 0 and r.output_tokens > 0]
+    kept = runnable(records)
     requests = [WorkloadRequest(r.arrival_s, r.input_tokens, r.output_tokens,
                                 prompt=prompt_text(r, i)) for i, r in enumerate(kept)]
-    figures = {"trace_format": trace_format(path, format), "trace_requests": len(kept),
-               "trace_requests_empty": len(records) - len(kept),
-               "trace_hit_rate_unbounded": unbounded_hit_rate(kept)}
+    figures = trace_figures(records, kept, path, format)
     return requests, figures
