@@ -1,10 +1,17 @@
 """`inferlab run kv`: a KV scenario run to its end, headless (real model, paged cache, contiguous
 beside it).
 
+`--trace F` (with `--trace-format`, `--window`, `--time-scale`, `--sample`: the batching lab's
+meanings) runs a published trace's requests instead (trace_scenario.py): one step per `--step-s`
+seconds of the trace, lengths shrunk by `--length-scale` for a small model; the summary adds
+trace_format, trace_requests and trace_hit_rate_unbounded beside the run's own hit rate.
+
 `add_arguments(parser)` adds the lab's options; `run(args, recorder)` returns (section,
 summary). The registry entry (app/labs/registry.py) names both."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from inferlab.engines.kv.radix_cache import EVICTION_POLICIES
 from inferlab.engines.labs.kv.scenarios import SCENARIO_NAMES, get_scenario
@@ -12,7 +19,13 @@ from inferlab.engines.labs.kv.section import kv_section
 from inferlab.engines.labs.kv.session import kv_run
 from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_DTYPES
 from inferlab.engines.labs.kv.trace import kv_trace_step
+from inferlab.engines.labs.kv.trace_scenario import STEP_S, trace_scenario
 from inferlab.engines.model.cache import load_lab_model
+from inferlab.engines.serve.traces.options import add_trace_arguments
+from inferlab.engines.serve.traces.replay import runnable, trace_figures
+from inferlab.engines.serve.traces.scale import scaled
+from inferlab.engines.serve.traces.stream import read_trace
+from inferlab.engines.serve.traces.window import parse_window
 
 
 def add_arguments(p) -> None:
@@ -40,6 +53,14 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="stop after this many steps (default: run the scenario to its end)")
+    add_trace_arguments(p)
+    p.add_argument("--seed", type=int, default=0, help="--sample's seed (default 0)")
+    p.add_argument("--length-scale", type=float, default=1.0, metavar="X",
+                   help="--trace input and output lengths (and its block size) × X, so a "
+                        "production trace fits a small model (Mooncake on SmolLM2: 1/64 = "
+                        "0.015625); default 1")
+    p.add_argument("--step-s", type=float, default=STEP_S, metavar="S",
+                   help=f"--trace seconds one step stands for (default {STEP_S:g})")
 
 
 def run(args, recorder):
@@ -58,11 +79,34 @@ def run(args, recorder):
     with recorder.span("load model and prepare", cat="kv", args={"model": args.model}):
         load_lab_model(args.model, args.device)
 
+    scenario, figures = None, {}
+    if getattr(args, "trace", None):
+        scenario, figures = _trace_scenario(args, settings)
+
     def on_step(record):
         kv_trace_step(recorder, record)
         if progress is not None:
             progress(None, f"step {record.step}")
 
-    session, records = kv_run(settings, args.device, args.max_steps, on_step=on_step)
+    session, records = kv_run(settings, args.device, args.max_steps, on_step=on_step,
+                              scenario=scenario)
     section = kv_section(settings, session.info, session.seq_infos(), records)
-    return section, section["metrics"]
+    return section, {**figures, **section["metrics"]}
+
+
+def _trace_scenario(args, settings: dict):
+    """The --trace window's requests as a scenario for the lab's model, and its figures."""
+    if not 0 < args.length_scale <= 1:
+        raise ValueError(f"--length-scale must be in (0, 1], got {args.length_scale}")
+    model, _ = load_lab_model(args.model, args.device)
+    records = list(read_trace(args.trace, args.trace_format, window=parse_window(args.window),
+                              time_scale=args.time_scale, sample=args.sample, seed=args.seed))
+    records = [scaled(r, args.length_scale, args.length_scale) for r in records]
+    kept = runnable(records)
+    if not kept:
+        raise ValueError(f"--trace {args.trace}: no request in the window has both an input "
+                         "and an output token")
+    name = Path(args.trace).name
+    scenario = trace_scenario(kept, name, model.config.vocab_size, args.block_size,
+                              args.blocks or None, args.step_s)
+    return scenario, trace_figures(records, kept, args.trace, args.trace_format)

@@ -228,6 +228,21 @@ def _blocks(n_tokens: int, block_size: int) -> int:
     return -(-n_tokens // block_size)
 
 
+def pool_size(requests, block_size: int, n_blocks: int | None, pool_fraction: float = 1.0
+              ) -> tuple[int, int]:
+    """(blocks in the pool, slots each contiguous region reserves) for (RequestSpec, prompt
+    ids) pairs: `n_blocks` when given, else `pool_fraction` of the blocks every request's
+    samples would need together (at least the biggest request's and 2 more); the regions hold
+    the longest request, rounded up to a whole block."""
+    if not n_blocks:
+        need = sum(s.n_samples * _blocks(len(ids) + s.max_new_tokens, block_size)
+                   for s, ids in requests)
+        biggest = max(_blocks(len(ids) + s.max_new_tokens, block_size) for s, ids in requests)
+        n_blocks = max(int(round(need * pool_fraction)), biggest + 2)
+    longest = max(len(ids) + s.max_new_tokens for s, ids in requests)
+    return n_blocks, _blocks(longest, block_size) * block_size
+
+
 def prepare(scenario: Scenario | str, tokenizer, block_size: int = 16,
             n_blocks: int | None = None) -> PreparedScenario:
     """Tokenize the requests and size the pool (`n_blocks` None or 0: from the scenario).
@@ -244,14 +259,8 @@ def prepare(scenario: Scenario | str, tokenizer, block_size: int = 16,
     encoded = [(spec, encode_request(tokenizer, spec.user, spec.system, spec.history))
                for spec in scenario.requests]
     normal = [(s, ids) for s, ids in encoded if not s.longer_than_pool]
-    if not n_blocks:
-        need = sum(s.n_samples * _blocks(len(ids) + s.max_new_tokens, block_size)
-                   for s, ids in normal)
-        biggest = max(_blocks(len(ids) + s.max_new_tokens, block_size) for s, ids in normal)
-        n_blocks = max(int(round(need * scenario.pool_fraction)), biggest + 2)
+    n_blocks, max_seq_len = pool_size(normal, block_size, n_blocks, scenario.pool_fraction)
     n_slots = n_blocks * block_size
-    longest = max(len(ids) + s.max_new_tokens for s, ids in normal)
-    max_seq_len = _blocks(longest, block_size) * block_size
     requests = []
     for spec, ids in encoded:
         if spec.longer_than_pool:

@@ -498,9 +498,11 @@ def kv_lab_model(settings: dict, device: str = "cpu"):
     return model, tokenizer
 
 
-def kv_session(settings: dict, model, tokenizer) -> KVLabSession:
-    """The KV lab's session on `model` for `settings` (the run's and the window's alike)."""
-    return KVLabSession(model, tokenizer, settings["scenario"],
+def kv_session(settings: dict, model, tokenizer,
+               scenario: PreparedScenario | None = None) -> KVLabSession:
+    """The KV lab's session on `model` for `settings` (the run's and the window's alike);
+    `scenario`: one prepared already (a trace's) instead of the settings' built-in one."""
+    return KVLabSession(model, tokenizer, scenario or settings["scenario"],
                         block_size=int(settings["block_size"]),
                         n_blocks=int(settings["n_blocks"]) or None,
                         prefix_cache=settings.get("prefix_cache", "hash"),
@@ -508,12 +510,14 @@ def kv_session(settings: dict, model, tokenizer) -> KVLabSession:
 
 
 def kv_run(settings: dict, device: str = "cpu", max_steps: int | None = None,
-           on_step=None) -> tuple[KVLabSession, list[KVStepRecord]]:
+           on_step=None, scenario: PreparedScenario | None = None
+           ) -> tuple[KVLabSession, list[KVStepRecord]]:
     """Run a KV lab scenario to its end headless: (KVLabSession, records).
 
-    `on_step(record)` is called after each step (progress, trace spans).
+    `on_step(record)` is called after each step (progress, trace spans); `scenario` as
+    kv_session's.
     """
-    session = kv_session(settings, *kv_lab_model(settings, device))
+    session = kv_session(settings, *kv_lab_model(settings, device), scenario)
     records = []
     while not session.done and (max_steps is None or len(records) < max_steps):
         records.append(session.step())
