@@ -15,6 +15,10 @@ sampler keeps the target's output distribution exactly. No Qt here.
                        target without a set of its layers); each its own cache
     skip_search.py     which layers a skip self-draft leaves out (skip:auto): a greedy search
                        on calibration text, cached per model
+    head_drafter.py    EagleDrafter, MedusaDrafter: drafts from a trained head (heads/) reading
+                       the target's last hidden states, handed over after each verify forward
+    heads/             EAGLE and Medusa heads trained on the target's own outputs: the training
+                       list, cached features, training, head files (heads/__init__.py's map)
     adaptive_k.py      AdaptiveK: each step's K from the measured alpha, draft cost and v(K)
     decoder.py         SpeculativeDecoder: draft K, verify K + 1 in one target forward, roll
                        back; or (tree_width > 1) a token tree of n-gram candidates verified in
