@@ -27,8 +27,15 @@ read back through the reader, its window DEFAULT_WINDOW_S, its lengths scaled (t
 scaled) to fit SmolLM2's context and keep the run short: inputs and 512-token blocks × 1/64
 (median ~80 tokens, 8-token blocks), at most 192 tokens (the probe's longest); outputs × 1/8
 (median ~15), at most 32. Any published trace can stand in (`trace`, `trace_format`).
-Wall time ~50 s on a quiet 2-core machine of this project's: ~1 s start, 2 × ~6 s probes,
-~35 s replay; more when other work shares the cores.
+Wall time ~51 s on a quiet 2-core machine of this project's: 0.75 s start, 2 × ~5 s probes,
+~40 s replay (15 requests); more when other work shares the cores.
+
+Measured 2026-12-07 (AMD EPYC, 2 vCPUs shared with other work; default window): with the
+server's core its own (fidelity_server_cpu_share 0.99-1.00, probe drift 0.99-1.00), TTFT
+median error 0.013 (p90 0.027-0.037), E2E median 0.013-0.018 (p90 0.028-0.029) in two runs,
+and 0.040 / 0.024 (p90 0.16) in a third where a burst of other work came near the end; with
+other work taking 20-45 % of its core (share 0.55-0.80, drift 1.24-1.37) the medians were
+0.15-0.22: the error then measures the machine, which the share and drift figures say.
 """
 
 from __future__ import annotations
