@@ -34,7 +34,6 @@ from inferlab.engines.model import moe
 from inferlab.engines.model.bench import (
     generate_runner,
     interleaved_rates,
-    leading_agreement,
     llama_cpp_runner,
     transformers_runner,
 )
@@ -46,6 +45,7 @@ from inferlab.engines.model.linear import linear_kinds
 from inferlab.engines.model.registry import load_model
 from inferlab.engines.model.tiny import tiny_moe_model
 from inferlab.engines.roofline.kv_held import kv_held
+from inferlab.engines.sequences import common_prefix_len
 
 PROMPT = "The history of the lighthouse begins"
 KV_CONTEXT = 8192
@@ -86,9 +86,9 @@ def greedy_agreement(codes_model, ids: list[int], new_tokens: int, llama_cpp=Non
     fp32, _ = load_model(GEMMA3_ID, weights="fp32")
     ref = list(generate(fp32, [ids], max_new_tokens=new_tokens).generations[0].token_ids)
     codes = list(generate(codes_model, [ids], max_new_tokens=new_tokens).generations[0].token_ids)
-    out = {"new_tokens": new_tokens, "codes_vs_fp32": leading_agreement(codes, ref)}
+    out = {"new_tokens": new_tokens, "codes_vs_fp32": common_prefix_len(codes, ref)}
     if llama_cpp is not None:
-        out["llama_cpp_vs_fp32"] = leading_agreement(llama_cpp(new_tokens), ref)
+        out["llama_cpp_vs_fp32"] = common_prefix_len(llama_cpp(new_tokens), ref)
     return out
 
 

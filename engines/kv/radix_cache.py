@@ -31,6 +31,8 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from inferlab.engines.sequences import common_prefix_len
+
 EVICTION_POLICIES = ("lru", "lfu", "fifo")
 
 
@@ -74,21 +76,6 @@ class PrefixMatch:
     @property
     def n_tokens(self) -> int:
         return len(self.slots)
-
-
-def _common_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of a and b (whole-run comparison first: C speed)."""
-    n = min(len(a), len(b))
-    if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]):
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]: halve on slice equality
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 class RadixCache:
@@ -279,7 +266,7 @@ class RadixCache:
         if child is None:
             return None, 0
         ahead = tuple(tokens[pos : min(end, pos + len(child.key))])
-        return child, self._page_floor(_common_len(child.key, ahead))
+        return child, self._page_floor(common_prefix_len(child.key, ahead))
 
     def _order_key(self, node: RadixNode) -> tuple[int, ...]:
         if self.eviction_policy == "lfu":

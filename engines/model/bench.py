@@ -53,16 +53,6 @@ def interleaved_rates(runs: dict[str, Callable[[int], object]], new_tokens: int,
     return {name: statistics.median(r) for name, r in rates.items()}, rates
 
 
-def leading_agreement(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many tokens two greedy continuations share before they first part."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def generate_runner(model, ids: list[int]) -> Callable[[int], None]:
     """`run(n)`: greedy `generate` of exactly n tokens after `ids` with our `model`."""
     def run(n: int) -> None:

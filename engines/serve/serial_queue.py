@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from inferlab.engines.sequences import common_prefix_len
 from inferlab.engines.serve.fitted_cost import FittedCost
 
 
@@ -52,16 +53,6 @@ class SerialTiming:
         return self.end_s - self.arrival_s
 
 
-def common_prefix(a: Sequence, b: Sequence) -> int:
-    """The length of a's and b's longest common prefix."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def simulate_serial(requests: Sequence[SerialRequest], cost: FittedCost,
                     prefix_reuse: bool = True) -> list[SerialTiming]:
     """Each request's times, in the order given (first come first served: sorted by arrival,
@@ -74,7 +65,7 @@ def simulate_serial(requests: Sequence[SerialRequest], cost: FittedCost,
         if r.output_tokens < 1 or not r.prompt:
             raise ValueError(f"request {i}: needs a prompt and at least 1 output token")
         n = len(r.prompt)
-        reused = min(common_prefix(previous, r.prompt), n - 1) if prefix_reuse else 0
+        reused = min(common_prefix_len(previous, r.prompt), n - 1) if prefix_reuse else 0
         start = max(r.arrival_s, free_s)
         first = start + cost.prefill_s(n - reused)
         end = first + sum(cost.decode_s(n + k) for k in range(1, r.output_tokens))

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from inferlab.engines.labs.quant.records import SchemeRun
 from inferlab.engines.labs.quant.settings import BF16, FP32, KV_SCHEMES, lab_schemes
-from inferlab.engines.model.bench import leading_agreement
 from inferlab.engines.model.generate import generate
 from inferlab.engines.quant.cast import quantize_bf16
 from inferlab.engines.quant.errors import QuantError
@@ -29,6 +28,7 @@ from inferlab.engines.quant.kv_quant import kv_quantized
 from inferlab.engines.quant.model_quant import quantize_model
 from inferlab.engines.quant.runtime import decode_tokens_per_s, runtime_model
 from inferlab.engines.quant.schemes import SCHEMES
+from inferlab.engines.sequences import common_prefix_len
 
 SAMPLE_TOKENS = 24
 """Greedy tokens of each scheme's sample generation."""
@@ -126,7 +126,7 @@ def score(p: Prepared, tokenizer, name: str, eval_sets: Mapping[str, Sequence[in
     if decode_tokens:
         speed = decode_tokens_per_s(p.running, list(prompt_ids), decode_tokens)
     ids = sample_ids(p.running, prompt_ids)
-    agree = len(ids) if reference_ids is None else leading_agreement(ids, reference_ids)
+    agree = len(ids) if reference_ids is None else common_prefix_len(ids, reference_ids)
     return SchemeRun(name, held.mean, p.weight_bytes, kv_bytes_per_token(p.running), speed,
                      p.runs_as, p.quantize_s, held.eval_s, tokenizer.decode(ids), agree,
                      p.sqnr_db, held.by_text, p.calibration_tokens)

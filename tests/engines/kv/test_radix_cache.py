@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.engines.kv.radix_cache import RadixCache, _common_len
+from inferlab.engines.kv.radix_cache import RadixCache
+from inferlab.engines.sequences import common_prefix_len
 
 
 def _slots(tokens, base):
@@ -84,15 +85,6 @@ def test_hooks_see_a_split_as_two_holds_then_one_drop():
                       ("drop", (7, 8, 9))]
 
 
-@settings(max_examples=200, deadline=None)
-@given(a=st.lists(st.integers(0, 3), max_size=40), b=st.lists(st.integers(0, 3), max_size=40))
-def test_common_len_against_a_loop(a, b):
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    assert _common_len(tuple(a), tuple(b)) == n
-
-
 @settings(max_examples=150, deadline=None)
 @given(prompts=st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=12), min_size=1,
                         max_size=12),
@@ -106,7 +98,7 @@ def test_matches_equal_the_longest_common_prefix_with_any_inserted(prompts, page
     for i, p in enumerate(prompts):
         best = 0
         for q in prompts[:i]:
-            best = max(best, _common_len(tuple(p), tuple(q[: len(q) - len(q) % page])))
+            best = max(best, common_prefix_len(tuple(p), tuple(q[: len(q) - len(q) % page])))
         best -= best % page
         m = tree.match_prefix(p)
         assert m.n_tokens == best

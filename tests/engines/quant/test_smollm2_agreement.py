@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.model.bench import leading_agreement
+from inferlab.engines.sequences import common_prefix_len
 from inferlab.engines.model.generate import generate
 from inferlab.engines.quant.model_quant import quantize_model
 
@@ -37,5 +37,5 @@ def test_int8_greedy_agrees_with_fp32_for_20_tokens_on_most_prompts(smollm2, ref
     ids, ref = reference
     q = quantize_model(smollm2[0], scheme).model
     got = [g.token_ids for g in generate(q, ids, max_new_tokens=N_NEW).generations]
-    agree = [leading_agreement(a, b) for a, b in zip(got, ref, strict=True)]
+    agree = [common_prefix_len(a, b) for a, b in zip(got, ref, strict=True)]
     assert sum(n >= 20 for n in agree) >= at_least, agree
