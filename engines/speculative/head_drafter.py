@@ -28,6 +28,7 @@ import torch
 
 from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.tokenizer import Tokenizer
+from inferlab.engines.sequences import common_prefix_len
 from inferlab.engines.speculative import mass
 from inferlab.engines.speculative.checks import check_vocab, token_tensor
 from inferlab.engines.speculative.drafter import Proposal
@@ -38,13 +39,6 @@ from inferlab.engines.speculative.heads.eagle import HeadCache
 from inferlab.engines.speculative.heads.head_file import TrainedHead
 from inferlab.engines.speculative.heads.target_head import FrozenHead, target_embed
 from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings, filtered_probs
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
-    n = 0
-    while n < limit and n < len(a) and n < len(b) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 class _HeadDrafter:
@@ -92,7 +86,7 @@ class _HeadDrafter:
     def _known(self, ids: list[int]) -> bool:
         """Whether the real features of positions 0 .. len(ids) - 2 are held."""
         need = len(ids) - 1
-        return need >= 1 and _common_prefix(self.feat_ids, ids, need) == need
+        return need >= 1 and common_prefix_len(self.feat_ids, ids, need) == need
 
     def _checked_ids(self, token_ids: Sequence[int], k: int) -> list[int]:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -145,7 +139,7 @@ class EagleDrafter(_HeadDrafter):
         last = len(ids) - 2  # the last real pair: (u_last, x_{last+1})
         # real pairs still valid: their tokens x_0 .. x_{t+1} are the text's; at least the
         # last one runs again (its output is the first draft's feature)
-        keep = min(max(0, _common_prefix(self.pair_ids, ids, len(ids)) - 1), last)
+        keep = min(max(0, common_prefix_len(self.pair_ids, ids, len(ids)) - 1), last)
         self.cache.truncate(keep)
         module = self.head.module
         rows: list[torch.Tensor] = []
