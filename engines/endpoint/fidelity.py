@@ -51,7 +51,7 @@ import numpy as np
 
 from inferlab.engines.endpoint.llama_server import llama_cpp_available, llama_cpp_server
 from inferlab.engines.endpoint.load import EndpointRun, EndpointSettings
-from inferlab.engines.endpoint.trace_replay import trace_workload
+from inferlab.engines.endpoint.trace_replay import text_workload
 from inferlab.engines.model.registry import smollm2_gguf_path
 from inferlab.engines.serve.fitted_cost import FittedCost
 from inferlab.engines.serve.serial_queue import SerialRequest, simulate_serial
@@ -108,7 +108,7 @@ def trace_window(trace: str | os.PathLike, trace_format: str | None, window_s, t
     records = [scaled(r, INPUT_SCALE, OUTPUT_SCALE, MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS)
                for r in read_trace(trace, trace_format, window=window_s,
                                    time_scale=time_scale, sample=sample, seed=seed)]
-    return trace_workload(records, trace, trace_format)
+    return text_workload(records, trace, trace_format)
 
 
 def relative_errors(simulated, measured) -> np.ndarray:

@@ -4,7 +4,7 @@
 length the trace's (sent as max_tokens with the server's length controls, client.py).
 
     records  = read_trace(path, format, window=..., time_scale=..., sample=..., seed=...)
-    requests, figures = trace_workload(records, path, format)
+    requests, figures = text_workload(records, path, format)
 
 Requests with no input or no output token are left out (a server cannot run them) and
 counted in the figures. `scaled` (serve/traces/scale.py) shrinks a trace's lengths to fit a
@@ -22,7 +22,7 @@ from inferlab.engines.serve.traces.text import prompt_text
 from inferlab.engines.serve.workload import WorkloadRequest
 
 
-def trace_workload(records: Iterable[TraceRequest], path: str | os.PathLike,
+def text_workload(records: Iterable[TraceRequest], path: str | os.PathLike,
                    format: str | None = None) -> tuple[list[WorkloadRequest], dict]:
     """(the workload, the figures a run prints beside its metrics): trace_format,
     trace_requests (those sent: ≥ 1 input and output token), trace_requests_empty (left

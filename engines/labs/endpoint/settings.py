@@ -15,7 +15,7 @@ from __future__ import annotations
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
 from inferlab.engines.endpoint.load import EndpointSettings
 from inferlab.engines.endpoint.routing import ROUTERS
-from inferlab.engines.endpoint.trace_replay import trace_workload
+from inferlab.engines.endpoint.trace_replay import text_workload
 from inferlab.engines.fields import Setting, check_settings, shown
 from inferlab.engines.hardware.presets import list_hardware_presets
 from inferlab.engines.model.config import list_model_presets
@@ -153,7 +153,7 @@ def published_trace(settings: dict) -> tuple[list, dict]:
     records = read_trace(path, fmt, window=parse_window(s["trace_window"] or None),
                          time_scale=float(s["trace_time_scale"]),
                          sample=s["trace_sample"] or None, seed=s["seed"])
-    requests, figures = trace_workload(records, path, fmt)
+    requests, figures = text_workload(records, path, fmt)
     if not requests:
         raise ValueError(f"--trace {path}: the trace holds no request (in the window) with "
                          "an input and an output token")

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from inferlab.app.cli import main
-from inferlab.engines.endpoint.trace_replay import trace_workload
+from inferlab.engines.endpoint.trace_replay import text_workload
 from inferlab.engines.serve.traces.record import TraceRequest
 from inferlab.engines.serve.traces.scale import scaled
 from inferlab.engines.serve.traces.text import prompt_text
@@ -97,7 +97,7 @@ def test_empty_requests_are_left_out_and_lengths_scale_with_their_blocks(tmp_pat
     _write(trace, [(0, 1100, 6, [0, 1, 2]), (10, 0, 5, []), (20, 40, 0, [])])
     records = [TraceRequest(0.0, 1100, 6, (0, 1, 2), BLOCK), TraceRequest(0.01, 0, 5),
                TraceRequest(0.02, 40, 0)]
-    requests, figures = trace_workload(records, trace)
+    requests, figures = text_workload(records, trace)
     assert (figures["trace_requests"], figures["trace_requests_empty"]) == (1, 2)
     assert requests[0].prompt == prompt_text(records[0], 0)
     small = scaled(records[0], input_scale=1 / 64, output_scale=0.5, max_input_tokens=16)
