@@ -39,9 +39,10 @@ def test_compile_matches_eager_and_splits():
 
 
 def test_bench_figures_on_the_tiny_model():
-    out = run_step_bench({"model": "tiny", "context": 16, "repeats": 3})
+    out = run_step_bench({"model": "tiny", "context": 16, "repeats": 3}, trace_bytes=2 * 10**6)
     for name in ("eager", "native", "compile"):
         assert 0 <= out[f"decode_between_ops_share_{name}"] <= 1
         assert out[f"decode_matches_eager_{name}"]
     assert out["compile_vs_eager_decode"] > 0 and out["compile_s"] > 0
     assert out["compile_fused_kernels"] > 0 and 0 < out["compile_fused_time_share"] < 1
+    assert out["trace_read_mb_per_s"] > 0 and out["goals"]["trace_read_mb_per_s"] == ">= 50"
