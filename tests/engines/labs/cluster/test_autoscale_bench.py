@@ -14,5 +14,5 @@ def test_autoscale_figures_on_a_minute_of_the_shipped_trace():
         assert 0.0 <= got[key] <= 1.0
     assert 1 <= got["peak_fleet_replicas"] <= 8
     assert got["autoscale_peak_replicas"] >= 2  # min_replicas
-    assert got["trace_requests"] == 191  # the rows of the first minute (0.25 time scale)
-    assert got["cold_start_s"] == pytest.approx(47.64, abs=0.01)
+    assert got["autoscale_trace_requests"] == 191  # the rows of the first minute (0.25 time scale)
+    assert got["autoscale_cold_start_s"] == pytest.approx(47.64, abs=0.01)
