@@ -2,6 +2,9 @@
 
     training_data.py  THE list of prompts and texts a head is trained on (never the
                       speculative lab's bench prompts) and the held-out prompts
+    prompt_bank.py    templated prompts (everyday subjects, the shipped texts' paragraphs)
+    sequence.py       TrainingSequence: tokens, hidden states, greedy tokens
+    distill.py        batched greedy generation keeping the hidden states as computed
     features.py       the target's last hidden states and greedy tokens per training
                       sequence (self-distilled answers, shipped texts), cached by model hash
     windows.py        sequences cut into padded training batches
@@ -19,6 +22,7 @@
                       it is for another model or corrupted
     model_hash.py     which model a head (and its features) belong to
     build.py          train_head: features -> fit -> save
+    shipped.py        find_head: the user cache's head, else the one shipped in assets/heads
 
 The drafters that run a head are engines/speculative/head_drafter.py.
 """

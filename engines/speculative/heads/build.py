@@ -42,10 +42,11 @@ def train_head(target: Llama, tokenizer: Tokenizer, settings: TrainSettings, cac
     settings.check()
     t0 = time.perf_counter()
     mh = model_hash(target)
+    distill_stats: dict = {}
     train_seqs, cached = cached_sequences(
         target, tokenizer, mh, cache_dir, training_data.train_prompts(),
         training_data.train_texts(), settings.max_new_tokens, settings.max_text_tokens,
-        progress, should_stop)
+        progress, should_stop, distill_stats)
     held_seqs, _ = cached_sequences(
         target, tokenizer, mh, cache_dir, training_data.held_out_prompts(), {},
         settings.max_new_tokens, settings.max_text_tokens, progress, should_stop)
@@ -53,5 +54,6 @@ def train_head(target: Llama, tokenizer: Tokenizer, settings: TrainSettings, cac
     head = fit(target, train_seqs, held_seqs, settings, progress, should_stop, on_point)
     head.training["features_s"] = features_s
     head.training["features_cached"] = cached
+    head.training.update(distill_stats)
     path = save_head(out_path or head_path(cache_dir, mh, settings.kind), head)
     return HeadBuild(head, path, features_s, cached, time.perf_counter() - t0 - features_s)

@@ -10,7 +10,11 @@ norm 1. The losses, over the real positions of a batch:
     Medusa  L = Σ_k 0.8^k · CE(draft logits(h_k(u_t)), greedy[t+k]) / Σ_k 0.8^k   (Medusa-1's
             decay per head)
 
-with CE over the draft vocabulary (labels outside it ignored). After each epoch the held-out
+with CE over the draft vocabulary (labels outside it ignored). EAGLE's input features get
+uniform noise, u_t + U(-feature_noise, feature_noise) per element (EAGLE-1's U(-0.1, 0.1);
+u has RMS 1, so 0.1 is a tenth of a typical element), drawn from the seeded generator: a
+head that drafts at depth 2+ reads its own, imperfect, features, and the noise teaches it to
+tolerate them. After each epoch the held-out
 sequences give the acceptance curve (evaluate.py). Same seed, same data, same settings and
 the same torch thread count → the same head, bit for bit.
 """
@@ -44,7 +48,7 @@ MEDUSA_DECAY = 0.8
 class TrainSettings:
     kind: str = "eagle"
     seed: int = 0
-    epochs: int = 4
+    epochs: int = 2
     batch_windows: int = 4
     window_tokens: int = 256
     lr: float = 1e-3
@@ -54,6 +58,8 @@ class TrainSettings:
     n_medusa: int = 4
     reg_weight: float = 1.0
     cls_weight: float = 0.1
+    feature_noise: float = 0.1
+    """EAGLE: half-width of the uniform noise added to the input features (0: none)."""
     eval_k: int = 5
     eval_stride: int = 2
     max_new_tokens: int = 192
@@ -72,7 +78,7 @@ class TrainSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise SpeculativeError(f"{name} must be an integer >= {low}, got {v!r}")
-        for name in ("lr", "reg_weight", "cls_weight"):
+        for name in ("lr", "reg_weight", "cls_weight", "feature_noise"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise SpeculativeError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -167,7 +173,11 @@ def fit(target: Llama, train_seqs: Sequence[TrainingSequence],
                 group["lr"] = s.lr * _lr_factor(step, total, warmup)
             valid = batch.valid
             if s.kind == "eagle":
-                out = module(batch.feats, embed(batch.next_ids.reshape(-1)).view_as(batch.feats))
+                feats = batch.feats
+                if s.feature_noise > 0:
+                    noise = torch.rand(feats.shape, generator=gen) * 2 - 1
+                    feats = feats + s.feature_noise * noise
+                out = module(feats, embed(batch.next_ids.reshape(-1)).view_as(batch.feats))
                 pred = out[valid]
                 reg = F.smooth_l1_loss(pred, batch.next_feat[valid])
                 ce = _ce(scorer(pred), _draft_labels(batch.labels[0][valid], t2d))

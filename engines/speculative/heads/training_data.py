@@ -3,9 +3,12 @@
 A head learns from the target's own outputs (self-distillation, as Medusa-2 and EAGLE's
 authors recommend when the original training data is not at hand):
 
-    TRAIN_PROMPTS    everyday chat requests (assets/text/prompts.txt, minus those below):
-                     each is run through the chat template and continued greedily by the
-                     target; the prompt and its answer are one training sequence
+    TRAIN_PROMPTS    everyday chat requests (assets/text/prompts.txt, minus those below),
+                     then prompt_bank's templated ones: requests on everyday subjects, and
+                     requests about each paragraph of the shipped texts (PARAGRAPH_TEXTS and
+                     the calibration texts but ferry.txt); each is run through the chat
+                     template and continued greedily by the target (heads/distill.py, in
+                     one batch); the prompt and its answer are one training sequence
     HELD_OUT_PROMPTS the last HELD_OUT_COUNT of those prompts: continued the same way, never
                      trained on; the acceptance curve is measured on them each epoch
     TRAIN_TEXTS      the quantization lab's calibration texts (assets/text/calibration/,
@@ -23,6 +26,7 @@ from __future__ import annotations
 import importlib.resources
 
 from inferlab.engines.quant.calibration import calibration_texts
+from inferlab.engines.speculative.heads.prompt_bank import paragraph_prompts, topic_prompts
 
 PROMPTS_FILE = "prompts.txt"
 EXCLUDED_PROMPTS = (
@@ -30,6 +34,11 @@ EXCLUDED_PROMPTS = (
     "Plan a rainy Sunday afternoon for two adults who like puzzles and cooking.",  # "Plan a rainy Sunday"
 )
 HELD_OUT_COUNT = 4
+PARAGRAPH_TEXTS = ("backups.txt", "clocks.txt", "kiln.txt", "lighthouse.txt")
+"""Shipped texts (assets/text) whose paragraphs are asked about, beside the calibration
+texts."""
+NOT_ASKED_ABOUT = ("ferry.txt",)
+"""Calibration texts whose paragraphs are not asked about: a bench prompt's subject."""
 
 
 def _chat_prompts() -> tuple[str, ...]:
@@ -39,9 +48,24 @@ def _chat_prompts() -> tuple[str, ...]:
     return tuple(p for p in lines if p and p not in EXCLUDED_PROMPTS)
 
 
-def train_prompts() -> tuple[str, ...]:
-    """The chat prompts whose greedy answers a head is trained on."""
+def chat_train_prompts() -> tuple[str, ...]:
+    """prompts.txt's prompts trained on (all but the excluded and held-out ones)."""
     return _chat_prompts()[:-HELD_OUT_COUNT]
+
+
+def paragraph_sources() -> dict[str, str]:
+    """The texts whose paragraphs prompt_bank asks about (name -> text)."""
+    folder = importlib.resources.files("inferlab.assets") / "text"
+    texts = {n: t for n, t in calibration_texts().items() if n not in NOT_ASKED_ABOUT}
+    texts.update({n: (folder / n).read_text(encoding="utf-8") for n in PARAGRAPH_TEXTS})
+    return texts
+
+
+def train_prompts() -> tuple[str, ...]:
+    """Every prompt whose greedy answer a head is trained on: the chat prompts, then the
+    templated ones."""
+    return (chat_train_prompts() + topic_prompts()
+            + paragraph_prompts(paragraph_sources()))
 
 
 def held_out_prompts() -> tuple[str, ...]:

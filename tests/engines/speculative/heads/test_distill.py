@@ -1,0 +1,58 @@
+"""Batched self-distillation: the tokens are plain greedy generation's, one prompt at a time;
+the kept hidden states and greedy tokens are what the target computes for those tokens with
+no cache (features.sequence_features, the reference)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inferlab.engines.model.generate import generate
+from inferlab.engines.speculative.heads.distill import distill
+from inferlab.engines.speculative.heads.features import sequence_features
+
+PROMPTS = ("The ferry", "A lamp in the", "Bread and", "Keep the tide", "Over the hill")
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5])
+def test_tokens_are_plain_greedy_and_features_match_a_nocache_read(tiny, batch):
+    model, tok = tiny
+    ids = [tok.encode(p) for p in PROMPTS]
+    new = [0, 3, 12, 20, 7]  # 0: a text read as it is, no answer
+    seqs, stats = distill(model, [(f"p{i}", p, n) for i, (p, n) in enumerate(zip(ids, new))],
+                          batch)
+    assert [s.name for s in seqs] == [f"p{i}" for i in range(len(PROMPTS))]
+    for p, n, s in zip(ids, new, seqs, strict=True):
+        if n == 0:
+            assert s.tokens.tolist() == p
+        else:  # n answer tokens run, and the greedy one after them
+            ref = generate(model, [p], max_new_tokens=n + 1).generations[0].token_ids
+            assert s.tokens.tolist() == p + list(ref[:n])
+            assert int(s.greedy[-1]) == ref[n]
+        want = sequence_features(model, s.name, s.tokens.tolist())
+        assert torch.equal(s.greedy, want.greedy)
+        torch.testing.assert_close(s.hidden, want.hidden, rtol=1e-4, atol=1e-4)
+    assert stats.answer_tokens == sum(new)
+    assert stats.run_tokens == sum(len(s) for s in seqs)
+
+
+def test_a_stop_token_ends_the_answer_and_is_its_last_greedy(tiny):
+    model, tok = tiny
+    p = tok.encode("Over the hill")
+    ref = generate(model, [p], max_new_tokens=10).generations[0].token_ids
+    stop = ref[4]  # the fifth answer token stops it (the first four are not that token)
+    cut = ref.index(stop)
+    seqs, stats = distill(model, [("a", p, 10)], 1, stop_token_ids=(stop,))
+    assert seqs[0].tokens.tolist() == p + list(ref[:cut])
+    assert int(seqs[0].greedy[-1]) == stop
+    assert stats.answer_tokens == cut
+
+
+def test_bad_input_is_named(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="batch"):
+        distill(model, [("a", [1, 2], 3)], 0)
+    with pytest.raises(ValueError, match="b: empty prompt"):
+        distill(model, [("b", [], 3)], 1)
+    with pytest.raises(ValueError, match="c: .* context"):
+        distill(model, [("c", [1], model.config.max_position)], 1)
