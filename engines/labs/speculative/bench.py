@@ -35,6 +35,11 @@ decoding), a fresh policy per prompt, with the mean K it chose and its share of 
 beside it `hf_heuristic_k`, the same drafter under transformers' heuristic K schedule (start
 at 5, +2 after a fully accepted step, -1 otherwise, capped alike), and
 `adaptive_vs_hf_heuristic_k`, the ratio of their speedups.
+Where the target has a trained EAGLE head (the user cache's, else the one shipped for
+SmolLM2: `eagle_head_path`), each group also gets `eagle`: the head drafting at each K of
+`eagle_ks`, its rows, and the best row's `speedup_wall` and `accept_len_mean` (=
+tokens_per_target_forward: tokens emitted per target forward, the acceptance length counting
+the target's own token), with the head file it read.
 The open group also gets `skip_auto`: the training-free skip self-draft (the layer set
 searched on calibration text) against `layerskip:N` at the same draft cost and K.
 
@@ -55,7 +60,7 @@ from dataclasses import asdict
 
 import torch
 
-from inferlab.engines.labs.speculative.drafters import skip_auto
+from inferlab.engines.labs.speculative.drafters import eagle_head_path, skip_auto
 from inferlab.engines.labs.speculative.settings import AUTO_K_MAX, prompt_groups
 from inferlab.engines.labs.speculative.sweep import PlainDecode, measure_k, plain_decode
 from inferlab.engines.model.bench import load_transformers_gguf
@@ -74,6 +79,7 @@ DEFAULT_PROMPTS = (
     "Hi! Can you tell me what a lighthouse does, in a few sentences?",
 )
 DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
+EAGLE_KS = (2, 3, 4, 5)
 
 
 def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
@@ -160,10 +166,22 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
             "layerskip_same_cost": rows["layerskip"]}
 
 
+def _eagle_figures(model, tok, ids, new_tokens: int, plain_now, repeats: int,
+                   stops: Sequence[int], verify_costs, ks: Sequence[int], path) -> dict:
+    """The EAGLE head's rows at each K (plain decoding timed beside each) and the best."""
+    rows = [_row(model, tok, "eagle", k, ids, new_tokens, plain_now(), repeats,
+                 stop_token_ids=stops, verify_costs=verify_costs) for k in ks]
+    best = max(rows, key=lambda r: r["speedup_wall"])
+    return {"head_path": str(path), "k": best["k"], "speedup_wall": best["speedup_wall"],
+            "accept_len_mean": best["tokens_per_target_forward"], "alpha": best["alpha"],
+            "outputs_equal": all(r["outputs_equal"] for r in rows), "results": rows}
+
+
 def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence[str],
            ks: Sequence[int], tree_widths: Sequence[int], repeats: int, adaptive: bool,
            hf_model, with_skip_auto: bool = False, stops: Sequence[int] = (),
-           verify_costs: Mapping[int, float] | None = None) -> dict:
+           verify_costs: Mapping[int, float] | None = None, eagle_ks: Sequence[int] = (),
+           eagle_path=None) -> dict:
     """One prompt set's rows (per drafter, K and width), its best, the adaptive row and
     transformers' prompt-lookup speedup, all measured on these prompts in this run."""
 
@@ -191,6 +209,9 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
             lambda: HeuristicK(k_max=AUTO_K_MAX, start=5))
         out["adaptive_vs_hf_heuristic_k"] = (out["adaptive"]["speedup_wall"]
                                              / out["hf_heuristic_k"]["speedup_wall"])
+    if eagle_path is not None and eagle_ks:
+        out["eagle"] = _eagle_figures(model, tok, ids, new_tokens, plain_now, repeats, stops,
+                                      verify_costs, eagle_ks, eagle_path)
     if with_skip_auto:
         try:
             out["skip_auto"] = _skip_auto_figures(model, tok, ids, new_tokens, repeats,
@@ -211,14 +232,16 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                           transformers: bool = True, model_name: str | None = None,
                           tree_widths: Sequence[int] = (1,), adaptive: bool = True,
                           skip_auto_group: str | None = "open",
-                          stop_at_eos: bool = True) -> dict:
+                          stop_at_eos: bool = True, eagle_ks: Sequence[int] = ()) -> dict:
     """Per drafter, K and tree width (`tree_widths` > 1: ngram only): acceptance_rate,
     mean_acceptance_length, tokens_per_target_forward, alpha, theory_tokens_per_forward,
     speedup_wall (against plain decoding of the same prompts, this run); the adaptive-K row
     (`adaptive`, n-gram drafter); and hf_prompt_lookup_speedup. Chat template applied.
     `skip_auto_group`: the group that also gets the `skip_auto` figures (None: none).
     `new_tokens`: the most each prompt emits (all of them, ignoring the end of turn, when not
-    `stop_at_eos`); `emitted_tokens` in each row says how many were.
+    `stop_at_eos`); `emitted_tokens` in each row says how many were. `eagle_ks`: the K of
+    the EAGLE head's rows (each group's `eagle`), where the model has a head (none: no rows;
+    `eagle_head` says which file or null).
     `prompts` a list (the figures at the top level) or groups of them by name (the figures
     under each name: `grounded`, `open`). `model_name`: another `load_model` name (default
     SmolLM2; transformers only runs that). fp32 by default: the CPU runtime's fastest path
@@ -234,11 +257,13 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         ids = {name: [tok.encode_prompt(p) for p in texts] for name, texts in groups.items()}
         stops = tuple(tok.eos_token_ids) if stop_at_eos else ()
         plain_decode(model, next(iter(ids.values())), new_tokens, stops)  # warm up
-        verify_costs = verify_cost_ratios(model, range(1, max((*ks, AUTO_K_MAX)) + 1))
+        verify_costs = verify_cost_ratios(model, range(1, max((*ks, *eagle_ks, AUTO_K_MAX)) + 1))
+        eagle_path = eagle_head_path(model) if eagle_ks else None
         out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
                      "stop_at_eos": bool(stops), "threads": torch.get_num_threads(),
                      "repeats": repeats,
-                     "verify_cost_ratios": {str(k): v for k, v in verify_costs.items()}}
+                     "verify_cost_ratios": {str(k): v for k, v in verify_costs.items()},
+                     "eagle_head": None if eagle_path is None else str(eagle_path)}
         hf_model = None
         if transformers and model_name == SMOLLM2_ID:
             try:
@@ -248,7 +273,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         for name, group_ids in ids.items():
             figures = _group(model, tok, group_ids, new_tokens, drafters, ks, tree_widths,
                              repeats, adaptive, hf_model, with_skip_auto=name == skip_auto_group,
-                             stops=stops, verify_costs=verify_costs)
+                             stops=stops, verify_costs=verify_costs, eagle_ks=eagle_ks,
+                             eagle_path=eagle_path)
             if name is None:
                 out.update(figures)
             else:
@@ -262,7 +288,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
 
 def run_speculative_lab_bench(new_tokens: int = 128, ks: Sequence[int] = (2, 4, 8),
                               drafters: Sequence[str] = DEFAULT_DRAFTERS,
-                              repeats: int = 1, tree_widths: Sequence[int] = (1, 3)) -> dict:
+                              repeats: int = 1, tree_widths: Sequence[int] = (1, 3),
+                              eagle_ks: Sequence[int] = EAGLE_KS) -> dict:
     """`inferlab bench speculative --json`: `run_speculative_bench` on SmolLM2 greedy (fp32,
     CPU) over the lab's shipped prompts (assets/text/speculative_prompts.txt) in their two
     groups, `grounded` (the answer copies from the prompt) and `open` (chat), each with its own

@@ -11,6 +11,9 @@ from inferlab.engines.labs.speculative.settings import parse_drafter
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.calibration import calibration_texts
 from inferlab.engines.speculative.errors import SpeculativeError
+from inferlab.engines.speculative.head_drafter import EagleDrafter
+from inferlab.engines.speculative.heads.head_file import load_head
+from inferlab.engines.speculative.heads.shipped import find_head
 from inferlab.engines.speculative.model_drafter import (
     LayerSkipDrafter,
     ModelDrafter,
@@ -33,7 +36,16 @@ def skip_auto(model, tokenizer):
     cache when this model was searched before."""
     texts = list(calibration_texts().values())[:SKIP_AUTO_TEXTS]
     ids = [torch.tensor(tokenizer.encode(t)[:SKIP_AUTO_TOKENS]) for t in texts]
-    return cached_search(model, ids, Path(platformdirs.user_cache_dir("inferlab")))
+    return cached_search(model, ids, user_cache())
+
+
+def user_cache() -> Path:
+    return Path(platformdirs.user_cache_dir("inferlab"))
+
+
+def eagle_head_path(model) -> Path | None:
+    """The EAGLE head `eagle` drafts with for `model` (user cache, else shipped), or None."""
+    return find_head(model, "eagle", user_cache())
 
 
 def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: int,
@@ -49,6 +61,13 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
         skipped = skip_auto(model, tokenizer).best.skipped if n == "auto" else n
         return SkipDrafter(model, skipped, settings=sampling, seed=seed, tokenizer=tokenizer,
                            max_tokens=max_tokens)
+    if kind == "eagle":
+        path = eagle_head_path(model)
+        if path is None:
+            raise SpeculativeError(f"no EAGLE head for {model.config.id}: train one with "
+                                   "`inferlab train-head --kind eagle`")
+        return EagleDrafter(model, load_head(path, model), settings=sampling, seed=seed,
+                            tokenizer=tokenizer, max_tokens=max_tokens)
     if kind == "quant":
         return ModelDrafter(quantized_self_draft(model, n), settings=sampling, seed=seed,
                             tokenizer=tokenizer, max_tokens=max_tokens, name=spec)

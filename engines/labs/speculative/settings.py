@@ -135,10 +135,11 @@ def _layer_set(text: str) -> tuple[int, ...] | None:
 
 def parse_drafter(spec: str, where: str = "drafter"
                   ) -> tuple[str, int | tuple[int, ...] | str | None]:
-    """("ngram" | "layerskip" | "skip" | "quant" | "tiny", layers or bits or the skipped
-    layers or "auto" or None); ValueError naming `where`. Layer indices are checked
-    against the model when the drafter is built."""
-    if spec in ("ngram", "tiny"):
+    """("ngram" | "layerskip" | "skip" | "quant" | "tiny" | "eagle", layers or bits or the
+    skipped layers or "auto" or None); ValueError naming `where`. Layer indices are checked
+    against the model when the drafter is built; "eagle" drafts with the model's trained
+    EAGLE head (the user cache's, else the shipped one: heads/shipped.py)."""
+    if spec in ("ngram", "tiny", "eagle"):
         return spec, None
     if spec in QUANT_DRAFTERS:
         return "quant", QUANT_DRAFTERS[spec]
@@ -148,7 +149,7 @@ def parse_drafter(spec: str, where: str = "drafter"
     if kind == "skip" and sep and (n == "auto" or _layer_set(n) is not None):
         return kind, n if n == "auto" else _layer_set(n)
     raise ValueError(f"{where}: expected ngram, layerskip:N (N >= 1 layers), skip:auto, "
-                     f"skip:<layers> (e.g. skip:3,5-9), quant:int8, quant:int4 or tiny, "
+                     f"skip:<layers> (e.g. skip:3,5-9), quant:int8, quant:int4, tiny or eagle, "
                      f"got {spec!r}")
 
 

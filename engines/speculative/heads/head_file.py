@@ -64,9 +64,12 @@ def new_module(dims: HeadDims, seed: int = 0) -> torch.nn.Module:
     return EagleHead(dims, seed) if dims.kind == "eagle" else MedusaHeads(dims, seed)
 
 
-def save_head(path: Path, head: TrainedHead) -> Path:
-    """Write `head` (atomically: a temporary file, then rename); returns `path`."""
-    tensors = {k: v.detach().contiguous() for k, v in head.module.state_dict().items()}
+def save_head(path: Path, head: TrainedHead, dtype: torch.dtype | None = None) -> Path:
+    """Write `head` (atomically: a temporary file, then rename); returns `path`. `dtype`
+    (e.g. torch.float16 for a shipped head, half the bytes): its floating tensors stored so,
+    read back into the fp32 module by `load_head`."""
+    tensors = {k: v.detach().to(dtype or v.dtype).contiguous() if v.is_floating_point()
+               else v.detach().contiguous() for k, v in head.module.state_dict().items()}
     tensors["d2t"] = head.vocab.d2t.contiguous()
     record = {"format": HEAD_FORMAT, "model_hash": head.model_hash, "kind": head.kind,
               "dims": head.dims.to_dict(), "vocab_size": head.vocab.vocab_size,
@@ -86,6 +89,15 @@ def _header(path: Path) -> dict:
             raise ValueError("no safetensors header")
         meta = json.loads(f.read(n)).get("__metadata__") or {}
     return json.loads(meta["inferlab"])
+
+
+def read_record(path: Path) -> dict | None:
+    """The JSON record of a head file's header, or None where it does not read as one."""
+    try:
+        record = _header(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def load_head(path: Path, target: Llama) -> TrainedHead:

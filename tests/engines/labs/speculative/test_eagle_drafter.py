@@ -1,0 +1,75 @@
+"""The lab's `eagle` drafter: found in the user cache (else shipped), refused by name where the
+model has no head; the bench's `eagle` figures: greedy output equal to plain, the best row's
+speedup and acceptance length."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab.engines.labs.speculative import bench, drafters
+from inferlab.engines.labs.speculative.settings import parse_drafter
+from inferlab.engines.labs.speculative.sweep import plain_decode
+from inferlab.engines.speculative.errors import SpeculativeError
+from inferlab.engines.speculative.head_drafter import EagleDrafter
+from inferlab.engines.speculative.heads.build import train_head
+from inferlab.engines.speculative.heads.head_file import head_path
+from inferlab.engines.speculative.heads.model_hash import model_hash
+from inferlab.engines.speculative.heads.shipped import find_head
+from inferlab.engines.speculative.heads.train import TrainSettings
+from inferlab.engines.speculative.sampling import GREEDY as SPEC_GREEDY
+
+
+def test_eagle_parses():
+    assert parse_drafter("eagle") == ("eagle", None)
+    with pytest.raises(ValueError, match="tiny or eagle"):
+        parse_drafter("eagle:3")
+
+
+def test_no_head_is_refused_by_name(tiny, tmp_path, monkeypatch):
+    model, tok = tiny
+    monkeypatch.setattr(drafters, "user_cache", lambda: tmp_path)
+    assert drafters.eagle_head_path(model) is None
+    with pytest.raises(SpeculativeError, match="no EAGLE head .* train-head"):
+        drafters.make_drafter("eagle", model, tok, SPEC_GREEDY, 0, 256)
+
+
+@pytest.fixture
+def cached_head(tiny, tmp_path, monkeypatch):
+    """A briefly trained EAGLE head for the tiny model in a user cache of its own."""
+    model, tok = tiny
+    monkeypatch.setattr(drafters, "user_cache", lambda: tmp_path)
+    monkeypatch.setattr("inferlab.engines.speculative.heads.training_data.train_prompts",
+                        lambda: ("The lamp", "Bread and"))
+    monkeypatch.setattr("inferlab.engines.speculative.heads.training_data.held_out_prompts",
+                        lambda: ("The canal",))
+    monkeypatch.setattr("inferlab.engines.speculative.heads.training_data.train_texts",
+                        lambda: {})
+    s = TrainSettings(epochs=1, window_tokens=32, draft_vocab_size=64, max_new_tokens=24,
+                      eval_k=2)
+    return train_head(model, tok, s, tmp_path).path
+
+
+def test_cached_head_is_found_and_drafts(tiny, tmp_path, cached_head):
+    model, tok = tiny
+    assert cached_head == head_path(tmp_path, model_hash(model), "eagle")
+    assert find_head(model, "eagle", tmp_path) == cached_head
+    assert drafters.eagle_head_path(model) == cached_head
+    d = drafters.make_drafter("eagle", model, tok, SPEC_GREEDY, 0, 256)
+    assert isinstance(d, EagleDrafter)
+
+
+def test_bench_eagle_figures(tiny, cached_head):
+    model, tok = tiny
+    ids = [tok.encode(p) for p in ("Over the hill", "Keep the tide")]
+
+    def plain_now():
+        return [plain_decode(model, ids, 16, ())]
+
+    fig = bench._eagle_figures(model, tok, ids, 16, plain_now, 1, (), None, (2, 3),
+                               cached_head)
+    assert [r["k"] for r in fig["results"]] == [2, 3]
+    assert fig["outputs_equal"] is True  # greedy speculative output == plain greedy
+    best = max(fig["results"], key=lambda r: r["speedup_wall"])
+    assert fig["speedup_wall"] == best["speedup_wall"] and fig["k"] == best["k"]
+    assert fig["accept_len_mean"] == best["tokens_per_target_forward"] >= 1.0
+    assert fig["head_path"] == str(cached_head)
