@@ -13,6 +13,11 @@ target's widths (heads, GQA, d_ff). Drafting K tokens runs the layer K times: th
 (f_t, x_{t+1}) pairs the head has not seen yet in one forward, then each draft's
 (f̂, d) pair, its K/V kept in the head's own cache (`HeadCache`) and rolled back when the
 target rejects the drafts (their pairs are rerun with the target's real features).
+
+Training-time test (EAGLE-3's idea, one extra step): `forward_step2` runs the pairs
+(f̂_p, x_{p+1}) built from the first step's own outputs, each query at position p reading
+the first step's keys 0 .. p - 1 (the real pairs) and its own key only: exactly what the
+cache holds when the head drafts its second token after the real pairs 0 .. p - 1.
 """
 
 from __future__ import annotations
@@ -64,11 +69,8 @@ class EagleHead(nn.Module):
         init_parameters(self, seed, zero=("o.weight", "down.weight"))
         self.rope = RopeTables(dims.d_head, dims.max_position, dims.rope_theta)
 
-    def forward(self, feats: torch.Tensor, embeds: torch.Tensor, start: int = 0,
-                cache: HeadCache | None = None) -> torch.Tensor:
-        """f̂ [B, T, d] after (f, e) pairs [B, T, d] at positions start .. start+T-1. Without
-        a cache the T pairs attend causally among themselves (training, start 0); with one
-        (B = 1) they also read its earlier positions and their K/V joins it."""
+    def _qkv(self, feats: torch.Tensor, embeds: torch.Tensor, start: int):
+        """x (fc's output), and q, k, v [B, T, heads, D] with RoPE at start .. start+T-1."""
         dm = self.dims
         b, t, _ = feats.shape
         x = self.fc(torch.cat([feats, embeds], dim=-1))
@@ -79,22 +81,49 @@ class EagleHead(nn.Module):
         k = qkv[..., q_dim:q_dim + kv_dim].reshape(b, t, dm.n_kv_heads, dm.d_head)
         v = qkv[..., q_dim + kv_dim:].reshape(b, t, dm.n_kv_heads, dm.d_head)
         cos, sin = self.rope.at(torch.arange(start, start + t))
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return x, apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def _finish(self, x: torch.Tensor, q, k, v, mask) -> torch.Tensor:
+        """The layer's output after attention of q over k, v [B, *, heads, D] (`mask`: None
+        for a single query, else [queries, keys] bool)."""
+        dm = self.dims
+        b, t = q.shape[:2]
+        group = dm.n_heads // dm.n_kv_heads
+        k = k.repeat_interleave(group, dim=2).transpose(1, 2)
+        v = v.repeat_interleave(group, dim=2).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, dm.n_heads * dm.d_head))
+        h = rms_norm(x, (dm.d_model,), self.mlp_norm, dm.norm_eps)
+        gate, up = self.gate_up(h).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
+
+    def forward_step2(self, feats: torch.Tensor, embeds: torch.Tensor,
+                      feats2: torch.Tensor, embeds2: torch.Tensor) -> torch.Tensor:
+        """Training-time test, no cache: the real pairs (feats, embeds) [B, T, d] at positions
+        0 .. T-1 give the keys; the pairs (feats2, embeds2) [B, T, d] at the same positions
+        are the second step's, query p reading real keys 0 .. p - 1 and its own. Returns f̂
+        [B, T, d] of the second step."""
+        t = feats.shape[1]
+        _, _, k1, v1 = self._qkv(feats, embeds, 0)
+        x2, q2, k2, v2 = self._qkv(feats2, embeds2, 0)
+        eye = torch.eye(t, dtype=torch.bool)
+        mask = torch.cat([torch.ones(t, t, dtype=torch.bool).tril(diagonal=-1), eye], dim=1)
+        return self._finish(x2, q2, torch.cat([k1, k2], dim=1), torch.cat([v1, v2], dim=1),
+                            mask)
+
+    def forward(self, feats: torch.Tensor, embeds: torch.Tensor, start: int = 0,
+                cache: HeadCache | None = None) -> torch.Tensor:
+        """f̂ [B, T, d] after (f, e) pairs [B, T, d] at positions start .. start+T-1. Without
+        a cache the T pairs attend causally among themselves (training, start 0); with one
+        (B = 1) they also read its earlier positions and their K/V joins it."""
+        t = feats.shape[1]
+        x, q, k, v = self._qkv(feats, embeds, start)
         past = 0
         if cache is not None:
             past = cache.length
             k_all, v_all = cache.extend(k[0], v[0])
             k, v = k_all.unsqueeze(0), v_all.unsqueeze(0)
-        group = dm.n_heads // dm.n_kv_heads
-        k = k.repeat_interleave(group, dim=2).transpose(1, 2)
-        v = v.repeat_interleave(group, dim=2).transpose(1, 2)
-        q = q.transpose(1, 2)
-        if t == 1:
-            a = F.scaled_dot_product_attention(q, k, v)
-        else:  # query i (position past + i) reads keys 0 .. past + i
+        mask = None
+        if t > 1:  # query i (position past + i) reads keys 0 .. past + i
             mask = torch.ones(t, past + t, dtype=torch.bool).tril(diagonal=past)
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        x = x + self.o(a.transpose(1, 2).reshape(b, t, q_dim))
-        h = rms_norm(x, (dm.d_model,), self.mlp_norm, dm.norm_eps)
-        gate, up = self.gate_up(h).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+        return self._finish(x, q, k, v, mask)

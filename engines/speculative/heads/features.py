@@ -122,7 +122,7 @@ def load_sequences(path: Path) -> list[TrainingSequence] | None:
         for n in lengths:
             starts.append(starts[-1] + n)
         return [TrainingSequence(name, t["tokens"][a:b], t["hidden"][a:b], t["greedy"][a:b])
-                for name, a, b in zip(names, starts, starts[1:], strict=True)]
+                for name, a, b in zip(names, starts[:-1], starts[1:], strict=True)]
     except (OSError, ValueError, KeyError, SafetensorError, json.JSONDecodeError):
         return None
 

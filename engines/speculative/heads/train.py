@@ -14,7 +14,10 @@ with CE over the draft vocabulary (labels outside it ignored). EAGLE's input fea
 uniform noise, u_t + U(-feature_noise, feature_noise) per element (EAGLE-1's U(-0.1, 0.1);
 u has RMS 1, so 0.1 is a tenth of a typical element), drawn from the seeded generator: a
 head that drafts at depth 2+ reads its own, imperfect, features, and the noise teaches it to
-tolerate them. After each epoch the held-out
+tolerate them. With `step2_weight` > 0 EAGLE also trains its second drafting step
+(EAGLE-3's training-time test, eagle.EagleHead.forward_step2): the pairs (û_p, x_{p+1}) made
+of its own first-step outputs, reading the real pairs before p, predict u_{p+1} and
+greedy[p+1] with the same pair of losses, weighted step2_weight (positions p >= 1). After each epoch the held-out
 sequences give the acceptance curve (evaluate.py). Same seed, same data, same settings and
 the same torch thread count → the same head, bit for bit.
 """
@@ -59,6 +62,8 @@ class TrainSettings:
     reg_weight: float = 1.0
     cls_weight: float = 0.1
     feature_noise: float = 0.1
+    step2_weight: float = 0.0
+    """EAGLE: weight of the second drafting step's losses (training-time test; 0: off)."""
     """EAGLE: half-width of the uniform noise added to the input features (0: none)."""
     eval_k: int = 5
     eval_stride: int = 2
@@ -78,7 +83,7 @@ class TrainSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise SpeculativeError(f"{name} must be an integer >= {low}, got {v!r}")
-        for name in ("lr", "reg_weight", "cls_weight", "feature_noise"):
+        for name in ("lr", "reg_weight", "cls_weight", "feature_noise", "step2_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise SpeculativeError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -116,6 +121,13 @@ def _ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     if not bool((labels != IGNORE).any()):
         return logits.sum() * 0.0
     return F.cross_entropy(logits, labels, ignore_index=IGNORE)
+
+
+def _eagle_loss(out, next_feat, labels, valid, scorer, s: TrainSettings) -> torch.Tensor:
+    """reg_weight · SmoothL1 + cls_weight · CE over the `valid` positions."""
+    pred = out[valid]
+    reg = F.smooth_l1_loss(pred, next_feat[valid])
+    return s.reg_weight * reg + s.cls_weight * _ce(scorer(pred), labels[valid])
 
 
 def fit(target: Llama, train_seqs: Sequence[TrainingSequence],
@@ -177,11 +189,17 @@ def fit(target: Llama, train_seqs: Sequence[TrainingSequence],
                 if s.feature_noise > 0:
                     noise = torch.rand(feats.shape, generator=gen) * 2 - 1
                     feats = feats + s.feature_noise * noise
-                out = module(feats, embed(batch.next_ids.reshape(-1)).view_as(batch.feats))
-                pred = out[valid]
-                reg = F.smooth_l1_loss(pred, batch.next_feat[valid])
-                ce = _ce(scorer(pred), _draft_labels(batch.labels[0][valid], t2d))
-                loss = s.reg_weight * reg + s.cls_weight * ce
+                embeds = embed(batch.next_ids.reshape(-1)).view_as(batch.feats)
+                out = module(feats, embeds)
+                labels = _draft_labels(batch.labels[0], t2d)
+                loss = _eagle_loss(out, batch.next_feat, labels, valid, scorer, s)
+                if s.step2_weight > 0:
+                    feats2 = torch.cat([feats[:, :1], out[:, :-1]], dim=1)
+                    out2 = module.forward_step2(feats, embeds, feats2, embeds)
+                    valid2 = valid.clone()
+                    valid2[:, 0] = False  # position 0 has no first-step output before it
+                    loss = loss + s.step2_weight * _eagle_loss(out2, batch.next_feat, labels,
+                                                               valid2, scorer, s)
             else:
                 hk = module(batch.feats[valid])
                 loss = sum(w * _ce(scorer(hk[k]), _draft_labels(batch.labels[k][valid], t2d))

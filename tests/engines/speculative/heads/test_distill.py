@@ -9,7 +9,11 @@ import torch
 
 from inferlab.engines.model.generate import generate
 from inferlab.engines.speculative.heads.distill import distill
-from inferlab.engines.speculative.heads.features import sequence_features
+from inferlab.engines.speculative.heads.features import (
+    cached_sequences,
+    load_sequences,
+    sequence_features,
+)
 
 PROMPTS = ("The ferry", "A lamp in the", "Bread and", "Keep the tide", "Over the hill")
 
@@ -19,7 +23,7 @@ def test_tokens_are_plain_greedy_and_features_match_a_nocache_read(tiny, batch):
     model, tok = tiny
     ids = [tok.encode(p) for p in PROMPTS]
     new = [0, 3, 12, 20, 7]  # 0: a text read as it is, no answer
-    seqs, stats = distill(model, [(f"p{i}", p, n) for i, (p, n) in enumerate(zip(ids, new))],
+    seqs, stats = distill(model, [(f"p{i}", p, n) for i, (p, n) in enumerate(zip(ids, new, strict=True))],
                           batch)
     assert [s.name for s in seqs] == [f"p{i}" for i in range(len(PROMPTS))]
     for p, n, s in zip(ids, new, seqs, strict=True):
@@ -56,3 +60,22 @@ def test_bad_input_is_named(tiny):
         distill(model, [("b", [], 3)], 1)
     with pytest.raises(ValueError, match="c: .* context"):
         distill(model, [("c", [1], model.config.max_position)], 1)
+
+
+def test_features_file_reads_back_and_serves_the_cache(tiny, tmp_path):
+    """save_sequences -> load_sequences gives the same sequences; a second cached_sequences
+    call reads the file instead of generating again."""
+    model, tok = tiny
+    args = (model, tok, "weights:x", tmp_path, PROMPTS[:3], {"t": "Some text to read."}, 6, 64)
+    first, cached = cached_sequences(*args)
+    assert not cached and len(first) == 4
+    again, cached = cached_sequences(*args)
+    assert cached
+    assert [s.name for s in again] == [s.name for s in first]
+    for a, b in zip(first, again, strict=True):
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.greedy, b.greedy)
+        assert torch.equal(a.hidden, b.hidden)
+    path = next((tmp_path / "heads").rglob("features-*.safetensors"))
+    path.write_bytes(path.read_bytes()[:100])  # truncated: not read, built again
+    assert load_sequences(path) is None
+    assert not cached_sequences(*args)[1]

@@ -69,3 +69,25 @@ def test_medusa_starts_as_the_identity(tiny):
         out = heads(f)
     assert out.shape == (3, 4, heads.dims.d_model)
     assert torch.equal(out, f.expand(3, 4, -1))
+
+
+def test_second_step_training_equals_drafting_through_the_cache(tiny):
+    """forward_step2 at position p = what drafting computes for its second token: the real
+    pairs 0 .. p - 1 in the cache, then the draft pair (f̂_p, x_{p+1}) at position p."""
+    head = _random_head(tiny)
+    d = head.dims.d_model
+    gen = torch.Generator().manual_seed(5)
+    feats, embeds = torch.randn(2, 7, d, generator=gen), torch.randn(2, 7, d, generator=gen)
+    feats2 = torch.randn(2, 7, d, generator=gen)
+    with torch.no_grad():
+        trained = head.forward_step2(feats, embeds, feats2, embeds)
+        for b in range(2):
+            for p in range(7):
+                cache = HeadCache(head.dims, 8)
+                if p:
+                    head(feats[b:b + 1, :p], embeds[b:b + 1, :p], 0, cache)
+                drafted = head(feats2[b:b + 1, p:p + 1], embeds[b:b + 1, p:p + 1], p, cache)
+                torch.testing.assert_close(trained[b, p], drafted[0, 0], rtol=1e-4, atol=1e-4)
+    # and it differs from the causal forward on the second-step pairs (own keys only)
+    with torch.no_grad():
+        assert not torch.allclose(trained, head(feats2, embeds), atol=1e-3)

@@ -42,6 +42,18 @@ def test_same_seed_same_head_bit_for_bit(tiny, data, kind):
     assert _digest(other) != _digest(a)
 
 
+def test_noise_and_second_step_are_seeded_and_change_the_head(tiny, data):
+    """The noise and the second step train (other heads than without them), and a seed
+    still fixes the head bit for bit."""
+    model, _ = tiny
+    s = TrainSettings(seed=7, step2_weight=1.0, **FAST)
+    a, b = fit(model, *data, s), fit(model, *data, s)
+    assert _digest(a) == _digest(b)
+    no_step2 = fit(model, *data, TrainSettings(seed=7, **FAST))
+    no_noise = fit(model, *data, TrainSettings(seed=7, feature_noise=0.0, **FAST))
+    assert len({_digest(a), _digest(no_step2), _digest(no_noise)}) == 3
+
+
 def test_training_raises_held_out_acceptance(tiny, data):
     model, _ = tiny
     head = fit(model, *data, TrainSettings(**dict(FAST, epochs=6)))
@@ -66,7 +78,8 @@ def test_progress_and_cancel(tiny, data):
 
 @pytest.mark.parametrize("field, value", [("kind", "hydra"), ("epochs", 0), ("lr", -1.0),
                                           ("draft_vocab_size", 0), ("warmup_share", 1.0),
-                                          ("seed", True)])
+                                          ("seed", True), ("feature_noise", -0.1),
+                                          ("step2_weight", float("nan"))])
 def test_bad_settings_named(tiny, data, field, value):
     model, _ = tiny
     with pytest.raises(SpeculativeError, match=field):
