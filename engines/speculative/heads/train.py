@@ -51,7 +51,7 @@ MEDUSA_DECAY = 0.8
 class TrainSettings:
     kind: str = "eagle"
     seed: int = 0
-    epochs: int = 2
+    epochs: int = 4
     batch_windows: int = 4
     window_tokens: int = 256
     lr: float = 1e-3
