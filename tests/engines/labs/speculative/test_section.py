@@ -72,7 +72,7 @@ def test_a_section_of_no_run_reads_as_no_header():
 @pytest.mark.parametrize(("path", "value", "named"), [
     (("settings", "k"), 0, "labs.speculative.settings.k: expected an integer in 1..32"),
     (("settings", "top_p"), 0.0, "labs.speculative.settings.top_p: expected a number in (0, 1]"),
-    (("settings", "drafter"), "eagle", "labs.speculative.settings.drafter: expected ngram"),
+    (("settings", "drafter"), "lookahead", "labs.speculative.settings.drafter: expected ngram"),
     (("settings", "prompt"), "", "labs.speculative.settings.prompt: expected some text"),
     (("state", "k"), 0, "labs.speculative.state.k: expected an integer in 1..32"),
     (("state", "steps", 0, "index"), 5, "labs.speculative.state.steps[0].index: expected 0"),
