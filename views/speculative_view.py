@@ -78,7 +78,11 @@ DRAFTERS = (("ngram", "n-gram lookup", "the longest suffix match in prompt + out
              "weights in groups of 128: cheaper still, accepted less often"),
             ("tiny", "tiny model", "a smaller model with the same tokenizer: the seeded tiny "
              "model (1 layer); only for the tiny and tiny-moe targets (their byte vocabulary: "
-             "SmolLM2 and Gemma 3 refuse it)"))
+             "SmolLM2 and Gemma 3 refuse it)"),
+            ("eagle", "EAGLE head", "one decoder layer over the target's last hidden state "
+             "and the next token, trained from the target's own outputs (inferlab "
+             "train-head; SmolLM2's ships): drafts a chain, scored by the target's head over "
+             "its 8,192 most frequent tokens"))
 
 
 def _model_items() -> list[tuple[str, str]]:
@@ -313,7 +317,7 @@ class SpeculativeView(SteppedView):
             kind, n = parse_drafter(s.get("drafter", "ngram"))
         except ValueError:
             kind, n = "ngram", None
-        data = kind if kind in ("ngram", "layerskip", "tiny") else s.get("drafter")
+        data = kind if kind in ("ngram", "layerskip", "tiny", "eagle") else s.get("drafter")
         if kind == "skip" and self.drafter.findData(data) < 0:  # a set named by hand
             self.drafter.addItem(f"skip self-draft ({data[len('skip:'):]})", data)
         self.drafter.setCurrentIndex(max(self.drafter.findData(data), 0))

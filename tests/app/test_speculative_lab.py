@@ -196,3 +196,12 @@ def test_a_section_reads_into_a_frozen_record_the_lab_draws(qtbot, make_window):
     assert lab.read_only and list(lab.view.steps) == list(read.steps)
     assert lab.view.status.text().startswith("Read-only snapshot: tiny, ngram drafter, K = 3")
     assert list(lab.view.sweep_panel.measured.getData()[0]) == [3, 5]
+
+
+def test_the_eagle_drafter_is_in_the_menu_and_round_trips(qtbot, make_window):
+    window, lab = open_lab(qtbot, make_window, max_tokens=12)
+    view = lab.view
+    view.set_settings(dict(view.settings(), drafter="eagle"))
+    assert view.drafter.currentText() == "EAGLE head"
+    assert view.settings()["drafter"] == "eagle"
+    wait_idle(qtbot, window, 120000)
