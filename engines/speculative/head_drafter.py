@@ -38,7 +38,12 @@ from inferlab.engines.speculative.heads.dims import unit_rms
 from inferlab.engines.speculative.heads.eagle import HeadCache
 from inferlab.engines.speculative.heads.head_file import TrainedHead
 from inferlab.engines.speculative.heads.target_head import FrozenHead, target_embed
-from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings, filtered_probs
+from inferlab.engines.speculative.sampling import (
+    GREEDY,
+    SamplingSettings,
+    check_drafter_sampling,
+    filtered_probs,
+)
 
 
 class _HeadDrafter:
@@ -50,10 +55,7 @@ class _HeadDrafter:
         if not isinstance(head, TrainedHead) or head.kind != kind:
             raise SpeculativeError(f"a {kind} drafter needs a trained {kind} head, got "
                                    f"{getattr(head, 'kind', head)!r}")
-        if not isinstance(settings, SamplingSettings):
-            raise SpeculativeError(f"settings must be SamplingSettings, got {settings!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise SpeculativeError(f"seed must be an integer, got {seed!r}")
+        check_drafter_sampling(settings, seed)
         self.head = head
         self.settings = settings
         self.tokenizer = tokenizer

@@ -42,7 +42,12 @@ from inferlab.engines.speculative import mass
 from inferlab.engines.speculative.checks import check_vocab, token_tensor
 from inferlab.engines.speculative.drafter import Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
-from inferlab.engines.speculative.sampling import GREEDY, SamplingSettings, filtered_probs
+from inferlab.engines.speculative.sampling import (
+    GREEDY,
+    SamplingSettings,
+    check_drafter_sampling,
+    filtered_probs,
+)
 
 _SEQ = "draft"
 _QUANTIZED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -73,10 +78,7 @@ class ModelDrafter:
     def __init__(self, model: Llama, settings: SamplingSettings = GREEDY, seed: int = 0,
                  tokenizer: Tokenizer | None = None, max_tokens: int | None = None,
                  block_size: int = 16, name: str | None = None) -> None:
-        if not isinstance(settings, SamplingSettings):
-            raise SpeculativeError(f"settings must be SamplingSettings, got {settings!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise SpeculativeError(f"seed must be an integer, got {seed!r}")
+        check_drafter_sampling(settings, seed)
         self.model = model
         self.settings = settings
         self.tokenizer = tokenizer

@@ -63,3 +63,11 @@ def filtered_probs(logits: torch.Tensor, settings: SamplingSettings) -> torch.Te
                                             settings.top_p)
     except ValueError as e:
         raise SpeculativeError(f"logits: {e}") from None
+
+
+def check_drafter_sampling(settings, seed) -> None:
+    """A drafter's sampling settings and seed, checked: SpeculativeError naming the bad one."""
+    if not isinstance(settings, SamplingSettings):
+        raise SpeculativeError(f"settings must be SamplingSettings, got {settings!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SpeculativeError(f"seed must be an integer, got {seed!r}")
