@@ -3,6 +3,8 @@ name."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
@@ -12,8 +14,11 @@ from inferlab.engines.speculative.heads.head_file import head_path, load_head, s
 from inferlab.engines.speculative.heads.model_hash import model_hash
 from inferlab.engines.speculative.heads.train import TrainSettings, fit
 from tests.engines.speculative.heads.helpers import tiny_sequences
+from tests.fuzz import flip_bytes, run_cases, truncate
 
 FAST = dict(epochs=1, window_tokens=32, batch_windows=4, draft_vocab_size=100, eval_k=2)
+SEED = 20261207
+N_CASES = 300
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +80,34 @@ def test_other_shape_refused(heads, tmp_path):
     wider, _ = tiny_model(d_ff=256)
     with pytest.raises(SpeculativeError, match="eagle.safetensors"):
         load_head(path, wider)
+
+
+def test_fuzz_head_file_reader(tiny, heads, tmp_path):
+    # seeded damage anywhere in a real head file: the reader refuses it by name, or reads back
+    # exactly the head that was written, never a different one
+    head = heads["eagle"]
+    good = save_head(tmp_path / "good.safetensors", head).read_bytes()
+    header_end = 8 + int.from_bytes(good[:8], "little")
+    rng = random.Random(SEED)
+    path = tmp_path / "case.safetensors"
+
+    def reading(blob: bytes):
+        def call():
+            path.write_bytes(blob)
+            back = load_head(path, tiny[0])
+            for name, t in head.module.state_dict().items():
+                assert torch.equal(back.module.state_dict()[name], t), name
+        return call
+
+    cases = []
+    for i in range(N_CASES):
+        if i % 3 == 0:
+            label, blob = truncate(good, rng)
+        elif i % 3 == 1:  # the length and the JSON header, where a parser can go wrong
+            label, blob = flip_bytes(good, rng, 0, header_end)
+        else:
+            label, blob = flip_bytes(good, rng, header_end)
+        cases.append((label, reading(blob)))
+    result = run_cases(cases, allowed=(SpeculativeError,))
+    result.check()
+    assert result.refused > N_CASES // 2, result.summary()
