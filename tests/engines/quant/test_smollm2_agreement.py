@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.sequences import common_prefix_len
 from inferlab.engines.model.generate import generate
 from inferlab.engines.quant.model_quant import quantize_model
+from inferlab.engines.sequences import common_prefix_len
 
 PROMPTS = ("Why is the sky blue?", "Write a haiku about the sea.",
            "What is the capital of France?", "Explain how a pendulum clock keeps time.",
