@@ -25,11 +25,10 @@ from typing import Annotated, NamedTuple
 import msgspec
 
 from inferlab.engines.gc_pause import gc_paused
-from inferlab.engines.profile.json_split import EventSplitter, Run
+from inferlab.engines.profile.json_split import WHITESPACE, EventSplitter, Run
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 1 << 20
-WHITESPACE = b" \t\r\n"
 MAX_DEPTH = 64
 """Nesting a trace never needs (torch's is 5 deep: the document, traceEvents, an event, its args,
 "Input Dims"). Deeper is refused before the parser sees it."""
@@ -160,7 +159,8 @@ class _EventReader:
             raise TraceReadError(self.path, None, "json",
                                  "empty file" if not first else
                                  "neither an object with traceEvents nor a list of events")
-        splitter = EventSplitter(MAX_DEPTH, self.fail, bare_list=first == b"[")
+        bare_list = first == b"["
+        splitter = EventSplitter(MAX_DEPTH, self.fail, bare_list)
         chunk = head
         while chunk:
             for run in splitter.feed(chunk):
@@ -168,7 +168,7 @@ class _EventReader:
             if self.progress is not None:
                 self.report(self.count)
             chunk = stream.read(CHUNK_BYTES)
-        self.check_skeleton(splitter.finish(), bare_list=first == b"[")
+        self.check_skeleton(splitter.finish(), bare_list)
 
     def take_run(self, run: Run) -> None:
         """The run's elements parsed and typed in one call (`RawEvent`), then kept."""

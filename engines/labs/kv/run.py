@@ -22,10 +22,7 @@ from inferlab.engines.labs.kv.trace import kv_trace_step
 from inferlab.engines.labs.kv.trace_scenario import STEP_S, trace_scenario
 from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.serve.traces.options import add_trace_arguments
-from inferlab.engines.serve.traces.replay import runnable, trace_figures
-from inferlab.engines.serve.traces.scale import scaled
-from inferlab.engines.serve.traces.stream import read_trace
-from inferlab.engines.serve.traces.window import parse_window
+from inferlab.engines.serve.traces.replay import read_runnable, trace_figures
 
 
 def add_arguments(p) -> None:
@@ -81,7 +78,7 @@ def run(args, recorder):
 
     scenario, figures = None, {}
     if getattr(args, "trace", None):
-        scenario, figures = _trace_scenario(args, settings)
+        scenario, figures = _trace_scenario(args)
 
     def on_step(record):
         kv_trace_step(recorder, record)
@@ -94,19 +91,13 @@ def run(args, recorder):
     return section, {**figures, **section["metrics"]}
 
 
-def _trace_scenario(args, settings: dict):
+def _trace_scenario(args):
     """The --trace window's requests as a scenario for the lab's model, and its figures."""
     if not 0 < args.length_scale <= 1:
         raise ValueError(f"--length-scale must be in (0, 1], got {args.length_scale}")
     model, _ = load_lab_model(args.model, args.device)
-    records = list(read_trace(args.trace, args.trace_format, window=parse_window(args.window),
-                              time_scale=args.time_scale, sample=args.sample, seed=args.seed))
-    records = [scaled(r, args.length_scale, args.length_scale) for r in records]
-    kept = runnable(records)
-    if not kept:
-        raise ValueError(f"--trace {args.trace}: no request in the window has both an input "
-                         "and an output token")
-    name = Path(args.trace).name
-    scenario = trace_scenario(kept, name, model.config.vocab_size, args.block_size,
-                              args.blocks or None, args.step_s)
+    records, kept = read_runnable(args.trace, args.trace_format, args.window, args.time_scale,
+                                  args.sample, args.seed, length_scale=args.length_scale)
+    scenario = trace_scenario(kept, Path(args.trace).name, model.config.vocab_size,
+                              args.block_size, args.blocks or None, args.step_s)
     return scenario, trace_figures(records, kept, args.trace, args.trace_format)

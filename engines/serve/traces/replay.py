@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from inferlab.engines.serve.traces.content import unbounded_hit_rate, workload_requests
 from inferlab.engines.serve.traces.record import TraceRequest
+from inferlab.engines.serve.traces.scale import scaled
 from inferlab.engines.serve.traces.stream import read_trace, trace_format
 from inferlab.engines.serve.traces.window import parse_window
 
@@ -36,13 +37,14 @@ def runnable(records: Sequence[TraceRequest]) -> list[TraceRequest]:
     return [r for r in records if r.input_tokens > 0 and r.output_tokens > 0]
 
 
-def trace_workload(path, format: str | None, window: str | None, time_scale: float,
-                   sample: int | None, seed: int, vocab_size: int, *, limit: int | None = None,
-                   progress: Callable[[float, str], None] | None = None,
-                   tokenizer=None) -> tuple[list, dict]:
-    """(WorkloadRequests, figures) of the trace file (module doc); ValueError when the window
-    holds no request the engine can run. `progress(fraction, message)` while reading;
-    `tokenizer` counts ShareGPT's text (stream.read_trace)."""
+def read_runnable(path, format: str | None, window: str | None, time_scale: float,
+                  sample: int | None, seed: int, *, limit: int | None = None,
+                  progress: Callable[[float, str], None] | None = None, tokenizer=None,
+                  length_scale: float = 1.0) -> tuple[list[TraceRequest], list[TraceRequest]]:
+    """(the requests read, those an engine can run) of the trace file (module doc), lengths
+    and block size × `length_scale` (scale.py); ValueError when the window holds none the
+    engine can run. `progress(fraction, message)` while reading; `tokenizer` counts
+    ShareGPT's text (stream.read_trace)."""
     def read(fraction: float, rows: int) -> None:
         progress(fraction, f"reading the trace: {rows:,} rows")
 
@@ -52,8 +54,20 @@ def trace_workload(path, format: str | None, window: str | None, time_scale: flo
     records = list(records if limit is None else itertools.islice(records, limit))
     if not records:
         raise ValueError(f"--trace {path}: the trace holds no request (in the window)")
+    if length_scale != 1.0:
+        records = [scaled(r, length_scale, length_scale) for r in records]
     kept = runnable(records)
     if not kept:
         raise ValueError(f"--trace {path}: no request in the window has both an input and "
                          "an output token")
+    return records, kept
+
+
+def trace_workload(path, format: str | None, window: str | None, time_scale: float,
+                   sample: int | None, seed: int, vocab_size: int, *, limit: int | None = None,
+                   progress: Callable[[float, str], None] | None = None,
+                   tokenizer=None) -> tuple[list, dict]:
+    """(WorkloadRequests, figures) of the trace file (`read_runnable`)."""
+    records, kept = read_runnable(path, format, window, time_scale, sample, seed, limit=limit,
+                                  progress=progress, tokenizer=tokenizer)
     return workload_requests(kept, vocab_size), trace_figures(records, kept, path, format)
