@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtWidgets import QTabWidget, QWidget
+
 from inferlab.app.export import export_widget, widget_png
 from inferlab.app.gui import create_application
 from inferlab.app.labs.registry import LABS, lab_spec
@@ -23,8 +25,9 @@ def make_window(size=(1280, 800), lazy: bool = False):
 
 
 def render_lab(lab_id: str, out: str | Path, snapshot: str | Path | None = None,
-               size=(1280, 800), timeout_s: float = 120.0) -> Path:
-    """Open the window on `lab_id` (live, or a snapshot read-only), let it settle, save a PNG."""
+               size=(1280, 800), timeout_s: float = 120.0, tab: str | None = None) -> Path:
+    """Open the window on `lab_id` (live, or a snapshot read-only), let it settle, save a PNG;
+    `tab`: the lab's tab of that name shown (its work settled too)."""
     spec = lab_spec(lab_id)  # unknown lab: ValueError listing the labs
     # lazy: the page shown is the only one built; a snapshot's labs are built as it opens
     _app, window = make_window(size, lazy=True)
@@ -32,10 +35,26 @@ def render_lab(lab_id: str, out: str | Path, snapshot: str | Path | None = None,
         if snapshot is not None:
             window.open_snapshot(snapshot)
         _show_settled(window, spec, timeout_s)
+        if tab is not None:
+            select_tab(window.lab(lab_id).widget, tab)
+            process_events_for(timeout_s, until=lambda: not window.context.running_tasks())
         process_events_for(0.5)
         return export_widget(window, out)
     finally:
         window.close()
+
+
+def select_tab(widget: QWidget, name: str) -> None:
+    """Show the tab called `name` (any case) of `widget`'s tab widgets (itself or inside it);
+    ValueError listing the tabs where there is none of that name."""
+    found = []
+    for tabs in [widget] * isinstance(widget, QTabWidget) + widget.findChildren(QTabWidget):
+        for i in range(tabs.count()):
+            if tabs.tabText(i).replace("&", "").lower() == name.lower():
+                tabs.setCurrentIndex(i)
+                return
+            found.append(tabs.tabText(i).replace("&", ""))
+    raise ValueError(f"no tab {name!r} in this lab; its tabs: {', '.join(found) or 'none'}")
 
 
 def render_snapshot_labs(snapshot: str | Path, lab_ids, size=(1280, 800),

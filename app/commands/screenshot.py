@@ -17,6 +17,8 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="output .png (or .svg); a folder for --lab all")
     p.add_argument("--snapshot", help="show this snapshot read-only instead of live data")
     p.add_argument("--size", help="window size WxH (default: the lab's, 1280x800)")
+    p.add_argument("--tab", help="show the lab's tab of this name (e.g. --lab speculative --tab "
+                                 "Training); not with --lab all")
     p.set_defaults(func=run)
 
 
@@ -34,6 +36,8 @@ def run(args) -> int:
     from inferlab.app.offscreen_window import render_lab
 
     if args.lab == "all":
+        if args.tab is not None:
+            raise ValueError("--tab names one lab's tab: give --lab LAB, not all")
         folder = Path(args.out)
         folder.mkdir(parents=True, exist_ok=True)
         jobs = [(spec.id, folder / f"{spec.id}.png") for spec in registry.LABS]
@@ -41,5 +45,6 @@ def run(args) -> int:
         lab_spec(args.lab)  # unknown lab: ValueError listing the labs
         jobs = [(args.lab, Path(args.out))]
     for lab_id, out in jobs:
-        print(render_lab(lab_id, out, snapshot=args.snapshot, size=_size(args.size, lab_id)))
+        print(render_lab(lab_id, out, snapshot=args.snapshot, size=_size(args.size, lab_id),
+                         tab=args.tab))
     return 0

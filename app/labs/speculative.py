@@ -1,6 +1,8 @@
 """Speculative decoding lab: one prompt decoded by a drafter and the target, one draft-verify
 step (draft K, or a token tree of several candidates; ONE target forward; roll back) a step,
 drawn as the token stream coloured by fate beside the acceptance statistics and the theory.
+Its Training tab shows the draft head the EAGLE drafter reads and trains new ones
+(app/labs/speculative_training.py).
 
 A stepped lab (`SteppedLab`): the session (engines/labs/speculative/session.py) lives in worker
 tasks only; each step's frozen `SpeculativeStep` comes back through a queued signal; the view
@@ -10,6 +12,9 @@ is redrawn at most at the screen rate. The header drawn beside the records is a
 
 from __future__ import annotations
 
+from PySide6.QtWidgets import QTabWidget
+
+from inferlab.app.labs.speculative_training import HeadTraining
 from inferlab.app.labs.stepped import SteppedLab
 from inferlab.engines.fields import clean_settings
 from inferlab.engines.labs.speculative.records import SpeculativeSnapshot
@@ -22,6 +27,7 @@ from inferlab.engines.labs.speculative.settings import (
 )
 from inferlab.engines.labs.speculative.sweep import DEFAULT_KS, k_sweep
 from inferlab.engines.labs.speculative.trace import speculative_trace_step
+from inferlab.views.speculative_training import TrainingPanel
 from inferlab.views.speculative_view import SpeculativeView
 
 AUTO_STEPS = 12
@@ -51,6 +57,22 @@ class SpeculativeLab(SteppedLab):
         self.view.set_status("The lab loads its model when it is first shown.")
         self.view.sweep_panel.sweep_requested.connect(self.run_sweep)
         self.view.sweep_panel.cancel_requested.connect(self.cancel_sweep)
+        self.training = HeadTraining(self, TrainingPanel(), self)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.view, "Decode")
+        self.tabs.addTab(self.training.panel, "Training")
+        self.tabs.currentChanged.connect(self._tab_changed)
+        self.widget = self.tabs
+
+    # ---- the Training tab --------------------------------------------------------------------
+    def _tab_changed(self, _index: int) -> None:
+        if self.tabs.currentWidget() is self.training.panel:
+            self.training.show_head()  # its model's heads, looked up when first shown
+
+    def on_settings_changed(self, changed: set) -> None:
+        super().on_settings_changed(changed)
+        if self.tabs.currentWidget() is self.training.panel:
+            self.training.show_head()
 
     # ---- the K sweep -------------------------------------------------------------------------
     def run_sweep(self) -> None:
@@ -156,9 +178,14 @@ class SpeculativeLab(SteppedLab):
         self.view.sweep_panel.draw(record.sweep)
         return record.settings, record.header, list(record.steps)
 
+    def show_snapshot(self, record) -> None:
+        super().show_snapshot(record)
+        self.training.set_read_only(True)
+
     def show_live(self) -> None:
         super().show_live()
         self.view.sweep_panel.draw(self.sweep)
+        self.training.set_read_only(False)
 
     def replay_text(self, header, records) -> str:
         emitted = sum(len(r.token_ids) for r in records)
