@@ -444,20 +444,24 @@ class Llama:
 
     @torch.inference_mode()
     def forward_with(self, token_ids: torch.Tensor, positions: torch.Tensor, attend, write,
-                     logits_index: torch.Tensor | str = "all") -> torch.Tensor:
+                     logits_index: torch.Tensor | str = "all",
+                     hidden_out: list | None = None) -> torch.Tensor:
         """Run `token_ids` [T] at caller-given RoPE `positions` [T] with caller-given attention:
         per layer `write(layer, k, v)` (k, v [T, Hkv, D], after RoPE) then `attend(q, layer)`
         (q [T, H, D] -> [T, H, D]). A token tree's verify forward: nodes at prefix_len + depth,
         attending through a tree mask (`engines.kv.MaskedAttention`).
 
         Returns fp32 logits [n, vocab] for `logits_index` (token indices), or every token's
-        ("all").
+        ("all"); `hidden_out`, where given, gets every token's residual stream after the last
+        layer appended (fp32 [T, d_model], as `forward`'s).
         """
         if positions.shape != token_ids.shape or token_ids.dim() != 1:
             raise ValueError(f"token_ids {tuple(token_ids.shape)} and positions "
                              f"{tuple(positions.shape)} must be two 1-d tensors of one length")
         rope = self._rope_at(positions.to(self.device))
         x = self._layers(self.embed_rows(token_ids.to(self.device)), rope, attend, write)
+        if hidden_out is not None:
+            hidden_out.append(x.float())
         if isinstance(logits_index, str):
             if logits_index != "all":
                 raise ValueError(f"logits_index must be a tensor or 'all', got {logits_index!r}")

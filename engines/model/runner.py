@@ -200,8 +200,12 @@ class ModelRunner:
         def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
             cache.write(layer, slots, k, v)
 
-        return self.model.forward_with(ids, positions, attend, write,
-                                       "all" if index is None else index)
+        hidden: list | None = [] if self.keep_hidden else None
+        out = self.model.forward_with(ids, positions, attend, write,
+                                      "all" if index is None else index, hidden_out=hidden)
+        if hidden:
+            self.last_hidden = hidden[0]
+        return out
 
     def compact(self, seq_id: object, start: int, kept: Sequence[int]) -> list[int]:
         """Keep, of `seq_id`'s tokens from `start` on, only those at reserved positions `kept`

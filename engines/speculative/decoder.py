@@ -41,8 +41,9 @@ step used: the filtered p and q when sampling; in greedy mode the temperature-1 
 the target's and the draft's logits (argmax has no distribution of its own). q is None for a
 token the target chose (resampled or bonus); 1.0 for a certain draft (prompt lookup).
 A drafter with `observe_target(first_position, token_ids, hidden)` (a trained head: heads/)
-is handed, after each chain verify forward, the tokens it ran and their last-layer hidden
-states (`ModelRunner.keep_hidden`); what it drafts next may read them.
+is handed, after each verify forward, the tokens it ran and their last-layer hidden states
+(`ModelRunner.keep_hidden`; after a tree step, those of the pending tokens and the accepted
+path, in the positions compaction gives them); what it drafts next may read them.
 
 """
 
@@ -214,7 +215,7 @@ class SpeculativeDecoder:
         if self.tree_width > 1 and not callable(getattr(drafter, "propose_candidates", None)):
             raise SpeculativeError(
                 f"tree_width {tree_width}: drafter {name} proposes one continuation; token "
-                "trees need a drafter with propose_candidates (ngram)")
+                "trees need a drafter with propose_candidates (ngram, eagle)")
         draft_settings = getattr(drafter, "settings", None)
         if draft_settings is not None and draft_settings != settings:
             raise SpeculativeError(
@@ -338,6 +339,11 @@ class SpeculativeDecoder:
         forward_s = time.perf_counter() - t1
         verdict = verify_tree(tree, logits, self.settings, generator=self.generator)
         n_acc = verdict.n_accepted
+        if runner.keep_hidden:  # the pending tokens' and the accepted path's features
+            rows = list(range(n_pending)) + [n_pending + node for node in verdict.path]
+            ran = runner.token_ids(_SEQ)[start:base]
+            self.drafter.observe_target(start, ran + [tree.tokens[n] for n in verdict.path],
+                                        runner.last_hidden[rows])
         path_tokens = verdict.token_ids[:n_acc]
         chosen = next(c for c in paths if c[:n_acc] == path_tokens)
         rows = [0] + [node + 1 for node in verdict.path]  # p before each emitted token

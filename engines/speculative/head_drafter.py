@@ -35,6 +35,7 @@ from inferlab.engines.speculative.drafter import Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.heads.chain import eagle_chain, medusa_chain
 from inferlab.engines.speculative.heads.dims import unit_rms
+from inferlab.engines.speculative.heads.draft_tree import eagle_tree
 from inferlab.engines.speculative.heads.eagle import HeadCache
 from inferlab.engines.speculative.heads.head_file import TrainedHead
 from inferlab.engines.speculative.heads.target_head import FrozenHead, target_embed
@@ -134,27 +135,49 @@ class EagleDrafter(_HeadDrafter):
         self.pair_ids = []
         self.cache.truncate(0)
 
-    def propose(self, token_ids: Sequence[int], k: int) -> Proposal:
-        ids = self._checked_ids(token_ids, k)
-        if not self._known(ids):
-            return Proposal(())
+    def _catch_up(self, ids: list[int]) -> torch.Tensor:
+        """Run the real pairs the cache lacks in one forward; the head's output at the last
+        one (the first draft's feature)."""
         last = len(ids) - 2  # the last real pair: (u_last, x_{last+1})
         # real pairs still valid: their tokens x_0 .. x_{t+1} are the text's; at least the
         # last one runs again (its output is the first draft's feature)
         keep = min(max(0, common_prefix_len(self.pair_ids, ids, len(ids)) - 1), last)
         self.cache.truncate(keep)
-        module = self.head.module
+        feats = self.feats[keep:last + 1]
+        embeds = self.embed(torch.tensor(ids[keep + 1:last + 2]))
+        out = self.head.module(feats[None], embeds[None], keep, self.cache)[0, -1]
+        self.n_forwards += 1
+        self.pair_ids = ids[:last + 2]
+        return out
+
+    def propose(self, token_ids: Sequence[int], k: int) -> Proposal:
+        ids = self._checked_ids(token_ids, k)
+        if not self._known(ids):
+            return Proposal(())
         rows: list[torch.Tensor] = []
         with torch.no_grad():
-            feats = self.feats[keep:last + 1]
-            embeds = self.embed(torch.tensor(ids[keep + 1:last + 2]))
-            out = module(feats[None], embeds[None], keep, self.cache)[0, -1]
-            self.n_forwards += 1
-            self.pair_ids = ids[:last + 2]
-            tokens, _ = eagle_chain(module, self.scorer, self.embed, self.cache, out, k,
-                                    self._pick(rows))
+            out = self._catch_up(ids)
+            tokens, _ = eagle_chain(self.head.module, self.scorer, self.embed, self.cache, out,
+                                    k, self._pick(rows))
             self.n_forwards += k - 1
         return Proposal(tuple(tokens), torch.stack(rows))
+
+    def propose_candidates(self, token_ids: Sequence[int], k: int,
+                           width: int) -> tuple[Proposal, ...]:
+        """A dynamic draft tree (heads/draft_tree.py, EAGLE-2's): up to `width` paths of up
+        to `k` tokens, at most k · width nodes; certain (top-k, not sampled), so the tree
+        verifier keeps sampling exact."""
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise SpeculativeError(f"width must be an integer >= 1, got {width!r}")
+        ids = self._checked_ids(token_ids, k)
+        if not self._known(ids):
+            return ()
+        with torch.no_grad():
+            out = self._catch_up(ids)
+            paths = eagle_tree(self.head.module, self.scorer, self.embed, self.cache, out, k,
+                               width)
+            self.n_forwards += k - 1
+        return tuple(Proposal(p) for p in paths)
 
 
 class MedusaDrafter(_HeadDrafter):

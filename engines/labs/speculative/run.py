@@ -57,7 +57,7 @@ def add_arguments(p) -> None:
                         f"in 0..{AUTO_K_MAX} from the run's measured acceptance and costs")
     p.add_argument("--tree-width", type=int, default=d["tree_width"],
                    help="candidate continuations verified per step as one token tree, 1..8 "
-                        f"(ngram only; default {d['tree_width']}: a chain)")
+                        f"(ngram or eagle; default {d['tree_width']}: a chain)")
     p.add_argument("--temperature", type=float, default=d["temperature"],
                    help="0 for greedy (default 0)")
     p.add_argument("--top-p", type=float, default=d["top_p"],

@@ -14,8 +14,9 @@ the limits a snapshot is read against, and the drafter names (`parse_drafter`).
                    byte tokenizer of the tiny and tiny-moe targets; SmolLM2 and Gemma 3
                    refuse it by name (their own vocabularies, 49,152 and 262,144 tokens)
 
-With `tree_width` W > 1 (ngram only) each step verifies up to W candidate continuations as
-one token tree.
+With `tree_width` W > 1 (ngram or eagle) each step verifies up to W candidate continuations
+as one token tree: the n-gram drafter's W matches, or the EAGLE head's dynamic tree (EAGLE-2:
+the most confident nodes, at most K · W of them, in at most W paths).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ SPECULATIVE_SETTINGS = {
     "model": Setting("str"),
     "drafter": Setting("str"),
     "k": Setting("int", 1, MAX_K),
-    "tree_width": Setting("int", 1, MAX_TREE_WIDTH),  # > 1 needs the ngram drafter
+    "tree_width": Setting("int", 1, MAX_TREE_WIDTH),  # > 1 needs a TREE_DRAFTERS drafter
     "temperature": Setting("float", 0, 10),
     "top_p": Setting("float", 0, 1),  # > 0 too: check_speculative_settings
     "prompt": Setting("str"),
@@ -153,6 +154,10 @@ def parse_drafter(spec: str, where: str = "drafter"
                      f"got {spec!r}")
 
 
+TREE_DRAFTERS = ("ngram", "eagle")
+"""The drafters that propose token trees (`propose_candidates`)."""
+
+
 def check_speculative_settings(settings, where: str = "settings") -> dict:
     """The settings, strictly checked (ValueError naming the field)."""
     s = check_settings(settings, SPECULATIVE_SETTINGS, SPECULATIVE_DEFAULTS, where)
@@ -160,10 +165,10 @@ def check_speculative_settings(settings, where: str = "settings") -> dict:
     if s["adaptive_k"] and s["tree_width"] > 1:
         raise ValueError(f"{where}.adaptive_k: chooses a chain's length; expected tree_width "
                          f"1, got {s['tree_width']}")
-    if s["tree_width"] > 1 and kind != "ngram":
+    if s["tree_width"] > 1 and kind not in TREE_DRAFTERS:
         raise ValueError(f"{where}.tree_width: expected 1 with the {s['drafter']} drafter "
-                         "(token trees are the n-gram drafter's candidates), got "
-                         f"{s['tree_width']}")
+                         "(token trees are the n-gram drafter's candidates or the EAGLE "
+                         f"head's), got {s['tree_width']}")
     if not s["top_p"] > 0:
         raise ValueError(f"{where}.top_p: expected a number in (0, 1], got {s['top_p']!r}")
     if not s["prompt"].strip():

@@ -69,8 +69,9 @@ class EagleHead(nn.Module):
         init_parameters(self, seed, zero=("o.weight", "down.weight"))
         self.rope = RopeTables(dims.d_head, dims.max_position, dims.rope_theta)
 
-    def _qkv(self, feats: torch.Tensor, embeds: torch.Tensor, start: int):
-        """x (fc's output), and q, k, v [B, T, heads, D] with RoPE at start .. start+T-1."""
+    def _qkv(self, feats: torch.Tensor, embeds: torch.Tensor, start: int | torch.Tensor):
+        """x (fc's output), and q, k, v [B, T, heads, D] with RoPE at start .. start+T-1
+        (`start` a tensor [T]: at those positions, a token tree's levels)."""
         dm = self.dims
         b, t, _ = feats.shape
         x = self.fc(torch.cat([feats, embeds], dim=-1))
@@ -80,7 +81,8 @@ class EagleHead(nn.Module):
         q = qkv[..., :q_dim].reshape(b, t, dm.n_heads, dm.d_head)
         k = qkv[..., q_dim:q_dim + kv_dim].reshape(b, t, dm.n_kv_heads, dm.d_head)
         v = qkv[..., q_dim + kv_dim:].reshape(b, t, dm.n_kv_heads, dm.d_head)
-        cos, sin = self.rope.at(torch.arange(start, start + t))
+        positions = torch.arange(start, start + t) if isinstance(start, int) else start
+        cos, sin = self.rope.at(positions)
         return x, apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def _finish(self, x: torch.Tensor, q, k, v, mask) -> torch.Tensor:
@@ -110,6 +112,22 @@ class EagleHead(nn.Module):
         mask = torch.cat([torch.ones(t, t, dtype=torch.bool).tril(diagonal=-1), eye], dim=1)
         return self._finish(x2, q2, torch.cat([k1, k2], dim=1), torch.cat([v1, v2], dim=1),
                             mask)
+
+    def forward_tree(self, feats: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor,
+                     cache: HeadCache, tree_k: torch.Tensor, tree_v: torch.Tensor,
+                     mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draft-tree nodes' pairs (feats, embeds) [T, d] at RoPE `positions` [T]: each query
+        reads every key of `cache` (the real pairs), the earlier nodes' keys `tree_k`,
+        `tree_v` [n, Hkv, D] that mask[:, :n] allows (its ancestors), and its own key. Returns
+        f̂ [T, d] and the nodes' k, v [T, Hkv, D]; the cache is left as it was."""
+        t = feats.shape[0]
+        x, q, k, v = self._qkv(feats[None], embeds[None], positions)
+        past = cache.length
+        keys = torch.cat([cache.k[:past], tree_k, k[0]]).unsqueeze(0)
+        values = torch.cat([cache.v[:past], tree_v, v[0]]).unsqueeze(0)
+        full = torch.cat([torch.ones(t, past, dtype=torch.bool), mask,
+                          torch.eye(t, dtype=torch.bool)], dim=1)
+        return self._finish(x, q, keys, values, full)[0], k[0], v[0]
 
     def forward(self, feats: torch.Tensor, embeds: torch.Tensor, start: int = 0,
                 cache: HeadCache | None = None) -> torch.Tensor:
