@@ -1,7 +1,7 @@
 """The speculative lab's Training tab: it shows the head the lab's drafter would read (the
 shipped one, said so, where the model has none), trains a head for the tiny model in a
 worker with its curve streamed onto the plots, stops on Cancel with nothing saved, and
-shows a training error instead of raising it."""
+shows a training error instead of raising it; `inferlab screenshot --tab Training` shows it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from inferlab.app.cli import main
 from inferlab.app.labs import speculative_training
+from inferlab.app.offscreen_window import select_tab
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.heads.head_file import load_head, read_record
@@ -126,3 +128,32 @@ def test_an_error_is_shown_not_raised(qtbot, make_window, cache, monkeypatch):
     panel.train_button.click()
     assert "Cannot train: lr must be" in panel.status.text()
     assert not window.context.running_tasks()
+
+
+def test_select_tab_by_name(qtbot):
+    from PySide6.QtWidgets import QTabWidget, QWidget
+
+    tabs = QTabWidget()
+    qtbot.addWidget(tabs)
+    tabs.addTab(QWidget(), "Decode")
+    tabs.addTab(QWidget(), "&Training")
+    select_tab(tabs, "training")
+    assert tabs.currentIndex() == 1
+    with pytest.raises(ValueError, match="its tabs: Decode, Training"):
+        select_tab(tabs, "Trace")
+
+
+def test_screenshot_tab_needs_one_lab(capsys):
+    assert main(["screenshot", "--lab", "all", "--tab", "Training", "--out", "x"]) == 2
+    assert "--tab" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a whole-window screenshot
+def test_screenshot_of_the_training_tab(tmp_path, cache):
+    from PySide6.QtGui import QImage
+
+    png = tmp_path / "training.png"
+    assert main(["screenshot", "--lab", "speculative", "--tab", "Training", "--out",
+                 str(png)]) == 0
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (1280, 800)
