@@ -39,7 +39,12 @@ from inferlab.engines.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
 from inferlab.engines.kv.errors import KVCapacityError, KVOutOfMemoryError
 from inferlab.engines.kv.free_queue import NULL_BLOCK, Block
 from inferlab.engines.kv.pool_state import KVPoolState
-from inferlab.engines.kv.prefix_cache import HashPrefixCache, NoPrefixCache, PrefixCache
+from inferlab.engines.kv.prefix_cache import (
+    HashPrefixCache,
+    NoPrefixCache,
+    PrefixCache,
+    PrefixHit,
+)
 from inferlab.engines.kv.radix_prefix_cache import RadixPrefixCache
 from inferlab.engines.kv.seq_blocks import SeqBlocks
 from inferlab.engines.kv.stats import KVStats
@@ -219,9 +224,7 @@ class BlockManager:
             n = tokens if n_new_tokens is None else min(tokens, n_new_tokens)
             return self.blocks_needed(n) <= self.pool.n_free
         self._check_prompt(tokens, n_new_tokens)
-        hit = self.prefix_cache.match(tokens, peek=True)
-        if max_hit_tokens is not None and hit.n_tokens > max_hit_tokens:
-            hit = self.prefix_cache.trim(hit, max_hit_tokens)
+        hit = self._match(tokens, max_hit_tokens, peek=True)
         n = self._n_reserved(len(tokens), hit.n_tokens, n_new_tokens)
         return self.blocks_needed(n) - len(hit.blocks) <= hit.n_available
 
@@ -247,10 +250,7 @@ class BlockManager:
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id!r} already has KV blocks")
         self._check_prompt(token_ids, n_new_tokens)
-        cache = self.prefix_cache
-        hit = cache.match(token_ids)
-        if max_hit_tokens is not None and hit.n_tokens > max_hit_tokens:
-            hit = cache.trim(hit, max_hit_tokens)
+        hit = self._match(token_ids, max_hit_tokens, peek=False)
         n = self._n_reserved(len(token_ids), hit.n_tokens, n_new_tokens)
         n_fresh = self.blocks_needed(n) - len(hit.blocks)
         if n_fresh > hit.n_available:
@@ -258,6 +258,42 @@ class BlockManager:
                 f"sequence {seq_id!r} needs {n_fresh} free KV blocks, "
                 f"{hit.n_available} are free or evictable"
             )
+        return self._take(seq_id, token_ids, hit, n, n_fresh)
+
+    def try_allocate(
+        self, seq_id: object, token_ids: Sequence[int], n_new_tokens: int | None = None,
+        max_hit_tokens: int | None = None,
+    ) -> int | None:
+        """`allocate` if `can_allocate` says the prompt fits now, else None (nothing changed):
+        a scheduler's admission. Where the strategy's lookup changes nothing (hash, none) the
+        prompt is matched once, not once to check and once to allocate: a long prompt's
+        match walks hundreds of blocks."""
+        if seq_id in self._seqs:
+            raise ValueError(f"sequence {seq_id!r} already has KV blocks")
+        self._check_prompt(token_ids, n_new_tokens)
+        hit = self._match(token_ids, max_hit_tokens, peek=True)
+        n = self._n_reserved(len(token_ids), hit.n_tokens, n_new_tokens)
+        n_fresh = self.blocks_needed(n) - len(hit.blocks)
+        if n_fresh > hit.n_available:
+            return None
+        if not self.prefix_cache.match_changes_nothing:  # radix: match for real, as allocate
+            return self.allocate(seq_id, token_ids, n_new_tokens, max_hit_tokens)
+        return self._take(seq_id, token_ids, hit, n, n_fresh)
+
+    def _match(self, token_ids: Sequence[int], max_hit_tokens: int | None, peek: bool
+               ) -> PrefixHit:
+        """The prompt's prefix hit, cut to `max_hit_tokens`."""
+        cache = self.prefix_cache
+        hit = cache.match(token_ids, peek=peek)
+        if max_hit_tokens is not None and hit.n_tokens > max_hit_tokens:
+            hit = cache.trim(hit, max_hit_tokens)
+        return hit
+
+    def _take(self, seq_id: object, token_ids: Sequence[int], hit: PrefixHit, n: int,
+              n_fresh: int) -> int:
+        """`allocate`'s change, once `hit` was found to leave room for `n_fresh` fresh blocks:
+        the table of `n` tokens built on it; the hit's tokens."""
+        cache = self.prefix_cache
         cache.claim(hit, len(token_ids), n_fresh)  # the hit revived before any allocation
         blocks = self._table(hit.blocks, n)
         if hit.copy_src is not None:

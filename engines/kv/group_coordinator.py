@@ -228,6 +228,14 @@ class KVCacheCoordinator:
         self._drop(seq_id)
         return n_cached
 
+    def try_allocate(self, seq_id: object, token_ids: Sequence[int],
+                     n_new_tokens: int | None = None) -> int | None:
+        """`allocate` if `can_allocate` says the prompt fits now, else None (nothing
+        changed), as `BlockManager.try_allocate`."""
+        if not self.can_allocate(token_ids, n_new_tokens):
+            return None
+        return self.allocate(seq_id, token_ids, n_new_tokens)
+
     def append_each(self, seq_ids: Sequence[object], token_ids: Sequence[int],
                     partial: bool = True, tables: GroupTables | None = None
                     ) -> tuple[int, list[tuple[object, int, int]]]:

@@ -62,6 +62,9 @@ class PrefixCache:
     """The strategy interface; as it stands, the "none" strategy: no lookup ever hits."""
 
     name = "none"
+    match_changes_nothing = True
+    """`match` without `peek` changes nothing either (the hash strategy's, this one's): an
+    admission check's hit may be the allocation's (`BlockManager.try_allocate`)."""
     radix = None
     """The radix tree over the pool (`RadixBlocks`) under the radix strategy, else None."""
 

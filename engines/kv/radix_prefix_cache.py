@@ -26,6 +26,7 @@ class RadixPrefixCache(PrefixCache):
     the tree holds and which node it locks."""
 
     name = "radix"
+    match_changes_nothing = False  # a match splits the node it ends inside, marks the path
 
     def __init__(self, pool: BlockPool, page_size: int = 1, eviction_policy: str = "lru"
                  ) -> None:

@@ -484,9 +484,10 @@ class Scheduler:
         sid, tokens = seq.seq_id, seq.prefill_token_ids
         cached = 0
         if sid not in self.blocks:
-            if not self.blocks.can_allocate(tokens, n_tokens):
+            cached = self.blocks.try_allocate(sid, tokens, n_tokens)
+            if cached is None:
                 return False
-            seq.num_computed_tokens = cached = self.blocks.allocate(sid, tokens, n_tokens)
+            seq.num_computed_tokens = cached
             if seq.num_cached_tokens is None:
                 seq.num_cached_tokens = seq.num_computed_tokens
             self.batch.copies.extend(BlockCopy(sid, *c) for c in self.blocks.take_copies())
