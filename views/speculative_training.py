@@ -64,11 +64,14 @@ class CurvePlot:
     """One plot of the Training tab: a quantity against epochs, for the head drawn (solid)
     and, during a run, the head drawn before it (dashed)."""
 
-    def __init__(self, title: str, left: str, key: str, scale: float = 1.0):
+    def __init__(self, title: str, left: str, key: str, scale: float = 1.0,
+                 falling: bool = False):
+        """`falling`: the quantity falls as training goes (the legend at the top right, off
+        the curve; at the bottom right for a rising one)."""
         self.key, self.scale = key, scale
         self.widget = pg.PlotWidget()
         self.plot = fixed_plot(self.widget, title, left, "epoch (0: before training)")
-        self.legend = self.plot.addLegend(offset=(-10, -10))  # bottom right, off the rising curves
+        self.legend = self.plot.addLegend(offset=(-10, 10 if falling else -10))
         self.earlier = self.plot.plot([], [], pen=pen(EARLIER, 2, dashed=True), symbol="o",
                                       symbolSize=5, symbolBrush=EARLIER, symbolPen=None,
                                       name="the head before")
@@ -153,7 +156,7 @@ class TrainingPanel(QWidget):
         self.status.setWordWrap(True)
 
         self.loss_plot = CurvePlot("Training loss (epoch mean)", "loss per batch",
-                                   "train_loss")
+                                   "train_loss", falling=True)
         self.tokens_plot = CurvePlot("Held-out: tokens per forward",
                                      "tokens per target forward", "tokens_per_forward")
         self.agreement_plot = CurvePlot("Held-out: first-token agreement",
@@ -278,14 +281,20 @@ class TrainingPanel(QWidget):
         self.settings_table.set_rows(rows)
 
     # ---- a run in progress --------------------------------------------------------------------
-    def begin_run(self, kind: str, epochs: int) -> None:
-        """A run started: its curve will grow over the head drawn now (dashed)."""
+    def begin_run(self, settings: dict) -> None:
+        """A run with these training settings (train.TrainSettings as a dict) started: its
+        curve will grow over the head drawn now (dashed); the tables show its settings, and
+        its data once it is saved."""
         self.earlier = self.points
         self.points = []
+        self.record = {"kind": settings["kind"], "training": {"settings": dict(settings)}}
+        self.path, self.file_bytes = "", None
         self._draw_curves()
+        self._draw_tables()
         self.set_busy(True)
         self.set_progress("load", 0, 0, None)
-        self.set_status(f"Training {dict((k, lbl) for k, lbl, _ in KINDS)[kind]} "
+        epochs = settings["epochs"]
+        self.set_status(f"Training the {dict((k, lbl) for k, lbl, _ in KINDS)[settings['kind']]} "
                         f"for {epochs} epoch{'s' * (epochs != 1)}…")
 
     def add_point(self, point: dict) -> None:

@@ -165,7 +165,7 @@ class HeadTraining(QObject):
         name = resolve_model_name(self.lab.settings()["model"])
         self._run += 1
         run = self._run
-        self.panel.begin_run(kind, epochs)
+        self.panel.begin_run(asdict(settings))
         earlier = list(self.panel.earlier)
         outcome: list = []
 

@@ -157,3 +157,20 @@ def test_screenshot_of_the_training_tab(tmp_path, cache):
                  str(png)]) == 0
     image = QImage(str(png))
     assert (image.width(), image.height()) == (1280, 800)
+
+
+@pytest.mark.slow  # SmolLM2 loaded by the lab
+def test_smollm2_shows_its_shipped_head(qtbot, make_window, cache):
+    from inferlab.engines.model.cache import smollm2_available
+
+    if not smollm2_available():
+        pytest.skip("SmolLM2-135M is not installed")
+    window, lab = lab_helpers.open_lab(qtbot, make_window, "speculative", 240000,
+                                       model="smollm2-135m", max_tokens=8)
+    lab.tabs.setCurrentWidget(lab.training.panel)
+    qtbot.waitUntil(lambda: bool(lab.training.found), timeout=120000)
+    wait_idle(qtbot, window)
+    shipped = shipped_head_path("eagle")
+    assert lab.training.found["eagle"][0] == str(shipped)  # what the EAGLE drafter reads
+    assert lab.training.panel.record == read_record(shipped)
+    assert "shipped with InferLab" in lab.training.panel.status.text()

@@ -104,7 +104,10 @@ def test_the_shipped_head_drawn(panel):
 
 def test_a_run_grows_over_the_head_before(panel):
     panel.draw_head(RECORD, "/x/eagle.safetensors", 1000)
-    panel.begin_run("medusa", 3)
+    panel.begin_run({"kind": "medusa", "epochs": 3, "seed": 5, "n_medusa": 2, "eval_k": 5})
+    assert _table(panel.settings_table)["seed"] == "5"  # the run's settings
+    assert _table(panel.facts)["Training tokens"] == "—"  # its data comes when it is saved
+    assert "(K = 2)" in panel.tokens_plot.plot.getAxis("left").labelText
     assert panel.cancel_button.isEnabled() and not panel.train_button.isEnabled()
     assert not panel.kind.isEnabled()
     assert _xy(panel.tokens_plot.earlier) == ([0.0, 1.0, 2.0], [1.0, 1.2, 1.4])
