@@ -80,6 +80,8 @@ DEFAULT_PROMPTS = (
 )
 DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
 EAGLE_KS = (2, 3, 4, 5)
+EAGLE_TREES = ((3, 2), (4, 3))
+"""(K, W) of the EAGLE head's dynamic-tree rows: depth K, at most W paths and K·W nodes."""
 
 
 def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
@@ -168,11 +170,16 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
 
 def _eagle_figures(model, tok, ids, new_tokens: int, plain_now, repeats: int,
                    stops: Sequence[int], verify_costs, ks: Sequence[int], path) -> dict:
-    """The EAGLE head's rows at each K (plain decoding timed beside each) and the best."""
+    """The EAGLE head's chain rows at each K and its dynamic-tree rows (EAGLE_TREES), plain
+    decoding timed beside each, and the best."""
     rows = [_row(model, tok, "eagle", k, ids, new_tokens, plain_now(), repeats,
                  stop_token_ids=stops, verify_costs=verify_costs) for k in ks]
+    rows += [_row(model, tok, "eagle", k, ids, new_tokens, plain_now(), repeats,
+                  tree_width=width, stop_token_ids=stops, verify_costs=verify_costs)
+             for k, width in EAGLE_TREES]
     best = max(rows, key=lambda r: r["speedup_wall"])
-    return {"head_path": str(path), "k": best["k"], "speedup_wall": best["speedup_wall"],
+    return {"head_path": str(path), "k": best["k"], "tree_width": best["tree_width"],
+            "speedup_wall": best["speedup_wall"],
             "accept_len_mean": best["tokens_per_target_forward"], "alpha": best["alpha"],
             "outputs_equal": all(r["outputs_equal"] for r in rows), "results": rows}
 

@@ -67,9 +67,11 @@ def test_bench_eagle_figures(tiny, cached_head):
 
     fig = bench._eagle_figures(model, tok, ids, 16, plain_now, 1, (), None, (2, 3),
                                cached_head)
-    assert [r["k"] for r in fig["results"]] == [2, 3]
+    trees = [(k, w) for k, w in bench.EAGLE_TREES]
+    assert [(r["k"], r["tree_width"]) for r in fig["results"]] == [(2, 1), (3, 1), *trees]
     assert fig["outputs_equal"] is True  # greedy speculative output == plain greedy
     best = max(fig["results"], key=lambda r: r["speedup_wall"])
     assert fig["speedup_wall"] == best["speedup_wall"] and fig["k"] == best["k"]
+    assert fig["tree_width"] == best["tree_width"]
     assert fig["accept_len_mean"] == best["tokens_per_target_forward"] >= 1.0
     assert fig["head_path"] == str(cached_head)
