@@ -64,11 +64,12 @@ class CurvePlot:
     """One plot of the Training tab: a quantity against epochs, for the head drawn (solid)
     and, during a run, the head drawn before it (dashed)."""
 
-    def __init__(self, title: str, left: str, key: str, scale: float = 1.0,
-                 falling: bool = False):
-        """`falling`: the quantity falls as training goes (the legend at the top right, off
-        the curve; at the bottom right for a rising one)."""
-        self.key, self.scale = key, scale
+    def __init__(self, title: str, left: str, key: str, empty_range: tuple[float, float],
+                 scale: float = 1.0, falling: bool = False):
+        """`empty_range`: the y range with no point to draw; `falling`: the quantity falls as
+        training goes (the legend at the top right, off the curve; at the bottom right for a
+        rising one)."""
+        self.key, self.scale, self.left, self.empty_range = key, scale, left, empty_range
         self.widget = pg.PlotWidget()
         self.plot = fixed_plot(self.widget, title, left, "epoch (0: before training)")
         self.legend = self.plot.addLegend(offset=(-10, 10 if falling else -10))
@@ -86,6 +87,10 @@ class CurvePlot:
     def draw(self, points: Sequence[dict], earlier: Sequence[dict], head_name: str) -> None:
         self.head.setData(*self.xy(points))
         self.earlier.setData(*self.xy(earlier))
+        if self.xy(points)[0] or self.xy(earlier)[0]:
+            self.plot.enableAutoRange(axis="y")
+        else:  # nothing drawn: not the last head's range
+            self.plot.setYRange(*self.empty_range, padding=0.05)
         self.legend.setVisible(bool(earlier))
         self.legend.items[1][1].setText(head_name)
         last = max([p["epoch"] for p in (*points, *earlier)], default=1)
@@ -156,12 +161,13 @@ class TrainingPanel(QWidget):
         self.status.setWordWrap(True)
 
         self.loss_plot = CurvePlot("Training loss (epoch mean)", "loss per batch",
-                                   "train_loss", falling=True)
+                                   "train_loss", (0.0, 1.0), falling=True)
         self.tokens_plot = CurvePlot("Held-out: tokens per forward",
-                                     "tokens per target forward", "tokens_per_forward")
+                                     "tokens per target forward", "tokens_per_forward",
+                                     (1.0, 2.0))
         self.agreement_plot = CurvePlot("Held-out: first-token agreement",
                                         "first draft = target's token (%)",
-                                        "first_token_agreement", 100.0)
+                                        "first_token_agreement", (0.0, 100.0), 100.0)
         self.plots = (self.loss_plot, self.tokens_plot, self.agreement_plot)
         plots = QHBoxLayout()
         plots.setContentsMargins(0, 0, 0, 0)
@@ -208,18 +214,18 @@ class TrainingPanel(QWidget):
         for p in self.plots:
             p.draw(self.points, self.earlier, name)
         s = self._settings()
-        kind = (self.record or {}).get("kind", s.get("kind", "eagle"))
+        kind = (self.record or {}).get("kind", s.get("kind"))
+        loss, k = "", s.get("eval_k")
         if kind == "medusa":
-            loss = "Σₖ 0.8ᵏ·CE(head k) / Σₖ 0.8ᵏ"
-        else:
+            loss = "Σₖ 0.8ᵏ·CE(head k) / Σₖ 0.8ᵏ "
+            if k is not None:  # a chain is as long as the heads
+                k = min(k, s.get("n_medusa", k))
+        elif kind == "eagle":
             reg, cls = s.get("reg_weight", 1.0), s.get("cls_weight", 0.1)
-            loss = f"{_times(reg)}SmoothL1 + {_times(cls)}CE"
-        self.loss_plot.plot.setLabel("left", f"{loss} per batch")
-        k = s.get("eval_k")
-        if k is not None and kind == "medusa":  # a chain is as long as the heads
-            k = min(k, s.get("n_medusa", k))
+            loss = f"{_times(reg)}SmoothL1 + {_times(cls)}CE "
+        self.loss_plot.plot.setLabel("left", f"{loss}per batch" if loss else self.loss_plot.left)
         chain = "" if k is None else f" (K = {k})"
-        self.tokens_plot.plot.setLabel("left", f"tokens per target forward{chain}")
+        self.tokens_plot.plot.setLabel("left", f"{self.tokens_plot.left}{chain}")
 
     def _settings(self) -> dict:
         return dict(((self.record or {}).get("training") or {}).get("settings") or {})

@@ -199,7 +199,7 @@ class HeadTraining(QObject):
                 self.panel.draw_head(record, path, size, earlier=earlier)
                 self.panel.end_run(
                     f"Trained the {LABELS[kind]} for {name} in {train_s:,.1f} s (features "
-                    f"{features_s:,.1f} s) and saved it to {path}: {_used_by(kind)}.")
+                    f"{features_s:,.1f} s), saved to {path}: {_used_by(kind)}.")
             elif outcome:
                 self.panel.end_run(f"Training failed: {outcome[0]}", error=True)
             else:

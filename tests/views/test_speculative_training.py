@@ -144,3 +144,12 @@ def test_buttons_ask_for_work(panel, qtbot):
     assert got.args == ["eagle"]
     panel.set_busy(False, read_only=True)
     assert not panel.train_button.isEnabled()
+
+
+def test_no_head_after_a_head_keeps_nothing_of_it(panel):
+    panel.draw_head(RECORD)
+    panel.draw_head(None)
+    assert panel.loss_plot.plot.getAxis("left").labelText == "loss per batch"
+    assert panel.tokens_plot.plot.getAxis("left").labelText == "tokens per target forward"
+    low, high = panel.agreement_plot.plot.viewRange()[1]
+    assert low <= 0 and high >= 100  # the empty range, not the last head's 0-25 %
