@@ -17,7 +17,7 @@ walks the chain along block tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from inferlab.engines.kv.free_queue import Block
 
@@ -36,11 +36,30 @@ def hash_block_tokens(parent_hash: int, token_ids: tuple[int, ...]) -> int:
     return hash((parent_hash, token_ids))
 
 
+def chain_hashes(hash_fn: Callable[[int, tuple[int, ...]], int], parent_hash: int,
+                 keys: Iterable[tuple[int, ...]]) -> tuple[int, ...]:
+    """The chain over `keys` from `parent_hash`: h_i = hash_fn(h_{i-1}, keys[i]), each h_i.
+    Under `hash_block_tokens` its hash is taken in place (a prompt chains hundreds)."""
+    hashes = []
+    if hash_fn is hash_block_tokens:
+        for key in keys:
+            parent_hash = hash((parent_hash, key))
+            hashes.append(parent_hash)
+    else:
+        for key in keys:
+            parent_hash = hash_fn(parent_hash, key)
+            hashes.append(parent_hash)
+    return tuple(hashes)
+
+
 class PrefixCacheIndex:
-    """Block hash -> the cached blocks registered under it (two or more only on a collision)."""
+    """Block hash -> the cached block registered under it. Two blocks share a hash only on a
+    collision (the same content is never registered twice): the later ones wait in `_more`,
+    in the order they were registered, so the common entry is one dict item, not a list."""
 
     def __init__(self) -> None:
-        self._by_hash: dict[int, list[Block]] = {}
+        self._by_hash: dict[int, Block] = {}
+        self._more: dict[int, list[Block]] = {}  # hash -> colliding blocks after the first
         self._n_entries = 0
         self._next_content_id = ROOT_CONTENT_ID + 1
 
@@ -48,17 +67,25 @@ class PrefixCacheIndex:
         return self._n_entries
 
     def __iter__(self) -> Iterator[Block]:
-        for blocks in self._by_hash.values():
+        yield from self._by_hash.values()
+        for blocks in self._more.values():
             yield from blocks
 
     def lookup(
         self, block_hash: int, parent_content_id: int, token_ids: tuple[int, ...]
     ) -> Block | None:
         """The cached block holding exactly `token_ids` after the prefix `parent_content_id`."""
-        candidates = self._by_hash.get(block_hash)
-        if candidates is None:
+        block = self._by_hash.get(block_hash)
+        if block is None:
             return None
-        for block in candidates:
+        if block.parent_content_id == parent_content_id and block.token_ids == token_ids:
+            return block
+        return self._lookup_more(block_hash, parent_content_id, token_ids)
+
+    def _lookup_more(self, block_hash: int, parent_content_id: int,
+                     token_ids: tuple[int, ...]) -> Block | None:
+        """`lookup` among the blocks registered after the first under `block_hash`."""
+        for block in self._more.get(block_hash, ()):
             if block.parent_content_id == parent_content_id and block.token_ids == token_ids:
                 return block
         return None
@@ -75,13 +102,16 @@ class PrefixCacheIndex:
         existing = self.lookup(block_hash, parent_content_id, token_ids)
         if existing is not None:
             return existing.content_id
+        if block_hash in self._by_hash:  # a collision
+            self._more.setdefault(block_hash, []).append(block)
+        else:
+            self._by_hash[block_hash] = block
         content_id = self._next_content_id
         self._next_content_id += 1
         block.block_hash = block_hash
         block.content_id = content_id
         block.parent_content_id = parent_content_id
         block.token_ids = token_ids
-        self._by_hash.setdefault(block_hash, []).append(block)
         self._n_entries += 1
         return content_id
 
@@ -90,19 +120,19 @@ class PrefixCacheIndex:
         """The cached blocks of the longest run of a chain's first `n` blocks (hash i and key
         i, from the root): `lookup` block by block, each after the one matched before,
         stopping at the first miss; inlined, as a long prompt looks up hundreds."""
-        by_hash = self._by_hash
+        get = self._by_hash.get
         hits: list[Block] = []
         parent = ROOT_CONTENT_ID
-        for i in range(n):
-            candidates = by_hash.get(hashes[i])
-            if candidates is None:
+        if n < len(hashes):
+            hashes, keys = hashes[:n], keys[:n]
+        for block_hash, key in zip(hashes, keys, strict=False):
+            block = get(block_hash)
+            if block is None:
                 break
-            key = keys[i]
-            for block in candidates:
-                if block.parent_content_id == parent and block.token_ids == key:
+            if block.parent_content_id != parent or block.token_ids != key:
+                block = self._lookup_more(block_hash, parent, key)
+                if block is None:
                     break
-            else:
-                break
             hits.append(block)
             parent = block.content_id
         return hits
@@ -115,40 +145,61 @@ class PrefixCacheIndex:
         as a prefill registers hundreds of blocks."""
         by_hash = self._by_hash
         parent = parent_content_id
+        content_id = self._next_content_id
         for i in range(start, stop):
-            block, block_hash, key = blocks[i], hashes[i], keys[i]
-            candidates = by_hash.get(block_hash)
-            if candidates is not None:
-                for other in candidates:
-                    if other.parent_content_id == parent and other.token_ids == key:
-                        break  # computed twice at once: the first entry stays
-                else:
-                    other = None
-                if other is not None:
+            block_hash, key = hashes[i], keys[i]
+            other = by_hash.get(block_hash)
+            if other is not None:
+                if other.parent_content_id != parent or other.token_ids != key:
+                    other = self._lookup_more(block_hash, parent, key)
+                if other is not None:  # computed twice at once: the first entry stays
                     parent = other.content_id
                     continue
-            content_id = self._next_content_id
-            self._next_content_id += 1
+                self._more.setdefault(block_hash, []).append(blocks[i])  # a collision
+            else:
+                by_hash[block_hash] = blocks[i]
+            block = blocks[i]
             block.block_hash, block.content_id = block_hash, content_id
             block.parent_content_id, block.token_ids = parent, key
-            if candidates is None:
-                by_hash[block_hash] = [block]
-            else:
-                candidates.append(block)
-            self._n_entries += 1
             parent = content_id
+            content_id += 1
+        self._n_entries += content_id - self._next_content_id
+        self._next_content_id = content_id
         return parent
 
     def evict(self, block: Block) -> None:
         """Forget `block`'s cached content (it is about to hold something else)."""
         assert block.block_hash is not None
-        candidates = self._by_hash[block.block_hash]
-        if len(candidates) == 1:
-            del self._by_hash[block.block_hash]
+        self.evict_all((block,))
+
+    def evict_all(self, blocks: Iterable[Block]) -> int:
+        """`evict` each registered block of `blocks` (the others are skipped); how many were.
+        One call for the run of blocks an allocation takes off the free queue."""
+        by_hash, more = self._by_hash, self._more
+        n = 0
+        for block in blocks:
+            block_hash = block.block_hash
+            if block_hash is None:
+                continue
+            if more and block_hash in more:  # a collision: the blocks behind the first
+                self._evict_collided(block, block_hash)
+            else:
+                del by_hash[block_hash]
+            block.block_hash = None
+            block.content_id = 0
+            block.parent_content_id = 0
+            block.token_ids = None
+            n += 1
+        self._n_entries -= n
+        return n
+
+    def _evict_collided(self, block: Block, block_hash: int) -> None:
+        """Drop `block` from a hash more than one block is registered under; the next
+        registered takes the first place."""
+        later = self._more[block_hash]
+        if self._by_hash[block_hash] is block:
+            self._by_hash[block_hash] = later.pop(0)
         else:
-            candidates.remove(block)
-        self._n_entries -= 1
-        block.block_hash = None
-        block.content_id = 0
-        block.parent_content_id = 0
-        block.token_ids = None
+            later.remove(block)
+        if not later:
+            del self._more[block_hash]

@@ -349,9 +349,7 @@ class BlockManager:
                 if not ahead:
                     ahead = self._run_blocks(records, i)
                 if ahead:  # a free block: the table is below capacity, nothing to evict
-                    block = ahead.pop()
-                    block.n_tokens = 1
-                    seq.blocks.append(block)
+                    seq.blocks.append(ahead.pop())  # its n_tokens 1 already
                     tokens.append(token_ids[i])
                     continue
             seq_id = seq_ids[i]
@@ -394,7 +392,7 @@ class BlockManager:
                 break
             run.add(seq)
             j += 1
-        blocks = self.pool.allocate_blocks(j - i)
+        blocks = self.pool.allocate_blocks(j - i, 1)  # each takes its sequence's next token
         blocks.reverse()
         return blocks
 
@@ -442,10 +440,7 @@ class BlockManager:
         if room:
             blocks[-1].n_tokens += min(room, n_new)
         if n_blocks > len(blocks):  # fresh blocks, each full but the last
-            fresh = pool.allocate_blocks(n_blocks - len(blocks))
-            for block in fresh:
-                block.n_tokens = bs
-            blocks += fresh
+            blocks += pool.allocate_blocks(n_blocks - len(blocks), bs)
             blocks[-1].n_tokens = n_total - (n_blocks - 1) * bs
         return cows
 
@@ -614,10 +609,7 @@ class BlockManager:
         each full but the last."""
         bs, pool = self.block_size, self.pool
         need = self.blocks_needed(n_tokens)
-        fresh = pool.allocate_blocks(need - len(hits))
-        for block in fresh:
-            block.n_tokens = bs
-        blocks = hits + fresh
+        blocks = hits + pool.allocate_blocks(need - len(hits), bs)
         blocks[-1].n_tokens = n_tokens - (need - 1) * bs
         return blocks
 

@@ -37,8 +37,9 @@ class BlockPool:
     """`n_blocks` blocks of `block_size` slots and their reference counts.
 
     `index`: the prefix cache's index of registered blocks (those with a `block_hash`;
-    `block_hashes.PrefixCacheIndex`): the blocks it holds, and `index.evict(block)` to drop
-    one's entry. None when no block is ever registered."""
+    `block_hashes.PrefixCacheIndex`): the blocks it holds, `index.evict(block)` to drop
+    one's entry and `index.evict_all(blocks)` those of the registered ones among `blocks`.
+    None when no block is ever registered."""
 
     def __init__(
         self,
@@ -80,16 +81,17 @@ class BlockPool:
         self.n_block_ops += 1
         return block
 
-    def allocate_blocks(self, n: int) -> list[Block]:
-        """`allocate_block` n times, head of the free queue first, in one call."""
+    def allocate_blocks(self, n: int, n_tokens: int = 0) -> list[Block]:
+        """`allocate_block` n times, head of the free queue first, in one call; each block's
+        `n_tokens` set to `n_tokens` (a table's full blocks: block_size)."""
         blocks = self.free_queue.popleft_n(n)
-        for block in blocks:  # _claim, inlined: a prefill takes hundreds
-            if block.block_hash is not None:
-                self.cache.evict(block)
-                self.n_cached_free -= 1
-                self.n_evictions += 1
+        if self.cache:  # blocks are registered: those taken lose their entries (lazily)
+            n_evicted = self.cache.evict_all(blocks)
+            self.n_cached_free -= n_evicted
+            self.n_evictions += n_evicted
+        for block in blocks:
             block.ref_count = 1
-            block.n_tokens = 0
+            block.n_tokens = n_tokens
         self.n_block_ops += n
         return blocks
 
@@ -112,6 +114,19 @@ class BlockPool:
         block.ref_count += 1
         self.n_block_ops += 1
 
+    def touch_all(self, blocks: list[Block]) -> None:
+        """`touch` each of `blocks`, in one call (a prefix hit's hundreds); the free ones
+        leave the queue at once."""
+        revived = []
+        for block in blocks:
+            if block.ref_count == 0:
+                revived.append(block)
+            block.ref_count += 1
+        if revived:
+            self.free_queue.remove_all(revived)
+            self.n_cached_free -= sum(1 for b in revived if b.block_hash is not None)
+        self.n_block_ops += len(blocks)
+
     def release(self, block: Block) -> None:
         """One table fewer holds `block`; at zero it joins the free queue's tail, content kept."""
         if block.ref_count <= 0:
@@ -127,15 +142,20 @@ class BlockPool:
         """`release` each of `blocks`, in order, in one call: those reaching zero join the
         free queue's tail in that order."""
         freed = []
+        n_cached = 0
         for block in blocks:
-            if block.ref_count <= 0:
-                raise ValueError(f"block {block.block_id} released more often than it was "
-                                 "held")
-            block.ref_count -= 1
-            if block.ref_count == 0:
+            ref_count = block.ref_count
+            if ref_count == 1:
+                block.ref_count = 0
                 freed.append(block)
                 if block.block_hash is not None:
-                    self.n_cached_free += 1
+                    n_cached += 1
+            elif ref_count > 1:
+                block.ref_count = ref_count - 1
+            else:
+                raise ValueError(f"block {block.block_id} released more often than it was "
+                                 "held")
+        self.n_cached_free += n_cached
         self.n_block_ops += len(blocks)
         self.free_queue.extend(freed)
 

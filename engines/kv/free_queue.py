@@ -249,6 +249,21 @@ class FreeBlockQueue:
         self._tail.prev = block
         self._len += 1
 
+    def remove_all(self, blocks: list[Block]) -> None:
+        """`remove` each of `blocks` (distinct, all queued), in one call."""
+        if self._fresh_next < self._fresh_end:  # some may wait in the fresh range
+            for block in blocks:
+                self.remove(block)
+            return
+        for block in blocks:
+            prev, nxt = block.prev, block.next
+            if prev is None or nxt is None:
+                raise ValueError(f"block {block.block_id} is not in the free queue")
+            prev.next = nxt
+            nxt.prev = prev
+            block.prev = block.next = None
+            self._len -= 1
+
     def remove(self, block: Block) -> None:
         """Take `block` out from wherever it is (a prefix-cache hit on a free block)."""
         if self._is_fresh(block):

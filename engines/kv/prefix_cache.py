@@ -123,8 +123,7 @@ class PrefixCache:
     def claim(self, hit: PrefixHit, n_prompt_tokens: int, n_new_blocks: int) -> None:
         """An allocation of an `n_prompt_tokens` prompt takes `hit` and `n_new_blocks` fresh
         blocks: one more table holds each hit block (revived if it was free)."""
-        for block in hit.blocks:
-            self.pool.touch(block)
+        self.pool.touch_all(hit.blocks)
 
     # ---- a sequence's life -------------------------------------------------------------------
 

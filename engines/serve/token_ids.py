@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from inferlab.engines.kv.block_hashes import chain_hashes
+
 MAX_TOKEN_ID = 2**31 - 1
 """A token id is an int32 everywhere it is used."""
 
@@ -125,10 +127,14 @@ class TokenIds(Sequence):
                 return tuple(self)[i]
             if stop <= start:
                 return ()
-            k = bisect.bisect_right(self._starts, start) - 1  # the part holding `start`
-            ids = itertools.chain.from_iterable(p._ids for p in self.parts[k:])
-            skip = start - self._starts[k]
-            return tuple(itertools.islice(ids, skip, skip + stop - start))
+            parts, starts = self.parts, self._starts
+            k = bisect.bisect_right(starts, start) - 1  # the part holding `start`
+            ids = parts[k]._ids[start - starts[k] : stop - starts[k]]
+            for j in range(k + 1, len(parts)):  # the parts' own tuples, sliced and added
+                if starts[j] >= stop:
+                    break
+                ids += parts[j]._ids[: stop - starts[j]]
+            return ids
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:
@@ -182,11 +188,12 @@ class TokenIds(Sequence):
             hashes += h
             keys += k
             parent, start = (h[-1] if h else parent), start + p._n
-        for a in range(start, self._n - block_size + 1, block_size):
-            key = self[a : a + block_size]
-            parent = hash_fn(parent, key)
-            hashes.append(parent)
-            keys.append(key)
+        if self._n - start >= block_size:  # the rest, sliced once
+            tail = self[start : self._n]
+            more = [tail[a : a + block_size] for a in range(0, len(tail) - block_size + 1,
+                                                            block_size)]
+            hashes += chain_hashes(hash_fn, parent, more)
+            keys += more
         # tuples, not lists: the collector stops scanning a tuple of untracked items
         found = memo[(block_size, hash_fn, root_hash, "prompt")] = (tuple(hashes), tuple(keys))
         return found
@@ -205,9 +212,6 @@ class TokenIds(Sequence):
                 ids = self._ids
                 keys = memo[(block_size, None)] = tuple(
                     [ids[a : a + block_size] for a in range(0, self._n, block_size)])
-            hashes, h = [], parent
-            for key in keys:
-                h = hash_fn(h, key)
-                hashes.append(h)
-            found = memo[(block_size, hash_fn, parent)] = (tuple(hashes), keys)
+            found = memo[(block_size, hash_fn, parent)] = (chain_hashes(hash_fn, parent, keys),
+                                                           keys)
         return found

@@ -59,7 +59,8 @@ def _streams(seeds: Sequence[int], n_tokens: int, vocab_size: int) -> list[Token
     # uint64 arrays wrap silently (numpy warns on overflow for scalars only)
     steps = np.arange(1, n_tokens + 1, dtype=np.uint64) * _GAMMA
     z = _mix(np.asarray(seeds, dtype=np.uint64)[:, None] + steps[None, :])
-    tokens = z % np.uint64(vocab_size)
+    # below vocab_size: int64 holds them, and its tolist makes ints faster than uint64's
+    tokens = (z % np.uint64(vocab_size)).astype(np.int64)
     tops = tokens.max(axis=1).tolist() if n_tokens else [-1] * len(seeds)
     return [TokenIds.trusted(tuple(row), top)
             for row, top in zip(tokens.tolist(), tops, strict=True)]
