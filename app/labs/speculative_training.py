@@ -79,9 +79,6 @@ class HeadTraining(QObject):
         self.point_ready.connect(self._on_point)
         self.progress_ready.connect(self._on_progress)
 
-    def busy(self) -> bool:
-        return self._task is not None or self._lookup_task is not None
-
     def _model_key(self) -> tuple[str, str, str]:
         s = self.lab.settings()
         return s["model"], self.lab.context.device_id, s["kernels"]
@@ -113,14 +110,20 @@ class HeadTraining(QObject):
         def done(found: dict) -> None:
             self.found, self._found_for = found, key
 
+        failures: list[str] = []
+
         def failed(message: str) -> None:
-            self.panel.draw_head(None, note=f"Cannot look for {name}'s heads: {message}")
+            failures.append(message)
+            self.panel.draw_head(None)
             self.panel.set_status(f"Cannot look for {name}'s heads: {message}", error=True)
 
         def ended() -> None:
             self._lookup_task = None
             if self._found_for != key:
-                return  # it failed, and said so
+                if not failures:  # cancelled (Esc, the status bar's Cancel)
+                    self.panel.set_status(f"Looking for {name}'s heads was cancelled: show "
+                                          "the tab again to look.")
+                return
             if key != self._model_key():
                 self.look_up()  # the model changed meanwhile
             elif self._task is None:
