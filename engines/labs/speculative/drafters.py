@@ -11,7 +11,7 @@ from inferlab.engines.labs.speculative.settings import parse_drafter
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.calibration import calibration_texts
 from inferlab.engines.speculative.errors import SpeculativeError
-from inferlab.engines.speculative.head_drafter import EagleDrafter
+from inferlab.engines.speculative.head_drafter import EagleDrafter, MedusaDrafter
 from inferlab.engines.speculative.heads.head_file import load_head
 from inferlab.engines.speculative.heads.shipped import find_head
 from inferlab.engines.speculative.model_drafter import (
@@ -48,6 +48,12 @@ def eagle_head_path(model) -> Path | None:
     return find_head(model, "eagle", user_cache())
 
 
+def head_path(model, kind: str) -> Path | None:
+    """The `kind` head ("eagle", "medusa") that drafter drafts with for `model` (user cache,
+    else shipped), or None."""
+    return find_head(model, kind, user_cache())
+
+
 def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: int,
                  device: str = "cpu"):
     """The drafter `spec` names for target `model` (SpeculativeError when it cannot be)."""
@@ -61,13 +67,15 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
         skipped = skip_auto(model, tokenizer).best.skipped if n == "auto" else n
         return SkipDrafter(model, skipped, settings=sampling, seed=seed, tokenizer=tokenizer,
                            max_tokens=max_tokens)
-    if kind == "eagle":
-        path = eagle_head_path(model)
+    if kind in ("eagle", "medusa"):
+        path = head_path(model, kind)
         if path is None:
-            raise SpeculativeError(f"no EAGLE head for {model.config.id}: train one with "
-                                   "`inferlab train-head --kind eagle`")
-        return EagleDrafter(model, load_head(path, model), settings=sampling, seed=seed,
-                            tokenizer=tokenizer, max_tokens=max_tokens)
+            label = "EAGLE head" if kind == "eagle" else "Medusa heads"
+            raise SpeculativeError(f"no {label} for {model.config.id}: train one with "
+                                   f"`inferlab train-head --kind {kind}`")
+        cls = EagleDrafter if kind == "eagle" else MedusaDrafter
+        return cls(model, load_head(path, model), settings=sampling, seed=seed,
+                   tokenizer=tokenizer, max_tokens=max_tokens)
     if kind == "quant":
         return ModelDrafter(quantized_self_draft(model, n), settings=sampling, seed=seed,
                             tokenizer=tokenizer, max_tokens=max_tokens, name=spec)

@@ -134,13 +134,18 @@ def _layer_set(text: str) -> tuple[int, ...] | None:
     return tuple(sorted(out)) if len(set(out)) == len(out) else None
 
 
+HEAD_DRAFTERS = ("eagle", "medusa")
+"""The drafters that read a trained draft head (engines.speculative.heads)."""
+
+
 def parse_drafter(spec: str, where: str = "drafter"
                   ) -> tuple[str, int | tuple[int, ...] | str | None]:
-    """("ngram" | "layerskip" | "skip" | "quant" | "tiny" | "eagle", layers or bits or the
-    skipped layers or "auto" or None); ValueError naming `where`. Layer indices are checked
-    against the model when the drafter is built; "eagle" drafts with the model's trained
-    EAGLE head (the user cache's, else the shipped one: heads/shipped.py)."""
-    if spec in ("ngram", "tiny", "eagle"):
+    """("ngram" | "layerskip" | "skip" | "quant" | "tiny" | "eagle" | "medusa", layers or bits
+    or the skipped layers or "auto" or None); ValueError naming `where`. Layer indices are
+    checked against the model when the drafter is built; "eagle" and "medusa" draft with the
+    model's trained head of that kind (the user cache's, else a shipped one:
+    heads/shipped.py)."""
+    if spec in ("ngram", "tiny", *HEAD_DRAFTERS):
         return spec, None
     if spec in QUANT_DRAFTERS:
         return "quant", QUANT_DRAFTERS[spec]
@@ -150,8 +155,8 @@ def parse_drafter(spec: str, where: str = "drafter"
     if kind == "skip" and sep and (n == "auto" or _layer_set(n) is not None):
         return kind, n if n == "auto" else _layer_set(n)
     raise ValueError(f"{where}: expected ngram, layerskip:N (N >= 1 layers), skip:auto, "
-                     f"skip:<layers> (e.g. skip:3,5-9), quant:int8, quant:int4, tiny or eagle, "
-                     f"got {spec!r}")
+                     f"skip:<layers> (e.g. skip:3,5-9), quant:int8, quant:int4, tiny, eagle or "
+                     f"medusa, got {spec!r}")
 
 
 TREE_DRAFTERS = ("ngram", "eagle")

@@ -10,7 +10,7 @@ from inferlab.engines.labs.speculative import bench, drafters
 from inferlab.engines.labs.speculative.settings import parse_drafter
 from inferlab.engines.labs.speculative.sweep import plain_decode
 from inferlab.engines.speculative.errors import SpeculativeError
-from inferlab.engines.speculative.head_drafter import EagleDrafter
+from inferlab.engines.speculative.head_drafter import EagleDrafter, MedusaDrafter
 from inferlab.engines.speculative.heads.build import train_head
 from inferlab.engines.speculative.heads.head_file import head_path
 from inferlab.engines.speculative.heads.model_hash import model_hash
@@ -19,18 +19,21 @@ from inferlab.engines.speculative.heads.train import TrainSettings
 from inferlab.engines.speculative.sampling import GREEDY as SPEC_GREEDY
 
 
-def test_eagle_parses():
+def test_eagle_and_medusa_parse():
     assert parse_drafter("eagle") == ("eagle", None)
-    with pytest.raises(ValueError, match="tiny or eagle"):
+    assert parse_drafter("medusa") == ("medusa", None)
+    with pytest.raises(ValueError, match="tiny, eagle or medusa"):
         parse_drafter("eagle:3")
 
 
-def test_no_head_is_refused_by_name(tiny, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("kind", "label"), [("eagle", "EAGLE head"),
+                                             ("medusa", "Medusa heads")])
+def test_no_head_is_refused_by_name(tiny, tmp_path, monkeypatch, kind, label):
     model, tok = tiny
     monkeypatch.setattr(drafters, "user_cache", lambda: tmp_path)
-    assert drafters.eagle_head_path(model) is None
-    with pytest.raises(SpeculativeError, match="no EAGLE head .* train-head"):
-        drafters.make_drafter("eagle", model, tok, SPEC_GREEDY, 0, 256)
+    assert drafters.head_path(model, kind) is None
+    with pytest.raises(SpeculativeError, match=f"no {label} .* train-head --kind {kind}"):
+        drafters.make_drafter(kind, model, tok, SPEC_GREEDY, 0, 256)
 
 
 @pytest.fixture
@@ -47,6 +50,22 @@ def cached_head(tiny, tmp_path, monkeypatch):
     s = TrainSettings(epochs=1, window_tokens=32, draft_vocab_size=64, max_new_tokens=24,
                       eval_k=2)
     return train_head(model, tok, s, tmp_path).path
+
+
+def test_a_cached_medusa_head_drafts_in_the_lab(tiny, tmp_path, cached_head):
+    """`medusa` finds the user cache's Medusa heads (the same cached features as the EAGLE
+    head's) and decodes to plain greedy's output."""
+    model, tok = tiny
+    s = TrainSettings(kind="medusa", epochs=1, window_tokens=32, draft_vocab_size=64,
+                      max_new_tokens=24, eval_k=2, n_medusa=3)
+    path = train_head(model, tok, s, tmp_path).path
+    assert drafters.head_path(model, "medusa") == path
+    d = drafters.make_drafter("medusa", model, tok, SPEC_GREEDY, 0, 256)
+    assert isinstance(d, MedusaDrafter)
+    ids = [tok.encode("Over the hill")]
+    plain = plain_decode(model, ids, 16, ())
+    row = bench._row(model, tok, "medusa", 3, ids, 16, [plain], 1)
+    assert row["outputs_equal"] is True
 
 
 def test_cached_head_is_found_and_drafts(tiny, tmp_path, cached_head):

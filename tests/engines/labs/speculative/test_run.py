@@ -83,7 +83,7 @@ def test_a_run_with_sampling_is_seeded(capsys, tmp_path):
     (["--top-p", "0"], "--top-p: expected a number in (0, 1], got 0.0"),
     (["--top-p", "1.5"], "--top-p: expected a finite number in 0..1, got 1.5"),
     (["--prompt", "  "], "--prompt: expected some text, got an empty prompt"),
-    (["--drafter", "medusa"], "--drafter: expected ngram, layerskip:N"),
+    (["--drafter", "hydra"], "--drafter: expected ngram, layerskip:N"),
     (["--drafter", "layerskip:2"], "--drafter: layerskip:2 cannot draft for tiny: n_layers"),
     (["--max-tokens", "0"], "--max-tokens: expected an integer in 1..1,024, got 0"),
     (["--temperature", "-1"], "--temperature: expected"),
