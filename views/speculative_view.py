@@ -36,9 +36,11 @@ from PySide6.QtWidgets import (
 from inferlab.engines.labs.speculative.metrics import speculative_metrics
 from inferlab.engines.labs.speculative.session import SpeculativeHeader
 from inferlab.engines.labs.speculative.settings import (
+    HEAD_DRAFTERS,
     MAX_K,
     MAX_TOKENS,
     MAX_TREE_WIDTH,
+    TREE_DRAFTERS,
     parse_drafter,
     speculative_prompts,
 )
@@ -81,8 +83,12 @@ DRAFTERS = (("ngram", "n-gram lookup", "the longest suffix match in prompt + out
              "SmolLM2 and Gemma 3 refuse it)"),
             ("eagle", "EAGLE head", "one decoder layer over the target's last hidden state "
              "and the next token, trained from the target's own outputs (inferlab "
-             "train-head; SmolLM2's ships): drafts a chain, scored by the target's head over "
-             "its 8,192 most frequent tokens"))
+             "train-head; SmolLM2's ships): drafts a chain, or with tree width W > 1 a "
+             "dynamic tree (EAGLE-2: the most confident nodes), scored by the target's head "
+             "over its 8,192 most frequent tokens"),
+            ("medusa", "Medusa heads", "K residual blocks on the target's last hidden state, "
+             "head k guessing the token k ahead, all in one call (inferlab train-head --kind "
+             "medusa; none ships)"))
 
 
 def _model_items() -> list[tuple[str, str]]:
@@ -142,9 +148,11 @@ class SpeculativeView(SteppedView):
         self.k = self._spin(QSpinBox, 1, MAX_K, "K: draft tokens per step; the target "
                             "verifies K + 1 positions in one forward")
         self.tree_width = self._spin(QSpinBox, 1, MAX_TREE_WIDTH, "Tree width W: up to W "
-                                     "n-gram candidates a step, merged by shared prefixes "
-                                     "into one token tree and verified in the same one "
-                                     "forward (1: a chain of K drafts; n-gram drafter only)")
+                                     "candidates a step (the n-gram matches, or the EAGLE "
+                                     "head's most confident paths, at most K·W nodes), merged "
+                                     "by shared prefixes into one token tree and verified in "
+                                     "the same one forward (1: a chain of K drafts; n-gram "
+                                     "and EAGLE drafters only)")
         self.temperature = self._spin(QDoubleSpinBox, 0.0, 10.0, "0: greedy (accept while the "
                                       "target's argmax agrees); above 0: exact rejection "
                                       "sampling", decimals=2)
@@ -297,7 +305,8 @@ class SpeculativeView(SteppedView):
     # ---- settings --------------------------------------------------------------------------
     def _drafter_changed(self, *_args) -> None:
         self.layers.setEnabled(self.drafter.currentData() == "layerskip" and not self.read_only)
-        self.tree_width.setEnabled(self.drafter.currentData() == "ngram" and not self.read_only)
+        self.tree_width.setEnabled(self.drafter.currentData() in TREE_DRAFTERS
+                                   and not self.read_only)
 
     def _prompt_chosen(self, *_args) -> None:
         text = self.prompt_choice.currentData()
@@ -317,7 +326,7 @@ class SpeculativeView(SteppedView):
             kind, n = parse_drafter(s.get("drafter", "ngram"))
         except ValueError:
             kind, n = "ngram", None
-        data = kind if kind in ("ngram", "layerskip", "tiny", "eagle") else s.get("drafter")
+        data = kind if kind in ("ngram", "layerskip", "tiny", *HEAD_DRAFTERS) else s.get("drafter")
         if kind == "skip" and self.drafter.findData(data) < 0:  # a set named by hand
             self.drafter.addItem(f"skip self-draft ({data[len('skip:'):]})", data)
         self.drafter.setCurrentIndex(max(self.drafter.findData(data), 0))
@@ -341,7 +350,7 @@ class SpeculativeView(SteppedView):
     def settings(self) -> dict:
         kind = self.drafter.currentData()
         drafter = f"layerskip:{self.layers.value()}" if kind == "layerskip" else kind
-        width = self.tree_width.value() if kind == "ngram" else 1
+        width = self.tree_width.value() if kind in TREE_DRAFTERS else 1
         return {"model": self.model.currentData(), "drafter": drafter, "k": self.k.value(),
                 "tree_width": width,
                 "temperature": round(self.temperature.value(), 4),

@@ -22,6 +22,7 @@ from inferlab.engines.labs.speculative.section import speculative_section
 from inferlab.engines.labs.speculative.session import speculative_session
 from inferlab.engines.labs.speculative.settings import (
     SPECULATIVE_SETTINGS,
+    TREE_DRAFTERS,
     parse_drafter,
     speculative_defaults,
 )
@@ -117,7 +118,7 @@ class SpeculativeLab(SteppedLab):
             parse_drafter(s["drafter"])
         except ValueError:
             s["drafter"] = self.defaults["drafter"]
-        if s["drafter"] != "ngram":  # token trees are the n-gram drafter's candidates
+        if s["drafter"] not in TREE_DRAFTERS:  # token trees: n-gram or EAGLE candidates
             s["tree_width"] = 1
         if not s["top_p"] > 0:
             s["top_p"] = self.defaults["top_p"]

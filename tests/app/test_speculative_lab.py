@@ -205,3 +205,20 @@ def test_the_eagle_drafter_is_in_the_menu_and_round_trips(qtbot, make_window):
     assert view.drafter.currentText() == "EAGLE head"
     assert view.settings()["drafter"] == "eagle"
     wait_idle(qtbot, window, 120000)
+
+
+def test_eagle_trees_and_medusa_heads_in_the_form(qtbot, make_window):
+    """The tree width is the n-gram and EAGLE drafters' (EAGLE-2 trees), kept through the
+    lab's settings; Medusa heads are in the menu and round-trip."""
+    window, lab = open_lab(qtbot, make_window, max_tokens=12)
+    view = lab.view
+    view.set_settings(dict(view.settings(), drafter="eagle", tree_width=3))
+    assert view.tree_width.isEnabled()
+    assert view.settings()["tree_width"] == 3
+    assert lab.valid_settings(view.settings())["tree_width"] == 3
+    view.set_settings(dict(view.settings(), drafter="medusa", tree_width=3))
+    assert view.drafter.currentText() == "Medusa heads"
+    assert not view.tree_width.isEnabled()
+    assert view.settings()["drafter"] == "medusa" and view.settings()["tree_width"] == 1
+    assert lab.valid_settings(dict(view.settings(), tree_width=3))["tree_width"] == 1
+    wait_idle(qtbot, window, 120000)
