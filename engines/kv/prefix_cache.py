@@ -230,11 +230,10 @@ class HashPrefixCache(PrefixCache):
         """`_register` for blocks start..end-1 with the carried hashes and keys; the next
         index, or None at a dropped entry."""
         blocks = seq.blocks
-        stop = end
-        for i in range(start, end):  # a dropped entry: no chain passes it
-            if blocks[i] is NULL_BLOCK:
-                stop = i
-                break
+        try:  # a dropped entry: no chain passes it (a C scan: no Block defines __eq__)
+            stop = blocks.index(NULL_BLOCK, start, end)
+        except ValueError:
+            stop = end
         if stop > start:
             hashes = chain[0]
             seq.chain_id = self.index.register_run(blocks, hashes, chain[1], start, stop,

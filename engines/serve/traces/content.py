@@ -29,6 +29,7 @@ figure exactly when no request's run covers its last, partial or full, block.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
@@ -59,11 +60,19 @@ def _streams(seeds: Sequence[int], n_tokens: int, vocab_size: int) -> list[Token
     # uint64 arrays wrap silently (numpy warns on overflow for scalars only)
     steps = np.arange(1, n_tokens + 1, dtype=np.uint64) * _GAMMA
     z = _mix(np.asarray(seeds, dtype=np.uint64)[:, None] + steps[None, :])
-    # below vocab_size: int64 holds them, and its tolist makes ints faster than uint64's
-    tokens = (z % np.uint64(vocab_size)).astype(np.int64)
+    tokens = (z % np.uint64(vocab_size)).astype(np.intp)
     tops = tokens.max(axis=1).tolist() if n_tokens else [-1] * len(seeds)
-    return [TokenIds.trusted(tuple(row), top)
-            for row, top in zip(tokens.tolist(), tops, strict=True)]
+    rows = _token_ints(vocab_size)[tokens].tolist()
+    return [TokenIds.trusted(tuple(row), top) for row, top in zip(rows, tops, strict=True)]
+
+
+@functools.lru_cache(maxsize=4)
+def _token_ints(vocab_size: int) -> np.ndarray:
+    """The ints 0..vocab_size-1 as one object array: a drawn block's ids are these very
+    objects (numpy indexing copies references), not an int made per id; a trace's
+    prompts hold tens of millions of ids, which then cost a pointer each, and the hash
+    cache's keys and hashes read them from this one small table."""
+    return np.arange(vocab_size).astype(object)
 
 
 def _seeds(keys: Iterable[int]) -> list[int]:

@@ -37,6 +37,32 @@ def test_a_block_is_fixed_by_its_id():
     assert block_tokens(7, 16, 50)[0] < 50
 
 
+def _splitmix(z: int) -> int:
+    m = 2**64 - 1
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=5, unique=True),
+       st.integers(1, 40), st.sampled_from([50, 1000, VOCAB]))
+def test_blocks_are_the_splitmix_stream_in_shared_ints(block_ids, size, vocab):
+    """The module doc's formula in plain ints (the reference for the numpy draw); equal
+    ids are one int object, the draw's shared table's (no int made per id)."""
+    clear_block_cache()
+    got = [block_tokens(b, size, vocab) for b in block_ids]
+    for block_id, ids in zip(block_ids, got, strict=True):
+        seed = _splitmix(block_id)
+        want = tuple(_splitmix((seed + (j + 1) * 0x9E3779B97F4A7C15) % 2**64) % vocab
+                     for j in range(size))
+        assert ids == want and ids.max_id == max(want)
+    first: dict[int, object] = {}
+    for ids in got:
+        for t in ids:
+            assert first.setdefault(t, t) is t
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=6), min_size=2,
                 max_size=6))
