@@ -7,6 +7,10 @@ itself (the held-out prompts' greedy answers), drafting as the decoder would:
 
     tokens_per_forward = mean(n + 1)        (what the decoder's yield per forward would be)
     first_token_agreement = share of positions where d_1 = x_L
+    accept_by_position[j - 1] = P(d_j accepted | d_1 .. d_{j-1} accepted), j = 1..K: the
+                            head's own per-position acceptance, from which the lab's theory
+                            predicts E(K) = 1 + a_1 + a_1·a_2 + … (statistics.
+                            expected_tokens_positional)
 
 A position counts as inside an answer when x_{t+1} = greedy[t] from L - 1 to the end of the
 chain's reach (the text is the target's own continuation there).
@@ -27,9 +31,12 @@ from inferlab.engines.speculative.heads.target_head import FrozenHead
 
 def chain_acceptance(module, scorer: FrozenHead, embed, seqs: Sequence[TrainingSequence],
                      k: int, stride: int = 1) -> dict:
-    """{"tokens_per_forward", "first_token_agreement", "positions"} over `seqs`."""
+    """{"tokens_per_forward", "first_token_agreement", "accept_by_position", "positions"}
+    over `seqs`."""
     lengths: list[int] = []
     firsts: list[bool] = []
+    reached = [0] * k  # positions whose chain reached draft j and had d_1 .. d_{j-1} accepted
+    taken = [0] * k  # … and accepted d_j too
     with torch.no_grad():
         for s in seqs:
             u = unit_rms(s.hidden)
@@ -58,9 +65,15 @@ def chain_acceptance(module, scorer: FrozenHead, embed, seqs: Sequence[TrainingS
                 n = 0
                 while n < reach and drafts[n] == int(x[last + n]):
                     n += 1
+                for j in range(min(n + 1, reach)):
+                    reached[j] += 1
+                    taken[j] += j < n
                 lengths.append(n + 1)
                 firsts.append(drafts[0] == int(x[last]))
+    by_position = [t / r for t, r in zip(taken, reached, strict=True) if r]
     if not lengths:
-        return {"tokens_per_forward": 0.0, "first_token_agreement": 0.0, "positions": 0}
+        return {"tokens_per_forward": 0.0, "first_token_agreement": 0.0,
+                "accept_by_position": [], "positions": 0}
     return {"tokens_per_forward": sum(lengths) / len(lengths),
-            "first_token_agreement": sum(firsts) / len(firsts), "positions": len(lengths)}
+            "first_token_agreement": sum(firsts) / len(firsts),
+            "accept_by_position": by_position, "positions": len(lengths)}

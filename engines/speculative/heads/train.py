@@ -101,6 +101,8 @@ class CurvePoint:
     tokens_per_forward: float
     first_token_agreement: float
     elapsed_s: float
+    accept_by_position: tuple[float, ...] = ()
+    """Held-out P(draft j accepted | drafts before it accepted), j = 1..eval_k (evaluate.py)."""
 
 
 def _lr_factor(step: int, total: int, warmup: int) -> float:
@@ -167,7 +169,8 @@ def fit(target: Llama, train_seqs: Sequence[TrainingSequence],
         acc = chain_acceptance(module, scorer, embed, held_seqs, eval_k, s.eval_stride)
         module.train()
         point = CurvePoint(epoch, steps, loss, acc["tokens_per_forward"],
-                           acc["first_token_agreement"], time.perf_counter() - t0)
+                           acc["first_token_agreement"], time.perf_counter() - t0,
+                           tuple(acc["accept_by_position"]))
         curve.append(point)
         if on_point is not None:
             on_point(point)
