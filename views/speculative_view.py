@@ -46,7 +46,10 @@ from inferlab.engines.labs.speculative.settings import (
 )
 from inferlab.engines.model.cache import model_choices
 from inferlab.engines.speculative.decoder import SpeculativeStep
-from inferlab.engines.speculative.statistics import expected_tokens_per_forward
+from inferlab.engines.speculative.statistics import (
+    expected_tokens_per_forward,
+    expected_tokens_positional,
+)
 from inferlab.views.choices import kernel_choice, select_choice
 from inferlab.views.fact_table import FactTable
 from inferlab.views.speculative_sweep import SweepPanel
@@ -276,6 +279,8 @@ class SpeculativeView(SteppedView):
         self.all_point = t.plot([], [], pen=None, symbol="s", symbolSize=9,
                                 symbolBrush="#0072B2", symbolPen=None,
                                 name="measured: every forward")
+        self.head_line = t.plot([], [], pen=pg.mkPen("#009E73", width=2, style=Qt.DashLine),
+                                name="the head's held-out acceptance")
         self.theory_note = QLabel()
         self.theory_note.setWordWrap(True)
         self.theory_note.setStyleSheet("color: #555")
@@ -379,7 +384,7 @@ class SpeculativeView(SteppedView):
         self.clear_steps()
         self.show_stats({})
         self.bars.setOpts(x=[], height=[])
-        for item in (self.theory_curve, self.measured_point, self.all_point):
+        for item in (self.theory_curve, self.measured_point, self.all_point, self.head_line):
             item.setData([], [])
         self.theory_note.setText("")
 
@@ -544,6 +549,14 @@ class SpeculativeView(SteppedView):
         ]
         self.stats.set_rows(rows)
 
+    def _head_expectation(self, k: int) -> float | None:
+        """E(K) from a trained head's held-out per-position acceptance (a chain of K drafts;
+        None for other drafters, trees, or a head measured at fewer than K positions)."""
+        h = self.header
+        if h is None or h.tree_width > 1 or len(h.head_accept_by_position) < k:
+            return None
+        return expected_tokens_positional(list(h.head_accept_by_position[:k]))
+
     def _show_plots(self, m: dict, k: int) -> None:
         rates = m.get("acceptance_rate_by_position") or []
         self.bars.setOpts(x=np.arange(1, len(rates) + 1), height=100 * np.asarray(rates),
@@ -558,6 +571,11 @@ class SpeculativeView(SteppedView):
         self.theory_curve.setData(alphas, theory)
         self.theory_legend.items[0][1].setText(f"theory (1 − α^(K+1)) / (1 − α), K = {k}")
         self.theory_plot.getPlotItem().setYRange(1, k + 1, padding=0.05)
+        head_e = self._head_expectation(k)
+        if head_e is None:
+            self.head_line.setData([], [])
+        else:
+            self.head_line.setData([0.0, 1.0], [head_e, head_e])
         if not m.get("target_forwards"):
             self.measured_point.setData([], [])
             self.all_point.setData([], [])
@@ -581,4 +599,7 @@ class SpeculativeView(SteppedView):
             f"that drafted emitted <b>{drafting:.2f}</b> ({gap}), every forward "
             f"<b>{m['tokens_per_target_forward']:.2f}</b> (a forward with no draft — {why} — "
             "emits one); over the drafts the steps made, the theory "
-            f"predicts <b>{m.get('theory_drafted_tokens_per_forward', 0.0):.2f}</b>.")
+            f"predicts <b>{m.get('theory_drafted_tokens_per_forward', 0.0):.2f}</b>."
+            + ("" if head_e is None else
+               " The head's own per-position acceptance on its held-out answers predicts "
+               f"<b>{head_e:.2f}</b> (dashed: 1 + a₁ + a₁a₂ + …)."))

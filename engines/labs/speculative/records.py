@@ -39,6 +39,10 @@ class SpeculativeHeader:
     """id -> text of every token the run saw (prompt, emitted, drafted)."""
     n_layers: int = 0  # the target's (drafter menus)
     tree_width: int = 1
+    head_accept_by_position: tuple[float, ...] = ()
+    """A trained head's held-out P(draft j accepted | the drafts before it accepted), j =
+    1, 2, … (its file's last curve point; engines.speculative.heads.evaluate); empty for
+    other drafters and heads that did not record it."""
 
     def text(self, token_id: int) -> str:
         return self.token_texts.get(token_id, f"<{token_id}>")

@@ -36,10 +36,17 @@ def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
         extra["sweep"] = sweep_to_dict(sweep)
     state = {**extra, "model": header.model, "drafter": header.drafter, "k": header.k,
              "tree_width": header.tree_width, "n_layers": header.n_layers,
+             "head_accept_by_position": list(header.head_accept_by_position),
              "prompt_token_ids": list(header.prompt_token_ids),
              "token_texts": {str(t): text for t, text in sorted(header.token_texts.items())},
              "steps": [step_to_dict(s) for s in steps]}
     return lab_section(settings, state, speculative_metrics(steps, header.k))
+
+
+def _probability(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"{where}: expected a probability in [0, 1], got {value!r}")
+    return float(value)
 
 
 def read_speculative_section(sec) -> SpeculativeSnapshot:
@@ -83,8 +90,10 @@ def read_speculative_section(sec) -> SpeculativeSnapshot:
                              f"{k * width if width > 1 else 0}")
         if s.finish_reason is not None and i != len(steps) - 1:
             raise ValueError(f"{w}.steps[{i}].finish_reason: a step after it ran")
+    head_acc = read_list(state.get("head_accept_by_position", []), _probability,
+                         f"{w}.head_accept_by_position", 64)
     header = SpeculativeHeader(strings["model"], strings["drafter"], k, tuple(prompt), texts,
-                               n_layers, width)
+                               n_layers, width, tuple(head_acc))
     sweep = sweep_from_dict(state["sweep"], f"{w}.sweep") if "sweep" in state else None
     return SpeculativeSnapshot(settings, header, tuple(steps), speculative_metrics(steps, k),
                                sweep)

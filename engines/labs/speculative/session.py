@@ -94,10 +94,19 @@ class SpeculativeSession:
     def header(self) -> SpeculativeHeader:
         return SpeculativeHeader(self.model_id, self.decoder.drafter_name, self.decoder.k,
                                  tuple(self.decoder.prompt), dict(self._texts), self._n_layers,
-                                 self.decoder.tree_width)
+                                 self.decoder.tree_width, head_acceptance(self.decoder.drafter))
 
     def run(self):
         return self.decoder.result()
+
+
+def head_acceptance(drafter) -> tuple[float, ...]:
+    """A head drafter's held-out per-position acceptance (its training curve's last point),
+    else ()."""
+    head = getattr(drafter, "head", None)
+    curve = (getattr(head, "training", None) or {}).get("curve") or [{}]
+    values = curve[-1].get("accept_by_position") or ()
+    return tuple(float(a) for a in values)
 
 
 def speculative_session(settings: dict, device: str = "cpu") -> SpeculativeSession:

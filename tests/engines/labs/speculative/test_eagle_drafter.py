@@ -94,3 +94,15 @@ def test_bench_eagle_figures(tiny, cached_head):
     assert fig["tree_width"] == best["tree_width"]
     assert fig["accept_len_mean"] == best["tokens_per_target_forward"] >= 1.0
     assert fig["head_path"] == str(cached_head)
+
+
+def test_the_session_header_carries_the_heads_held_out_acceptance(tiny, cached_head):
+    from inferlab.engines.labs.speculative.session import speculative_session
+    from inferlab.engines.labs.speculative.settings import speculative_defaults
+    from inferlab.engines.speculative.heads.head_file import read_record
+
+    curve = read_record(cached_head)["training"]["curve"]
+    session = speculative_session(speculative_defaults() | {"drafter": "eagle", "k": 2,
+                                                            "max_tokens": 8})
+    accept = session.header().head_accept_by_position
+    assert accept and accept == tuple(curve[-1]["accept_by_position"])

@@ -87,6 +87,8 @@ def test_a_section_of_no_run_reads_as_no_header():
     (("state", "token_texts"), {"x": "a"}, "labs.speculative.state.token_texts['x']"),
     (("state", "prompt_token_ids"), [], "labs.speculative.state.prompt_token_ids"),
     (("metrics",), [], "labs.speculative.metrics: expected an object"),
+    (("state", "head_accept_by_position"), [0.5, 1.5],
+     "labs.speculative.state.head_accept_by_position[1]: expected a probability"),
 ])
 def test_a_bad_field_is_named(section, path, value, named):
     data = copy.deepcopy(section[0])
@@ -134,3 +136,13 @@ def test_fuzz_the_section_reader(section):
     print("speculative section fuzz:", result.summary())
     result.check()
     assert result.refused > result.cases // 4
+
+
+def test_a_heads_per_position_acceptance_round_trips(section):
+    data, session = section
+    header = dataclasses.replace(session.header(), head_accept_by_position=(0.4, 0.25, 0.5))
+    sec = json.loads(json.dumps(to_jsonable(speculative_section(
+        session.settings, header, session.records))))
+    assert read_speculative_section(sec).header == header
+    del sec["state"]["head_accept_by_position"]  # a snapshot from before it was kept
+    assert read_speculative_section(sec).header.head_accept_by_position == ()
