@@ -279,8 +279,7 @@ class SpeculativeView(SteppedView):
         self.all_point = t.plot([], [], pen=None, symbol="s", symbolSize=9,
                                 symbolBrush="#0072B2", symbolPen=None,
                                 name="measured: every forward")
-        self.head_line = t.plot([], [], pen=pg.mkPen("#009E73", width=2, style=Qt.DashLine),
-                                name="the head's held-out acceptance")
+        self.head_line = t.plot([], [], pen=pg.mkPen("#009E73", width=2, style=Qt.DashLine))
         self.theory_note = QLabel()
         self.theory_note.setWordWrap(True)
         self.theory_note.setStyleSheet("color: #555")
@@ -572,10 +571,13 @@ class SpeculativeView(SteppedView):
         self.theory_legend.items[0][1].setText(f"theory (1 − α^(K+1)) / (1 − α), K = {k}")
         self.theory_plot.getPlotItem().setYRange(1, k + 1, padding=0.05)
         head_e = self._head_expectation(k)
+        self.theory_legend.removeItem(self.head_line)  # in the legend only when drawn
         if head_e is None:
             self.head_line.setData([], [])
         else:
             self.head_line.setData([0.0, 1.0], [head_e, head_e])
+            self.theory_legend.addItem(self.head_line, f"the head's held-out acceptance: "
+                                                       f"E = {head_e:.2f}")
         if not m.get("target_forwards"):
             self.measured_point.setData([], [])
             self.all_point.setData([], [])

@@ -25,7 +25,12 @@ def test_the_heads_line(qtbot, k, accept, width, expected):
     qtbot.addWidget(view)
     view.draw(_header(k, accept, width), ())
     _, y = view.head_line.getData()
+    labels = [label.text for _, label in view.theory_legend.items]
     if expected is None:
         assert y is None or len(y) == 0
+        assert not any("head" in text for text in labels)
     else:
         assert list(y) == pytest.approx([expected, expected])
+        assert f"the head's held-out acceptance: E = {expected:.2f}" in labels
+    view.draw(_header(k, (), width), ())  # then a drafter with no head: the entry leaves
+    assert not any("head" in label.text for _, label in view.theory_legend.items)
