@@ -309,12 +309,14 @@ LABS: tuple[LabSpec, ...] = (
             "a real model (the seeded tiny model, or SmolLM2-135M-Instruct) decoding one "
             "prompt speculatively: a drafter (prompt lookup, the target itself with a "
             "searched set of layers skipped or only its first layers, an INT8/INT4 copy of "
-            "it, or a smaller model) proposes K tokens, the target scores all K + 1 positions in "
-            "one forward through its paged KV cache, and the exact rejection sampler keeps "
-            "the target's distribution. The token stream is coloured by fate (accepted, "
+            "it, a smaller model, or a draft head trained on the target's own outputs: EAGLE, "
+            "as a chain or a dynamic tree, or Medusa) proposes K tokens, the target scores "
+            "them in one forward through its paged KV cache, and the exact rejection sampler "
+            "keeps the target's distribution. The token stream is coloured by fate (accepted, "
             "rejected, resampled, bonus; p and q on hover), beside the acceptance rate by "
             "draft position and tokens per target forward against (1 − α^(K+1)) / (1 − α) "
-            "for the measured α."),
+            "for the measured α. Its Training tab trains a head in front of you: loss and "
+            "held-out acceptance per epoch, data size, Cancel."),
         controller="inferlab.app.labs.speculative:SpeculativeLab",
         read_section="inferlab.engines.labs.speculative.section:read_speculative_section",
         headlines=(
