@@ -31,7 +31,7 @@ from inferlab.engines.speculative.heads.build import train_head
 from inferlab.engines.speculative.heads.dims import KINDS
 from inferlab.engines.speculative.heads.head_file import read_record
 from inferlab.engines.speculative.heads.shipped import find_head, shipped_head_path
-from inferlab.engines.speculative.heads.train import TrainSettings
+from inferlab.engines.speculative.heads.train import TrainSettings, point_record
 
 PROGRESS_INTERVAL_S = 0.1
 """A run's progress reaches the panel at most this often (a tiny model takes many steps a
@@ -184,7 +184,7 @@ class HeadTraining(QObject):
                     progress(done / total if total else 0.0, f"{stage} {done}/{total}")
 
             build = train_head(model, tok, settings, user_cache(), None, on_progress,
-                               should_stop, lambda p: self.point_ready.emit(run, asdict(p)))
+                               should_stop, lambda p: self.point_ready.emit(run, point_record(p)))
             return head_file(build.path), build.train_s, build.features_s
 
         def finished(result) -> None:

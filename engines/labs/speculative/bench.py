@@ -68,6 +68,8 @@ from inferlab.engines.model.llama import resolve_dtype
 from inferlab.engines.model.registry import SMOLLM2_ID, load_model, smollm2_gguf_path
 from inferlab.engines.speculative.adaptive_k import AdaptiveK, HeuristicK, KPolicy
 from inferlab.engines.speculative.errors import SpeculativeError
+from inferlab.engines.speculative.heads.build import from_nothing_s
+from inferlab.engines.speculative.heads.head_file import read_record
 from inferlab.engines.speculative.model_drafter import skip_spec
 from inferlab.engines.speculative.verify_cost import verify_cost_ratios
 
@@ -168,6 +170,13 @@ def _skip_auto_figures(model, tok, ids: list[list[int]], new_tokens: int, repeat
             "layerskip_same_cost": rows["layerskip"]}
 
 
+def _train_s(path) -> float | None:
+    """The head file's own record of its time from nothing (features built + trained), or
+    None (no head, or a record that does not say how long its features took)."""
+    record = None if path is None else read_record(path)
+    return None if record is None else from_nothing_s(record.get("training") or {})
+
+
 def _eagle_figures(model, tok, ids, new_tokens: int, plain_now, repeats: int,
                    stops: Sequence[int], verify_costs, ks: Sequence[int], path) -> dict:
     """The EAGLE head's chain rows at each K and its dynamic-tree rows (EAGLE_TREES), plain
@@ -248,7 +257,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
     `new_tokens`: the most each prompt emits (all of them, ignoring the end of turn, when not
     `stop_at_eos`); `emitted_tokens` in each row says how many were. `eagle_ks`: the K of
     the EAGLE head's rows (each group's `eagle`), where the model has a head (none: no rows;
-    `eagle_head` says which file or null).
+    `eagle_head` says which file or null; `eagle_train_s` its record's time from nothing:
+    features built + trained, null where the record does not say).
     `prompts` a list (the figures at the top level) or groups of them by name (the figures
     under each name: `grounded`, `open`). `model_name`: another `load_model` name (default
     SmolLM2; transformers only runs that). fp32 by default: the CPU runtime's fastest path
@@ -270,7 +280,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                      "stop_at_eos": bool(stops), "threads": torch.get_num_threads(),
                      "repeats": repeats,
                      "verify_cost_ratios": {str(k): v for k, v in verify_costs.items()},
-                     "eagle_head": None if eagle_path is None else str(eagle_path)}
+                     "eagle_head": None if eagle_path is None else str(eagle_path),
+                     "eagle_train_s": _train_s(eagle_path)}
         hf_model = None
         if transformers and model_name == SMOLLM2_ID:
             try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -96,16 +97,34 @@ def features_key(model_hash: str, prompts: Sequence[str], texts: dict[str, str],
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def save_sequences(path: Path, seqs: Sequence[TrainingSequence]) -> None:
-    """All sequences in one safetensors file, atomically (temporary file, then rename)."""
+def save_sequences(path: Path, seqs: Sequence[TrainingSequence],
+                   stats: dict | None = None) -> None:
+    """All sequences in one safetensors file, atomically (temporary file, then rename);
+    `stats` (how they were built: numbers by name) kept in its metadata."""
     tensors = {"tokens": torch.cat([s.tokens for s in seqs]),
                "hidden": torch.cat([s.hidden for s in seqs]),
                "greedy": torch.cat([s.greedy for s in seqs]),
                "lengths": torch.tensor([len(s) for s in seqs], dtype=torch.int64)}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    save_file(tensors, str(tmp), metadata={"names": json.dumps([s.name for s in seqs])})
+    save_file(tensors, str(tmp), metadata={"names": json.dumps([s.name for s in seqs]),
+                                           "stats": json.dumps(stats or {})})
     tmp.replace(path)
+
+
+def stored_stats(path: Path) -> dict:
+    """The build figures a features file keeps (numbers by name; {} where it keeps none or
+    they do not read)."""
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            raw = json.loads(json.loads(f.read(n))["__metadata__"].get("stats", "{}"))
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(k, str)
+            and isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def load_sequences(path: Path) -> list[TrainingSequence] | None:
@@ -131,13 +150,22 @@ def cached_sequences(target: Llama, tokenizer: Tokenizer, model_hash: str, cache
                      prompts: Sequence[str], texts: dict[str, str], max_new_tokens: int,
                      max_text_tokens: int, progress=None, should_stop=None,
                      stats_out: dict | None = None) -> tuple[list[TrainingSequence], bool]:
-    """`build_sequences`, from the cache where it was built before; (sequences, from cache)."""
+    """`build_sequences`, from the cache where it was built before; (sequences, from cache).
+    `stats_out` gets the build's figures (`build_sequences`' and `features_build_s`, the
+    seconds it took), those kept in the cached file when it is read from there."""
     key = features_key(model_hash, prompts, texts, max_new_tokens, max_text_tokens)
     path = cache_dir / "heads" / model_hash.replace(":", "-") / f"features-{key}.safetensors"
     found = load_sequences(path)
     if found is not None:
+        if stats_out is not None:
+            stats_out.update(stored_stats(path))
         return found, True
+    t0 = time.perf_counter()
+    stats: dict = {}
     seqs = build_sequences(target, tokenizer, prompts, texts, max_new_tokens, max_text_tokens,
-                           progress, should_stop, stats_out)
-    save_sequences(path, seqs)
+                           progress, should_stop, stats)
+    stats["features_build_s"] = time.perf_counter() - t0
+    save_sequences(path, seqs, stats)
+    if stats_out is not None:
+        stats_out.update(stats)
     return seqs, False

@@ -105,6 +105,11 @@ class CurvePoint:
     """Held-out P(draft j accepted | drafts before it accepted), j = 1..eval_k (evaluate.py)."""
 
 
+def point_record(point: CurvePoint) -> dict:
+    """A curve point as the head file's JSON keeps it (lists, not tuples)."""
+    return {**asdict(point), "accept_by_position": list(point.accept_by_position)}
+
+
 def _lr_factor(step: int, total: int, warmup: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
@@ -218,7 +223,7 @@ def fit(target: Llama, train_seqs: Sequence[TrainingSequence],
         measure(epoch, step, sum(losses) / len(losses))
     module.eval()
     held_greedy = torch.cat([q.greedy for q in held_seqs]) if held_seqs else greedy[:0]
-    training = {"settings": asdict(s), "curve": [asdict(p) for p in curve],
+    training = {"settings": asdict(s), "curve": [point_record(p) for p in curve],
                 "train_sequences": len(train_seqs), "train_tokens": int(greedy.numel()),
                 "held_out_sequences": len(held_seqs), "steps": step,
                 "draft_vocab_coverage_train": vocab.coverage(greedy),

@@ -106,3 +106,13 @@ def test_the_session_header_carries_the_heads_held_out_acceptance(tiny, cached_h
                                                             "max_tokens": 8})
     accept = session.header().head_accept_by_position
     assert accept and accept == tuple(curve[-1]["accept_by_position"])
+
+
+def test_eagle_train_s_is_the_heads_record_of_its_time_from_nothing(cached_head, tmp_path):
+    from inferlab.engines.speculative.heads.head_file import read_record
+
+    training = read_record(cached_head)["training"]
+    assert not training["features_cached"]  # built in this cache: its first build timed
+    assert bench._train_s(cached_head) == training["features_build_s"] + training["train_s"]
+    assert training["features_build_s"] > 0
+    assert bench._train_s(None) is None

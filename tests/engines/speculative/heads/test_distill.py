@@ -67,10 +67,14 @@ def test_features_file_reads_back_and_serves_the_cache(tiny, tmp_path):
     call reads the file instead of generating again."""
     model, tok = tiny
     args = (model, tok, "weights:x", tmp_path, PROMPTS[:3], {"t": "Some text to read."}, 6, 64)
-    first, cached = cached_sequences(*args)
+    built: dict = {}
+    first, cached = cached_sequences(*args, stats_out=built)
     assert not cached and len(first) == 4
-    again, cached = cached_sequences(*args)
+    assert built["features_build_s"] > 0 and built["distill_sequences"] == 4
+    read: dict = {}
+    again, cached = cached_sequences(*args, stats_out=read)
     assert cached
+    assert read == built  # the first build's figures, kept in the file
     assert [s.name for s in again] == [s.name for s in first]
     for a, b in zip(first, again, strict=True):
         assert torch.equal(a.tokens, b.tokens) and torch.equal(a.greedy, b.greedy)
