@@ -1,5 +1,6 @@
 """The cluster lab's window: the layout and workload choices on the left with the run's
-figures under them; the timeline (instances, link, KV use, utilisation) and the layout
+figures under them (a published trace in place of the seeded workload: views/cluster_trace.py);
+the timeline (instances, link, KV use, utilisation) and the layout
 search's heat map, the expert-parallel figures and an autoscaled fleet's replicas and
 GPU-hours in tabs on the right. Choices, defaults and ranges come from the lab's
 settings table (engines/labs/cluster/settings.py); the view only draws what it is given."""
@@ -29,6 +30,7 @@ from inferlab.views.cluster_autoscale import ClusterAutoscale
 from inferlab.views.cluster_experts import ClusterExperts
 from inferlab.views.cluster_search import ClusterSearchView
 from inferlab.views.cluster_timeline import ClusterTimeline, lane_label
+from inferlab.views.cluster_trace import TraceForm
 from inferlab.views.fact_table import FactTable
 
 LAYOUT_LABELS = {"replicas": "replicas behind a router", "tp": "one tensor-parallel instance",
@@ -110,6 +112,7 @@ class ClusterView(QWidget):
         self.target = self._float("target_concurrency", " in flight", 1)
         self.min_replicas, self.max_replicas = self._int("min_replicas"), self._int(
             "max_replicas")
+        self.trace_form = TraceForm(parent=self)
         for label, widget in (("Layout", self.layout_kind), ("GPUs", self.gpus),
                               ("Tensor degree t", self.tp), ("Prefill instances", self.prefill),
                               ("Decode instances", self.decode), ("Router", self.router),
@@ -121,6 +124,7 @@ class ClusterView(QWidget):
                               ("GPU", self.hardware), ("dtype", self.dtype),
                               ("Workload", self.scenario),
                               ("Requests", self.requests), ("Arrival rate", self.rate),
+                              *self.trace_form.rows(),
                               ("TTFT SLO", self.slo_ttft), ("TPOT SLO", self.slo_tpot),
                               ("", self.autoscale_box),
                               ("Target per replica", self.target),
@@ -196,6 +200,7 @@ class ClusterView(QWidget):
         self.ep.valueChanged.connect(self._enable_fields)
         self.expert_load.currentIndexChanged.connect(self._enable_fields)
         self.autoscale_box.toggled.connect(self._enable_fields)
+        self.trace_form.changed.connect(self._enable_fields)
 
     # ---- widgets from the settings table -------------------------------------------------
     def _choices(self, key: str) -> tuple:
@@ -237,6 +242,9 @@ class ClusterView(QWidget):
         for widget in (self.target, self.min_replicas, self.max_replicas):
             widget.setEnabled(scaled)
         self.gpus.setEnabled(not scaled)  # an autoscaled fleet's size is its own
+        seeded = self.trace_form.trace() is None  # a trace brings its own requests
+        for widget in (self.scenario, self.requests, self.rate):
+            widget.setEnabled(seeded)
 
     # ---- settings ------------------------------------------------------------------------
     def set_settings(self, s: dict) -> None:
@@ -260,6 +268,7 @@ class ClusterView(QWidget):
         self.slo_tpot.setValue(float(s["slo_tpot_s"]))
         self.autoscale_box.setChecked(bool(s["autoscale"]))
         self.target.setValue(float(s["target_concurrency"]))
+        self.trace_form.set_trace(s.get("trace"))
         self._enable_fields()
 
     def settings(self) -> dict:
@@ -281,7 +290,8 @@ class ClusterView(QWidget):
                               and self.layout_kind.currentData() == "replicas"),
                 "target_concurrency": self.target.value(),
                 "min_replicas": self.min_replicas.value(),
-                "max_replicas": self.max_replicas.value()}
+                "max_replicas": self.max_replicas.value(),
+                "trace": self.trace_form.trace()}
 
     # ---- drawing -------------------------------------------------------------------------
     def set_busy(self, busy: bool, text: str | None = None) -> None:
@@ -293,6 +303,7 @@ class ClusterView(QWidget):
     def set_read_only(self, read_only: bool) -> None:
         for widget in (self.run_button, self.search_button):
             widget.setEnabled(not read_only)
+        self.trace_form.set_read_only(read_only)
 
     def draw(self, state, metrics: dict, settings: dict) -> None:
         self.timeline.draw(state)

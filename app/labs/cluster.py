@@ -4,13 +4,21 @@ drawn as one lane per instance and one for the link, with goodput per GPU and a 
 
 A whole run (or a whole search) is one worker task (a ClusterSession); what it hands back is
 the snapshot section, read once into a ClusterSnapshot and drawn from that record, so a live
-run and a snapshot are drawn the same way."""
+run and a snapshot are drawn the same way.
+
+With a published trace set in the form (the `trace` setting), a run or a search reads the
+trace's window in its worker first (settings.cluster_trace, as `run cluster --trace` reads
+it) and runs its requests; a file that cannot be read is said in the status line, the last
+run kept."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from inferlab.app.labs.base import Lab
 from inferlab.engines.cluster.fanout import choose_fanout
 from inferlab.engines.fields import clean_settings
+from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.cluster.records import ClusterSnapshot, search_summary
 from inferlab.engines.labs.cluster.section import cluster_section, read_cluster_section
 from inferlab.engines.labs.cluster.session import ClusterSession
@@ -18,16 +26,34 @@ from inferlab.engines.labs.cluster.settings import (
     CLUSTER_DEFAULTS,
     CLUSTER_SETTINGS,
     check_cluster_settings,
+    cluster_trace,
 )
 from inferlab.engines.labs.cluster.trace import trace_cluster
 from inferlab.engines.trace.snapshot import lab_section
 from inferlab.views.cluster_view import ClusterView
 
 
-def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
-    """The run of `settings` to its end, as the snapshot's section (a worker's job)."""
+def read_trace(settings: dict, progress, should_stop) -> tuple[list | None, dict, dict]:
+    """(items, figures, settings) of the settings' trace (settings.cluster_trace), read with
+    progress and stopped on request; (None, {}, settings) without one."""
+    if settings["trace"] is None:
+        return None, {}, settings
+    name = Path(settings["trace"]["path"]).name
+    progress(0.0, f"reading {name}")
+
+    def reading(_fraction: float, message: str) -> None:
+        check_stop(should_stop)
+        progress(None, f"{name}: {message}")
+
+    return cluster_trace(settings, reading)
+
+
+def run_section(settings: dict, progress, should_stop, recorder=None) -> tuple[dict, dict]:
+    """(the run of `settings` to its end as the snapshot's section, the trace's figures: {}
+    without a trace): a worker's job."""
+    items, figures, settings = read_trace(settings, progress, should_stop)
     progress(0.05, "generating the requests")
-    session = ClusterSession(settings)
+    session = ClusterSession(settings, items)
     progress(0.2, f"routing {len(session.requests)} requests through "
                   f"{session.config.layout.label}")
     result = session.run(lambda fraction, message: progress(0.2 + 0.8 * fraction, message))
@@ -36,15 +62,27 @@ def run_section(settings: dict, progress, should_stop, recorder=None) -> dict:
         peak = session.peak_fleet(lambda _fraction, message: progress(None, message))
     if recorder is not None:
         trace_cluster(recorder, result, recorder.now_s())
-    return cluster_section(settings, result, peak=peak)
+    return cluster_section(settings, result, peak=peak), figures
 
 
-def search_section(settings: dict, kind: str, progress, should_stop) -> dict:
+def search_section(settings: dict, kind: str, progress, should_stop) -> tuple[dict, dict]:
     """Every layout of `kind` on settings' GPUs (one run each), as a section with the grid:
     the probes as Ray tasks on a local Ray (127.0.0.1, this machine's cores) where ray is
-    installed, else serially; the progress counts the probes done."""
-    result = ClusterSession(settings).search(kind, progress, choose_fanout())
-    return cluster_section(settings, None, search_summary(result))
+    installed, else serially; the progress counts the probes done. With the trace's figures,
+    as `run_section`."""
+    items, figures, settings = read_trace(settings, progress, should_stop)
+    result = ClusterSession(settings, items).search(kind, progress, choose_fanout())
+    return cluster_section(settings, None, search_summary(result)), figures
+
+
+def trace_text(settings: dict, figures: dict) -> str:
+    """What the status line says of the run's trace: which, its format, its requests and its
+    hit rate under an unbounded prefix cache ("" without one)."""
+    if not figures:
+        return ""
+    return (f" Trace {Path(settings['trace']['path']).name} ({figures['trace_format']}): "
+            f"{figures['trace_requests']:,} requests, unbounded-cache hit rate "
+            f"{figures['trace_hit_rate_unbounded']:.0%}.")
 
 
 class ClusterLab(Lab):
@@ -55,7 +93,8 @@ class ClusterLab(Lab):
         super().__init__(context, parent)
         self.view = ClusterView(CLUSTER_SETTINGS)
         self.widget = self.view
-        self._settings = self._checked(clean_settings(self.saved_settings(), CLUSTER_SETTINGS,
+        saved = dict(self.saved_settings(), trace=None)  # a trace is chosen anew each time
+        self._settings = self._checked(clean_settings(saved, CLUSTER_SETTINGS,
                                                       CLUSTER_DEFAULTS))
         self.view.set_settings(self._settings)
         self.run_section: dict | None = None  # the last run's section, as exported
@@ -119,26 +158,30 @@ class ClusterLab(Lab):
     def _failed(self, message: str) -> None:
         self.view.set_busy(False, f"The run failed: {message}")
 
-    def _show_run(self, section: dict) -> None:
+    def _show_run(self, result: tuple[dict, dict]) -> None:
+        section, figures = result
         record = read_cluster_section(section)
         self.run_section, self.run_record = section, record
         metrics = record.metrics
         self._draw(record)
         self.view.set_busy(False, f"{metrics.get('layout', '')}: {metrics.get('completed', 0)} "
                                   f"requests in {metrics.get('duration_s', 0):.2f} simulated "
-                                  "s. Change the layout and Run again, or Search layouts.")
+                                  "s. Change the layout and Run again, or Search layouts."
+                                  + trace_text(record.settings, figures))
 
     def _draw(self, record: ClusterSnapshot) -> None:
         self.view.draw(record.state, record.metrics, record.settings)
 
-    def _show_search(self, section: dict) -> None:
-        search = read_cluster_section(section).search
+    def _show_search(self, result: tuple[dict, dict]) -> None:
+        section, figures = result
+        searched = read_cluster_section(section)
+        search = searched.search
         self.search = search
         self.view.show_search(search)
         best = search.get("best") or "no layout meets the SLOs"
         where = f" ({search['executor']})" if search.get("executor") else ""
         self.view.set_busy(False, f"{len(search['cells'])} layouts searched{where}; best: "
-                                  f"{best}.")
+                                  f"{best}." + trace_text(searched.settings, figures))
 
     # ---- snapshots ---------------------------------------------------------------------
     def snapshot_section(self) -> dict:
@@ -156,7 +199,9 @@ class ClusterLab(Lab):
         self.view.set_settings(record.settings)
         self._draw(record)
         self.view.show_search(record.search)
-        self.view.status.setText("Read-only snapshot." if record.state is not None else
+        trace = record.settings["trace"]
+        on = "" if trace is None else f" of a run on the trace {Path(trace['path']).name}"
+        self.view.status.setText(f"Read-only snapshot{on}." if record.state is not None else
                                  "Read-only snapshot: it holds no cluster run.")
 
     def show_live(self) -> None:

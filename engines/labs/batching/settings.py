@@ -1,9 +1,17 @@
 """The batching lab's settings: their defaults, the table of their ranges and choices, and the
-strict check a run, a snapshot and the view all go through."""
+strict check a run, a snapshot and the view all go through.
+
+`trace`: the published trace a run replays instead of the seeded workload (null: none), one
+object whose fields mean what `--trace F --trace-format --window --time-scale --sample` mean
+on the command line (engines/serve/traces/options.py); the cluster and KV labs keep theirs in
+the same field, read by the same `TraceSetting`."""
 
 from __future__ import annotations
 
-from inferlab.engines.fields import Setting, check_settings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from inferlab.engines.fields import Setting, check_settings, read_fields
 from inferlab.engines.hardware.presets import list_hardware_presets
 from inferlab.engines.kernels import KERNEL_SETTING_CHOICES
 from inferlab.engines.kv.block_manager import PREFIX_CACHES
@@ -12,6 +20,49 @@ from inferlab.engines.model.config import list_model_presets
 from inferlab.engines.serve.records import CLOCKS
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
+from inferlab.engines.serve.traces.detect import FORMATS
+from inferlab.engines.serve.traces.stream import MAX_SAMPLE
+from inferlab.engines.serve.traces.window import parse_window
+
+
+def _read_window(value, where: str) -> str | None:
+    """START:END seconds as `--window` takes it (window.parse_window), or null: all."""
+    text = Setting("str", max_len=200, none=True).check(value, where)
+    if text is not None:
+        try:
+            parse_window(text)
+        except ValueError as e:
+            raise ValueError(f"{where}: {str(e).removeprefix('--window ')}") from None
+    return text
+
+
+TRACE_FIELDS = {
+    "path": Setting("str", max_len=4096),
+    "format": Setting("str", choices=FORMATS, none=True),  # null: read from its first line
+    "window": _read_window,
+    "time_scale": Setting("float", 1e-6, 1e6),
+    "sample": Setting("int", 1, MAX_SAMPLE, none=True),
+}
+TRACE_DEFAULTS = {"format": None, "window": None, "time_scale": 1.0, "sample": None}
+
+
+@dataclass(frozen=True)
+class TraceSetting:
+    """The `trace` settings field: null, or {path, format, window, time_scale, sample} (all
+    but the path optional, TRACE_DEFAULTS), plus a lab's own `extra` fields with their
+    `extra_defaults`. Checked as a Setting is (`check(value, where)`: ValueError naming the
+    field, "settings.trace.window: ...")."""
+
+    extra: Mapping = field(default_factory=dict)
+    extra_defaults: Mapping = field(default_factory=dict)
+
+    def check(self, value, where: str) -> dict | None:
+        if value is None:
+            return None
+        return read_fields(value, TRACE_FIELDS | dict(self.extra), where,
+                           optional=TRACE_DEFAULTS | dict(self.extra_defaults))
+
+    __call__ = check
 
 BATCHING_DEFAULTS = {
     "policy": "continuous",
@@ -36,6 +87,7 @@ BATCHING_DEFAULTS = {
     "static_batch_size": 8,
     "slo_ttft_s": 1.0,  # goodput: requests meeting both objectives per second
     "slo_tpot_s": 0.05,
+    "trace": None,  # or a published trace's options (TraceSetting): the Trace tab's replay
 }
 
 
@@ -70,6 +122,7 @@ BATCHING_SETTINGS = {  # the view's ranges
     "static_batch_size": Setting("int", 1, 100_000),
     "slo_ttft_s": Setting("float", 0.000001, 3600),
     "slo_tpot_s": Setting("float", 0.000001, 3600),
+    "trace": TraceSetting(),
 }
 
 

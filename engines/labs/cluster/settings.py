@@ -1,7 +1,8 @@
 """The cluster lab's settings: the layout (replicas, tp, pd or ep on `gpus` GPUs), the router,
 the link, the hardware and model presets and the dtype, the workload (the batching lab's
-seeded stream or one of its prefix-sharing scenarios, or a JSONL trace), the SLOs goodput
-is judged by.
+seeded stream or one of its prefix-sharing scenarios, a JSONL trace, or a published trace:
+`trace`, the batching lab's field, read by `cluster_trace` as `run cluster --trace` reads
+it), the SLOs goodput is judged by.
 
 Expert parallelism (layout ep, or pd with ep > 1): `ep` GPUs per instance, `eplb_slots`
 redundant expert slots per GPU, `dual_batch_overlap`, and the experts' load (`expert_load`
@@ -31,6 +32,7 @@ from inferlab.engines.serve.engine import requests_from_workload
 from inferlab.engines.serve.metrics import SLO
 from inferlab.engines.serve.request import Request
 from inferlab.engines.serve.scenarios import SIMULATED_SCENARIO_SCALE, workload_items
+from inferlab.engines.serve.traces.replay import trace_workload
 
 EXPERT_LOAD_CHOICES = (UNIFORM, ZIPF, COUNTS)
 """The loads a setting names; counts: a MoE lab run's measured router (expert_counts.py),
@@ -80,6 +82,7 @@ CLUSTER_DEFAULTS = {
     "load_gb_per_s": 2.0,  # a new replica's weights load at this rate per GPU
     "startup_s": 30.0,  # then its server starts (CUDA graphs, warm-up)
     "cold_start_s": None,  # a given cold start instead of the two above
+    "trace": None,  # a published trace's options instead of the workload (batching's field)
 }
 
 CLUSTER_SETTINGS = {
@@ -105,7 +108,7 @@ CLUSTER_SETTINGS = {
     **{key: BATCHING_SETTINGS[key] for key in (
         "scenario", "requests", "rate_per_s", "prompt_mean", "prompt_sigma", "output_mean",
         "output_sigma", "seed", "max_num_batched_tokens", "max_num_seqs", "slo_ttft_s",
-        "slo_tpot_s")},
+        "slo_tpot_s", "trace")},
     "attainment": Setting("float", 0.01, 1.0),
     "autoscale": Setting("bool"),
     "target_concurrency": Setting("float", 0.1, 10_000.0),
@@ -213,3 +216,20 @@ def cluster_requests(settings: dict, vocab_size: int, items=None) -> list[Reques
     if items is None:  # the batching lab's seeded stream or scenario, at its GPU scale
         items = workload_items(settings, vocab_size, SIMULATED_SCENARIO_SCALE)
     return requests_from_workload(items, vocab_size)
+
+
+def cluster_trace(settings: dict, progress=None) -> tuple[list | None, dict, dict]:
+    """(items, figures, settings) of the settings' published `trace`: its requests as the
+    run's WorkloadRequests and the figures beside them (replay.trace_workload, with the
+    model's vocabulary and the settings' seed for the sample, as `run cluster --trace`
+    reads them), and the settings with the requests counted and the format that was read;
+    (None, {}, settings) when there is no trace. `progress(fraction, message)` while reading."""
+    t = settings.get("trace")
+    if t is None:
+        return None, {}, settings
+    items, figures = trace_workload(
+        t["path"], t["format"], t["window"], t["time_scale"], t["sample"], settings["seed"],
+        load_model_preset(settings["model_config"]).vocab_size, progress=progress)
+    used = dict(settings, requests=max(1, min(len(items), 100_000)),
+                trace=dict(t, format=figures["trace_format"]))
+    return items, figures, used

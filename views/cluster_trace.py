@@ -1,0 +1,183 @@
+"""The "Trace…" control of the cluster and KV labs' forms: a published trace run instead of the
+seeded workload, with the options `--trace F --trace-format --window --time-scale --sample`
+take on the command line (and for the KV lab `--length-scale` and `--step-s`).
+
+`TraceForm` owns the widgets and hands them out as (label, widget) rows (`rows()`), so that
+the cluster lab puts them in its form and the KV lab in one line under its controls. Its value
+is the labs' `trace` setting (engines/labs/batching/settings.py TraceSetting): None, or
+{path, format, window, time_scale, sample, ...}; fields it does not show (the KV lab's sample
+seed) are kept as `set_trace` gave them. It reads nothing: the lab reads the file in a worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QWidget,
+)
+
+from inferlab.engines.labs.kv.trace_scenario import STEP_S
+from inferlab.engines.serve.traces.detect import FORMATS
+from inferlab.engines.serve.traces.stream import MAX_SAMPLE
+from inferlab.views.choices import select_choice
+from inferlab.views.trace_view import TRACE_FILTER
+
+NO_TRACE = "none: the seeded workload"
+
+
+class TraceForm(QObject):
+    """The trace's file and options; `changed` when the user edits any of them (not when
+    `set_trace` sets them). `lab_fields`: the KV lab's length scale and seconds per step."""
+
+    changed = Signal()
+
+    def __init__(self, lab_fields: bool = False, parent=None):
+        super().__init__(parent)
+        self._quiet = False
+        self._read_only = False
+        self._path: str | None = None
+        self._extra: dict = {}  # fields of the setting no widget shows
+        self.choose_button = QPushButton("Trace…")
+        self.choose_button.setToolTip(
+            "Run a published trace (Mooncake, Bailian, Azure, BurstGPT, ShareGPT or InferLab "
+            "JSONL) instead of the seeded workload; its block hash ids become shared prompt "
+            "content")
+        self.name = QLabel(NO_TRACE)
+        self.name.setMinimumWidth(60)
+        self.clear_button = QPushButton("Clear trace")
+        self.clear_button.setToolTip("Back to the seeded workload")
+        self.file_row = QWidget()
+        row = QHBoxLayout(self.file_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.choose_button)
+        row.addWidget(self.name, 1)
+        row.addWidget(self.clear_button)
+        self.format = QComboBox()
+        self.format.addItem("from the file", None)
+        for key in FORMATS:
+            self.format.addItem(key, key)
+        self.format.setToolTip("The trace's format (default: read from its first line)")
+        self.window = QLineEdit()
+        self.window.setPlaceholderText("all")
+        self.window.setToolTip("START:END seconds after the trace's first arrival (either end "
+                               "may be left out); empty: the whole trace")
+        self.window.setMaximumWidth(110)
+        self.time_scale = QDoubleSpinBox()
+        self.time_scale.setRange(0.01, 1000.0)
+        self.time_scale.setDecimals(2)
+        self.time_scale.setValue(1.0)
+        self.time_scale.setSuffix(" ×")
+        self.time_scale.setToolTip("Inter-arrival times multiplied by this (2: half the rate)")
+        self.sample = QSpinBox()
+        self.sample.setRange(0, MAX_SAMPLE)  # 0 reads "all"
+        self.sample.setSpecialValueText("all")
+        self.sample.setToolTip("N of the window's requests, drawn uniformly (seeded); all: "
+                               "every one")
+        self._rows = [("Trace", self.file_row), ("Trace format", self.format),
+                      ("Window (s)", self.window), ("Time scale", self.time_scale),
+                      ("Sample", self.sample)]
+        self.length_scale = self.step_s = None
+        if lab_fields:
+            self.length_scale = QDoubleSpinBox()
+            self.length_scale.setRange(0.000001, 1.0)
+            self.length_scale.setDecimals(6)
+            self.length_scale.setSingleStep(0.125)
+            self.length_scale.setValue(1.0)
+            self.length_scale.setToolTip("Input and output lengths and the trace's block "
+                                         "size × this, so a production trace fits a small "
+                                         "model (Mooncake on SmolLM2: 0.015625 = 1/64)")
+            self.step_s = QDoubleSpinBox()
+            self.step_s.setRange(0.001, 3600.0)
+            self.step_s.setDecimals(3)
+            self.step_s.setValue(STEP_S)
+            self.step_s.setSuffix(" s")
+            self.step_s.setToolTip("Seconds of the trace one lab step stands for")
+            self._rows += [("Length scale", self.length_scale), ("Per step", self.step_s)]
+        self.choose_button.clicked.connect(self.choose_file)
+        self.clear_button.clicked.connect(self.clear)
+        self.format.currentIndexChanged.connect(self._edited)
+        self.window.editingFinished.connect(self._edited)
+        for spin in (self.time_scale, self.sample, self.length_scale, self.step_s):
+            if spin is not None:
+                spin.editingFinished.connect(self._edited)
+        self.set_trace(None)
+
+    def rows(self) -> list[tuple[str, QWidget]]:
+        """(label, widget) of each field, the file first."""
+        return list(self._rows)
+
+    # ---- the value -------------------------------------------------------------------------
+    def set_trace(self, trace: dict | None) -> None:
+        """Show `trace` (a checked `trace` setting, or None: no trace, the options kept)."""
+        self._quiet = True
+        self._path = None if trace is None else trace["path"]
+        self.name.setText(NO_TRACE if trace is None else Path(self._path).name)
+        self.name.setToolTip("" if trace is None else self._path)
+        if trace is not None:
+            select_choice(self.format, trace.get("format"))
+            self.window.setText(trace.get("window") or "")
+            self.time_scale.setValue(float(trace.get("time_scale", 1.0)))
+            self.sample.setValue(int(trace.get("sample") or 0))
+            if self.length_scale is not None:
+                self.length_scale.setValue(float(trace.get("length_scale", 1.0)))
+                self.step_s.setValue(float(trace.get("step_s", STEP_S)))
+            shown = {"path", "format", "window", "time_scale", "sample", "length_scale",
+                     "step_s"}
+            self._extra = {k: v for k, v in trace.items() if k not in shown}
+        self._enable()
+        self._quiet = False
+
+    def trace(self) -> dict | None:
+        """The `trace` setting the widgets say (unchecked: the lab checks it)."""
+        if self._path is None:
+            return None
+        out = {"path": self._path, "format": self.format.currentData(),
+               "window": self.window.text().strip() or None,
+               "time_scale": self.time_scale.value(), "sample": self.sample.value() or None}
+        if self.length_scale is not None:
+            out |= {"length_scale": self.length_scale.value(), "step_s": self.step_s.value()}
+        return self._extra | out
+
+    def set_path(self, path: str | None) -> None:
+        """The file chosen (tests set it here; the dialog calls it), as the user's edit."""
+        self._path = path
+        self.name.setText(NO_TRACE if path is None else Path(path).name)
+        self.name.setToolTip(path or "")
+        self._enable()
+        self._edited()
+
+    def choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self.file_row, "Open a published trace", "",
+                                              TRACE_FILTER)
+        if path:
+            self.set_path(path)
+
+    def clear(self) -> None:
+        if self._path is not None:
+            self.set_path(None)
+
+    def set_read_only(self, read_only: bool) -> None:
+        self._read_only = read_only
+        self._enable()
+
+    # ---- inside ----------------------------------------------------------------------------
+    def _enable(self) -> None:
+        writable = not self._read_only
+        self.choose_button.setEnabled(writable)
+        self.clear_button.setEnabled(writable and self._path is not None)
+        for _label, widget in self._rows[1:]:
+            widget.setEnabled(writable and self._path is not None)
+
+    def _edited(self, *_args) -> None:
+        if not self._quiet:
+            self.changed.emit()
