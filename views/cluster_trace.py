@@ -33,6 +33,7 @@ from inferlab.views.choices import select_choice
 from inferlab.views.trace_view import TRACE_FILTER
 
 NO_TRACE = "none: the seeded workload"
+NAME_CHARS = 30  # a longer file name is shown with its middle elided: the form keeps its width
 
 
 class TraceForm(QObject):
@@ -56,12 +57,12 @@ class TraceForm(QObject):
         self.name.setMinimumWidth(60)
         self.clear_button = QPushButton("Clear trace")
         self.clear_button.setToolTip("Back to the seeded workload")
-        self.file_row = QWidget()
-        row = QHBoxLayout(self.file_row)
+        self.buttons = QWidget()  # the two buttons, under the file's name in a form
+        row = QHBoxLayout(self.buttons)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.choose_button)
-        row.addWidget(self.name, 1)
         row.addWidget(self.clear_button)
+        row.addStretch(1)
         self.format = QComboBox()
         self.format.addItem("from the file", None)
         for key in FORMATS:
@@ -83,7 +84,7 @@ class TraceForm(QObject):
         self.sample.setSpecialValueText("all")
         self.sample.setToolTip("N of the window's requests, drawn uniformly (seeded); all: "
                                "every one")
-        self._rows = [("Trace", self.file_row), ("Trace format", self.format),
+        self._rows = [("Trace", self.name), ("", self.buttons), ("Trace format", self.format),
                       ("Window (s)", self.window), ("Time scale", self.time_scale),
                       ("Sample", self.sample)]
         self.length_scale = self.step_s = None
@@ -113,7 +114,8 @@ class TraceForm(QObject):
         self.set_trace(None)
 
     def rows(self) -> list[tuple[str, QWidget]]:
-        """(label, widget) of each field, the file first."""
+        """(label, widget) of each field: the file's name, the Trace… and Clear trace
+        buttons (no label), then the options."""
         return list(self._rows)
 
     # ---- the value -------------------------------------------------------------------------
@@ -121,8 +123,7 @@ class TraceForm(QObject):
         """Show `trace` (a checked `trace` setting, or None: no trace, the options kept)."""
         self._quiet = True
         self._path = None if trace is None else trace["path"]
-        self.name.setText(NO_TRACE if trace is None else Path(self._path).name)
-        self.name.setToolTip("" if trace is None else self._path)
+        self._show_name()
         if trace is not None:
             select_choice(self.format, trace.get("format"))
             self.window.setText(trace.get("window") or "")
@@ -151,13 +152,12 @@ class TraceForm(QObject):
     def set_path(self, path: str | None) -> None:
         """The file chosen (tests set it here; the dialog calls it), as the user's edit."""
         self._path = path
-        self.name.setText(NO_TRACE if path is None else Path(path).name)
-        self.name.setToolTip(path or "")
+        self._show_name()
         self._enable()
         self._edited()
 
     def choose_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self.file_row, "Open a published trace", "",
+        path, _ = QFileDialog.getOpenFileName(self.buttons, "Open a published trace", "",
                                               TRACE_FILTER)
         if path:
             self.set_path(path)
@@ -171,11 +171,20 @@ class TraceForm(QObject):
         self._enable()
 
     # ---- inside ----------------------------------------------------------------------------
+    def _show_name(self) -> None:
+        """The file's name, its middle elided past NAME_CHARS (the whole path in the tip)."""
+        name = NO_TRACE if self._path is None else Path(self._path).name
+        if len(name) > NAME_CHARS:
+            half = (NAME_CHARS - 1) // 2
+            name = f"{name[:half]}…{name[-half:]}"
+        self.name.setText(name)
+        self.name.setToolTip(self._path or "")
+
     def _enable(self) -> None:
         writable = not self._read_only
         self.choose_button.setEnabled(writable)
         self.clear_button.setEnabled(writable and self._path is not None)
-        for _label, widget in self._rows[1:]:
+        for _label, widget in self._rows[2:]:
             widget.setEnabled(writable and self._path is not None)
 
     def _edited(self, *_args) -> None:
