@@ -90,10 +90,9 @@ class EagleHead(nn.Module):
         for a single query, else [queries, keys] bool)."""
         dm = self.dims
         b, t = q.shape[:2]
-        group = dm.n_heads // dm.n_kv_heads
-        k = k.repeat_interleave(group, dim=2).transpose(1, 2)
-        v = v.repeat_interleave(group, dim=2).transpose(1, 2)
-        a = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask)
+        # grouped-query attention read in place (no copy of the cache per KV head's group)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), attn_mask=mask, enable_gqa=True)
         x = x + self.o(a.transpose(1, 2).reshape(b, t, dm.n_heads * dm.d_head))
         h = rms_norm(x, (dm.d_model,), self.mlp_norm, dm.norm_eps)
         gate, up = self.gate_up(h).chunk(2, dim=-1)

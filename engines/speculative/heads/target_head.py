@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from inferlab.engines.model.linear import Linear
 from inferlab.engines.model.llama import Llama, rms_norm
 from inferlab.engines.speculative.heads.draft_vocab import DraftVocab
 
@@ -39,10 +40,17 @@ class FrozenHead:
         self.weight = lm_head_rows(target, vocab.d2t).clone()  # clone: a plain tensor
         # (not an inference-mode one), so training can save it for the backward pass
         """[N, d_model] fp32: the draft vocabulary's rows."""
+        self.linear = Linear(self.weight)
+        """The same rows in the layout that multiplies fastest here (the native fp32 panels
+        where the kernels build: a draft step's product ~3.5x faster than `@` on this
+        project's CPUs): drafting, where no gradient flows."""
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         """Draft logits [..., N] of hidden states [..., d_model] (gradients flow to h)."""
-        return rms_norm(h, (self.d_model,), self.norm, self.eps) @ self.weight.T
+        x = rms_norm(h, (self.d_model,), self.norm, self.eps)
+        if torch.is_grad_enabled() and x.requires_grad:
+            return x @ self.weight.T
+        return self.linear(x.reshape(-1, self.d_model)).reshape(*x.shape[:-1], -1)
 
 
 def target_embed(target: Llama):
