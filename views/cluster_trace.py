@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QWidget,
 )
@@ -33,17 +34,21 @@ from inferlab.views.choices import select_choice
 from inferlab.views.trace_view import TRACE_FILTER
 
 NO_TRACE = "none: the seeded workload"
+SHORT_LABELS = {"Trace format": "Format", "Window (s)": "Window", "Time scale": "Time ×",
+                "Length scale": "Length ×"}
 NAME_CHARS = 30  # a longer file name is shown with its middle elided: the form keeps its width
 
 
 class TraceForm(QObject):
     """The trace's file and options; `changed` when the user edits any of them (not when
-    `set_trace` sets them). `lab_fields`: the KV lab's length scale and seconds per step."""
+    `set_trace` sets them). `lab_fields`: the KV lab's length scale and seconds per step;
+    `none_text`: what the file's name says when there is no trace (what runs instead)."""
 
     changed = Signal()
 
-    def __init__(self, lab_fields: bool = False, parent=None):
+    def __init__(self, lab_fields: bool = False, none_text: str = NO_TRACE, parent=None):
         super().__init__(parent)
+        self.none_text = none_text
         self._quiet = False
         self._read_only = False
         self._path: str | None = None
@@ -53,7 +58,7 @@ class TraceForm(QObject):
             "Run a published trace (Mooncake, Bailian, Azure, BurstGPT, ShareGPT or InferLab "
             "JSONL) instead of the seeded workload; its block hash ids become shared prompt "
             "content")
-        self.name = QLabel(NO_TRACE)
+        self.name = QLabel(none_text)
         self.name.setMinimumWidth(60)
         self.clear_button = QPushButton("Clear trace")
         self.clear_button.setToolTip("Back to the seeded workload")
@@ -113,10 +118,18 @@ class TraceForm(QObject):
                 spin.editingFinished.connect(self._edited)
         self.set_trace(None)
 
-    def rows(self) -> list[tuple[str, QWidget]]:
+    def rows(self, short: bool = False) -> list[tuple[str, QWidget]]:
         """(label, widget) of each field: the file's name, the Trace… and Clear trace
-        buttons (no label), then the options."""
-        return list(self._rows)
+        buttons (no label), then the options; `short`: labels and widths for one line that
+        fits the 1280-pixel window (the options shrink to what they show)."""
+        if not short:
+            return list(self._rows)
+        for _label, widget in self._rows[2:]:
+            widget.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+            widget.setMinimumWidth(48)
+        self.format.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.format.setMinimumContentsLength(6)
+        return [(SHORT_LABELS.get(label, label), widget) for label, widget in self._rows]
 
     # ---- the value -------------------------------------------------------------------------
     def set_trace(self, trace: dict | None) -> None:
@@ -173,7 +186,7 @@ class TraceForm(QObject):
     # ---- inside ----------------------------------------------------------------------------
     def _show_name(self) -> None:
         """The file's name, its middle elided past NAME_CHARS (the whole path in the tip)."""
-        name = NO_TRACE if self._path is None else Path(self._path).name
+        name = self.none_text if self._path is None else Path(self._path).name
         if len(name) > NAME_CHARS:
             half = (NAME_CHARS - 1) // 2
             name = f"{name[:half]}…{name[-half:]}"

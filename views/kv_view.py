@@ -16,7 +16,7 @@ import html
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 from inferlab.engines.labs.kv.records import KVRunInfo, KVStepRecord, SeqInfo
 from inferlab.engines.roofline.units import format_bytes
 from inferlab.views.choices import kernel_choice, select_choice
+from inferlab.views.cluster_trace import TraceForm
 from inferlab.views.kv_contiguous import ContiguousLine, KVCurves
 from inferlab.views.kv_grid import (
     CACHED_CODE,
@@ -120,7 +121,11 @@ def prefix_settings(key: str) -> dict:
 
 
 class KVView(SteppedView):
-    """Everything the KV lab shows. Signals ask the lab for work; `draw` shows records."""
+    """Everything the KV lab shows. Signals ask the lab for work; `draw` shows records.
+    `trace_requested(trace or None)`: the user chose a published trace (or cleared it) in the
+    line under the controls; the lab reads it and shows what it runs with `show_trace`."""
+
+    trace_requested = Signal(object)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -189,6 +194,16 @@ class KVView(SteppedView):
                                           ("Pool", self.n_blocks, 0), ("KV", self.kv_dtype, 0),
                                           ("Prefix", self.prefix_cache, 0),
                                           ("Kernels", self.kernels, 0)))
+
+        self.trace_form = TraceForm(lab_fields=True, none_text="none: the scenario", parent=self)
+        self.trace_form.changed.connect(
+            lambda: self.trace_requested.emit(self.trace_form.trace()))
+        self.trace_row = QHBoxLayout()  # the trace's name, its buttons, then its options
+        self.trace_row.setContentsMargins(0, 0, 0, 0)
+        for label, widget in self.trace_form.rows(short=True):
+            if label:
+                self.trace_row.addWidget(QLabel(label))
+            self.trace_row.addWidget(widget, 1 if widget is self.trace_form.name else 0)
 
         self.description = QLabel()
         self.description.setWordWrap(True)
@@ -332,6 +347,7 @@ class KVView(SteppedView):
         layout.setContentsMargins(6, 4, 6, 4)
         layout.setSpacing(3)
         layout.addLayout(self.controls)
+        layout.addLayout(self.trace_row)
         layout.addLayout(self.slider_row)
         head = QGridLayout()
         head.addWidget(self.description, 0, 0)
@@ -371,6 +387,12 @@ class KVView(SteppedView):
         order = s.get("eviction_policy", "lru") if cache == "radix" else "lru"
         select_choice(self.prefix_cache, f"{cache}:{order}")
         self._quiet = False
+        self.show_trace(s.get("trace"))
+
+    def show_trace(self, trace: dict | None) -> None:
+        """The trace the lab runs (a checked `trace` setting), or None: its scenario."""
+        self.trace_form.set_trace(trace)
+        self.scenario.setEnabled(trace is None and not self.read_only)
 
     def settings(self) -> dict:
         return {"scenario": self.scenario.currentData(), "model": self.model.currentData(),
@@ -387,6 +409,9 @@ class KVView(SteppedView):
         for w in (self.scenario, self.model, self.block_size, self.n_blocks, self.kv_dtype,
                   self.kernels, self.prefix_cache):
             w.setEnabled(not read_only)
+        self.trace_form.set_read_only(read_only)
+        if self.trace_form.trace() is not None:  # a trace runs in place of the scenario
+            self.scenario.setEnabled(False)
 
     # ---- drawing -----------------------------------------------------------------------------
     def clear(self, message: str = "") -> None:

@@ -225,8 +225,17 @@ class BatchingLab(SteppedLab):
     def snapshot_section(self) -> dict:
         if self._task is None:  # no worker stepping the session now
             self._refresh_metrics()
-        return batching_section(self.settings(), self.requests, self.records, self.metrics,
+        return batching_section(self.settings() | {"trace": self.trace_run()}, self.requests,
+                                self.records, self.metrics,
                                 comparison_state(self.comparison, self.sweep_points))
+
+    def trace_run(self) -> dict | None:
+        """The `trace` setting of the run shown: the open trace's first `requests` requests
+        (its whole length, unscaled, unsampled) while the lab replays it, else None."""
+        if not self.replaying or self.header is None:
+            return None
+        return {"path": self.trace_path, "format": self.replay_figures.get("trace_format"),
+                "window": None, "time_scale": 1.0, "sample": None}
 
     def show_snapshot(self, snapshot: BatchingSnapshot) -> None:
         if not self.read_only:  # the live results come back with show_live

@@ -4,13 +4,21 @@ step, with the contiguous allocator on the same requests beside it.
 A stepped lab (`SteppedLab`): the session (engines/labs/kv) lives in worker tasks only; each
 step's frozen record comes back through a queued signal; the view is redrawn at most at the
 screen rate. The header drawn beside the records is (KVRunInfo, SeqInfo tuple).
+
+A published trace (the `trace` setting, chosen in the line under the controls) runs in place
+of the scenario as `run kv --trace` runs it: the file's window is read in a worker first
+(replay.read_runnable), and only once it has been read does the lab reset onto it
+(trace_scenario.trace_scenario with the model's vocabulary), so a file that cannot be read is
+said in the status line and the run on screen stays.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from inferlab.app.labs.stepped import SteppedLab
+from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.kv.metrics import kv_metrics
 from inferlab.engines.labs.kv.records import KVSnapshot
 from inferlab.engines.labs.kv.scenarios import SCENARIOS
@@ -18,7 +26,9 @@ from inferlab.engines.labs.kv.section import kv_section
 from inferlab.engines.labs.kv.session import kv_lab_model, kv_session
 from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_SETTINGS
 from inferlab.engines.labs.kv.trace import kv_trace_step
+from inferlab.engines.labs.kv.trace_scenario import TRACE_SCENARIO, trace_scenario
 from inferlab.engines.model.cache import AUTO, model_choices, resolve_model_name
+from inferlab.engines.serve.traces.replay import read_runnable, trace_figures
 from inferlab.engines.trace.thinning import keep_every
 from inferlab.views.kv_view import KVView
 
@@ -27,6 +37,24 @@ LIVE_POOL_CELLS_LIMIT = 4_000_000
 pool: 40 steps), then every k-th step's: memory stays bounded however long a run goes."""
 AUTO_STEPS = 6
 """Steps run when the lab is first shown, so it opens on something to look at."""
+
+
+def read_trace(trace: dict, progress, should_stop) -> tuple[dict, list, dict]:
+    """(the trace setting with the format read, the requests a model can run, the figures)
+    of a checked `trace` setting's file: `run kv --trace`'s reading (window, time scale,
+    seeded sample, lengths × length_scale), stopped on request."""
+    name = Path(trace["path"]).name
+    progress(0.0, f"reading {name}")
+
+    def reading(_fraction: float, message: str) -> None:
+        check_stop(should_stop)
+        progress(None, f"{name}: {message}")
+
+    records, kept = read_runnable(trace["path"], trace["format"], trace["window"],
+                                  trace["time_scale"], trace["sample"], trace["seed"],
+                                  progress=reading, length_scale=trace["length_scale"])
+    figures = trace_figures(records, kept, trace["path"], trace["format"])
+    return dict(trace, format=figures["trace_format"]), kept, figures
 
 
 class KVLab(SteppedLab):
@@ -40,6 +68,9 @@ class KVLab(SteppedLab):
 
     def __init__(self, context, parent=None):
         super().__init__(context, KVView(), parent)
+        self._settings["trace"] = None  # a trace is chosen anew each time
+        self.trace_read: tuple | None = None  # (trace setting, kept requests, figures)
+        self.view.trace_requested.connect(self.set_trace)
         models = [(AUTO, f"auto ({resolve_model_name(AUTO)})"), *model_choices()]
         self.view.set_choices([(s.name, s.title, s.description) for s in SCENARIOS.values()],
                               models)
@@ -72,17 +103,71 @@ class KVLab(SteppedLab):
         # a new scenario is one click: reset and run it; other changes reset to step 0
         self.reset(run="scenario" in changed)
 
+    # ---- a published trace in place of the scenario --------------------------------------------
+    def set_trace(self, trace: dict | None) -> None:
+        """Run `trace` (the view's trace setting, unchecked) once its file has been read in a
+        worker, or the scenario again (None). A trace that cannot be read is said; the run
+        and the trace on screen stay."""
+        if self.read_only:
+            return
+        if trace is None:
+            if self._settings["trace"] is not None:
+                self._settings["trace"], self.trace_read = None, None
+                self.view.show_trace(None)
+                self.reset()
+            return
+        try:
+            trace = KV_SETTINGS["trace"].check(trace, "trace")
+        except ValueError as e:
+            self._refused(str(e))
+            return
+        if self._task is not None:  # first the step or run in progress ends
+            self._after_task = lambda: self.set_trace(trace)
+            self._pause.set()
+            self._task.stop()
+            return
+        read: list = []
+
+        def adopt(result) -> None:
+            read.append(result)
+            self.trace_read = result
+            self._settings["trace"] = result[0]
+            self.view.show_trace(result[0])
+            self._after_task = self.reset  # once this task has ended
+
+        def ended() -> None:
+            if not read:  # failed or stopped: the form shows what runs
+                self.view.show_trace(self._settings["trace"])
+
+        self.view.set_status(f"Reading {Path(trace['path']).name}…")
+        self._start(f"{self._name()}: read trace",
+                    lambda progress, stop: read_trace(trace, progress, stop), adopt,
+                    on_end=ended)
+
+    def _refused(self, message: str) -> None:
+        self.view.set_status(f"{self._name()}: {message}", error=True)
+        self.view.show_trace(self._settings["trace"])
+
     # ---- the session -------------------------------------------------------------------------
     def preparing_text(self, settings: dict, device: str) -> str:
         name = resolve_model_name(settings["model"])
-        return (f"Loading {name} on {device} and preparing "
-                f"“{SCENARIOS[settings['scenario']].title}”…")
+        what = (f"“{SCENARIOS[settings['scenario']].title}”" if settings["trace"] is None
+                else f"the trace {Path(settings['trace']['path']).name}")
+        return f"Loading {name} on {device} and preparing {what}…"
 
     def open_session(self, settings: dict, device: str, progress):
         progress(0.05, f"loading {resolve_model_name(settings['model'])}")
         model, tokenizer = kv_lab_model(settings, device)
-        progress(0.5, "tokenizing the scenario's requests")
-        return kv_session(settings, model, tokenizer)
+        trace, scenario = settings["trace"], None
+        if trace is not None:  # read already (set_trace): its requests on this model's tokens
+            progress(0.5, "making the trace's prompts")
+            _, kept, _ = self.trace_read
+            scenario = trace_scenario(kept, Path(trace["path"]).name, model.config.vocab_size,
+                                      settings["block_size"], settings["n_blocks"] or None,
+                                      trace["step_s"])
+        else:
+            progress(0.5, "tokenizing the scenario's requests")
+        return kv_session(settings, model, tokenizer, scenario)
 
     def header_of(self, session):
         return session.info, session.seq_infos()
@@ -106,9 +191,20 @@ class KVLab(SteppedLab):
             m = kv_metrics(self.records)
             return (f"Finished after {m['steps']} steps: {m['finished']} sequences done, "
                     f"{m['refused']} refused, {m['preemptions']} preemptions, "
-                    f"{m['cow_copies']} copy-on-write copies. Reset (Ctrl+R) to run it again.")
-        return (f"{s.info.model_id} on {s.info.device}: step {s.step_index} next. "
-                "Step (N) runs one engine step, Run (Space) runs to the end, Ctrl+R resets.")
+                    f"{m['cow_copies']} copy-on-write copies{self._trace_text()}. Reset "
+                    "(Ctrl+R) to run it again.")
+        return (f"{s.info.model_id} on {s.info.device}{self._trace_text()}: step "
+                f"{s.step_index} next. Step (N) runs one engine step, Run (Space) runs to the "
+                "end, Ctrl+R resets.")
+
+    def _trace_text(self) -> str:
+        """Which trace runs, its format, requests and unbounded-cache hit rate ("" if none)."""
+        if self.session is None or self.session.info.scenario != TRACE_SCENARIO:
+            return ""
+        trace, _, f = self.trace_read
+        return (f"; the {f['trace_requests']:,} requests of {Path(trace['path']).name} "
+                f"({f['trace_format']}, unbounded-cache hit rate "
+                f"{f['trace_hit_rate_unbounded']:.0%})")
 
     def ended_text(self) -> str:
         return "The scenario has ended: Reset (Ctrl+R) to run it again."
