@@ -14,8 +14,9 @@ from inferlab.engines.speculative.heads.draft_tree import _rerank, eagle_tree
 from inferlab.engines.speculative.heads.eagle import HeadCache
 from inferlab.engines.speculative.heads.target_head import FrozenHead, target_embed
 from inferlab.engines.speculative.heads.train import TrainSettings, fit
-from inferlab.engines.speculative.sampling import SamplingSettings
+from inferlab.engines.speculative.sampling import SamplingSettings, filtered_probs
 from inferlab.engines.speculative.tree import TokenTree
+from tests.engines.speculative.chi_square import chi_square_p_value
 from tests.engines.speculative.heads.helpers import HELD_PROMPTS, TRAIN_PROMPTS, tiny_sequences
 
 N_NEW = 40
@@ -127,3 +128,33 @@ def test_sampled_eagle_trees_run_seeded(tiny, head):
         assert len(run.token_ids) == 30
         outs.append(run.token_ids)
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_sampled_eagle_drafts_keep_the_targets_distribution(tiny, head, width):
+    """At temperature 2 the second emitted token (the first one a head drafted for) is
+    distributed as the target's marginal Σ_y1 p(y1 | prompt) · p(y2 | prompt, y1), for a
+    chain (width 1, rejection sampling against the head's q) and a dynamic tree (width 3,
+    certain candidates)."""
+    model, tok = tiny
+    settings = SamplingSettings(temperature=2.0)
+    prompt = tok.encode(TRAIN_PROMPTS[0])
+    with torch.no_grad():
+        p1 = filtered_probs(model.forward_nocache(torch.tensor(prompt)), settings)[0].double()
+        marginal = torch.zeros_like(p1)
+        for y1 in torch.nonzero(p1 > 1e-9).flatten().tolist():
+            p2 = filtered_probs(model.forward_nocache(torch.tensor(prompt + [y1])), settings)[0]
+            marginal += p1[y1] * p2.double()
+    drafter = EagleDrafter(model, head, settings=settings, seed=1, tokenizer=tok)
+    decoder = SpeculativeDecoder(model, drafter, k=3, settings=settings, seed=2,
+                                 tokenizer=tok, tree_width=width)
+    second, drafted = [], 0
+    for _ in range(600):
+        decoder.start(prompt, 4)
+        out = list(decoder.step().token_ids)  # the prompt's step: one token, no draft
+        step = decoder.step()
+        drafted += bool(step.drafted)
+        second.append((out + list(step.token_ids))[1])
+    assert drafted == 600
+    p_value = chi_square_p_value(torch.tensor(second), marginal)
+    assert p_value > 0.001, p_value
