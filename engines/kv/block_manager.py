@@ -247,12 +247,7 @@ class BlockManager:
         tokens, for chunked prefill: the rest of the prompt follows with `append_tokens`.
         `max_hit_tokens` cuts the hit (whole blocks): the hit every layer group shares.
         """
-        if seq_id in self._seqs:
-            raise ValueError(f"sequence {seq_id!r} already has KV blocks")
-        self._check_prompt(token_ids, n_new_tokens)
-        hit = self._match(token_ids, max_hit_tokens, peek=False)
-        n = self._n_reserved(len(token_ids), hit.n_tokens, n_new_tokens)
-        n_fresh = self.blocks_needed(n) - len(hit.blocks)
+        hit, n, n_fresh = self._plan(seq_id, token_ids, n_new_tokens, max_hit_tokens, False)
         if n_fresh > hit.n_available:
             raise KVOutOfMemoryError(
                 f"sequence {seq_id!r} needs {n_fresh} free KV blocks, "
@@ -268,17 +263,23 @@ class BlockManager:
         a scheduler's admission. Where the strategy's lookup changes nothing (hash, none) the
         prompt is matched once, not once to check and once to allocate: a long prompt's
         match walks hundreds of blocks."""
-        if seq_id in self._seqs:
-            raise ValueError(f"sequence {seq_id!r} already has KV blocks")
-        self._check_prompt(token_ids, n_new_tokens)
-        hit = self._match(token_ids, max_hit_tokens, peek=True)
-        n = self._n_reserved(len(token_ids), hit.n_tokens, n_new_tokens)
-        n_fresh = self.blocks_needed(n) - len(hit.blocks)
+        hit, n, n_fresh = self._plan(seq_id, token_ids, n_new_tokens, max_hit_tokens, True)
         if n_fresh > hit.n_available:
             return None
         if not self.prefix_cache.match_changes_nothing:  # radix: match for real, as allocate
             return self.allocate(seq_id, token_ids, n_new_tokens, max_hit_tokens)
         return self._take(seq_id, token_ids, hit, n, n_fresh)
+
+    def _plan(self, seq_id: object, token_ids: Sequence[int], n_new_tokens: int | None,
+              max_hit_tokens: int | None, peek: bool) -> tuple[PrefixHit, int, int]:
+        """A new sequence's checks, then (its prefix hit, tokens reserved, fresh blocks
+        needed)."""
+        if seq_id in self._seqs:
+            raise ValueError(f"sequence {seq_id!r} already has KV blocks")
+        self._check_prompt(token_ids, n_new_tokens)
+        hit = self._match(token_ids, max_hit_tokens, peek=peek)
+        n = self._n_reserved(len(token_ids), hit.n_tokens, n_new_tokens)
+        return hit, n, self.blocks_needed(n) - len(hit.blocks)
 
     def _match(self, token_ids: Sequence[int], max_hit_tokens: int | None, peek: bool
                ) -> PrefixHit:
