@@ -2,8 +2,9 @@
 seeded workload, with the options `--trace F --trace-format --window --time-scale --sample`
 take on the command line (and for the KV lab `--length-scale` and `--step-s`).
 
-`TraceForm` owns the widgets and hands them out as (label, widget) rows (`rows()`), so that
-the cluster lab puts them in its form and the KV lab in one line under its controls. Its value
+`TraceForm` owns the widgets and hands them out as (label, widget) rows (`rows()`) that the
+cluster lab puts in its form, or as one line (`line()`) that the KV lab puts under its
+controls. Its value
 is the labs' `trace` setting (engines/labs/batching/settings.py TraceSetting): None, or
 {path, format, window, time_scale, sample, ...}; fields it does not show (the KV lab's sample
 seed) are kept as `set_trace` gave them. It reads nothing: the lab reads the file in a worker.
@@ -22,7 +23,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
-    QSizePolicy,
     QSpinBox,
     QWidget,
 )
@@ -37,6 +37,7 @@ NO_TRACE = "none: the seeded workload"
 SHORT_LABELS = {"Trace format": "Format", "Window (s)": "Window", "Time scale": "Time ×",
                 "Length scale": "Length ×"}
 NAME_CHARS = 30  # a longer file name is shown with its middle elided: the form keeps its width
+LINE_NAME_CHARS = 16  # the same in one line
 
 
 class TraceForm(QObject):
@@ -49,6 +50,8 @@ class TraceForm(QObject):
     def __init__(self, lab_fields: bool = False, none_text: str = NO_TRACE, parent=None):
         super().__init__(parent)
         self.none_text = none_text
+        self.options: QWidget | None = None  # the options' part of `line()`
+        self._name_chars = NAME_CHARS
         self._quiet = False
         self._read_only = False
         self._path: str | None = None
@@ -59,7 +62,6 @@ class TraceForm(QObject):
             "JSONL) instead of the seeded workload; its block hash ids become shared prompt "
             "content")
         self.name = QLabel(none_text)
-        self.name.setMinimumWidth(60)
         self.clear_button = QPushButton("Clear trace")
         self.clear_button.setToolTip("Back to the seeded workload")
         self.buttons = QWidget()  # the two buttons, under the file's name in a form
@@ -118,18 +120,40 @@ class TraceForm(QObject):
                 spin.editingFinished.connect(self._edited)
         self.set_trace(None)
 
-    def rows(self, short: bool = False) -> list[tuple[str, QWidget]]:
-        """(label, widget) of each field: the file's name, the Trace… and Clear trace
-        buttons (no label), then the options; `short`: labels and widths for one line that
-        fits the 1280-pixel window (the options shrink to what they show)."""
-        if not short:
-            return list(self._rows)
-        for _label, widget in self._rows[2:]:
-            widget.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
-            widget.setMinimumWidth(48)
-        self.format.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        self.format.setMinimumContentsLength(6)
-        return [(SHORT_LABELS.get(label, label), widget) for label, widget in self._rows]
+    def rows(self) -> list[tuple[str, QWidget]]:
+        """(label, widget) of each field for a form: the file's name, the Trace… and Clear
+        trace buttons (no label), then the options (off while there is no trace)."""
+        return list(self._rows)
+
+    def line(self) -> QWidget:
+        """The fields as one line that fits the 1280-pixel window: "Trace", the file's name
+        (elided past LINE_NAME_CHARS), the buttons, then the options with short labels,
+        shown only while there is a trace."""
+        self._name_chars = LINE_NAME_CHARS
+        self.format.setItemText(0, "auto")
+        self.options = QWidget()
+        options = QHBoxLayout(self.options)
+        options.setContentsMargins(0, 0, 0, 0)
+        for label, widget in self._rows[2:]:
+            options.addWidget(QLabel(SHORT_LABELS.get(label, label)))
+            options.addWidget(widget)
+        widths = {self.format: 90, self.window: 75, self.time_scale: 70, self.sample: 80,
+                  self.length_scale: 85, self.step_s: 75}  # spin boxes size for their maximum
+        for widget, width in widths.items():
+            if widget is not None:
+                widget.setMaximumWidth(width)
+        for button in (self.choose_button, self.clear_button):  # the style's least is wider
+            button.setMaximumWidth(button.fontMetrics().horizontalAdvance(button.text()) + 20)
+        line = QWidget()
+        row = QHBoxLayout(line)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Trace"))
+        row.addWidget(self.name)
+        row.addWidget(self.buttons)
+        row.addWidget(self.options)
+        row.addStretch(1)
+        self._enable()
+        return line
 
     # ---- the value -------------------------------------------------------------------------
     def set_trace(self, trace: dict | None) -> None:
@@ -187,8 +211,8 @@ class TraceForm(QObject):
     def _show_name(self) -> None:
         """The file's name, its middle elided past NAME_CHARS (the whole path in the tip)."""
         name = self.none_text if self._path is None else Path(self._path).name
-        if len(name) > NAME_CHARS:
-            half = (NAME_CHARS - 1) // 2
+        if self._path is not None and len(name) > self._name_chars:
+            half = (self._name_chars - 1) // 2
             name = f"{name[:half]}…{name[-half:]}"
         self.name.setText(name)
         self.name.setToolTip(self._path or "")
@@ -199,6 +223,8 @@ class TraceForm(QObject):
         self.clear_button.setEnabled(writable and self._path is not None)
         for _label, widget in self._rows[2:]:
             widget.setEnabled(writable and self._path is not None)
+        if self.options is not None:
+            self.options.setVisible(self._path is not None)
 
     def _edited(self, *_args) -> None:
         if not self._quiet:

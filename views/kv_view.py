@@ -198,12 +198,7 @@ class KVView(SteppedView):
         self.trace_form = TraceForm(lab_fields=True, none_text="none: the scenario", parent=self)
         self.trace_form.changed.connect(
             lambda: self.trace_requested.emit(self.trace_form.trace()))
-        self.trace_row = QHBoxLayout()  # the trace's name, its buttons, then its options
-        self.trace_row.setContentsMargins(0, 0, 0, 0)
-        for label, widget in self.trace_form.rows(short=True):
-            if label:
-                self.trace_row.addWidget(QLabel(label))
-            self.trace_row.addWidget(widget, 1 if widget is self.trace_form.name else 0)
+        self.trace_line = self.trace_form.line()
 
         self.description = QLabel()
         self.description.setWordWrap(True)
@@ -347,7 +342,7 @@ class KVView(SteppedView):
         layout.setContentsMargins(6, 4, 6, 4)
         layout.setSpacing(3)
         layout.addLayout(self.controls)
-        layout.addLayout(self.trace_row)
+        layout.addWidget(self.trace_line)
         layout.addLayout(self.slider_row)
         head = QGridLayout()
         head.addWidget(self.description, 0, 0)
