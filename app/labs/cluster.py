@@ -41,9 +41,9 @@ def read_trace(settings: dict, progress, should_stop) -> tuple[list | None, dict
     name = Path(settings["trace"]["path"]).name
     progress(0.0, f"reading {name}")
 
-    def reading(_fraction: float, message: str) -> None:
+    def reading(fraction: float, message: str) -> None:  # fraction: of the file's bytes
         check_stop(should_stop)
-        progress(None, f"{name}: {message}")
+        progress(0.05 * fraction, f"{name}: {message}")
 
     return cluster_trace(settings, reading)
 
@@ -59,7 +59,8 @@ def run_section(settings: dict, progress, should_stop, recorder=None) -> tuple[d
     result = session.run(lambda fraction, message: progress(0.2 + 0.8 * fraction, message))
     peak = None
     if settings["autoscale"]:  # the fixed fleet it is judged against: a few more runs
-        peak = session.peak_fleet(lambda _fraction, message: progress(None, message))
+        # the worker's progress takes a number: the run is done, the fleet's runs go on
+        peak = session.peak_fleet(lambda _fraction, message: progress(1.0, message))
     if recorder is not None:
         trace_cluster(recorder, result, recorder.now_s())
     return cluster_section(settings, result, peak=peak), figures

@@ -46,9 +46,9 @@ def read_trace(trace: dict, progress, should_stop) -> tuple[dict, list, dict]:
     name = Path(trace["path"]).name
     progress(0.0, f"reading {name}")
 
-    def reading(_fraction: float, message: str) -> None:
+    def reading(fraction: float, message: str) -> None:  # fraction: of the file's bytes
         check_stop(should_stop)
-        progress(None, f"{name}: {message}")
+        progress(fraction, f"{name}: {message}")
 
     records, kept = read_runnable(trace["path"], trace["format"], trace["window"],
                                   trace["time_scale"], trace["sample"], trace["seed"],

@@ -143,3 +143,37 @@ def test_the_snapshots_trace_is_read_strictly(qtbot, make_window):
         bad["settings"]["trace"] = trace
         with pytest.raises(ValueError, match=f"labs.cluster.settings.{field}"):
             read_cluster_section(bad)
+
+
+def test_an_autoscaled_fleet_runs_on_the_trace(qtbot, make_window):
+    """The Autoscaling tab's run (KPA, then the fixed fleets sized for the peak, whose
+    progress once reached the worker as None and failed the run) on Azure's trace."""
+    win, lab = open_cluster(qtbot, make_window, layout="replicas", autoscale=True,
+                            max_replicas=3)
+    assert lab.run_record.metrics["autoscale"]  # the seeded run, in the window
+    set_trace(lab, AZURE, "0:120", 0.25)
+    lab.run()
+    wait_idle(qtbot, win)
+    section, summary = cli_run("--autoscale", "--max-replicas", "3", "--trace", str(AZURE),
+                               "--window", "0:120", "--time-scale", "0.25")
+    assert lab.run_section["metrics"] == section["metrics"]
+    assert lab.run_section["state"] == section["state"]
+    assert lab.view.tabs.currentWidget() is lab.view.autoscale
+    assert f"({summary['trace_format']}): {summary['trace_requests']:,} requests" in (
+        lab.view.status.text())
+
+
+def test_reading_a_long_trace_shows_progress(qtbot, make_window, tmp_path):
+    path = tmp_path / "long.jsonl"
+    rows = write_mooncake_jsonl(path, duration_s=1400.0)
+    assert rows > 8192  # the reader reports every 8,192 rows
+    win, lab = open_cluster(qtbot, make_window)
+    said = []
+    win.context.task_progress.connect(lambda name, fraction, message: said.append(
+        (fraction, message)))
+    set_trace(lab, path, sample=10)
+    lab.run()
+    wait_idle(qtbot, win)
+    assert lab.run_record.metrics["completed"] == 10
+    assert any(m.startswith("long.jsonl: reading the trace: 8,192 rows") and 0 < f <= 0.05
+               for f, m in said)

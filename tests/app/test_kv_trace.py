@@ -149,3 +149,20 @@ def test_the_snapshots_trace_is_read_strictly(qtbot, make_window):
         bad["settings"]["trace"] = trace
         with pytest.raises(ValueError, match=f"labs.kv.settings.{field}"):
             read_kv_section(bad)
+
+
+def test_reading_a_long_trace_shows_progress(qtbot, make_window, tmp_path):
+    path = tmp_path / "long.jsonl"
+    assert write_mooncake_jsonl(path, duration_s=1400.0) > 8192  # reported every 8,192 rows
+    window, lab = open_lab(qtbot, make_window, "kv")
+    said = []
+    window.context.task_progress.connect(lambda name, fraction, message: said.append(
+        (name, fraction, message)))
+    choose(lab, path, sample=6, length_scale=0.015625)
+    qtbot.waitUntil(lambda: lab.info is not None and lab.info.scenario == "trace",
+                    timeout=60000)
+    wait_idle(qtbot, window)
+    assert any(name == "KV lab: read trace" and 0 < f <= 1
+               and m.startswith("long.jsonl: reading the trace: 8,192 rows")
+               for name, f, m in said)
+    assert "the 6 requests of long.jsonl" in lab.view.status.text()
