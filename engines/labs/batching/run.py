@@ -24,7 +24,7 @@ from inferlab.engines.labs.batching.trace_workload import trace_workload
 from inferlab.engines.model.registry import MODEL_NAMES
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.scheduler import POLICIES, SCHEDULES
-from inferlab.engines.serve.traces.options import add_trace_arguments
+from inferlab.engines.serve.traces.options import add_trace_arguments, trace_setting
 from inferlab.engines.serve.workload import read_trace_requests
 
 OPTIONS = {"scenario": "--scenario", "policy": "--policy", "prefix_cache": "--prefix-cache",
@@ -106,6 +106,7 @@ def run(args, recorder):
         items, figures = trace_items(args, settings)
         args.requests = min(len(items), 100_000)
         settings = settings_of(args)
+        settings["trace"] = trace_setting(args, figures["trace_format"])
     progress = getattr(args, "progress", None)  # progress(fraction, message), when given one
     if progress is not None:
         progress(None, "preparing the workload and engine")

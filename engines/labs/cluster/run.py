@@ -41,7 +41,7 @@ from inferlab.engines.labs.cluster.settings import (
 from inferlab.engines.labs.cluster.trace import trace_cluster
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.scenarios import WORKLOADS
-from inferlab.engines.serve.traces.options import add_trace_arguments
+from inferlab.engines.serve.traces.options import add_trace_arguments, trace_setting
 from inferlab.engines.serve.traces.replay import trace_workload
 from inferlab.engines.serve.workload import read_trace_requests
 
@@ -196,6 +196,7 @@ def run(args, recorder):
         items, figures = trace_workload(
             args.trace, args.trace_format, args.window, args.time_scale, args.sample,
             args.seed, load_model_preset(settings["model_config"]).vocab_size)
+        settings["trace"] = trace_setting(args, figures["trace_format"])
     if items is not None:  # the settings say how many requests ran
         settings["requests"] = max(1, min(len(items), 100_000))
     counts = None

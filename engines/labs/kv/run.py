@@ -21,7 +21,7 @@ from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_DTYPES
 from inferlab.engines.labs.kv.trace import kv_trace_step
 from inferlab.engines.labs.kv.trace_scenario import STEP_S, trace_scenario
 from inferlab.engines.model.cache import load_lab_model
-from inferlab.engines.serve.traces.options import add_trace_arguments
+from inferlab.engines.serve.traces.options import add_trace_arguments, trace_setting
 from inferlab.engines.serve.traces.replay import read_runnable, trace_figures
 
 
@@ -79,6 +79,9 @@ def run(args, recorder):
     scenario, figures = None, {}
     if getattr(args, "trace", None):
         scenario, figures = _trace_scenario(args)
+        settings["trace"] = trace_setting(args, figures["trace_format"],
+                                          length_scale=float(args.length_scale),
+                                          step_s=float(args.step_s), seed=args.seed)
 
     def on_step(record):
         kv_trace_step(recorder, record)

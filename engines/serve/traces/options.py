@@ -21,3 +21,11 @@ def add_trace_arguments(p) -> None:
                    help="--trace inter-arrival times multiplied by this (default 1)")
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="N of the --trace requests, drawn uniformly with --seed")
+
+
+def trace_setting(args, trace_format: str, **extra) -> dict:
+    """The `trace` settings field (engines.labs.batching.settings.TraceSetting) of the
+    --trace options in `args`, with the format the file was read as and a lab's `extra`
+    fields: what a run's snapshot records of the trace it replayed."""
+    return {"path": str(args.trace), "format": trace_format, "window": args.window,
+            "time_scale": float(args.time_scale), "sample": args.sample, **extra}
