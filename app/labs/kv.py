@@ -7,7 +7,7 @@ screen rate. The header drawn beside the records is (KVRunInfo, SeqInfo tuple).
 
 A published trace (the `trace` setting, chosen in the line under the controls) runs in place
 of the scenario as `run kv --trace` runs it: the file's window is read in a worker first
-(replay.read_runnable), and only once it has been read does the lab reset onto it
+(trace_scenario.read_kv_trace), and only once it has been read does the lab reset onto it
 (trace_scenario.trace_scenario with the model's vocabulary), so a file that cannot be read is
 said in the status line and the run on screen stays.
 """
@@ -26,9 +26,8 @@ from inferlab.engines.labs.kv.section import kv_section
 from inferlab.engines.labs.kv.session import kv_lab_model, kv_session
 from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_SETTINGS
 from inferlab.engines.labs.kv.trace import kv_trace_step
-from inferlab.engines.labs.kv.trace_scenario import TRACE_SCENARIO, trace_scenario
+from inferlab.engines.labs.kv.trace_scenario import TRACE_SCENARIO, read_kv_trace, trace_scenario
 from inferlab.engines.model.cache import AUTO, model_choices, resolve_model_name
-from inferlab.engines.serve.traces.replay import read_runnable, trace_figures
 from inferlab.engines.trace.thinning import keep_every
 from inferlab.views.kv_view import KVView
 
@@ -50,11 +49,7 @@ def read_trace(trace: dict, progress, should_stop) -> tuple[dict, list, dict]:
         check_stop(should_stop)
         progress(fraction, f"{name}: {message}")
 
-    records, kept = read_runnable(trace["path"], trace["format"], trace["window"],
-                                  trace["time_scale"], trace["sample"], trace["seed"],
-                                  progress=reading, length_scale=trace["length_scale"])
-    figures = trace_figures(records, kept, trace["path"], trace["format"])
-    return dict(trace, format=figures["trace_format"]), kept, figures
+    return read_kv_trace(trace, reading)
 
 
 class KVLab(SteppedLab):

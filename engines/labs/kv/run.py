@@ -19,10 +19,9 @@ from inferlab.engines.labs.kv.section import kv_section
 from inferlab.engines.labs.kv.session import kv_run
 from inferlab.engines.labs.kv.settings import KV_DEFAULTS, KV_DTYPES
 from inferlab.engines.labs.kv.trace import kv_trace_step
-from inferlab.engines.labs.kv.trace_scenario import STEP_S, trace_scenario
+from inferlab.engines.labs.kv.trace_scenario import STEP_S, read_kv_trace, trace_scenario
 from inferlab.engines.model.cache import load_lab_model
 from inferlab.engines.serve.traces.options import add_trace_arguments, trace_setting
-from inferlab.engines.serve.traces.replay import read_runnable, trace_figures
 
 
 def add_arguments(p) -> None:
@@ -78,10 +77,7 @@ def run(args, recorder):
 
     scenario, figures = None, {}
     if getattr(args, "trace", None):
-        scenario, figures = _trace_scenario(args)
-        settings["trace"] = trace_setting(args, figures["trace_format"],
-                                          length_scale=float(args.length_scale),
-                                          step_s=float(args.step_s), seed=args.seed)
+        settings["trace"], scenario, figures = _trace_scenario(args)
 
     def on_step(record):
         kv_trace_step(recorder, record)
@@ -95,12 +91,14 @@ def run(args, recorder):
 
 
 def _trace_scenario(args):
-    """The --trace window's requests as a scenario for the lab's model, and its figures."""
+    """The --trace setting (with the format read), its window's requests as a scenario for
+    the lab's model, and its figures."""
     if not 0 < args.length_scale <= 1:
         raise ValueError(f"--length-scale must be in (0, 1], got {args.length_scale}")
     model, _ = load_lab_model(args.model, args.device)
-    records, kept = read_runnable(args.trace, args.trace_format, args.window, args.time_scale,
-                                  args.sample, args.seed, length_scale=args.length_scale)
+    trace = trace_setting(args, args.trace_format, length_scale=float(args.length_scale),
+                          step_s=float(args.step_s), seed=args.seed)
+    trace, kept, figures = read_kv_trace(trace)
     scenario = trace_scenario(kept, Path(args.trace).name, model.config.vocab_size,
                               args.block_size, args.blocks or None, args.step_s)
-    return scenario, trace_figures(records, kept, args.trace, args.trace_format)
+    return trace, scenario, figures

@@ -25,9 +25,22 @@ from inferlab.engines.labs.kv.scenarios import (
 )
 from inferlab.engines.serve.traces.content import prompt_token_ids
 from inferlab.engines.serve.traces.record import TraceRequest
+from inferlab.engines.serve.traces.replay import read_runnable, trace_figures
 
 STEP_S = 0.05
 """Seconds of the trace one lab step stands for, by default."""
+
+
+def read_kv_trace(trace: dict, progress=None) -> tuple[dict, list[TraceRequest], dict]:
+    """(the setting with the format the file was read as, the requests a model can run, the
+    figures) of a checked `trace` setting (settings.py): its window, time scale, seeded
+    sample, lengths × length_scale (`run kv --trace` and the lab's Trace… both read so).
+    `progress(fraction of the file, message)` as `read_runnable`'s."""
+    records, kept = read_runnable(trace["path"], trace["format"], trace["window"],
+                                  trace["time_scale"], trace["sample"], trace["seed"],
+                                  progress=progress, length_scale=trace["length_scale"])
+    figures = trace_figures(records, kept, trace["path"], trace["format"])
+    return dict(trace, format=figures["trace_format"]), kept, figures
 TRACE_SCENARIO = "trace"
 
 
