@@ -10,6 +10,19 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="inferlab-test-config-")
 # Firmware builds go to the user's cache folder (platformdirs: XDG_CACHE_HOME): the same.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="inferlab-test-cache-")
+# ...except the parts that are one file each, written under a temporary name and renamed when
+# whole: the native kernels' builds (~17 s of compiling per instruction set, three sets) and
+# the joined Gemma 3 file (253 MB). Those live in one folder per run, made by pytest's main
+# process and inherited by its xdist workers (and the CLI subprocesses tests start), so the
+# run compiles each set once instead of once per worker. The firmware's objects stay per
+# process: two `make`s in one object folder would race.
+SHARED_CACHE = "INFERLAB_TEST_SHARED_CACHE"
+os.environ.setdefault(SHARED_CACHE, tempfile.mkdtemp(prefix="inferlab-test-shared-cache-"))
+for _name in ("kernels", "models"):  # engines/kernels/library.py, engines/model/gemma_file.py
+    _shared = os.path.join(os.environ[SHARED_CACHE], _name)
+    os.makedirs(_shared, exist_ok=True)
+    os.makedirs(os.path.join(os.environ["XDG_CACHE_HOME"], "inferlab"), exist_ok=True)
+    os.symlink(_shared, os.path.join(os.environ["XDG_CACHE_HOME"], "inferlab", _name))
 
 import pytest  # noqa: E402
 
