@@ -39,7 +39,10 @@ def test_compile_matches_eager_and_splits():
 
 
 def test_bench_figures_on_the_tiny_model():
-    out = run_step_bench({"model": "tiny", "context": 16, "repeats": 3}, trace_bytes=2 * 10**6)
+    # the shapes of the test above: the compiled graph is the same, so inductor's cache
+    # serves this compile (a cold cache: ~29 s -> ~12 s); the figures' checks hold at any shape
+    out = run_step_bench({"model": "tiny", "batch": 2, "context": 12, "repeats": 3},
+                         trace_bytes=2 * 10**6)
     for name in ("eager", "native", "compile"):
         assert 0 <= out[f"decode_between_ops_share_{name}"] <= 1
         assert out[f"decode_matches_eager_{name}"]
