@@ -112,14 +112,23 @@ def save_sequences(path: Path, seqs: Sequence[TrainingSequence],
     tmp.replace(path)
 
 
+def _metadata(path: Path) -> dict:
+    """A safetensors file's header metadata (ValueError where the header's length is past
+    the file's end or the header is not JSON)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if n > path.stat().st_size - 8:
+            raise ValueError(f"{path.name}: a {n}-byte header in a smaller file")
+        header = json.loads(f.read(n))
+    return header["__metadata__"]
+
+
 def stored_stats(path: Path) -> dict:
     """The build figures a features file keeps (numbers by name; {} where it keeps none or
     they do not read)."""
     try:
-        with open(path, "rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            raw = json.loads(json.loads(f.read(n))["__metadata__"].get("stats", "{}"))
-    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+        raw = json.loads(_metadata(path).get("stats", "{}"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
     if not isinstance(raw, dict):
         return {}
@@ -131,9 +140,7 @@ def load_sequences(path: Path) -> list[TrainingSequence] | None:
     """The sequences of a features file, or None where it is missing or does not read back."""
     try:
         t = load_file(str(path))
-        with open(path, "rb") as f:  # the names live in the header's metadata
-            n = int.from_bytes(f.read(8), "little")
-            names = json.loads(json.loads(f.read(n))["__metadata__"]["names"])
+        names = json.loads(_metadata(path)["names"])  # the names live in the header
         lengths = t["lengths"].tolist()
         if sum(lengths) != t["tokens"].numel() or len(names) != len(lengths):
             return None
@@ -142,7 +149,7 @@ def load_sequences(path: Path) -> list[TrainingSequence] | None:
             starts.append(starts[-1] + n)
         return [TrainingSequence(name, t["tokens"][a:b], t["hidden"][a:b], t["greedy"][a:b])
                 for name, a, b in zip(names, starts[:-1], starts[1:], strict=True)]
-    except (OSError, ValueError, KeyError, SafetensorError, json.JSONDecodeError):
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError):
         return None
 
 

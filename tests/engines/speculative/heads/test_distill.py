@@ -83,3 +83,41 @@ def test_features_file_reads_back_and_serves_the_cache(tiny, tmp_path):
     path.write_bytes(path.read_bytes()[:100])  # truncated: not read, built again
     assert load_sequences(path) is None
     assert not cached_sequences(*args)[1]
+
+
+def test_fuzz_the_features_files_reader(tiny, tmp_path):
+    """Seeded truncations and byte flips of a features file (its header's length, its JSON
+    header with the build figures, its tensors): load_sequences gives None or sequences
+    that read, stored_stats a dict of numbers by name; neither raises nor hangs."""
+    import random
+
+    from inferlab.engines.speculative.heads.features import stored_stats
+    from tests.fuzz import flip_bytes, run_cases, truncate
+
+    model, tok = tiny
+    args = (model, tok, "weights:x", tmp_path, PROMPTS[:2], {}, 4, 64)
+    cached_sequences(*args, stats_out={})
+    path = next((tmp_path / "heads").rglob("features-*.safetensors"))
+    data = path.read_bytes()
+    header = 8 + int.from_bytes(data[:8], "little")
+    rng = random.Random(45)
+    bad = tmp_path / "bad.safetensors"
+
+    def case(blob: bytes):
+        def call():
+            bad.write_bytes(blob)
+            seqs = load_sequences(bad)
+            assert seqs is None or all(len(s.tokens) == len(s.greedy) for s in seqs)
+            stats = stored_stats(bad)
+            assert all(isinstance(k, str) and isinstance(v, int | float)
+                       for k, v in stats.items())
+        return call
+
+    cases = []
+    for i in range(240):
+        label, blob = (truncate(data, rng) if i % 3 == 0 else
+                       flip_bytes(data, rng, 0, 8) if i % 3 == 1 else
+                       flip_bytes(data, rng, 8, header))
+        cases.append((label, case(blob)))
+    result = run_cases(cases, allowed=())
+    assert not result.failures, result.failures[:3]
