@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import Qt, QTimer, QUrl
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -248,6 +248,12 @@ class SpeculativeView(SteppedView):
         self.stream.highlighted.connect(self._hovered)
         self.stream.anchorClicked.connect(self._hovered)
         self.stream.setMinimumHeight(120)
+        self._follow_end = False  # the stream shows its end as its layout grows, until the
+        # user scrolls it (the document lays out lazily, after the step is drawn)
+        bar = self.stream.verticalScrollBar()
+        bar.rangeChanged.connect(self._stream_laid_out)
+        bar.actionTriggered.connect(self._stream_scrolled)
+        bar.sliderPressed.connect(self._stream_scrolled)
         self.stats = FactTable(("Statistic", "Value"))
         self.stats.setFixedWidth(360)
 
@@ -400,11 +406,25 @@ class SpeculativeView(SteppedView):
             self.layers.setMaximum(header.n_layers - 1)
         self.show_step(index)
 
+    def _stream_laid_out(self, _low: int, _high: int) -> None:
+        if self._follow_end:  # once the text edit has placed its own scroll too
+            QTimer.singleShot(0, self, self._to_end)  # dropped with the view
+
+    def _to_end(self) -> None:
+        if self._follow_end:
+            bar = self.stream.verticalScrollBar()
+            bar.setValue(bar.maximum())
+
+    def _stream_scrolled(self, *_args) -> None:
+        self._follow_end = False
+
     def show_step(self, index: int) -> None:
         header = self.header
         steps = list(self.steps[:index + 1]) if self.steps else []
         self.stream.setHtml(self.stream_html(header, steps))
-        self.stream.verticalScrollBar().setValue(self.stream.verticalScrollBar().maximum())
+        bar = self.stream.verticalScrollBar()
+        bar.setValue(bar.maximum())
+        self._follow_end = True
         m = self.metrics = speculative_metrics(steps, header.k)
         self.show_stats(m)
         self._show_plots(m, header.k)

@@ -34,3 +34,27 @@ def test_the_heads_line(qtbot, k, accept, width, expected):
         assert f"the head's held-out acceptance: E = {expected:.2f}" in labels
     view.draw(_header(k, (), width), ())  # then a drafter with no head: the entry leaves
     assert not any("head" in label.text for _, label in view.theory_legend.items)
+
+
+def test_the_token_stream_shows_its_end_once_laid_out_until_the_user_scrolls(qtbot):
+    """A run drawn before the window shows (a snapshot being opened) opens at its last
+    step, not at the prompt; once the user scrolls, a new layout leaves the view alone."""
+    from inferlab.engines.labs.speculative.session import speculative_session
+    from inferlab.engines.labs.speculative.settings import speculative_defaults
+
+    session = speculative_session(speculative_defaults() | {"max_tokens": 160, "k": 3})
+    while not session.done:
+        session.step()
+    view = SpeculativeView()
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    view.draw(session.header(), session.records)  # before it is shown: no layout yet
+    view.show()
+    qtbot.waitExposed(view)
+    bar = view.stream.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())
+    bar.triggerAction(bar.SliderAction.SliderToMinimum)  # the user scrolls to the top
+    assert bar.value() == 0
+    view.resize(700, 700)  # a new layout: the user's place is kept
+    qtbot.wait(50)
+    assert bar.value() == 0
