@@ -37,12 +37,12 @@ from inferlab.engines.labs.cluster.settings import (
     CLUSTER_DTYPES,
     EXPERT_LOAD_CHOICES,
     check_cluster_settings,
+    cluster_trace,
 )
 from inferlab.engines.labs.cluster.trace import trace_cluster
 from inferlab.engines.model.config import load_model_preset
 from inferlab.engines.serve.scenarios import WORKLOADS
 from inferlab.engines.serve.traces.options import add_trace_arguments, trace_setting
-from inferlab.engines.serve.traces.replay import trace_workload
 from inferlab.engines.serve.workload import read_trace_requests
 
 OPTIONS = {"layout": "--layout", "gpus": "--gpus", "tp": "--tp", "prefill": "--prefill",
@@ -193,10 +193,8 @@ def run(args, recorder):
     if getattr(args, "trace", None):
         if args.workload:
             raise ValueError("--trace and --workload exclude each other: choose one")
-        items, figures = trace_workload(
-            args.trace, args.trace_format, args.window, args.time_scale, args.sample,
-            args.seed, load_model_preset(settings["model_config"]).vocab_size)
-        settings["trace"] = trace_setting(args, figures["trace_format"])
+        settings["trace"] = trace_setting(args, args.trace_format)
+        items, figures, settings = cluster_trace(settings)  # as the lab's Trace… reads it
     if items is not None:  # the settings say how many requests ran
         settings["requests"] = max(1, min(len(items), 100_000))
     counts = None
