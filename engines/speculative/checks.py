@@ -10,6 +10,12 @@ import torch
 from inferlab.engines.speculative.errors import SpeculativeError
 
 
+def check_count(value: int, name: str) -> None:
+    """`value` must be an int >= 1 (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpeculativeError(f"{name} must be an integer >= 1, got {value!r}")
+
+
 def token_tensor(tokens: Sequence[int] | torch.Tensor, name: str) -> torch.Tensor:
     """`tokens` as a 1-d int64 tensor; a bool or a non-integer is refused."""
     if isinstance(tokens, torch.Tensor):

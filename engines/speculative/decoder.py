@@ -340,10 +340,10 @@ class SpeculativeDecoder:
         verdict = verify_tree(tree, logits, self.settings, generator=self.generator)
         n_acc = verdict.n_accepted
         if runner.keep_hidden:  # the pending tokens' and the accepted path's features
-            rows = list(range(n_pending)) + [n_pending + node for node in verdict.path]
+            kept = list(range(n_pending)) + [n_pending + node for node in verdict.path]
             ran = runner.token_ids(_SEQ)[start:base]
             self.drafter.observe_target(start, ran + [tree.tokens[n] for n in verdict.path],
-                                        runner.last_hidden[rows])
+                                        runner.last_hidden[kept])
         path_tokens = verdict.token_ids[:n_acc]
         chosen = next(c for c in paths if c[:n_acc] == path_tokens)
         rows = [0] + [node + 1 for node in verdict.path]  # p before each emitted token

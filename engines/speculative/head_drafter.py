@@ -30,7 +30,7 @@ from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.tokenizer import Tokenizer
 from inferlab.engines.sequences import common_prefix_len
 from inferlab.engines.speculative import mass
-from inferlab.engines.speculative.checks import check_vocab, token_tensor
+from inferlab.engines.speculative.checks import check_count, check_vocab, token_tensor
 from inferlab.engines.speculative.drafter import Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.heads.chain import eagle_chain, medusa_chain
@@ -92,8 +92,7 @@ class _HeadDrafter:
         return need >= 1 and common_prefix_len(self.feat_ids, ids, need) == need
 
     def _checked_ids(self, token_ids: Sequence[int], k: int) -> list[int]:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise SpeculativeError(f"k must be an integer >= 1, got {k!r}")
+        check_count(k, "k")
         ids = token_tensor(token_ids, "token_ids")
         if ids.shape[0] == 0:
             raise SpeculativeError("token_ids must not be empty: the draft needs a prompt")
@@ -167,8 +166,7 @@ class EagleDrafter(_HeadDrafter):
         """A dynamic draft tree (heads/draft_tree.py, EAGLE-2's): up to `width` paths of up
         to `k` tokens, at most k · width nodes; certain (top-k, not sampled), so the tree
         verifier keeps sampling exact."""
-        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise SpeculativeError(f"width must be an integer >= 1, got {width!r}")
+        check_count(width, "width")
         ids = self._checked_ids(token_ids, k)
         if not self._known(ids):
             return ()

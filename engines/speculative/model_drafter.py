@@ -39,7 +39,7 @@ from inferlab.engines.model.tokenizer import Tokenizer
 from inferlab.engines.quant.errors import QuantError
 from inferlab.engines.quant.lowbit_linear import lowbit_model
 from inferlab.engines.speculative import mass
-from inferlab.engines.speculative.checks import check_vocab, token_tensor
+from inferlab.engines.speculative.checks import check_count, check_vocab, token_tensor
 from inferlab.engines.speculative.drafter import Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.sampling import (
@@ -64,11 +64,6 @@ def quantized_self_draft(target: Llama, bits: int) -> Llama:
         except QuantError as e:
             raise SpeculativeError(f"quant:int{bits}: {e}") from None
     return per_target[bits]
-
-
-def _check_count(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpeculativeError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 class ModelDrafter:
@@ -98,7 +93,7 @@ class ModelDrafter:
 
     def propose(self, token_ids: Sequence[int], k: int) -> Proposal:
         """k draft tokens after `token_ids` and the q rows [k, V] they were drawn from."""
-        _check_count(k, "k")
+        check_count(k, "k")
         ids = token_tensor(token_ids, "token_ids")
         if ids.shape[0] == 0:
             raise SpeculativeError("token_ids must not be empty: the draft needs a prompt")

@@ -16,22 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from inferlab.engines.speculative.checks import token_tensor
+from inferlab.engines.speculative.checks import check_count, token_tensor
 from inferlab.engines.speculative.drafter import Proposal
 from inferlab.engines.speculative.errors import SpeculativeError
-
-
-def _check_count(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpeculativeError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 class NgramDrafter:
     """Proposes continuations of the longest suffix (max_n .. min_n tokens) seen before."""
 
     def __init__(self, max_n: int = 3, min_n: int = 1) -> None:
-        _check_count(min_n, "min_n")
-        _check_count(max_n, "max_n")
+        check_count(min_n, "min_n")
+        check_count(max_n, "max_n")
         if min_n > max_n:
             raise SpeculativeError(f"min_n ({min_n}) must be <= max_n ({max_n})")
         self.max_n = max_n
@@ -39,7 +34,7 @@ class NgramDrafter:
 
     def _continuations(self, token_ids: Sequence[int], k: int) -> Iterator[tuple[int, ...]]:
         """Every match's continuation, longest suffix first, most recent occurrence first."""
-        _check_count(k, "k")
+        check_count(k, "k")
         ids = token_tensor(token_ids, "token_ids")
         length = ids.shape[0]
         if length == 0:
@@ -65,7 +60,7 @@ class NgramDrafter:
     def propose_candidates(self, token_ids: Sequence[int], k: int,
                            width: int) -> tuple[Proposal, ...]:
         """Up to `width` distinct continuations (the first is `propose`'s); for token trees."""
-        _check_count(width, "width")
+        check_count(width, "width")
         seen: list[tuple[int, ...]] = []
         for continuation in self._continuations(token_ids, k):
             if continuation not in seen:
