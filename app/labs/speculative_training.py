@@ -5,7 +5,7 @@ front of the user.
 Both run in the lab's workers, never on the GUI thread:
 
     look up   the lab's model (the app-wide cache: the decode session's own copy), then
-              shipped.find_head for each kind: the user cache's head, else the shipped one
+              drafters.head_path for each kind: the user cache's head, else the shipped one
               trained for this very model; where the model has no EAGLE head the shipped one
               is shown, saying whose it is
     train     heads.build.train_head on a copy of the model of its own, on the CPU (as
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from inferlab.engines.labs.speculative.drafters import user_cache
+from inferlab.engines.labs.speculative.drafters import head_path, user_cache
 from inferlab.engines.labs.speculative.settings import parse_drafter
 from inferlab.engines.model.cache import load_lab_model, resolve_model_name
 from inferlab.engines.model.registry import load_model
@@ -30,7 +30,7 @@ from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.heads.build import train_head
 from inferlab.engines.speculative.heads.dims import KINDS
 from inferlab.engines.speculative.heads.head_file import read_record
-from inferlab.engines.speculative.heads.shipped import find_head, shipped_head_path
+from inferlab.engines.speculative.heads.shipped import shipped_head_path
 from inferlab.engines.speculative.heads.train import TrainSettings, point_record
 
 PROGRESS_INTERVAL_S = 0.1
@@ -105,7 +105,7 @@ class HeadTraining(QObject):
 
         def work(progress, should_stop):
             target, _tok = load_lab_model(model, device, kernels=kernels)
-            return {kind: head_file(find_head(target, kind, user_cache())) for kind in KINDS}
+            return {kind: head_file(head_path(target, kind)) for kind in KINDS}
 
         def done(found: dict) -> None:
             self.found, self._found_for = found, key

@@ -36,7 +36,7 @@ beside it `hf_heuristic_k`, the same drafter under transformers' heuristic K sch
 at 5, +2 after a fully accepted step, -1 otherwise, capped alike), and
 `adaptive_vs_hf_heuristic_k`, the ratio of their speedups.
 Where the target has a trained EAGLE head (the user cache's, else the one shipped for
-SmolLM2: `eagle_head_path`), each group also gets `eagle`: the head drafting at each K of
+SmolLM2: `head_path`), each group also gets `eagle`: the head drafting at each K of
 `eagle_ks`, its rows, and the best row's `speedup_wall` and `accept_len_mean` (=
 tokens_per_target_forward: tokens emitted per target forward, the acceptance length counting
 the target's own token), with the head file it read.
@@ -60,7 +60,7 @@ from dataclasses import asdict
 
 import torch
 
-from inferlab.engines.labs.speculative.drafters import eagle_head_path, skip_auto
+from inferlab.engines.labs.speculative.drafters import head_path, skip_auto
 from inferlab.engines.labs.speculative.settings import AUTO_K_MAX, prompt_groups
 from inferlab.engines.labs.speculative.sweep import PlainDecode, measure_k, plain_decode
 from inferlab.engines.model.bench import load_transformers_gguf
@@ -275,7 +275,7 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         stops = tuple(tok.eos_token_ids) if stop_at_eos else ()
         plain_decode(model, next(iter(ids.values())), new_tokens, stops)  # warm up
         verify_costs = verify_cost_ratios(model, range(1, max((*ks, *eagle_ks, AUTO_K_MAX)) + 1))
-        eagle_path = eagle_head_path(model) if eagle_ks else None
+        eagle_path = head_path(model, "eagle") if eagle_ks else None
         out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
                      "stop_at_eos": bool(stops), "threads": torch.get_num_threads(),
                      "repeats": repeats,

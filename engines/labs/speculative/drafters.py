@@ -7,7 +7,7 @@ from pathlib import Path
 import platformdirs
 import torch
 
-from inferlab.engines.labs.speculative.settings import parse_drafter
+from inferlab.engines.labs.speculative.settings import HEAD_DRAFTERS, parse_drafter
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.quant.calibration import calibration_texts
 from inferlab.engines.speculative.errors import SpeculativeError
@@ -43,11 +43,6 @@ def user_cache() -> Path:
     return Path(platformdirs.user_cache_dir("inferlab"))
 
 
-def eagle_head_path(model) -> Path | None:
-    """The EAGLE head `eagle` drafts with for `model` (user cache, else shipped), or None."""
-    return find_head(model, "eagle", user_cache())
-
-
 def head_path(model, kind: str) -> Path | None:
     """The `kind` head ("eagle", "medusa") that drafter drafts with for `model` (user cache,
     else shipped), or None."""
@@ -67,7 +62,7 @@ def make_drafter(spec: str, model, tokenizer, sampling, seed: int, max_tokens: i
         skipped = skip_auto(model, tokenizer).best.skipped if n == "auto" else n
         return SkipDrafter(model, skipped, settings=sampling, seed=seed, tokenizer=tokenizer,
                            max_tokens=max_tokens)
-    if kind in ("eagle", "medusa"):
+    if kind in HEAD_DRAFTERS:
         path = head_path(model, kind)
         if path is None:
             label = "EAGLE head" if kind == "eagle" else "Medusa heads"

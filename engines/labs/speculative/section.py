@@ -7,7 +7,7 @@ naming the field).
 
 from __future__ import annotations
 
-from inferlab.engines.fields import Setting, read_list, read_name, read_object
+from inferlab.engines.fields import Setting, read_list, read_name, read_object, read_probability
 from inferlab.engines.labs.speculative.metrics import speculative_metrics
 from inferlab.engines.labs.speculative.records import (
     SpeculativeHeader,
@@ -41,12 +41,6 @@ def speculative_section(settings: dict, header: SpeculativeHeader | None, steps,
              "token_texts": {str(t): text for t, text in sorted(header.token_texts.items())},
              "steps": [step_to_dict(s) for s in steps]}
     return lab_section(settings, state, speculative_metrics(steps, header.k))
-
-
-def _probability(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ValueError(f"{where}: expected a probability in [0, 1], got {value!r}")
-    return float(value)
 
 
 def read_speculative_section(sec) -> SpeculativeSnapshot:
@@ -90,7 +84,7 @@ def read_speculative_section(sec) -> SpeculativeSnapshot:
                              f"{k * width if width > 1 else 0}")
         if s.finish_reason is not None and i != len(steps) - 1:
             raise ValueError(f"{w}.steps[{i}].finish_reason: a step after it ran")
-    head_acc = read_list(state.get("head_accept_by_position", []), _probability,
+    head_acc = read_list(state.get("head_accept_by_position", []), read_probability,
                          f"{w}.head_accept_by_position", 64)
     header = SpeculativeHeader(strings["model"], strings["drafter"], k, tuple(prompt), texts,
                                n_layers, width, tuple(head_acc))

@@ -72,7 +72,7 @@ def test_cached_head_is_found_and_drafts(tiny, tmp_path, cached_head):
     model, tok = tiny
     assert cached_head == head_path(tmp_path, model_hash(model), "eagle")
     assert find_head(model, "eagle", tmp_path) == cached_head
-    assert drafters.eagle_head_path(model) == cached_head
+    assert drafters.head_path(model, "eagle") == cached_head
     d = drafters.make_drafter("eagle", model, tok, SPEC_GREEDY, 0, 256)
     assert isinstance(d, EagleDrafter)
 

@@ -88,7 +88,8 @@ def test_a_section_of_no_run_reads_as_no_header():
     (("state", "prompt_token_ids"), [], "labs.speculative.state.prompt_token_ids"),
     (("metrics",), [], "labs.speculative.metrics: expected an object"),
     (("state", "head_accept_by_position"), [0.5, 1.5],
-     "labs.speculative.state.head_accept_by_position[1]: expected a probability"),
+     "labs.speculative.state.head_accept_by_position[1]: expected a finite number in 0..1, "
+     "got 1.5"),
 ])
 def test_a_bad_field_is_named(section, path, value, named):
     data = copy.deepcopy(section[0])
