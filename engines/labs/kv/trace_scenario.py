@@ -30,6 +30,8 @@ from inferlab.engines.serve.traces.replay import read_runnable, trace_figures
 STEP_S = 0.05
 """Seconds of the trace one lab step stands for, by default."""
 
+TRACE_SCENARIO = "trace"
+
 
 def read_kv_trace(trace: dict, progress=None) -> tuple[dict, list[TraceRequest], dict]:
     """(the setting with the format the file was read as, the requests a model can run, the
@@ -41,7 +43,6 @@ def read_kv_trace(trace: dict, progress=None) -> tuple[dict, list[TraceRequest],
                                   progress=progress, length_scale=trace["length_scale"])
     figures = trace_figures(records, kept, trace["path"], trace["format"])
     return dict(trace, format=figures["trace_format"]), kept, figures
-TRACE_SCENARIO = "trace"
 
 
 def trace_scenario(records: Sequence[TraceRequest], name: str, vocab_size: int,
