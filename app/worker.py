@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QThread, Signal
 
+from inferlab.engines.hardware.cancel import check_stop
+
 
 class Cancelled(Exception):
     """Raised inside a task when the user asked it to stop."""
@@ -78,3 +80,16 @@ class _TaskThread(QThread):
 
     def run(self) -> None:
         self._task._run()
+
+
+def file_reading(name: str, progress, should_stop, share: float = 1.0):
+    """A reader's `progress(fraction of the file's bytes, message)` for a task reading the
+    file `name`: the task's progress at share × fraction, each message named after the file,
+    and the task stopped on request between calls."""
+    progress(0.0, f"reading {name}")
+
+    def reading(fraction: float, message: str) -> None:
+        check_stop(should_stop)
+        progress(share * fraction, f"{name}: {message}")
+
+    return reading

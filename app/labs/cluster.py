@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from inferlab.app.labs.base import Lab
+from inferlab.app.worker import file_reading
 from inferlab.engines.cluster.fanout import choose_fanout
 from inferlab.engines.fields import clean_settings
-from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.labs.cluster.records import ClusterSnapshot, search_summary
 from inferlab.engines.labs.cluster.section import cluster_section, read_cluster_section
 from inferlab.engines.labs.cluster.session import ClusterSession
@@ -39,13 +39,7 @@ def read_trace(settings: dict, progress, should_stop) -> tuple[list | None, dict
     if settings["trace"] is None:
         return None, {}, settings
     name = Path(settings["trace"]["path"]).name
-    progress(0.0, f"reading {name}")
-
-    def reading(fraction: float, message: str) -> None:  # fraction: of the file's bytes
-        check_stop(should_stop)
-        progress(0.05 * fraction, f"{name}: {message}")
-
-    return cluster_trace(settings, reading)
+    return cluster_trace(settings, file_reading(name, progress, should_stop, share=0.05))
 
 
 def run_section(settings: dict, progress, should_stop, recorder=None) -> tuple[dict, dict]:

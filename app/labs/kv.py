@@ -18,7 +18,7 @@ import dataclasses
 from pathlib import Path
 
 from inferlab.app.labs.stepped import SteppedLab
-from inferlab.engines.hardware.cancel import check_stop
+from inferlab.app.worker import file_reading
 from inferlab.engines.labs.kv.metrics import kv_metrics
 from inferlab.engines.labs.kv.records import KVSnapshot
 from inferlab.engines.labs.kv.scenarios import SCENARIOS
@@ -42,14 +42,7 @@ def read_trace(trace: dict, progress, should_stop) -> tuple[dict, list, dict]:
     """(the trace setting with the format read, the requests a model can run, the figures)
     of a checked `trace` setting's file: `run kv --trace`'s reading (window, time scale,
     seeded sample, lengths × length_scale), stopped on request."""
-    name = Path(trace["path"]).name
-    progress(0.0, f"reading {name}")
-
-    def reading(fraction: float, message: str) -> None:  # fraction: of the file's bytes
-        check_stop(should_stop)
-        progress(fraction, f"{name}: {message}")
-
-    return read_kv_trace(trace, reading)
+    return read_kv_trace(trace, file_reading(Path(trace["path"]).name, progress, should_stop))
 
 
 class KVLab(SteppedLab):
