@@ -1,5 +1,5 @@
 """The cluster lab's window: the layout and workload choices on the left with the run's
-figures under them (a published trace in place of the seeded workload: views/cluster_trace.py);
+figures under them (a published trace in place of the seeded workload: views/trace_form.py);
 the timeline (instances, link, KV use, utilisation) and the layout
 search's heat map, the expert-parallel figures and an autoscaled fleet's replicas and
 GPU-hours in tabs on the right. Choices, defaults and ranges come from the lab's
@@ -30,8 +30,8 @@ from inferlab.views.cluster_autoscale import ClusterAutoscale
 from inferlab.views.cluster_experts import ClusterExperts
 from inferlab.views.cluster_search import ClusterSearchView
 from inferlab.views.cluster_timeline import ClusterTimeline, lane_label
-from inferlab.views.cluster_trace import TraceForm
 from inferlab.views.fact_table import FactTable
+from inferlab.views.trace_form import TraceForm
 
 LAYOUT_LABELS = {"replicas": "replicas behind a router", "tp": "one tensor-parallel instance",
                  "pd": "prefill / decode split", "ep": "expert-parallel groups (MoE)"}

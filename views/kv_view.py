@@ -40,7 +40,6 @@ from PySide6.QtWidgets import (
 from inferlab.engines.labs.kv.records import KVRunInfo, KVStepRecord, SeqInfo
 from inferlab.engines.roofline.units import format_bytes
 from inferlab.views.choices import kernel_choice, select_choice
-from inferlab.views.cluster_trace import TraceForm
 from inferlab.views.kv_contiguous import ContiguousLine, KVCurves
 from inferlab.views.kv_grid import (
     CACHED_CODE,
@@ -53,6 +52,7 @@ from inferlab.views.kv_grid import (
 from inferlab.views.radix_tree import LEGEND as TREE_LEGEND
 from inferlab.views.radix_tree import RadixTreePlot
 from inferlab.views.stepped_controls import SteppedView
+from inferlab.views.trace_form import TraceForm
 
 SEQ_COLUMNS = ("seq", "paged", "contig.", "tokens", "cached", "output so far", "prompt")
 

@@ -1,10 +1,11 @@
-"""The "Trace…" control of the cluster and KV labs' forms: a published trace run instead of the
-seeded workload, with the options `--trace F --trace-format --window --time-scale --sample`
-take on the command line (and for the KV lab `--length-scale` and `--step-s`).
+"""The "Trace…" control of the cluster, KV and endpoint labs' forms: a published trace run
+instead of the seeded workload, with the options `--trace F --trace-format --window
+--time-scale --sample` take on the command line (and for the KV lab `--length-scale` and
+`--step-s`).
 
 `TraceForm` owns the widgets and hands them out as (label, widget) rows (`rows()`) that the
-cluster lab puts in its form, or as one line (`line()`) that the KV lab puts under its
-controls. Its value
+cluster and endpoint labs put in their forms, or as one line (`line()`) that the KV lab puts
+under its controls. Its value
 is the labs' `trace` setting (engines/labs/batching/settings.py TraceSetting): None, or
 {path, format, window, time_scale, sample, ...}; fields it does not show (the KV lab's sample
 seed) are kept as `set_trace` gave them. It reads nothing: the lab reads the file in a worker.
