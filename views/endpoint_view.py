@@ -1,6 +1,8 @@
 """The endpoint lab's view: the server, workload and limits on the left (the API key masked,
-held by its field alone); Run / Stop, progress and a status line; tabs for the requests'
-timeline with the server's strips, the metrics (and the side-by-side table), the rate sweep.
+held by its field alone; the workload the seeded one, InferLab's JSONL or a published trace,
+chosen with Trace…: views/endpoint_workload.py); Run / Stop, progress and a status line; tabs
+for the requests' timeline with the server's strips, the metrics (and the side-by-side table),
+the rate sweep.
 
 It draws records and emits requests for work; it contacts nothing.
 """
@@ -33,6 +35,7 @@ from inferlab.engines.model.cache import model_choices
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.views.endpoint_results import MetricsPanel, SweepPanel
 from inferlab.views.endpoint_timeline import EndpointTimelineView
+from inferlab.views.endpoint_workload import WorkloadSource
 
 PACING = (("concurrency", "fixed concurrency"), ("arrivals", "arrival times (Poisson / trace)"))
 
@@ -66,6 +69,7 @@ class EndpointView(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self._quiet = False
+        self._seeded_requests: int | None = None  # Requests before a trace was chosen
         self._build_controls()
         self.timeline = EndpointTimelineView()
         self.metrics = MetricsPanel()
@@ -118,18 +122,20 @@ class EndpointView(QWidget):
         f.addRow("API key", self.api_key)
         f.addRow("Key from env", self.api_key_env)
 
-        self.workload_file = QLineEdit()
-        self.workload_file.setPlaceholderText("seeded workload (or a .jsonl trace)")
+        self.source = WorkloadSource(parent=self)
         self.requests = _spin(1, 10_000, " req")
+        self.requests.setToolTip("The seeded workload's requests; with a trace, the most sent "
+                                 "(choosing one sets the most there is: all, as run endpoint "
+                                 "--trace sends)")
         self.rate = _spin(0.001, 100_000, " req/s", 2)
         self.seed = _spin(0, 2**31 - 1, "")
         self.pacing = QComboBox()
         for value, label in PACING:
             self.pacing.addItem(label, value)
         self.concurrency = _spin(1, 10_000, " in flight")
-        workload = QGroupBox("Workload (the batching lab's)")
+        workload = QGroupBox("Workload")
         f = QFormLayout(workload)
-        f.addRow("Trace", self.workload_file)
+        self.source.add_rows(f)
         f.addRow("Requests", self.requests)
         f.addRow("Rate", self.rate)
         f.addRow("Seed", self.seed)
@@ -205,19 +211,39 @@ class EndpointView(QWidget):
         self.left.setFixedWidth(340)
 
         self.router.currentIndexChanged.connect(self._emit)
-        for w in (self.url, self.model, self.api_key_env, self.workload_file):
+        for w in (self.url, self.model, self.api_key_env):
             w.editingFinished.connect(self._emit)
+        self.source.changed.connect(self._source_changed)
         for w in (self.api, self.server_kind, self.pacing, self.engine_model,
                   self.model_config, self.hardware):
             w.currentIndexChanged.connect(self._emit)
         for w in (self.requests, self.rate, self.seed, self.concurrency, self.slo_ttft,
                   self.slo_tpot, self.max_duration, self.scrape_hz):
             w.editingFinished.connect(self._emit)
-        self.pacing.currentIndexChanged.connect(self._pacing_changed)
+        self.pacing.currentIndexChanged.connect(self._enable_dependent)
 
-    def _pacing_changed(self, *_args) -> None:
-        self.concurrency.setEnabled(self.pacing.currentData() == "concurrency"
-                                    and self.run_button.isEnabled())
+    def _enable_dependent(self, *_args) -> None:
+        """Concurrency only for fixed concurrency, the rate only for the seeded workload."""
+        editable = self.run_button.isEnabled()
+        self.concurrency.setEnabled(editable and self.pacing.currentData() == "concurrency")
+        self.rate.setEnabled(editable and not self.source.is_set())
+
+    def _source_changed(self) -> None:
+        """A trace chosen where there was none is sent as `run endpoint --trace` sends it: at
+        its arrival times, all of it; cleared, the seeded workload's count comes back."""
+        self._quiet = True  # one settings_changed for the whole edit
+        try:
+            if self.source.is_set() and self._seeded_requests is None:
+                self._seeded_requests = self.requests.value()
+                self.requests.setValue(self.requests.maximum())
+                self.pacing.setCurrentIndex(self.pacing.findData("arrivals"))
+            elif not self.source.is_set() and self._seeded_requests is not None:
+                self.requests.setValue(self._seeded_requests)
+                self._seeded_requests = None
+        finally:
+            self._quiet = False
+        self._enable_dependent()
+        self._emit()
 
     # ---- settings -----------------------------------------------------------------------------
     def set_settings(self, s: dict) -> None:
@@ -229,7 +255,8 @@ class EndpointView(QWidget):
             self.api.setCurrentText(s["api"])
             self.server_kind.setCurrentText(s["server_kind"])
             self.api_key_env.setText(s["api_key_env"])
-            self.workload_file.setText(s["workload_file"])
+            self.source.set_settings(s)
+            self._seeded_requests = None
             self.requests.setValue(int(s["requests"]))
             self.rate.setValue(float(s["rate_per_s"]))
             self.seed.setValue(int(s["seed"]))
@@ -250,7 +277,7 @@ class EndpointView(QWidget):
                 combo.setCurrentIndex(i)
         finally:
             self._quiet = False
-        self._pacing_changed()
+        self._enable_dependent()
 
     def settings(self) -> dict:
         """What the controls say (never the key: it is read with `key_text`)."""
@@ -261,7 +288,7 @@ class EndpointView(QWidget):
             "router": self.router.currentData(), "model": self.model.text().strip(),
             "api": self.api.currentText(), "server_kind": self.server_kind.currentText(),
             "api_key_env": self.api_key_env.text().strip(),
-            "workload_file": self.workload_file.text().strip(),
+            **self.source.settings(),
             "requests": self.requests.value(), "rate_per_s": self.rate.value(),
             "seed": self.seed.value(), "concurrency": 0 if paced else self.concurrency.value(),
             "slo_ttft_s": self.slo_ttft.value() / 1e3, "slo_tpot_s": self.slo_tpot.value() / 1e3,
@@ -290,7 +317,7 @@ class EndpointView(QWidget):
 
     def inputs(self):
         return (self.url, self.router, self.model, self.api, self.server_kind, self.api_key,
-                self.api_key_env, self.workload_file, self.requests, self.rate, self.seed,
+                self.api_key_env, self.requests, self.rate, self.seed,
                 self.pacing, self.concurrency, self.slo_ttft, self.slo_tpot,
                 self.max_duration, self.scrape_hz, self.engine_model, self.model_config,
                 self.hardware)
@@ -302,6 +329,7 @@ class EndpointView(QWidget):
         self.stop_button.setEnabled(running)
         self.metrics.compare_button.setEnabled(not running and not read_only)
         self.sweep.button.setEnabled(not running and not read_only)
-        self._pacing_changed()
+        self.source.set_read_only(running or read_only)
+        self._enable_dependent()
         if not running:
             self.progress.setValue(0)

@@ -1,8 +1,10 @@
 """Serving endpoint lab: the user's own OpenAI-compatible server under the batching lab's
 workload, every request timed from the client's side, the server's /metrics beside them.
 
-Nothing is contacted until Run: the lab then probes the URL and runs the workload
-(engines/endpoint: `EndpointRun`) in a worker task; the timeline redraws from the requests
+Nothing is contacted until Run: the lab then reads its requests in a worker task (a trace
+file with progress: `read_requests`, what `run endpoint` reads; a bad file or window is said
+in the status line and the run on screen kept), then probes the URL and runs them
+(engines/endpoint: `EndpointRun`) in a second one; the timeline redraws from the requests
 finished so far four times a second. Stop cancels the run (every connection closed) and keeps
 what finished. The sweep and the side-by-side table are worker tasks of their own.
 
@@ -14,10 +16,12 @@ trace nor a log line can.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
+from inferlab.app.worker import file_reading
 from inferlab.engines.fields import clean_settings
 from inferlab.engines.labs.endpoint.records import (
     AGREEMENT_KEYS,
@@ -30,12 +34,39 @@ from inferlab.engines.labs.endpoint.settings import (
     ENDPOINT_DEFAULTS,
     ENDPOINT_SETTINGS,
     check_endpoint_settings,
+    endpoint_requests,
+    published_trace,
+    run_settings,
 )
 from inferlab.engines.labs.endpoint.side_by_side import compare_engines
 from inferlab.engines.labs.endpoint.trace import endpoint_trace
 from inferlab.views.endpoint_view import EndpointView
 
 LIVE_DRAW_MS = 250
+
+
+def read_requests(settings: dict, progress, should_stop) -> tuple[list, dict]:
+    """(the run's requests, the trace's figures: {} without a published trace), read as
+    `run endpoint` reads them, with the file's progress and stopped on request: a worker's
+    job. ValueError (TraceError) naming the file when it cannot be read."""
+    if settings["trace_file"]:
+        name = Path(settings["trace_file"]).name
+        return published_trace(settings, file_reading(name, progress, should_stop))
+    if settings["workload_file"]:
+        progress(0.0, f"reading {Path(settings['workload_file']).name}")
+    return endpoint_requests(settings), {}
+
+
+def trace_text(settings: dict, figures: dict) -> str:
+    """What the status line says of the run's published trace: which, its format, its
+    requests and its hit rate under an unbounded prefix cache ("" without one)."""
+    if not figures:
+        return ""
+    cut = figures.get("trace_requests_cut")
+    sent = f" ({cut:,} past Requests not sent)" if cut else ""
+    return (f" Trace {Path(settings['trace_file']).name} ({figures['trace_format']}): "
+            f"{figures['trace_requests']:,} requests{sent}, unbounded-cache hit rate "
+            f"{figures['trace_hit_rate_unbounded']:.0%}.")
 
 
 def idle_text(url: str) -> str:
@@ -59,6 +90,7 @@ class EndpointLab(Lab):
         self.side: dict | None = None
         self._live = (None, None, None)  # kept while a snapshot is shown
         self._run = None                 # the EndpointRun in flight
+        self._trace_note = ""            # the status line's words on the run's trace
         self._task = None
         self._timer = QTimer(self)
         self._timer.setInterval(LIVE_DRAW_MS)
@@ -75,14 +107,16 @@ class EndpointLab(Lab):
     def settings(self) -> dict:
         return dict(self._settings)
 
-    def _on_settings(self, settings: dict) -> None:
+    def _on_settings(self, settings: dict) -> bool:
+        """Take the view's settings, checked; False (said in the status line) when refused."""
         merged = dict(self._settings, **settings)
         try:
             self._settings = check_endpoint_settings(merged)
         except ValueError as e:
             self.view.set_status(f"Not accepted: {e}")
-            return
+            return False
         self.save_settings()
+        return True
 
     # ---- the key: the field, else the environment variable it names -----------------------
     def _key(self) -> str | None:
@@ -100,18 +134,50 @@ class EndpointLab(Lab):
 
     # ---- a run ----------------------------------------------------------------------------------
     def run(self) -> None:
-        if self.read_only or self._task is not None:
+        """Read the requests in a worker, then (`_read_ended`) send them."""
+        if self.read_only or self._task is not None or not self._on_settings(
+                self.view.settings()):
             return
-        self._on_settings(self.view.settings())
         s = self._settings
         try:
-            run = load_run(s, self._key())
+            key = self._key()
+            run_settings(s)  # a bad URL or limit is said before any file is read
         except (ValueError, OSError) as e:
+            self.view.set_status(f"Cannot run: {e}")
+            return
+        read: list = []  # the task's (requests, figures), or None when it failed
+
+        def failed(message: str) -> None:
+            read.append(None)
+            self.view.set_status(f"Cannot run: {message}")
+
+        self.view.set_running(True)
+        self.view.set_status("Reading the workload…")
+        self._task = self.run_task(
+            "Endpoint lab: read the workload",
+            lambda progress, should_stop: read_requests(s, progress, should_stop),
+            read.append, failed, on_end=lambda: self._read_ended(s, key, read))
+        self._task.progress.connect(self.view.set_progress)
+
+    def _read_ended(self, s: dict, key: str | None, read: list) -> None:
+        """The reading task is over: send what it read (nothing when it failed or was
+        stopped: the run on screen stays)."""
+        self._task = None
+        if not read or read[0] is None or self.read_only:
+            if not read and not self.read_only:
+                self.view.set_status("Stopped before the run: nothing was sent.")
+            self.view.set_running(False, self.read_only)
+            return
+        requests, figures = read[0]
+        self._trace_note = trace_text(s, figures)
+        try:
+            run = load_run(s, key, requests=requests)
+        except (ValueError, OSError) as e:
+            self.view.set_running(False)
             self.view.set_status(f"Cannot run: {e}")
             return
         self._run, self.record, self.side = run, None, None
         total = len(run.requests)
-        self.view.set_running(True)
         self.view.set_status(f"Probing {run.root}…")
 
         def work(progress, should_stop):
@@ -130,7 +196,8 @@ class EndpointLab(Lab):
         self._timer.start()
 
     def stop(self) -> None:
-        """Cancel the run in flight (its finished requests are kept), or the sweep."""
+        """Cancel the run in flight (its finished requests are kept), or the reading of its
+        requests, or the sweep."""
         if self._run is not None:
             self._run.cancel()
         elif self._task is not None:
@@ -152,7 +219,8 @@ class EndpointLab(Lab):
         self.view.set_status(
             f"{self.record.model} at {result.settings.url}{stopped}: {m['completed']} "
             f"completed, {m['failed']} failed{f' ({fails})' if fails else ''}, "
-            f"{self.record.incomplete} cut off, {self.record.not_sent} not sent.")
+            f"{self.record.incomplete} cut off, {self.record.not_sent} not sent."
+            + self._trace_note)
         self._draw()
 
     def _failed(self, message: str) -> None:
@@ -270,5 +338,4 @@ class EndpointLab(Lab):
 
     def shutdown(self) -> None:
         self._timer.stop()
-        if self._run is not None:
-            self._run.cancel()
+        self.stop()

@@ -143,16 +143,22 @@ def endpoint_requests(settings: dict) -> list:
     return workload.generate(endpoint_workload(settings))
 
 
-def published_trace(settings: dict) -> tuple[list, dict]:
+def published_trace(settings: dict, progress=None) -> tuple[list, dict]:
     """The published trace's requests (at most `requests`; engines/endpoint/trace_replay)
     and the figures a run prints beside its metrics (trace_format, trace_requests, ...).
     TraceError naming the file, line and field of a bad row; ValueError for a trace with
-    no request in the window."""
+    no request in the window. `progress(fraction of the file read, message)` while reading
+    (the lab's worker)."""
     s = settings
     path, fmt = s["trace_file"], s["trace_format"] or None
+
+    def read(fraction: float, rows: int) -> None:
+        progress(fraction, f"{rows:,} rows read")
+
     records = read_trace(path, fmt, window=parse_window(s["trace_window"] or None),
                          time_scale=float(s["trace_time_scale"]),
-                         sample=s["trace_sample"] or None, seed=s["seed"])
+                         sample=s["trace_sample"] or None, seed=s["seed"],
+                         progress=None if progress is None else read)
     requests, figures = text_workload(records, path, fmt)
     if not requests:
         raise ValueError(f"--trace {path}: the trace holds no request (in the window) with "
