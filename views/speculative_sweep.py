@@ -7,6 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from inferlab.engines.speculative.statistics import break_even_alpha
 from inferlab.views.style import pen, style_plot
 
 MEASURED = "#D55E00"
@@ -26,7 +27,7 @@ class SweepPanel(QWidget):
         p.setTitle("Speedup against K (greedy)")
         p.setXRange(0.5, 8.5, padding=0)
         p.setLabel("bottom", "K: draft tokens per step")
-        p.setLabel("left", "× plain decoding · tokens per forward")
+        p.setLabel("left", "× plain · tokens/fwd")
         p.setMouseEnabled(x=False, y=False)
         self.legend = p.addLegend(offset=(10, 10))
         self.measured = p.plot([], [], pen=pen(MEASURED, 2), symbol="o", symbolBrush=MEASURED,
@@ -86,5 +87,17 @@ class SweepPanel(QWidget):
                       f"prefill, {best.prefill_s / best.plain_s:.0%} of plain's time, unshortened")
         self.note.setText(
             f"{sweep.drafter} on {sweep.model}: {which} at <b>{best.speedup_wall:.2f}×</b> plain "
-            f"decoding's wall clock ({model}; c = {c:.2f}{v}); "
-            "outputs " + ("equal plain greedy's." if same else "DIFFER from plain greedy's."))
+            f"decoding's wall clock ({model}; c = {c:.2f}{v}); {pays_text(best)} "
+            "Outputs " + ("equal plain greedy's." if same else "DIFFER from plain greedy's."))
+
+
+def pays_text(point) -> str:
+    """Where a K pays, in the point's own measured costs: the break-even acceptance
+    (statistics.break_even_alpha) beside the run's α."""
+    v = 1.0 if point.verify_cost_ratio is None else point.verify_cost_ratio
+    need = break_even_alpha(point.k, point.cost_ratio, max(1.0, v))
+    if need is None:
+        return (f"at K = {point.k} no acceptance pays: even all drafts accepted ({point.k + 1} "
+                f"tokens) cost more than the step's {point.k}·c + v.")
+    return (f"K = {point.k} pays above α = {need:.2f}, and this run's α is "
+            f"<b>{point.alpha:.2f}</b>.")

@@ -155,6 +155,29 @@ def speedup_model(alpha: float, k: int, cost_ratio: float, verify_cost: float = 
     return expected_tokens_per_forward(alpha, k) / (k * cost_ratio + verify_cost)
 
 
+def break_even_alpha(k: int, cost_ratio: float, verify_cost: float = 1.0) -> float | None:
+    """The per-draft acceptance α* at which speculative decoding with K drafts breaks even:
+    speedup_model(α*, K, c, v) = 1, i.e. E(α*, K) = K·c + v(K). A drafter pays only above it;
+    None where even α = 1 does not pay (K + 1 ≤ K·c + v). 0.0 where any α pays. E rises with
+    α, so the root is found by bisection (to 1e-9)."""
+    _check_alpha_k(0.0, k)
+    _check_cost(cost_ratio, "cost_ratio", 0.0)
+    _check_cost(verify_cost, "verify_cost", 1.0)
+    cost = k * cost_ratio + verify_cost
+    if expected_tokens_per_forward(1.0, k) <= cost:
+        return None
+    if expected_tokens_per_forward(0.0, k) >= cost:
+        return 0.0
+    low, high = 0.0, 1.0
+    while high - low > 1e-9:
+        mid = (low + high) / 2
+        if expected_tokens_per_forward(mid, k) < cost:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
 def speedup_with_prefill(decode_speedup: float, prefill_share: float) -> float:
     """The wall-clock speedup when a share of plain decoding's time (the prompt's prefill) is
     not sped up and the rest is `decode_speedup` times faster: 1 / (p + (1 - p) / s)

@@ -102,6 +102,7 @@ def test_screenshot_of_the_lab(capsys, tmp_path):
 
 def test_the_k_sweep_runs_draws_and_replays(qtbot, make_window, tmp_path):
     from inferlab.engines.labs.speculative.sweep import DEFAULT_KS
+    from inferlab.engines.speculative.statistics import break_even_alpha
 
     window, lab = open_lab(qtbot, make_window, max_tokens=16, drafter="tiny")
     panel = lab.view.sweep_panel
@@ -112,6 +113,11 @@ def test_the_k_sweep_runs_draws_and_replays(qtbot, make_window, tmp_path):
     xs, ys = panel.measured.getData()
     assert list(xs) == list(DEFAULT_KS) and all(y > 0 for y in ys)
     assert "best K =" in panel.note.text() and "equal plain greedy" in panel.note.text()
+    best = max(lab.sweep.points, key=lambda p: p.speedup_wall)  # where the best K pays
+    need = break_even_alpha(best.k, best.cost_ratio, max(1.0, best.verify_cost_ratio or 1.0))
+    assert (f"pays above α = {need:.2f}" if need is not None else "no acceptance pays") \
+        in panel.note.text()
+    assert f"α is <b>{best.alpha:.2f}</b>" in panel.note.text()
     assert panel.sweep_button.isEnabled()
     path = window.export_snapshot(tmp_path / "sweep.json")
     section = json.loads(path.read_text())["inferlab"]["labs"]["speculative"]

@@ -13,6 +13,7 @@ from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.sampling import SamplingSettings
 from inferlab.engines.speculative.statistics import (
     acceptance_stats,
+    break_even_alpha,
     estimate_alpha,
     expected_tokens_per_forward,
     expected_tokens_positional,
@@ -161,3 +162,21 @@ def test_the_prefill_is_not_sped_up_by_hand():
     for bad in ((0.0, 0.1), (2.0, 1.5), (2.0, -0.1), (float("inf"), 0.1)):
         with pytest.raises(SpeculativeError):
             speedup_with_prefill(*bad)
+
+
+def test_break_even_alpha_hand_worked():
+    # K = 1, c = 0.5, v = 1: E = 1 + α must reach 1.5
+    assert break_even_alpha(1, 0.5, 1.0) == pytest.approx(0.5, abs=1e-8)
+    # K = 2, c = 0.15, v = 1.04: 1 + α + α² = 1.34 -> α = (-1 + sqrt(1 + 4 * 0.34)) / 2
+    assert break_even_alpha(2, 0.15, 1.04) == pytest.approx((-1 + math.sqrt(2.36)) / 2, abs=1e-8)
+    # free drafts and free verification: any α pays
+    assert break_even_alpha(3, 0.0, 1.0) == 0.0
+    # K = 1 at c = 1, v = 1.5: two tokens at most, 2.5 forwards' cost: never pays
+    assert break_even_alpha(1, 1.0, 1.5) is None
+
+
+@pytest.mark.parametrize("k,c,v", [(1, 0.1, 1.0), (2, 0.15, 1.04), (4, 0.05, 1.2), (8, 0.02, 1.5)])
+def test_break_even_alpha_is_where_the_model_crosses_one(k, c, v):
+    a = break_even_alpha(k, c, v)
+    assert speedup_model(a, k, c, v) == pytest.approx(1.0, abs=1e-7)
+    assert speedup_model(max(0.0, a - 0.01), k, c, v) < 1.0 < speedup_model(min(1.0, a + 0.01), k, c, v)
