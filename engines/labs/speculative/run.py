@@ -49,8 +49,10 @@ def add_arguments(p) -> None:
                         f"(default {d['model']})")
     p.add_argument("--drafter", default=d["drafter"],
                    help="ngram (prompt lookup), layerskip:N (the target's first N layers), "
-                        "quant:int8 or quant:int4 (the target with low-bit weights) or tiny "
-                        f"(the byte-level tiny model, for the tiny and tiny-moe targets) (default "
+                        "quant:int8 or quant:int4 (the target with low-bit weights), eagle or "
+                        "medusa (a draft head trained for the target: the shipped one, or "
+                        "`inferlab train-head`'s) or tiny (the byte-level tiny model, for the "
+                        "tiny and tiny-moe targets) (default "
                         f"{d['drafter']})")
     p.add_argument("--k", type=_k_option, default=d["k"],
                    help=f"draft tokens per step, K (default {d['k']}); auto: chosen each step "
