@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 from inferlab.engines.endpoint.client import APIS, SERVER_KINDS
 from inferlab.engines.endpoint.routing import ROUTERS
 from inferlab.engines.hardware.presets import list_hardware_presets, load_hardware_preset
+from inferlab.engines.labs.endpoint.settings import ENDPOINT_DEFAULTS
 from inferlab.engines.model.cache import model_choices
 from inferlab.engines.model.config import list_model_presets, load_model_preset
 from inferlab.views.endpoint_results import MetricsPanel, SweepPanel
@@ -69,7 +70,8 @@ class EndpointView(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self._quiet = False
-        self._seeded_requests: int | None = None  # Requests before a trace was chosen
+        self._had_file = False  # a trace or workload file was chosen, as last seen
+        self._seeded_requests: int | None = None  # Requests before it was chosen here
         self._build_controls()
         self.timeline = EndpointTimelineView()
         self.metrics = MetricsPanel()
@@ -230,18 +232,22 @@ class EndpointView(QWidget):
 
     def _source_changed(self) -> None:
         """A trace chosen where there was none is sent as `run endpoint --trace` sends it: at
-        its arrival times, all of it; cleared, the seeded workload's count comes back."""
+        its arrival times, all of it; cleared, the seeded workload's count comes back (the
+        default's, when the trace came with the settings)."""
+        chosen = self.source.is_set()
         self._quiet = True  # one settings_changed for the whole edit
         try:
-            if self.source.is_set() and self._seeded_requests is None:
+            if chosen and not self._had_file:
                 self._seeded_requests = self.requests.value()
                 self.requests.setValue(self.requests.maximum())
                 self.pacing.setCurrentIndex(self.pacing.findData("arrivals"))
-            elif not self.source.is_set() and self._seeded_requests is not None:
-                self.requests.setValue(self._seeded_requests)
+            elif not chosen and self._had_file:
+                self.requests.setValue(self._seeded_requests
+                                       or ENDPOINT_DEFAULTS["requests"])
                 self._seeded_requests = None
         finally:
             self._quiet = False
+        self._had_file = chosen
         self._enable_dependent()
         self._emit()
 
@@ -256,7 +262,7 @@ class EndpointView(QWidget):
             self.server_kind.setCurrentText(s["server_kind"])
             self.api_key_env.setText(s["api_key_env"])
             self.source.set_settings(s)
-            self._seeded_requests = None
+            self._had_file, self._seeded_requests = self.source.is_set(), None
             self.requests.setValue(int(s["requests"]))
             self.rate.setValue(float(s["rate_per_s"]))
             self.seed.setValue(int(s["seed"]))

@@ -153,7 +153,7 @@ def published_trace(settings: dict, progress=None) -> tuple[list, dict]:
     path, fmt = s["trace_file"], s["trace_format"] or None
 
     def read(fraction: float, rows: int) -> None:
-        progress(fraction, f"{rows:,} rows read")
+        progress(fraction, f"reading the trace: {rows:,} rows")
 
     records = read_trace(path, fmt, window=parse_window(s["trace_window"] or None),
                          time_scale=float(s["trace_time_scale"]),
