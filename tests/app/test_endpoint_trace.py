@@ -236,3 +236,17 @@ def test_reading_a_long_trace_shows_progress(qtbot, make_window, server, tmp_pat
     assert any(name == "Endpoint lab: read the workload" and 0 < f <= 1
                and m.startswith("long.jsonl: reading the trace: 8,192 rows")
                for name, f, m in said)
+
+
+def test_stop_while_reading_sends_nothing(qtbot, make_window, server, tmp_path):
+    fake = server()
+    path = tmp_path / "long.jsonl"
+    write_mooncake_jsonl(path, duration_s=1400.0)
+    window, lab = open_endpoint(make_window, fake.url)
+    choose_trace(lab, path)
+    lab.view.run_button.click()
+    assert lab.view.stop_button.isEnabled()  # reading is stoppable
+    lab.view.stop_button.click()
+    wait_idle(qtbot, window)
+    assert lab.view.status.text() == "Stopped before the run: nothing was sent."
+    assert fake.requests == 0 and lab.record is None and lab.view.run_button.isEnabled()
