@@ -34,8 +34,7 @@ from inferlab.engines.labs.endpoint.settings import (
     ENDPOINT_DEFAULTS,
     ENDPOINT_SETTINGS,
     check_endpoint_settings,
-    endpoint_requests,
-    published_trace,
+    run_requests,
     run_settings,
 )
 from inferlab.engines.labs.endpoint.side_by_side import compare_engines
@@ -49,12 +48,10 @@ def read_requests(settings: dict, progress, should_stop) -> tuple[list, dict]:
     """(the run's requests, the trace's figures: {} without a published trace), read as
     `run endpoint` reads them, with the file's progress and stopped on request: a worker's
     job. ValueError (TraceError) naming the file when it cannot be read."""
-    if settings["trace_file"]:
-        name = Path(settings["trace_file"]).name
-        return published_trace(settings, file_reading(name, progress, should_stop))
-    if settings["workload_file"]:
-        progress(0.0, f"reading {Path(settings['workload_file']).name}")
-    return endpoint_requests(settings), {}
+    path = settings["trace_file"] or settings["workload_file"]
+    if not path:
+        return run_requests(settings)
+    return run_requests(settings, file_reading(Path(path).name, progress, should_stop))
 
 
 def trace_text(settings: dict, figures: dict) -> str:

@@ -33,7 +33,7 @@ from inferlab.engines.labs.endpoint.settings import (
     ENDPOINT_DEFAULTS,
     ENDPOINT_SETTINGS,
     check_endpoint_settings,
-    published_trace,
+    run_requests,
 )
 from inferlab.engines.labs.endpoint.side_by_side import compare_engines
 from inferlab.engines.labs.endpoint.trace import endpoint_trace
@@ -164,9 +164,7 @@ def run(args, recorder):
     settings = settings_of(args)
     api_root(settings["url"])  # a bad URL is said before anything else
     key = api_key(settings["api_key_env"])
-    requests, figures = None, {}
-    if settings["trace_file"]:
-        requests, figures = published_trace(settings)
+    requests, figures = run_requests(settings)
     offset = recorder.now_s()
     with recorder.span("endpoint run", cat="endpoint", args={"url": settings["url"]}):
         result = run_endpoint(settings, key, requests=requests)

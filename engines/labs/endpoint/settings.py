@@ -7,7 +7,8 @@ environment variable holding the API key. The key itself is never a setting: it 
 of this lab's settings, records, sections or trace events.
 
 `run_settings` makes them the load runner's EndpointSettings (engines/endpoint/load.py);
-`endpoint_requests` the run's WorkloadRequests (`published_trace` with the trace's figures).
+`run_requests` the run's WorkloadRequests with its trace's figures (`endpoint_requests`
+without them).
 """
 
 from __future__ import annotations
@@ -132,15 +133,21 @@ endpoint_workload = lognormal_workload
 
 
 def endpoint_requests(settings: dict) -> list:
-    """The run's WorkloadRequests: the workload file's or the published trace's (at most
-    `requests` of them) or the seeded workload's. ValueError naming the file when it cannot
-    be read."""
+    """The run's WorkloadRequests (`run_requests` without the trace's figures)."""
+    return run_requests(settings)[0]
+
+
+def run_requests(settings: dict, progress=None) -> tuple[list, dict]:
+    """(the run's WorkloadRequests, the figures of its published trace: {} without one): the
+    published trace's (at most `requests`; `published_trace`, `progress` while reading), else
+    the workload file's (at most `requests`), else the seeded workload's. ValueError naming
+    the file when it cannot be read."""
+    if settings["trace_file"]:
+        return published_trace(settings, progress)
     path = settings["workload_file"]
     if path:
-        return workload.read_trace_requests(path)[: int(settings["requests"])]
-    if settings["trace_file"]:
-        return published_trace(settings)[0]
-    return workload.generate(endpoint_workload(settings))
+        return workload.read_trace_requests(path)[: int(settings["requests"])], {}
+    return workload.generate(endpoint_workload(settings)), {}
 
 
 def published_trace(settings: dict, progress=None) -> tuple[list, dict]:
