@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from inferlab.engines.model.generate import generate
+from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.speculative.decoder import SpeculativeDecoder
 from inferlab.engines.speculative.errors import SpeculativeError
 from inferlab.engines.speculative.head_drafter import EagleDrafter, MedusaDrafter
@@ -18,6 +19,7 @@ from inferlab.engines.speculative.heads.target_head import FrozenHead, target_em
 from inferlab.engines.speculative.heads.train import TrainSettings, fit
 from inferlab.engines.speculative.sampling import SamplingSettings
 from tests.engines.speculative.heads.helpers import HELD_PROMPTS, TRAIN_PROMPTS, tiny_sequences
+from tests.torch_fixtures import TINY_GEMMA3
 
 N_NEW = 40
 
@@ -106,3 +108,33 @@ def test_wrong_kind_and_bad_k_refused(tiny, heads):
         EagleDrafter(model, heads["medusa"])
     with pytest.raises(SpeculativeError, match="k must be"):
         EagleDrafter(model, heads["eagle"]).propose([1, 2, 3], 0)
+
+
+@pytest.fixture(scope="module")
+def gemma3_layout():
+    """The tiny model laid out as Gemma 3 (post-norms, GeGLU, q/k-norms, (1 + w) norms,
+    √d-scaled tied embeddings, 8-token sliding layers) and heads trained for it."""
+    model, tok = tiny_model(**TINY_GEMMA3)
+    seqs = tiny_sequences(model, tok)
+    s = dict(epochs=6, window_tokens=32, batch_windows=2, lr=3e-3, draft_vocab_size=128,
+             eval_k=3)
+    return model, tok, {kind: fit(model, seqs, seqs[:1], TrainSettings(kind=kind, **s))
+                        for kind in ("eagle", "medusa")}
+
+
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+def test_a_gemma3_layout_target_drafts_exactly(gemma3_layout, kind):
+    """Gemma 3's layer layout reaches the head as Llama's does: the features are the residual
+    stream after the last layer, the scorer its folded final norm and tied head; contexts
+    past the 8-token window run its windowed layers."""
+    model, tok, heads = gemma3_layout
+    decoder = SpeculativeDecoder(model, _drafter(kind, model, heads[kind], tok), k=3,
+                                 tokenizer=tok)
+    accepted = 0
+    for text in (TRAIN_PROMPTS[0], HELD_PROMPTS[0]):
+        ids = tok.encode(text)
+        ref = generate(model, [ids], max_new_tokens=N_NEW).generations[0].token_ids
+        run = decoder.generate(ids, N_NEW)
+        assert run.token_ids == tuple(ref), text
+        accepted += sum(sum(s.accepted) for s in run.steps)
+    assert accepted > 0
