@@ -114,6 +114,9 @@ def _plot(title: str, left: str, bottom: str, log2_x: bool = False,
         axes["left"] = Log10CountAxis("left")
     widget = pg.PlotWidget(background="w", axisItems=axes)
     fixed_plot(widget, title, left, bottom)
+    # one width for every left axis: the plots line up, and an empty plot (a trace with no
+    # block ids or sessions) keeps room for its axis label
+    widget.getAxis("left").setWidth(52)
     widget.setMinimumSize(160, 90)  # three rows must fit the lab's 800-px window
     return widget
 
@@ -156,7 +159,7 @@ class TraceView(QWidget):
                                 log2_x=True)
         self.output_plot = _plot("Output lengths", "requests", "output tokens (log2 bins)",
                                  log2_x=True)
-        self.reuse_plot = _plot("Block reuse", "block ids (log scale)",
+        self.reuse_plot = _plot("Block reuse", "block ids (log)",
                                 "requests listing the block (log2 bins)", log2_x=True,
                                 log10_y=True)
         self.turns_plot = _plot("Turns per session", "sessions", "requests in a session")
