@@ -135,6 +135,7 @@ def test_the_snapshots_trace_is_read_strictly(qtbot, make_window):
     del older["settings"]["trace"]  # before issue 43's GUI: no field, no trace
     assert read_cluster_section(older).settings["trace"] is None
     for trace, field in (({"path": "m.jsonl", "window": "a:b"}, "trace.window"),
+                         ({"path": "m.jsonl", "window": "5:2"}, "trace.window"),
                          ({"path": "m.jsonl", "time_scale": 0}, "trace.time_scale"),
                          ({"path": "m.jsonl", "sample": 2.5}, "trace.sample"),
                          ({"path": "m.jsonl", "format": "csv"}, "trace.format"),

@@ -34,6 +34,7 @@ from inferlab.engines.serve.traces import (
 )
 from inferlab.engines.serve.traces.detect import FORMATS, detect_format
 from inferlab.engines.serve.traces.record import TraceError, TraceRequest
+from inferlab.engines.serve.traces.window import is_window
 
 TIME_FIELD = {"mooncake": "timestamp", "bailian": "timestamp", "azure": "TIMESTAMP",
               "burstgpt": "Timestamp", "sharegpt": "arrival", "inferlab": "arrival_s"}
@@ -66,7 +67,7 @@ def trace_format(path: str | os.PathLike, format: str | None = None) -> str:
 def _check_options(window, time_scale, sample) -> tuple[float, float]:
     start_s, end_s = (0.0, math.inf) if window is None else (float(window[0]),
                                                               float(window[1]))
-    if not (0 <= start_s < end_s) or math.isnan(end_s):
+    if not is_window(start_s, end_s):
         raise TraceError(f"window must be 0 ≤ start < end seconds, got {window!r}")
     if not (isinstance(time_scale, (int, float)) and 0 < time_scale < math.inf):
         raise TraceError(f"time_scale must be a finite number > 0, got {time_scale!r}")

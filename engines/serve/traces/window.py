@@ -4,7 +4,9 @@ endpoint): seconds after the trace's first arrival, either end optional.
     "10:70" -> (10.0, 70.0)    ":70" -> (0.0, 70.0)    "10:" or "10" -> (10.0, inf)
     None -> None
 
-`stream.read_trace` checks the range itself (0 ≤ start < end); this only reads the text."""
+Both this and `stream.read_trace` (given a window as numbers) refuse a range that is not
+0 ≤ start < end (`is_window`): a settings field that holds "5:2" is refused when it is read,
+not when a file is."""
 
 from __future__ import annotations
 
@@ -16,6 +18,15 @@ def parse_window(text: str | None) -> tuple[float, float] | None:
         return None
     start, _, end = text.partition(":")
     try:
-        return float(start or 0), float(end) if end else float("inf")
+        window = float(start or 0), float(end) if end else float("inf")
     except ValueError:
         raise ValueError(f"--window must be START:END seconds, got {text!r}") from None
+    if not is_window(*window):
+        raise ValueError(f"--window must be START:END seconds with 0 ≤ START < END, got "
+                         f"{text!r}")
+    return window
+
+
+def is_window(start_s: float, end_s: float) -> bool:
+    """0 ≤ start_s < end_s (end_s may be infinite, neither NaN)."""
+    return 0 <= start_s < end_s and end_s == end_s

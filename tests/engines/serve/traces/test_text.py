@@ -92,7 +92,7 @@ def test_window_text(text, window):
     assert parse_window(text) == window
 
 
-@pytest.mark.parametrize("text", ["a:b", "1:x", "::"])
+@pytest.mark.parametrize("text", ["a:b", "1:x", "::", "5:2", "3:3", "-1:4", "nan:5", "1:nan"])
 def test_a_bad_window_names_the_option(text):
     with pytest.raises(ValueError, match="--window must be START:END seconds"):
         parse_window(text)
