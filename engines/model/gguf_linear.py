@@ -50,12 +50,15 @@ from inferlab.engines.kernels import ggml_blocks, lowbit, resolve
 from inferlab.engines.kernels.decoder import NativeOperand
 from inferlab.engines.model.errors import ModelLoadError
 
-NATIVE_ROWS = 48
+NATIVE_ROWS = 2048
 """Up to this many input rows a call runs the block kernel (the codes decoded once per
 `ggml_blocks.MAX_ROWS` rows); more run dequantize-then-matmul, CHUNK_ROWS output rows at a
-time. Measured on Gemma 3's 640×2048 Q4_K and 2048×640 Q5_0 (1 thread, AVX-512 EPYC, weights
-in cache): the kernel is 2.1× faster at 8 rows, 1.2× at 32 and even at 64 (Q4_K 2.05 vs
-2.01 ms; Q5_0 2.32 vs 2.03)."""
+time. Measured on Gemma 3 270M's Q8_0 262,144×640 lm_head and its Q6_K, Q5_0 and Q4_K layer
+linears (AVX-512 EPYC, quiet, best of 2-5): the kernel is faster at every row count up to
+2,048 — 1 thread: lm_head 1.73× at 48 rows, 1.53× at 128, 1.21× at 512; the layer linears
+1.7-1.9× at 48, 1.2-1.3× at 512, 1.01-1.31× at 2,048; 2 threads alike (lm_head 2.14× at 48,
+1.22× at 512; 1.00-1.22× at 2,048). It was 48 (an older kernel's crossover), which sent a
+batch of 128 sequences' logits through the dequantizing path: 1.75× slower on 2 threads."""
 CHUNK_ROWS = 256
 """Output rows dequantized at a time where a call does not run the block kernel."""
 ACTIVATIONS = ("fp32", "q8")
