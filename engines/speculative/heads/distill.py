@@ -13,8 +13,9 @@ with what it computed for them:
 
 so the answer holds up to `max_new_tokens` run tokens (+ the final greedy one), and a
 sequence with `max_new_tokens` 0 (a shipped text read as it is) is its prompt alone.
-Logits of every prompt position are taken in its prefill step (their greedy tokens are the
-labels there); decode steps take one row per sequence.
+A step's logits are each sequence's last row; a prompt's other positions take their greedy
+tokens (the labels there) from the hidden states the step kept, a few hundred rows per lm_head
+product, so no [prompt tokens, vocab] tensor is ever made.
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ from inferlab.engines.model.runner import ModelRunner
 from inferlab.engines.speculative.heads.sequence import TrainingSequence
 
 BLOCK_TOKENS = 16
+HEAD_ROWS = 256
+"""Rows per lm_head product when taking greedy tokens from hidden states (`greedy_tokens`):
+logits are never held for a whole batch of prompts ([rows, vocab] fp32 is 13 GB for 128
+prompts of 100 tokens under Gemma 3's 262,144-token vocabulary)."""
+
+
+def greedy_tokens(target: Llama, hidden: torch.Tensor) -> torch.Tensor:
+    """argmax of the target's logits for each row of `hidden` (its residual stream after the
+    last layer, before the final norm), HEAD_ROWS rows per product: int64 [rows]."""
+    parts = [target.head_logits(hidden[i:i + HEAD_ROWS]).argmax(-1)
+             for i in range(0, hidden.shape[0], HEAD_ROWS)]
+    return torch.cat(parts).cpu().to(torch.int64) if parts else torch.zeros(0, dtype=torch.int64)
 
 
 @dataclass
@@ -107,14 +120,18 @@ def distill(target: Llama, items: Sequence[tuple[str, Sequence[int], int]], batc
             check_stop(should_stop)
             order = list(live)
             counts = [len(live[i].tokens) if i in fresh else 1 for i in order]
-            logits = runner.step(order, logits=counts)
+            # each sequence's last row from the step; a prompt's earlier rows from its
+            # hidden states, HEAD_ROWS at a time (`greedy_tokens`)
+            lasts = runner.step(order).argmax(-1).tolist()
             hidden = runner.last_hidden
-            picks = logits.argmax(-1).tolist()
             row = 0
-            for i, n in zip(order, counts, strict=True):
+            for i, n, last in zip(order, counts, lasts, strict=True):
                 s = live[i]
-                s.hidden.append(hidden[row:row + n].float().cpu())
-                s.greedy.extend(picks[row:row + n])
+                rows = hidden[row:row + n]
+                s.hidden.append(rows.float().cpu())
+                if n > 1:
+                    s.greedy.extend(greedy_tokens(target, rows[:-1]).tolist())
+                s.greedy.append(last)
                 row += n
                 run_tokens += n
             fresh.clear()

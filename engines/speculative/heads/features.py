@@ -32,12 +32,10 @@ from safetensors.torch import load_file, save_file
 
 from inferlab.engines.model.llama import Llama
 from inferlab.engines.model.tokenizer import Tokenizer
-from inferlab.engines.speculative.heads.distill import distill
+from inferlab.engines.speculative.heads.distill import distill, greedy_tokens
 from inferlab.engines.speculative.heads.sequence import TrainingSequence
 
 FEATURES_VERSION = 2
-HEAD_ROWS = 256
-"""Rows per lm_head product when taking the greedy tokens (bounds the logits' memory)."""
 PROMPT_BATCH = 128
 """Prompts continued together (distill.py): ~410 answer tokens/s on 2 threads of this
 project's EPYC against ~310 at 32 (SmolLM2-135M, 160-token answers)."""
@@ -50,9 +48,8 @@ def sequence_features(target: Llama, name: str, ids: Sequence[int]) -> TrainingS
     tokens = torch.tensor(list(ids), dtype=torch.int64)
     with torch.inference_mode():
         hidden = target.layers_nocache(target.embed_rows(tokens.to(target.device))).float()
-        greedy = torch.cat([target.head_logits(hidden[i:i + HEAD_ROWS]).argmax(-1)
-                            for i in range(0, len(tokens), HEAD_ROWS)])
-    return TrainingSequence(name, tokens, hidden.cpu().clone(), greedy.cpu().to(torch.int64))
+        greedy = greedy_tokens(target, hidden)
+    return TrainingSequence(name, tokens, hidden.cpu().clone(), greedy)
 
 
 def build_sequences(target: Llama, tokenizer: Tokenizer, prompts: Sequence[str],

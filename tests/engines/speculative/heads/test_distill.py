@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from inferlab.engines.model.generate import generate
+from inferlab.engines.speculative.heads import distill as distill_module
 from inferlab.engines.speculative.heads.distill import distill
 from inferlab.engines.speculative.heads.features import (
     cached_sequences,
@@ -18,8 +19,11 @@ from inferlab.engines.speculative.heads.features import (
 PROMPTS = ("The ferry", "A lamp in the", "Bread and", "Keep the tide", "Over the hill")
 
 
-@pytest.mark.parametrize("batch", [1, 2, 5])
-def test_tokens_are_plain_greedy_and_features_match_a_nocache_read(tiny, batch):
+@pytest.mark.parametrize("batch, head_rows", [(1, 256), (2, 256), (5, 256), (5, 3)])
+def test_tokens_are_plain_greedy_and_features_match_a_nocache_read(tiny, batch, head_rows,
+                                                                   monkeypatch):
+    # head_rows 3: a prompt's greedy labels come from its hidden states in pieces
+    monkeypatch.setattr(distill_module, "HEAD_ROWS", head_rows)
     model, tok = tiny
     ids = [tok.encode(p) for p in PROMPTS]
     new = [0, 3, 12, 20, 7]  # 0: a text read as it is, no answer
@@ -35,6 +39,9 @@ def test_tokens_are_plain_greedy_and_features_match_a_nocache_read(tiny, batch):
             assert int(s.greedy[-1]) == ref[n]
         want = sequence_features(model, s.name, s.tokens.tolist())
         assert torch.equal(s.greedy, want.greedy)
+        # and against the logits of every position in one product (greedy_tokens aside)
+        whole = model.forward_nocache(s.tokens, all_logits=True).argmax(-1)
+        assert torch.equal(s.greedy, whole)
         torch.testing.assert_close(s.hidden, want.hidden, rtol=1e-4, atol=1e-4)
     assert stats.answer_tokens == sum(new)
     assert stats.run_tokens == sum(len(s) for s in seqs)
