@@ -129,3 +129,23 @@ def smollm2(smollm2_path):  # smollm2_path: asked for so that a missing package 
     from inferlab.engines.model.registry import SMOLLM2_ID
 
     return load_lab_model(SMOLLM2_ID)
+
+
+@pytest.fixture
+def fake_server():
+    """`start(**kwargs) -> FakeServer`: fake OpenAI-compatible servers on 127.0.0.1
+    (engines/endpoint/fake_server.py), each stopped after the test; tokens every 2 ms unless
+    `token_interval_s` says otherwise."""
+    from inferlab.engines.endpoint.fake_server import FakeServer
+
+    servers = []
+
+    def start(**kwargs):
+        kwargs.setdefault("token_interval_s", 0.002)
+        server = FakeServer(**kwargs).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -11,7 +11,6 @@ import json
 import pytest
 
 from inferlab.app.cli import main
-from inferlab.engines.endpoint.fake_server import FakeServer
 from inferlab.engines.labs.endpoint import bench
 from inferlab.engines.labs.endpoint import run as endpoint_run
 from inferlab.engines.labs.endpoint.section import read_endpoint_section
@@ -22,18 +21,8 @@ KEY = "sk-endpoint-lab-test-KEY-90c1d2"
 
 
 @pytest.fixture
-def server():
-    servers = []
-
-    def start(**kwargs) -> FakeServer:
-        kwargs.setdefault("token_interval_s", 0.002)
-        s = FakeServer(**kwargs).start()
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
+def server(fake_server):  # tests/conftest.py's
+    return fake_server
 
 
 def set_fields(lab, url: str, requests: int = 6, key: str = "") -> None:

@@ -7,6 +7,7 @@ snapshot; a long file shows its reading progress."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -27,18 +28,8 @@ TRACE_KEYS = ("workload_file", "trace_file", "trace_format", "trace_window",
 
 
 @pytest.fixture
-def server():
-    servers = []
-
-    def start(**kwargs) -> FakeServer:
-        kwargs.setdefault("token_interval_s", 0.001)
-        s = FakeServer(**kwargs).start()
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
+def server(fake_server):  # tests/conftest.py's, tokens every millisecond
+    return functools.partial(fake_server, token_interval_s=0.001)
 
 
 def open_endpoint(make_window, url: str):

@@ -3,26 +3,8 @@ per test, stopped after it; and short timeouts so that a hang fails fast."""
 
 from __future__ import annotations
 
-import pytest
-
-from inferlab.engines.endpoint.fake_server import FakeServer
 from inferlab.engines.endpoint.load import EndpointSettings
 from inferlab.engines.serve.workload import WorkloadRequest
-
-
-@pytest.fixture
-def fake_server():
-    servers = []
-
-    def start(**kwargs) -> FakeServer:
-        kwargs.setdefault("token_interval_s", 0.002)
-        server = FakeServer(**kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def quick_settings(url: str, **kwargs) -> EndpointSettings:
