@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.engines.model.generate import generate
 from inferlab.engines.speculative.decoder import SpeculativeDecoder
 from inferlab.engines.speculative.head_drafter import EagleDrafter, MedusaDrafter
 from inferlab.engines.speculative.heads import training_data
 from inferlab.engines.speculative.heads.features import build_sequences
 from inferlab.engines.speculative.heads.train import TrainSettings, fit
+from tests.engines.speculative.heads.helpers import decode_as_plain_greedy
 
 pytestmark = pytest.mark.slow
 
@@ -33,11 +33,7 @@ def test_greedy_with_a_head_equals_plain_greedy(smollm2, sequences, kind):
                              n_medusa=3, eval_k=3, eval_stride=4))
     drafter = (EagleDrafter if kind == "eagle" else MedusaDrafter)(model, head, tokenizer=tok)
     decoder = SpeculativeDecoder(model, drafter, k=3, tokenizer=tok)
-    drafted = 0
-    for text in (training_data.train_prompts()[0], training_data.held_out_prompts()[0]):
-        ids = tok.encode_prompt(text)
-        ref = generate(model, [ids], max_new_tokens=N_NEW).generations[0].token_ids
-        run = decoder.generate(ids, N_NEW)
-        assert run.token_ids == tuple(ref), text
-        drafted += sum(len(s.drafted) for s in run.steps)
+    texts = (training_data.train_prompts()[0], training_data.held_out_prompts()[0])
+    _, drafted = decode_as_plain_greedy(model, decoder, [tok.encode_prompt(t) for t in texts],
+                                        N_NEW)
     assert drafted > 0
