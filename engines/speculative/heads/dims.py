@@ -3,6 +3,7 @@ width (EAGLE), or K residual blocks (Medusa)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -58,3 +59,31 @@ def unit_rms(f: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     is far from uniform (a dimension ~13× the row's RMS on average, the first token's row of
     norm ~4,000 against ~900): unnormalised, those would dominate the head's regression."""
     return f * torch.rsqrt(f.pow(2).mean(-1, keepdim=True) + eps)
+
+
+CONSTANT_MIN_ABS = 4.0
+"""A feature dimension is held constant (`constant_dims`) when its mean |u| is at least this
+(a typical dimension of a unit-RMS feature is ~1)..."""
+CONSTANT_MAX_REL_STD = 0.1
+"""...and its standard deviation at most this share of its mean."""
+
+
+def constant_dims(features: Iterable[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mask [d] bool, value [d]) of the dimensions of unit-RMS features (row blocks [n, d],
+    summed in fp64 block by block) that are massive and nearly constant: |mean| >=
+    CONSTANT_MIN_ABS and std <= CONSTANT_MAX_REL_STD · |mean|; value is their mean (0
+    elsewhere). Gemma 3 270M's residual stream has one (dim 163: 23.4 ± 0.96 of a unit-RMS
+    row, 86 % of its square); SmolLM2's has none."""
+    n, total, squares = 0, None, None
+    for block in features:
+        b = block.double()
+        total = b.sum(0) if total is None else total + b.sum(0)
+        squares = b.pow(2).sum(0) if squares is None else squares + b.pow(2).sum(0)
+        n += b.shape[0]
+    if not n:
+        raise ValueError("constant_dims needs at least one feature row")
+    mean = total / n
+    var = (squares - n * mean.pow(2)).clamp(min=0) / max(n - 1, 1)
+    std = var.sqrt()
+    mask = (mean.abs() >= CONSTANT_MIN_ABS) & (std <= CONSTANT_MAX_REL_STD * mean.abs())
+    return mask, torch.where(mask, mean, torch.zeros_like(mean)).float()

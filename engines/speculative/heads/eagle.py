@@ -14,6 +14,12 @@ target's widths (heads, GQA, d_ff). Drafting K tokens runs the layer K times: th
 (f̂, d) pair, its K/V kept in the head's own cache (`HeadCache`) and rolled back when the
 target rejects the drafts (their pairs are rerun with the target's real features).
 
+A dimension that is massive and constant in the target's features (`dims.constant_dims`:
+Gemma 3 270M's dim 163 holds 23.4 ± 0.96 of a unit-RMS row) is output as its value, not
+learned: the final norm divides by the row's RMS, which that dimension sets, so a head left
+free learns to use it as a logit temperature (Gemma's went to −38 where the target holds +23:
+its first drafts were fine, and every later draft, reading that output back, was garbage).
+
 Training-time test (EAGLE-3's idea, one extra step): `forward_step2` runs the pairs
 (f̂_p, x_{p+1}) built from the first step's own outputs, each query at position p reading
 the first step's keys 0 .. p - 1 (the real pairs) and its own key only: exactly what the
@@ -68,6 +74,10 @@ class EagleHead(nn.Module):
         # o and down start at zero: the layer starts as the identity on W_fc's output
         init_parameters(self, seed, zero=("o.weight", "down.weight"))
         self.rope = RopeTables(dims.d_head, dims.max_position, dims.rope_theta)
+        # the target's massive constant dimensions (dims.constant_dims, set before training):
+        # predicted as their value, not learned (see the module docstring)
+        self.register_buffer("constant_mask", torch.zeros(d, dtype=torch.bool))
+        self.register_buffer("constant_value", torch.zeros(d))
 
     def _qkv(self, feats: torch.Tensor, embeds: torch.Tensor, start: int | torch.Tensor):
         """x (fc's output), and q, k, v [B, T, heads, D] with RoPE at start .. start+T-1
@@ -96,7 +106,8 @@ class EagleHead(nn.Module):
         x = x + self.o(a.transpose(1, 2).reshape(b, t, dm.n_heads * dm.d_head))
         h = rms_norm(x, (dm.d_model,), self.mlp_norm, dm.norm_eps)
         gate, up = self.gate_up(h).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+        return torch.where(self.constant_mask, self.constant_value,
+                           x + self.down(F.silu(gate) * up))
 
     def forward_step2(self, feats: torch.Tensor, embeds: torch.Tensor,
                       feats2: torch.Tensor, embeds2: torch.Tensor) -> torch.Tensor:

@@ -60,6 +60,10 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+OPTIONAL_TENSORS = ("constant_mask", "constant_value")
+"""An EAGLE head's constant dimensions: absent from files written before them (none held)."""
+
+
 def new_module(dims: HeadDims, seed: int = 0) -> torch.nn.Module:
     return EagleHead(dims, seed) if dims.kind == "eagle" else MedusaHeads(dims, seed)
 
@@ -135,6 +139,9 @@ def load_head(path: Path, target: Llama) -> TrainedHead:
     vocab = DraftVocab(d2t, target.config.vocab_size)
     module = new_module(dims)
     expected = module.state_dict()
+    for name in OPTIONAL_TENSORS:  # a head file from before them: the module's defaults
+        if name in expected and name not in tensors:
+            tensors[name] = expected[name]
     for name, t in expected.items():
         if name not in tensors or tensors[name].shape != t.shape:
             got = tuple(tensors[name].shape) if name in tensors else "missing"

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from inferlab.engines.hardware.cancel import check_stop
 from inferlab.engines.model.llama import Llama
 from inferlab.engines.speculative.errors import SpeculativeError
-from inferlab.engines.speculative.heads.dims import KINDS, HeadDims
+from inferlab.engines.speculative.heads.dims import KINDS, HeadDims, constant_dims, unit_rms
 from inferlab.engines.speculative.heads.draft_vocab import DraftVocab
 from inferlab.engines.speculative.heads.evaluate import chain_acceptance
 from inferlab.engines.speculative.heads.features import TrainingSequence
@@ -157,6 +157,10 @@ def fit(target: Llama, train_seqs: Sequence[TrainingSequence],
     embed = target_embed(target)
     dims = HeadDims.of(target, s.kind, s.n_medusa)
     module = new_module(dims, s.seed)
+    if s.kind == "eagle":
+        mask, value = constant_dims(unit_rms(q.hidden.float()) for q in train_seqs)
+        module.constant_mask.copy_(mask)
+        module.constant_value.copy_(value)
     t2d = vocab.t2d
     n_labels = 1 if s.kind == "eagle" else s.n_medusa
     eval_k = s.eval_k if s.kind == "eagle" else min(s.eval_k, s.n_medusa)

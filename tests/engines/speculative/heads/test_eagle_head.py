@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from inferlab.engines.speculative.heads.dims import HeadDims
+from inferlab.engines.speculative.heads.dims import HeadDims, constant_dims
 from inferlab.engines.speculative.heads.eagle import EagleHead, HeadCache
 from inferlab.engines.speculative.heads.medusa import MedusaHeads
 
@@ -91,3 +91,35 @@ def test_second_step_training_equals_drafting_through_the_cache(tiny):
     # and it differs from the causal forward on the second-step pairs (own keys only)
     with torch.no_grad():
         assert not torch.allclose(trained, head(feats2, embeds), atol=1e-3)
+
+
+def test_constant_dims_by_hand():
+    # dim 0: 10 ± 0.5 (massive, constant: held); dim 1: 10 ± 5 (massive, varies); dim 2: 1 ± 0
+    # (constant, not massive); dim 3: -8 exactly (held, with its sign)
+    rows = torch.tensor([[9.5, 5.0, 1.0, -8.0], [10.5, 15.0, 1.0, -8.0]])
+    mask, value = constant_dims([rows[:1], rows[1:]])  # row blocks, summed block by block
+    assert mask.tolist() == [True, False, False, True]
+    assert value.tolist() == [10.0, 0.0, 0.0, -8.0]
+
+
+def test_held_dims_are_output_as_their_value_everywhere(tiny):
+    """Whatever the layer computes, a held dimension comes out as its value: the plain, the
+    cached, the tree and the second-step forwards."""
+    head = _random_head(tiny)
+    d = head.dims.d_model
+    with torch.no_grad():
+        head.constant_mask[[1, 5]] = True
+        head.constant_value[[1, 5]] = torch.tensor([23.0, -4.0])
+    gen = torch.Generator().manual_seed(1)
+    feats, embeds = torch.randn(1, 6, d, generator=gen), torch.randn(1, 6, d, generator=gen)
+    free = _random_head(tiny)  # the same weights, nothing held
+    with torch.no_grad():
+        outs = [head(feats, embeds)[0],
+                head(feats, embeds, 0, HeadCache(head.dims, 8))[0],
+                head.forward_step2(feats, embeds, feats, embeds)[0]]
+        reference = free(feats, embeds)[0]
+    for out in outs:
+        assert torch.equal(out[:, 1], torch.full((6,), 23.0))
+        assert torch.equal(out[:, 5], torch.full((6,), -4.0))
+    keep = [i for i in range(d) if i not in (1, 5)]
+    assert torch.equal(outs[0][:, keep], reference[:, keep])

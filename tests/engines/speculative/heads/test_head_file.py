@@ -3,6 +3,7 @@ name."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -111,3 +112,28 @@ def test_fuzz_head_file_reader(tiny, heads, tmp_path):
     result = run_cases(cases, allowed=(SpeculativeError,))
     result.check()
     assert result.refused > N_CASES // 2, result.summary()
+
+
+def test_a_file_from_before_constant_dims_reads_with_none_held(tiny, heads, tmp_path):
+    """An EAGLE head file written before the constant dimensions (no such tensors) reads back
+    with none held: it drafts as it did."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from inferlab.engines.speculative.heads.head_file import tensors_sha256
+
+    head = heads["eagle"]
+    path = save_head(tmp_path / "eagle.safetensors", head)
+    tensors = load_file(str(path))
+    with safe_open(str(path), "pt") as f:
+        record = json.loads(f.metadata()["inferlab"])
+    for name in ("constant_mask", "constant_value"):
+        del tensors[name]
+    record["tensors_sha256"] = tensors_sha256(tensors)
+    old = tmp_path / "old.safetensors"
+    save_file(tensors, str(old), metadata={"inferlab": json.dumps(record)})
+    back = load_head(old, tiny[0])
+    assert not back.module.constant_mask.any() and not back.module.constant_value.any()
+    for name, t in head.module.state_dict().items():
+        if not name.startswith("constant_"):
+            assert torch.equal(back.module.state_dict()[name], t), name
