@@ -32,6 +32,11 @@ def register(sub) -> None:
                    help="the draft vocabulary's size (the most frequent target tokens; "
                         f"default {DEFAULTS.draft_vocab_size}, clipped to the vocabulary)")
     p.add_argument("--medusa-heads", type=int, default=DEFAULTS.n_medusa)
+    p.add_argument("--second-step-weight", type=float, default=DEFAULTS.step2_weight,
+                   help="EAGLE: weight of the training-time test, the head's second drafting "
+                        "step trained on its own first outputs (EAGLE-3's; 0: off; default "
+                        f"{DEFAULTS.step2_weight:g}). About twice the training time; drafts "
+                        "past the first pay for it")
     p.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens,
                    help="the longest answer the model writes per training prompt")
     p.add_argument("--out", default=None,
@@ -53,6 +58,7 @@ def run(args) -> int:
                              batch_windows=args.batch_windows,
                              window_tokens=args.window_tokens,
                              draft_vocab_size=args.draft_vocab, n_medusa=args.medusa_heads,
+                             step2_weight=args.second_step_weight,
                              max_new_tokens=args.max_new_tokens)
     settings.check()  # named errors before the model loads
     model, tok = load_model(args.model)

@@ -42,6 +42,16 @@ def test_text_output_default_path(tmp_path, capsys):
     assert list((tmp_path / "cache" / "inferlab" / "heads").glob("*/eagle.safetensors"))
 
 
+def test_second_step_weight_reaches_the_record(tmp_path, capsys):
+    out = tmp_path / "e.safetensors"
+    assert main(["train-head", "--model", "tiny", "--epochs", "1", "--max-new-tokens", "8",
+                 "--draft-vocab", "64", "--second-step-weight", "0.5", "--threads", "1",
+                 "--out", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["training"]["settings"]["step2_weight"] == 0.5
+    assert load_head(out, tiny_model()[0]).training["settings"]["step2_weight"] == 0.5
+
+
 def test_bad_setting_named(capsys):
     assert main(["train-head", "--model", "tiny", "--epochs", "0"]) == 2
     assert "epochs" in capsys.readouterr().err
