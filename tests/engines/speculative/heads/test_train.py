@@ -49,8 +49,9 @@ def test_noise_and_second_step_are_seeded_and_change_the_head(tiny, data):
     s = TrainSettings(seed=7, step2_weight=1.0, **FAST)
     a, b = fit(model, *data, s), fit(model, *data, s)
     assert _digest(a) == _digest(b)
-    no_step2 = fit(model, *data, TrainSettings(seed=7, **FAST))
-    no_noise = fit(model, *data, TrainSettings(seed=7, feature_noise=0.0, **FAST))
+    no_step2 = fit(model, *data, TrainSettings(seed=7, step2_weight=0.0, **FAST))
+    no_noise = fit(model, *data, TrainSettings(seed=7, step2_weight=1.0, feature_noise=0.0,
+                                               **FAST))
     assert len({_digest(a), _digest(no_step2), _digest(no_noise)}) == 3
 
 
