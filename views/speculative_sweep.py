@@ -98,6 +98,7 @@ def pays_text(point) -> str:
     need = break_even_alpha(point.k, point.cost_ratio, max(1.0, v))
     if need is None:
         return (f"at K = {point.k} no acceptance pays: even all drafts accepted ({point.k + 1} "
-                f"tokens) cost more than the step's {point.k}·c + v.")
+                f"tokens) cost more than the step's {point.k}·c + v (this run's α is "
+                f"<b>{point.alpha:.2f}</b>).")
     return (f"K = {point.k} pays above α = {need:.2f}, and this run's α is "
             f"<b>{point.alpha:.2f}</b>.")
