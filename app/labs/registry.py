@@ -306,7 +306,7 @@ LABS: tuple[LabSpec, ...] = (
         summary=("Draft K tokens, verify them in one target forward: every token's fate, "
                  "acceptance by position, tokens per forward against the theory"),
         description=(
-            "a real model (the seeded tiny model, or SmolLM2-135M-Instruct) decoding one "
+            "a real model (the seeded tiny model, SmolLM2-135M-Instruct or Gemma 3 270M) decoding one "
             "prompt speculatively: a drafter (prompt lookup, the target itself with a "
             "searched set of layers skipped or only its first layers, an INT8/INT4 copy of "
             "it, a smaller model, or a draft head trained on the target's own outputs: EAGLE, "
