@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal
 
@@ -93,3 +94,17 @@ def file_reading(name: str, progress, should_stop, share: float = 1.0):
         progress(share * fraction, f"{name}: {message}")
 
     return reading
+
+
+def trace_status(path: str, figures: dict) -> str:
+    """What a lab's status line says of the published trace its run read (`figures`: the
+    reader's, `replay.trace_figures`): which file, its format, its requests (and those past
+    the run's count not sent, where the figures say so) and its hit rate under an unbounded
+    prefix cache; "" without one."""
+    if not figures:
+        return ""
+    cut = figures.get("trace_requests_cut")
+    sent = f" ({cut:,} past Requests not sent)" if cut else ""
+    return (f" Trace {Path(path).name} ({figures['trace_format']}): "
+            f"{figures['trace_requests']:,} requests{sent}, unbounded-cache hit rate "
+            f"{figures['trace_hit_rate_unbounded']:.0%}.")

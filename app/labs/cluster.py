@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from inferlab.app.labs.base import Lab
-from inferlab.app.worker import file_reading
+from inferlab.app.worker import file_reading, trace_status
 from inferlab.engines.cluster.fanout import choose_fanout
 from inferlab.engines.fields import clean_settings
 from inferlab.engines.labs.cluster.records import ClusterSnapshot, search_summary
@@ -70,14 +70,9 @@ def search_section(settings: dict, kind: str, progress, should_stop) -> tuple[di
     return cluster_section(settings, None, search_summary(result)), figures
 
 
-def trace_text(settings: dict, figures: dict) -> str:
-    """What the status line says of the run's trace: which, its format, its requests and its
-    hit rate under an unbounded prefix cache ("" without one)."""
-    if not figures:
-        return ""
-    return (f" Trace {Path(settings['trace']['path']).name} ({figures['trace_format']}): "
-            f"{figures['trace_requests']:,} requests, unbounded-cache hit rate "
-            f"{figures['trace_hit_rate_unbounded']:.0%}.")
+def trace_path(settings: dict) -> str:
+    """The file of the settings' trace ("" without one)."""
+    return settings["trace"]["path"] if settings["trace"] else ""
 
 
 class ClusterLab(Lab):
@@ -162,7 +157,7 @@ class ClusterLab(Lab):
         self.view.set_busy(False, f"{metrics.get('layout', '')}: {metrics.get('completed', 0)} "
                                   f"requests in {metrics.get('duration_s', 0):.2f} simulated "
                                   "s. Change the layout and Run again, or Search layouts."
-                                  + trace_text(record.settings, figures))
+                                  + trace_status(trace_path(record.settings), figures))
 
     def _draw(self, record: ClusterSnapshot) -> None:
         self.view.draw(record.state, record.metrics, record.settings)
@@ -176,7 +171,7 @@ class ClusterLab(Lab):
         best = search.get("best") or "no layout meets the SLOs"
         where = f" ({search['executor']})" if search.get("executor") else ""
         self.view.set_busy(False, f"{len(search['cells'])} layouts searched{where}; best: "
-                                  f"{best}." + trace_text(searched.settings, figures))
+                                  f"{best}." + trace_status(trace_path(searched.settings), figures))
 
     # ---- snapshots ---------------------------------------------------------------------
     def snapshot_section(self) -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 
 from inferlab.app.labs.base import Lab
-from inferlab.app.worker import file_reading
+from inferlab.app.worker import file_reading, trace_status
 from inferlab.engines.fields import clean_settings
 from inferlab.engines.labs.endpoint.records import (
     AGREEMENT_KEYS,
@@ -52,18 +52,6 @@ def read_requests(settings: dict, progress, should_stop) -> tuple[list, dict]:
     if not path:
         return run_requests(settings)
     return run_requests(settings, file_reading(Path(path).name, progress, should_stop))
-
-
-def trace_text(settings: dict, figures: dict) -> str:
-    """What the status line says of the run's published trace: which, its format, its
-    requests and its hit rate under an unbounded prefix cache ("" without one)."""
-    if not figures:
-        return ""
-    cut = figures.get("trace_requests_cut")
-    sent = f" ({cut:,} past Requests not sent)" if cut else ""
-    return (f" Trace {Path(settings['trace_file']).name} ({figures['trace_format']}): "
-            f"{figures['trace_requests']:,} requests{sent}, unbounded-cache hit rate "
-            f"{figures['trace_hit_rate_unbounded']:.0%}.")
 
 
 def idle_text(url: str) -> str:
@@ -166,7 +154,7 @@ class EndpointLab(Lab):
             self.view.set_running(False, self.read_only)
             return
         requests, figures = read[0]
-        self._trace_note = trace_text(s, figures)
+        self._trace_note = trace_status(s["trace_file"], figures)
         try:
             run = load_run(s, key, requests=requests)
         except (ValueError, OSError) as e:
