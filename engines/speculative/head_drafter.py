@@ -125,6 +125,7 @@ class EagleDrafter(_HeadDrafter):
                  seed: int = 0, tokenizer: Tokenizer | None = None,
                  max_tokens: int | None = None) -> None:
         super().__init__(target, head, "eagle", settings, seed, tokenizer, max_tokens)
+        head.module.for_drafting()
         self.cache = HeadCache(head.dims, self.max_tokens)
         self.pair_ids: list[int] = []
         """The text x_0 .. x_m whose real pairs t = 0 .. m - 1 the cache holds first."""

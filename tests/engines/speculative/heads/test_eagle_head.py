@@ -123,3 +123,41 @@ def test_held_dims_are_output_as_their_value_everywhere(tiny):
         assert torch.equal(out[:, 5], torch.full((6,), -4.0))
     keep = [i for i in range(d) if i not in (1, 5)]
     assert torch.equal(outs[0][:, keep], reference[:, keep])
+
+
+def test_drafting_copies_give_the_same_outputs_until_trained_again(tiny):
+    """`for_drafting` multiplies by native copies of the weights: the plain, cached and tree
+    forwards match nn.Linear's; with gradients on (training) nn.Linear runs and gradients
+    reach the weights; `train()` drops the copies, so a changed weight is read again."""
+    head = _random_head(tiny)
+    d = head.dims.d_model
+    gen = torch.Generator().manual_seed(4)
+    feats, embeds = torch.randn(1, 7, d, generator=gen), torch.randn(1, 7, d, generator=gen)
+
+    def outputs():
+        with torch.no_grad():
+            cache = HeadCache(head.dims, 16)
+            cached = head(feats[:, :5], embeds[:, :5], 0, cache)[0]
+            tree, _, _ = head.forward_tree(
+                feats[0, 5:], embeds[0, 5:], torch.tensor([5, 5]), cache,
+                torch.zeros(0, head.dims.n_kv_heads, head.dims.d_head),
+                torch.zeros(0, head.dims.n_kv_heads, head.dims.d_head),
+                torch.zeros(2, 0, dtype=torch.bool))
+            return head(feats, embeds)[0], cached, tree
+
+    reference = outputs()
+    assert head.for_drafting() is head and not head.training
+    for got, want in zip(outputs(), reference, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    head(feats, embeds).sum().backward()  # gradients on: nn.Linear, and they reach it
+    assert head.gate_up.weight.grad is not None and bool(head.gate_up.weight.grad.any())
+    with torch.no_grad():
+        head.down.weight.mul_(2.0)
+    stale = outputs()[0]
+    head.train()
+    head.eval()
+    fresh = outputs()[0]
+    assert not torch.allclose(stale, fresh)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh, head.for_drafting()(feats, embeds)[0], rtol=1e-5,
+                                   atol=1e-5)
