@@ -312,7 +312,8 @@ def run_speculative_lab_bench(new_tokens: int = 128, ks: Sequence[int] = (2, 4, 
     CPU) over the lab's shipped prompts (assets/text/speculative_prompts.txt) in their two
     groups, `grounded` (the answer copies from the prompt) and `open` (chat), each with its own
     figures, best row, adaptive-K row and transformers' prompt lookup; the n-gram drafter also
-    as token trees of width 1 and 3. Each decode runs to the model's end of turn, at most
-    `new_tokens` tokens."""
+    as token trees of width 1 and 3; the EAGLE head's rows at each K of `eagle_ks`. Each
+    decode runs to the model's end of turn, at most `new_tokens` tokens."""
     return run_speculative_bench(prompt_groups(), new_tokens=new_tokens, drafters=drafters,
-                                 ks=ks, repeats=repeats, tree_widths=tree_widths)
+                                 ks=ks, repeats=repeats, tree_widths=tree_widths,
+                                 eagle_ks=eagle_ks)

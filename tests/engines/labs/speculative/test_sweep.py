@@ -171,3 +171,16 @@ def test_the_predicted_speedup_is_over_the_drafts_made_with_the_given_v():
     assert free.prefill_s is None and free.predicted_speedup_wall is None
     assert free.verify_cost_ratio == 1.0 and free.predicted_speedup == pytest.approx(
         speedup_model_drafted(free.alpha, lengths, free.cost_ratio, dict.fromkeys(v, 1.0)))
+
+
+def test_the_lab_bench_asks_for_the_eagle_rows(monkeypatch):
+    """`bench speculative` (the lab's bench) passes its EAGLE Ks on: each group's `eagle`
+    rows come from them (a head found, they are measured; none asked, none are)."""
+    from inferlab.engines.labs.speculative import bench
+
+    seen = {}
+    monkeypatch.setattr(bench, "run_speculative_bench", lambda *a, **kw: seen.update(kw))
+    bench.run_speculative_lab_bench()
+    assert seen["eagle_ks"] == bench.EAGLE_KS
+    bench.run_speculative_lab_bench(eagle_ks=(2,))
+    assert seen["eagle_ks"] == (2,)
