@@ -38,6 +38,24 @@ SUBJECTS = (
     "how volcanoes form", "how electric cars charge", "how a camera lens focuses",
     "the history of the printing press", "the water cycle", "how the heart pumps blood",
     "how to knit a scarf", "choosing a houseplant for a bright window",
+    "ironing a shirt", "sharpening a kitchen knife", "making pancakes", "baking a birthday cake",
+    "making soup from leftovers", "packing a lunch for work", "washing wool jumpers",
+    "getting rid of fruit flies", "descaling a kettle", "hanging a picture on a wall",
+    "assembling flat-pack furniture", "changing a car tyre", "checking a car's oil",
+    "jump-starting a car battery", "riding a bicycle in city traffic", "learning to juggle",
+    "practising the piano", "drawing a portrait", "writing a haiku", "learning chess openings",
+    "solving a sudoku", "building a birdhouse", "keeping chickens", "pruning roses",
+    "mowing a lawn", "making jam", "pickling vegetables", "fermenting kimchi",
+    "cooking pasta for a crowd", "grilling vegetables", "writing a cover letter",
+    "asking for a pay rise", "negotiating the price of a used car", "running a team meeting",
+    "giving feedback to a colleague", "managing a small project", "working from home",
+    "learning to type faster", "choosing a password manager", "spotting a phishing email",
+    "setting up a home wifi network", "speeding up an old computer", "learning SQL",
+    "writing unit tests", "using version control", "how a microwave oven heats food",
+    "how a thermostat works", "how vaccines train the immune system", "how glaciers move",
+    "how earthquakes are measured", "how plants make food from light", "how a lock and key work",
+    "how a piano makes sound", "how bread rises", "how a battery stores energy",
+    "how airplanes stay in the air", "how the moon changes shape", "how recycling is sorted",
 )
 
 TOPIC_TEMPLATES = (
@@ -52,7 +70,7 @@ TOPIC_TEMPLATES = (
     "Write a short story (about 100 words) in which a character learns about {s}.",
     "Make a checklist for {s}.",
 )
-TEMPLATES_PER_SUBJECT = 6
+TEMPLATES_PER_SUBJECT = 8
 
 PARAGRAPH_TEMPLATES = (
     "Summarise this passage in two sentences:\n\n{p}",
