@@ -39,7 +39,8 @@ Where the target has a trained EAGLE head (the user cache's, else the one shippe
 SmolLM2: `head_path`), each group also gets `eagle`: the head drafting at each K of
 `eagle_ks`, its rows, and the best row's `speedup_wall` and `accept_len_mean` (=
 tokens_per_target_forward: tokens emitted per target forward, the acceptance length counting
-the target's own token), with the head file it read.
+the target's own token), with the head file it read. Where it has trained Medusa heads (the
+user cache's: none ships), `medusa` likewise, at each K of `medusa_ks` (chains only).
 The open group also gets `skip_auto`: the training-free skip self-draft (the layer set
 searched on calibration text) against `layerskip:N` at the same draft cost and K.
 
@@ -81,9 +82,12 @@ DEFAULT_PROMPTS = (
     "Hi! Can you tell me what a lighthouse does, in a few sentences?",
 )
 DEFAULT_DRAFTERS = ("ngram", "layerskip:8", "quant:int8")
-EAGLE_KS = (2, 3, 4, 5)
+EAGLE_KS = (1, 2, 3, 4, 5)
 EAGLE_TREES = ((3, 2), (4, 3))
 """(K, W) of the EAGLE head's dynamic-tree rows: depth K, at most W paths and K·W nodes."""
+MEDUSA_KS = (1, 2, 3, 4)
+"""K of the Medusa heads' rows (train-head's default is 4 heads; a drafter with fewer drafts
+at most as many as it has)."""
 
 
 def _hf_times(model, prompts: list[list[int]], new_tokens: int, repeats: int,
@@ -177,15 +181,16 @@ def _train_s(path) -> float | None:
     return None if record is None else from_nothing_s(record.get("training") or {})
 
 
-def _eagle_figures(model, tok, ids, new_tokens: int, plain_now, repeats: int,
-                   stops: Sequence[int], verify_costs, ks: Sequence[int], path) -> dict:
-    """The EAGLE head's chain rows at each K and its dynamic-tree rows (EAGLE_TREES), plain
-    decoding timed beside each, and the best."""
-    rows = [_row(model, tok, "eagle", k, ids, new_tokens, plain_now(), repeats,
+def _head_figures(kind: str, model, tok, ids, new_tokens: int, plain_now, repeats: int,
+                  stops: Sequence[int], verify_costs, ks: Sequence[int], path) -> dict:
+    """A trained head's chain rows at each K (`kind` "eagle" or "medusa"), the EAGLE head's
+    dynamic-tree rows too (EAGLE_TREES), plain decoding timed beside each, and the best."""
+    rows = [_row(model, tok, kind, k, ids, new_tokens, plain_now(), repeats,
                  stop_token_ids=stops, verify_costs=verify_costs) for k in ks]
-    rows += [_row(model, tok, "eagle", k, ids, new_tokens, plain_now(), repeats,
+    trees = EAGLE_TREES if kind == "eagle" else ()
+    rows += [_row(model, tok, kind, k, ids, new_tokens, plain_now(), repeats,
                   tree_width=width, stop_token_ids=stops, verify_costs=verify_costs)
-             for k, width in EAGLE_TREES]
+             for k, width in trees]
     best = max(rows, key=lambda r: r["speedup_wall"])
     return {"head_path": str(path), "k": best["k"], "tree_width": best["tree_width"],
             "speedup_wall": best["speedup_wall"],
@@ -196,8 +201,9 @@ def _eagle_figures(model, tok, ids, new_tokens: int, plain_now, repeats: int,
 def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence[str],
            ks: Sequence[int], tree_widths: Sequence[int], repeats: int, adaptive: bool,
            hf_model, with_skip_auto: bool = False, stops: Sequence[int] = (),
-           verify_costs: Mapping[int, float] | None = None, eagle_ks: Sequence[int] = (),
-           eagle_path=None) -> dict:
+           verify_costs: Mapping[int, float] | None = None,
+           head_ks: Mapping[str, Sequence[int]] | None = None,
+           head_paths: Mapping[str, object] | None = None) -> dict:
     """One prompt set's rows (per drafter, K and width), its best, the adaptive row and
     transformers' prompt-lookup speedup, all measured on these prompts in this run."""
 
@@ -225,9 +231,11 @@ def _group(model, tok, ids: list[list[int]], new_tokens: int, drafters: Sequence
             lambda: HeuristicK(k_max=AUTO_K_MAX, start=5))
         out["adaptive_vs_hf_heuristic_k"] = (out["adaptive"]["speedup_wall"]
                                              / out["hf_heuristic_k"]["speedup_wall"])
-    if eagle_path is not None and eagle_ks:
-        out["eagle"] = _eagle_figures(model, tok, ids, new_tokens, plain_now, repeats, stops,
-                                      verify_costs, eagle_ks, eagle_path)
+    for kind, ks_of_kind in (head_ks or {}).items():
+        path = (head_paths or {}).get(kind)
+        if path is not None and ks_of_kind:
+            out[kind] = _head_figures(kind, model, tok, ids, new_tokens, plain_now, repeats,
+                                      stops, verify_costs, ks_of_kind, path)
     if with_skip_auto:
         try:
             out["skip_auto"] = _skip_auto_figures(model, tok, ids, new_tokens, repeats,
@@ -248,7 +256,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
                           transformers: bool = True, model_name: str | None = None,
                           tree_widths: Sequence[int] = (1,), adaptive: bool = True,
                           skip_auto_group: str | None = "open",
-                          stop_at_eos: bool = True, eagle_ks: Sequence[int] = ()) -> dict:
+                          stop_at_eos: bool = True, eagle_ks: Sequence[int] = (),
+                          medusa_ks: Sequence[int] = ()) -> dict:
     """Per drafter, K and tree width (`tree_widths` > 1: ngram only): acceptance_rate,
     mean_acceptance_length, tokens_per_target_forward, alpha, theory_tokens_per_forward,
     speedup_wall (against plain decoding of the same prompts, this run); the adaptive-K row
@@ -258,7 +267,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
     `stop_at_eos`); `emitted_tokens` in each row says how many were. `eagle_ks`: the K of
     the EAGLE head's rows (each group's `eagle`), where the model has a head (none: no rows;
     `eagle_head` says which file or null; `eagle_train_s` its record's time from nothing:
-    features built + trained, null where the record does not say).
+    features built + trained, null where the record does not say). `medusa_ks`: the same
+    for Medusa heads (`medusa`, `medusa_head`, `medusa_train_s`).
     `prompts` a list (the figures at the top level) or groups of them by name (the figures
     under each name: `grounded`, `open`). `model_name`: another `load_model` name (default
     SmolLM2; transformers only runs that). fp32 by default: the CPU runtime's fastest path
@@ -274,14 +284,17 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         ids = {name: [tok.encode_prompt(p) for p in texts] for name, texts in groups.items()}
         stops = tuple(tok.eos_token_ids) if stop_at_eos else ()
         plain_decode(model, next(iter(ids.values())), new_tokens, stops)  # warm up
-        verify_costs = verify_cost_ratios(model, range(1, max((*ks, *eagle_ks, AUTO_K_MAX)) + 1))
-        eagle_path = head_path(model, "eagle") if eagle_ks else None
+        verify_costs = verify_cost_ratios(
+            model, range(1, max((*ks, *eagle_ks, *medusa_ks, AUTO_K_MAX)) + 1))
+        head_ks = {"eagle": tuple(eagle_ks), "medusa": tuple(medusa_ks)}
+        paths = {kind: head_path(model, kind) if kks else None for kind, kks in head_ks.items()}
         out: dict = {"model": model_name, "dtype": dtype, "new_tokens": new_tokens,
                      "stop_at_eos": bool(stops), "threads": torch.get_num_threads(),
                      "repeats": repeats,
                      "verify_cost_ratios": {str(k): v for k, v in verify_costs.items()},
-                     "eagle_head": None if eagle_path is None else str(eagle_path),
-                     "eagle_train_s": _train_s(eagle_path)}
+                     **{f"{kind}_head": None if path is None else str(path)
+                        for kind, path in paths.items()},
+                     **{f"{kind}_train_s": _train_s(path) for kind, path in paths.items()}}
         hf_model = None
         if transformers and model_name == SMOLLM2_ID:
             try:
@@ -291,8 +304,8 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
         for name, group_ids in ids.items():
             figures = _group(model, tok, group_ids, new_tokens, drafters, ks, tree_widths,
                              repeats, adaptive, hf_model, with_skip_auto=name == skip_auto_group,
-                             stops=stops, verify_costs=verify_costs, eagle_ks=eagle_ks,
-                             eagle_path=eagle_path)
+                             stops=stops, verify_costs=verify_costs, head_ks=head_ks,
+                             head_paths=paths)
             if name is None:
                 out.update(figures)
             else:
@@ -307,13 +320,15 @@ def run_speculative_bench(prompts: Sequence[str] | Mapping[str, Sequence[str]] =
 def run_speculative_lab_bench(new_tokens: int = 128, ks: Sequence[int] = (2, 4, 8),
                               drafters: Sequence[str] = DEFAULT_DRAFTERS,
                               repeats: int = 1, tree_widths: Sequence[int] = (1, 3),
-                              eagle_ks: Sequence[int] = EAGLE_KS) -> dict:
+                              eagle_ks: Sequence[int] = EAGLE_KS,
+                              medusa_ks: Sequence[int] = MEDUSA_KS) -> dict:
     """`inferlab bench speculative --json`: `run_speculative_bench` on SmolLM2 greedy (fp32,
     CPU) over the lab's shipped prompts (assets/text/speculative_prompts.txt) in their two
     groups, `grounded` (the answer copies from the prompt) and `open` (chat), each with its own
     figures, best row, adaptive-K row and transformers' prompt lookup; the n-gram drafter also
-    as token trees of width 1 and 3; the EAGLE head's rows at each K of `eagle_ks`. Each
+    as token trees of width 1 and 3; the EAGLE head's rows at each K of `eagle_ks`, the Medusa
+    heads' at each of `medusa_ks` (where the model has them). Each
     decode runs to the model's end of turn, at most `new_tokens` tokens."""
     return run_speculative_bench(prompt_groups(), new_tokens=new_tokens, drafters=drafters,
                                  ks=ks, repeats=repeats, tree_widths=tree_widths,
-                                 eagle_ks=eagle_ks)
+                                 eagle_ks=eagle_ks, medusa_ks=medusa_ks)

@@ -52,9 +52,10 @@ def cached_head(tiny, tmp_path, monkeypatch):
     return train_head(model, tok, s, tmp_path).path
 
 
-def test_a_cached_medusa_head_drafts_in_the_lab(tiny, tmp_path, cached_head):
+def test_a_cached_medusa_head_drafts_in_the_lab(tiny, tmp_path, cached_head, monkeypatch):
     """`medusa` finds the user cache's Medusa heads (the same cached features as the EAGLE
-    head's) and decodes to plain greedy's output."""
+    head's) and decodes to plain greedy's output; the bench measures both heads' rows in each
+    group (Medusa: chains at its Ks), and says which files it read."""
     model, tok = tiny
     s = TrainSettings(kind="medusa", epochs=1, window_tokens=32, draft_vocab_size=64,
                       max_new_tokens=24, eval_k=2, n_medusa=3)
@@ -66,6 +67,15 @@ def test_a_cached_medusa_head_drafts_in_the_lab(tiny, tmp_path, cached_head):
     plain = plain_decode(model, ids, 16, ())
     row = bench._row(model, tok, "medusa", 3, ids, 16, [plain], 1)
     assert row["outputs_equal"] is True
+    monkeypatch.setattr(bench, "load_model", lambda name, dtype: (model, tok))
+    out = bench.run_speculative_bench({"g": ["Over the hill"]}, new_tokens=8, drafters=(),
+                                      ks=(2,), transformers=False, adaptive=False,
+                                      skip_auto_group=None, eagle_ks=(2,), medusa_ks=(1, 3))
+    assert out["eagle_head"] == str(cached_head) and out["medusa_head"] == str(path)
+    medusa = out["g"]["medusa"]
+    assert [(r["k"], r["tree_width"]) for r in medusa["results"]] == [(1, 1), (3, 1)]
+    assert medusa["outputs_equal"] is True and medusa["head_path"] == str(path)
+    assert [r["k"] for r in out["g"]["eagle"]["results"]][:1] == [2]
 
 
 def test_cached_head_is_found_and_drafts(tiny, tmp_path, cached_head):
@@ -84,8 +94,8 @@ def test_bench_eagle_figures(tiny, cached_head):
     def plain_now():
         return [plain_decode(model, ids, 16, ())]
 
-    fig = bench._eagle_figures(model, tok, ids, 16, plain_now, 1, (), None, (2, 3),
-                               cached_head)
+    fig = bench._head_figures("eagle", model, tok, ids, 16, plain_now, 1, (), None, (2, 3),
+                              cached_head)
     trees = [(k, w) for k, w in bench.EAGLE_TREES]
     assert [(r["k"], r["tree_width"]) for r in fig["results"]] == [(2, 1), (3, 1), *trees]
     assert fig["outputs_equal"] is True  # greedy speculative output == plain greedy
