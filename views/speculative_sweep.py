@@ -29,7 +29,6 @@ class SweepPanel(QWidget):
         p.setLabel("bottom", "K: draft tokens per step")
         p.setLabel("left", "× plain · tokens/fwd")
         p.setMouseEnabled(x=False, y=False)
-        self.legend = p.addLegend(offset=(10, 10))
         self.measured = p.plot([], [], pen=pen(MEASURED, 2), symbol="o", symbolBrush=MEASURED,
                                symbolPen=None, name="measured wall clock")
         self.model = p.plot([], [], pen=pen(MODEL, 2, dashed=True), symbol="t",
@@ -45,6 +44,14 @@ class SweepPanel(QWidget):
         self.cancel_button.setEnabled(False)
         self.sweep_button.clicked.connect(self.sweep_requested)
         self.cancel_button.clicked.connect(self.cancel_requested)
+        # the key sits under the plot: inside, on a lab-sized plot, it covered the points at
+        # small K, where the best K often is
+        self.key = QLabel(" ".join(
+            f'<span style="color:{color}">{glyph}</span>&nbsp;{text}' for color, glyph, text in (
+                (MEASURED, "●", "measured wall clock"),
+                (MODEL, "▼", "model Σ E(kᵢ) / Σ (kᵢ·c + v(kᵢ))"),
+                (TOKENS, "■", "tokens per target forward"))))
+        self.key.setWordWrap(True)
         self.note = QLabel("Sweep K: how far the speedup follows the model for this drafter.")
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #555")
@@ -57,6 +64,7 @@ class SweepPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
         layout.addWidget(self.plot, 1)
+        layout.addWidget(self.key)
         self.sweep = None
 
     def set_busy(self, busy: bool, read_only: bool = False) -> None:
