@@ -149,3 +149,13 @@ def fake_server():
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def few_training_prompts(monkeypatch):
+    """A slice (48) of the draft heads' real training list: the whole one (~1,400 prompts) is
+    tens of seconds of answers even for the tiny model, and a test of a command or a tab that
+    trains to the end is about them, not the data."""
+    from inferlab.engines.speculative.heads import training_data
+    few = training_data.train_prompts()[:48]
+    monkeypatch.setattr(training_data, "train_prompts", lambda: few)

@@ -14,7 +14,6 @@ from inferlab.app.labs import speculative_training
 from inferlab.app.offscreen_window import select_tab
 from inferlab.engines.model.tiny import tiny_model
 from inferlab.engines.speculative.errors import SpeculativeError
-from inferlab.engines.speculative.heads import training_data
 from inferlab.engines.speculative.heads.head_file import load_head, read_record
 from inferlab.engines.speculative.heads.shipped import shipped_head_path
 from inferlab.engines.speculative.heads.train import TrainSettings
@@ -30,15 +29,6 @@ def cache(tmp_path, monkeypatch) -> Path:
     """The user cache (heads, features) in a folder of this test's own."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return tmp_path / "cache" / "inferlab"
-
-
-@pytest.fixture
-def few_prompts(monkeypatch):
-    """A slice of the real training list: the full one (~1,400 prompts) is tens of seconds
-    of answers even for the tiny model, and a run to its end is about the tab, not the data
-    (the cancel test keeps the whole list: its run must outlast the first progress report)."""
-    few = training_data.train_prompts()[:48]
-    monkeypatch.setattr(training_data, "train_prompts", lambda: few)
 
 
 def _training_tab(qtbot, make_window):
@@ -73,7 +63,8 @@ def test_the_tab_shows_the_shipped_head(qtbot, make_window, cache):
     assert panel.record is None and "no Medusa heads yet" in panel.status.text()
 
 
-def test_train_streams_the_curve_and_saves_the_head(qtbot, make_window, cache, few_prompts):
+def test_train_streams_the_curve_and_saves_the_head(qtbot, make_window, cache,
+                                                    few_training_prompts):
     window, lab, panel = _training_tab(qtbot, make_window)
     before = list(panel.points)
     streamed, progress = [], []
@@ -107,6 +98,7 @@ def test_train_streams_the_curve_and_saves_the_head(qtbot, make_window, cache, f
 
 
 def test_cancel_stops_it_and_saves_nothing(qtbot, make_window, cache):
+    # the whole training list (no few_training_prompts): the run must outlast the first report
     window, lab, panel = _training_tab(qtbot, make_window)
     shown = panel.record
     lab.training.progress_ready.connect(lambda *_a: panel.cancel_button.click())

@@ -10,8 +10,9 @@ import torch
 
 from inferlab.app.cli import main
 from inferlab.engines.model.tiny import tiny_model
-from inferlab.engines.speculative.heads import training_data
 from inferlab.engines.speculative.heads.head_file import load_head
+
+pytestmark = pytest.mark.usefixtures("few_training_prompts")
 
 
 @pytest.fixture(autouse=True)
@@ -20,14 +21,6 @@ def _cache(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
-
-
-@pytest.fixture(autouse=True)
-def _few_prompts(monkeypatch):
-    """A slice of the real training list: the full one (~1,400 prompts) is tens of seconds
-    of answers even for the tiny model, and these tests are about the command, not the data."""
-    few = training_data.train_prompts()[:48]
-    monkeypatch.setattr(training_data, "train_prompts", lambda: few)
 
 
 def test_json_and_the_head_file(tmp_path, capsys):
